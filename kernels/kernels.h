@@ -1,0 +1,89 @@
+/* The model ops' table: one entry per forward/backward op of a GPT-2 style model.
+ *
+ * Two implementations share these names, argument order and semantics:
+ *   zn_kernels_cpu  (kernels/cpu, OpenMP; the reference and the host backend's compute)
+ *   zn_kernels_cuda (kernels/cuda, CUDA C + cuBLAS; only when built with CUDA)
+ * Arguments: outputs first, then inputs, then sizes (llm.c's order). All tensors are fp32,
+ * row-major, contiguous; accumulation is fp32. Backward ops ACCUMULATE (+=) into their
+ * d-inputs and d-weights, as llm.c does, so callers zero gradient buffers first.
+ *
+ * `stream` is the backend's native stream: ignored by the CPU table (it runs synchronously
+ * on the calling thread, which for the host device is the stream's worker thread), a
+ * cudaStream_t for the CUDA table (the op is enqueued and returns at once).
+ *
+ * Shapes: B batch, T sequence, C channels, V vocab (Vp = padded vocab row stride), NH heads,
+ * OC output channels. matmul weights are [OC, C] (out = inp @ weight^T + bias), as llm.c;
+ * the model converts from/to Hugging Face's Conv1D [in, out] layout at load/save.
+ */
+#ifndef ZN_KERNELS_H
+#define ZN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct zn_kernel_table {
+	const char *name; /* "cpu" or "cuda" */
+
+	/* out[B,T,C] = wte[inp[b,t]] + wpe[t] */
+	void (*encoder_forward)(void *stream, float *out, const int *inp, const float *wte,
+				const float *wpe, int B, int T, int C);
+	void (*encoder_backward)(void *stream, float *dwte, float *dwpe, const float *dout,
+				 const int *inp, int B, int T, int C);
+
+	/* mean, rstd [B,T] are saved for backward (eps 1e-5) */
+	void (*layernorm_forward)(void *stream, float *out, float *mean, float *rstd,
+				  const float *inp, const float *weight, const float *bias,
+				  int B, int T, int C);
+	void (*layernorm_backward)(void *stream, float *dinp, float *dweight, float *dbias,
+				   const float *dout, const float *inp, const float *weight,
+				   const float *mean, const float *rstd, int B, int T, int C);
+
+	/* out[B,T,OC] = inp[B,T,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) */
+	void (*matmul_forward)(void *stream, float *out, const float *inp, const float *weight,
+			       const float *bias, int B, int T, int C, int OC);
+	/* dbias may be NULL */
+	void (*matmul_backward)(void *stream, float *dinp, float *dweight, float *dbias,
+				const float *dout, const float *inp, const float *weight,
+				int B, int T, int C, int OC);
+
+	/* inp is qkv [B,T,3C]; out [B,T,C]; preatt, att [B,NH,T,T] are scratch saved for
+	 * backward (att = causal softmax of q.k/sqrt(hs)). */
+	void (*attention_forward)(void *stream, float *out, float *preatt, float *att,
+				  const float *inp, int B, int T, int C, int NH);
+	void (*attention_backward)(void *stream, float *dinp, float *dpreatt, float *datt,
+				   const float *dout, const float *inp, const float *att,
+				   int B, int T, int C, int NH);
+
+	/* GELU, tanh approximation, over N elements */
+	void (*gelu_forward)(void *stream, float *out, const float *inp, size_t N);
+	void (*gelu_backward)(void *stream, float *dinp, const float *inp, const float *dout,
+			      size_t N);
+
+	/* out = inp1 + inp2 (N elements); backward adds dout into both */
+	void (*residual_forward)(void *stream, float *out, const float *inp1, const float *inp2,
+				 size_t N);
+	void (*residual_backward)(void *stream, float *dinp1, float *dinp2, const float *dout,
+				  size_t N);
+
+	/* Fused softmax + cross-entropy over logits [B,T,Vp] (first V columns are real):
+	 * losses[B,T] = -log softmax(logits)[target]; probs [B,T,Vp] saved.
+	 * Backward writes (not accumulates) dlogits = (probs - onehot) * dloss_scale, zero in
+	 * padded columns; dloss_scale is typically 1/(B*T). */
+	void (*crossentropy_forward)(void *stream, float *losses, float *probs,
+				     const float *logits, const int *targets, int B, int T, int V,
+				     int Vp);
+	void (*crossentropy_backward)(void *stream, float *dlogits, const float *probs,
+				      const int *targets, float dloss_scale, int B, int T, int V,
+				      int Vp);
+
+	/* casts; bf16 is round-to-nearest-even, NaN stays NaN */
+	void (*cast_f32_to_bf16)(void *stream, uint16_t *out, const float *inp, size_t N);
+	void (*cast_bf16_to_f32)(void *stream, float *out, const uint16_t *inp, size_t N);
+
+	/* out[i] *= s (used to average gradients, scale losses) */
+	void (*scale)(void *stream, float *out, float s, size_t N);
+};
+
+extern const struct zn_kernel_table zn_kernels_cpu;
+
+#endif

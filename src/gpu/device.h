@@ -1,0 +1,100 @@
+/* The device interface: memory against a hard budget, streams, events, copies, kernels.
+ *
+ * Two backends sit behind these functions (DESIGN.md, device):
+ *   host: the emulated device. Memory is ordinary (64-byte aligned) memory counted against
+ *         the budget; each stream is a worker thread that runs its queue in order; events
+ *         are counters with a condition variable; kernels are zn_kernels_cpu.
+ *   cuda: CUDA runtime streams and events, a memory pool that enforces the budget,
+ *         cudaMemcpyAsync; kernels are zn_kernels_cuda.
+ * The scheduler is written once against this header.
+ *
+ * Work is put on a stream three ways: copies (zn_memcpy_async), zn_memset_async, and
+ * zn_launch(stream, fn, ctx, ctx_bytes). zn_launch is how kernels run: under host, fn runs
+ * later on the stream's worker thread, in order with the stream's other work; under cuda,
+ * fn runs at once on the calling thread and must only enqueue work on `native` (the
+ * cudaStream_t) through the kernel table it is given. Either way fn sees the same
+ * arguments, so model code is written once:
+ *
+ *     static void fwd(void *ctx, void *native, const struct zn_kernel_table *k)
+ *     {
+ *             struct args *a = ctx;
+ *             k->gelu_forward(native, a->out_d, a->inp_d, a->n);
+ *     }
+ *     struct args a = { out_d, inp_d, n };
+ *     rc = zn_launch(compute, fwd, &a, sizeof(a));   // ctx is copied: `a` may go away
+ *
+ * Threading: a stream may be used from one thread at a time; events may be waited on
+ * from any thread. Errors: functions return 0 or a negative errno (-ENOMEM with a line
+ * naming the budget and the shortfall; -ENODEV when cuda is asked for and no GPU exists).
+ */
+#ifndef ZN_GPU_DEVICE_H
+#define ZN_GPU_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zinc.h"
+#include "kernels.h"
+
+struct zn_device;
+struct zn_stream;
+struct zn_event;
+
+struct zn_device_config {
+	enum zn_device_kind kind; /* AUTO picks cuda when a GPU is usable, else host */
+	uint64_t budget_bytes;    /* 0 = default: all free GPU memory (cuda), 1 GiB (host) */
+	int ordinal;              /* GPU index for cuda (e.g. local rank) */
+};
+
+enum zn_copy_kind {
+	ZN_COPY_H2D = 0,
+	ZN_COPY_D2H = 1,
+	ZN_COPY_D2D = 2,
+};
+
+typedef void (*zn_launch_fn)(void *ctx, void *native_stream, const struct zn_kernel_table *k);
+
+int zn_device_create(struct zn_device **out, const struct zn_device_config *cfg);
+void zn_device_destroy(struct zn_device *dev); /* accepts NULL */
+
+enum zn_device_kind zn_device_kind_of(const struct zn_device *dev);
+const char *zn_device_name(const struct zn_device *dev); /* "host" or the GPU's name */
+const struct zn_kernel_table *zn_device_kernels(const struct zn_device *dev);
+
+/* Number of usable CUDA GPUs (0 when built without CUDA or no driver/GPU: never an error). */
+int zn_device_cuda_count(void);
+
+/* Memory: allocations are 256-byte aligned at least. */
+int zn_device_alloc(struct zn_device *dev, void **ptr_d, uint64_t bytes);
+void zn_device_free(struct zn_device *dev, void *ptr_d); /* accepts NULL */
+uint64_t zn_device_budget_bytes(const struct zn_device *dev);
+uint64_t zn_device_used_bytes(const struct zn_device *dev);
+uint64_t zn_device_peak_bytes(const struct zn_device *dev);
+void zn_device_reset_peak(struct zn_device *dev);
+
+/* Streams */
+int zn_stream_create(struct zn_device *dev, struct zn_stream **out);
+void zn_stream_destroy(struct zn_stream *s); /* waits for queued work; accepts NULL */
+void *zn_stream_native(struct zn_stream *s);  /* cudaStream_t under cuda, NULL under host */
+int zn_stream_synchronize(struct zn_stream *s);
+
+int zn_memcpy_async(struct zn_stream *s, void *dst, const void *src, uint64_t bytes,
+		    enum zn_copy_kind kind);
+int zn_memset_async(struct zn_stream *s, void *dst_d, int value, uint64_t bytes);
+/* ctx_bytes > 0: ctx is copied into the queue entry; 0: the pointer is passed as is and
+ * must stay valid until fn has run. */
+int zn_launch(struct zn_stream *s, zn_launch_fn fn, const void *ctx, uint64_t ctx_bytes);
+
+/* Events: record marks the point in s's queue reached so far; wait makes s wait for it
+ * without blocking the caller; query/synchronize are for the host. An event never
+ * recorded counts as complete (as in CUDA). */
+int zn_event_create(struct zn_device *dev, struct zn_event **out);
+void zn_event_destroy(struct zn_event *e); /* accepts NULL */
+int zn_event_record(struct zn_event *e, struct zn_stream *s);
+int zn_stream_wait_event(struct zn_stream *s, struct zn_event *e);
+bool zn_event_query(struct zn_event *e);
+int zn_event_synchronize(struct zn_event *e);
+/* Milliseconds between two completed events (for the step-time split). */
+int zn_event_elapsed_ms(struct zn_event *start, struct zn_event *end, float *ms);
+
+#endif
