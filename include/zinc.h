@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ZN_MAX_NVME_PATHS 8
 #define ZN_PATH_MAX 1024
@@ -55,7 +56,7 @@ struct zn_offload_config {
 	char nvme_path[ZN_MAX_NVME_PATHS][ZN_PATH_MAX];
 	bool pin_memory;
 	int buffer_count;
-	uint64_t buffer_size_bytes; /* offload_param only */
+	uint64_t buffer_size;       /* offload_param only: elements per buffer */
 	uint64_t max_in_cpu;        /* offload_param only: parameter count kept in host memory */
 	bool pipeline_read;         /* offload_optimizer only */
 	bool pipeline_write;        /* offload_optimizer only */
@@ -84,7 +85,12 @@ struct zn_zero_config {
 	struct zn_offload_config offload_param;
 };
 
+enum zn_optimizer_type {
+	ZN_OPTIM_ADAMW = 0,
+};
+
 struct zn_optimizer_config {
+	enum zn_optimizer_type type;
 	float lr;
 	float beta1;
 	float beta2;
@@ -166,8 +172,16 @@ int zn_config_validate(struct zn_config *cfg, int world_size);
 /* Effective config as JSON (caller frees with free()). */
 char *zn_config_to_json(const struct zn_config *cfg);
 
+/* The usual sequence for a command: defaults, then --config FILE if present in argv, then
+ * every other config flag; non-config arguments are moved to rest (argc slots). */
+int zn_config_from_args(struct zn_config *cfg, int argc, char **argv, char **rest,
+			int *rest_count);
+
+/* Logs "unknown option ARG (did you mean --X?)" for an argument no command took. */
+void zn_config_report_unknown_flag(const char *arg);
+
 /* Prints the config flags and their meaning. */
-void zn_config_print_flags_help(void);
+void zn_config_print_flags_help(FILE *f);
 
 /* Parses "4096", "1M", "1.5G", "70B" (as a count: K=1e3 style when decimal is true,
  * otherwise K=1024). Returns 0 or ZN_EUSAGE. */

@@ -1,10 +1,247 @@
-/* zinc estimate: placeholder until its issue lands. */
+/* zinc estimate: bytes per rank for every ZeRO stage and offload choice, from the same
+ * planner code (src/sched/plan.h) that checks budgets at start-up. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/util.h"
+#include "core/log.h"
+#include "sched/plan.h"
+
+struct est_opts {
+	uint64_t params, largest_layer;
+	int layers, hidden, heads, vocab, seq;
+	int gpus, nodes, prefetch_depth, buffer_count;
+	bool fp32, json;
+	uint64_t device_mem, host_mem;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zinc estimate (--params N --largest-layer N | --layers L --hidden C "
+		"--heads H --vocab V --seq T)\n"
+		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
+		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
+		"\n"
+		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
+		"offload choice, plus the working set offload needs (the largest layer's full\n"
+		"parameters x (1 + prefetch depth) and its full gradients). Activations are not\n"
+		"counted. Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
+		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n");
+}
+
+static int parse_args(int argc, char **argv, struct est_opts *o)
+{
+	*o = (struct est_opts){ .gpus = 1, .nodes = 1, .prefetch_depth = 1, .buffer_count = 4,
+				.heads = 0 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int rc = 0;
+
+		if (!strcmp(a, "--json"))
+			o->json = true;
+		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			return 1;
+		else if (!strcmp(a, "--params"))
+			rc = zn_cli_count(argc, argv, &i, &o->params);
+		else if (!strcmp(a, "--largest-layer"))
+			rc = zn_cli_count(argc, argv, &i, &o->largest_layer);
+		else if (!strcmp(a, "--layers"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->layers);
+		else if (!strcmp(a, "--hidden"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->hidden);
+		else if (!strcmp(a, "--heads"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 16, &o->heads);
+		else if (!strcmp(a, "--vocab"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 30, &o->vocab);
+		else if (!strcmp(a, "--seq"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->seq);
+		else if (!strcmp(a, "--gpus"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
+		else if (!strcmp(a, "--nodes"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
+		else if (!strcmp(a, "--prefetch-depth"))
+			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->prefetch_depth);
+		else if (!strcmp(a, "--buffer-count"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1024, &o->buffer_count);
+		else if (!strcmp(a, "--device-mem"))
+			rc = zn_cli_size(argc, argv, &i, &o->device_mem);
+		else if (!strcmp(a, "--host-mem"))
+			rc = zn_cli_size(argc, argv, &i, &o->host_mem);
+		else if (!strcmp(a, "--dtype")) {
+			const char *v = zn_cli_value(argc, argv, &i);
+
+			if (v && !strcmp(v, "fp32"))
+				o->fp32 = true;
+			else if (!v || strcmp(v, "bf16")) {
+				zn_error("--dtype takes bf16 or fp32");
+				rc = ZN_EUSAGE;
+			}
+		} else {
+			zn_error("zinc estimate: unknown option '%s' (see zinc estimate --help)", a);
+			rc = ZN_EUSAGE;
+		}
+		if (rc)
+			return rc;
+	}
+	bool shape = o->layers || o->hidden || o->vocab || o->seq;
+
+	if (shape && o->params) {
+		zn_error("give either --params or a GPT shape (--layers --hidden --heads --vocab "
+			 "--seq), not both");
+		return ZN_EUSAGE;
+	}
+	if (shape) {
+		if (!o->layers || !o->hidden || !o->vocab || !o->seq) {
+			zn_error("a GPT shape needs all of --layers --hidden --vocab --seq");
+			return ZN_EUSAGE;
+		}
+		if (o->heads && o->hidden % o->heads) {
+			zn_error("--hidden %d is not a multiple of --heads %d", o->hidden, o->heads);
+			return ZN_EUSAGE;
+		}
+		zn_plan_gpt_params(o->layers, o->hidden, o->vocab, o->seq, &o->params,
+				   &o->largest_layer);
+	}
+	if (!o->params) {
+		zn_error("say how big the model is: --params 70B --largest-layer 1B, or a GPT "
+			 "shape (--layers --hidden --heads --vocab --seq)");
+		return ZN_EUSAGE;
+	}
+	if (o->largest_layer > o->params) {
+		zn_error("--largest-layer is larger than --params");
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+static const char *fits(uint64_t need, uint64_t budget)
+{
+	if (!budget)
+		return "";
+	return need <= budget ? "yes" : "no";
+}
+
+struct est_row {
+	int stage;
+	enum zn_offload_device opt, param;
+};
+
+static int rows_for(struct est_row *rows)
+{
+	int n = 0;
+
+	rows[n++] = (struct est_row){ 0, ZN_OFFLOAD_NONE, ZN_OFFLOAD_NONE };
+	for (int s = 1; s <= 3; s++)
+		for (int opt = 0; opt <= 2; opt++)
+			for (int prm = 0; prm <= (s == 3 ? 2 : 0); prm++)
+				rows[n++] = (struct est_row){ s, opt, prm };
+	return n;
+}
+
+static const char *offload_name(enum zn_offload_device d)
+{
+	return d == ZN_OFFLOAD_NVME ? "nvme" : d == ZN_OFFLOAD_CPU ? "cpu" : "none";
+}
 
 int zn_cmd_estimate(int argc, char **argv)
 {
-	fprintf(stderr, "zinc estimate: not built yet\n");
-	return 1;
+	struct est_row rows[16];
+	struct est_opts o;
+	int n, rc = parse_args(argc, argv, &o);
+	cJSON *jrows = NULL, *root = NULL;
+
+	if (rc == 1) {
+		usage(stdout);
+		return 0;
+	}
+	if (rc)
+		return ZN_EXIT_USAGE;
+	n = rows_for(rows);
+	int ranks = o.gpus * o.nodes;
+
+	if (o.json) {
+		root = cJSON_CreateObject();
+		cJSON_AddNumberToObject(root, "params", (double)o.params);
+		cJSON_AddNumberToObject(root, "largest_layer", (double)o.largest_layer);
+		cJSON_AddNumberToObject(root, "ranks", ranks);
+		cJSON_AddNumberToObject(root, "gpus_per_node", o.gpus);
+		cJSON_AddNumberToObject(root, "nodes", o.nodes);
+		cJSON_AddNumberToObject(root, "prefetch_depth", o.prefetch_depth);
+		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
+		jrows = cJSON_AddArrayToObject(root, "rows");
+	} else {
+		char p[32], l[32];
+
+		printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s) = "
+		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,
+		       zn_cli_fmt_count(o.params, p, sizeof(p)),
+		       zn_cli_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
+		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
+						  "bf16 mixed precision (2+2+12 B/param)");
+		printf("# device = model states on the device + working set (layers in flight); "
+		       "activations not counted\n");
+		printf("%5s %9s %9s %12s %12s %12s %12s %12s %12s%s%s\n", "stage", "off_optim",
+		       "off_param", "dev_model", "dev_working", "device", "host/rank",
+		       "host/node", "nvme/rank", o.device_mem ? "  fits_dev" : "",
+		       o.host_mem ? "  fits_host" : "");
+		printf("%5s %9s %9s %12s %12s %12s %12s %12s %12s\n", "", "", "", "(B)", "(B)",
+		       "(B)", "(B)", "(B)", "(B)");
+	}
+	for (int i = 0; i < n; i++) {
+		struct zn_estimate_input in = {
+			.params = o.params, .largest_layer = o.largest_layer, .ranks = ranks,
+			.ranks_per_node = o.gpus, .stage = rows[i].stage,
+			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
+			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
+			.mixed_precision = !o.fp32,
+		};
+		struct zn_estimate e;
+		char b[7][32];
+
+		if (zn_plan_estimate(&in, &e))
+			continue;
+		if (o.json) {
+			cJSON *r = cJSON_CreateObject();
+
+			cJSON_AddNumberToObject(r, "stage", in.stage);
+			cJSON_AddStringToObject(r, "offload_optimizer", offload_name(in.offload_optimizer));
+			cJSON_AddStringToObject(r, "offload_param", offload_name(in.offload_param));
+			cJSON_AddNumberToObject(r, "device_model_bytes", (double)e.device_model_bytes);
+			cJSON_AddNumberToObject(r, "device_working_bytes", (double)e.device_working_bytes);
+			cJSON_AddNumberToObject(r, "device_bytes", (double)e.device_bytes);
+			cJSON_AddNumberToObject(r, "host_bytes_per_rank", (double)e.host_bytes);
+			cJSON_AddNumberToObject(r, "host_bytes_per_node", (double)e.host_node_bytes);
+			cJSON_AddNumberToObject(r, "pinned_staging_bytes", (double)e.pinned_staging_bytes);
+			cJSON_AddNumberToObject(r, "nvme_bytes_per_rank", (double)e.nvme_bytes);
+			if (o.device_mem)
+				cJSON_AddBoolToObject(r, "fits_device", e.device_bytes <= o.device_mem);
+			cJSON_AddItemToArray(jrows, r);
+			continue;
+		}
+		printf("%5d %9s %9s %12s %12s %12s %12s %12s %12s", in.stage,
+		       offload_name(in.offload_optimizer), offload_name(in.offload_param),
+		       zn_cli_fmt_bytes(e.device_model_bytes, b[0], 32),
+		       zn_cli_fmt_bytes(e.device_working_bytes, b[1], 32),
+		       zn_cli_fmt_bytes(e.device_bytes, b[2], 32),
+		       zn_cli_fmt_bytes(e.host_bytes, b[3], 32),
+		       zn_cli_fmt_bytes(e.host_node_bytes, b[4], 32),
+		       zn_cli_fmt_bytes(e.nvme_bytes, b[5], 32));
+		if (o.device_mem)
+			printf("  %8s", fits(e.device_bytes, o.device_mem));
+		if (o.host_mem)
+			printf("  %9s", fits(e.host_node_bytes, o.host_mem));
+		printf("\n");
+	}
+	if (o.json) {
+		char *s = cJSON_Print(root);
+
+		printf("%s\n", s);
+		free(s);
+		cJSON_Delete(root);
+	}
+	return 0;
 }

@@ -1,0 +1,18 @@
+/* Small helpers for the subcommands' own options: values, numbers, human units.
+ * Each parser logs "--flag: what is wrong" and returns 0 or ZN_EUSAGE; *i is advanced past
+ * the value. Formatters write into the caller's buffer and return it. */
+#ifndef ZN_CLI_UTIL_H
+#define ZN_CLI_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+const char *zn_cli_value(int argc, char **argv, int *i);
+int zn_cli_int(int argc, char **argv, int *i, int min, int max, int *out);
+int zn_cli_count(int argc, char **argv, int *i, uint64_t *out); /* 70B, 1.5M, 5e8 */
+int zn_cli_size(int argc, char **argv, int *i, uint64_t *out);  /* 1M, 4K, 80G (binary) */
+const char *zn_cli_fmt_bytes(uint64_t bytes, char *buf, size_t size); /* "17.50 GB" (1e9) */
+const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size);     /* "70.00B" */
+const char *zn_cli_fmt_ibytes(uint64_t bytes, char *buf, size_t size); /* "1.00 GiB" */
+
+#endif

@@ -1,0 +1,341 @@
+/* Config from and to DeepSpeed-style JSON (cJSON). Every key is looked up in the key
+ * table (config.c); unknown keys get a warning naming the closest valid key, because
+ * DeepSpeed silently ignores misspellings and zinc must not.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config_keys.h"
+#include "core/log.h"
+
+struct json_ctx {
+	struct zn_config *cfg;
+	const char *origin; /* file name for messages */
+	int rc;
+};
+
+static bool is_ignored(const char *path)
+{
+	for (int i = 0; zn_config_ignored_keys[i]; i++)
+		if (!strcmp(zn_config_ignored_keys[i], path))
+			return true;
+	return false;
+}
+
+/* True when some key lives below path (path names a JSON object zinc knows). */
+static bool is_known_object(const char *path)
+{
+	size_t n = strlen(path);
+
+	for (size_t i = 0; i < zn_config_key_count; i++)
+		if (!strncmp(zn_config_keys[i].path, path, n) && zn_config_keys[i].path[n] == '.')
+			return true;
+	return false;
+}
+
+/* The name of the next component below prefix in path ("" prefix = top level), or NULL. */
+static const char *child_name(const char *path, const char *prefix, char *buf, size_t size)
+{
+	size_t n = strlen(prefix);
+	const char *rest, *dot;
+
+	if (n) {
+		if (strncmp(path, prefix, n) || path[n] != '.')
+			return NULL;
+		rest = path + n + 1;
+	} else {
+		rest = path;
+	}
+	dot = strchr(rest, '.');
+	n = dot ? (size_t)(dot - rest) : strlen(rest);
+	if (n >= size)
+		return NULL;
+	memcpy(buf, rest, n);
+	buf[n] = 0;
+	return buf;
+}
+
+static void warn_unknown(struct json_ctx *c, const char *prefix, const char *key)
+{
+	char best[64] = "", name[64];
+	int best_d = 1000;
+
+	for (size_t i = 0; i < zn_config_key_count; i++) {
+		const char *child = child_name(zn_config_keys[i].path, prefix, name, sizeof(name));
+		int d;
+
+		if (!child)
+			continue;
+		d = zn_edit_distance(key, child);
+		if (d < best_d) {
+			best_d = d;
+			snprintf(best, sizeof(best), "%s", child);
+		}
+	}
+	if (best[0] && best_d <= 1 + (int)strlen(key) / 3)
+		zn_warn("%s: unknown key '%s%s%s' is ignored: did you mean '%s'?", c->origin,
+			prefix, *prefix ? "." : "", key, best);
+	else
+		zn_warn("%s: unknown key '%s%s%s' is ignored (closest valid key here: '%s')",
+			c->origin, prefix, *prefix ? "." : "", key, best);
+}
+
+static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON *v,
+			 const char *path)
+{
+	char buf[64], origin[256];
+	const cJSON *item;
+
+	snprintf(origin, sizeof(origin), "%s: %s", c->origin, path);
+	if (cJSON_IsNull(v))
+		return 0; /* null keeps the default, as DeepSpeed does */
+	if (cJSON_IsString(v)) {
+		/* "auto" (Hugging Face integration) leaves batch sizes to be derived. */
+		if (!strcmp(v->valuestring, "auto") &&
+		    (k->type == ZN_KEY_I64 || k->type == ZN_KEY_INT))
+			return 0;
+		return zn_config_set_string(c->cfg, k, v->valuestring, origin);
+	}
+	if (cJSON_IsBool(v))
+		return zn_config_set_string(c->cfg, k, cJSON_IsTrue(v) ? "true" : "false", origin);
+	if (cJSON_IsNumber(v)) {
+		snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
+		return zn_config_set_string(c->cfg, k, buf, origin);
+	}
+	if (cJSON_IsArray(v) && k->type == ZN_KEY_BETAS && cJSON_GetArraySize(v) == 2 &&
+	    cJSON_IsNumber(cJSON_GetArrayItem(v, 0)) && cJSON_IsNumber(cJSON_GetArrayItem(v, 1))) {
+		snprintf(buf, sizeof(buf), "%.9g,%.9g", cJSON_GetArrayItem(v, 0)->valuedouble,
+			 cJSON_GetArrayItem(v, 1)->valuedouble);
+		return zn_config_set_string(c->cfg, k, buf, origin);
+	}
+	if (cJSON_IsArray(v) && k->type == ZN_KEY_PATHS) {
+		struct zn_offload_config *o =
+			(void *)((char *)c->cfg + k->offset -
+				 offsetof(struct zn_offload_config, nvme_path_count));
+
+		o->nvme_path_count = 0;
+		cJSON_ArrayForEach(item, v) {
+			if (!cJSON_IsString(item) || o->nvme_path_count >= ZN_MAX_NVME_PATHS) {
+				zn_error("%s: give a directory or a list of at most %d directories",
+					 origin, ZN_MAX_NVME_PATHS);
+				return ZN_EUSAGE;
+			}
+			snprintf(o->nvme_path[o->nvme_path_count++], ZN_PATH_MAX, "%s",
+				 item->valuestring);
+		}
+		return 0;
+	}
+	zn_error("%s: this value has the wrong type (see 'zinc train --help' for the key)",
+		 origin);
+	return ZN_EUSAGE;
+}
+
+static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
+{
+	const cJSON *v;
+
+	cJSON_ArrayForEach(v, obj) {
+		char path[256];
+		const struct zn_key *k;
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", v->string);
+		if (!strcmp(v->string, "aio") && *prefix) {
+			zn_error("%s: the 'aio' block is inside '%s': move it to the top level of "
+				 "the config, where DeepSpeed reads it", c->origin, prefix);
+			c->rc = ZN_EUSAGE;
+			continue;
+		}
+		if (is_ignored(path)) {
+			zn_info("%s: '%s' has no effect in zinc; ignored", c->origin, path);
+			continue;
+		}
+		k = zn_config_key_by_path(path);
+		if (k) {
+			if (set_from_json(c, k, v, path))
+				c->rc = ZN_EUSAGE;
+			continue;
+		}
+		if (is_known_object(path)) {
+			if (!cJSON_IsObject(v)) {
+				zn_error("%s: '%s' must be an object { ... }", c->origin, path);
+				c->rc = ZN_EUSAGE;
+				continue;
+			}
+			walk(c, v, path);
+			continue;
+		}
+		warn_unknown(c, prefix, v->string);
+	}
+}
+
+int zn_config_load_json_string(struct zn_config *cfg, const char *json, const char *origin)
+{
+	struct json_ctx c = { .cfg = cfg, .origin = origin, .rc = 0 };
+	cJSON *root = cJSON_Parse(json);
+
+	if (!root) {
+		const char *at = cJSON_GetErrorPtr();
+		int line = 1;
+
+		for (const char *p = json; at && p < at; p++)
+			line += *p == '\n';
+		zn_error("%s: not valid JSON near line %d: fix the syntax there", origin, line);
+		return ZN_EUSAGE;
+	}
+	if (!cJSON_IsObject(root)) {
+		zn_error("%s: the config must be a JSON object { ... }", origin);
+		cJSON_Delete(root);
+		return ZN_EUSAGE;
+	}
+	walk(&c, root, "");
+	cJSON_Delete(root);
+	return c.rc;
+}
+
+int zn_config_load_json(struct zn_config *cfg, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+	int rc;
+
+	if (!f) {
+		zn_error("cannot read config %s: %s", path, strerror(errno));
+		return ZN_EUSAGE;
+	}
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		zn_error("cannot read config %s: %s", path, strerror(errno));
+		fclose(f);
+		return ZN_EUSAGE;
+	}
+	buf = malloc((size_t)n + 1);
+	if (!buf) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		zn_error("cannot read config %s: short read", path);
+		free(buf);
+		fclose(f);
+		return ZN_EUSAGE;
+	}
+	buf[n] = 0;
+	fclose(f);
+	rc = zn_config_load_json_string(cfg, buf, path);
+	free(buf);
+	return rc;
+}
+
+/* The object at path's parent, created along the way ("a.b.c" -> object a.b). */
+static cJSON *parent_object(cJSON *root, const char *path, const char **leaf)
+{
+	char part[64];
+	const char *p = path, *dot;
+	cJSON *obj = root;
+
+	while ((dot = strchr(p, '.'))) {
+		size_t n = (size_t)(dot - p);
+		cJSON *next;
+
+		if (n >= sizeof(part))
+			n = sizeof(part) - 1;
+		memcpy(part, p, n);
+		part[n] = 0;
+		next = cJSON_GetObjectItemCaseSensitive(obj, part);
+		if (!next)
+			next = cJSON_AddObjectToObject(obj, part);
+		obj = next;
+		p = dot + 1;
+	}
+	*leaf = p;
+	return obj;
+}
+
+static void add_value(cJSON *obj, const char *leaf, const struct zn_key *k,
+		      const struct zn_config *cfg)
+{
+	const char *base = (const char *)cfg + k->offset;
+
+	switch (k->type) {
+	case ZN_KEY_INT:
+		cJSON_AddNumberToObject(obj, leaf, *(const int *)base);
+		break;
+	case ZN_KEY_I64:
+		cJSON_AddNumberToObject(obj, leaf, (double)*(const int64_t *)base);
+		break;
+	case ZN_KEY_U64:
+	case ZN_KEY_SIZE:
+		cJSON_AddNumberToObject(obj, leaf, (double)*(const uint64_t *)base);
+		break;
+	case ZN_KEY_FLOAT:
+		/* %.9g of the float, so 1e-3f prints as 0.001 and not 0.0010000000474974513 */
+		{
+			char buf[32];
+
+			snprintf(buf, sizeof(buf), "%.7g", *(const float *)base);
+			cJSON_AddItemToObject(obj, leaf, cJSON_CreateRaw(buf));
+		}
+		break;
+	case ZN_KEY_BOOL:
+		cJSON_AddBoolToObject(obj, leaf, *(const bool *)base);
+		break;
+	case ZN_KEY_ENUM: {
+		int v = k->offset == offsetof(struct zn_config, scheduler.warmup_log) ?
+				*(const bool *)base : *(const int *)base;
+
+		cJSON_AddStringToObject(obj, leaf, k->choices[v]);
+		break;
+	}
+	case ZN_KEY_PATHS: {
+		const struct zn_offload_config *o =
+			(const void *)(base - offsetof(struct zn_offload_config, nvme_path_count));
+
+		if (o->nvme_path_count == 0) {
+			cJSON_AddNullToObject(obj, leaf);
+		} else if (o->nvme_path_count == 1) {
+			cJSON_AddStringToObject(obj, leaf, o->nvme_path[0]);
+		} else {
+			cJSON *arr = cJSON_AddArrayToObject(obj, leaf);
+
+			for (int i = 0; i < o->nvme_path_count; i++)
+				cJSON_AddItemToArray(arr, cJSON_CreateString(o->nvme_path[i]));
+		}
+		break;
+	}
+	case ZN_KEY_BETAS: {
+		cJSON *arr = cJSON_AddArrayToObject(obj, leaf);
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "%.7g", cfg->optimizer.beta1);
+		cJSON_AddItemToArray(arr, cJSON_CreateRaw(buf));
+		snprintf(buf, sizeof(buf), "%.7g", cfg->optimizer.beta2);
+		cJSON_AddItemToArray(arr, cJSON_CreateRaw(buf));
+		break;
+	}
+	}
+}
+
+char *zn_config_to_json(const struct zn_config *cfg)
+{
+	cJSON *root = cJSON_CreateObject();
+	char *out;
+
+	if (!root)
+		return NULL;
+	for (size_t i = 0; i < zn_config_key_count; i++) {
+		const struct zn_key *k = &zn_config_keys[i];
+		const char *leaf;
+		cJSON *obj;
+
+		if (!strcmp(k->path, "aio.thread_count")) /* alias of intra_op_parallelism */
+			continue;
+		obj = parent_object(root, k->path, &leaf);
+		add_value(obj, leaf, k, cfg);
+	}
+	out = cJSON_Print(root);
+	cJSON_Delete(root);
+	return out;
+}

@@ -1,0 +1,215 @@
+/* Config rules that span several keys: batch sizes, stage vs offload, nvme paths, O_DIRECT
+ * alignment, optimizer and schedule ranges. Each error names the key and what to change.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "zinc.h"
+
+#define ZN_DIRECT_ALIGN 4096
+
+/* DeepSpeed's rule: train = micro x accumulation x ranks; any one or two may be given and
+ * the rest are derived. */
+static int validate_batch(struct zn_config *cfg, int world)
+{
+	int64_t *tb = &cfg->train_batch_size, *mb = &cfg->train_micro_batch_size_per_gpu;
+	int64_t *ga = &cfg->gradient_accumulation_steps;
+
+	if (*tb < 0 || *mb < 0 || *ga < 0) {
+		zn_error("batch sizes must be positive: train_batch_size=%lld "
+			 "train_micro_batch_size_per_gpu=%lld gradient_accumulation_steps=%lld",
+			 (long long)*tb, (long long)*mb, (long long)*ga);
+		return ZN_EUSAGE;
+	}
+	if (*tb && *mb && *ga) {
+		if (*tb != *mb * *ga * world) {
+			zn_error("train_batch_size %lld != train_micro_batch_size_per_gpu %lld x "
+				 "gradient_accumulation_steps %lld x %d ranks = %lld: change one "
+				 "of them (or give only two and zinc derives the third)",
+				 (long long)*tb, (long long)*mb, (long long)*ga, world,
+				 (long long)(*mb * *ga * world));
+			return ZN_EUSAGE;
+		}
+	} else if (*tb && *mb) {
+		if (*tb % (*mb * world)) {
+			zn_error("train_batch_size %lld is not a multiple of "
+				 "train_micro_batch_size_per_gpu %lld x %d ranks: change either",
+				 (long long)*tb, (long long)*mb, world);
+			return ZN_EUSAGE;
+		}
+		*ga = *tb / (*mb * world);
+	} else if (*tb && *ga) {
+		if (*tb % (*ga * world)) {
+			zn_error("train_batch_size %lld is not a multiple of "
+				 "gradient_accumulation_steps %lld x %d ranks: change either",
+				 (long long)*tb, (long long)*ga, world);
+			return ZN_EUSAGE;
+		}
+		*mb = *tb / (*ga * world);
+	} else if (*tb) {
+		if (*tb % world) {
+			zn_error("train_batch_size %lld is not a multiple of the %d ranks",
+				 (long long)*tb, world);
+			return ZN_EUSAGE;
+		}
+		*ga = 1;
+		*mb = *tb / world;
+	} else {
+		if (!*mb)
+			*mb = 1;
+		if (!*ga)
+			*ga = 1;
+		*tb = *mb * *ga * world;
+	}
+	return 0;
+}
+
+static int validate_path(const char *key, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		zn_error("%s: '%s' does not exist (%s): create the directory or give another "
+			 "--nvme-path", key, path, strerror(errno));
+		return ZN_EUSAGE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		zn_error("%s: '%s' is not a directory: give a directory on the nvme device", key,
+			 path);
+		return ZN_EUSAGE;
+	}
+	if (access(path, W_OK | X_OK)) {
+		zn_error("%s: '%s' is not writable (%s): fix its permissions or give another "
+			 "--nvme-path", key, path, strerror(errno));
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+static int validate_offload(const struct zn_offload_config *o, const char *name, int stage,
+			    int min_stage)
+{
+	char key[96];
+	int rc = 0;
+
+	if (o->device == ZN_OFFLOAD_NONE)
+		return 0;
+	if (stage < min_stage) {
+		zn_error("zero_optimization.%s needs zero_optimization.stage >= %d (stage is %d): "
+			 "raise the stage (--zero-stage %d) or set %s.device to none", name,
+			 min_stage, stage, min_stage == 3 ? 3 : 1, name);
+		return ZN_EUSAGE;
+	}
+	if (o->buffer_count < 1) {
+		zn_error("zero_optimization.%s.buffer_count must be at least 1 (is %d)", name,
+			 o->buffer_count);
+		return ZN_EUSAGE;
+	}
+	if (o->device != ZN_OFFLOAD_NVME)
+		return 0;
+	snprintf(key, sizeof(key), "zero_optimization.%s.nvme_path", name);
+	if (o->nvme_path_count == 0) {
+		zn_error("%s.device is nvme but %s is not set: give --nvme-path DIR", name, key);
+		return ZN_EUSAGE;
+	}
+	for (int i = 0; i < o->nvme_path_count && !rc; i++)
+		rc = validate_path(key, o->nvme_path[i]);
+	return rc;
+}
+
+static int validate_aio(const struct zn_aio_config *a)
+{
+	if (a->block_size_bytes == 0 || a->block_size_bytes % ZN_DIRECT_ALIGN) {
+		zn_error("aio.block_size %llu must be a positive multiple of %d bytes (O_DIRECT): "
+			 "e.g. 1M", (unsigned long long)a->block_size_bytes, ZN_DIRECT_ALIGN);
+		return ZN_EUSAGE;
+	}
+	if (a->queue_depth < 1 || a->queue_depth > 4096) {
+		zn_error("aio.queue_depth %d must be between 1 and 4096", a->queue_depth);
+		return ZN_EUSAGE;
+	}
+	if (a->intra_op_parallelism < 1 || a->intra_op_parallelism > 64) {
+		zn_error("aio.intra_op_parallelism %d must be between 1 and 64",
+			 a->intra_op_parallelism);
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+static int validate_optimizer(const struct zn_config *cfg)
+{
+	const struct zn_optimizer_config *o = &cfg->optimizer;
+
+	if (!(o->lr >= 0)) {
+		zn_error("optimizer.params.lr must be >= 0 (is %g)", o->lr);
+		return ZN_EUSAGE;
+	}
+	if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1)) {
+		zn_error("optimizer.params.betas must be in [0, 1) (are %g, %g)", o->beta1,
+			 o->beta2);
+		return ZN_EUSAGE;
+	}
+	if (!(o->eps > 0) || !(o->weight_decay >= 0)) {
+		zn_error("optimizer.params: eps must be > 0 and weight_decay >= 0 (are %g, %g)",
+			 o->eps, o->weight_decay);
+		return ZN_EUSAGE;
+	}
+	if (!(cfg->gradient_clipping >= 0)) {
+		zn_error("gradient_clipping must be >= 0 (0 = off), is %g", cfg->gradient_clipping);
+		return ZN_EUSAGE;
+	}
+	if (cfg->scheduler.type != ZN_LR_CONSTANT && cfg->scheduler.warmup_num_steps < 0) {
+		zn_error("scheduler.params.warmup_num_steps must be >= 0");
+		return ZN_EUSAGE;
+	}
+	if ((cfg->scheduler.type == ZN_LR_WARMUP_DECAY ||
+	     cfg->scheduler.type == ZN_LR_WARMUP_COSINE) &&
+	    cfg->scheduler.total_num_steps <= cfg->scheduler.warmup_num_steps) {
+		zn_error("scheduler.params.total_num_steps (%lld) must be greater than "
+			 "warmup_num_steps (%lld) for %s",
+			 (long long)cfg->scheduler.total_num_steps,
+			 (long long)cfg->scheduler.warmup_num_steps,
+			 cfg->scheduler.type == ZN_LR_WARMUP_DECAY ? "WarmupDecayLR" :
+								     "WarmupCosineLR");
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+int zn_config_validate(struct zn_config *cfg, int world_size)
+{
+	int rc;
+
+	if (world_size < 1)
+		world_size = 1;
+	if (cfg->zero.stage < 0 || cfg->zero.stage > 3) {
+		zn_error("zero_optimization.stage must be 0, 1, 2 or 3 (is %d)", cfg->zero.stage);
+		return ZN_EUSAGE;
+	}
+	if (cfg->precision.bf16 && cfg->precision.fp16) {
+		zn_error("bf16.enabled and fp16.enabled are both true: enable one of them");
+		return ZN_EUSAGE;
+	}
+	if (cfg->steps_per_print < 1) {
+		zn_error("steps_per_print must be at least 1 (is %d)", cfg->steps_per_print);
+		return ZN_EUSAGE;
+	}
+	if (cfg->runtime.prefetch_depth < 0) {
+		zn_error("zinc.prefetch_depth must be >= 0 (0 = automatic)");
+		return ZN_EUSAGE;
+	}
+	rc = validate_batch(cfg, world_size);
+	if (!rc)
+		rc = validate_offload(&cfg->zero.offload_optimizer, "offload_optimizer",
+				      cfg->zero.stage, 1);
+	if (!rc)
+		rc = validate_offload(&cfg->zero.offload_param, "offload_param", cfg->zero.stage, 3);
+	if (!rc)
+		rc = validate_aio(&cfg->aio);
+	if (!rc)
+		rc = validate_optimizer(cfg);
+	return rc;
+}
