@@ -1,0 +1,114 @@
+/* The zinc command's exit codes and machine-readable output. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int run(const char *args, char *out, size_t size)
+{
+	char cmd[1024];
+	FILE *p;
+	size_t n = 0;
+	int status;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", ZN_ZINC_EXE, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	if (out) {
+		n = fread(out, 1, size - 1, p);
+		out[n] = 0;
+	} else {
+		char sink[4096];
+
+		while (fread(sink, 1, sizeof(sink), p) > 0)
+			;
+	}
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(cli, exit_codes)
+{
+	cr_assert_eq(run("", NULL, 0), 2);
+	cr_assert_eq(run("--help", NULL, 0), 0);
+	cr_assert_eq(run("frobnicate", NULL, 0), 2);
+	cr_assert_eq(run("bench", NULL, 0), 2);
+	cr_assert_eq(run("estimate --help", NULL, 0), 0);
+	cr_assert_eq(run("estimate", NULL, 0), 2);
+	cr_assert_eq(run("estimate --params 70X", NULL, 0), 2);
+	cr_assert_eq(run("estimate --params 1B --layers 2", NULL, 0), 2);
+	cr_assert_eq(run("estimate --params 1B --largest-layer 2B", NULL, 0), 2);
+	cr_assert_eq(run("estimate --params 1B --gpus 0", NULL, 0), 2);
+	cr_assert_eq(run("estimate --params 70B --largest-layer 1B --gpus 8 --nodes 8", NULL, 0), 0);
+	cr_assert_eq(run("train --zero-stage 7 --print-config", NULL, 0), 2);
+	cr_assert_eq(run("train --zero-stag 3", NULL, 0), 2);
+	cr_assert_eq(run("train --config /no/such/file.json", NULL, 0), 2);
+	cr_assert_eq(run("train --help", NULL, 0), 0);
+}
+
+Test(cli, estimate_json)
+{
+	static char out[65536];
+	cJSON *root, *rows, *r;
+	int seen = 0;
+
+	cr_assert_eq(run("estimate --params 70B --largest-layer 1B --gpus 8 --nodes 8 --json", out,
+			 sizeof(out)), 0);
+	root = cJSON_Parse(out);
+	cr_assert_not_null(root, "not JSON: %s", out);
+	cr_assert_eq(cJSON_GetObjectItem(root, "ranks")->valueint, 64);
+	rows = cJSON_GetObjectItem(root, "rows");
+	cr_assert_eq(cJSON_GetArraySize(rows), 16, "stage 0, 1x3, 2x3, 3x9 offload choices");
+	cJSON_ArrayForEach(r, rows) {
+		int stage = cJSON_GetObjectItem(r, "stage")->valueint;
+		const char *opt = cJSON_GetObjectItem(r, "offload_optimizer")->valuestring;
+		const char *prm = cJSON_GetObjectItem(r, "offload_param")->valuestring;
+		double dev = cJSON_GetObjectItem(r, "device_model_bytes")->valuedouble;
+
+		if (stage == 0) {
+			cr_assert_float_eq(dev, 1.12e12, 1);
+			seen++;
+		}
+		if (stage == 3 && !strcmp(opt, "none") && !strcmp(prm, "none")) {
+			cr_assert_float_eq(dev, 17.5e9, 1);
+			seen++;
+		}
+	}
+	cr_assert_eq(seen, 2);
+	cJSON_Delete(root);
+}
+
+Test(cli, estimate_gpt_shape)
+{
+	static char out[65536];
+	cJSON *root;
+
+	cr_assert_eq(run("estimate --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 "
+			 "--json", out, sizeof(out)), 0);
+	root = cJSON_Parse(out);
+	cr_assert_not_null(root);
+	cr_assert_float_eq(cJSON_GetObjectItem(root, "params")->valuedouble, 124439808.0, 0.5);
+	cJSON_Delete(root);
+	cr_assert_eq(run("estimate --layers 12 --hidden 768 --heads 11 --vocab 50257 --seq 1024",
+			 NULL, 0), 2, "hidden not a multiple of heads");
+}
+
+Test(cli, print_config_is_json_with_flags_applied)
+{
+	static char out[65536];
+	cJSON *root, *zero;
+
+	cr_assert_eq(run("train --print-config --zero-stage 3 --offload-optimizer cpu "
+			 "--offload-param cpu --aio-block-size 2M", out, sizeof(out)), 0);
+	root = cJSON_Parse(out);
+	cr_assert_not_null(root, "not JSON: %s", out);
+	zero = cJSON_GetObjectItem(root, "zero_optimization");
+	cr_assert_eq(cJSON_GetObjectItem(zero, "stage")->valueint, 3);
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(zero, "offload_param"),
+					     "device")->valuestring, "cpu");
+	cr_assert_float_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "aio"),
+					       "block_size")->valuedouble, 2097152.0, 0.5);
+	cJSON_Delete(root);
+}
