@@ -1,7 +1,7 @@
 /* The device interface: memory against a hard budget, streams, events, copies, kernels.
  *
  * Two backends sit behind these functions (DESIGN.md, device):
- *   host: the emulated device. Memory is ordinary (64-byte aligned) memory counted against
+ *   host: the emulated device. Memory is ordinary (256-byte aligned) memory counted against
  *         the budget; each stream is a worker thread that runs its queue in order; events
  *         are counters with a condition variable; kernels are zn_kernels_cpu.
  *   cuda: CUDA runtime streams and events, a memory pool that enforces the budget,
@@ -43,6 +43,8 @@ struct zn_event;
 struct zn_device_config {
 	enum zn_device_kind kind; /* AUTO picks cuda when a GPU is usable, else host */
 	uint64_t budget_bytes;    /* 0 = default: all free GPU memory (cuda), 1 GiB (host) */
+	/* (cuda default: free memory at create minus a 512 MiB reserve for the context,
+	 * cuBLAS and NCCL; an explicit budget above the free memory is refused, -EINVAL) */
 	int ordinal;              /* GPU index for cuda (e.g. local rank) */
 };
 
@@ -63,6 +65,9 @@ const struct zn_kernel_table *zn_device_kernels(const struct zn_device *dev);
 
 /* Number of usable CUDA GPUs (0 when built without CUDA or no driver/GPU: never an error). */
 int zn_device_cuda_count(void);
+/* The same, and when it is 0 writes why into why (e.g. "built without CUDA", "cudaGetDeviceCount:
+ * CUDA driver version is insufficient ..."); for skip messages and `zinc info`. */
+int zn_device_cuda_count_why(char *why, int why_bytes);
 
 /* Memory: allocations are 256-byte aligned at least, and counted against the budget
  * rounded up to a multiple of 256 bytes. bytes == 0 gives *ptr_d = NULL and returns 0.
@@ -95,7 +100,7 @@ int zn_launch(struct zn_stream *s, zn_launch_fn fn, const void *ctx, uint64_t ct
  * without blocking the caller; query/synchronize are for the host. An event never
  * recorded counts as complete (as in CUDA). */
 int zn_event_create(struct zn_device *dev, struct zn_event **out);
-void zn_event_destroy(struct zn_event *e); /* accepts NULL */
+void zn_event_destroy(struct zn_event *e); /* accepts NULL; may be recorded and pending */
 int zn_event_record(struct zn_event *e, struct zn_stream *s);
 int zn_stream_wait_event(struct zn_stream *s, struct zn_event *e);
 bool zn_event_query(struct zn_event *e);
