@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -309,4 +310,24 @@ Test(arena, default_budget_capped_by_memlock_limit)
 
 	cr_expect(zn_arena_default_bytes(&ac) <= half &&
 		  zn_arena_default_bytes(&ac) + 4 * MiB >= half);
+}
+
+/* The limit is per process: memory locked elsewhere leaves less than the limit, so the
+ * up-front check passes and mlock itself refuses (the kernel's own answer). */
+Test(arena, mlock_refused_by_the_kernel)
+{
+	static uint8_t other[48 * 1024] __attribute__((aligned(4096)));
+	struct zn_arena_config ac;
+	struct zn_arena *a;
+
+	lose_memlock(64 * 1024);
+	cr_assert_eq(mlock(other, sizeof(other)), 0, "mlock of 48 KiB under a 64 KiB limit");
+	zn_arena_config_init(&ac, NULL);
+	ac.bytes = 32 * 1024;
+	ac.pin_required = true;
+	cr_expect_eq(zn_arena_create(&a, &ac), -ENOMEM);
+	ac.pin_required = false;
+	cr_assert_eq(zn_arena_create(&a, &ac), 0);
+	cr_expect_eq(zn_arena_pinned(a), ZN_ARENA_PIN_NONE);
+	zn_arena_destroy(a);
 }

@@ -101,17 +101,34 @@ uint64_t zn_arena_default_bytes(const struct zn_arena_config *ac)
 	return round_down(limit, PAGE_BYTES);
 }
 
+/* Bytes this process has locked already (VmLck), which count against the same limit. */
+static uint64_t locked_bytes(void)
+{
+	char line[256];
+	unsigned long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r"); /* read VmLck */
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %lu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
 static void say_refused(uint64_t bytes, int err, bool required)
 {
-	char lim[32], req[32];
+	char lim[32], req[32], held[32];
 
 	if (__atomic_exchange_n(&refusal_said, true, __ATOMIC_RELAXED))
 		return;
 	format_bytes(lim, sizeof(lim), zn_memlock_limit_bytes());
 	format_bytes(req, sizeof(req), bytes);
+	format_bytes(held, sizeof(held), locked_bytes());
 	zn_log(required ? ZN_LOG_ERROR : ZN_LOG_WARN, __FILE__, __LINE__,
-	       "pinned host memory: mlock of %s refused (%s): RLIMIT_MEMLOCK is %s%s; %s, or "
-	       "lower --pinned-mem%s", req, strerror(err), lim,
+	       "pinned host memory: mlock of %s refused (%s): RLIMIT_MEMLOCK is %s (%s already "
+	       "locked)%s; %s, or lower --pinned-mem%s", req, strerror(err), lim, held,
 	       zn_have_cap_ipc_lock() ? "" : " and the process lacks CAP_IPC_LOCK", raise_hint,
 	       required ? ", or set pin_memory false to run unpinned (slower copies)"
 			: "; continuing with unpinned memory (pin_memory is false)");
@@ -199,6 +216,12 @@ static void populate(struct zn_arena *a, int thread_count)
 	a->populate_s = now_s() - t0;
 }
 
+/* mlock would be refused for this size: say so now, before minutes of touching pages. */
+static bool mlock_will_fail(const struct zn_arena_config *cfg, uint64_t bytes)
+{
+	return !cfg->cuda && !zn_have_cap_ipc_lock() && zn_memlock_limit_bytes() < bytes;
+}
+
 static int pin_region(struct zn_arena *a, const struct zn_arena_config *cfg)
 {
 	int rc;
@@ -213,11 +236,15 @@ static int pin_region(struct zn_arena *a, const struct zn_arena_config *cfg)
 			return rc;
 		zn_debug("arena: no CUDA driver or GPU; pinning with mlock");
 	}
-	if (mlock(a->map, a->size) == 0) {
-		a->pin = ZN_ARENA_PIN_MLOCK;
-		return 0;
+	int err = ENOMEM;
+
+	if (!mlock_will_fail(cfg, a->size)) {
+		if (mlock(a->map, a->size) == 0) {
+			a->pin = ZN_ARENA_PIN_MLOCK;
+			return 0;
+		}
+		err = errno;
 	}
-	int err = errno;
 
 	say_refused(a->size, err, cfg->pin_required);
 	if (cfg->pin_required)
@@ -242,6 +269,11 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 	if (!a)
 		return -ENOMEM;
 	a->size = round_down(bytes, PAGE_BYTES); /* never above the budget */
+	if (cfg->pin_required && mlock_will_fail(cfg, a->size)) {
+		say_refused(a->size, ENOMEM, true);
+		rc = -ENOMEM;
+		goto destroy_arena;
+	}
 	rc = pick_node(cfg);
 	if (rc < 0)
 		goto destroy_arena;
