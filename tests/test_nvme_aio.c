@@ -113,7 +113,15 @@ static void roundtrip(enum zn_aio_backend b, int rings, bool fixed, bool single_
 	for (i = 0; i < NREQ; i++)
 		cr_assert_eq(zn_aio_wait(&reqs[i]), 0, "read %d", i);
 	nvme_test_compare(dst, src, FILE_BYTES, zn_aio_describe(aio));
-	cr_assert_gt(zn_aio_pieces_issued(aio), 2 * FILE_BYTES / 16384 - 1);
+	struct zn_aio_stats st;
+	zn_aio_get_stats(aio, &st);
+	cr_assert_geq(st.pieces, 2 * FILE_BYTES / 16384);
+	cr_assert_eq(st.bytes_read, FILE_BYTES);
+	cr_assert_eq(st.bytes_written, FILE_BYTES);
+	if (fixed && zn_aio_fixed_buffers(aio))
+		cr_assert_eq(st.fixed_buffer_pieces, st.pieces, "every piece lies in a fixed buffer");
+	else
+		cr_assert_eq(st.fixed_buffer_pieces, 0);
 	if (fixed)
 		zn_aio_unregister_buffer(aio, src), zn_aio_unregister_buffer(aio, dst);
 	zn_aio_file_remove(aio, f);

@@ -251,9 +251,21 @@ bool zn_aio_fixed_files(const struct zn_aio *aio)
 	return aio->fixed_files;
 }
 
-uint64_t zn_aio_pieces_issued(const struct zn_aio *aio)
+uint64_t zn_aio_pieces_issued(struct zn_aio *aio)
 {
-	return atomic_load(&((struct zn_aio *)aio)->seq);
+	return atomic_load(&aio->seq);
+}
+
+void zn_aio_get_stats(struct zn_aio *aio, struct zn_aio_stats *out)
+{
+	out->pieces = atomic_load(&aio->seq);
+	out->fixed_buffer_pieces = atomic_load(&aio->fixed_buffer_pieces);
+	out->resubmits = atomic_load(&aio->resubmits);
+	pthread_mutex_lock(&aio->lock);
+	out->bytes_read = aio->bytes_done[ZN_AIO_READ];
+	out->bytes_written = aio->bytes_done[ZN_AIO_WRITE];
+	out->failed_requests = aio->failed_requests;
+	pthread_mutex_unlock(&aio->lock);
 }
 
 /* ---- files and buffers ------------------------------------------------------------- */
@@ -488,13 +500,17 @@ const char *zn_aio_req_strerror(const struct zn_aio_req *req, char *buf, size_t 
 	return buf;
 }
 
-/* Address of file byte f of the request (see struct zn_aio_io). */
+/* Address of file byte f of the request (see struct zn_aio_io). The offset is summed as
+ * an integer first: bias alone may point far outside the buffer. */
 static char *map_addr(const struct zn_aio_io *io, uint64_t f)
 {
+	int64_t off;
+
 	if (!io->map_unit_bytes)
 		return (char *)io->buf_h + (f - io->offset);
-	return (char *)io->buf_h + io->map_bias_bytes +
-	       (f / io->map_unit_bytes) * io->map_stride_bytes + f % io->map_unit_bytes;
+	off = io->map_bias_bytes +
+	      (int64_t)((f / io->map_unit_bytes) * io->map_stride_bytes + f % io->map_unit_bytes);
+	return (char *)io->buf_h + off;
 }
 
 bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wait_ns)
@@ -564,6 +580,10 @@ void zn_aio_piece_issue(struct zn_aio *aio, struct zn_aio_piece *p)
 	uint64_t s = atomic_fetch_add(&aio->seq, 1) + 1;
 
 	p->fault = s >= atomic_load(&aio->fault_lo) && s < atomic_load(&aio->fault_hi);
+	if (p->buf_index >= 0)
+		atomic_fetch_add(&aio->fixed_buffer_pieces, 1);
+	if (p->done || p->retries)
+		atomic_fetch_add(&aio->resubmits, 1);
 }
 
 enum zn_piece_action zn_aio_piece_result(struct zn_aio *aio, struct zn_aio_piece *p, long res)
@@ -613,6 +633,7 @@ bool zn_aio_finish_locked(struct zn_aio *aio, struct zn_aio_piece *p)
 		req->err = p->err;
 		req->err_offset = p->offset + p->done;
 		zn_error("%s", zn_aio_req_strerror(req, msg, sizeof(msg)));
+		aio->failed_requests++;
 		/* Stop handing out the rest. A request only ever has pieces left to issue
 		 * while it is the head of the queue. */
 		if (req->issued_bytes < req->io.bytes) {
@@ -622,8 +643,10 @@ bool zn_aio_finish_locked(struct zn_aio *aio, struct zn_aio_piece *p)
 				aio->tail = NULL;
 		}
 	}
-	if (!p->err)
+	if (!p->err) {
 		req->done_bytes += p->bytes;
+		aio->bytes_done[p->op] += p->bytes;
+	}
 	if (req->issued_bytes == req->io.bytes && !req->pieces_inflight) {
 		__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 		return true;

@@ -181,8 +181,19 @@ const char *zn_aio_req_strerror(const struct zn_aio_req *req, char *buf, size_t 
 /* Arms (or with NULL clears) fault injection; see struct zn_aio_fault. */
 void zn_aio_set_fault(struct zn_aio *aio, const struct zn_aio_fault *f);
 
-/* Pieces sent to the kernel (or the pool) since creation, resubmissions included. */
-uint64_t zn_aio_pieces_issued(const struct zn_aio *aio);
+/* Counters since creation. pieces counts every submission to the kernel (or the pool),
+ * resubmissions included; fixed_buffer_pieces those sent as READ_FIXED/WRITE_FIXED;
+ * resubmits those that continued a short or interrupted transfer. */
+struct zn_aio_stats {
+	uint64_t pieces;
+	uint64_t fixed_buffer_pieces;
+	uint64_t resubmits;
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	uint64_t failed_requests;
+};
+void zn_aio_get_stats(struct zn_aio *aio, struct zn_aio_stats *out);
+uint64_t zn_aio_pieces_issued(struct zn_aio *aio);
 
 int zn_aio_probe(struct zn_aio_probe *p);
 int zn_nvme_path_probe(const char *path, struct zn_nvme_path_probe *out);

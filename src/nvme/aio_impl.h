@@ -84,6 +84,10 @@ struct zn_aio {
 	struct zn_aio_cap cap[2]; /* [ZN_AIO_READ], [ZN_AIO_WRITE] */
 
 	atomic_uint_fast64_t seq; /* pieces issued */
+	atomic_uint_fast64_t fixed_buffer_pieces;
+	atomic_uint_fast64_t resubmits;
+	uint64_t bytes_done[2];   /* lock */
+	uint64_t failed_requests; /* lock */
 	atomic_uint_fast64_t fault_lo, fault_hi; /* seq range [lo, hi) to hit */
 	atomic_int fault_err;
 	atomic_uint fault_short_bytes;
