@@ -19,7 +19,7 @@ extern "C" {
 #define ROWS_PER_BLOCK 8 /* warps per block */
 
 /* row r = (b*NH + h)*T + t of preatt/att: causal softmax in place of the scores */
-__global__ void attention_softmax_kernel(float *att, float *preatt, long rows, int T)
+static __global__ void attention_softmax_kernel(float *att, float *preatt, long rows, int T)
 {
 	long r = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	int lane = threadIdx.x % 32;
@@ -49,7 +49,7 @@ __global__ void attention_softmax_kernel(float *att, float *preatt, long rows, i
 }
 
 /* dpreatt = att * (datt - sum(att * datt)) over t2 <= t; masked entries of both written 0 */
-__global__ void attention_softmax_backward_kernel(float *dpreatt, float *datt,
+static __global__ void attention_softmax_backward_kernel(float *dpreatt, float *datt,
 						  const float *att, long rows, int T)
 {
 	long r = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;

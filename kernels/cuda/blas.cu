@@ -105,7 +105,7 @@ void zn_cuda_gemm(void *stream, const char *op, bool ta, bool tb, int M, int N, 
 
 /* Block (32 columns) x (32 row lanes): lane y sums rows y, y+32, ... of its column, then
  * row 0 adds the 32 partials in order. Fixed tree, no atomics: deterministic. */
-__global__ void column_sum_kernel(float *dst, const float *src, long rows, int cols)
+static __global__ void column_sum_kernel(float *dst, const float *src, long rows, int cols)
 {
 	__shared__ float part[32][33];
 	int c = blockIdx.x * 32 + threadIdx.x;

@@ -29,7 +29,7 @@ static __device__ float block_reduce(float v, bool is_max, float *shared)
 	return v;
 }
 
-__global__ void crossentropy_forward_kernel(float *losses, float *probs, const float *logits,
+static __global__ void crossentropy_forward_kernel(float *losses, float *probs, const float *logits,
 					    const int *targets, int V, int Vp)
 {
 	__shared__ float shared[32];
@@ -55,7 +55,7 @@ __global__ void crossentropy_forward_kernel(float *losses, float *probs, const f
 	}
 }
 
-__global__ void crossentropy_backward_kernel(float *dlogits, const float *probs,
+static __global__ void crossentropy_backward_kernel(float *dlogits, const float *probs,
 					     const int *targets, float scale, long BT, int V,
 					     int Vp)
 {

@@ -10,7 +10,7 @@ extern "C" {
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_CUBE 0.044715f
 
-__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		float x = inp[i];
@@ -20,7 +20,7 @@ __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
 	}
 }
 
-__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		float x = inp[i];
@@ -34,13 +34,13 @@ __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float 
 	}
 }
 
-__global__ void residual_forward_kernel(float *out, const float *a, const float *b, size_t n)
+static __global__ void residual_forward_kernel(float *out, const float *a, const float *b, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step())
 		out[i] = a[i] + b[i];
 }
 
-__global__ void residual_backward_kernel(float *da, float *db, const float *dout, size_t n)
+static __global__ void residual_backward_kernel(float *da, float *db, const float *dout, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		da[i] += dout[i];
@@ -48,13 +48,13 @@ __global__ void residual_backward_kernel(float *da, float *db, const float *dout
 	}
 }
 
-__global__ void scale_kernel(float *out, float s, size_t n)
+static __global__ void scale_kernel(float *out, float s, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step())
 		out[i] *= s;
 }
 
-__global__ void f32_to_bf16_kernel(uint16_t *out, const float *inp, size_t n)
+static __global__ void f32_to_bf16_kernel(uint16_t *out, const float *inp, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		unsigned u = __float_as_uint(inp[i]);
@@ -69,7 +69,7 @@ __global__ void f32_to_bf16_kernel(uint16_t *out, const float *inp, size_t n)
 	}
 }
 
-__global__ void bf16_to_f32_kernel(float *out, const uint16_t *inp, size_t n)
+static __global__ void bf16_to_f32_kernel(float *out, const uint16_t *inp, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step())
 		out[i] = __uint_as_float((unsigned)inp[i] << 16);

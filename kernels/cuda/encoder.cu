@@ -11,7 +11,7 @@ extern "C" {
 #include "ops.h"
 }
 
-__global__ void encoder_forward_kernel(float *out, const int *inp, const float *wte,
+static __global__ void encoder_forward_kernel(float *out, const int *inp, const float *wte,
 				       const float *wpe, long BT, int T, int C)
 {
 	size_t n = (size_t)BT * C;
@@ -24,7 +24,7 @@ __global__ void encoder_forward_kernel(float *out, const int *inp, const float *
 	}
 }
 
-__global__ void encoder_backward_wte_kernel(float *dwte, const float *dout, const int *inp,
+static __global__ void encoder_backward_wte_kernel(float *dwte, const float *dout, const int *inp,
 					    long BT, int C)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -35,7 +35,7 @@ __global__ void encoder_backward_wte_kernel(float *dwte, const float *dout, cons
 		dwte[(long)inp[bt] * C + i] += dout[bt * C + i];
 }
 
-__global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
+static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
 {
 	size_t n = (size_t)T * C;
 

@@ -16,7 +16,7 @@ static __device__ __forceinline__ long warp_row(void)
 	return ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 }
 
-__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
 					 const float *inp, const float *weight, const float *bias,
 					 long BT, int C)
 {
@@ -48,7 +48,7 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
 	}
 }
 
-__global__ void layernorm_backward_inp_kernel(float *dinp, const float *dout, const float *inp,
+static __global__ void layernorm_backward_inp_kernel(float *dinp, const float *dout, const float *inp,
 					      const float *weight, const float *mean,
 					      const float *rstd, long BT, int C)
 {
@@ -80,7 +80,7 @@ __global__ void layernorm_backward_inp_kernel(float *dinp, const float *dout, co
 }
 
 /* block: 32 channels x 32 row lanes, as zn_cuda_column_sum, for both sums at once */
-__global__ void layernorm_backward_weight_kernel(float *dweight, float *dbias,
+static __global__ void layernorm_backward_weight_kernel(float *dweight, float *dbias,
 						 const float *dout, const float *inp,
 						 const float *mean, const float *rstd, long BT,
 						 int C)

@@ -5,7 +5,7 @@ extern "C" {
 #include "ops.h"
 }
 
-__global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC)
+static __global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
