@@ -52,6 +52,10 @@ static inline void *gt_upload(const void *h, size_t bytes, const char **err)
 		e = h ? cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) : cudaMemset(d, 0x5a, bytes);
 	if (e == cudaSuccess)
 		e = cudaMemset((char *)d + bytes, GT_GUARD_BYTE, GT_GUARD_BYTES);
+	/* the ops run on a non-blocking stream, which does not wait for the legacy stream's
+	 * memset or for the DMA tail of a pageable cudaMemcpy: finish them here */
+	if (e == cudaSuccess)
+		e = cudaDeviceSynchronize();
 	*err = gt_err(e);
 	return d;
 }

@@ -78,7 +78,7 @@ static __global__ void attention_softmax_backward_kernel(float *dpreatt, float *
 
 static unsigned row_blocks(long rows)
 {
-	return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+	return zn_cuda_grid(rows, ROWS_PER_BLOCK);
 }
 
 extern "C" void zn_cuda_attention_forward(void *stream, float *out, float *preatt, float *att,

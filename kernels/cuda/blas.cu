@@ -128,6 +128,6 @@ static __global__ void column_sum_kernel(float *dst, const float *src, long rows
 void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,
 			long rows, int cols)
 {
-	column_sum_kernel<<<(cols + 31) / 32, dim3(32, 32), 0, s>>>(dst, src, rows, cols);
+	column_sum_kernel<<<zn_cuda_grid(cols, 32), dim3(32, 32), 0, s>>>(dst, src, rows, cols);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }

@@ -17,6 +17,15 @@ static inline unsigned zn_cuda_blocks(size_t n, unsigned threads)
 	return b > ZN_CUDA_MAX_BLOCKS ? ZN_CUDA_MAX_BLOCKS : (unsigned)b;
 }
 
+/* blocks to cover n items at per_block each, at least 1 (a 0-block launch is an error;
+ * kernels check their bounds, so an empty tensor is a no-op) */
+static inline unsigned zn_cuda_grid(long n, long per_block)
+{
+	long b = (n + per_block - 1) / per_block;
+
+	return b < 1 ? 1u : (unsigned)b;
+}
+
 /* grid-stride loops: i from this thread's global index, stepping by the grid's size */
 static __device__ __forceinline__ size_t first_index(void)
 {

@@ -66,7 +66,7 @@ extern "C" void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe,
 	long BT = (long)B * T;
 	size_t n = (size_t)T * C;
 
-	encoder_backward_wte_kernel<<<(C + 127) / 128, 128, 0, s>>>(dwte, dout, inp, BT, C);
+	encoder_backward_wte_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwte, dout, inp, BT, C);
 	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
 	encoder_backward_wpe_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(
 		dwpe, dout, B, T, C);

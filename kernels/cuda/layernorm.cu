@@ -113,7 +113,7 @@ static __global__ void layernorm_backward_weight_kernel(float *dweight, float *d
 
 static unsigned row_blocks(long BT)
 {
-	return (unsigned)((BT + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+	return zn_cuda_grid(BT, ROWS_PER_BLOCK);
 }
 
 extern "C" void zn_cuda_layernorm_forward(void *stream, float *out, float *mean, float *rstd,
@@ -139,7 +139,7 @@ extern "C" void zn_cuda_layernorm_backward(void *stream, float *dinp, float *dwe
 	layernorm_backward_inp_kernel<<<row_blocks(BT), 32 * ROWS_PER_BLOCK, 0, s>>>(
 		dinp, dout, inp, weight, mean, rstd, BT, C);
 	zn_cuda_note_launch("layernorm_backward", __FILE__, __LINE__);
-	layernorm_backward_weight_kernel<<<(C + 31) / 32, dim3(32, 32), 0, s>>>(
+	layernorm_backward_weight_kernel<<<zn_cuda_grid(C, 32), dim3(32, 32), 0, s>>>(
 		dweight, dbias, dout, inp, mean, rstd, BT, C);
 	zn_cuda_note_launch("layernorm_backward", __FILE__, __LINE__);
 }
