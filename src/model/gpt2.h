@@ -99,6 +99,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "zinc.h"
 
 #define ZN_GPT2_MAX_TENSORS 12
 #define ZN_GPT2_NAME_MAX 96
@@ -263,5 +264,43 @@ void zn_gpt2_host_zero_grads(struct zn_gpt2_host *m);
 int zn_gpt2_host_forward_backward(struct zn_gpt2_host *m, const int *tokens_h,
 				  const int *targets_h, int B, int T, bool backward,
 				  float *mean_loss);
+
+/* ---- safetensors checkpoints (gpt2_io.c; format checks in safetensors.h) -------------------
+ *
+ * Names as Hugging Face's GPT2LMHeadModel: "transformer.wte.weight", ...; a file whose
+ * names lack the "transformer." prefix (GPT2Model checkpoints, as the hub's gpt2 files)
+ * loads too. Conv1D weights are transposed from the file's [in, out]; wte's V file rows
+ * fill the first V of Vp rows (the rest zeroed). lm_head.weight, when present, must equal
+ * wte (zinc ties them; an untied checkpoint is rejected). The attention mask buffers
+ * (".attn.bias", ".attn.masked_bias") of older checkpoints are ignored; other tensors the
+ * model does not use are a warning. Any F32/BF16/F16 file loads; zinc saves F32 or BF16
+ * (F16 works too) with "transformer." names, no lm_head, and "__metadata__" n_layer,
+ * n_head, n_embd, n_positions, vocab_size (Hugging Face's config names). */
+struct zn_st_file;
+
+/* Defines cfg from the file's shapes: layers = number of h.N blocks, d_model = wte
+ * columns, vocab = wte rows, seq = wpe rows. heads: the "n_head" metadata; otherwise
+ * cfg->heads as given on entry (a --heads flag; 0 = none); otherwise the GPT-2 preset with
+ * the same layers and d_model; otherwise -EINVAL asking for --heads. A given cfg->heads
+ * that contradicts the metadata is an error. padded_vocab: cfg->padded_vocab on entry if
+ * >= vocab, else rounded up as zn_gpt2_config_validate does. Returns 0 or a negative code. */
+int zn_gpt2_config_from_safetensors(const char *path, struct zn_gpt2_config *cfg);
+
+/* Loads one layer's tensors from an open file into params_h (L->numel floats). Returns 0,
+ * or -EINVAL naming the tensor, the file and both shapes on a mismatch or a missing
+ * tensor. */
+int zn_gpt2_load_layer_safetensors(const struct zn_st_file *f, const struct zn_gpt2_config *cfg,
+				   const struct zn_layer_desc *L, float *params_h);
+
+/* Loads every layer (layer_params_h[l]: layers[l].numel floats each) and checks
+ * lm_head.weight and the leftover tensors as described above. */
+int zn_gpt2_load_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,
+			     float *const *layer_params_h, const char *path);
+
+/* Saves every layer as dtype (ZN_DTYPE_F32 or ZN_DTYPE_BF16; F16 also accepted), atomically
+ * (zn_st_write). Returns 0 or a negative code. */
+int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,
+			     const float *const *layer_params_h, const char *path,
+			     enum zn_dtype dtype);
 
 #endif
