@@ -64,7 +64,13 @@ const struct zn_kernel_table *zn_device_kernels(const struct zn_device *dev);
 /* Number of usable CUDA GPUs (0 when built without CUDA or no driver/GPU: never an error). */
 int zn_device_cuda_count(void);
 
-/* Memory: allocations are 256-byte aligned at least. */
+/* Memory: allocations are 256-byte aligned at least, and counted against the budget
+ * rounded up to a multiple of 256 bytes. bytes == 0 gives *ptr_d = NULL and returns 0.
+ * Over budget: -ENOMEM, one line naming the budget, the request and the bytes in use, and
+ * nothing changes. Thread-safe. The memory is not initialised.
+ * zn_device_free: queued work that uses the memory must have completed (synchronize a
+ * stream or an event first); freeing a pointer this device did not hand out logs an error
+ * and does nothing. Allocations still live at zn_device_destroy are freed with a warning. */
 int zn_device_alloc(struct zn_device *dev, void **ptr_d, uint64_t bytes);
 void zn_device_free(struct zn_device *dev, void *ptr_d); /* accepts NULL */
 uint64_t zn_device_budget_bytes(const struct zn_device *dev);
@@ -94,7 +100,26 @@ int zn_event_record(struct zn_event *e, struct zn_stream *s);
 int zn_stream_wait_event(struct zn_stream *s, struct zn_event *e);
 bool zn_event_query(struct zn_event *e);
 int zn_event_synchronize(struct zn_event *e);
-/* Milliseconds between two completed events (for the step-time split). */
+/* Milliseconds between two completed events (for the step-time split). Returns -EINVAL
+ * when either was never recorded, -EAGAIN (nothing logged) when either has not completed. */
 int zn_event_elapsed_ms(struct zn_event *start, struct zn_event *end, float *ms);
+
+/* Fault injection, for tests that walk their callers' cleanup paths: the nth call from now
+ * (1 = the next one) of `what` on dev fails once with -ENOMEM and logs a line saying it was
+ * injected; nth 0 turns it off. ALLOC is zn_device_alloc (nothing is counted against the
+ * budget), STREAM is zn_stream_create and EVENT zn_event_create (both fail part-way through
+ * building the object, so its half-built teardown runs). The environment variables
+ * ZINC_DEVICE_FAIL_ALLOC, ZINC_DEVICE_FAIL_STREAM and ZINC_DEVICE_FAIL_EVENT=N do the same
+ * for every device when it is created.
+ *
+ *     zn_device_inject_fault(dev, ZN_DEVICE_FAULT_ALLOC, 3); // third allocation fails
+ */
+enum zn_device_fault {
+	ZN_DEVICE_FAULT_ALLOC = 0,
+	ZN_DEVICE_FAULT_STREAM = 1,
+	ZN_DEVICE_FAULT_EVENT = 2,
+	ZN_DEVICE_FAULT_COUNT = 3,
+};
+void zn_device_inject_fault(struct zn_device *dev, enum zn_device_fault what, int nth);
 
 #endif
