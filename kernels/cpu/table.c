@@ -1,6 +1,130 @@
-/* The CPU kernel table (stub until kernels/cpu lands: every op NULL). */
+/* The CPU kernel table: thin wrappers that drop `stream` (the CPU runs synchronously on
+ * the calling thread) and call the zn_cpu_* ops of ops.h. matmul is the BLAS version. */
 #include "kernels.h"
+
+#include "ops.h"
+
+static void encoder_forward(void *stream, float *out, const int *inp, const float *wte,
+			    const float *wpe, int B, int T, int C)
+{
+	zn_cpu_encoder_forward(out, inp, wte, wpe, B, T, C);
+}
+
+static void encoder_backward(void *stream, float *dwte, float *dwpe, const float *dout,
+			     const int *inp, int B, int T, int C)
+{
+	zn_cpu_encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+}
+
+static void layernorm_forward(void *stream, float *out, float *mean, float *rstd,
+			      const float *inp, const float *weight, const float *bias, int B,
+			      int T, int C)
+{
+	zn_cpu_layernorm_forward(out, mean, rstd, inp, weight, bias, B, T, C);
+}
+
+static void layernorm_backward(void *stream, float *dinp, float *dweight, float *dbias,
+			       const float *dout, const float *inp, const float *weight,
+			       const float *mean, const float *rstd, int B, int T, int C)
+{
+	zn_cpu_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, B, T, C);
+}
+
+static void matmul_forward(void *stream, float *out, const float *inp, const float *weight,
+			   const float *bias, int B, int T, int C, int OC)
+{
+	zn_cpu_matmul_forward(out, inp, weight, bias, B, T, C, OC);
+}
+
+static void matmul_backward(void *stream, float *dinp, float *dweight, float *dbias,
+			    const float *dout, const float *inp, const float *weight, int B,
+			    int T, int C, int OC)
+{
+	zn_cpu_matmul_backward(dinp, dweight, dbias, dout, inp, weight, B, T, C, OC);
+}
+
+static void attention_forward(void *stream, float *out, float *preatt, float *att,
+			      const float *inp, int B, int T, int C, int NH)
+{
+	zn_cpu_attention_forward(out, preatt, att, inp, B, T, C, NH);
+}
+
+static void attention_backward(void *stream, float *dinp, float *dpreatt, float *datt,
+			       const float *dout, const float *inp, const float *att, int B,
+			       int T, int C, int NH)
+{
+	zn_cpu_attention_backward(dinp, dpreatt, datt, dout, inp, att, B, T, C, NH);
+}
+
+static void gelu_forward(void *stream, float *out, const float *inp, size_t N)
+{
+	zn_cpu_gelu_forward(out, inp, N);
+}
+
+static void gelu_backward(void *stream, float *dinp, const float *inp, const float *dout,
+			  size_t N)
+{
+	zn_cpu_gelu_backward(dinp, inp, dout, N);
+}
+
+static void residual_forward(void *stream, float *out, const float *inp1, const float *inp2,
+			     size_t N)
+{
+	zn_cpu_residual_forward(out, inp1, inp2, N);
+}
+
+static void residual_backward(void *stream, float *dinp1, float *dinp2, const float *dout,
+			      size_t N)
+{
+	zn_cpu_residual_backward(dinp1, dinp2, dout, N);
+}
+
+static void crossentropy_forward(void *stream, float *losses, float *probs,
+				 const float *logits, const int *targets, int B, int T, int V,
+				 int Vp)
+{
+	zn_cpu_crossentropy_forward(losses, probs, logits, targets, B, T, V, Vp);
+}
+
+static void crossentropy_backward(void *stream, float *dlogits, const float *probs,
+				  const int *targets, float dloss_scale, int B, int T, int V,
+				  int Vp)
+{
+	zn_cpu_crossentropy_backward(dlogits, probs, targets, dloss_scale, B, T, V, Vp);
+}
+
+static void cast_f32_to_bf16(void *stream, uint16_t *out, const float *inp, size_t N)
+{
+	zn_cpu_cast_f32_to_bf16(out, inp, N);
+}
+
+static void cast_bf16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N)
+{
+	zn_cpu_cast_bf16_to_f32(out, inp, N);
+}
+
+static void scale(void *stream, float *out, float s, size_t N)
+{
+	zn_cpu_scale(out, s, N);
+}
 
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
+	.encoder_forward = encoder_forward,
+	.encoder_backward = encoder_backward,
+	.layernorm_forward = layernorm_forward,
+	.layernorm_backward = layernorm_backward,
+	.matmul_forward = matmul_forward,
+	.matmul_backward = matmul_backward,
+	.attention_forward = attention_forward,
+	.attention_backward = attention_backward,
+	.gelu_forward = gelu_forward,
+	.gelu_backward = gelu_backward,
+	.residual_forward = residual_forward,
+	.residual_backward = residual_backward,
+	.crossentropy_forward = crossentropy_forward,
+	.crossentropy_backward = crossentropy_backward,
+	.cast_f32_to_bf16 = cast_f32_to_bf16,
+	.cast_bf16_to_f32 = cast_bf16_to_f32,
+	.scale = scale,
 };

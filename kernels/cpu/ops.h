@@ -1,0 +1,78 @@
+/* The CPU model ops by name: zn_cpu_<op>, same arguments as the table in kernels/kernels.h
+ * minus `stream` (the CPU runs synchronously on the calling thread).
+ *
+ * These are the reference every other backend is tested against and the host device's
+ * compute. Semantics are the table's (kernels.h); in short:
+ *   - outputs first, then inputs, then sizes; all tensors fp32, row-major, contiguous;
+ *   - backward ops ACCUMULATE (+=) into d-inputs and d-weights (zero them first), except
+ *     crossentropy_backward, which writes dlogits, and attention_backward's scratch
+ *     gradients datt and dpreatt, which are written too (their old contents never matter);
+ *   - masked (t2 > t) entries of attention's preatt, att, dpreatt, datt are written as 0.
+ *
+ * Determinism: every result is the same run to run and independent of the OpenMP thread
+ * count: each output element is reduced by one thread in a fixed order (weight gradients
+ * are split across threads by channel, never by batch position).
+ *
+ * Threads: ops use OpenMP over their outer loop when the work is large enough. matmul calls
+ * OpenBLAS's cblas_sgemm outside any OpenMP region; OpenBLAS (Debian's pthread build) runs
+ * its own pool, sized by OPENBLAS_NUM_THREADS or openblas_set_num_threads(). When several
+ * host streams run kernels at once, each gets an OpenMP team and they share OpenBLAS's pool
+ * (OpenBLAS serialises concurrent callers on it): correct, but the cores are shared.
+ *
+ * Usage:
+ *     zn_cpu_matmul_forward(out, inp, weight, bias, B, T, C, OC);
+ */
+#ifndef ZN_KERNELS_CPU_OPS_H
+#define ZN_KERNELS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* eps of layernorm_forward */
+#define ZN_LAYERNORM_EPS 1e-5f
+
+void zn_cpu_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
+			    int B, int T, int C);
+void zn_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+			     int B, int T, int C);
+
+void zn_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+			      const float *weight, const float *bias, int B, int T, int C);
+void zn_cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			       const float *inp, const float *weight, const float *mean,
+			       const float *rstd, int B, int T, int C);
+
+/* BLAS (cblas_sgemm) versions: the table's */
+void zn_cpu_matmul_forward(float *out, const float *inp, const float *weight,
+			   const float *bias, int B, int T, int C, int OC);
+void zn_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+			    const float *inp, const float *weight, int B, int T, int C, int OC);
+/* plain-loop versions (same semantics), kept for tests and as a readable reference */
+void zn_cpu_matmul_forward_loop(float *out, const float *inp, const float *weight,
+				const float *bias, int B, int T, int C, int OC);
+void zn_cpu_matmul_backward_loop(float *dinp, float *dweight, float *dbias, const float *dout,
+				 const float *inp, const float *weight, int B, int T, int C,
+				 int OC);
+
+void zn_cpu_attention_forward(float *out, float *preatt, float *att, const float *inp, int B,
+			      int T, int C, int NH);
+void zn_cpu_attention_backward(float *dinp, float *dpreatt, float *datt, const float *dout,
+			       const float *inp, const float *att, int B, int T, int C, int NH);
+
+void zn_cpu_gelu_forward(float *out, const float *inp, size_t N);
+void zn_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+
+void zn_cpu_residual_forward(float *out, const float *inp1, const float *inp2, size_t N);
+void zn_cpu_residual_backward(float *dinp1, float *dinp2, const float *dout, size_t N);
+
+void zn_cpu_crossentropy_forward(float *losses, float *probs, const float *logits,
+				 const int *targets, int B, int T, int V, int Vp);
+void zn_cpu_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+				  float dloss_scale, int B, int T, int V, int Vp);
+
+void zn_cpu_cast_f32_to_bf16(uint16_t *out, const float *inp, size_t N);
+void zn_cpu_cast_bf16_to_f32(float *out, const uint16_t *inp, size_t N);
+
+void zn_cpu_scale(float *out, float s, size_t N);
+
+#endif

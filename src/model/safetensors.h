@@ -1,0 +1,91 @@
+/* safetensors files: a validating reader and an atomic writer.
+ *
+ * Format (https://github.com/huggingface/safetensors): an 8-byte little-endian header
+ * length N, N bytes of JSON (an object: tensor name -> {"dtype", "shape", "data_offsets":
+ * [begin, end]} with offsets relative to the data section, plus an optional "__metadata__"
+ * object of string -> string), then the data section, which the tensors tile exactly.
+ *
+ * The reader checks everything before any tensor is read, and rejects with one line naming
+ * the file and the problem: N beyond the file (or over 100 MB), JSON that does not parse,
+ * a tensor without dtype/shape/data_offsets, an unknown dtype, shape x dtype size not
+ * equal to the data_offsets span, offsets past the end of the data (a truncated file),
+ * overlapping tensors, holes or trailing bytes in the data section, duplicate names. Any
+ * dtype of the format is accepted structurally; zn_st_read_f32 converts F32, BF16 and F16
+ * and rejects the others (integer buffers, F64, ...).
+ *
+ * The writer writes F32, BF16 or F16 (converted from fp32, round-to-nearest-even) to
+ * PATH.tmp.PID, fsyncs it, renames it over PATH and fsyncs the folder, so PATH is either
+ * the old file or the complete new one. The header is space-padded to a multiple of 8 bytes
+ * so the data section is 8-byte aligned.
+ *
+ *     struct zn_st_file *f;
+ *     if (zn_st_open(&f, "model.safetensors"))
+ *             return -EINVAL;
+ *     const struct zn_st_tensor *t = zn_st_find(f, "wte.weight");
+ *     float *w = malloc(t->numel * sizeof(float));
+ *     rc = zn_st_read_f32(f, t, w);
+ *     zn_st_close(f);
+ *
+ * Threading: one zn_st_file may be read from several threads (reads use pread).
+ */
+#ifndef ZN_MODEL_SAFETENSORS_H
+#define ZN_MODEL_SAFETENSORS_H
+
+#include <stdint.h>
+
+#include "zinc.h"
+
+#define ZN_ST_MAX_DIMS 8
+#define ZN_ST_NAME_MAX 256
+#define ZN_ST_HEADER_MAX_BYTES (100u << 20) /* as the reference implementation */
+
+struct zn_st_tensor {
+	char name[ZN_ST_NAME_MAX];
+	char dtype_name[8]; /* as in the file: "F32", "BF16", "I64", ... */
+	int dtype;          /* enum zn_dtype for F32, BF16, F16; -1 for the others */
+	int elem_bytes;
+	int ndim;
+	int64_t shape[ZN_ST_MAX_DIMS];
+	uint64_t numel;
+	uint64_t begin, end; /* data_offsets: bytes from the start of the data section */
+};
+
+struct zn_st_file;
+
+/* Opens and validates PATH. Returns 0, -errno (the file cannot be opened or read) or
+ * -EINVAL (malformed; the line logged names what is wrong). */
+int zn_st_open(struct zn_st_file **out, const char *path);
+void zn_st_close(struct zn_st_file *f); /* accepts NULL */
+
+const char *zn_st_path(const struct zn_st_file *f);
+int zn_st_tensor_count(const struct zn_st_file *f);
+const struct zn_st_tensor *zn_st_tensor_at(const struct zn_st_file *f, int i); /* file order */
+const struct zn_st_tensor *zn_st_find(const struct zn_st_file *f, const char *name); /* or NULL */
+/* A "__metadata__" value, or NULL. */
+const char *zn_st_metadata(const struct zn_st_file *f, const char *key);
+
+/* Reads tensor t into out_h (t->numel floats), converting BF16/F16 to fp32. Returns 0,
+ * -EINVAL (dtype not convertible) or -EIO/-errno (read failed or came up short). */
+int zn_st_read_f32(const struct zn_st_file *f, const struct zn_st_tensor *t, float *out_h);
+
+/* One tensor to write: its values in file order come from data_h (numel fp32 values) or,
+ * when data_h is NULL, from fill(ctx, out_h) which writes numel floats (returns 0 or a
+ * negative code, which aborts the write). */
+struct zn_st_entry {
+	const char *name;
+	int ndim;
+	int64_t shape[ZN_ST_MAX_DIMS];
+	const float *data_h;
+	int (*fill)(void *ctx, float *out_h);
+	void *ctx;
+};
+
+/* Writes count tensors (in that order) as dtype (ZN_DTYPE_F32, _BF16 or _F16), with
+ * meta_count "__metadata__" string pairs (0 for none). Returns 0, -EINVAL (bad argument),
+ * -ENOMEM or the -errno of the failed write/fsync/rename (e.g. -ENOSPC); on failure PATH
+ * is untouched and the temporary file removed. */
+int zn_st_write(const char *path, enum zn_dtype dtype, const struct zn_st_entry *entries,
+		int count, const char *const *meta_keys, const char *const *meta_values,
+		int meta_count);
+
+#endif
