@@ -1,0 +1,30 @@
+/* Internal to src/cpu: the per-call AdamW scalars and argument checks shared by the SIMD
+ * pass (adamw.c) and the scalar reference (adamw_ref.c), so both round them identically. */
+#ifndef ZN_CPU_ADAMW_IMPL_H
+#define ZN_CPU_ADAMW_IMPL_H
+
+#include "cpu/adamw.h"
+
+/* No output copy (param_out == NULL). */
+#define ZN_ADAMW_OUT_NONE (-1)
+
+struct zn_adamw_consts {
+	float beta1, beta2, omb1, omb2, eps;
+	float neg_step_size; /* -lr / (1 - beta1^t) */
+	float inv_bc2_sqrt;  /* 1 / sqrt(1 - beta2^t) */
+	float decay;         /* 1 - lr * weight_decay */
+	float grad_scale;
+};
+
+/* Fills k from p (see adamw.h for the formulas). p must have passed the check. */
+void zn_adamw_consts_get(struct zn_adamw_consts *k, const struct zn_adamw_params *p);
+
+/* Checks p and the buffers of a step call. Returns 0 or -EINVAL (logged). */
+int zn_adamw_args_check(const struct zn_adamw_params *p, const float *master, const float *m,
+			const float *v, const void *grad, enum zn_dtype grad_dtype,
+			const void *param_out, enum zn_dtype out_dtype, size_t n);
+
+/* Checks a gradient dtype. Returns 0 or -EINVAL (logged). */
+int zn_adamw_grad_dtype_check(enum zn_dtype t, const char *what);
+
+#endif
