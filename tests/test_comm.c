@@ -311,6 +311,7 @@ Test(comm, bad_arguments_fail_without_sticking)
 	cr_expect_eq(zn_comm_all_gather(c, NULL, b, a, UINT64_MAX / 2, ZN_DTYPE_F32), -EINVAL);
 	cr_expect_eq(zn_comm_all_reduce(NULL, NULL, a, 8, ZN_DTYPE_F32), -EINVAL);
 	cr_expect_eq(zn_comm_barrier(NULL), -EINVAL);
+	cr_expect_eq(zn_comm_check(NULL), -EINVAL);
 	/* none of that started anything: the comm still works */
 	cr_expect_eq(zn_comm_check(c), 0);
 	cr_expect_eq(zn_comm_all_gather(c, NULL, b, a, 8, ZN_DTYPE_F32), 0);

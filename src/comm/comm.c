@@ -199,7 +199,13 @@ int zn_comm_local_rank(const struct zn_comm *c)
 
 int zn_comm_check(struct zn_comm *c)
 {
-	int rc = atomic_load(&c->error);
+	int rc;
+
+	if (!c) {
+		zn_error("check: comm is NULL");
+		return -EINVAL;
+	}
+	rc = atomic_load(&c->error);
 
 	if (rc || !c->ops->poll)
 		return rc;

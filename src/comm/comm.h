@@ -104,7 +104,8 @@ const char *zn_comm_kind_name(enum zn_comm_kind kind);
  * device, mpi on a cuda device); -ENOTSUP for a backend not built in; -EIO for an MPI or
  * NCCL failure. *out is NULL on error. */
 int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg);
-void zn_comm_destroy(struct zn_comm *c); /* accepts NULL; does not wait for streams */
+/* Accepts NULL. Does not wait for streams: synchronize those that carry its ops first. */
+void zn_comm_destroy(struct zn_comm *c);
 
 enum zn_comm_kind zn_comm_kind_of(const struct zn_comm *c); /* never AUTO */
 int zn_comm_rank(const struct zn_comm *c);
