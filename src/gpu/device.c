@@ -41,6 +41,16 @@ int zn_device_cuda_count(void)
 	return zn_cuda_probe(why, sizeof(why));
 }
 
+int zn_device_cuda_count_why(char *why, int why_bytes)
+{
+	char tmp[256];
+
+	if (!why || why_bytes <= 0)
+		return zn_cuda_probe(tmp, sizeof(tmp));
+	why[0] = 0;
+	return zn_cuda_probe(why, why_bytes);
+}
+
 /* Chooses the backend for cfg->kind; -ENODEV with a line saying why when cuda is asked
  * for and cannot be had. */
 static int pick_ops(const struct zn_device_config *cfg, const struct zn_device_ops **ops)

@@ -63,6 +63,9 @@ const struct zn_kernel_table *zn_device_kernels(const struct zn_device *dev);
 
 /* Number of usable CUDA GPUs (0 when built without CUDA or no driver/GPU: never an error). */
 int zn_device_cuda_count(void);
+/* The same, and when it is 0 writes why into why (e.g. "built without CUDA", "cudaGetDeviceCount:
+ * CUDA driver version is insufficient ..."); for skip messages and `zinc info`. */
+int zn_device_cuda_count_why(char *why, int why_bytes);
 
 /* Memory: allocations are 256-byte aligned at least, and counted against the budget
  * rounded up to a multiple of 256 bytes. bytes == 0 gives *ptr_d = NULL and returns 0.
