@@ -54,7 +54,8 @@ static inline void et_config(struct zn_config *c, int stage, enum zn_offload_dev
 	c->train_micro_batch_size_per_gpu = micro;
 	c->gradient_accumulation_steps = gas;
 	c->train_batch_size = 0;
-	c->optimizer.lr = 1e-2f;
+	c->optimizer.lr = 3e-3f;
+	c->optimizer.eps = 1e-6f; /* see docs/engine.md: zero-gradient parameters */
 	c->optimizer.weight_decay = 0.1f;
 	c->runtime.deterministic = true;
 	c->runtime.seed = 42;

@@ -442,7 +442,9 @@ static int create_runtime(struct zn_engine *e, const struct zn_engine_options *o
 {
 	struct zn_device_config dc = { .kind = e->cfg.runtime.device,
 				       .budget_bytes = e->cfg.runtime.device_mem_bytes };
-	struct zn_comm_config cc = { .kind = (enum zn_comm_kind)opt->comm_kind };
+	/* an explicit single comm is process-local, even under a multi-rank launch */
+	struct zn_comm_config cc = { .kind = (enum zn_comm_kind)opt->comm_kind,
+				     .local = opt->comm_kind == ZN_COMM_SINGLE };
 	int local = 0, rc;
 
 	if (opt->comm_kind != ZN_COMM_SINGLE) {
