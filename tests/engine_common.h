@@ -88,8 +88,9 @@ static inline void et_run_free(struct et_run *r)
 
 /* Trains `steps` steps with cfg on the stream (world ranks of this launch, or one rank
  * under comm_kind single); returns 0 or the first error. */
-static inline int et_train(struct et_run *r, const struct zn_config *cfg, int comm_kind,
-			   const int *stream, int steps)
+static inline int et_train_model(struct et_run *r, const struct zn_config *cfg,
+				 const struct zn_gpt2_config *model, int comm_kind,
+				 const int *stream, int steps)
 {
 	struct zn_gpt2_config mc;
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = comm_kind };
@@ -99,7 +100,10 @@ static inline int et_train(struct et_run *r, const struct zn_config *cfg, int co
 	int *in = NULL, *tg = NULL;
 
 	memset(r, 0, sizeof(*r));
-	et_model(&mc);
+	if (model)
+		mc = *model;
+	else
+		et_model(&mc);
 	rc = zn_engine_create(&e, cfg, &mc, &o);
 	if (rc)
 		return rc;
@@ -138,6 +142,12 @@ static inline int et_train(struct et_run *r, const struct zn_config *cfg, int co
 	free(tg);
 	zn_engine_destroy(e);
 	return rc;
+}
+
+static inline int et_train(struct et_run *r, const struct zn_config *cfg, int comm_kind,
+			   const int *stream, int steps)
+{
+	return et_train_model(r, cfg, NULL, comm_kind, stream, steps);
 }
 
 /* Token count a run of `steps` needs: steps x gas x N x B x T + 1. */
