@@ -324,14 +324,20 @@ int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t dev
 			 uint64_t pinned_budget, char *msg, size_t msg_size)
 {
 	if (device_budget && p->device_bytes > device_budget) {
+		/* suggest what is left to move off the device */
+		bool all_off = stage == 3 && p->pl.params == ZN_TIER_HOST &&
+			       p->pl.optim == ZN_TIER_HOST;
+		const char *hint = all_off ?
+			"a smaller --micro-batch or --seq (activations), or a larger --device-mem" :
+			"--zero-stage 3 --offload-optimizer cpu --offload-param cpu, a smaller "
+			"--micro-batch or a larger --device-mem";
+
 		snprintf(msg, msg_size,
 			 "device budget %.2f MiB is short by %.2f MiB for stage %d (params %.2f, "
-			 "grads %.2f, optimizer %.2f, working %.2f, activations %.2f MiB); try "
-			 "--zero-stage 3 --offload-optimizer cpu --offload-param cpu, a smaller "
-			 "--micro-batch or a larger --device-mem",
+			 "grads %.2f, optimizer %.2f, working %.2f, activations %.2f MiB); try %s",
 			 mib(device_budget), mib(p->device_bytes - device_budget), stage,
 			 mib(p->dev_param_bytes), mib(p->dev_grad_bytes), mib(p->dev_optim_bytes),
-			 mib(p->dev_working_bytes), mib(p->dev_act_bytes));
+			 mib(p->dev_working_bytes), mib(p->dev_act_bytes), hint);
 		return -ENOMEM;
 	}
 	if (pinned_budget && p->host_bytes > pinned_budget) {
