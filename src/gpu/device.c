@@ -74,7 +74,7 @@ static int pick_ops(const struct zn_device_config *cfg, const struct zn_device_o
 		return -ENODEV;
 	}
 	if (cfg->ordinal < 0 || cfg->ordinal >= count) {
-		zn_error("--device cuda: GPU %d asked for but %d visible (ordinals 0..%d); "
+		zn_error("cuda device: GPU %d asked for but %d visible (ordinals 0..%d); "
 			 "check CUDA_VISIBLE_DEVICES and the local rank", cfg->ordinal, count,
 			 count - 1);
 		return -ENODEV;
@@ -214,17 +214,19 @@ bool zn_device_fault_hit(struct zn_device *dev, enum zn_device_fault what)
 /* Takes bytes out of the budget, or says which budget is exceeded and by how much. */
 static int reserve(struct zn_device *dev, uint64_t bytes, uint64_t asked)
 {
-	char b[3][32];
+	char b[3][32], exact[40] = "";
 	uint64_t used;
 
 	pthread_mutex_lock(&dev->mem_mu);
 	used = dev->used_bytes;
 	if (bytes > dev->budget_bytes || used > dev->budget_bytes - bytes) {
 		pthread_mutex_unlock(&dev->mem_mu);
-		zn_error("device memory budget of %s exceeded: requested %s (%" PRIu64
-			 " bytes) with %s in use on %s; raise --device-mem or lower what needs it",
+		if (asked >= 1024)
+			snprintf(exact, sizeof(exact), " (%" PRIu64 " bytes)", asked);
+		zn_error("device memory budget of %s exceeded: requested %s%s with %s in use on "
+			 "%s; raise --device-mem or lower what needs it",
 			 zn_device_fmt_bytes(b[0], dev->budget_bytes),
-			 zn_device_fmt_bytes(b[1], asked), asked, zn_device_fmt_bytes(b[2], used),
+			 zn_device_fmt_bytes(b[1], asked), exact, zn_device_fmt_bytes(b[2], used),
 			 dev->name);
 		return -ENOMEM;
 	}

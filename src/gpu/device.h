@@ -1,7 +1,7 @@
 /* The device interface: memory against a hard budget, streams, events, copies, kernels.
  *
  * Two backends sit behind these functions (DESIGN.md, device):
- *   host: the emulated device. Memory is ordinary (64-byte aligned) memory counted against
+ *   host: the emulated device. Memory is ordinary (256-byte aligned) memory counted against
  *         the budget; each stream is a worker thread that runs its queue in order; events
  *         are counters with a condition variable; kernels are zn_kernels_cpu.
  *   cuda: CUDA runtime streams and events, a memory pool that enforces the budget,
@@ -43,6 +43,8 @@ struct zn_event;
 struct zn_device_config {
 	enum zn_device_kind kind; /* AUTO picks cuda when a GPU is usable, else host */
 	uint64_t budget_bytes;    /* 0 = default: all free GPU memory (cuda), 1 GiB (host) */
+	/* (cuda default: free memory at create minus a 512 MiB reserve for the context,
+	 * cuBLAS and NCCL; an explicit budget above the free memory is refused, -EINVAL) */
 	int ordinal;              /* GPU index for cuda (e.g. local rank) */
 };
 
@@ -98,7 +100,7 @@ int zn_launch(struct zn_stream *s, zn_launch_fn fn, const void *ctx, uint64_t ct
  * without blocking the caller; query/synchronize are for the host. An event never
  * recorded counts as complete (as in CUDA). */
 int zn_event_create(struct zn_device *dev, struct zn_event **out);
-void zn_event_destroy(struct zn_event *e); /* accepts NULL */
+void zn_event_destroy(struct zn_event *e); /* accepts NULL; may be recorded and pending */
 int zn_event_record(struct zn_event *e, struct zn_stream *s);
 int zn_stream_wait_event(struct zn_stream *s, struct zn_event *e);
 bool zn_event_query(struct zn_event *e);
