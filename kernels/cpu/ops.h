@@ -13,11 +13,11 @@
  * count: each output element is reduced by one thread in a fixed order (weight gradients
  * are split across threads by channel, never by batch position).
  *
- * Threads: ops use OpenMP over their outer loop when the work is large enough. matmul calls
- * OpenBLAS's cblas_sgemm outside any OpenMP region; OpenBLAS (Debian's pthread build) runs
- * its own pool, sized by OPENBLAS_NUM_THREADS or openblas_set_num_threads(). When several
- * host streams run kernels at once, each gets an OpenMP team and they share OpenBLAS's pool
- * (OpenBLAS serialises concurrent callers on it): correct, but the cores are shared.
+ * Threads: ops use OpenMP over their outer loop when the work is large enough. matmul cuts
+ * the product into fixed tiles, each one single-threaded OpenBLAS cblas_sgemm taken by an
+ * OpenMP thread; it calls openblas_set_num_threads(1) (process-wide) first, so OpenBLAS's
+ * own pool never runs inside an OpenMP team. Several host streams may run ops at once: each
+ * gets its own OpenMP team (OMP_NUM_THREADS each), and the cores are shared.
  *
  * Usage:
  *     zn_cpu_matmul_forward(out, inp, weight, bias, B, T, C, OC);

@@ -1,9 +1,31 @@
-/* The CUDA kernel table (stub until kernels/cuda lands: every op NULL). */
+/* The CUDA kernel table: the zn_cuda_* ops of ops.h, whose signatures are the table's. */
 extern "C" {
 #include "kernels.h"
+#include "ops.h"
 
 extern const struct zn_kernel_table zn_kernels_cuda;
 const struct zn_kernel_table zn_kernels_cuda = {
 	"cuda",
+	zn_cuda_encoder_forward,
+	zn_cuda_encoder_backward,
+	zn_cuda_layernorm_forward,
+	zn_cuda_layernorm_backward,
+	zn_cuda_matmul_forward,
+	zn_cuda_matmul_backward,
+	zn_cuda_attention_forward,
+	zn_cuda_attention_backward,
+	zn_cuda_gelu_forward,
+	zn_cuda_gelu_backward,
+	zn_cuda_residual_forward,
+	zn_cuda_residual_backward,
+	zn_cuda_crossentropy_forward,
+	zn_cuda_crossentropy_backward,
+	zn_cuda_cast_f32_to_bf16,
+	zn_cuda_cast_bf16_to_f32,
+	zn_cuda_scale,
 };
 }
+
+/* positional initialisers: fail the build if the table gains a slot this list lacks */
+static_assert(sizeof(struct zn_kernel_table) == 18 * sizeof(void *),
+	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -1,0 +1,72 @@
+/* Private to kernels/cuda: launch sizes, warp reductions, error notes, row-major GEMM. */
+#ifndef ZN_KERNELS_CUDA_COMMON_CUH
+#define ZN_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#define ZN_CUDA_THREADS 256
+#define ZN_CUDA_MAX_BLOCKS 65535 /* elementwise kernels are grid-stride beyond this */
+
+static inline unsigned zn_cuda_blocks(size_t n, unsigned threads)
+{
+	size_t b = (n + threads - 1) / threads;
+
+	if (b == 0)
+		b = 1;
+	return b > ZN_CUDA_MAX_BLOCKS ? ZN_CUDA_MAX_BLOCKS : (unsigned)b;
+}
+
+/* blocks to cover n items at per_block each, at least 1 (a 0-block launch is an error;
+ * kernels check their bounds, so an empty tensor is a no-op) */
+static inline unsigned zn_cuda_grid(long n, long per_block)
+{
+	long b = (n + per_block - 1) / per_block;
+
+	return b < 1 ? 1u : (unsigned)b;
+}
+
+/* grid-stride loops: i from this thread's global index, stepping by the grid's size */
+static __device__ __forceinline__ size_t first_index(void)
+{
+	return blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+}
+
+static __device__ __forceinline__ size_t grid_step(void)
+{
+	return (size_t)gridDim.x * blockDim.x;
+}
+
+/* Reductions over a full warp with a fixed butterfly: the same bits every run. */
+static __device__ __forceinline__ float zn_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ __forceinline__ float zn_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Checks the launch just made (cudaGetLastError): on failure logs "op: launch failed at
+ * file:line: message" and sets the sticky error flag. */
+void zn_cuda_note_launch(const char *op, const char *file, int line);
+
+/* Row-major C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, `batch` times with element
+ * strides sA, sB, sC between matrices (cuBLAS strided batched; batch 1 = plain sgemm). ta, tb:
+ * A, B stored transposed ([K,M], [K,N]). Row-major is cuBLAS's column-major transposed, so
+ * this calls cuBLAS with the operands swapped: C^T = op(B)^T op(A)^T. Failures are noted as
+ * above. */
+void zn_cuda_gemm(void *stream, const char *op, bool ta, bool tb, int M, int N, int K,
+		  float alpha, const float *A, int lda, long long sA, const float *B, int ldb,
+		  long long sB, float beta, float *C, int ldc, long long sC, int batch);
+
+/* dst[c] += sum over rows of src[r * cols + c], rows in a fixed order per column */
+void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,
+			long rows, int cols);
+
+#endif

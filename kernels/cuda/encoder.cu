@@ -1,0 +1,74 @@
+/* Token + position embedding on CUDA.
+ *
+ * Backward is deterministic without atomics: one thread per channel walks every position
+ * in (b, t) order adding into dwte (so repeated tokens add in the CPU's order, and the
+ * result matches kernels/cpu bit for bit), and one thread per (t, channel) sums over b for
+ * dwpe. Only C threads for dwte: slow for long batches, but it runs once per step.
+ */
+#include "common.cuh"
+
+extern "C" {
+#include "ops.h"
+}
+
+static __global__ void encoder_forward_kernel(float *out, const int *inp, const float *wte,
+				       const float *wpe, long BT, int T, int C)
+{
+	size_t n = (size_t)BT * C;
+
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		long bt = (long)(idx / C);
+		int i = (int)(idx % C);
+
+		out[idx] = wte[(long)inp[bt] * C + i] + wpe[(bt % T) * C + i];
+	}
+}
+
+static __global__ void encoder_backward_wte_kernel(float *dwte, const float *dout, const int *inp,
+					    long BT, int C)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= C)
+		return;
+	for (long bt = 0; bt < BT; bt++)
+		dwte[(long)inp[bt] * C + i] += dout[bt * C + i];
+}
+
+static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
+{
+	size_t n = (size_t)T * C;
+
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		float acc = dwpe[idx];
+
+		for (int b = 0; b < B; b++)
+			acc += dout[(size_t)b * n + idx];
+		dwpe[idx] = acc;
+	}
+}
+
+extern "C" void zn_cuda_encoder_forward(void *stream, float *out, const int *inp,
+					const float *wte, const float *wpe, int B, int T, int C)
+{
+	long BT = (long)B * T;
+	size_t n = (size_t)BT * C;
+
+	encoder_forward_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
+				 (cudaStream_t)stream>>>(out, inp, wte, wpe, BT, T, C);
+	zn_cuda_note_launch("encoder_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe,
+					 const float *dout, const int *inp, int B, int T, int C)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	long BT = (long)B * T;
+	size_t n = (size_t)T * C;
+
+	encoder_backward_wte_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwte, dout, inp, BT, C);
+	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+	encoder_backward_wpe_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(
+		dwpe, dout, B, T, C);
+	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+}

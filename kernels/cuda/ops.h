@@ -1,0 +1,80 @@
+/* The CUDA model ops by name: zn_cuda_<op>, with exactly the table's arguments (kernels.h),
+ * `stream` being a cudaStream_t (NULL = the legacy default stream). Each op only enqueues
+ * work on that stream and returns at once; inputs must stay valid until the stream has run.
+ *
+ * Semantics match kernels/cpu (kernels/cpu/ops.h): backward ops accumulate into d-inputs
+ * and d-weights; crossentropy_backward writes dlogits; attention_backward writes its
+ * scratch gradients datt and dpreatt; masked (t2 > t) attention entries are written as 0.
+ * Results agree with the CPU within fp32 rounding (tests/test_gpu_kernels.c); every op is
+ * deterministic run to run (fixed reduction trees, no atomics; cuBLAS is deterministic on
+ * one stream, and across streams with CUBLAS_WORKSPACE_CONFIG=:4096:8 set in the
+ * environment, see docs/kernels.md).
+ *
+ * cuBLAS: one handle per calling thread, created on first use on the device current then,
+ * pointed at the op's stream before each call (cublasSetStream). A thread that goes away
+ * has its handle destroyed by a thread-exit destructor; zn_cuda_kernels_thread_release()
+ * destroys the calling thread's handle now (call it before cudaDeviceReset or before the
+ * thread switches devices). Default math mode: fp32 GEMMs, no TF32.
+ *
+ * Errors: the ops return nothing. A failed launch or cuBLAS call logs one line (op, call,
+ * file:line, CUDA's message) and sets a sticky flag; zn_cuda_kernels_error() returns -EIO
+ * once after any such failure (and clears the flag), else 0. Faults inside a kernel show up
+ * as the stream's error at the next synchronize, as usual with CUDA.
+ */
+#ifndef ZN_KERNELS_CUDA_OPS_H
+#define ZN_KERNELS_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void zn_cuda_encoder_forward(void *stream, float *out, const int *inp, const float *wte,
+			     const float *wpe, int B, int T, int C);
+void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe, const float *dout,
+			      const int *inp, int B, int T, int C);
+void zn_cuda_layernorm_forward(void *stream, float *out, float *mean, float *rstd,
+			       const float *inp, const float *weight, const float *bias, int B,
+			       int T, int C);
+void zn_cuda_layernorm_backward(void *stream, float *dinp, float *dweight, float *dbias,
+				const float *dout, const float *inp, const float *weight,
+				const float *mean, const float *rstd, int B, int T, int C);
+void zn_cuda_matmul_forward(void *stream, float *out, const float *inp, const float *weight,
+			    const float *bias, int B, int T, int C, int OC);
+void zn_cuda_matmul_backward(void *stream, float *dinp, float *dweight, float *dbias,
+			     const float *dout, const float *inp, const float *weight, int B,
+			     int T, int C, int OC);
+void zn_cuda_attention_forward(void *stream, float *out, float *preatt, float *att,
+			       const float *inp, int B, int T, int C, int NH);
+void zn_cuda_attention_backward(void *stream, float *dinp, float *dpreatt, float *datt,
+				const float *dout, const float *inp, const float *att, int B,
+				int T, int C, int NH);
+void zn_cuda_gelu_forward(void *stream, float *out, const float *inp, size_t N);
+void zn_cuda_gelu_backward(void *stream, float *dinp, const float *inp, const float *dout,
+			   size_t N);
+void zn_cuda_residual_forward(void *stream, float *out, const float *inp1, const float *inp2,
+			      size_t N);
+void zn_cuda_residual_backward(void *stream, float *dinp1, float *dinp2, const float *dout,
+			       size_t N);
+void zn_cuda_crossentropy_forward(void *stream, float *losses, float *probs,
+				  const float *logits, const int *targets, int B, int T, int V,
+				  int Vp);
+void zn_cuda_crossentropy_backward(void *stream, float *dlogits, const float *probs,
+				   const int *targets, float dloss_scale, int B, int T, int V,
+				   int Vp);
+void zn_cuda_cast_f32_to_bf16(void *stream, uint16_t *out, const float *inp, size_t N);
+void zn_cuda_cast_bf16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N);
+void zn_cuda_scale(void *stream, float *out, float s, size_t N);
+
+/* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
+int zn_cuda_kernels_error(void);
+/* destroys the calling thread's cuBLAS handle (the next op creates a new one) */
+void zn_cuda_kernels_thread_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
