@@ -599,14 +599,21 @@ static const float *master_of(struct zn_engine *e, int l, bool *on_device)
 
 int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly;
 	bool on_device;
-	const float *m = master_of(e, l, &on_device);
-	uint64_t first = ly->sh.offset, count = ly->sh.shard_numel;
+	const float *m;
+	uint64_t first, count;
 	int rc = 0;
 
-	if (l < 0 || l >= e->n)
+	if (l < 0 || l >= e->n) {
+		zn_error("zn_engine_read_layer: layer %d: the model has layers 0 .. %d", l,
+			 e->n - 1);
 		return -EINVAL;
+	}
+	ly = &e->L[l];
+	m = master_of(e, l, &on_device);
+	first = ly->sh.offset;
+	count = ly->sh.shard_numel;
 	if (e->cfg.zero.stage == 0) {
 		/* every rank holds the full master */
 		if (m != ly->master_d && m != ly->master_h)
