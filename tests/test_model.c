@@ -530,3 +530,37 @@ Test(model, layers_stay_within_stated_sizes_and_overwrite_dx_in)
 	free(dx_ref);
 	zn_gpt2_host_destroy(m);
 }
+
+/* ---- learning ------------------------------------------------------------------------- */
+
+#include "model/data.h"
+
+/* Plain SGD on data/demo.txt through the whole model: the loss must go well down from
+ * ln 256 within a few dozen steps (the demo the README promises). */
+Test(model, sgd_on_demo_text_lowers_the_loss)
+{
+	const struct zn_gpt2_config cfg = { 2, 4, 64, 32, 256, 256 };
+	enum { B = 8, T = 32, STEPS = 40 };
+	struct zn_gpt2_host *m = make_model(&cfg, 1);
+	struct zn_data *d;
+	int x[B * T], y[B * T];
+	float first = 0, last = 0, loss;
+
+	cr_assert_eq(zn_data_open(&d, ZN_TEST_SRC_DIR "/data/demo.txt", B, T, 0, 1, 1, true), 0);
+	for (int s = 0; s < STEPS; s++) {
+		zn_data_next(d, x, y);
+		zn_gpt2_host_zero_grads(m);
+		cr_assert_eq(zn_gpt2_host_forward_backward(m, x, y, B, T, true, &loss), 0);
+		for (int l = 0; l < m->layer_count; l++)
+			for (uint64_t i = 0; i < m->layers[l].numel; i++)
+				m->params[l][i] -= 0.5f * m->grads[l][i];
+		if (s < 4)
+			first += loss / 4;
+		if (s >= STEPS - 4)
+			last += loss / 4;
+	}
+	fprintf(stderr, "SGD on demo.txt: loss %.3f -> %.3f\n", first, last);
+	cr_expect(first > 4.8f && last < first - 1.2f, "loss %.3f -> %.3f", first, last);
+	zn_data_close(d);
+	zn_gpt2_host_destroy(m);
+}

@@ -1,0 +1,267 @@
+/* src/model data loader: llm.c token files and text, batch contents (targets shifted by
+ * one), the rank split equal to one rank with world x B, wrapping, seeded shuffling,
+ * seek, and every malformed-file error. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/data.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/zn_test_data_XXXXXX");
+	cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(data, .init = make_dir, .fini = remove_dir);
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* token file with ntok seeded uint16 tokens < 50257; header fields overridable. */
+static const char *write_tokens(const char *name, int ntok, int version, int header_count,
+				int drop_bytes, uint16_t *out_tokens)
+{
+	static char p[128];
+	int32_t h[256] = { ZN_DATA_MAGIC, version, header_count };
+	uint64_t s = 17;
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fp = fopen(p, "wb");
+	cr_assert(fp);
+	fwrite(h, 4, 256, fp);
+	for (int i = 0; i < ntok; i++) {
+		uint16_t t = (uint16_t)(rng_next(&s) % 50257);
+
+		if (out_tokens)
+			out_tokens[i] = t;
+		fwrite(&t, 2, 1, fp);
+	}
+	fclose(fp);
+	if (drop_bytes)
+		cr_assert_eq(truncate(p, 1024 + 2L * ntok - drop_bytes), 0);
+	return p;
+}
+
+Test(data, token_file_batches_are_windows_with_shifted_targets)
+{
+	uint16_t tok[1001];
+	const char *p = write_tokens("a.bin", 1001, 1, 1001, 0, tok);
+	struct zn_data *d;
+	int x[2 * 10], y[2 * 10], mx = 0;
+
+	cr_assert_eq(zn_data_open(&d, p, 2, 10, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TOKENS);
+	cr_expect_eq(zn_data_token_count(d), 1001);
+	cr_expect_eq(zn_data_steps_per_epoch(d), 50, "100 windows of 11 tokens / 2");
+	for (int i = 0; i < 1001; i++)
+		mx = tok[i] > mx ? tok[i] : mx;
+	cr_expect_eq(zn_data_max_token(d), mx);
+	cr_expect_eq(zn_data_vocab(d), 50257);
+	for (int step = 0; step < 3; step++) {
+		zn_data_next(d, x, y);
+		for (int b = 0; b < 2; b++)
+			for (int t = 0; t < 10; t++) {
+				int at = (step * 2 + b) * 10 + t;
+
+				cr_assert_eq(x[b * 10 + t], tok[at], "step %d b %d t %d", step, b, t);
+				cr_assert_eq(y[b * 10 + t], tok[at + 1]);
+			}
+	}
+	cr_expect_eq(zn_data_step(d), 3);
+	zn_data_close(d);
+	zn_data_close(NULL);
+}
+
+/* world ranks with B each == one rank with world * B, for every step across epochs */
+static void check_split(bool shuffle)
+{
+	const char *p = write_tokens("s.bin", 2000, 1, 2000, 0, NULL);
+	enum { W = 3, B = 2, T = 7 };
+	struct zn_data *one, *r[W];
+	int x1[W * B * T], y1[W * B * T], x[B * T], y[B * T];
+
+	cr_assert_eq(zn_data_open(&one, p, W * B, T, 0, 1, 5, shuffle), 0);
+	for (int i = 0; i < W; i++)
+		cr_assert_eq(zn_data_open(&r[i], p, B, T, i, W, 5, shuffle), 0);
+	cr_expect_eq(zn_data_steps_per_epoch(one), zn_data_steps_per_epoch(r[0]));
+	for (uint64_t step = 0; step < 2 * zn_data_steps_per_epoch(one) + 3; step++) {
+		zn_data_next(one, x1, y1);
+		for (int i = 0; i < W; i++) {
+			zn_data_next(r[i], x, y);
+			cr_assert_eq(memcmp(x, x1 + i * B * T, sizeof(x)), 0,
+				     "step %llu rank %d tokens", (unsigned long long)step, i);
+			cr_assert_eq(memcmp(y, y1 + i * B * T, sizeof(y)), 0);
+		}
+	}
+	zn_data_close(one);
+	for (int i = 0; i < W; i++)
+		zn_data_close(r[i]);
+}
+
+Test(data, ranks_split_the_global_batch_as_one_rank_sees_it)
+{
+	check_split(false);
+	check_split(true);
+}
+
+Test(data, wraps_after_an_epoch_and_seeks)
+{
+	const char *p = write_tokens("w.bin", 500, 1, 500, 0, NULL);
+	struct zn_data *d;
+	int x0[4 * 8], y0[4 * 8], x[4 * 8], y[4 * 8], x5[4 * 8];
+	uint64_t spe;
+
+	cr_assert_eq(zn_data_open(&d, p, 4, 8, 0, 1, 0, false), 0);
+	spe = zn_data_steps_per_epoch(d);
+	cr_expect_eq(spe, 15, "62 windows / 4");
+	zn_data_next(d, x0, y0);
+	for (uint64_t s = 1; s < spe; s++) {
+		zn_data_next(d, x, y);
+		if (s == 5)
+			memcpy(x5, x, sizeof(x));
+	}
+	zn_data_next(d, x, y);
+	cr_expect_eq(memcmp(x, x0, sizeof(x)), 0, "step spe is step 0 again");
+	cr_expect_eq(memcmp(y, y0, sizeof(y)), 0);
+	zn_data_seek(d, 5);
+	zn_data_next(d, x, y);
+	cr_expect_eq(memcmp(x, x5, sizeof(x)), 0, "seek(5) then next = the 6th batch");
+	zn_data_close(d);
+}
+
+Test(data, shuffle_is_a_seeded_permutation_per_epoch)
+{
+	enum { B = 1, T = 4 };
+	const char *p = write_tokens("p.bin", 401, 1, 401, 0, NULL);
+	struct zn_data *a, *b, *c, *plain;
+	int xa[T], ya[T], xb[T], xc[T], xp[T], y[T];
+	int same_as_plain = 0, same_seed_diff = 0, other_seed_same = 0, epoch_same = 0;
+	int first[100][T];
+
+	cr_assert_eq(zn_data_open(&a, p, B, T, 0, 1, 1, true), 0);
+	cr_assert_eq(zn_data_open(&b, p, B, T, 0, 1, 1, true), 0);
+	cr_assert_eq(zn_data_open(&c, p, B, T, 0, 1, 2, true), 0);
+	cr_assert_eq(zn_data_open(&plain, p, B, T, 0, 1, 1, false), 0);
+	cr_assert_eq(zn_data_steps_per_epoch(a), 100);
+	for (int s = 0; s < 100; s++) {
+		zn_data_next(a, xa, ya);
+		zn_data_next(b, xb, y);
+		zn_data_next(c, xc, y);
+		zn_data_next(plain, xp, y);
+		memcpy(first[s], xa, sizeof(xa));
+		same_as_plain += !memcmp(xa, xp, sizeof(xa));
+		same_seed_diff += !!memcmp(xa, xb, sizeof(xa));
+		other_seed_same += !memcmp(xa, xc, sizeof(xa));
+		for (int t = 0; t < T - 1; t++)
+			cr_assert_eq(ya[t], xa[t + 1], "targets shifted by one");
+	}
+	/* every window exactly once in the epoch: compare with the plain order as a set */
+	zn_data_seek(plain, 0);
+	for (int s = 0; s < 100; s++) {
+		int found = 0;
+
+		zn_data_next(plain, xp, y);
+		for (int j = 0; j < 100; j++)
+			found += !memcmp(first[j], xp, sizeof(xp));
+		cr_assert_eq(found, 1, "window %d appears %d times in the shuffled epoch", s,
+			     found);
+	}
+	for (int s = 0; s < 100; s++) {
+		zn_data_next(a, xa, ya);
+		epoch_same += !memcmp(xa, first[s], sizeof(xa));
+	}
+	cr_expect_eq(same_seed_diff, 0, "same seed, same order");
+	cr_expect_lt(same_as_plain, 10, "shuffled order is not the file order");
+	cr_expect_lt(other_seed_same, 10, "another seed, another order");
+	cr_expect_lt(epoch_same, 10, "each epoch draws a new order");
+	zn_data_close(a);
+	zn_data_close(b);
+	zn_data_close(c);
+	zn_data_close(plain);
+}
+
+Test(data, text_is_bytes)
+{
+	char p[128];
+	FILE *fp;
+	struct zn_data *d;
+	int x[3], y[3];
+
+	snprintf(p, sizeof(p), "%s/t.txt", dir);
+	fp = fopen(p, "w");
+	fputs("Hello, world!\xff", fp);
+	fclose(fp);
+	cr_assert_eq(zn_data_open(&d, p, 1, 3, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TEXT);
+	cr_expect_eq(zn_data_vocab(d), 256);
+	cr_expect_eq(zn_data_max_token(d), 255);
+	zn_data_next(d, x, y);
+	cr_expect(x[0] == 'H' && x[1] == 'e' && x[2] == 'l' && y[0] == 'e' && y[2] == 'l');
+	zn_data_next(d, x, y);
+	cr_expect(x[0] == 'l' && x[1] == 'o' && x[2] == ',' && y[2] == ' ');
+	zn_data_close(d);
+}
+
+Test(data, demo_text_is_there_and_long_enough)
+{
+	struct zn_data *d;
+
+	cr_assert_eq(zn_data_open(&d, ZN_TEST_SRC_DIR "/data/demo.txt", 8, 64, 0, 1, 0, true),
+		     0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TEXT);
+	cr_expect_gt(zn_data_token_count(d), 20000);
+	cr_expect_lt(zn_data_max_token(d), 128, "plain ASCII");
+	zn_data_close(d);
+}
+
+Test(data, rejects_malformed_files_and_bad_arguments)
+{
+	struct zn_data *d = NULL;
+	char p[128];
+	FILE *fp;
+
+	cr_expect_neq(zn_data_open(&d, write_tokens("v.bin", 100, 3, 100, 0, NULL), 1, 4, 0, 1,
+				   0, false), 0, "version 3");
+	cr_expect_neq(zn_data_open(&d, write_tokens("t.bin", 100, 1, 100, 3, NULL), 1, 4, 0, 1,
+				   0, false), 0, "truncated data");
+	cr_expect_neq(zn_data_open(&d, write_tokens("c.bin", 100, 1, 90, 0, NULL), 1, 4, 0, 1,
+				   0, false), 0, "trailing bytes beyond the count");
+	cr_expect_neq(zn_data_open(&d, write_tokens("n.bin", 100, 1, -5, 0, NULL), 1, 4, 0, 1,
+				   0, false), 0, "negative count");
+	cr_expect_neq(zn_data_open(&d, write_tokens("h.bin", 0, 1, 0, 1000, NULL), 1, 4, 0, 1,
+				   0, false), 0, "header truncated");
+	cr_expect_neq(zn_data_open(&d, write_tokens("s.bin", 20, 1, 20, 0, NULL), 2, 10, 0, 1,
+				   0, false), 0, "one window of 11, not 2");
+	cr_expect_eq(zn_data_open(&d, write_tokens("ok.bin", 21, 1, 21, 0, NULL), 2, 10, 0, 1,
+				  0, false), 0, "exactly two windows");
+	zn_data_close(d);
+	snprintf(p, sizeof(p), "%s/empty.txt", dir);
+	fp = fopen(p, "w");
+	fclose(fp);
+	cr_expect_neq(zn_data_open(&d, p, 1, 4, 0, 1, 0, false), 0, "empty");
+	cr_expect_neq(zn_data_open(&d, "/nonexistent/file", 1, 4, 0, 1, 0, false), 0);
+	cr_expect_neq(zn_data_open(&d, p, 1, 4, 2, 2, 0, false), 0, "rank >= world");
+	cr_expect_neq(zn_data_open(&d, p, 0, 4, 0, 1, 0, false), 0, "B 0");
+	cr_expect_null(d);
+}
