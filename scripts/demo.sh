@@ -20,8 +20,7 @@ echo "== zinc estimate: 70B parameters on 8 nodes x 8 GPUs"
 # the 20 MiB device budget set here. zinc refuses stage 0 before allocating anything,
 # then trains at ZeRO stage 3 with the optimizer state and the parameter shards offloaded
 # to host memory, on the text shipped in data/: the loss goes down.
-text=data/demo.txt
-[ -f "$text" ] || text=README.md
+text=data/demo.txt # shipped with the repo
 model=(--model small --layers 6 --d-model 192 --heads 6 --seq 64 --vocab 256)
 budget=(--device host --device-mem 20M --micro-batch 2 --grad-accum 2)
 pin=()

@@ -3,7 +3,7 @@
  * Config from --config JSON and flags (--print-config prints the effective config and
  * exits); model from --model/--layers/... (src/model/gpt2.h) or --init-from FILE (its
  * shapes define the model); tokens from --data FILE; one line per steps_per_print steps
- * on rank 0, a progress bar in between when stdout is a terminal. The data reading and the
+ * on rank 0, a progress bar in between when stdout is a terminal. The batches and the
  * per-step line are in train_io.c.
  */
 #include <errno.h>
@@ -193,13 +193,13 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	free(init);
 	if (rc)
 		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
-	rc = zn_train_data_open(&data, o->data, mc->vocab, e, eo.seq_len);
+	rc = zn_train_data_open(&data, o->data, mc->vocab, e, eo.seq_len, cfg->runtime.seed);
 	if (!rc)
 		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
 	for (int s = 0; !rc && s < o->steps; s++) {
 		struct zn_step_stats st;
 
-		zn_train_data_next(&data, s);
+		zn_train_data_next(&data);
 		rc = zn_engine_step(e, data.inputs, data.targets, &st);
 		if (!rc && zn_engine_rank(e) == 0)
 			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,

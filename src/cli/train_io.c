@@ -1,10 +1,5 @@
-/* zinc train's token batches and its per-step lines.
- *
- * Tokens: the whole file is read once (the demo's text is small). An llm.c token file
- * (header of 256 int32: magic 20240520, version 1, token count; then uint16 tokens) gives
- * its tokens; any other file is text, one token per byte. The model helper's data loader
- * (src/model/data.h) is meant to replace this reader when it lands.
- */
+/* zinc train's token batches (through the model's data loader, src/model/data.h: llm.c
+ * token files or text as bytes) and its per-step lines. */
 #include "cli/train_io.h"
 
 #include <errno.h>
@@ -14,134 +9,52 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
-
-#define LLMC_MAGIC 20240520
-#define LLMC_HEADER_INTS 256
-
-static int read_file(const char *path, unsigned char **buf, size_t *len)
-{
-	/* the whole training file into memory */
-	FILE *f = fopen(path, "rb");
-	long n;
-
-	if (!f) {
-		zn_error("--data %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		zn_error("--data %s: cannot find its size: %s", path, strerror(errno));
-		fclose(f);
-		return -EIO;
-	}
-	*buf = malloc((size_t)n + 1);
-	if (!*buf || fread(*buf, 1, (size_t)n, f) != (size_t)n) {
-		zn_error("--data %s: short read", path);
-		fclose(f);
-		free(*buf);
-		*buf = NULL;
-		return -EIO;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return 0;
-}
-
-static int decode(struct zn_train_data *d, const char *path, const unsigned char *b,
-		  size_t len, int vocab)
-{
-	int32_t hdr[3] = { 0 };
-	bool llmc = false;
-
-	if (len >= LLMC_HEADER_INTS * 4) {
-		memcpy(hdr, b, sizeof(hdr));
-		llmc = hdr[0] == LLMC_MAGIC;
-	}
-	if (llmc) {
-		size_t have = (len - LLMC_HEADER_INTS * 4) / 2;
-
-		if (hdr[1] != 1 || hdr[2] < 0 || (size_t)hdr[2] > have) {
-			zn_error("--data %s: llm.c token file with version %d and %d tokens but "
-				 "room for %zu: the file is truncated or not version 1", path,
-				 hdr[1], hdr[2], have);
-			return -EINVAL;
-		}
-		d->count = (uint64_t)hdr[2];
-	} else {
-		d->count = len;
-	}
-	d->tokens = malloc((d->count ? d->count : 1) * sizeof(int));
-	if (!d->tokens)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < d->count; i++) {
-		uint16_t t;
-
-		if (llmc)
-			memcpy(&t, b + LLMC_HEADER_INTS * 4 + 2 * i, 2);
-		else
-			t = b[i];
-		if (t >= vocab) {
-			zn_error("--data %s: token %u at %" PRIu64 " is not below the model's "
-				 "vocabulary %d%s", path, t, i, vocab,
-				 llmc ? "" : " (text is one token per byte: use --vocab 256)");
-			return -EINVAL;
-		}
-		d->tokens[i] = t;
-	}
-	return 0;
-}
+#include "model/data.h"
 
 int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
-		       const struct zn_engine *e, int T)
+		       const struct zn_engine *e, int T, uint64_t seed)
 {
-	unsigned char *buf = NULL;
-	size_t len = 0;
 	uint64_t bt;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
 	d->B = zn_engine_micro_batch(e);
 	d->gas = zn_engine_grad_accum(e);
-	d->rank = zn_engine_rank(e);
-	d->world = zn_engine_world(e);
 	d->T = T;
 	bt = (uint64_t)d->B * (uint64_t)T;
-	rc = read_file(path, &buf, &len);
-	rc = rc ?: decode(d, path, buf, len, vocab);
-	free(buf);
-	if (!rc && d->count < (uint64_t)d->world * bt + 1) {
-		zn_error("--data %s: %" PRIu64 " tokens, but one global batch needs %" PRIu64
-			 ": give more data or a smaller --micro-batch / --seq", path, d->count,
-			 (uint64_t)d->world * bt + 1);
-		rc = -EINVAL;
+	/* consecutive windows, no shuffle: the run is reproducible and matches llm.c */
+	rc = zn_data_open(&d->d, path, d->B, T, zn_engine_rank(e), zn_engine_world(e), seed,
+			  false);
+	if (rc)
+		return rc;
+	if (zn_data_max_token(d->d) >= vocab) {
+		zn_error("--data %s: token %d is not below the model's vocabulary %d: use "
+			 "--vocab %d%s", path, zn_data_max_token(d->d), vocab, zn_data_vocab(d->d),
+			 zn_data_kind_of(d->d) == ZN_DATA_TEXT ? " (text: one token per byte)" : "");
+		zn_train_data_close(d);
+		return -EINVAL;
 	}
 	d->inputs = malloc(bt * (uint64_t)d->gas * sizeof(int));
 	d->targets = malloc(bt * (uint64_t)d->gas * sizeof(int));
-	if (!rc && (!d->inputs || !d->targets))
-		rc = -ENOMEM;
-	if (rc)
+	if (!d->inputs || !d->targets) {
 		zn_train_data_close(d);
-	return rc;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
-void zn_train_data_next(struct zn_train_data *d, int64_t step)
+void zn_train_data_next(struct zn_train_data *d)
 {
-	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T, span = d->count - 1;
-	uint64_t batch = (uint64_t)d->world * bt;
+	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T;
 
-	for (int k = 0; k < d->gas; k++) {
-		/* whole global batches, wrapping to the start at the end of the file */
-		uint64_t per_epoch = span / batch;
-		uint64_t g = ((uint64_t)step * (uint64_t)d->gas + (uint64_t)k) % per_epoch;
-		uint64_t base = g * batch + (uint64_t)d->rank * bt;
-
-		memcpy(d->inputs + k * bt, d->tokens + base, bt * sizeof(int));
-		memcpy(d->targets + k * bt, d->tokens + base + 1, bt * sizeof(int));
-	}
+	/* one global batch per micro-batch */
+	for (int k = 0; k < d->gas; k++)
+		zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
 }
 
 void zn_train_data_close(struct zn_train_data *d)
 {
-	free(d->tokens);
+	zn_data_close(d->d);
 	free(d->inputs);
 	free(d->targets);
 	memset(d, 0, sizeof(*d));

@@ -10,21 +10,21 @@
 #include "model/gpt2.h"
 #include "zinc.h"
 
+struct zn_data;
+
 struct zn_train_data {
-	int *tokens;      /* the whole file's tokens */
-	uint64_t count;
+	struct zn_data *d;
 	int *inputs, *targets; /* this rank's gas x B x T for the current step */
-	int B, T, gas, rank, world;
+	int B, T, gas;
 };
 
-/* Reads path (an llm.c .bin token file, else text: one token per byte) and checks every
- * token is below vocab. Returns 0 or a negative code (logged, naming the file). */
+/* Opens path (an llm.c token file, else text: one token per byte) for this engine's ranks
+ * and checks every token is below vocab. Returns 0 or a negative code (logged). */
 int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
-		       const struct zn_engine *e, int T);
-/* Fills inputs/targets for step `step` (0-based): the global batch of micro-batch k is
- * N x B sequences from token ((step x gas + k) x N x B x T) mod (count - 1), rank r's
- * the r-th B of them; targets are the next tokens. */
-void zn_train_data_next(struct zn_train_data *d, int64_t step);
+		       const struct zn_engine *e, int T, uint64_t seed);
+/* Fills inputs/targets for the next step: one global batch per micro-batch (N x B
+ * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). */
+void zn_train_data_next(struct zn_train_data *d);
 void zn_train_data_close(struct zn_train_data *d);
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
