@@ -179,3 +179,22 @@ Test(cli, train_refuses_what_does_not_fit)
 	cr_assert_eq(run_both("train --data /no/such/file --model tiny --vocab 256 --device host",
 			      out, sizeof(out)), 1, "%s", out);
 }
+
+/* The demo's recipe, small: stage 3 + CPU offload on data/demo.txt; the loss goes down. */
+Test(cli, train_on_demo_text_loss_decreases)
+{
+	char args[768], out[16384];
+	float first = 0, last = 0;
+	const char *p;
+
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 32 "
+		 "--micro-batch 4 --steps 40 --steps-per-print 1 --lr 3e-3 --zero-stage 3 "
+		 "--offload-optimizer cpu --offload-param cpu --no-pin-memory --data "
+		 "%s/data/demo.txt", ZN_TEST_SRC_DIR);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	p = strstr(out, "step 1/40 | loss ");
+	cr_assert(p && sscanf(p, "step 1/40 | loss %f", &first) == 1, "%s", out);
+	p = strstr(out, "step 40/40 | loss ");
+	cr_assert(p && sscanf(p, "step 40/40 | loss %f", &last) == 1, "%s", out);
+	cr_assert(last < first - 1.0f, "loss %g -> %g", first, last);
+}
