@@ -10,8 +10,8 @@
  *     if (zn_config_load_json(&cfg, "ds.json") || zn_config_validate(&cfg, 1))
  *             return 2;
  *
- * The engine API (zn_engine_*) lives in src/sched/engine.h and is re-exported here once it
- * exists.
+ * The training engine (zn_engine_*, at the end) runs data-parallel ZeRO steps of a GPT-2
+ * model built from a zn_config and a model shape (src/model/gpt2.h).
  */
 #ifndef ZINC_H
 #define ZINC_H
@@ -187,5 +187,74 @@ void zn_config_print_flags_help(FILE *f);
  * otherwise K=1024). Returns 0 or ZN_EUSAGE. */
 int zn_parse_size(const char *s, uint64_t *out);
 int zn_parse_count(const char *s, uint64_t *out);
+
+/* ---- the training engine (src/sched) ---------------------------------------------------
+ *
+ * One engine per rank. It creates the device (runtime.device, device_mem), the comm (every
+ * rank of the launch), the pinned host arena, plans every buffer and refuses a run that
+ * does not fit its budgets before allocating anything (-ENOMEM with one line naming the
+ * budget and the shortfall), then initializes the model (seeded, the same values however it
+ * is partitioned, or from init_params_h). See docs/engine.md.
+ *
+ *     struct zn_engine_options o = { .seq_len = 64 };
+ *     struct zn_engine *e;
+ *     rc = zn_engine_create(&e, &cfg, &model_cfg, &o);
+ *     for (step = 0; !rc && step < steps; step++) {
+ *             // this rank's gas x micro x T inputs and targets (llm.c's rank layout)
+ *             rc = zn_engine_step(e, inputs, targets, &stats);
+ *     }
+ *     zn_engine_destroy(e);
+ *
+ * Threading: one thread per engine. Collective: create, step, read_layer and save must be
+ * called by every rank in the same order.
+ */
+struct zn_engine;
+struct zn_gpt2_config;
+
+struct zn_engine_options {
+	int seq_len;                       /* T: 1 .. model seq */
+	int comm_kind;                     /* enum zn_comm_kind (0 = auto from the launch) */
+	const float *const *init_params_h; /* per layer (model layout), or NULL: seeded init */
+};
+
+struct zn_step_stats {
+	int64_t step;              /* 1-based optimizer step just taken */
+	float loss;                /* mean over every token of every rank and micro-batch */
+	float lr;                  /* learning rate this step used */
+	float grad_norm;           /* global L2 norm before clipping (0 without clipping) */
+	uint64_t tokens;           /* tokens in the global batch */
+	double step_ms;            /* wall time of zn_engine_step */
+	double fwd_ms, bwd_ms;     /* compute stream time in forward / backward */
+	double opt_ms;             /* AdamW time (CPU or device workers) */
+	double wait_ms;            /* host blocked on the device or comm */
+	uint64_t device_peak_bytes;
+	uint64_t pinned_bytes;     /* pinned host memory in use */
+	uint64_t plan_device_bytes;
+};
+
+int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
+		     const struct zn_gpt2_config *model, const struct zn_engine_options *opt);
+void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
+
+int zn_engine_rank(const struct zn_engine *e);
+int zn_engine_world(const struct zn_engine *e);
+int zn_engine_micro_batch(const struct zn_engine *e);
+int zn_engine_grad_accum(const struct zn_engine *e);
+int zn_engine_layer_count(const struct zn_engine *e);
+uint64_t zn_engine_layer_numel(const struct zn_engine *e, int layer);
+
+/* One optimizer step over grad_accum micro-batches: inputs_h and targets_h hold this rank's
+ * grad_accum x micro x T tokens (micro-batch k at offset k x micro x T). Returns 0 or a
+ * negative code (logged); after an error destroy the engine. */
+int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		   struct zn_step_stats *st);
+
+/* The fp32 master weights of layer `layer` (numel floats) gathered from every rank into
+ * out_h on every rank. Collective. */
+int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
+
+/* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
+ * every rank calls it, rank 0 writes. */
+int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype);
 
 #endif

@@ -1,5 +1,7 @@
 /* The zinc command's exit codes and machine-readable output. */
 #include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,4 +113,88 @@ Test(cli, print_config_is_json_with_flags_applied)
 	cr_assert_float_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "aio"),
 					       "block_size")->valuedouble, 2097152.0, 0.5);
 	cJSON_Delete(root);
+}
+
+/* A small text file the tiny model can train on (one token per byte). */
+static const char *train_text(void)
+{
+	static char path[] = "/tmp/zinc-cli-train-XXXXXX";
+	static bool made;
+	FILE *f;
+	int fd;
+
+	if (made)
+		return path;
+	fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	f = fdopen(fd, "w");
+	for (int i = 0; i < 200; i++)
+		fprintf(f, "the quick brown fox %d jumps over the lazy dog. ", i);
+	fclose(f);
+	made = true;
+	return path;
+}
+
+static int run_both(const char *args, char *out, size_t size)
+{
+	char cmd[1024];
+	FILE *p;
+	size_t n;
+	int status;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", ZN_ZINC_EXE, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(cli, train_runs_and_prints_the_step_line)
+{
+	char args[512], out[8192];
+
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--micro-batch 2 --steps 3 --zero-stage 3 --offload-optimizer cpu "
+		 "--offload-param cpu --no-pin-memory --data %s", train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert(strstr(out, "step 3/3 | loss "), "%s", out);
+	cr_assert(strstr(out, "tok/s |") && strstr(out, "(fwd ") && strstr(out, "dev peak"),
+		  "%s", out);
+}
+
+Test(cli, train_refuses_what_does_not_fit)
+{
+	char args[512], out[8192];
+
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--steps 1 --device-mem 256K --data %s", train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 2, "%s", out);
+	cr_assert(strstr(out, "device budget 0.25 MiB is short by"), "%s", out);
+	cr_assert_eq(run_both("train --model tiny --steps 1", out, sizeof(out)), 2,
+		     "no --data: %s", out);
+	cr_assert(strstr(out, "--data"), "%s", out);
+	cr_assert_eq(run_both("train --dtype fp8 --data x", out, sizeof(out)), 2, "%s", out);
+	cr_assert_eq(run_both("train --data /no/such/file --model tiny --vocab 256 --device host",
+			      out, sizeof(out)), 1, "%s", out);
+}
+
+/* The demo's recipe, small: stage 3 + CPU offload on data/demo.txt; the loss goes down. */
+Test(cli, train_on_demo_text_loss_decreases)
+{
+	char args[768], out[16384];
+	float first = 0, last = 0;
+	const char *p;
+
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 32 "
+		 "--micro-batch 4 --steps 40 --steps-per-print 1 --lr 3e-3 --zero-stage 3 "
+		 "--offload-optimizer cpu --offload-param cpu --no-pin-memory --data "
+		 "%s/data/demo.txt", ZN_TEST_SRC_DIR);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	p = strstr(out, "step 1/40 | loss ");
+	cr_assert(p && sscanf(p, "step 1/40 | loss %f", &first) == 1, "%s", out);
+	p = strstr(out, "step 40/40 | loss ");
+	cr_assert(p && sscanf(p, "step 40/40 | loss %f", &last) == 1, "%s", out);
+	cr_assert(last < first - 1.0f, "loss %g -> %g", first, last);
 }

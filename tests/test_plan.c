@@ -1,5 +1,7 @@
 /* Planner: shard bounds and the ZeRO model-state formulas. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
 
 #include "sched/plan.h"
 
@@ -138,4 +140,122 @@ Test(plan, placement)
 	zn_plan_placement(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, &pl);
 	cr_assert_eq(pl.params, ZN_TIER_NVME);
 	cr_assert_eq(pl.optim, ZN_TIER_HOST);
+}
+
+/* ---- the engine's plan ---------------------------------------------------------------- */
+
+static const uint64_t eng_layers[] = { 300000, 120000, 120000, 5000 };
+
+static struct zn_engine_plan_input eng_in(int stage, enum zn_offload_device opt,
+					  enum zn_offload_device prm, bool bf16, int world)
+{
+	return (struct zn_engine_plan_input){ .layer_count = 4, .layer_numel = eng_layers,
+					      .world = world, .stage = stage,
+					      .offload_optimizer = opt, .offload_param = prm,
+					      .bf16 = bf16, .grad_accum = 1, .prefetch_depth = 1,
+					      .activation_bytes = 1 << 20 };
+}
+
+Test(plan, engine_stage0_fp32_is_16_bytes_per_param_plus_acts)
+{
+	struct zn_engine_plan_input in = eng_in(0, ZN_OFFLOAD_NONE, ZN_OFFLOAD_NONE, false, 1);
+	struct zn_engine_plan p;
+	uint64_t padded = 0;
+
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	for (int l = 0; l < 4; l++) {
+		struct zn_shard s;
+
+		zn_plan_shard(eng_layers[l], 1, 0, &s);
+		padded += s.padded_numel;
+	}
+	cr_assert(p.master_aliases_params, "fp32 parameters on the device are the master");
+	cr_assert(!p.gathers);
+	cr_assert_eq(p.dev_param_bytes, 4 * padded);
+	cr_assert_eq(p.dev_grad_bytes, 4 * padded);
+	cr_assert_eq(p.dev_optim_bytes, 8 * padded);
+	cr_assert_eq(p.device_bytes, 16 * padded + (1 << 20));
+	cr_assert_eq(p.host_bytes, 0);
+}
+
+Test(plan, engine_stage3_offload_keeps_only_the_working_set_on_device)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_CPU, true, 4);
+	struct zn_engine_plan p;
+	struct zn_shard s0, s1;
+
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	zn_plan_shard(eng_layers[0], 4, 0, &s0);
+	zn_plan_shard(eng_layers[1], 4, 0, &s1);
+	cr_assert_eq(p.dev_param_bytes + p.dev_grad_bytes + p.dev_optim_bytes, 0);
+	cr_assert_eq(p.param_slots, 2, "prefetch 1 + the layer computing");
+	cr_assert_eq(p.slot_numel, s1.padded_numel);
+	/* fp32 + bf16 working copies of layer 0 and two ring slots, full-gradient buffers */
+	cr_assert_eq(p.dev_working_bytes, 6 * s0.padded_numel + 2 * 6 * s1.padded_numel +
+					      4 * s0.padded_numel + 2 * 4 * s1.padded_numel);
+	cr_assert(!p.master_aliases_params, "bf16 parameters need an fp32 master");
+	cr_assert(p.host_param_bytes > 0 && p.host_optim_bytes > 0 && p.host_grad_bytes > 0);
+	cr_assert_eq(p.host_staging_bytes, 0, "AdamW writes the host parameter shard itself");
+}
+
+Test(plan, engine_refuses_with_the_budget_and_the_shortfall)
+{
+	struct zn_engine_plan_input in = eng_in(0, ZN_OFFLOAD_NONE, ZN_OFFLOAD_NONE, false, 1);
+	struct zn_engine_plan p;
+	char msg[512];
+	int rc;
+
+	rc = zn_plan_engine_fit(&in, true, 4 << 20, 0, &p, msg, sizeof(msg));
+	cr_assert_eq(rc, -ENOMEM);
+	cr_assert(strstr(msg, "device budget 4.00 MiB is short by"), "%s", msg);
+	cr_assert(strstr(msg, "--zero-stage 3 --offload-optimizer cpu --offload-param cpu"),
+		  "%s", msg);
+	in = eng_in(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_CPU, false, 1);
+	cr_assert_eq(zn_plan_engine_fit(&in, true, 16 << 20, 0, &p, msg, sizeof(msg)), 0);
+	cr_assert_eq(zn_plan_engine_fit(&in, true, 16 << 20, 4096, &p, msg, sizeof(msg)),
+		     -ENOMEM);
+	cr_assert(strstr(msg, "pinned host budget"), "%s", msg);
+}
+
+Test(plan, engine_shrinks_an_automatic_prefetch_to_fit)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_CPU, false, 1);
+	struct zn_engine_plan deep, p;
+	char msg[512];
+
+	in.prefetch_depth = 2;
+	cr_assert_eq(zn_plan_engine(&in, &deep), 0);
+	cr_assert_eq(zn_plan_engine_fit(&in, true, deep.device_bytes - 1, 0, &p, msg,
+					sizeof(msg)), 0);
+	cr_assert(p.prefetch_depth < 2 && p.device_bytes < deep.device_bytes);
+	cr_assert_eq(zn_plan_engine_fit(&in, false, deep.device_bytes - 1, 0, &p, msg,
+					sizeof(msg)), -ENOMEM, "an explicit depth is kept");
+}
+
+Test(plan, engine_rejects_what_it_cannot_run)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_NONE, ZN_OFFLOAD_CPU, false, 1);
+	struct zn_engine_plan p;
+
+	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "offload_param without the optimizer");
+	in = eng_in(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1);
+	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "nvme is the next issue");
+	in = eng_in(0, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NONE, false, 1);
+	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "offload needs stage >= 1");
+}
+
+Test(plan, prefetch_depth_from_the_stage3_limits)
+{
+	struct zn_config c;
+
+	zn_config_defaults(&c);
+	c.zero.stage3_prefetch_bucket_size = 3000000;
+	c.zero.stage3_max_live_parameters = 1000000000;
+	cr_assert_eq(zn_plan_prefetch_depth(&c, 1000000, 10), 3);
+	c.zero.stage3_max_live_parameters = 2500000;
+	cr_assert_eq(zn_plan_prefetch_depth(&c, 1000000, 10), 1, "live = computing + 1");
+	c.zero.stage3_prefetch_bucket_size = 100;
+	cr_assert_eq(zn_plan_prefetch_depth(&c, 1000000, 10), 1, "at least one ahead");
+	c.runtime.prefetch_depth = 6;
+	cr_assert_eq(zn_plan_prefetch_depth(&c, 1000000, 10), 6, "explicit wins");
 }

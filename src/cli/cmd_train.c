@@ -1,64 +1,239 @@
-/* zinc train: config from --config JSON and flags; --print-config prints the effective
- * config. Training itself is wired in by the engine (src/sched). */
+/* zinc train: data-parallel ZeRO training of a GPT-2 model (src/sched engine).
+ *
+ * Config from --config JSON and flags (--print-config prints the effective config and
+ * exits); model from --model/--layers/... (src/model/gpt2.h) or --init-from FILE (its
+ * shapes define the model); tokens from --data FILE; one line per steps_per_print steps
+ * on rank 0, a progress bar in between when stdout is a terminal. The batches and the
+ * per-step line are in train_io.c.
+ */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/train_io.h"
+#include "cli/util.h"
+#include "comm/comm.h"
 #include "core/log.h"
+#include "model/gpt2.h"
 #include "zinc.h"
 
-static int world_size_from_env(void)
-{
-	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-					    "WORLD_SIZE", NULL };
-
-	for (int i = 0; vars[i]; i++) {
-		const char *v = getenv(vars[i]);
-
-		if (v && atoi(v) > 0)
-			return atoi(v);
-	}
-	return 1;
-}
+struct train_opts {
+	const char *data;
+	const char *init_from;
+	const char *save_final;
+	int seq;   /* T; 0 = the model's seq */
+	int steps;
+	bool print_config;
+};
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: zinc train [--config ds.json] [flags] [--print-config]\n\n");
+	fprintf(f,
+		"usage: zinc train [--config ds.json] [flags] --data FILE [--steps N]\n\n"
+		"  --data FILE        tokens: an llm.c .bin token file, or any other file read as\n"
+		"                     text, one token per byte (needs --vocab >= 256)\n"
+		"  --seq T            sequence length (default: the model's --seq)\n"
+		"  --steps N          optimizer steps (default 20)\n"
+		"  --dtype fp32|bf16  bf16: parameters stored and communicated as bf16, fp32\n"
+		"                     master weights and compute (same as --bf16)\n"
+		"  --init-from FILE   start from a safetensors checkpoint (its shapes define the\n"
+		"                     model)\n"
+		"  --save-final FILE  save the final fp32 weights as safetensors\n"
+		"  --print-config     print the effective config as JSON and exit\n"
+		"  model: --model tiny|small|gpt2|... --layers N --heads N --d-model N --seq N\n"
+		"         --vocab N (default --model small)\n\n");
 	zn_config_print_flags_help(f);
+}
+
+/* Takes this command's own flags out of rest; the others stay (in order) for the model. */
+static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config *cfg)
+{
+	int m = 0, rc = 0;
+
+	for (int i = 0; !rc && i < *n; i++) {
+		const char *a = rest[i];
+
+		if (!strcmp(a, "--data") || !strcmp(a, "--init-from") ||
+		    !strcmp(a, "--save-final")) {
+			const char *v = zn_cli_value(*n, rest, &i);
+
+			if (!v)
+				return ZN_EUSAGE;
+			if (a[2] == 'd')
+				o->data = v;
+			else if (a[2] == 'i')
+				o->init_from = v;
+			else
+				o->save_final = v;
+		} else if (!strcmp(a, "--steps")) {
+			rc = zn_cli_int(*n, rest, &i, 1, 100000000, &o->steps);
+		} else if (!strcmp(a, "--seq")) {
+			/* the training length; also the model's (wpe rows) unless --init-from */
+			rest[m++] = rest[i];
+			rc = zn_cli_int(*n, rest, &i, 1, 1 << 20, &o->seq);
+			rest[m++] = rest[i];
+		} else if (!strcmp(a, "--dtype")) {
+			const char *v = zn_cli_value(*n, rest, &i);
+
+			if (!v)
+				return ZN_EUSAGE;
+			if (!strcmp(v, "bf16")) {
+				cfg->precision.bf16 = true;
+			} else if (!strcmp(v, "fp32")) {
+				cfg->precision.bf16 = false;
+			} else {
+				zn_error("--dtype '%s': use fp32 or bf16", v);
+				return ZN_EUSAGE;
+			}
+		} else if (!strcmp(a, "--print-config")) {
+			o->print_config = true;
+		} else {
+			rest[m++] = rest[i];
+		}
+	}
+	*n = m;
+	return rc;
+}
+
+/* The model: --init-from's shapes, else presets and flags (default "small"). */
+static int model_config(int n, char **rest, const struct train_opts *o,
+			struct zn_gpt2_config *mc)
+{
+	char **left = calloc((size_t)n + 1, sizeof(*left));
+	int k = 0, rc;
+
+	if (!left)
+		return -ENOMEM;
+	rc = zn_gpt2_config_from_preset("small", mc);
+	rc = rc ?: zn_gpt2_config_apply_flags(mc, n, rest, left, &k);
+	if (!rc && o->init_from) {
+		/* the file defines the shapes; only an explicit --heads is passed on */
+		mc->heads = 0;
+		for (int i = 0; i + 1 < n; i++)
+			if (!strcmp(rest[i], "--heads"))
+				mc->heads = atoi(rest[i + 1]);
+		rc = zn_gpt2_config_from_safetensors(o->init_from, mc);
+	}
+	rc = rc ?: zn_gpt2_config_validate(mc);
+	if (!rc && k > 0) {
+		zn_config_report_unknown_flag(left[0]);
+		rc = ZN_EUSAGE;
+	}
+	free(left);
+	return rc ? ZN_EUSAGE : 0;
+}
+
+static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_config *mc,
+		 struct train_opts *o, bool *help)
+{
+	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+	int n = 0, rc;
+
+	if (!rest)
+		return -ENOMEM;
+	*o = (struct train_opts){ .steps = 20 };
+	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest, &n);
+	for (int i = 0; !rc && i < n; i++)
+		if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help"))
+			*help = true;
+	if (!rc && !*help)
+		rc = own_flags(&n, rest, o, cfg);
+	if (!rc && !*help)
+		rc = model_config(n, rest, o, mc);
+	free(rest);
+	return rc;
+}
+
+static int load_init(const struct zn_gpt2_config *mc, const char *path, float ***out)
+{
+	int n = zn_gpt2_layer_count(mc), rc;
+	struct zn_layer_desc *ld = calloc((size_t)n, sizeof(*ld));
+	float **p = calloc((size_t)n, sizeof(*p));
+
+	rc = ld && p ? zn_gpt2_layers(mc, ld) : -ENOMEM;
+	for (int l = 0; !rc && l < n; l++) {
+		p[l] = calloc(ld[l].numel, sizeof(float));
+		rc = p[l] ? 0 : -ENOMEM;
+	}
+	rc = rc ?: zn_gpt2_load_safetensors(mc, ld, p, path);
+	free(ld);
+	if (rc) {
+		for (int l = 0; p && l < n; l++)
+			free(p[l]);
+		free(p);
+		p = NULL;
+	}
+	*out = p;
+	return rc;
+}
+
+static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+		 const struct train_opts *o)
+{
+	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
+	struct zn_train_data data = { 0 };
+	struct zn_engine *e = NULL;
+	float **init = NULL;
+	int rc;
+
+	if (!o->data) {
+		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
+			 "--data data/demo.txt)");
+		return ZN_EXIT_USAGE;
+	}
+	if (o->init_from && load_init(mc, o->init_from, &init))
+		return 1;
+	eo.init_params_h = (const float *const *)init;
+	rc = zn_engine_create(&e, cfg, mc, &eo);
+	for (int l = 0; init && l < zn_gpt2_layer_count(mc); l++)
+		free(init[l]);
+	free(init);
+	if (rc)
+		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+	rc = zn_train_data_open(&data, o->data, mc->vocab, e, eo.seq_len, cfg->runtime.seed);
+	if (!rc)
+		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
+	for (int s = 0; !rc && s < o->steps; s++) {
+		struct zn_step_stats st;
+
+		zn_train_data_next(&data);
+		rc = zn_engine_step(e, data.inputs, data.targets, &st);
+		if (!rc && zn_engine_rank(e) == 0)
+			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,
+					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
+	}
+	if (!rc && o->save_final) {
+		rc = zn_engine_save(e, o->save_final, ZN_DTYPE_F32);
+		if (!rc && zn_engine_rank(e) == 0)
+			printf("saved %s\n", o->save_final);
+	}
+	zn_train_data_close(&data);
+	zn_engine_destroy(e);
+	return rc ? 1 : 0;
 }
 
 int zn_cmd_train(int argc, char **argv)
 {
-	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
-	bool print_config = false;
+	struct zn_gpt2_config mc;
+	struct train_opts o;
 	struct zn_config cfg;
-	int n = 0, rc;
+	bool help = false;
+	int world = 1;
 
-	if (!rest)
-		return 1;
-	rc = zn_config_from_args(&cfg, argc - 1, argv + 1, rest, &n);
-	if (rc) {
-		free(rest);
+	if (parse(argc, argv, &cfg, &mc, &o, &help))
 		return ZN_EXIT_USAGE;
+	if (help) {
+		usage(stdout);
+		return 0;
 	}
-	for (int i = 0; i < n; i++) {
-		if (!strcmp(rest[i], "--print-config")) {
-			print_config = true;
-		} else if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help")) {
-			usage(stdout);
-			free(rest);
-			return 0;
-		} else {
-			zn_config_report_unknown_flag(rest[i]);
-			free(rest);
-			return ZN_EXIT_USAGE;
-		}
-	}
-	free(rest);
-	if (zn_config_validate(&cfg, world_size_from_env()))
+	if (zn_comm_world_hint(NULL, &world, NULL))
 		return ZN_EXIT_USAGE;
-	if (print_config) {
+	if (zn_config_validate(&cfg, world))
+		return ZN_EXIT_USAGE;
+	if (o.print_config) {
 		char *json = zn_config_to_json(&cfg);
 
 		if (!json)
@@ -67,6 +242,5 @@ int zn_cmd_train(int argc, char **argv)
 		free(json);
 		return 0;
 	}
-	zn_error("zinc train: the training engine is not built yet");
-	return 1;
+	return train(&cfg, &mc, &o);
 }

@@ -113,7 +113,7 @@ static int choose_kind(const struct zn_comm_config *cfg, enum zn_comm_kind *kind
 		else
 			*kind = dk == ZN_DEVICE_CUDA ? ZN_COMM_NCCL : ZN_COMM_MPI;
 	}
-	if (*kind == ZN_COMM_SINGLE && size > 1) {
+	if (*kind == ZN_COMM_SINGLE && size > 1 && !cfg->local) {
 		zn_error("comm backend single, but the launcher started %d ranks: use auto, mpi "
 			 "or nccl, or run without mpirun", size);
 		return -EINVAL;

@@ -58,6 +58,7 @@
 #ifndef ZN_COMM_COMM_H
 #define ZN_COMM_COMM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "zinc.h"
@@ -81,6 +82,10 @@ struct zn_comm_config {
 	/* Fault injection for tests: the collective with this 1-based index (counted over
 	 * all ops that reach the backend) fails with -EIO where it would run. 0 = off. */
 	uint64_t fail_op_index;
+	/* single only: a process-local comm of one rank even when the launcher started more
+	 * (a rank computing a one-rank reference in-process, as the engine's MPI tests do).
+	 * Without it, single under a multi-rank launch is refused as a likely mistake. */
+	bool local;
 };
 
 /* The world as the launcher's environment describes it, before anything is created

@@ -1,6 +1,9 @@
 /* Shard bounds, placement and the per-rank byte estimate. Pure: no I/O, no globals. */
 #include "sched/plan.h"
 
+#include <errno.h>
+#include <stdio.h>
+
 #include "core/log.h"
 
 const char *zn_tier_name(enum zn_tier t)
@@ -142,4 +145,230 @@ void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *pa
 
 	*params = embed + (uint64_t)layers * block + final_norm;
 	*largest_layer = embed > block ? embed : block;
+}
+
+/* ---- the engine's plan ---------------------------------------------------------------- */
+
+uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)
+{
+	return (bytes + ZN_PLAN_DEVICE_ALIGN - 1) / ZN_PLAN_DEVICE_ALIGN * ZN_PLAN_DEVICE_ALIGN;
+}
+
+uint64_t zn_plan_host_alloc_bytes(uint64_t bytes)
+{
+	return (bytes + ZN_PLAN_HOST_ALIGN - 1) / ZN_PLAN_HOST_ALIGN * ZN_PLAN_HOST_ALIGN;
+}
+
+static int engine_input_check(const struct zn_engine_plan_input *in)
+{
+	if (in->layer_count < 2 || !in->layer_numel || in->world < 1 || in->stage < 0 ||
+	    in->stage > 3 || in->grad_accum < 1 || in->prefetch_depth < 0) {
+		zn_error("plan: bad engine input (layers %d, world %d, stage %d, grad_accum %d, "
+			 "prefetch %d)", in->layer_count, in->world, in->stage, in->grad_accum,
+			 in->prefetch_depth);
+		return ZN_EUSAGE;
+	}
+	if (in->offload_optimizer == ZN_OFFLOAD_NVME || in->offload_param == ZN_OFFLOAD_NVME) {
+		zn_error("offload device nvme: not supported yet by the engine: use cpu "
+			 "(--offload-optimizer cpu --offload-param cpu)");
+		return ZN_EUSAGE;
+	}
+	if (in->offload_optimizer != ZN_OFFLOAD_NONE && in->stage < 1) {
+		zn_error("offload_optimizer needs zero stage 1, 2 or 3 (is 0): add --zero-stage 3");
+		return ZN_EUSAGE;
+	}
+	if (in->offload_param != ZN_OFFLOAD_NONE &&
+	    (in->stage < 3 || in->offload_optimizer == ZN_OFFLOAD_NONE)) {
+		zn_error("offload_param cpu needs zero stage 3 and offload_optimizer cpu (AdamW "
+			 "writes the host parameter shard): add --zero-stage 3 "
+			 "--offload-optimizer cpu");
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+static uint64_t padded_of(const struct zn_engine_plan_input *in, int l)
+{
+	struct zn_shard s;
+
+	zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
+	return s.padded_numel;
+}
+
+void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
+			   const struct zn_engine_plan *p, int l, struct zn_layer_buffers *out)
+{
+	struct zn_shard s;
+	uint64_t pb = p->param_bytes, full, opt;
+	bool offload = p->pl.optim == ZN_TIER_HOST;
+
+	zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
+	*out = (struct zn_layer_buffers){ 0 };
+	full = s.padded_numel;
+	opt = in->stage == 0 ? full : s.shard_numel; /* optimizer span */
+
+	if (in->stage < 3)
+		out->param_d = zn_plan_device_alloc_bytes(full * pb);
+	else if (p->pl.params == ZN_TIER_DEVICE)
+		out->param_d = zn_plan_device_alloc_bytes(s.shard_numel * pb);
+	else
+		out->param_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
+
+	if (in->stage < 2)
+		out->grad_d = zn_plan_device_alloc_bytes(full * 4);
+	if (offload) {
+		out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
+		if (in->stage >= 2 && in->grad_accum > 1)
+			out->grad_recv_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
+		if (!p->master_aliases_params)
+			out->master_h = zn_plan_host_alloc_bytes(opt * 4);
+		out->m_h = zn_plan_host_alloc_bytes(opt * 4);
+		out->v_h = zn_plan_host_alloc_bytes(opt * 4);
+		if (p->pl.params == ZN_TIER_DEVICE)
+			out->param_stage_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
+	} else {
+		if (in->stage >= 2)
+			out->grad_shard_d = zn_plan_device_alloc_bytes(s.shard_numel * 4);
+		if (!p->master_aliases_params)
+			out->master_d = zn_plan_device_alloc_bytes(opt * 4);
+		out->m_d = zn_plan_device_alloc_bytes(opt * 4);
+		out->v_d = zn_plan_device_alloc_bytes(opt * 4);
+	}
+}
+
+int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	int rc = engine_input_check(in);
+
+	*out = (struct zn_engine_plan){ 0 };
+	if (rc)
+		return rc;
+	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &out->pl);
+	out->param_bytes = in->bf16 ? 2 : 4;
+	/* fp32 parameters on the optimizer's tier are the master (nothing to round). */
+	out->master_aliases_params = !in->bf16 && out->pl.params == out->pl.optim;
+	out->gathers = in->stage == 3 || in->bf16;
+	out->bf16_gather = in->stage == 3 && in->bf16;
+	out->prefetch_depth = in->prefetch_depth;
+	out->layer0_numel = padded_of(in, 0);
+	for (int l = 1; l < in->layer_count; l++) {
+		uint64_t n = padded_of(in, l);
+
+		if (n > out->slot_numel)
+			out->slot_numel = n;
+	}
+	if (out->gathers) {
+		/* layer 0's own slot plus the ring; a ring deeper than the layers is waste */
+		int ring = in->prefetch_depth + 1;
+
+		if (ring > in->layer_count - 1)
+			ring = in->layer_count - 1;
+		out->param_slots = ring;
+		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
+			(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 4);
+		if (out->bf16_gather)
+			out->dev_working_bytes +=
+				zn_plan_device_alloc_bytes(out->layer0_numel * 2) +
+				(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 2);
+	}
+	if (in->stage >= 2) {
+		out->grad_slots = ZN_PLAN_GRAD_SLOTS;
+		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
+			ZN_PLAN_GRAD_SLOTS * zn_plan_device_alloc_bytes(out->slot_numel * 4);
+	}
+	for (int l = 0; l < in->layer_count; l++) {
+		struct zn_layer_buffers b;
+
+		zn_plan_layer_buffers(in, out, l, &b);
+		out->dev_param_bytes += b.param_d;
+		out->dev_grad_bytes += b.grad_d + b.grad_shard_d;
+		out->dev_optim_bytes += b.master_d + b.m_d + b.v_d;
+		out->host_param_bytes += b.param_h;
+		out->host_grad_bytes += b.grad_h + b.grad_recv_h;
+		out->host_optim_bytes += b.master_h + b.m_h + b.v_h;
+		out->host_staging_bytes += b.param_stage_h;
+	}
+	out->dev_act_bytes = in->activation_bytes;
+	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
+			    out->dev_working_bytes + out->dev_act_bytes;
+	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
+			  out->host_staging_bytes;
+	return 0;
+}
+
+int zn_plan_prefetch_depth(const struct zn_config *cfg, uint64_t slot_numel, int layer_count)
+{
+	uint64_t by_bucket, by_live, d;
+
+	if (cfg->runtime.prefetch_depth > 0)
+		return cfg->runtime.prefetch_depth;
+	if (layer_count < 3 || slot_numel == 0)
+		return 0;
+	by_bucket = cfg->zero.stage3_prefetch_bucket_size / slot_numel;
+	by_live = cfg->zero.stage3_max_live_parameters / slot_numel;
+	by_live = by_live > 0 ? by_live - 1 : 0;
+	d = by_bucket < by_live ? by_bucket : by_live;
+	if (d > (uint64_t)layer_count - 2)
+		d = (uint64_t)layer_count - 2;
+	if (d > 4)
+		d = 4;
+	return d < 1 ? 1 : (int)d;
+}
+
+static double mib(uint64_t b)
+{
+	return (double)b / (1024.0 * 1024.0);
+}
+
+int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t device_budget,
+			 uint64_t pinned_budget, char *msg, size_t msg_size)
+{
+	if (device_budget && p->device_bytes > device_budget) {
+		/* suggest what is left to move off the device */
+		bool all_off = stage == 3 && p->pl.params == ZN_TIER_HOST &&
+			       p->pl.optim == ZN_TIER_HOST;
+		const char *hint = all_off ?
+			"a smaller --micro-batch or --seq (activations), or a larger --device-mem" :
+			"--zero-stage 3 --offload-optimizer cpu --offload-param cpu, a smaller "
+			"--micro-batch or a larger --device-mem";
+
+		snprintf(msg, msg_size,
+			 "device budget %.2f MiB is short by %.2f MiB for stage %d (params %.2f, "
+			 "grads %.2f, optimizer %.2f, working %.2f, activations %.2f MiB); try %s",
+			 mib(device_budget), mib(p->device_bytes - device_budget), stage,
+			 mib(p->dev_param_bytes), mib(p->dev_grad_bytes), mib(p->dev_optim_bytes),
+			 mib(p->dev_working_bytes), mib(p->dev_act_bytes), hint);
+		return -ENOMEM;
+	}
+	if (pinned_budget && p->host_bytes > pinned_budget) {
+		snprintf(msg, msg_size,
+			 "pinned host budget %.2f MiB is short by %.2f MiB for stage %d (params "
+			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f MiB); raise --pinned-mem "
+			 "or use more ranks",
+			 mib(pinned_budget), mib(p->host_bytes - pinned_budget), stage,
+			 mib(p->host_param_bytes), mib(p->host_grad_bytes), mib(p->host_optim_bytes),
+			 mib(p->host_staging_bytes));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int zn_plan_engine_fit(const struct zn_engine_plan_input *in, bool auto_depth,
+		       uint64_t device_budget, uint64_t pinned_budget,
+		       struct zn_engine_plan *out, char *msg, size_t msg_size)
+{
+	struct zn_engine_plan_input t = *in;
+	int rc = zn_plan_engine(&t, out);
+
+	if (rc)
+		return rc;
+	/* A shallower prefetch only costs overlap; try it before refusing the run. */
+	while (auto_depth && out->gathers && t.prefetch_depth > 0 && device_budget &&
+	       out->device_bytes > device_budget) {
+		t.prefetch_depth--;
+		rc = zn_plan_engine(&t, out);
+		if (rc)
+			return rc;
+	}
+	return zn_plan_check_budget(out, in->stage, device_budget, pinned_budget, msg, msg_size);
 }

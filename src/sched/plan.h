@@ -15,6 +15,7 @@
 #define ZN_SCHED_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "zinc.h"
@@ -94,5 +95,103 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  * table, or one block). Pure. */
 void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *params,
 			uint64_t *largest_layer);
+
+/* ---- the engine's plan -------------------------------------------------------------------
+ *
+ * Every buffer the engine allocates, per layer and per tier, computed before anything is
+ * allocated: the engine allocates exactly the buffers zn_plan_layer_buffers lists (device
+ * sizes rounded up to ZN_PLAN_DEVICE_ALIGN as the device layer counts them, pinned host
+ * views to ZN_PLAN_HOST_ALIGN as the arena carves them), so the plan's device_bytes bounds
+ * the measured device peak and a run that cannot fit is refused before it starts.
+ *
+ * Classes (DESIGN.md, bytes per parameter), with p = bytes of a stored parameter (4 fp32,
+ * 2 bf16) and N ranks:
+ *   params:  stage 0-2 the full padded layer on the device (p x padded); stage 3 one shard
+ *            (p x shard) on the device or, with offload_param cpu, in pinned host memory.
+ *   grads:   fp32 (kernels accumulate in fp32). Stage 0-1: the full padded layer on the
+ *            device. Stage 2-3: one shard per layer, on the device, or with
+ *            offload_optimizer cpu in pinned memory, plus a receive shard when micro-batches
+ *            are accumulated (the next micro-batch's shard lands there and is added).
+ *   optim:   fp32 master, m, v: stage 0 full, stage >= 1 one shard, on the optimizer's tier.
+ *            The master is not a separate buffer when the parameters are fp32 and live on
+ *            the same tier (master_aliases_params): then the parameters are the master.
+ *   staging: with offload_optimizer cpu and parameters homed on the device, AdamW writes
+ *            the new parameter shard (p x shard) into pinned memory and it is copied up.
+ *   working: full-layer fp32 buffers the compute reads when the parameters are not full
+ *            fp32 on the device (stage 3, or bf16): layer 0's own (tied wte: kept from its
+ *            forward to the final layer's backward) plus a ring of prefetch_depth + 1 for
+ *            the others, each of the largest layer; stage 3 bf16 adds a bf16 gather buffer
+ *            per slot. Stage 2-3: full-gradient buffers before the reduce-scatter: layer
+ *            0's (alive from the final layer's backward to layer 0's) plus a ring of two.
+ *   acts:    activation_bytes as given (the engine sums its own allocations).
+ */
+#define ZN_PLAN_DEVICE_ALIGN 256
+#define ZN_PLAN_HOST_ALIGN 4096
+#define ZN_PLAN_GRAD_SLOTS 2
+
+struct zn_engine_plan_input {
+	int layer_count;
+	const uint64_t *layer_numel; /* real elements of each layer */
+	int world;
+	int stage;
+	enum zn_offload_device offload_optimizer;
+	enum zn_offload_device offload_param;
+	bool bf16;
+	int grad_accum;              /* micro-batches per step, >= 1 */
+	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
+	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
+};
+
+/* Bytes of each buffer of one layer (0 = not allocated). */
+struct zn_layer_buffers {
+	uint64_t param_d, grad_d, grad_shard_d, master_d, m_d, v_d;     /* device */
+	uint64_t param_h, param_stage_h, grad_h, grad_recv_h, master_h, m_h, v_h; /* pinned */
+};
+
+struct zn_engine_plan {
+	struct zn_placement pl;
+	unsigned param_bytes;        /* bytes per stored parameter: 4 or 2 */
+	bool master_aliases_params;
+	bool gathers;                /* compute reads fetched working copies (stage 3 or bf16) */
+	bool bf16_gather;            /* stage 3 bf16: slots have a bf16 gather buffer too */
+	int prefetch_depth;
+	int param_slots;             /* ring slots for layers 1 .. n-1 (0 without gathers) */
+	int grad_slots;              /* full-gradient ring for layers 1 .. n-1 (stage >= 2) */
+	uint64_t slot_numel;         /* largest padded numel among layers 1 .. n-1 */
+	uint64_t layer0_numel;       /* padded numel of layer 0 */
+	uint64_t dev_param_bytes, dev_grad_bytes, dev_optim_bytes, dev_working_bytes;
+	uint64_t dev_act_bytes, device_bytes;
+	uint64_t host_param_bytes, host_grad_bytes, host_optim_bytes, host_staging_bytes;
+	uint64_t host_bytes;
+};
+
+uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
+uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena carves it */
+
+/* Fills out. Returns 0, or ZN_EUSAGE for inputs that make no sense (logged: which one),
+ * including offload_param cpu without offload_optimizer cpu and any nvme tier ("not
+ * supported yet by the engine: use cpu"). Pure apart from that log line. */
+int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
+
+/* The buffers of layer l under plan p (sizes as allocated, rounded). Pure. */
+void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
+			   const struct zn_engine_plan *p, int l, struct zn_layer_buffers *out);
+
+/* Prefetch depth from the config: runtime.prefetch_depth when > 0, else
+ * min(stage3_prefetch_bucket_size / slot_numel, stage3_max_live_parameters / slot_numel - 1,
+ * layer_count - 2, 4), at least 1 (0 for a model with fewer than 3 layers). Pure. */
+int zn_plan_prefetch_depth(const struct zn_config *cfg, uint64_t slot_numel, int layer_count);
+
+/* Compares p with the budgets (0 = unlimited). Returns 0, or -ENOMEM with msg holding
+ * "device budget X is short by Y for stage S (...); try ..." or the pinned equivalent. */
+int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t device_budget,
+			 uint64_t pinned_budget, char *msg, size_t msg_size);
+
+/* zn_plan_engine, then, when the depth was automatic (auto_depth) and the device budget
+ * is short, the deepest prefetch in [0, in->prefetch_depth] that fits; then the budget
+ * check. Returns 0, ZN_EUSAGE or -ENOMEM (msg as zn_plan_check_budget). Pure. */
+int zn_plan_engine_fit(const struct zn_engine_plan_input *in, bool auto_depth,
+		       uint64_t device_budget, uint64_t pinned_budget,
+		       struct zn_engine_plan *out, char *msg, size_t msg_size);
 
 #endif

@@ -1,0 +1,145 @@
+/* Internal to src/sched: the engine's state, shared by engine.c (create, destroy, init,
+ * read-back), fetch.c (working parameter copies and their prefetch ring), step.c (forward,
+ * backward, gradient reduction) and optim.c (clipping and AdamW on the device or the host).
+ *
+ * Streams (DESIGN.md, the step): compute runs the model; copy_in carries host -> device
+ * (tokens, offloaded parameter shards, updated shards); copy_out device -> host (gradient
+ * shards, losses); comm carries every collective, in the same order on every rank (the
+ * comm layer's rule), plus the casts and accumulations that belong to a collective's
+ * result. Events order them; only the calling thread enqueues (a stream is used from one
+ * thread at a time), and it blocks only on an event it needs on the host (a gradient shard
+ * before CPU AdamW) or at the end of the step.
+ */
+#ifndef ZN_SCHED_ENGINE_IMPL_H
+#define ZN_SCHED_ENGINE_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "cpu/arena.h"
+#include "gpu/device.h"
+#include "model/gpt2.h"
+#include "sched/plan.h"
+#include "zinc.h"
+
+/* A full-layer fp32 working copy of some layer's parameters on the device. */
+struct zn_slot {
+	float *f32_d;
+	uint16_t *bf16_d;        /* stage 3 bf16: the gather lands here, then is cast */
+	struct zn_event *ready;  /* the fetch into this slot is complete */
+	struct zn_event *free;   /* compute is done with the slot's previous layer */
+};
+
+/* A full-layer fp32 gradient buffer (stage >= 2) before its reduce-scatter. */
+struct zn_gslot {
+	float *d;
+	struct zn_event *free;   /* its last reduce-scatter result has been consumed */
+};
+
+struct zn_layer {
+	struct zn_shard sh;
+	struct zn_layer_buffers sz;
+	uint64_t opt_off;        /* AdamW span: layer elements [opt_off, opt_off + opt_count) */
+	uint64_t opt_count;
+	void *param_d;           /* stage 0-2: full padded; stage 3 on device: shard */
+	float *grad_d;           /* stage 0-1: full padded */
+	float *grad_shard_d;     /* stage 2-3 without offload: this rank's shard */
+	float *master_d, *m_d, *v_d;
+	void *param_h;           /* stage 3 offload_param: shard */
+	void *param_stage_h;     /* AdamW's new parameter shard on its way to the device */
+	float *grad_h, *grad_recv_h;
+	float *master_h, *m_h, *v_h;
+	struct zn_event *grad_ev; /* this micro-batch's gradient shard is on its tier */
+	struct zn_event *aux_ev;  /* scratch event for a hand-over inside this layer */
+	bool recv_pending;        /* grad_recv_h holds a shard not yet added to grad_h */
+	double sumsq;             /* this rank's part of the squared gradient norm */
+};
+
+struct zn_engine {
+	struct zn_config cfg;
+	struct zn_gpt2_config mc;
+	struct zn_layer_desc *ld;
+	int n;                   /* layers: L + 2 */
+	int B, T, gas, rank, world;
+	uint64_t *numel;
+	struct zn_engine_plan_input pin;
+	struct zn_engine_plan plan;
+	enum zn_dtype pdt;       /* stored parameter dtype */
+
+	struct zn_device *dev;
+	const struct zn_kernel_table *k;
+	struct zn_comm *comm;
+	struct zn_arena *arena;
+	struct zn_stream *compute, *copy_in, *copy_out, *comm_s;
+
+	struct zn_layer *L;
+	struct zn_slot slot0;    /* layer 0's working copy, alive for the whole step */
+	struct zn_slot *ring;
+	int ring_n;
+	struct zn_gslot gslot0;  /* layer 0's full gradient: final layer's bwd .. layer 0's */
+	struct zn_gslot gring[ZN_PLAN_GRAD_SLOTS];
+
+	float **acts_d;          /* per layer */
+	float **x_d;             /* x_d[l]: output of layer l, l = 0 .. L */
+	float *dx_d[2];
+	float *scratch_d;
+	uint64_t scratch_bytes;
+	int *tok_d, *tgt_d;
+	float *loss_d;
+	float *loss_h;           /* gas x B x T */
+	struct zn_event *tok_ready, *tok_free, *loss_done, *fwd_done;
+	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
+
+	/* prefetch cursor over one micro-batch's fetch sequence (fetch.c) */
+	int seq_len;             /* 2 x (n - 1): forward 1 .. n-1, backward n-1 .. 1 */
+	int seq_issued;          /* items fetched so far */
+
+	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
+	uint16_t *tmp16_h;
+	int64_t step;
+	float lr;
+	float clip_coef;
+	float grad_norm;
+	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
+	double wait_ms;               /* host blocked on events this step */
+	double host_opt_ms;           /* CPU AdamW this step */
+	int first_error;              /* a device-op failure seen on a worker */
+};
+
+/* engine.c */
+double zn_engine_now_ms(void);
+int zn_engine_wait(struct zn_engine *e, struct zn_event *ev); /* counted in wait_ms */
+
+/* fetch.c: working fp32 copies of parameters (gathers mode) */
+const float *zn_fetch_layer0(struct zn_engine *e);       /* enqueues; compute must wait */
+int zn_fetch_begin(struct zn_engine *e);                 /* new micro-batch sequence */
+int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d);
+int zn_fetch_release(struct zn_engine *e, int item);
+int zn_fetch_layer0_wait(struct zn_engine *e);
+int zn_fetch_layer0_release(struct zn_engine *e);
+const float *zn_engine_params_f32(struct zn_engine *e, int layer); /* resident fp32 (!gathers) */
+
+/* step.c */
+int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h);
+
+/* optim.c */
+int zn_optim_step(struct zn_engine *e);
+int zn_optim_update_inline(struct zn_engine *e, int layer);
+int zn_optim_host_accumulate(struct zn_engine *e, int layer);
+
+/* devops.c: device work the kernel table lacks, host backend only */
+bool zn_devops_supported(const struct zn_engine *e);
+int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
+		    float *m, float *v, const float *grad, void *out, float grad_scale);
+int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, const float *grad, uint64_t n,
+		    double *out);
+
+/* AdamW over layer elements [first, first + count) split at tensor boundaries so weight
+ * decay follows each tensor's decay flag; the buffers start at element `first`. */
+int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
+			float grad_scale, float *master, float *m, float *v, const float *grad,
+			void *out, enum zn_dtype out_dtype);
+
+#endif

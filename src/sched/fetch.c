@@ -1,0 +1,140 @@
+/* The prefetcher: full-layer fp32 working copies of the parameters on the device.
+ *
+ * When the compute cannot read the parameters where they live (stage 3: each rank holds a
+ * shard; bf16: the stored copy is bf16 and the kernels are fp32), every use of a layer is
+ * preceded by a fetch into a slot: [H2D of the host shard (offload_param)] -> all-gather on
+ * the comm stream (stage 3) -> bf16 -> fp32 cast. One micro-batch uses layers in the
+ * sequence forward 1 .. n-1, backward n-1 .. 1 (layer 0 has its own slot, fetched once per
+ * step: the final layer's tied lm_head needs it in forward and backward). Item j of the
+ * sequence goes to ring slot j mod R (R = prefetch depth + 1); while item k computes, items
+ * k+1 .. k+d are being fetched. A fetch into a slot waits (on the device, not the host) for
+ * the release of the item that used the slot before, so R slots bound the working set.
+ * Without gathers (fp32, stage 0-2) the compute reads the resident full layer directly.
+ */
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+struct cast_args {
+	float *out;
+	const uint16_t *in;
+	uint64_t n;
+};
+
+static void cast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
+{
+	struct cast_args *a = ctx;
+
+	k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
+}
+
+const float *zn_engine_params_f32(struct zn_engine *e, int layer)
+{
+	return e->L[layer].param_d;
+}
+
+static int seq_layer(const struct zn_engine *e, int item)
+{
+	int n1 = e->n - 1;
+
+	return item < n1 ? item + 1 : 2 * n1 - item;
+}
+
+static struct zn_slot *seq_slot(struct zn_engine *e, int item)
+{
+	return &e->ring[item % e->ring_n];
+}
+
+/* Enqueues the fetch of layer l into slot s (see the header comment for the steps). */
+static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
+{
+	struct zn_layer *ly = &e->L[l];
+	bool bf16 = e->pdt == ZN_DTYPE_BF16;
+	uint64_t esz = bf16 ? 2 : 4, padded = ly->sh.padded_numel;
+	struct cast_args ca;
+	int rc;
+
+	if (e->cfg.zero.stage < 3) {
+		/* bf16 resident full layer: cast it into the slot */
+		ca = (struct cast_args){ s->f32_d, ly->param_d, padded };
+		rc = zn_stream_wait_event(e->copy_in, s->free);
+		rc = rc ?: zn_launch(e->copy_in, cast_fn, &ca, sizeof(ca));
+		return rc ?: zn_event_record(s->ready, e->copy_in);
+	}
+	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
+	char *mine = gbuf + ly->sh.offset * esz;
+
+	if (ly->param_h) {
+		/* the shard comes up from pinned memory into its place in the full buffer,
+		 * then the all-gather runs in place */
+		rc = zn_stream_wait_event(e->copy_in, s->free);
+		rc = rc ?: zn_memcpy_async(e->copy_in, mine, ly->param_h, ly->sh.shard_numel * esz,
+					   ZN_COPY_H2D);
+		rc = rc ?: zn_event_record(s->ready, e->copy_in);
+		rc = rc ?: zn_stream_wait_event(e->comm_s, s->ready);
+		rc = rc ?: zn_comm_all_gather(e->comm, e->comm_s, gbuf, mine, ly->sh.shard_numel,
+					      e->pdt);
+	} else {
+		rc = zn_stream_wait_event(e->comm_s, s->free);
+		rc = rc ?: zn_comm_all_gather(e->comm, e->comm_s, gbuf, ly->param_d,
+					      ly->sh.shard_numel, e->pdt);
+	}
+	if (!rc && bf16) {
+		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded };
+		rc = zn_launch(e->comm_s, cast_fn, &ca, sizeof(ca));
+	}
+	return rc ?: zn_event_record(s->ready, e->comm_s);
+}
+
+const float *zn_fetch_layer0(struct zn_engine *e)
+{
+	if (!e->plan.gathers)
+		return zn_engine_params_f32(e, 0);
+	return fetch_into(e, 0, &e->slot0) ? NULL : e->slot0.f32_d;
+}
+
+int zn_fetch_layer0_wait(struct zn_engine *e)
+{
+	return e->plan.gathers ? zn_stream_wait_event(e->compute, e->slot0.ready) : 0;
+}
+
+int zn_fetch_layer0_release(struct zn_engine *e)
+{
+	return e->plan.gathers ? zn_event_record(e->slot0.free, e->compute) : 0;
+}
+
+int zn_fetch_begin(struct zn_engine *e)
+{
+	e->seq_len = 2 * (e->n - 1);
+	e->seq_issued = 0;
+	return 0;
+}
+
+int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d)
+{
+	int last = item + e->plan.prefetch_depth, rc = 0;
+
+	if (!e->plan.gathers) {
+		*params_d = zn_engine_params_f32(e, layer);
+		return 0;
+	}
+	if (last >= e->seq_len)
+		last = e->seq_len - 1;
+	/* Issue item..item+d: each waits on the device for its slot's previous release,
+	 * which compute recorded for item - 1 or earlier. */
+	while (!rc && e->seq_issued <= last) {
+		int j = e->seq_issued++;
+
+		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+	}
+	if (rc)
+		return rc;
+	*params_d = seq_slot(e, item)->f32_d;
+	return zn_stream_wait_event(e->compute, seq_slot(e, item)->ready);
+}
+
+int zn_fetch_release(struct zn_engine *e, int item)
+{
+	if (!e->plan.gathers)
+		return 0;
+	return zn_event_record(seq_slot(e, item)->free, e->compute);
+}
