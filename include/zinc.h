@@ -226,7 +226,8 @@ struct zn_step_stats {
 	double step_ms;            /* wall time of zn_engine_step */
 	double fwd_ms, bwd_ms;     /* compute stream time in forward / backward */
 	double opt_ms;             /* AdamW time (CPU or device workers) */
-	double wait_ms;            /* host blocked on the device or comm */
+	double wait_ms;            /* step_ms - fwd_ms - bwd_ms: compute stream idle in the step */
+	double host_wait_ms;       /* calling thread blocked on gradient shards or the norm */
 	uint64_t device_peak_bytes;
 	uint64_t pinned_bytes;     /* pinned host memory in use */
 	uint64_t plan_device_bytes;

@@ -24,9 +24,10 @@ text=data/demo.txt # shipped with the repo
 model=(--model small --layers 6 --d-model 192 --heads 6 --seq 64 --vocab 256)
 budget=(--device host --device-mem 20M --micro-batch 2 --grad-accum 2)
 pin=()
-# mlock needs RLIMIT_MEMLOCK; without the room, run with pageable host memory
+# mlock needs RLIMIT_MEMLOCK (root has CAP_IPC_LOCK, which ignores it); without the room,
+# run with pageable host memory
 lim=$(ulimit -l)
-if [ "$lim" != unlimited ] && [ "$lim" -lt 262144 ]; then
+if [ "$(id -u)" -ne 0 ] && [ "$lim" != unlimited ] && [ "$lim" -lt 262144 ]; then
 	echo "(memlock limit ${lim} KiB: host buffers stay pageable; raise ulimit -l to pin them)"
 	pin=(--no-pin-memory)
 fi

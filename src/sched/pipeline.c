@@ -70,7 +70,7 @@ static void timings(struct zn_engine *e, struct zn_step_stats *st)
 			st->bwd_ms += b;
 	}
 	st->opt_ms = e->host_opt_ms + (double)atomic_load(&e->opt_ns) / 1e6;
-	st->wait_ms = e->wait_ms;
+	st->host_wait_ms = e->wait_ms;
 }
 
 int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
@@ -112,6 +112,11 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->tokens = (uint64_t)e->gas * e->B * e->T * e->world;
 	timings(e, st);
 	st->step_ms = zn_engine_now_ms() - t0;
+	/* What the step loses to data movement: the wall time the compute stream was not
+	 * computing (fetches, reductions, the optimizer's exposed tail, host sync). */
+	st->wait_ms = st->step_ms - st->fwd_ms - st->bwd_ms;
+	if (st->wait_ms < 0)
+		st->wait_ms = 0;
 	st->device_peak_bytes = zn_device_peak_bytes(e->dev);
 	st->pinned_bytes = e->arena ? zn_arena_used_bytes(e->arena) : 0;
 	st->plan_device_bytes = e->plan.device_bytes;
