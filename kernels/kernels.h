@@ -1,4 +1,5 @@
-/* The model ops' table: one entry per forward/backward op of a GPT-2 style model.
+/* The model ops' table: one entry per forward/backward op of a GPT-2 style model, then
+ * the optimizer's device ops (fused AdamW, gradient squared norm).
  *
  * Two implementations share these names, argument order and semantics:
  *   zn_kernels_cpu  (kernels/cpu, OpenMP; the reference and the host backend's compute)
