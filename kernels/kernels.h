@@ -1,4 +1,5 @@
-/* The model ops' table: one entry per forward/backward op of a GPT-2 style model.
+/* The model ops' table: one entry per forward/backward op of a GPT-2 style model, then
+ * the optimizer's device ops (fused AdamW, gradient squared norm).
  *
  * Two implementations share these names, argument order and semantics:
  *   zn_kernels_cpu  (kernels/cpu, OpenMP; the reference and the host backend's compute)
@@ -20,6 +21,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Hyperparameters of one `adamw` call (src/cpu/adamw.h's struct zn_adamw_params minus the
+ * thread count). The op reads them when it is called (enqueued): they may go away after. */
+struct zn_kernel_adamw {
+	float lr;
+	float beta1, beta2;  /* [0, 1) */
+	float eps;           /* > 0 */
+	float weight_decay;  /* >= 0, decoupled; 0 for a span without decay */
+	float grad_scale;    /* > 0 and finite; 1 = none */
+	int64_t step;        /* >= 1: the step being taken, for bias correction */
+};
+
+/* doubles of device scratch `grad_sumsq` needs in work_d (the CUDA reduction's partials) */
+#define ZN_KERNEL_SUMSQ_WORK_COUNT 1024
 
 struct zn_kernel_table {
 	const char *name; /* "cpu" or "cuda" */
@@ -82,6 +97,27 @@ struct zn_kernel_table {
 
 	/* out[i] *= s (used to average gradients, scale losses) */
 	void (*scale)(void *stream, float *out, float s, size_t N);
+
+	/* Optimizer ops (added after the model ops; the table's layout is append-only). */
+
+	/* Fused AdamW over a span of N elements, in one pass: reads grad (fp32), master, m, v;
+	 * writes master, m, v and, unless out_bf16 is NULL, the new parameters as bf16 (round
+	 * to nearest even). Exactly src/cpu/adamw.h's formula and roundings (per-call scalars
+	 * in double, per-element fmaf), so both tables give the same bits where the CPU build
+	 * has hardware FMA. Weight decay is per call: a caller whose span mixes tensors with
+	 * and without decay calls once per tensor span. hp must pass zn_adamw_params_check
+	 * (the caller checks; the ops do not report errors). Buffers must not overlap. */
+	void (*adamw)(void *stream, float *master, float *m, float *v, uint16_t *out_bf16,
+		      const float *grad, const struct zn_kernel_adamw *hp, size_t N);
+
+	/* Squared L2 norm of N fp32 gradients, written to device memory: sumsq_d[0] = sum of
+	 * grad[i]^2 accumulated in double, nonfinite_d[0] = 1 if any element is inf or NaN
+	 * (then sumsq_d[0] is not meaningful) else 0. Deterministic: a fixed reduction tree
+	 * that depends only on N (CPU: zn_grad_sumsq's fixed chunks; CUDA: per-thread sums,
+	 * block trees, then one block over the partials in order), no float atomics. work_d:
+	 * ZN_KERNEL_SUMSQ_WORK_COUNT doubles of device scratch, not used by the CPU table. */
+	void (*grad_sumsq)(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
+			   const float *grad, size_t N);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

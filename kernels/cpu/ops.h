@@ -75,4 +75,10 @@ void zn_cpu_cast_bf16_to_f32(float *out, const uint16_t *inp, size_t N);
 
 void zn_cpu_scale(float *out, float s, size_t N);
 
+/* Optimizer ops (kernels.h): zn_adamw_step and zn_grad_sumsq of src/cpu/adamw.h. */
+struct zn_kernel_adamw;
+void zn_cpu_adamw(float *master, float *m, float *v, uint16_t *out_bf16, const float *grad,
+		  const struct zn_kernel_adamw *hp, size_t N);
+void zn_cpu_grad_sumsq(double *sumsq, int32_t *nonfinite, const float *grad, size_t N);
+
 #endif

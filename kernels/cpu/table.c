@@ -108,6 +108,19 @@ static void scale(void *stream, float *out, float s, size_t N)
 	zn_cpu_scale(out, s, N);
 }
 
+static void adamw(void *stream, float *master, float *m, float *v, uint16_t *out_bf16,
+		  const float *grad, const struct zn_kernel_adamw *hp, size_t N)
+{
+	zn_cpu_adamw(master, m, v, out_bf16, grad, hp, N);
+}
+
+/* work_d is the CUDA reduction's scratch: the CPU sums in fixed chunks of its own */
+static void grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
+		       const float *grad, size_t N)
+{
+	zn_cpu_grad_sumsq(sumsq_d, nonfinite_d, grad, N);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -127,4 +140,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.cast_f32_to_bf16 = cast_f32_to_bf16,
 	.cast_bf16_to_f32 = cast_bf16_to_f32,
 	.scale = scale,
+	.adamw = adamw,
+	.grad_sumsq = grad_sumsq,
 };

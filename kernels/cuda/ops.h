@@ -68,6 +68,12 @@ void zn_cuda_cast_f32_to_bf16(void *stream, uint16_t *out, const float *inp, siz
 void zn_cuda_cast_bf16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N);
 void zn_cuda_scale(void *stream, float *out, float s, size_t N);
 
+struct zn_kernel_adamw;
+void zn_cuda_adamw(void *stream, float *master, float *m, float *v, uint16_t *out_bf16,
+		   const float *grad, const struct zn_kernel_adamw *hp, size_t N);
+void zn_cuda_grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
+			const float *grad, size_t N);
+
 /* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
 int zn_cuda_kernels_error(void);
 /* destroys the calling thread's cuBLAS handle (the next op creates a new one) */

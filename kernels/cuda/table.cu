@@ -23,9 +23,11 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_cast_f32_to_bf16,
 	zn_cuda_cast_bf16_to_f32,
 	zn_cuda_scale,
+	zn_cuda_adamw,
+	zn_cuda_grad_sumsq,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 18 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 20 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

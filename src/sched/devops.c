@@ -1,13 +1,20 @@
-/* Device work the kernel table does not have yet (AdamW, a squared-norm reduction), as
- * zn_launch callbacks. Under the host device the callback runs on the stream's worker
- * thread and the "device" buffers are host memory, so the CPU tier's AdamW and norm do the
- * work in order with the stream's other work. Under cuda a callback may only enqueue
- * kernels, and there are none for these yet: zn_devops_supported says so and the engine
- * refuses a device-resident optimizer there (use offload_optimizer cpu).
+/* The optimizer's device work: AdamW over each layer's span and the squared gradient norm,
+ * as the kernel table's adamw and grad_sumsq ops inside zn_launch, so one code path serves
+ * both backends. Under the host device the callback runs on the stream's worker thread,
+ * in order with the stream's other work, and the table is kernels/cpu, whose ops are the
+ * CPU tier's own zn_adamw_step and zn_grad_sumsq (the CPU optimizer's numerics exactly);
+ * under cuda it runs at once on the calling thread and enqueues the CUDA kernels.
+ *
+ * The norm's results stay on the device (norm_d: per layer a double sum and an int32
+ * non-finite flag, then the reduction's scratch) until zn_devops_sumsq_read copies every
+ * layer's back at once.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
@@ -17,65 +24,132 @@ struct adamw_job {
 	int layer;
 	float *master, *m, *v;
 	const float *grad;
-	void *out;
-	float grad_scale;
+	uint16_t *out;
+	struct zn_kernel_adamw hp; /* weight_decay: the configured one, for decaying tensors */
 };
 
 struct sumsq_job {
-	struct zn_engine *e;
+	double *sumsq_d;
+	int32_t *nonfinite_d;
+	double *work_d;
 	const float *grad;
 	uint64_t n;
-	double *out;
 };
 
-bool zn_devops_supported(const struct zn_engine *e)
+/* norm_d: sums [n] (double), flags [n] (int32), then the work area 8-byte aligned */
+static uint64_t flags_offset(int layer_count)
 {
-	return zn_device_kind_of(e->dev) == ZN_DEVICE_HOST;
+	return (uint64_t)layer_count * sizeof(double);
 }
 
+static uint64_t work_offset(int layer_count)
+{
+	uint64_t end = flags_offset(layer_count) + (uint64_t)layer_count * sizeof(int32_t);
+
+	return (end + 7) / 8 * 8;
+}
+
+uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count)
+{
+	struct zn_placement pl;
+
+	zn_plan_placement(cfg->zero.stage, cfg->zero.offload_optimizer.device,
+			  cfg->zero.offload_param.device, &pl);
+	/* only clipping needs a norm, and only a device optimizer takes it on the device */
+	if (!(cfg->gradient_clipping > 0) || pl.optim != ZN_TIER_DEVICE)
+		return 0;
+	return work_offset(layer_count) + ZN_KERNEL_SUMSQ_WORK_COUNT * sizeof(double);
+}
+
+/* One launch per layer; the span is split at tensor boundaries (each tensor's decay flag). */
 static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
-	struct zn_layer *ly = &j->e->L[j->layer];
+	const struct zn_layer *ly = &j->e->L[j->layer];
+	const struct zn_layer_desc *L = &j->e->ld[j->layer];
+	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_engine_now_ms();
-	int rc;
+	uint64_t i, len;
 
-	rc = zn_adamw_layer_span(j->e, j->layer, ly->opt_off, ly->opt_count, j->grad_scale,
-				 j->master, j->m, j->v, j->grad, j->out, j->e->pdt);
-	/* a worker cannot return an error: keep the first one for the step to report */
-	if (rc && !j->e->first_error)
-		j->e->first_error = rc;
+	for (int t = 0; t < L->tensor_count; t++) {
+		if (!zn_optim_tensor_span(L, t, ly->opt_off, ly->opt_count, &i, &len))
+			continue;
+		hp.weight_decay = L->tensors[t].decay ? j->hp.weight_decay : 0.0f;
+		k->adamw(native, j->master + i, j->m + i, j->v + i, j->out ? j->out + i : NULL,
+			 j->grad + i, &hp, (size_t)len);
+	}
+	/* host: the update itself; cuda: only the time to enqueue it */
 	atomic_fetch_add(&j->e->opt_ns, (uint64_t)((zn_engine_now_ms() - t0) * 1e6));
 }
 
 static void sumsq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct sumsq_job *j = ctx;
-	bool nonfinite = false;
-	int rc = zn_grad_sumsq(j->grad, ZN_DTYPE_F32, (size_t)j->n, 0, j->out, &nonfinite);
 
-	if (rc && !j->e->first_error)
-		j->e->first_error = rc;
-	if (nonfinite)
-		*j->out = 1.0 / 0.0;
+	k->grad_sumsq(native, j->sumsq_d, j->nonfinite_d, j->work_d, j->grad, (size_t)j->n);
 }
 
 int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
 		    float *m, float *v, const float *grad, void *out, float grad_scale)
 {
-	struct adamw_job j = { e, layer, master, m, v, grad, out, grad_scale };
+	const struct zn_optimizer_config *o = &e->cfg.optimizer;
+	struct adamw_job j = {
+		.e = e, .layer = layer, .master = master, .m = m, .v = v, .grad = grad,
+		.out = out,
+		.hp = { .lr = e->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
+			.step = e->step },
+	};
+	struct zn_adamw_params p;
 
-	if (!zn_devops_supported(e))
-		return -ENOTSUP;
+	if (out && e->pdt != ZN_DTYPE_BF16) {
+		zn_error("AdamW on the device writes a bf16 parameter copy only (parameters are "
+			 "%s here)", zn_dtype_name(e->pdt));
+		return -EINVAL;
+	}
+	/* the ops report nothing: check the hyperparameters here, before any launch */
+	zn_adamw_params_init(&p, o);
+	p.lr = e->lr;
+	p.step = e->step;
+	p.grad_scale = grad_scale;
+	if (zn_adamw_params_check(&p))
+		return -EINVAL;
 	return zn_launch(s, adamw_fn, &j, sizeof(j));
 }
 
-int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, const float *grad, uint64_t n,
-		    double *out)
+int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+		    uint64_t n)
 {
-	struct sumsq_job j = { e, grad, n, out };
+	char *base = e->norm_d;
+	struct sumsq_job j = {
+		.sumsq_d = (double *)base + layer,
+		.nonfinite_d = (int32_t *)(base + flags_offset(e->n)) + layer,
+		.work_d = (double *)(base + work_offset(e->n)),
+		.grad = grad,
+		.n = n,
+	};
 
-	if (!zn_devops_supported(e))
-		return -ENOTSUP;
+	if (!base) {
+		zn_error("gradient norm on the device: no result buffer (the engine was created "
+			 "without gradient_clipping)");
+		return -EINVAL;
+	}
+	/* every layer's op shares work_d: they are ordered on the one stream s */
 	return zn_launch(s, sumsq_fn, &j, sizeof(j));
+}
+
+int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s)
+{
+	uint64_t bytes = work_offset(e->n);
+	const double *sums = e->norm_h;
+	const int32_t *flags = (const int32_t *)((const char *)e->norm_h + flags_offset(e->n));
+	int rc;
+
+	rc = zn_memcpy_async(s, e->norm_h, e->norm_d, bytes, ZN_COPY_D2H);
+	rc = rc ?: zn_stream_synchronize(s);
+	if (rc)
+		return rc;
+	for (int l = 0; l < e->n; l++)
+		e->L[l].sumsq = flags[l] ? INFINITY : sums[l];
+	return 0;
 }

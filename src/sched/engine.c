@@ -94,6 +94,7 @@ static void free_acts(struct zn_engine *e)
 	zn_device_free(e->dev, e->tok_d);
 	zn_device_free(e->dev, e->tgt_d);
 	zn_device_free(e->dev, e->loss_d);
+	zn_device_free(e->dev, e->norm_d);
 }
 
 static void sync_all(struct zn_engine *e)
@@ -142,6 +143,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e->loss_h);
 	free(e->tmp_h);
 	free(e->tmp16_h);
+	free(e->norm_h);
 	free(e->numel);
 	free(e->ld);
 	free(e);
@@ -165,10 +167,11 @@ static uint64_t act_sizes(const struct zn_engine *e, uint64_t *act, uint64_t *x,
 	*x = bt * (uint64_t)e->mc.d_model * 4;
 	*scratch = smax;
 	*tok = bt * sizeof(int);
-	/* x for layers 0 .. L, two dx buffers, scratch, tokens, targets, losses */
+	/* x for layers 0 .. L, two dx buffers, scratch, tokens, targets, losses, norm results */
 	total += (uint64_t)(e->n - 1 + 2) * zn_plan_device_alloc_bytes(*x);
 	total += zn_plan_device_alloc_bytes(smax);
 	total += 2 * zn_plan_device_alloc_bytes(*tok) + zn_plan_device_alloc_bytes(bt * 4);
+	total += zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
 	return total;
 }
 
@@ -316,6 +319,10 @@ static int alloc_acts(struct zn_engine *e)
 	rc = rc ?: dalloc(e, &e->tok_d, tok);
 	rc = rc ?: dalloc(e, &e->tgt_d, tok);
 	rc = rc ?: dalloc(e, &e->loss_d, bt * 4);
+	e->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
+	rc = rc ?: dalloc(e, &e->norm_d, e->norm_bytes);
+	if (!rc && e->norm_bytes && !(e->norm_h = malloc(e->norm_bytes)))
+		rc = -ENOMEM;
 	e->scratch_bytes = scratch;
 	for (int i = 0; !rc && i < 3 * e->gas; i++)
 		rc = zn_event_create(e->dev, &e->tev[i]);
@@ -487,16 +494,6 @@ static int create_model(struct zn_engine *e, const struct zn_gpt2_config *model)
 	return 0;
 }
 
-static int check_device_optimizer(struct zn_engine *e)
-{
-	if (e->plan.pl.optim == ZN_TIER_DEVICE && !zn_devops_supported(e)) {
-		zn_error("optimizer on the %s device: the CUDA kernel table has no AdamW yet; "
-			 "use --zero-stage 1..3 --offload-optimizer cpu", zn_device_name(e->dev));
-		return -ENOTSUP;
-	}
-	return 0;
-}
-
 static int create_buffers(struct zn_engine *e, const struct zn_engine_options *opt)
 {
 	uint64_t maxpad = 0;
@@ -567,7 +564,6 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	act_bytes = act_sizes(e, act, &x, &scratch, &tok);
 	rc = make_plan(e, act_bytes);
-	rc = rc ?: check_device_optimizer(e);
 	rc = rc ?: create_buffers(e, opt);
 	if (rc)
 		goto destroy;

@@ -106,6 +106,11 @@ struct zn_engine {
 	double wait_ms;               /* host blocked on events this step */
 	double host_opt_ms;           /* CPU AdamW this step */
 	int first_error;              /* a device-op failure seen on a worker */
+	/* clipping with the optimizer on the device (devops.c): per layer squared sums and
+	 * non-finite flags, then the reduction's scratch; norm_h takes the copy back */
+	void *norm_d;
+	void *norm_h;
+	uint64_t norm_bytes;
 };
 
 /* engine.c */
@@ -129,17 +134,25 @@ int zn_optim_step(struct zn_engine *e);
 int zn_optim_update_inline(struct zn_engine *e, int layer);
 int zn_optim_host_accumulate(struct zn_engine *e, int layer);
 
-/* devops.c: device work the kernel table lacks, host backend only */
-bool zn_devops_supported(const struct zn_engine *e);
+/* devops.c: the optimizer's device work through the kernel table (host and cuda) */
+uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count); /* 0: none */
 int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
 		    float *m, float *v, const float *grad, void *out, float grad_scale);
-int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, const float *grad, uint64_t n,
-		    double *out);
+/* layer's squared sum of grad[0 .. n) into norm_d (n may be 0) */
+int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+		    uint64_t n);
+/* after s has every layer's sumsq: copies them back, waits, sets each L[l].sumsq
+ * (INFINITY for a non-finite gradient) */
+int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s);
 
 /* AdamW over layer elements [first, first + count) split at tensor boundaries so weight
  * decay follows each tensor's decay flag; the buffers start at element `first`. */
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, float *m, float *v, const float *grad,
 			void *out, enum zn_dtype out_dtype);
+/* Tensor t's part of layer elements [first, first + count): false when empty, else its
+ * start *i relative to first and its length *len. */
+bool zn_optim_tensor_span(const struct zn_layer_desc *L, int t, uint64_t first,
+			  uint64_t count, uint64_t *i, uint64_t *len);
 
 #endif

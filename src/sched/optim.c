@@ -21,6 +21,22 @@
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
 
+bool zn_optim_tensor_span(const struct zn_layer_desc *L, int t, uint64_t first,
+			  uint64_t count, uint64_t *i, uint64_t *len)
+{
+	uint64_t a = L->tensors[t].offset, b = a + L->tensors[t].numel;
+
+	if (a < first)
+		a = first;
+	if (b > first + count)
+		b = first + count;
+	if (a >= b)
+		return false;
+	*i = a - first;
+	*len = b - a;
+	return true;
+}
+
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, float *m, float *v, const float *grad,
 			void *out, enum zn_dtype out_dtype)
@@ -28,6 +44,7 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 	const struct zn_layer_desc *L = &e->ld[layer];
 	size_t osz = out_dtype == ZN_DTYPE_F32 ? 4 : 2;
 	struct zn_adamw_params p;
+	uint64_t i, len;
 	int rc = 0;
 
 	zn_adamw_params_init(&p, &e->cfg.optimizer);
@@ -35,18 +52,11 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 	p.step = e->step;
 	p.grad_scale = grad_scale;
 	for (int t = 0; !rc && t < L->tensor_count; t++) {
-		uint64_t a = L->tensors[t].offset, b = a + L->tensors[t].numel, i;
-
-		if (a < first)
-			a = first;
-		if (b > first + count)
-			b = first + count;
-		if (a >= b)
+		if (!zn_optim_tensor_span(L, t, first, count, &i, &len))
 			continue;
-		i = a - first;
 		p.weight_decay = L->tensors[t].decay ? e->cfg.optimizer.weight_decay : 0.0f;
 		rc = zn_adamw_step(&p, master + i, m + i, v + i, grad + i, ZN_DTYPE_F32,
-				   out ? (char *)out + i * osz : NULL, out_dtype, (size_t)(b - a));
+				   out ? (char *)out + i * osz : NULL, out_dtype, (size_t)len);
 	}
 	return rc;
 }
@@ -191,12 +201,13 @@ static int global_norm(struct zn_engine *e, float *norm)
 				rc = zn_grad_sumsq(g, ZN_DTYPE_F32, n, 0, &ly->sumsq, &nonfinite);
 			if (nonfinite)
 				ly->sumsq = INFINITY;
-		} else if (n) {
-			rc = zn_devops_sumsq(e, e->comm_s, g, n, &ly->sumsq);
+		} else {
+			/* n = 0 too: the op writes 0, so every layer's result is fresh */
+			rc = zn_devops_sumsq(e, e->comm_s, l, g, n);
 		}
 	}
 	if (!rc && !host_tier(e))
-		rc = zn_stream_synchronize(e->comm_s);
+		rc = zn_devops_sumsq_read(e, e->comm_s);
 	for (int l = e->n - 1; l >= 0; l--)
 		total += e->L[l].sumsq;
 	t = (float)total;
