@@ -198,3 +198,17 @@ Test(cli, train_on_demo_text_loss_decreases)
 	cr_assert(p && sscanf(p, "step 40/40 | loss %f", &last) == 1, "%s", out);
 	cr_assert(last < first - 1.0f, "loss %g -> %g", first, last);
 }
+
+Test(cli, info_reports_the_machine)
+{
+	static char out[16384];
+
+	cr_assert_eq(run("info --nvme-path /tmp", out, sizeof(out)), 0);
+	cr_assert_not_null(strstr(out, "cores:"), "%s", out);
+	cr_assert_not_null(strstr(out, "numa nodes:"), "%s", out);
+	cr_assert_not_null(strstr(out, "gpus:"), "%s", out);
+	cr_assert_not_null(strstr(out, "io_uring:"), "%s", out);
+	cr_assert_not_null(strstr(out, "nvme path /tmp:"), "%s", out);
+	cr_assert_not_null(strstr(out, "O_DIRECT"), "%s", out);
+	cr_assert_eq(run("info --frobnicate", NULL, 0), 2);
+}
