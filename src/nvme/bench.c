@@ -196,6 +196,7 @@ int zn_nvme_bench_run(const struct zn_nvme_bench_case *c, struct zn_nvme_bench_r
 	pattern = buf + buf_bytes;
 	if (!c->plain_buffers)
 		zn_aio_register_buffer(aio, buf, buf_bytes);
+	zn_aio_set_fault(aio, c->fault);
 	for (it = 0; it < c->iters && !rc && r->ok; it++)
 		rc = one_iter(aio, f, c, buf, pattern, buf_bytes, it, &tw[it], &tr[it], r);
 	zn_aio_get_stats(aio, &st);

@@ -33,6 +33,7 @@ struct zn_nvme_bench_case {
 	bool warmup;        /* one untimed write first (a new file's blocks are unwritten
 			     * extents, slower to write the first time) */
 	uint64_t seed;
+	const struct zn_aio_fault *fault; /* tests: armed on the engine before the first I/O */
 };
 
 struct zn_nvme_bench_result {
