@@ -12,9 +12,10 @@
 #
 # GB/s = bytes / seconds / 1e9 for both: fio's bw_bytes (bytes moved / job runtime), zinc's
 # write_gbps / read_gbps (bytes / time from submit to completion). zinc checks the data
-# outside its timed part; fio does not check. Before a zinc read, zinc writes the file
-# (untimed) to know what it must read back; so every read, fio's too, is preceded by an
-# untimed write of the whole file, and both read equally fresh data.
+# outside its timed part; fio does not check. Before a timed zinc read, zinc writes the
+# file and reads it back to check it (both untimed); so every timed fio read is preceded by
+# the same: an untimed write and an untimed read of the whole file. Both tools then read
+# data equally fresh in whatever caches sit below the guest.
 set -euo pipefail
 
 DIR=${1:-/var/tmp}
@@ -32,7 +33,7 @@ F="$DIR/zinc-vs-fio-$$.bin"
 trap 'rm -f "$F"' EXIT
 
 fio_run() { # op -> GB/s
-	[ "$1" = read ] && layout
+	if [ "$1" = read ]; then layout; warm_read; fi
 	fio --name=zinc-vs-fio --filename="$F" --size="$SIZE" --rw="$1" --bs="$BS" \
 		--direct=1 --ioengine=io_uring --fixedbufs --registerfiles --iodepth="$DEPTH" \
 		--numjobs=1 --thread --output-format=json 2>/dev/null |
@@ -45,6 +46,11 @@ zinc_run() { # op -> GB/s
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+warm_read() { # an untimed read of the whole file
+	fio --name=warm --filename="$F" --size="$SIZE" --rw=read --bs="$BS" --direct=1 \
+		--ioengine=io_uring --iodepth="$DEPTH" --output-format=json >/dev/null 2>&1
+}
 
 layout() { # an untimed write of the whole file
 	fio --name=layout --filename="$F" --size="$SIZE" --rw=write --bs="$BS" --direct=1 \
