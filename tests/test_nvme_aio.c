@@ -52,7 +52,7 @@ static struct zn_aio *make_engine(enum zn_aio_backend b, const struct zn_aio_con
 	int rc = zn_aio_create_backend(&aio, c, b);
 
 	if (rc == -ENOSYS && b == ZN_AIO_BACKEND_URING)
-		cr_skip_test("io_uring is not available here");
+		cr_skip_test("io_uring is not available here (kernel, seccomp or valgrind)");
 	cr_assert_eq(rc, 0, "zn_aio_create_backend: %s", zn_strerror(rc));
 	cr_assert_eq(zn_aio_is_uring(aio), b == ZN_AIO_BACKEND_URING, "%s", zn_aio_describe(aio));
 	return aio;

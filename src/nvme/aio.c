@@ -115,16 +115,18 @@ static int start_backend(struct zn_aio *aio, enum zn_aio_backend want)
 		aio->ops->stop(aio);
 		aio->stopping = false;
 		if (want == ZN_AIO_BACKEND_URING) {
-			zn_error("io_uring is unavailable (%s) and ZINC_AIO_BACKEND asks for it: "
-				 "unset it to use the pread/pwrite pool", zn_strerror(rc));
+			zn_error("io_uring is unavailable (%s) and it was asked for: use "
+				 "ZINC_AIO_BACKEND=auto or pool for the pread/pwrite pool",
+				 rc == -ENOTSUP ? "running under valgrind" : zn_strerror(rc));
 			aio->ops = NULL;
 			return -ENOSYS;
 		}
 		snprintf(aio->fallback_reason, sizeof(aio->fallback_reason),
-			 "io_uring unavailable: %s", zn_strerror(rc));
+			 "io_uring unavailable: %s", rc == -ENOTSUP ? "running under valgrind" :
+			 zn_strerror(rc));
 		if (!atomic_exchange(&fallback_logged, true))
 			zn_warn("io_uring is unavailable (%s): using a pread/pwrite thread pool",
-				zn_strerror(rc));
+				rc == -ENOTSUP ? "running under valgrind" : zn_strerror(rc));
 	} else {
 		snprintf(aio->fallback_reason, sizeof(aio->fallback_reason), "forced");
 	}
