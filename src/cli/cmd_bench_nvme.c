@@ -96,27 +96,10 @@ static void usage(FILE *f)
 		"  --keep              keep the scratch file made under --path\n");
 }
 
-/* "4096", "128K", "1M", "1.5G" with K = 1024. */
+/* "4096", "128K", "1M", "1.5G" with K = 1024: the config's own size parser. */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	double v = strtod(s, &end);
-	double mul = 1;
-
-	if (end == s || v < 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': mul = 1024.0; end++; break;
-	case 'm': case 'M': mul = 1048576.0; end++; break;
-	case 'g': case 'G': mul = GIB; end++; break;
-	case 't': case 'T': mul = GIB * 1024; end++; break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	if (*end)
-		return -EINVAL;
-	*out = (uint64_t)(v * mul + 0.5);
-	return 0;
+	return zn_parse_size(s, out) ? -EINVAL : 0;
 }
 
 static int parse_list(const char *flag, const char *s, bool sizes, uint64_t *u, int *i,
@@ -143,63 +126,18 @@ static int parse_list(const char *flag, const char *s, bool sizes, uint64_t *u, 
 	return 0;
 }
 
-/* Reads the "aio" block of a config file (the keys `zinc train --config` reads). */
+/* Reads the "aio" block through the config loader `zinc train --config` uses, so both
+ * accept the same keys, sizes and errors. */
 static int load_config(const char *path, struct zn_aio_config *aio)
 {
-	FILE *f = fopen(path, "r");
-	cJSON *root, *blk, *v;
-	char *text;
-	long n;
-	int rc = 0;
+	struct zn_config cfg;
 
-	if (!f) {
-		fprintf(stderr, "zinc bench nvme: --config %s: %s\n", path, strerror(errno));
+	zn_config_defaults(&cfg);
+	cfg.aio = *aio;
+	if (zn_config_load_json(&cfg, path) || zn_config_validate(&cfg, 1))
 		return ZN_EXIT_USAGE;
-	}
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-	if (!text || fread(text, 1, (size_t)n, f) != (size_t)n)
-		n = -1;
-	fclose(f);
-	root = n >= 0 ? cJSON_Parse(text) : NULL;
-	free(text);
-	blk = root ? cJSON_GetObjectItemCaseSensitive(root, "aio") : NULL;
-	if (!cJSON_IsObject(blk)) {
-		fprintf(stderr, "zinc bench nvme: --config %s: %s\n", path,
-			root ? "no \"aio\" object at the top level" : "not valid JSON");
-		cJSON_Delete(root);
-		return ZN_EXIT_USAGE;
-	}
-	cJSON_ArrayForEach(v, blk) {
-		uint64_t x = 0;
-
-		if (cJSON_IsString(v) && parse_size(v->valuestring, &x))
-			rc = ZN_EXIT_USAGE;
-		else if (cJSON_IsNumber(v))
-			x = (uint64_t)v->valuedouble;
-		if (!strcmp(v->string, "block_size"))
-			aio->block_size_bytes = x;
-		else if (!strcmp(v->string, "queue_depth"))
-			aio->queue_depth = (int)x;
-		else if (!strcmp(v->string, "intra_op_parallelism") ||
-			 !strcmp(v->string, "thread_count"))
-			aio->intra_op_parallelism = (int)x;
-		else if (!strcmp(v->string, "single_submit"))
-			aio->single_submit = cJSON_IsTrue(v);
-		else if (!strcmp(v->string, "overlap_events"))
-			aio->overlap_events = cJSON_IsTrue(v);
-		else if (!strcmp(v->string, "bandwidth_cap"))
-			aio->bandwidth_cap_bytes_per_s = x;
-		if (rc) {
-			fprintf(stderr, "zinc bench nvme: --config %s: aio.%s: bad size\n", path,
-				v->string);
-			break;
-		}
-	}
-	cJSON_Delete(root);
-	return rc;
+	*aio = cfg.aio;
+	return 0;
 }
 
 static const struct option long_opts[] = {
