@@ -259,3 +259,28 @@ Test(cli, save_final_and_init_from_round_trip)
 	unlink(b);
 	rmdir(dir);
 }
+
+/* --save-dtype bf16 writes BF16 tensors (half the bytes) that --init-from reads back. */
+Test(cli, save_bf16_and_init_from_it)
+{
+	char dir[] = "/tmp/zn-cli-XXXXXX", a[96], args[1024], out[16384], *data;
+	long n;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(a, sizeof(a), "%s/a.safetensors", dir);
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--micro-batch 2 --steps 1 --no-pin-memory --data %s/data/demo.txt "
+		 "--save-final %s --save-dtype bf16", ZN_TEST_SRC_DIR, a);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	n = file_bytes(a, &data);
+	cr_assert(n > 8 && memmem(data, (size_t)n, "\"BF16\"", 6), "no BF16 tensor in %s", a);
+	cr_assert_null(memmem(data, (size_t)n, "\"F32\"", 5), "an F32 tensor in %s", a);
+	free(data);
+	snprintf(args, sizeof(args), "train --device host --init-from %s --heads 4 --seq 16 "
+		 "--micro-batch 2 --steps 1 --no-pin-memory --data %s/data/demo.txt", a,
+		 ZN_TEST_SRC_DIR);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert_eq(run_both("train --save-dtype fp8 --data x", out, sizeof(out)), 2, "%s", out);
+	unlink(a);
+	rmdir(dir);
+}

@@ -24,6 +24,7 @@ struct train_opts {
 	const char *data;
 	const char *init_from;
 	const char *save_final;
+	enum zn_dtype save_dtype; /* fp32 (default) or bf16 */
 	int seq;   /* T; 0 = the model's seq */
 	int steps;
 	bool print_config;
@@ -41,7 +42,8 @@ static void usage(FILE *f)
 		"                     master weights and compute (same as --bf16)\n"
 		"  --init-from FILE   start from a safetensors checkpoint (its shapes define the\n"
 		"                     model)\n"
-		"  --save-final FILE  save the final fp32 weights as safetensors\n"
+		"  --save-final FILE  save the final weights (fp32 master) as safetensors\n"
+		"  --save-dtype fp32|bf16  dtype of the saved tensors (default fp32)\n"
 		"  --print-config     print the effective config as JSON and exit\n"
 		"  model: --model tiny|small|gpt2|... --layers N --heads N --d-model N --seq N\n"
 		"         --vocab N (default --model small)\n\n");
@@ -88,6 +90,16 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 				zn_error("--dtype '%s': use fp32 or bf16", v);
 				return ZN_EUSAGE;
 			}
+		} else if (!strcmp(a, "--save-dtype")) {
+			const char *v = zn_cli_value(*n, rest, &i);
+
+			if (!v)
+				return ZN_EUSAGE;
+			if (strcmp(v, "bf16") && strcmp(v, "fp32")) {
+				zn_error("--save-dtype '%s': use fp32 or bf16", v);
+				return ZN_EUSAGE;
+			}
+			o->save_dtype = strcmp(v, "bf16") ? ZN_DTYPE_F32 : ZN_DTYPE_BF16;
 		} else if (!strcmp(a, "--print-config")) {
 			o->print_config = true;
 		} else {
@@ -206,7 +218,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
 	}
 	if (!rc && o->save_final) {
-		rc = zn_engine_save(e, o->save_final, ZN_DTYPE_F32);
+		rc = zn_engine_save(e, o->save_final, o->save_dtype);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
