@@ -142,7 +142,8 @@ static int walk_create(const struct fcase *fc, const char *env, const int *tok, 
 	et_model(&mc);
 	config_for(&c, fc);
 	for (int n = 1; n <= MAX_FAULTS; n++) {
-		struct zn_engine *e = (struct zn_engine *)&c; /* create must set it to NULL */
+		/* any non-NULL value: a failed create must set it to NULL */
+		struct zn_engine *e = (struct zn_engine *)&c;
 		struct capture cap;
 		bool injected;
 		char *log;
