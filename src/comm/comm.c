@@ -133,6 +133,7 @@ static int choose_kind(const struct zn_comm_config *cfg, enum zn_comm_kind *kind
 
 int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg)
 {
+	const char *fault_env;
 	struct zn_comm *c;
 	int rc;
 
@@ -146,6 +147,11 @@ int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg)
 	atomic_init(&c->op_count, 0);
 	c->dev = cfg->dev;
 	c->fail_op_index = cfg->fail_op_index;
+	/* as the device's ZINC_DEVICE_FAIL_*: a fault for comms created by others (the
+	 * engine), which tests cannot configure directly */
+	fault_env = getenv("ZINC_COMM_FAIL_OP");
+	if (!c->fail_op_index && fault_env && *fault_env)
+		c->fail_op_index = strtoull(fault_env, NULL, 10);
 	c->size = 1;
 	rc = choose_kind(cfg, &c->kind);
 	if (rc)

@@ -80,7 +80,8 @@ struct zn_comm_config {
 	 * ops still work under single and mpi; nccl needs a cuda device). */
 	struct zn_device *dev;
 	/* Fault injection for tests: the collective with this 1-based index (counted over
-	 * all ops that reach the backend) fails with -EIO where it would run. 0 = off. */
+	 * all ops that reach the backend) fails with -EIO where it would run. 0 = off; then
+	 * the environment variable ZINC_COMM_FAIL_OP=N, read at create, sets it. */
 	uint64_t fail_op_index;
 	/* single only: a process-local comm of one rank even when the launcher started more
 	 * (a rank computing a one-rank reference in-process, as the engine's MPI tests do).

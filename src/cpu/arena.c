@@ -30,6 +30,7 @@ struct zn_arena {
 	double populate_s;
 	bool lock_ready;
 	pthread_mutex_t lock;
+	int fail_left;      /* fault injection: the fail_left-th view from now fails (0 off) */
 };
 
 static bool refusal_said; /* "say so once" per process */
@@ -257,6 +258,7 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 {
 	struct zn_arena *a;
 	uint64_t bytes = cfg->bytes ? cfg->bytes : zn_arena_default_bytes(cfg);
+	const char *fault_env;
 	int rc;
 
 	*out = NULL;
@@ -284,6 +286,9 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 		goto destroy_arena;
 	}
 	a->lock_ready = true;
+	fault_env = getenv("ZINC_ARENA_FAIL_ALLOC");
+	if (fault_env && *fault_env)
+		zn_arena_inject_fault(a, atoi(fault_env));
 	rc = map_region(a, a->size);
 	if (rc)
 		goto destroy_arena;
@@ -334,7 +339,11 @@ int zn_arena_alloc(struct zn_arena *a, uint64_t bytes, uint64_t align, void **ou
 		align = ZN_ARENA_MIN_ALIGN;
 	pthread_mutex_lock(&a->lock);
 	off = round_up(a->used, align);
-	if (off > a->size || bytes > a->size - off) {
+	if (a->fail_left > 0 && --a->fail_left == 0) {
+		zn_error("pinned host arena: a view of %" PRIu64 " bytes failed by fault injection "
+			 "(ZINC_ARENA_FAIL_ALLOC or zn_arena_inject_fault)", bytes);
+		rc = -ENOMEM;
+	} else if (off > a->size || bytes > a->size - off) {
 		format_bytes(budget, sizeof(budget), a->size);
 		format_bytes(req, sizeof(req), bytes);
 		format_bytes(left, sizeof(left), a->size - a->used);
@@ -348,6 +357,15 @@ int zn_arena_alloc(struct zn_arena *a, uint64_t bytes, uint64_t align, void **ou
 	}
 	pthread_mutex_unlock(&a->lock);
 	return rc;
+}
+
+void zn_arena_inject_fault(struct zn_arena *a, int nth)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->fail_left = nth > 0 ? nth : 0;
+	pthread_mutex_unlock(&a->lock);
 }
 
 void zn_arena_reset(struct zn_arena *a)

@@ -90,6 +90,16 @@ void zn_arena_destroy(struct zn_arena *a); /* accepts NULL */
  * (zeros on first use). */
 int zn_arena_alloc(struct zn_arena *a, uint64_t bytes, uint64_t align, void **out_h);
 
+/* Fault injection, for tests that walk their callers' cleanup paths (as the device's
+ * zn_device_inject_fault): the nth zn_arena_alloc from now (1 = the next one) fails once
+ * with -ENOMEM, uses nothing and logs a line saying it was injected; nth 0 turns it off.
+ * The environment variable ZINC_ARENA_FAIL_ALLOC=N does the same for every arena when it
+ * is created (counting from its first view).
+ *
+ *     zn_arena_inject_fault(arena, 2); // the second view from now fails
+ */
+void zn_arena_inject_fault(struct zn_arena *a, int nth);
+
 /* Releases every view (their memory stays mapped and pinned for the next ones). */
 void zn_arena_reset(struct zn_arena *a);
 

@@ -118,7 +118,8 @@ double zn_engine_now_ms(void);
 int zn_engine_wait(struct zn_engine *e, struct zn_event *ev); /* counted in wait_ms */
 
 /* fetch.c: working fp32 copies of parameters (gathers mode) */
-const float *zn_fetch_layer0(struct zn_engine *e);       /* enqueues; compute must wait */
+/* enqueues layer 0's fetch (compute must wait); *params_d: where it lands */
+int zn_fetch_layer0(struct zn_engine *e, const float **params_d);
 int zn_fetch_begin(struct zn_engine *e);                 /* new micro-batch sequence */
 int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d);
 int zn_fetch_release(struct zn_engine *e, int item);

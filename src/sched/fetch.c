@@ -85,11 +85,14 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	return rc ?: zn_event_record(s->ready, e->comm_s);
 }
 
-const float *zn_fetch_layer0(struct zn_engine *e)
+int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
 {
-	if (!e->plan.gathers)
-		return zn_engine_params_f32(e, 0);
-	return fetch_into(e, 0, &e->slot0) ? NULL : e->slot0.f32_d;
+	if (!e->plan.gathers) {
+		*params_d = zn_engine_params_f32(e, 0);
+		return 0;
+	}
+	*params_d = e->slot0.f32_d;
+	return fetch_into(e, 0, &e->slot0);
 }
 
 int zn_fetch_layer0_wait(struct zn_engine *e)

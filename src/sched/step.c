@@ -285,14 +285,11 @@ int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int
 	rc = rc ?: zn_event_record(e->tev[3 * micro], e->compute);
 	if (rc)
 		return rc;
-	if (micro == 0) {
-		p0 = zn_fetch_layer0(e);
-		if (!p0)
-			return -EIO;
-	} else {
+	if (micro == 0)
+		rc = zn_fetch_layer0(e, &p0);
+	else
 		p0 = e->plan.gathers ? e->slot0.f32_d : zn_engine_params_f32(e, 0);
-	}
-	rc = zn_fetch_layer0_wait(e);
+	rc = rc ?: zn_fetch_layer0_wait(e);
 	rc = rc ?: zn_fetch_begin(e);
 	rc = rc ?: forward(e, p0);
 	rc = rc ?: zn_event_record(e->tev[3 * micro + 1], e->compute);
