@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "cuda/ops.h"
 #include "cuda_kernels.h"
 #include "gpu/cuda_check.h"
 #include "gpu/device_impl.h"
@@ -247,8 +248,12 @@ static void cuda_stream_fini(struct zn_stream *s)
 
 static int cuda_stream_sync(struct zn_stream *s)
 {
-	return zn_cuda_check(cudaStreamSynchronize(stream_of(s)), "cudaStreamSynchronize",
-			     __FILE__, __LINE__);
+	int rc = zn_cuda_check(cudaStreamSynchronize(stream_of(s)), "cudaStreamSynchronize",
+			       __FILE__, __LINE__);
+
+	/* The kernel ops return nothing: a failed launch or cuBLAS call is a sticky flag
+	 * (kernels/cuda/ops.h) that surfaces here, where callers already check. */
+	return rc ? rc : zn_cuda_kernels_error();
 }
 
 static int cuda_memcpy_async(struct zn_stream *s, void *dst, const void *src, uint64_t bytes,

@@ -105,7 +105,6 @@ struct zn_engine {
 	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
 	double wait_ms;               /* host blocked on events this step */
 	double host_opt_ms;           /* CPU AdamW this step */
-	int first_error;              /* a device-op failure seen on a worker */
 	/* clipping with the optimizer on the device (devops.c): per layer squared sums and
 	 * non-finite flags, then the reduction's scratch; norm_h takes the copy back */
 	void *norm_d;

@@ -24,8 +24,6 @@ static int drain(struct zn_engine *e)
 	}
 	if (!rc)
 		rc = zn_comm_check(e->comm);
-	if (!rc && e->first_error)
-		rc = e->first_error;
 	return rc;
 }
 
