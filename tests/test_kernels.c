@@ -786,6 +786,12 @@ static void det_run(struct det_bufs *o, int threads)
 	free(qkv), free(pre), free(att), free(datt), free(dpre), free(mw), free(mb), free(mdout);
 }
 
+static void det_free(struct det_bufs *o)
+{
+	free(o->ln_di), free(o->ln_dw), free(o->ln_db), free(o->enc_dwte), free(o->enc_dwpe);
+	free(o->att_di), free(o->mm_out), free(o->mm_di), free(o->mm_dw), free(o->mm_db);
+}
+
 Test(kernels_cpu, deterministic_across_threads)
 {
 	size_t n = (size_t)DB * DT * DC, BT = (size_t)DB * DT;
@@ -810,6 +816,9 @@ Test(kernels_cpu, deterministic_across_threads)
 		cr_assert(same_bits(a.mm_dw, x->mm_dw, (size_t)DOC * DC, "matmul dweight"));
 		cr_assert(same_bits(a.mm_db, x->mm_db, DOC, "matmul dbias"));
 	}
+	det_free(&a);
+	det_free(&b);
+	det_free(&c);
 }
 
 /* ---- the table ----------------------------------------------------------------------- */
