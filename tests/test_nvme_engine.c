@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "engine_common.h"
 #include "nvme_test_util.h"
@@ -68,7 +69,12 @@ struct nv_case {
 	int buffers;
 	bool pipeline;
 	float clip;
+	int layers; /* 0: the default tiny model (2 blocks) */
 };
+
+static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, int gas, int paths, int buffers, bool pipeline, float clip,
+		     int layers);
 
 /* Trains the case with its tiers on nvme, then with both on cpu and at stage 0. */
 static void check_case(const struct nv_case *k)
@@ -78,8 +84,14 @@ static void check_case(const struct nv_case *k)
 	struct zn_config c;
 	struct et_run cpu, nv, ref;
 	int *tok = stream_for(ET_STEPS, k->gas);
+	struct zn_gpt2_config mc;
 	char what[128];
 
+	et_model(&mc);
+	if (k->layers) {
+		mc.layers = k->layers;
+		zn_gpt2_config_validate(&mc);
+	}
 	nvme_test_dir(dir, sizeof(dir));
 	for (int i = 0; i < k->paths; i++) {
 		snprintf(sub[i], sizeof(sub[i]), "%s/p%d", dir, i);
@@ -94,7 +106,7 @@ static void check_case(const struct nv_case *k)
 	c.zero.offload_param.device = k->prm == ZN_OFFLOAD_NONE ? ZN_OFFLOAD_NONE : ZN_OFFLOAD_CPU;
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
-	cr_assert_eq(et_train(&cpu, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	cr_assert_eq(et_train_model(&cpu, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
 
 	c.zero.offload_optimizer.device = k->opt;
 	c.zero.offload_param.device = k->prm;
@@ -102,7 +114,7 @@ static void check_case(const struct nv_case *k)
 	c.zero.offload_optimizer.pipeline_read = k->pipeline;
 	c.zero.offload_optimizer.pipeline_write = k->pipeline;
 	set_paths(&c, dirs, k->paths);
-	cr_assert_eq(et_train(&nv, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0, "%s failed", what);
+	cr_assert_eq(et_train_model(&nv, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0, "%s failed", what);
 	assert_identical(what, &cpu, &nv);
 	cr_assert(nv.peak_bytes <= nv.plan_bytes, "%s: device peak over the plan", what);
 	for (int i = 0; i < k->paths; i++)
@@ -111,7 +123,7 @@ static void check_case(const struct nv_case *k)
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, k->gas);
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
-	cr_assert_eq(et_train(&ref, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	cr_assert_eq(et_train_model(&ref, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
 	cr_assert(nv.loss[ET_STEPS - 1] != ref.loss[0], "the weights moved");
 	cr_assert_eq(et_compare(what, &ref, &nv, 1e-5), 0,
 		     "%s differs from stage 0", what);
@@ -124,36 +136,65 @@ static void check_case(const struct nv_case *k)
 
 Test(nvme_engine, stage3_optimizer_nvme_equals_cpu_offload)
 {
-	check_case(&(struct nv_case){ 3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_CPU, false, 1, 1, 4, true, 0 });
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_CPU, false, 1, 1, 4, true, 0, 0);
 }
 
 Test(nvme_engine, stage3_optimizer_and_params_nvme_equal_cpu_offload)
 {
-	check_case(&(struct nv_case){ 3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, false, 1, 1, 4, true, 0 });
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, false, 1, 1, 4, true, 0, 0);
 }
 
 Test(nvme_engine, bf16_stage3_all_nvme_two_paths_accumulation)
 {
-	check_case(&(struct nv_case){ 3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2, 2, 2, true, 0 });
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2, 2, 2, true, 0, 0);
 }
 
 Test(nvme_engine, stage3_params_nvme_optimizer_cpu_clipped)
 {
-	check_case(&(struct nv_case){ 3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, false, 1, 1, 3, true,
-				      0.05f });
+	run_case(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, false, 1, 1, 3, true, 0.05f, 0);
 }
 
 Test(nvme_engine, stage2_optimizer_nvme_without_pipelining)
 {
-	check_case(&(struct nv_case){ 2, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1, 2, 2, false, 0 });
+	run_case(2, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1, 2, 2, false, 0, 0);
 }
 
 Test(nvme_engine, bf16_stage1_optimizer_nvme)
 {
-	check_case(&(struct nv_case){ 1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, true, 1, 1, 2, true, 0 });
+	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, true, 1, 1, 2, true, 0, 0);
 }
 
 /* Whether some line of the redirected stderr holds a (and b); the first call reads it. */
+Test(nvme_engine, six_layers_two_buffers_read_ahead_and_write_behind)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 1, 2, 2, true, 0, 4);
+}
+
+/* zinc train end to end with everything on nvme, one path */
+Test(nvme_engine, zinc_train_with_state_on_nvme)
+{
+	char dir[ZN_PATH_MAX], cmd[2 * ZN_PATH_MAX + 512], out[16384];
+	size_t n;
+	FILE *p;
+	int status;
+
+	nvme_test_dir(dir, sizeof(dir));
+	snprintf(cmd, sizeof(cmd), "%s train --device host --model tiny --vocab 256 --seq 16 "
+		 "--micro-batch 2 --steps 3 --zero-stage 3 --offload-optimizer nvme "
+		 "--offload-param nvme --nvme-path %s --no-pin-memory --data %s/data/demo.txt 2>&1",
+		 ZN_ZINC_EXE, dir, ZN_TEST_SRC_DIR);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+	cr_assert(strstr(out, "offload optimizer nvme, param nvme"), "%s", out);
+	cr_assert(strstr(out, "step 3/3 | loss "), "%s", out);
+	cr_assert_eq(swap_entries(dir), 0, "swap files left after zinc train");
+	nvme_test_rmdir(dir);
+}
+
 static bool stderr_has(const char *a, const char *b)
 {
 	static char log[1 << 16];
@@ -176,7 +217,7 @@ static bool stderr_has(const char *a, const char *b)
 
 /* The nth I/O piece from now fails with EIO: the step fails naming the swap file, the
  * engine is destroyed cleanly and its files are gone. */
-static void check_fault(enum zn_offload_device prm, uint64_t nth)
+static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op)
 {
 	char dir[ZN_PATH_MAX];
 	const char *dirs[1] = { dir };
@@ -197,8 +238,8 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth)
 	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
-	cr_assert(stderr_has("zinc-swap-", "Input/output error"),
-		  "the error names the swap file");
+	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
+		  "the error names the %s and the swap file", op);
 	cr_assert(stderr_has("nvme: ", "layer"), "the error names the layer");
 	zn_engine_destroy(e);
 	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
@@ -208,11 +249,28 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth)
 
 Test(nvme_engine, read_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	check_fault(ZN_OFFLOAD_NVME, 1);
+	check_fault(ZN_OFFLOAD_NVME, 1, "read of");
 }
 
 Test(nvme_engine, late_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	/* past the fetches: in the optimizer's reads or write-behind */
-	check_fault(ZN_OFFLOAD_CPU, 5);
+	/* parameters on cpu: the optimizer's reads */
+	check_fault(ZN_OFFLOAD_CPU, 5, "read of");
+}
+
+Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
+{
+	/* 4 layers, 4 buffers: 12 reads ahead, then the writes behind */
+	check_fault(ZN_OFFLOAD_CPU, 14, "write of");
+}
+
+static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, int gas, int paths, int buffers, bool pipeline, float clip,
+		     int layers)
+{
+	struct nv_case k = { .stage = stage, .opt = opt, .prm = prm, .bf16 = bf16, .gas = gas,
+			     .paths = paths, .buffers = buffers, .pipeline = pipeline,
+			     .clip = clip, .layers = layers };
+
+	check_case(&k);
 }

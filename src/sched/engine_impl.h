@@ -65,6 +65,7 @@ struct zn_sbuf {
 	float *master_h, *m_h, *v_h; /* optimizer on nvme (master_h: the parameters if aliased) */
 	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
 	int rd_n, wr_n;              /* requests submitted and not yet waited for */
+	int layer;                   /* whose state it holds */
 	struct zn_swap_req rd[3], wr[4];
 };
 

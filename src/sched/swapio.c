@@ -235,9 +235,11 @@ int zn_swapio_quiesce(struct zn_engine *e)
 	int rc = 0, x;
 
 	for (int i = 0; e->sbuf && i < e->plan.swap_buffers; i++) {
-		x = wait_reqs(e, e->sbuf[i].rd, &e->sbuf[i].rd_n, "reading optimizer state", -1);
+		struct zn_sbuf *sb = &e->sbuf[i];
+
+		x = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", sb->layer);
 		rc = rc ?: x;
-		x = wait_reqs(e, e->sbuf[i].wr, &e->sbuf[i].wr_n, "writing optimizer state back", -1);
+		x = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
 		rc = rc ?: x;
 	}
 	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++) {
@@ -386,9 +388,9 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 
 		if (!block && reqs_busy(sb->wr, sb->wr_n))
 			break;
-		rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of",
-			       e->n - 1 - (pos - e->plan.swap_buffers));
-		rc = rc ?: submit_reads(e, sb, e->n - 1 - pos);
+		rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
+		sb->layer = e->n - 1 - pos;
+		rc = rc ?: submit_reads(e, sb, sb->layer);
 		e->opt_next_read++;
 	}
 	return rc;
@@ -432,6 +434,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	if (!e->sbuf)
 		return 0;
 	sb = sbuf_of(e, pos);
+	sb->layer = l;
 	if (zn_swapio_optim(e)) {
 		struct opt_part p[3];
 
