@@ -181,7 +181,8 @@ Test(engine, over_budget_refused_at_stage0_trains_at_stage3_offload)
 	free(tok);
 }
 
-Test(engine, nvme_offload_refused_with_a_clear_message)
+/* nvme offload itself is tested in tests/test_nvme_engine.c; without a path it is refused */
+Test(engine, nvme_offload_without_a_path_refused)
 {
 	struct zn_config c;
 	struct et_run r;

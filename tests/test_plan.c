@@ -238,10 +238,48 @@ Test(plan, engine_rejects_what_it_cannot_run)
 	struct zn_engine_plan p;
 
 	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "offload_param without the optimizer");
-	in = eng_in(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1);
-	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "nvme is the next issue");
+	in = eng_in(3, ZN_OFFLOAD_NONE, ZN_OFFLOAD_NVME, false, 1);
+	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "offload_param nvme alone");
 	in = eng_in(0, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NONE, false, 1);
 	cr_assert_eq(zn_plan_engine(&in, &p), ZN_EUSAGE, "offload needs stage >= 1");
+}
+
+Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2);
+	struct zn_engine_plan p;
+	uint64_t shard_max = 0, opt = 0, prm = 0;
+
+	in.swap_buffer_count = 1; /* at least two are used */
+	in.optim_path_count = 2;
+	in.param_path_count = 1;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	for (int l = 0; l < 4; l++) {
+		struct zn_shard s;
+
+		zn_plan_shard(eng_layers[l], 2, 0, &s);
+		opt += 3 * s.shard_numel * 4;
+		prm += s.shard_numel * 2;
+		if (s.shard_numel > shard_max)
+			shard_max = s.shard_numel;
+	}
+	cr_assert_eq(p.host_optim_bytes + p.host_param_bytes, 0, "nothing homed in host memory");
+	cr_assert(p.host_grad_bytes > 0, "gradient shards still come to host memory");
+	cr_assert_eq(p.nvme_optim_bytes, opt);
+	cr_assert_eq(p.nvme_param_bytes, prm);
+	cr_assert_eq(p.swap_buffers, 2);
+	cr_assert_eq(p.fetch_buffers, p.param_slots + 1);
+	cr_assert_eq(p.host_swap_bytes, 2 * (14 * shard_max) + (uint64_t)p.fetch_buffers * 2 *
+					 shard_max);
+	cr_assert_eq(p.nvme_optim_path_bytes,
+		     ((opt + ZN_PLAN_SWAP_STRIPE - 1) / ZN_PLAN_SWAP_STRIPE + 1) / 2 *
+			     ZN_PLAN_SWAP_STRIPE);
+	/* fp32 with both on nvme: the parameter extent is the master */
+	in.bf16 = false;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.master_aliases_params);
+	cr_assert_eq(p.nvme_optim_bytes, opt / 3 * 2, "m and v only");
+	cr_assert_eq(p.nvme_param_bytes, 2 * prm);
 }
 
 Test(plan, prefetch_depth_from_the_stage3_limits)

@@ -112,6 +112,7 @@ void zn_engine_destroy(struct zn_engine *e)
 		return;
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	sync_all(e);
+	zn_swapio_destroy(e);
 	for (int l = 0; e->L && l < e->n; l++)
 		free_layer(e, &e->L[l]);
 	free(e->L);
@@ -198,6 +199,9 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16,
 		.grad_accum = e->gas, .prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
 		.activation_bytes = act_bytes,
+		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
+		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
+		.param_path_count = c->zero.offload_param.nvme_path_count,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
@@ -413,6 +417,7 @@ static int init_layer(struct zn_engine *e, int l, const float *const *init)
 		memset(ly->param_stage_h, 0, ly->sz.param_stage_h);
 	if (ly->grad_h)
 		memset(ly->grad_h, 0, ly->sh.shard_numel * 4);
+	rc = rc ?: zn_swapio_init_layer(e, l);
 	return rc ?: zn_stream_synchronize(e->copy_in);
 }
 
@@ -521,6 +526,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	}
 	rc = alloc_working(e);
 	rc = rc ?: alloc_acts(e);
+	rc = rc ?: zn_swapio_create(e);
 	if (rc)
 		return rc;
 	e->tmp_h = malloc(maxpad * sizeof(float));
@@ -607,7 +613,14 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		return -EINVAL;
 	}
 	ly = &e->L[l];
-	m = master_of(e, l, &on_device);
+	if (zn_swapio_optim(e)) {
+		rc = zn_swapio_read_master(e, l, &m);
+		on_device = false;
+	} else {
+		m = master_of(e, l, &on_device);
+	}
+	if (rc)
+		return rc;
 	first = ly->sh.offset;
 	count = ly->sh.shard_numel;
 	if (e->cfg.zero.stage == 0) {

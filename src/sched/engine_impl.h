@@ -21,6 +21,8 @@
 #include "cpu/arena.h"
 #include "gpu/device.h"
 #include "model/gpt2.h"
+#include "nvme/aio.h"
+#include "nvme/swap.h"
 #include "sched/plan.h"
 #include "zinc.h"
 
@@ -55,6 +57,26 @@ struct zn_layer {
 	struct zn_event *aux_ev;  /* scratch event for a hand-over inside this layer */
 	bool recv_pending;        /* grad_recv_h holds a shard not yet added to grad_h */
 	double sumsq;             /* this rank's part of the squared gradient norm */
+};
+
+/* One pinned staging buffer of the optimizer step with state on nvme (swapio.c): sections
+ * of the largest shard; NULL where that class is not on nvme. */
+struct zn_sbuf {
+	float *master_h, *m_h, *v_h; /* optimizer on nvme (master_h: the parameters if aliased) */
+	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
+	int rd_n, wr_n;              /* requests submitted and not yet waited for */
+	int layer;                   /* whose state it holds */
+	struct zn_swap_req rd[3], wr[4];
+};
+
+/* A parameter fetch staging buffer (parameters on nvme): the shard read from nvme, then
+ * copied up on copy_in; `copied` is recorded after that copy. */
+struct zn_fbuf {
+	void *h;
+	bool reading, copy_pending;
+	int layer;               /* whose shard it holds */
+	struct zn_swap_req req;
+	struct zn_event *copied;
 };
 
 struct zn_engine {
@@ -110,6 +132,14 @@ struct zn_engine {
 	void *norm_d;
 	void *norm_h;
 	uint64_t norm_bytes;
+
+	/* nvme tiers (swapio.c) */
+	struct zn_aio *aio;
+	struct zn_swap *swap_opt, *swap_param;
+	bool arena_registered;
+	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
+	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
+	int opt_next_read;       /* optimizer position (0 = layer n-1) whose read is next */
 };
 
 /* engine.c */
@@ -125,6 +155,28 @@ int zn_fetch_release(struct zn_engine *e, int item);
 int zn_fetch_layer0_wait(struct zn_engine *e);
 int zn_fetch_layer0_release(struct zn_engine *e);
 const float *zn_engine_params_f32(struct zn_engine *e, int layer); /* resident fp32 (!gathers) */
+
+/* swapio.c: state homed on nvme through the swap store */
+int zn_swapio_create(struct zn_engine *e);       /* after the arena; no-op without nvme */
+void zn_swapio_destroy(struct zn_engine *e);     /* waits what is in flight */
+bool zn_swapio_optim(const struct zn_engine *e); /* optimizer state on nvme */
+bool zn_swapio_params(const struct zn_engine *e);/* parameter shards on nvme */
+/* initial state of layer l (tmp_h holds its padded parameters) onto the extents */
+int zn_swapio_init_layer(struct zn_engine *e, int l);
+/* this rank's fp32 master shard of layer l (shard_numel) into a staging view */
+int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h);
+/* fetch of layer l's parameter shard into fetch buffer i: begin submits the read (after
+ * the buffer's previous copy up is done), end waits for it and returns the buffer */
+int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l);
+int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h);
+int zn_swapio_fetch_copied(struct zn_engine *e, int i); /* copy up enqueued on copy_in */
+/* optimizer step: begin (reads ahead), acquire layer l's buffer with its state read,
+ * release (writes it back behind), quiesce (waits every request; end of step) */
+int zn_swapio_opt_begin(struct zn_engine *e);
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
+int zn_swapio_opt_release(struct zn_engine *e, int l);
+int zn_swapio_quiesce(struct zn_engine *e);
+struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 
 /* step.c */
 int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h);

@@ -44,6 +44,18 @@ static struct zn_slot *seq_slot(struct zn_engine *e, int item)
 	return &e->ring[item % e->ring_n];
 }
 
+/* Fetch buffer of slot s (parameters on nvme): ring slot i, or layer 0's after them. */
+static int fbuf_of(struct zn_engine *e, struct zn_slot *s)
+{
+	return s == &e->slot0 ? e->ring_n : (int)(s - e->ring);
+}
+
+/* Parameters on nvme: starts reading layer l's shard for slot s. */
+static int fetch_stage(struct zn_engine *e, int l, struct zn_slot *s)
+{
+	return zn_swapio_params(e) ? zn_swapio_fetch_begin(e, fbuf_of(e, s), l) : 0;
+}
+
 /* Enqueues the fetch of layer l into slot s (see the header comment for the steps). */
 static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 {
@@ -63,12 +75,18 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
 	char *mine = gbuf + ly->sh.offset * esz;
 
-	if (ly->param_h) {
-		/* the shard comes up from pinned memory into its place in the full buffer,
-		 * then the all-gather runs in place */
-		rc = zn_stream_wait_event(e->copy_in, s->free);
-		rc = rc ?: zn_memcpy_async(e->copy_in, mine, ly->param_h, ly->sh.shard_numel * esz,
+	if (ly->param_h || zn_swapio_params(e)) {
+		/* the shard comes up from pinned memory (its home, or the staging buffer it
+		 * was read into from nvme) into its place in the full buffer, then the
+		 * all-gather runs in place */
+		void *src = ly->param_h;
+
+		rc = ly->param_h ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
+		rc = rc ?: zn_stream_wait_event(e->copy_in, s->free);
+		rc = rc ?: zn_memcpy_async(e->copy_in, mine, src, ly->sh.shard_numel * esz,
 					   ZN_COPY_H2D);
+		if (!rc && !ly->param_h)
+			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
 		rc = rc ?: zn_event_record(s->ready, e->copy_in);
 		rc = rc ?: zn_stream_wait_event(e->comm_s, s->ready);
 		rc = rc ?: zn_comm_all_gather(e->comm, e->comm_s, gbuf, mine, ly->sh.shard_numel,
@@ -92,7 +110,7 @@ int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
 		return 0;
 	}
 	*params_d = e->slot0.f32_d;
-	return fetch_into(e, 0, &e->slot0);
+	return fetch_stage(e, 0, &e->slot0) ?: fetch_into(e, 0, &e->slot0);
 }
 
 int zn_fetch_layer0_wait(struct zn_engine *e)
@@ -123,11 +141,19 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 	if (last >= e->seq_len)
 		last = e->seq_len - 1;
 	/* Issue item..item+d: each waits on the device for its slot's previous release,
-	 * which compute recorded for item - 1 or earlier. */
+	 * which compute recorded for item - 1 or earlier. With parameters on nvme the reads
+	 * of a batch (at most one per slot) are all submitted before the first copy up. */
 	while (!rc && e->seq_issued <= last) {
-		int j = e->seq_issued++;
+		int first = e->seq_issued, end = last;
 
-		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+		if (end - first + 1 > e->ring_n)
+			end = first + e->ring_n - 1;
+		for (int j = first; !rc && j <= end; j++)
+			rc = fetch_stage(e, seq_layer(e, j), seq_slot(e, j));
+		for (int j = first; !rc && j <= end; j++) {
+			rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+			e->seq_issued++;
+		}
 	}
 	if (rc)
 		return rc;

@@ -63,7 +63,7 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 
 static bool host_tier(const struct zn_engine *e)
 {
-	return e->plan.pl.optim == ZN_TIER_HOST;
+	return e->plan.pl.optim != ZN_TIER_DEVICE; /* cpu or nvme: AdamW on the CPU */
 }
 
 /* This rank's reduced gradient over its optimizer span. */
@@ -78,10 +78,13 @@ static float *grad_span(struct zn_engine *e, int l)
 	return ly->grad_d + ly->opt_off;
 }
 
-static float *master_span(struct zn_engine *e, int l)
+/* sb: the layer's nvme staging buffer, or NULL */
+static float *master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
 {
 	struct zn_layer *ly = &e->L[l];
 
+	if (sb && sb->master_h)
+		return sb->master_h;
 	if (ly->master_d || ly->master_h)
 		return ly->master_d ? ly->master_d : ly->master_h;
 	if (ly->param_h)
@@ -90,13 +93,15 @@ static float *master_span(struct zn_engine *e, int l)
 }
 
 /* Where AdamW writes the new parameters (NULL: the master is the parameters). */
-static void *out_span(struct zn_engine *e, int l)
+static void *out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
 {
 	struct zn_layer *ly = &e->L[l];
 	size_t psz = e->pdt == ZN_DTYPE_F32 ? 4 : 2;
 
 	if (e->plan.master_aliases_params)
 		return NULL;
+	if (sb && sb->param_h)
+		return sb->param_h;
 	if (ly->param_h)
 		return ly->param_h;
 	if (ly->param_stage_h)
@@ -139,8 +144,8 @@ static int update_device(struct zn_engine *e, int l)
 	int rc = 0;
 
 	if (ly->opt_count)
-		rc = zn_devops_adamw(e, e->comm_s, l, master_span(e, l), ly->m_d, ly->v_d,
-				     grad_span(e, l), out_span(e, l), e->clip_coef);
+		rc = zn_devops_adamw(e, e->comm_s, l, master_span(e, l, NULL), ly->m_d, ly->v_d,
+				     grad_span(e, l), out_span(e, l, NULL), e->clip_coef);
 	return rc ?: gather_full(e, l);
 }
 
@@ -148,18 +153,23 @@ static int update_host(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
 	size_t psz = e->pdt == ZN_DTYPE_F32 ? 4 : 2;
+	struct zn_sbuf *sb = NULL;
 	double t0;
 	int rc;
 
+	/* nvme: the state is read into a staging buffer (read ahead), written back behind */
 	rc = zn_optim_host_accumulate(e, l);
+	rc = rc ?: zn_swapio_opt_acquire(e, l, &sb);
 	if (rc)
 		return rc;
 	t0 = zn_engine_now_ms();
 	if (ly->opt_count)
 		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->clip_coef,
-					 master_span(e, l), ly->m_h, ly->v_h, ly->grad_h,
-					 out_span(e, l), e->pdt);
+					 master_span(e, l, sb), sb && sb->m_h ? sb->m_h : ly->m_h,
+					 sb && sb->v_h ? sb->v_h : ly->v_h, ly->grad_h,
+					 out_span(e, l, sb), e->pdt);
 	e->host_opt_ms += zn_engine_now_ms() - t0;
+	rc = rc ?: zn_swapio_opt_release(e, l);
 	if (rc || !ly->param_stage_h)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
@@ -220,9 +230,9 @@ static int global_norm(struct zn_engine *e, float *norm)
 int zn_optim_step(struct zn_engine *e)
 {
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
-	int rc = 0;
+	int rc = zn_swapio_opt_begin(e);
 
-	if (clip > 0) {
+	if (!rc && clip > 0) {
 		rc = global_norm(e, &norm);
 		if (rc)
 			return rc;

@@ -98,6 +98,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 		int r = drain(e);
 
 		rc = rc ?: r;
+		/* nvme write-behind (and, after a failure, anything still in flight) */
+		r = zn_swapio_quiesce(e);
+		rc = rc ?: r;
 	}
 	rc = rc ?: mean_loss(e, &st->loss);
 	if (rc) {

@@ -168,19 +168,14 @@ static int engine_input_check(const struct zn_engine_plan_input *in)
 			 in->prefetch_depth);
 		return ZN_EUSAGE;
 	}
-	if (in->offload_optimizer == ZN_OFFLOAD_NVME || in->offload_param == ZN_OFFLOAD_NVME) {
-		zn_error("offload device nvme: not supported yet by the engine: use cpu "
-			 "(--offload-optimizer cpu --offload-param cpu)");
-		return ZN_EUSAGE;
-	}
 	if (in->offload_optimizer != ZN_OFFLOAD_NONE && in->stage < 1) {
 		zn_error("offload_optimizer needs zero stage 1, 2 or 3 (is 0): add --zero-stage 3");
 		return ZN_EUSAGE;
 	}
 	if (in->offload_param != ZN_OFFLOAD_NONE &&
 	    (in->stage < 3 || in->offload_optimizer == ZN_OFFLOAD_NONE)) {
-		zn_error("offload_param cpu needs zero stage 3 and offload_optimizer cpu (AdamW "
-			 "writes the host parameter shard): add --zero-stage 3 "
+		zn_error("offload_param needs zero stage 3 and offload_optimizer cpu or nvme "
+			 "(AdamW writes the offloaded parameter shard): add --zero-stage 3 "
 			 "--offload-optimizer cpu");
 		return ZN_EUSAGE;
 	}
@@ -200,7 +195,8 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 {
 	struct zn_shard s;
 	uint64_t pb = p->param_bytes, full, opt;
-	bool offload = p->pl.optim == ZN_TIER_HOST;
+	bool offload = p->pl.optim != ZN_TIER_DEVICE; /* AdamW on the CPU */
+	bool host_optim = p->pl.optim == ZN_TIER_HOST;
 
 	zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
 	*out = (struct zn_layer_buffers){ 0 };
@@ -211,7 +207,7 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 		out->param_d = zn_plan_device_alloc_bytes(full * pb);
 	else if (p->pl.params == ZN_TIER_DEVICE)
 		out->param_d = zn_plan_device_alloc_bytes(s.shard_numel * pb);
-	else
+	else if (p->pl.params == ZN_TIER_HOST)
 		out->param_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
 
 	if (in->stage < 2)
@@ -220,10 +216,12 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 		out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
 		if (in->stage >= 2 && in->grad_accum > 1)
 			out->grad_recv_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
-		if (!p->master_aliases_params)
+		if (host_optim && !p->master_aliases_params)
 			out->master_h = zn_plan_host_alloc_bytes(opt * 4);
-		out->m_h = zn_plan_host_alloc_bytes(opt * 4);
-		out->v_h = zn_plan_host_alloc_bytes(opt * 4);
+		if (host_optim) {
+			out->m_h = zn_plan_host_alloc_bytes(opt * 4);
+			out->v_h = zn_plan_host_alloc_bytes(opt * 4);
+		}
 		if (p->pl.params == ZN_TIER_DEVICE)
 			out->param_stage_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
 	} else {
@@ -233,6 +231,51 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 			out->master_d = zn_plan_device_alloc_bytes(opt * 4);
 		out->m_d = zn_plan_device_alloc_bytes(opt * 4);
 		out->v_d = zn_plan_device_alloc_bytes(opt * 4);
+	}
+}
+
+static uint64_t path_bytes(uint64_t logical, int paths)
+{
+	uint64_t stripes = (logical + ZN_PLAN_SWAP_STRIPE - 1) / ZN_PLAN_SWAP_STRIPE;
+	uint64_t p = paths > 0 ? (uint64_t)paths : 1;
+
+	return (stripes + p - 1) / p * ZN_PLAN_SWAP_STRIPE;
+}
+
+/* The nvme extents and their pinned staging (see the header). */
+static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	bool opt_nvme = out->pl.optim == ZN_TIER_NVME, prm_nvme = out->pl.params == ZN_TIER_NVME;
+	uint64_t pb = out->param_bytes, per_buf = 0;
+
+	if (!opt_nvme && !prm_nvme)
+		return;
+	for (int l = 0; l < in->layer_count; l++) {
+		struct zn_shard s;
+
+		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
+		if (s.shard_numel > out->swap_shard_numel)
+			out->swap_shard_numel = s.shard_numel;
+		if (opt_nvme)
+			out->nvme_optim_bytes += (out->master_aliases_params ? 2 : 3) *
+				zn_plan_host_alloc_bytes(s.shard_numel * 4);
+		if (prm_nvme)
+			out->nvme_param_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
+	}
+	out->nvme_optim_path_bytes = opt_nvme ? path_bytes(out->nvme_optim_bytes,
+							   in->optim_path_count) : 0;
+	out->nvme_param_path_bytes = prm_nvme ? path_bytes(out->nvme_param_bytes,
+							   in->param_path_count) : 0;
+	out->swap_buffers = in->swap_buffer_count > 2 ? in->swap_buffer_count : 2;
+	if (opt_nvme)
+		per_buf += 3 * zn_plan_host_alloc_bytes(out->swap_shard_numel * 4);
+	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
+		per_buf += zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
+	out->host_swap_bytes = (uint64_t)out->swap_buffers * per_buf;
+	if (prm_nvme) {
+		out->fetch_buffers = out->param_slots + 1;
+		out->host_swap_bytes += (uint64_t)out->fetch_buffers *
+					zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
 	}
 }
 
@@ -291,8 +334,9 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 	out->dev_act_bytes = in->activation_bytes;
 	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
 			    out->dev_working_bytes + out->dev_act_bytes;
+	plan_nvme(in, out);
 	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
-			  out->host_staging_bytes;
+			  out->host_staging_bytes + out->host_swap_bytes;
 	return 0;
 }
 
@@ -325,8 +369,8 @@ int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t dev
 {
 	if (device_budget && p->device_bytes > device_budget) {
 		/* suggest what is left to move off the device */
-		bool all_off = stage == 3 && p->pl.params == ZN_TIER_HOST &&
-			       p->pl.optim == ZN_TIER_HOST;
+		bool all_off = stage == 3 && p->pl.params != ZN_TIER_DEVICE &&
+			       p->pl.optim != ZN_TIER_DEVICE;
 		const char *hint = all_off ?
 			"a smaller --micro-batch or --seq (activations), or a larger --device-mem" :
 			"--zero-stage 3 --offload-optimizer cpu --offload-param cpu, a smaller "
@@ -343,11 +387,11 @@ int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t dev
 	if (pinned_budget && p->host_bytes > pinned_budget) {
 		snprintf(msg, msg_size,
 			 "pinned host budget %.2f MiB is short by %.2f MiB for stage %d (params "
-			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f MiB); raise --pinned-mem "
-			 "or use more ranks",
+			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f, nvme staging %.2f MiB); "
+			 "raise --pinned-mem or use more ranks",
 			 mib(pinned_budget), mib(p->host_bytes - pinned_budget), stage,
 			 mib(p->host_param_bytes), mib(p->host_grad_bytes), mib(p->host_optim_bytes),
-			 mib(p->host_staging_bytes));
+			 mib(p->host_staging_bytes), mib(p->host_swap_bytes));
 		return -ENOMEM;
 	}
 	return 0;

@@ -124,10 +124,20 @@ void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *pa
  *            per slot. Stage 2-3: full-gradient buffers before the reduce-scatter: layer
  *            0's (alive from the final layer's backward to layer 0's) plus a ring of two.
  *   acts:    activation_bytes as given (the engine sums its own allocations).
+ *   nvme:    offload_optimizer nvme homes master (unless aliased), m and v in swap extents
+ *            (one shard each per layer; gradients still come to pinned memory);
+ *            offload_param nvme homes the parameter shard there (stage 3). Pinned staging:
+ *            swap_buffers buffers, each of the largest shard's master + m + v (optimizer on
+ *            nvme) and parameter shard (parameters on nvme, not aliased), which AdamW uses
+ *            in turn (read ahead, written behind); with parameters on nvme also one fetch
+ *            buffer per working slot (ring + layer 0's), the shard read before its copy up.
+ *            Extents are 4 KiB multiples; per path the swap store stripes them in 1 MiB
+ *            units (ZN_PLAN_SWAP_STRIPE), so a path holds ceil(stripes / paths) stripes.
  */
 #define ZN_PLAN_DEVICE_ALIGN 256
 #define ZN_PLAN_HOST_ALIGN 4096
 #define ZN_PLAN_GRAD_SLOTS 2
+#define ZN_PLAN_SWAP_STRIPE (1ull << 20)
 
 struct zn_engine_plan_input {
 	int layer_count;
@@ -140,6 +150,10 @@ struct zn_engine_plan_input {
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
+	/* nvme tiers (ignored otherwise) */
+	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
+	int optim_path_count;        /* offload_optimizer.nvme_path entries (>= 1) */
+	int param_path_count;        /* offload_param.nvme_path entries (>= 1) */
 };
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
@@ -162,15 +176,23 @@ struct zn_engine_plan {
 	uint64_t dev_param_bytes, dev_grad_bytes, dev_optim_bytes, dev_working_bytes;
 	uint64_t dev_act_bytes, device_bytes;
 	uint64_t host_param_bytes, host_grad_bytes, host_optim_bytes, host_staging_bytes;
+	uint64_t host_swap_bytes;    /* pinned nvme staging (below) */
 	uint64_t host_bytes;
+	/* nvme */
+	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
+	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */
+	uint64_t swap_shard_numel;   /* largest shard over all layers: each section's size */
+	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
+	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */
+	uint64_t nvme_optim_path_bytes; /* file size on each offload_optimizer path */
+	uint64_t nvme_param_path_bytes; /* file size on each offload_param path */
 };
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
 uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena carves it */
 
 /* Fills out. Returns 0, or ZN_EUSAGE for inputs that make no sense (logged: which one),
- * including offload_param cpu without offload_optimizer cpu and any nvme tier ("not
- * supported yet by the engine: use cpu"). Pure apart from that log line. */
+ * including offload_param without offload_optimizer. Pure apart from that log line. */
 int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
 
 /* The buffers of layer l under plan p (sizes as allocated, rounded). Pure. */

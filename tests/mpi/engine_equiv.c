@@ -9,12 +9,17 @@
  * configuration with micro-batch B (rank r takes sequences r x B .. r x B + B - 1) and
  * compares: losses within 1e-5 relative, weights within 1e-5 + 1e-5 |w|. Also with
  * global-norm clipping (the norm is all-reduced) and in bf16 (within 1e-2: a master weight
- * that differs by rounding can round to the neighbouring bf16 value, 2^-8 relative). Exit status 1 on any mismatch.
+ * that differs by rounding can round to the neighbouring bf16 value, 2^-8 relative). With
+ * offload nvme (optimizer state and, at stage 3, parameters on nvme) each rank keeps its
+ * swap files in its own directory under $ZN_TEST_NVME_DIR or the current directory (skipped
+ * with a line when that has no O_DIRECT). Exit status 1 on any mismatch.
  * A plain program (Criterion forks, which MPI does not survive).
  */
 #include <omp.h>
+#include <unistd.h>
 
 #include "../engine_common.h"
+#include "nvme/aio.h"
 
 struct variant {
 	int stage;
@@ -29,8 +34,46 @@ static const struct variant variants[] = {
 	{ 1, ZN_OFFLOAD_CPU, 0, false },      { 2, ZN_OFFLOAD_CPU, 0, false },
 	{ 3, ZN_OFFLOAD_CPU, 0, false },      { 2, ZN_OFFLOAD_NONE, 0.05f, false },
 	{ 3, ZN_OFFLOAD_CPU, 0.05f, false },  { 3, ZN_OFFLOAD_CPU, 0, true },
-	{ 1, ZN_OFFLOAD_NONE, 0, true },
+	{ 1, ZN_OFFLOAD_NONE, 0, true },      { 2, ZN_OFFLOAD_NVME, 0, false },
+	{ 3, ZN_OFFLOAD_NVME, 0, false },     { 3, ZN_OFFLOAD_NVME, 0.05f, false },
 };
+
+static const char *off_name(enum zn_offload_device d)
+{
+	return d == ZN_OFFLOAD_NVME ? "nvme" : d == ZN_OFFLOAD_CPU ? "cpu" : "none";
+}
+
+/* This rank's swap directory (made once), or NULL when the base has no O_DIRECT. */
+static const char *nvme_dir(int rank)
+{
+	static char dir[ZN_PATH_MAX + 32];
+	static int state; /* 0 unknown, 1 made, -1 unavailable */
+	const char *base = getenv("ZN_TEST_NVME_DIR");
+	struct zn_nvme_path_probe p;
+	char real[ZN_PATH_MAX];
+
+	if (state)
+		return state > 0 ? dir : NULL;
+	state = -1;
+	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
+		fprintf(stderr, "engine_equiv: rank %d: no O_DIRECT under %s: nvme variants "
+			"skipped\n", rank, base ? base : ".");
+		return NULL;
+	}
+	snprintf(dir, sizeof(dir), "%s/zn-equiv-r%d-XXXXXX", real, rank);
+	if (!mkdtemp(dir))
+		return NULL;
+	state = 1;
+	return dir;
+}
+
+static void set_nvme_paths(struct zn_config *c, const char *dir)
+{
+	c->zero.offload_optimizer.nvme_path_count = 1;
+	c->zero.offload_param.nvme_path_count = 1;
+	snprintf(c->zero.offload_optimizer.nvme_path[0], ZN_PATH_MAX, "%s", dir);
+	snprintf(c->zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
+}
 
 /* reference index: 0 plain, 1 clipped, 2 bf16 */
 static int ref_of(const struct variant *v)
@@ -76,8 +119,15 @@ int main(void)
 		et_config(&cfg, v->stage, v->off, ET_B, 1);
 		cfg.gradient_clipping = v->clip;
 		cfg.precision.bf16 = v->bf16;
+		if (v->off == ZN_OFFLOAD_NVME) {
+			const char *dir = nvme_dir(rank);
+
+			if (!dir)
+				continue;
+			set_nvme_paths(&cfg, dir);
+		}
 		snprintf(what, sizeof(what), "rank %d/%d: stage %d offload %s clip %g%s", rank,
-			 world, v->stage, v->off ? "cpu" : "none", v->clip, v->bf16 ? " bf16" : "");
+			 world, v->stage, off_name(v->off), v->clip, v->bf16 ? " bf16" : "");
 		rc = et_train(&r, &cfg, ZN_COMM_AUTO, tok, ET_STEPS);
 		if (rc) {
 			fprintf(stderr, "%s: failed: %d\n", what, rc);
@@ -99,6 +149,8 @@ int main(void)
 	}
 	for (int c = 0; c < 3; c++)
 		et_run_free(&ref[c]);
+	if (nvme_dir(rank))
+		rmdir(nvme_dir(rank)); /* the engines removed their swap directories */
 	free(tok);
 	zn_comm_destroy(anchor);
 	if (failed)

@@ -1,0 +1,464 @@
+/* The engine's nvme tier: optimizer state (offload_optimizer nvme) and parameter shards
+ * (offload_param nvme) homed in swap-store extents, moved through pinned staging views of
+ * the host arena, which is registered with the aio engine as fixed buffers.
+ *
+ * Extents (per layer, this rank's shard): master, m, v in the optimizer's store (the master
+ * is the parameter extent when fp32 parameters are on nvme too), the parameter shard in the
+ * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
+ * files at create, so a full disk stops the run before training.
+ *
+ * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
+ * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
+ * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
+ * without blocking (begin, acquire and release each try), else only when acquired. After
+ * AdamW the state is written back (and the new parameter shard, parameters on nvme):
+ * behind, with pipeline_write, waited for before the buffer is reused and at the end of the
+ * step (zn_swapio_quiesce), else at once.
+ *
+ * Parameter fetch (fetch.c): the shard of the layer going into working slot i is read into
+ * fetch buffer i (after that buffer's previous copy up has completed), then copied up as a
+ * host shard would be. The reads of one prefetch batch are all submitted before the first
+ * is waited for.
+ *
+ * Errors: the aio engine logs the failed transfer with its file and offset; here one more
+ * line says which layer and state; the step returns the error.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+bool zn_swapio_optim(const struct zn_engine *e)
+{
+	return e->plan.pl.optim == ZN_TIER_NVME;
+}
+
+bool zn_swapio_params(const struct zn_engine *e)
+{
+	return e->plan.pl.params == ZN_TIER_NVME;
+}
+
+struct zn_aio *zn_engine_aio(struct zn_engine *e)
+{
+	return e->aio;
+}
+
+static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
+{
+	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rank };
+}
+
+static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
+{
+	return e->L[l].sh.shard_numel * e->plan.param_bytes;
+}
+
+/* The three optimizer-state extents of layer l and their staging sections. */
+struct opt_part {
+	struct zn_swap *store;
+	struct zn_swap_key key;
+	void *buf_h;
+};
+
+static int opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
+		     struct opt_part p[3])
+{
+	bool alias = e->plan.master_aliases_params;
+
+	p[0] = (struct opt_part){ alias ? e->swap_param : e->swap_opt,
+				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
+	p[1] = (struct opt_part){ e->swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
+	p[2] = (struct opt_part){ e->swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+	return 3;
+}
+
+static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
+		     int l)
+{
+	double t0 = zn_engine_now_ms();
+	int rc = 0;
+
+	for (int i = 0; i < *n; i++) {
+		int x = zn_swap_wait(&r[i]);
+
+		if (x && !rc)
+			rc = x;
+	}
+	e->wait_ms += zn_engine_now_ms() - t0;
+	if (rc && l >= 0)
+		zn_error("nvme: %s layer %d (rank %d) failed: %s", what, l, e->rank,
+			 zn_strerror(rc));
+	else if (rc)
+		zn_error("nvme: %s (rank %d) failed: %s", what, e->rank, zn_strerror(rc));
+	*n = 0;
+	return rc;
+}
+
+static bool reqs_busy(struct zn_swap_req *r, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (zn_swap_poll(&r[i]) == -EINPROGRESS)
+			return true;
+	return false;
+}
+
+/* ---- create and destroy ------------------------------------------------------------------ */
+
+static int make_store(struct zn_engine *e, struct zn_swap **out, const char *what,
+		      const struct zn_offload_config *off, const struct zn_swap_extent *ext,
+		      size_t count)
+{
+	static atomic_int seq;
+	char run_id[48];
+	struct zn_swap_config sc = { .rank = e->rank, .extents = ext, .extent_count = count,
+				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
+
+	snprintf(run_id, sizeof(run_id), "e%d-%s", atomic_fetch_add(&seq, 1), what);
+	sc.run_id = run_id;
+	zn_swap_config_set_paths(&sc, off);
+	return zn_swap_create(out, e->aio, &sc);
+}
+
+static int make_stores(struct zn_engine *e)
+{
+	struct zn_swap_extent *ext = calloc((size_t)(3 * e->n), sizeof(*ext));
+	size_t k = 0;
+	int rc = 0;
+
+	if (!ext)
+		return -ENOMEM;
+	if (zn_swapio_optim(e)) {
+		for (int l = 0; l < e->n; l++) {
+			uint64_t b = e->L[l].sh.shard_numel * 4;
+
+			if (!e->plan.master_aliases_params)
+				ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_MASTER, l), b };
+			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), b };
+			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), b };
+		}
+		rc = make_store(e, &e->swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
+	}
+	if (!rc && zn_swapio_params(e)) {
+		for (int l = 0; l < e->n; l++)
+			ext[l] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_PARAM, l),
+							  param_shard_bytes(e, l) };
+		rc = make_store(e, &e->swap_param, "param", &e->cfg.zero.offload_param, ext,
+				(size_t)e->n);
+	}
+	free(ext);
+	return rc;
+}
+
+static int halloc(struct zn_engine *e, void *pp, uint64_t bytes)
+{
+	return zn_arena_alloc(e->arena, zn_plan_host_alloc_bytes(bytes), 0, (void **)pp);
+}
+
+static int make_staging(struct zn_engine *e)
+{
+	uint64_t n = e->plan.swap_shard_numel, pb = e->plan.param_bytes;
+	int rc = 0;
+
+	e->sbuf = calloc((size_t)e->plan.swap_buffers, sizeof(*e->sbuf));
+	e->fbuf = calloc((size_t)(e->plan.fetch_buffers + 1), sizeof(*e->fbuf));
+	if (!e->sbuf || !e->fbuf)
+		return -ENOMEM;
+	for (int i = 0; !rc && i < e->plan.swap_buffers; i++) {
+		struct zn_sbuf *sb = &e->sbuf[i];
+
+		if (zn_swapio_optim(e)) {
+			rc = halloc(e, &sb->master_h, n * 4);
+			rc = rc ?: halloc(e, &sb->m_h, n * 4);
+			rc = rc ?: halloc(e, &sb->v_h, n * 4);
+		}
+		if (!rc && zn_swapio_params(e) && !(zn_swapio_optim(e) &&
+						    e->plan.master_aliases_params))
+			rc = halloc(e, &sb->param_h, n * pb);
+	}
+	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
+		rc = halloc(e, &e->fbuf[i].h, n * pb);
+		rc = rc ?: zn_event_create(e->dev, &e->fbuf[i].copied);
+	}
+	return rc;
+}
+
+int zn_swapio_create(struct zn_engine *e)
+{
+	int rc;
+
+	if (!zn_swapio_optim(e) && !zn_swapio_params(e))
+		return 0;
+	rc = zn_aio_create(&e->aio, &e->cfg.aio);
+	if (rc)
+		return rc;
+	/* the whole arena: staging views and every other pinned buffer are fixed buffers */
+	rc = zn_aio_register_buffer(e->aio, zn_arena_base(e->arena),
+				    zn_arena_size(e->arena) / ZN_AIO_ALIGN * ZN_AIO_ALIGN);
+	if (rc)
+		return rc;
+	e->arena_registered = true;
+	rc = make_stores(e);
+	rc = rc ?: make_staging(e);
+	if (!rc)
+		zn_debug("nvme: %s%s%s through %s", zn_swapio_optim(e) ? "optimizer state" : "",
+			zn_swapio_optim(e) && zn_swapio_params(e) ? " and " : "",
+			zn_swapio_params(e) ? "parameter shards" : "", zn_aio_describe(e->aio));
+	return rc;
+}
+
+void zn_swapio_destroy(struct zn_engine *e)
+{
+	zn_swapio_quiesce(e);
+	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++)
+		zn_event_destroy(e->fbuf[i].copied);
+	free(e->fbuf);
+	free(e->sbuf);
+	e->fbuf = NULL;
+	e->sbuf = NULL;
+	zn_swap_destroy(e->swap_opt);
+	zn_swap_destroy(e->swap_param);
+	e->swap_opt = e->swap_param = NULL;
+	if (e->arena_registered)
+		zn_aio_unregister_buffer(e->aio, zn_arena_base(e->arena));
+	e->arena_registered = false;
+	zn_aio_destroy(e->aio);
+	e->aio = NULL;
+}
+
+int zn_swapio_quiesce(struct zn_engine *e)
+{
+	int rc = 0, x;
+
+	for (int i = 0; e->sbuf && i < e->plan.swap_buffers; i++) {
+		struct zn_sbuf *sb = &e->sbuf[i];
+
+		x = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", sb->layer);
+		rc = rc ?: x;
+		x = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
+		rc = rc ?: x;
+	}
+	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++) {
+		if (!e->fbuf[i].reading)
+			continue;
+		x = zn_swap_wait(&e->fbuf[i].req);
+		e->fbuf[i].reading = false;
+		rc = rc ?: x;
+	}
+	return rc;
+}
+
+/* ---- initial state and read-back ------------------------------------------------------- */
+
+static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key k,
+		      uint64_t bytes, const void *buf_h)
+{
+	struct zn_swap_req r;
+	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
+
+	return rc ?: wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
+}
+
+int zn_swapio_init_layer(struct zn_engine *e, int l)
+{
+	struct zn_layer *ly = &e->L[l];
+	uint64_t n = ly->sh.shard_numel;
+	const float *src = e->tmp_h + ly->sh.offset;
+	int rc = 0;
+
+	if (zn_swapio_params(e)) {
+		void *buf = e->fbuf[0].h;
+
+		if (e->pdt == ZN_DTYPE_BF16)
+			zn_cast_f32_to_bf16(buf, src, n);
+		else
+			memcpy(buf, src, n * 4);
+		rc = write_sync(e, e->swap_param, key_of(e, ZN_SWAP_PARAM, l),
+				param_shard_bytes(e, l), buf);
+	}
+	if (!rc && zn_swapio_optim(e)) {
+		struct zn_sbuf *sb = &e->sbuf[0];
+		struct opt_part p[3];
+
+		memcpy(sb->master_h, src, n * 4);
+		memset(sb->m_h, 0, n * 4);
+		memset(sb->v_h, 0, n * 4);
+		opt_parts(e, l, sb, p);
+		/* an aliased master is the parameter extent, written above */
+		for (int i = e->plan.master_aliases_params ? 1 : 0; !rc && i < 3; i++)
+			rc = write_sync(e, p[i].store, p[i].key, n * 4, p[i].buf_h);
+	}
+	return rc;
+}
+
+int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
+{
+	struct zn_sbuf *sb = &e->sbuf[0];
+	struct opt_part p[3];
+	struct zn_swap_req r;
+	int n = 1, rc;
+
+	opt_parts(e, l, sb, p);
+	rc = zn_swap_read(p[0].store, p[0].key, 0, e->L[l].sh.shard_numel * 4, sb->master_h, &r);
+	rc = rc ?: wait_reqs(e, &r, &n, "reading the master weights of", l);
+	*master_h = sb->master_h;
+	return rc;
+}
+
+/* ---- parameter fetch --------------------------------------------------------------------- */
+
+int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
+{
+	struct zn_fbuf *f = &e->fbuf[i];
+	int rc = 0;
+
+	if (f->copy_pending) {
+		/* the buffer's previous shard must be up on the device first */
+		rc = zn_engine_wait(e, f->copied);
+		f->copy_pending = false;
+	}
+	rc = rc ?: zn_swap_read(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
+				param_shard_bytes(e, l), f->h, &f->req);
+	if (!rc)
+		f->reading = true;
+	f->layer = l;
+	return rc;
+}
+
+int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
+{
+	struct zn_fbuf *f = &e->fbuf[i];
+	int n = 1, rc = 0;
+
+	if (f->reading) {
+		rc = wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
+		f->reading = false;
+	}
+	*shard_h = f->h;
+	return rc;
+}
+
+int zn_swapio_fetch_copied(struct zn_engine *e, int i)
+{
+	int rc = zn_event_record(e->fbuf[i].copied, e->copy_in);
+
+	e->fbuf[i].copy_pending = !rc;
+	return rc;
+}
+
+/* ---- optimizer step ---------------------------------------------------------------------- */
+
+static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
+{
+	return &e->sbuf[pos % e->plan.swap_buffers];
+}
+
+static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
+{
+	struct opt_part p[3];
+	int rc = 0;
+
+	if (!zn_swapio_optim(e))
+		return 0;
+	opt_parts(e, l, sb, p);
+	for (int i = 0; !rc && i < 3; i++) {
+		rc = zn_swap_read(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4, p[i].buf_h,
+				  &sb->rd[sb->rd_n]);
+		if (!rc)
+			sb->rd_n++;
+	}
+	return rc;
+}
+
+/* Issues the reads of positions up to `upto` in order; without `block` it stops at the
+ * first whose buffer is still being written. */
+static int issue_reads(struct zn_engine *e, int upto, bool block)
+{
+	int rc = 0;
+
+	if (upto > e->n - 1)
+		upto = e->n - 1;
+	while (!rc && e->opt_next_read <= upto) {
+		int pos = e->opt_next_read;
+		struct zn_sbuf *sb = sbuf_of(e, pos);
+
+		if (!block && reqs_busy(sb->wr, sb->wr_n))
+			break;
+		rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
+		sb->layer = e->n - 1 - pos;
+		rc = rc ?: submit_reads(e, sb, sb->layer);
+		e->opt_next_read++;
+	}
+	return rc;
+}
+
+int zn_swapio_opt_begin(struct zn_engine *e)
+{
+	if (!e->sbuf)
+		return 0;
+	e->opt_next_read = 0;
+	if (!e->cfg.zero.offload_optimizer.pipeline_read)
+		return 0;
+	return issue_reads(e, e->plan.swap_buffers - 1, false);
+}
+
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
+{
+	int pos = e->n - 1 - l, rc;
+	struct zn_sbuf *sb;
+
+	*out = NULL;
+	if (!e->sbuf)
+		return 0;
+	sb = sbuf_of(e, pos);
+	rc = issue_reads(e, pos, true);
+	if (!rc && e->cfg.zero.offload_optimizer.pipeline_read)
+		rc = issue_reads(e, pos + e->plan.swap_buffers - 1, false);
+	rc = rc ?: wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+	if (!rc)
+		*out = sb;
+	return rc;
+}
+
+int zn_swapio_opt_release(struct zn_engine *e, int l)
+{
+	struct zn_layer *ly = &e->L[l];
+	int pos = e->n - 1 - l, rc = 0;
+	struct zn_sbuf *sb;
+	uint64_t n = ly->sh.shard_numel, pb = e->plan.param_bytes;
+
+	if (!e->sbuf)
+		return 0;
+	sb = sbuf_of(e, pos);
+	sb->layer = l;
+	if (zn_swapio_optim(e)) {
+		struct opt_part p[3];
+
+		opt_parts(e, l, sb, p);
+		for (int i = 0; !rc && i < 3; i++) {
+			rc = zn_swap_write(p[i].store, p[i].key, 0, n * 4, p[i].buf_h,
+					   &sb->wr[sb->wr_n]);
+			if (!rc)
+				sb->wr_n++;
+		}
+	}
+	if (!rc && sb->param_h) {
+		/* AdamW wrote the real elements: the shard's padding stays zero */
+		memset((char *)sb->param_h + ly->opt_count * pb, 0, (n - ly->opt_count) * pb);
+		rc = zn_swap_write(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0, n * pb,
+				   sb->param_h, &sb->wr[sb->wr_n]);
+		if (!rc)
+			sb->wr_n++;
+	}
+	if (rc)
+		return rc;
+	if (!e->cfg.zero.offload_optimizer.pipeline_write)
+		return wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
+	if (e->cfg.zero.offload_optimizer.pipeline_read)
+		rc = issue_reads(e, pos + e->plan.swap_buffers - 1, false);
+	return rc;
+}

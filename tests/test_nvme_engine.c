@@ -1,0 +1,276 @@
+/* The engine with state homed on nvme (offload_optimizer / offload_param nvme), one rank,
+ * host device: the same arithmetic as cpu offload, so the same losses and final weights bit
+ * for bit, and stage 0 within 1e-5; striping over two paths; the swap files gone after
+ * destroy; an injected I/O error stops the step with the file named. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "engine_common.h"
+#include "nvme_test_util.h"
+#include "sched/engine_impl.h"
+
+static int *stream_for(int steps, int gas)
+{
+	struct zn_gpt2_config mc;
+
+	et_model(&mc);
+	return et_tokens(et_stream_len(steps, gas, 1, ET_B), mc.vocab, 7);
+}
+
+/* Points both offload blocks at the given directories. */
+static void set_paths(struct zn_config *c, const char *const *dirs, int n)
+{
+	struct zn_offload_config *o[] = { &c->zero.offload_optimizer, &c->zero.offload_param };
+
+	for (int k = 0; k < 2; k++) {
+		o[k]->nvme_path_count = n;
+		for (int i = 0; i < n; i++)
+			snprintf(o[k]->nvme_path[i], ZN_PATH_MAX, "%s", dirs[i]);
+	}
+}
+
+/* Entries under dir that a swap store made (zinc-swap-* and its temporaries). */
+static int swap_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += !strncmp(e->d_name, "zinc-swap-", 10) || !strncmp(e->d_name, ".zinc", 5);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void assert_identical(const char *what, const struct et_run *a, const struct et_run *b)
+{
+	for (int s = 0; s < a->steps; s++)
+		cr_assert_eq(memcmp(&a->loss[s], &b->loss[s], 4), 0,
+			     "%s: step %d loss %.9g vs cpu offload %.9g", what, s + 1, b->loss[s],
+			     a->loss[s]);
+	for (int l = 0; l < a->layer_count; l++)
+		for (uint64_t i = 0; i < a->numel[l]; i++)
+			cr_assert_eq(memcmp(&a->w[l][i], &b->w[l][i], 4), 0,
+				     "%s: layer %d element %llu: %.9g vs cpu offload %.9g", what, l,
+				     (unsigned long long)i, b->w[l][i], a->w[l][i]);
+}
+
+struct nv_case {
+	int stage;
+	enum zn_offload_device opt, prm;
+	bool bf16;
+	int gas;
+	int paths;
+	int buffers;
+	bool pipeline;
+	float clip;
+	int layers; /* 0: the default tiny model (2 blocks) */
+};
+
+static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, int gas, int paths, int buffers, bool pipeline, float clip,
+		     int layers);
+
+/* Trains the case with its tiers on nvme, then with both on cpu and at stage 0. */
+static void check_case(const struct nv_case *k)
+{
+	char dir[ZN_PATH_MAX], sub[2][ZN_PATH_MAX + 16];
+	const char *dirs[2] = { sub[0], sub[1] };
+	struct zn_config c;
+	struct et_run cpu, nv, ref;
+	int *tok = stream_for(ET_STEPS, k->gas);
+	struct zn_gpt2_config mc;
+	char what[128];
+
+	et_model(&mc);
+	if (k->layers) {
+		mc.layers = k->layers;
+		zn_gpt2_config_validate(&mc);
+	}
+	nvme_test_dir(dir, sizeof(dir));
+	for (int i = 0; i < k->paths; i++) {
+		snprintf(sub[i], sizeof(sub[i]), "%s/p%d", dir, i);
+		cr_assert_eq(mkdir(sub[i], 0700), 0, "mkdir %s", sub[i]);
+	}
+	snprintf(what, sizeof(what), "stage %d optimizer %s params %s%s gas %d, %d path%s",
+		 k->stage, k->opt == ZN_OFFLOAD_NVME ? "nvme" : "cpu",
+		 k->prm == ZN_OFFLOAD_NVME ? "nvme" : k->prm == ZN_OFFLOAD_CPU ? "cpu" : "device",
+		 k->bf16 ? " bf16" : "", k->gas, k->paths, k->paths > 1 ? "s" : "");
+
+	et_config(&c, k->stage, ZN_OFFLOAD_CPU, ET_B, k->gas);
+	c.zero.offload_param.device = k->prm == ZN_OFFLOAD_NONE ? ZN_OFFLOAD_NONE : ZN_OFFLOAD_CPU;
+	c.precision.bf16 = k->bf16;
+	c.gradient_clipping = k->clip;
+	cr_assert_eq(et_train_model(&cpu, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+
+	c.zero.offload_optimizer.device = k->opt;
+	c.zero.offload_param.device = k->prm;
+	c.zero.offload_optimizer.buffer_count = k->buffers;
+	c.zero.offload_optimizer.pipeline_read = k->pipeline;
+	c.zero.offload_optimizer.pipeline_write = k->pipeline;
+	set_paths(&c, dirs, k->paths);
+	cr_assert_eq(et_train_model(&nv, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0, "%s failed", what);
+	assert_identical(what, &cpu, &nv);
+	cr_assert(nv.peak_bytes <= nv.plan_bytes, "%s: device peak over the plan", what);
+	for (int i = 0; i < k->paths; i++)
+		cr_assert_eq(swap_entries(sub[i]), 0, "%s: swap files left in %s", what, sub[i]);
+
+	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, k->gas);
+	c.precision.bf16 = k->bf16;
+	c.gradient_clipping = k->clip;
+	cr_assert_eq(et_train_model(&ref, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	cr_assert(nv.loss[ET_STEPS - 1] != ref.loss[0], "the weights moved");
+	cr_assert_eq(et_compare(what, &ref, &nv, 1e-5), 0,
+		     "%s differs from stage 0", what);
+	et_run_free(&cpu);
+	et_run_free(&nv);
+	et_run_free(&ref);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_engine, stage3_optimizer_nvme_equals_cpu_offload)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_CPU, false, 1, 1, 4, true, 0, 0);
+}
+
+Test(nvme_engine, stage3_optimizer_and_params_nvme_equal_cpu_offload)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, false, 1, 1, 4, true, 0, 0);
+}
+
+Test(nvme_engine, bf16_stage3_all_nvme_two_paths_accumulation)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2, 2, 2, true, 0, 0);
+}
+
+Test(nvme_engine, stage3_params_nvme_optimizer_cpu_clipped)
+{
+	run_case(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, false, 1, 1, 3, true, 0.05f, 0);
+}
+
+Test(nvme_engine, stage2_optimizer_nvme_without_pipelining)
+{
+	run_case(2, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1, 2, 2, false, 0, 0);
+}
+
+Test(nvme_engine, bf16_stage1_optimizer_nvme)
+{
+	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, true, 1, 1, 2, true, 0, 0);
+}
+
+/* Whether some line of the redirected stderr holds a (and b); the first call reads it. */
+Test(nvme_engine, six_layers_two_buffers_read_ahead_and_write_behind)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 1, 2, 2, true, 0, 4);
+}
+
+/* zinc train end to end with everything on nvme, one path */
+Test(nvme_engine, zinc_train_with_state_on_nvme)
+{
+	char dir[ZN_PATH_MAX], cmd[2 * ZN_PATH_MAX + 512], out[16384];
+	size_t n;
+	FILE *p;
+	int status;
+
+	nvme_test_dir(dir, sizeof(dir));
+	snprintf(cmd, sizeof(cmd), "%s train --device host --model tiny --vocab 256 --seq 16 "
+		 "--micro-batch 2 --steps 3 --zero-stage 3 --offload-optimizer nvme "
+		 "--offload-param nvme --nvme-path %s --no-pin-memory --data %s/data/demo.txt 2>&1",
+		 ZN_ZINC_EXE, dir, ZN_TEST_SRC_DIR);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+	cr_assert(strstr(out, "offload optimizer nvme, param nvme"), "%s", out);
+	cr_assert(strstr(out, "step 3/3 | loss "), "%s", out);
+	cr_assert_eq(swap_entries(dir), 0, "swap files left after zinc train");
+	nvme_test_rmdir(dir);
+}
+
+static bool stderr_has(const char *a, const char *b)
+{
+	static char log[1 << 16];
+	static size_t len;
+	char *line, *save, copy[sizeof(log)];
+
+	if (!len) {
+		FILE *f = cr_get_redirected_stderr();
+
+		fflush(stderr);
+		len = fread(log, 1, sizeof(log) - 1, f);
+		log[len] = 0;
+	}
+	memcpy(copy, log, len + 1);
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, a) && (!b || strstr(line, b)))
+			return true;
+	return false;
+}
+
+/* The nth I/O piece from now fails with EIO: the step fails naming the swap file, the
+ * engine is destroyed cleanly and its files are gone. */
+static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc;
+	struct zn_step_stats st;
+	struct zn_config c;
+	struct zn_engine *e;
+	int *tok = stream_for(2, 1), rc;
+
+	nvme_test_dir(dir, sizeof(dir));
+	et_model(&mc);
+	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
+	c.zero.offload_param.device = prm;
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, &mc, &o), 0);
+	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
+	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
+	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
+	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
+	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
+		  "the error names the %s and the swap file", op);
+	cr_assert(stderr_has("nvme: ", "layer"), "the error names the layer");
+	zn_engine_destroy(e);
+	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_engine, read_fault_fails_the_step, .init = cr_redirect_stderr)
+{
+	check_fault(ZN_OFFLOAD_NVME, 1, "read of");
+}
+
+Test(nvme_engine, late_fault_fails_the_step, .init = cr_redirect_stderr)
+{
+	/* parameters on cpu: the optimizer's reads */
+	check_fault(ZN_OFFLOAD_CPU, 5, "read of");
+}
+
+Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
+{
+	/* 4 layers, 4 buffers: 12 reads ahead, then the writes behind */
+	check_fault(ZN_OFFLOAD_CPU, 14, "write of");
+}
+
+static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, int gas, int paths, int buffers, bool pipeline, float clip,
+		     int layers)
+{
+	struct nv_case k = { .stage = stage, .opt = opt, .prm = prm, .bf16 = bf16, .gas = gas,
+			     .paths = paths, .buffers = buffers, .pipeline = pipeline,
+			     .clip = clip, .layers = layers };
+
+	check_case(&k);
+}
