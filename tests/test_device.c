@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device_check.h"
 #include "gpu/device.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -32,27 +33,6 @@ static void sleep_ms(int ms)
 
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
-}
-
-static void fill_random(unsigned char *p, size_t n, unsigned seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
-static void assert_bytes_eq(const unsigned char *got, const unsigned char *want, size_t n,
-			    const char *what)
-{
-	for (size_t i = 0; i < n; i++)
-		if (got[i] != want[i])
-			cr_assert_fail("%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n,
-				       got[i], want[i]);
 }
 
 /* Captures what the code between begin and end writes to stderr (fd 2). */

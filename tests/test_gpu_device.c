@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_check.h"
 #include "gpu/device.h"
 
 static void need_gpu(void)
@@ -28,27 +29,6 @@ static struct zn_device *gpu_device(uint64_t budget_bytes)
 	cr_assert_eq(zn_device_create(&dev, &cfg), 0);
 	cr_assert_not_null(dev);
 	return dev;
-}
-
-static void fill_random(unsigned char *p, size_t n, unsigned seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
-static void assert_bytes_eq(const unsigned char *got, const unsigned char *want, size_t n,
-			    const char *what)
-{
-	for (size_t i = 0; i < n; i++)
-		if (got[i] != want[i])
-			cr_assert_fail("%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n,
-				       got[i], want[i]);
 }
 
 static void assert_all_bytes(const unsigned char *got, unsigned char want, size_t n,
