@@ -360,31 +360,9 @@ Test(device, copy_overlaps_launch, .timeout = 60)
 Test(device, memcpy_round_trip_random)
 {
 	struct zn_device *dev = host_device(0);
-	struct zn_stream *s;
 	static const size_t sizes[] = { 1, 7, 256, 4097, 1 << 20, (1 << 20) + 13 };
 
-	cr_assert_eq(zn_stream_create(dev, &s), 0);
-	for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
-		size_t n = sizes[t];
-		unsigned char *src_h = malloc(n), *back_h = malloc(n), *a_d, *b_d;
-
-		fill_random(src_h, n, (unsigned)(t + 1));
-		memset(back_h, 0, n);
-		cr_assert_eq(zn_device_alloc(dev, (void **)&a_d, n), 0);
-		cr_assert_eq(zn_device_alloc(dev, (void **)&b_d, n), 0);
-		cr_assert_eq((uintptr_t)a_d % 256, 0, "allocation not 256-byte aligned");
-		cr_assert_eq(zn_memcpy_async(s, a_d, src_h, n, ZN_COPY_H2D), 0);
-		cr_assert_eq(zn_memcpy_async(s, b_d, a_d, n, ZN_COPY_D2D), 0);
-		cr_assert_eq(zn_memcpy_async(s, back_h, b_d, n, ZN_COPY_D2H), 0);
-		cr_assert_eq(zn_stream_synchronize(s), 0);
-		assert_bytes_eq(back_h, src_h, n, "H2D -> D2D -> D2H");
-		zn_device_free(dev, a_d);
-		zn_device_free(dev, b_d);
-		free(src_h);
-		free(back_h);
-	}
-	cr_assert_eq(zn_device_used_bytes(dev), 0);
-	zn_stream_destroy(s);
+	check_copy_round_trip(dev, sizes, sizeof(sizes) / sizeof(sizes[0]), 1);
 	zn_device_destroy(dev);
 }
 
