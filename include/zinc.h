@@ -23,6 +23,7 @@
 
 #define ZN_MAX_NVME_PATHS 8
 #define ZN_PATH_MAX 1024
+#define ZN_RUN_ID_MAX 40 /* characters of a run id (zinc.run_id, --run-id) */
 
 enum zn_offload_device {
 	ZN_OFFLOAD_NONE = 0,
@@ -129,6 +130,9 @@ struct zn_runtime_config {
 	uint64_t seed;
 	bool deterministic;
 	int prefetch_depth; /* 0 = derived from stage3 limits and the device budget */
+	/* names this run's swap directories, so runs sharing an nvme path keep apart:
+	 * letters, digits, '.', '_', '-'; "" = p<pid> */
+	char run_id[ZN_RUN_ID_MAX + 1];
 };
 
 struct zn_config {

@@ -136,6 +136,7 @@ Test(config, every_key_round_trips)
 		case ZN_KEY_ENUM: value = NULL; break;
 		case ZN_KEY_PATHS: value = "\"/tmp\""; break;
 		case ZN_KEY_BETAS: value = "[0.5, 0.75]"; break;
+		case ZN_KEY_NAME: value = "\"run-7.a_b\""; break;
 		default: value = NULL;
 		}
 		char enum_value[64];

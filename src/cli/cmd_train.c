@@ -17,6 +17,7 @@
 #include "cli/util.h"
 #include "comm/comm.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "model/gpt2.h"
 #include "zinc.h"
 
@@ -196,6 +197,9 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 			 "--data data/demo.txt)");
 		return ZN_EXIT_USAGE;
 	}
+	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
+	if (zn_signals_install())
+		return 1;
 	if (o->init_from && load_init(mc, o->init_from, &init))
 		return 1;
 	eo.init_params_h = (const float *const *)init;

@@ -139,6 +139,9 @@ const struct zn_key zn_config_keys[] = {
 	  "bit-identical results run to run" },
 	{ "zinc.prefetch_depth", "prefetch-depth", ZN_KEY_INT, OFF(runtime.prefetch_depth), NULL,
 	  0, "layers fetched ahead (0 = from the stage3 limits and the budget)" },
+	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
+	  "names the swap directories: runs sharing an nvme path need different ids "
+	  "(default p<pid>)" },
 };
 const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
 
@@ -354,14 +357,28 @@ static int parse_enum(const struct zn_key *k, const char *s, int *out)
 	return ZN_EUSAGE;
 }
 
-static void set_paths(struct zn_offload_config *o, const char *value, bool append)
+static int set_paths(struct zn_offload_config *o, const char *value, bool append)
 {
 	if (!append)
 		o->nvme_path_count = 0;
-	if (o->nvme_path_count < ZN_MAX_NVME_PATHS) {
-		snprintf(o->nvme_path[o->nvme_path_count], ZN_PATH_MAX, "%s", value);
-		o->nvme_path_count++;
-	}
+	/* a 9th path or a truncated one would silently change where the state goes */
+	if (o->nvme_path_count >= ZN_MAX_NVME_PATHS || !*value || strlen(value) >= ZN_PATH_MAX)
+		return ZN_EUSAGE;
+	snprintf(o->nvme_path[o->nvme_path_count], ZN_PATH_MAX, "%s", value);
+	o->nvme_path_count++;
+	return 0;
+}
+
+static int set_name(char *dst, const char *value)
+{
+	size_t len = strlen(value);
+
+	if (!len || len > ZN_RUN_ID_MAX ||
+	    strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+		    len)
+		return ZN_EUSAGE;
+	memcpy(dst, value, len + 1);
+	return 0;
 }
 
 /* Writes one parsed value at offset off. */
@@ -418,9 +435,12 @@ static int set_at(struct zn_config *cfg, const struct zn_key *k, size_t off, con
 		}
 		break;
 	case ZN_KEY_PATHS:
-		set_paths((struct zn_offload_config *)(base - offsetof(struct zn_offload_config,
-									nvme_path_count)),
-			  value, append);
+		rc = set_paths((struct zn_offload_config *)(base - offsetof(struct zn_offload_config,
+									     nvme_path_count)),
+			       value, append);
+		break;
+	case ZN_KEY_NAME:
+		rc = set_name(base, value);
 		break;
 	case ZN_KEY_BETAS: {
 		float b1, b2;
@@ -456,9 +476,11 @@ static const char *type_hint(const struct zn_key *k, char *buf, size_t size)
 		choices_text(k, buf, size);
 		return buf;
 	case ZN_KEY_PATHS:
-		return "a directory";
+		return "a directory of 1 to 1023 bytes, at most 8 of them";
 	case ZN_KEY_BETAS:
 		return "two numbers, e.g. 0.9,0.95";
+	case ZN_KEY_NAME:
+		return "1 to 40 letters, digits, '.', '_' or '-'";
 	}
 	return "?";
 }

@@ -118,9 +118,11 @@ static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON
 
 		o->nvme_path_count = 0;
 		cJSON_ArrayForEach(item, v) {
-			if (!cJSON_IsString(item) || o->nvme_path_count >= ZN_MAX_NVME_PATHS) {
-				zn_error("%s: give a directory or a list of at most %d directories",
-					 origin, ZN_MAX_NVME_PATHS);
+			if (!cJSON_IsString(item) || o->nvme_path_count >= ZN_MAX_NVME_PATHS ||
+			    !item->valuestring[0] || strlen(item->valuestring) >= ZN_PATH_MAX) {
+				zn_error("%s: give a directory or a list of at most %d directories "
+					 "(each 1 to %d bytes)", origin, ZN_MAX_NVME_PATHS,
+					 ZN_PATH_MAX - 1);
 				return ZN_EUSAGE;
 			}
 			snprintf(o->nvme_path[o->nvme_path_count++], ZN_PATH_MAX, "%s",
@@ -305,6 +307,12 @@ static void add_value(cJSON *obj, const char *leaf, const struct zn_key *k,
 		}
 		break;
 	}
+	case ZN_KEY_NAME:
+		if (*base)
+			cJSON_AddStringToObject(obj, leaf, base);
+		else
+			cJSON_AddNullToObject(obj, leaf);
+		break;
 	case ZN_KEY_BETAS: {
 		cJSON *arr = cJSON_AddArrayToObject(obj, leaf);
 		char buf[32];

@@ -20,6 +20,7 @@ enum zn_key_type {
 	ZN_KEY_ENUM,   /* int-sized enum, value from choices[] */
 	ZN_KEY_PATHS,  /* nvme paths of an offload block; string or array in JSON */
 	ZN_KEY_BETAS,  /* optimizer betas: [b1, b2] in JSON, "b1,b2" as a flag */
+	ZN_KEY_NAME,   /* char[ZN_RUN_ID_MAX + 1]: letters, digits, '.', '_', '-' */
 };
 
 /* Which offload blocks a flag writes: --nvme-path and --pin-memory set both. */

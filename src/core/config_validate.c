@@ -89,6 +89,24 @@ static int validate_path(const char *key, const char *path)
 	return 0;
 }
 
+/* Path i is not the same directory as an earlier one (spelled alike or not). */
+static int distinct_paths(const char *key, const struct zn_offload_config *o, int i)
+{
+	struct stat a, b;
+
+	if (stat(o->nvme_path[i], &a))
+		return 0; /* validate_path reported it */
+	for (int j = 0; j < i; j++) {
+		if (stat(o->nvme_path[j], &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+			continue;
+		zn_error("%s: paths %d ('%s') and %d ('%s') are the same directory: give each "
+			 "directory once (stripe over different devices)", key, j + 1,
+			 o->nvme_path[j], i + 1, o->nvme_path[i]);
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
 static int validate_offload(const struct zn_offload_config *o, const char *name, int stage,
 			    int min_stage)
 {
@@ -117,6 +135,8 @@ static int validate_offload(const struct zn_offload_config *o, const char *name,
 	}
 	for (int i = 0; i < o->nvme_path_count && !rc; i++)
 		rc = validate_path(key, o->nvme_path[i]);
+	for (int i = 0; i < o->nvme_path_count && !rc; i++)
+		rc = distinct_paths(key, o, i);
 	return rc;
 }
 

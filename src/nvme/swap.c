@@ -157,6 +157,32 @@ static int layout(struct zn_swap *s, const struct zn_swap_config *c)
 	return 0;
 }
 
+/* The errno fallocate() is to fail with: the config's, else ZINC_SWAP_FAIL_FALLOCATE
+ * (ENOSPC, EDQUOT, EIO, EOPNOTSUPP or a number; tests of the failure paths), else 0. */
+static int inject_errno(const struct zn_swap_config *c)
+{
+	static const struct { const char *name; int err; } names[] = {
+		{ "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT }, { "EIO", EIO },
+		{ "EOPNOTSUPP", EOPNOTSUPP },
+	};
+	const char *v = getenv("ZINC_SWAP_FAIL_FALLOCATE");
+	char *end;
+	long n;
+
+	if (c->inject_fallocate_errno || !v || !*v)
+		return c->inject_fallocate_errno;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(v, names[i].name))
+			return names[i].err;
+	n = strtol(v, &end, 10);
+	if (*end || n <= 0 || n > 4095) {
+		zn_warn("ZINC_SWAP_FAIL_FALLOCATE=%s ignored: give ENOSPC, EDQUOT, EIO, EOPNOTSUPP "
+			"or an errno number", v);
+		return 0;
+	}
+	return (int)n;
+}
+
 int zn_swap_create(struct zn_swap **out, struct zn_aio *aio, const struct zn_swap_config *cfg)
 {
 	struct zn_swap *s;
@@ -174,8 +200,10 @@ int zn_swap_create(struct zn_swap **out, struct zn_aio *aio, const struct zn_swa
 	s->path_count = cfg->path_count;
 	s->stripe_bytes = cfg->stripe_bytes ? cfg->stripe_bytes : 1u << 20;
 	s->checksum = cfg->checksum;
-	for (p = 0; p < ZN_MAX_NVME_PATHS; p++)
+	for (p = 0; p < ZN_MAX_NVME_PATHS; p++) {
 		s->paths[p].dir_fd = s->paths[p].lock_fd = s->paths[p].fd = -1;
+		s->paths[p].sig_slot = -1;
+	}
 	for (p = 0; p < s->path_count; p++)
 		snprintf(s->paths[p].root, sizeof(s->paths[p].root), "%s", cfg->paths[p]);
 	if (pthread_mutex_init(&s->lock, NULL)) {
@@ -193,7 +221,7 @@ int zn_swap_create(struct zn_swap **out, struct zn_aio *aio, const struct zn_swa
 		rc = zn_swap_check_space(s->paths, s->path_count);
 	for (p = 0; p < s->path_count && !rc; p++)
 		rc = zn_swap_path_make(&s->paths[p], cfg->run_id, cfg->rank, p, s->path_count,
-				       cfg->inject_fallocate_errno);
+				       inject_errno(cfg));
 	for (p = 0; p < s->path_count && !rc; p++)
 		rc = zn_aio_file_add(aio, s->paths[p].fd, s->paths[p].file, &s->paths[p].af);
 	if (rc)

@@ -76,7 +76,9 @@ struct zn_swap_config {
 	size_t extent_count;
 	uint64_t stripe_bytes; /* 0 = 1 MiB; multiple of 4 KiB */
 	bool checksum;
-	int inject_fallocate_errno; /* tests: fallocate() fails with this errno */
+	int inject_fallocate_errno; /* tests: fallocate() fails with this errno; 0: the
+				     * environment's ZINC_SWAP_FAIL_FALLOCATE (ENOSPC, EIO,
+				     * ... or a number), read at create */
 };
 
 struct zn_swap;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/signals.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -97,8 +98,8 @@ static int clean_one(int root_fd, const char *root, const char *name, bool tmp, 
 		if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB)) {
 			if (mine) {
 				zn_error("%s/%s is in use by a running zinc (pid %ld) with the same "
-					 "run id and rank: give this run another run id", root, name,
-					 pid);
+					 "run id and rank: give this run another --run-id (zinc.run_id)",
+					 root, name, pid);
 				rc = -EBUSY;
 			}
 			close(lfd);
@@ -204,7 +205,7 @@ int zn_swap_check_space(const struct zn_swap_path *paths, int count)
 
 static int make_dir(struct zn_swap_path *p, const char *run_id, int rank)
 {
-	char tmp[128], fin[128];
+	char tmp[128], fin[128], lock[sizeof(p->dir) + 8];
 	int root_fd, rc;
 
 	dir_name(tmp, sizeof(tmp), run_id, rank, (long)getpid(), true);
@@ -239,7 +240,12 @@ static int make_dir(struct zn_swap_path *p, const char *run_id, int rank)
 		goto remove_tmp;
 	}
 	close(root_fd);
-	return 0;
+	/* From here a signal removes it (core/signals.h). */
+	p->sig_slot = zn_signals_track(p->dir);
+	if (p->sig_slot < 0)
+		return p->sig_slot;
+	snprintf(lock, sizeof(lock), "%s/" ZN_SWAP_LOCK_NAME, p->dir);
+	return zn_signals_track_file(p->sig_slot, lock);
 
 remove_tmp:
 	if (p->lock_fd >= 0) {
@@ -252,8 +258,8 @@ remove_tmp:
 		p->dir_fd = -1;
 	}
 	unlinkat(root_fd, tmp, AT_REMOVEDIR);
-	p->dir[0] = 0;
 close_root:
+	p->dir[0] = 0;
 	close(root_fd);
 	return rc;
 }
@@ -293,12 +299,15 @@ int zn_swap_path_make(struct zn_swap_path *p, const char *run_id, int rank, int 
 {
 	int rc;
 
-	p->dir_fd = p->lock_fd = p->fd = -1;
+	p->dir_fd = p->lock_fd = p->fd = p->sig_slot = -1;
 	rc = make_dir(p, run_id, rank);
 	if (rc)
-		return rc;
+		goto remove;
 	snprintf(p->file_name, sizeof(p->file_name), "stripe-%d-of-%d.bin", index, count);
 	snprintf(p->file, sizeof(p->file), "%s/%s", p->dir, p->file_name);
+	rc = zn_signals_track_file(p->sig_slot, p->file); /* before it exists: no window */
+	if (rc)
+		goto remove;
 	/* The swap file: new (O_EXCL), private, never through a link, unbuffered. */
 	p->fd = openat(p->dir_fd, p->file_name,
 		       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC, 0600);
@@ -339,4 +348,6 @@ void zn_swap_path_remove(struct zn_swap_path *p)
 	if (p->dir[0] && rmdir(p->dir))
 		zn_warn("could not remove swap directory %s: %s", p->dir, zn_strerror(-errno));
 	p->dir[0] = 0;
+	zn_signals_untrack(p->sig_slot);
+	p->sig_slot = -1;
 }

@@ -19,6 +19,7 @@ struct zn_swap_path {
 	int dir_fd;
 	int lock_fd;
 	int fd;
+	int sig_slot; /* core/signals.h slot: removed on SIGINT/SIGTERM/SIGHUP; -1 = none */
 	uint64_t file_bytes;
 	struct zn_aio_file *af;
 };
@@ -34,7 +35,7 @@ int zn_swap_check_space(const struct zn_swap_path *paths, int count);
 int zn_swap_path_make(struct zn_swap_path *p, const char *run_id, int rank, int index,
 		      int count, int inject_fallocate_errno);
 /* Closes and removes what zn_swap_path_make made; safe on a half-made path and on one
- * never made (descriptors -1, dir empty). */
+ * never made (descriptors and sig_slot -1, dir empty). */
 void zn_swap_path_remove(struct zn_swap_path *p);
 
 #endif

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/log.h"
@@ -114,11 +115,17 @@ static int make_store(struct zn_engine *e, struct zn_swap **out, const char *wha
 		      size_t count)
 {
 	static atomic_int seq;
-	char run_id[48];
+	char run_id[ZN_RUN_ID_MAX + 40];
 	struct zn_swap_config sc = { .rank = e->rank, .extents = ext, .extent_count = count,
 				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
 
-	snprintf(run_id, sizeof(run_id), "e%d-%s", atomic_fetch_add(&seq, 1), what);
+	/* zinc.run_id (default p<pid>): runs sharing a path keep apart */
+	if (e->cfg.runtime.run_id[0])
+		snprintf(run_id, sizeof(run_id), "%s-e%d-%s", e->cfg.runtime.run_id,
+			 atomic_fetch_add(&seq, 1), what);
+	else
+		snprintf(run_id, sizeof(run_id), "p%ld-e%d-%s", (long)getpid(),
+			 atomic_fetch_add(&seq, 1), what);
 	sc.run_id = run_id;
 	zn_swap_config_set_paths(&sc, off);
 	return zn_swap_create(out, e->aio, &sc);
