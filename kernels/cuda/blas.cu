@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "core/log.h"
+#include "gemm_split.h"
 #include "ops.h"
 }
 
@@ -79,6 +80,38 @@ void zn_cuda_note_launch(const char *op, const char *file, int line)
 	note_error();
 }
 
+/* One GEMM as pieces cuBLAS's 32-bit API can index (kernels/gemm_split.h): the logits
+ * of a large batch exceed 2^31 elements. A single piece when nothing needs splitting. */
+static cublasStatus_t gemm_pieces(cublasHandle_t h, const char *op, cublasOperation_t oa,
+				  cublasOperation_t ob, bool ta, bool tb, int M, int N, int K,
+				  float alpha, const float *A, int lda, const float *B, int ldb,
+				  float beta, float *C, int ldc)
+{
+	struct zn_gemm_shape g = { M, N, K, lda, ldb, ldc, ta, tb };
+	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+	const float one = 1.0f;
+	int64_t mc, kc, ao, bo, co;
+
+	if (zn_gemm_split_plan(&g, ZN_GEMM_SPLIT_LIMIT, &mc, &kc)) {
+		zn_error("%s: GEMM (M %d N %d K %d) cannot be split into pieces of at most 2^31 "
+			 "elements; lower the micro-batch or the sequence length", op, M, N, K);
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	for (int64_t k0 = 0; k0 < K && st == CUBLAS_STATUS_SUCCESS; k0 += kc) {
+		int kn = (int)(K - k0 < kc ? K - k0 : kc);
+
+		for (int64_t m0 = 0; m0 < M && st == CUBLAS_STATUS_SUCCESS; m0 += mc) {
+			int mn = (int)(M - m0 < mc ? M - m0 : mc);
+
+			zn_gemm_piece_offsets(&g, m0, k0, &ao, &bo, &co);
+			/* column-major cuBLAS computes C^T = op(B)^T op(A)^T */
+			st = cublasSgemm(h, ob, oa, N, mn, kn, &alpha, B + bo, ldb, A + ao, lda,
+					 k0 ? &one : &beta, C + co, ldc);
+		}
+	}
+	return st;
+}
+
 void zn_cuda_gemm(void *stream, const char *op, bool ta, bool tb, int M, int N, int K,
 		  float alpha, const float *A, int lda, long long sA, const float *B, int ldb,
 		  long long sB, float beta, float *C, int ldc, long long sC, int batch)
@@ -92,7 +125,8 @@ void zn_cuda_gemm(void *stream, const char *op, bool ta, bool tb, int M, int N, 
 		return;
 	st = cublasSetStream(h, (cudaStream_t)stream);
 	if (st == CUBLAS_STATUS_SUCCESS && batch == 1)
-		st = cublasSgemm(h, ob, oa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
+		st = gemm_pieces(h, op, oa, ob, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+				 ldc);
 	else if (st == CUBLAS_STATUS_SUCCESS)
 		st = cublasSgemmStridedBatched(h, ob, oa, N, M, K, &alpha, B, ldb, sB, A, lda, sA,
 					       &beta, C, ldc, sC, batch);

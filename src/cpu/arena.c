@@ -227,15 +227,17 @@ static int pin_region(struct zn_arena *a, const struct zn_arena_config *cfg)
 {
 	int rc;
 
+	bool cuda_failed = false;
+
 	if (cfg->cuda) {
-		rc = zn_arena_cuda_register(a->map, a->size);
+		rc = zn_arena_cuda_pin(a->map, a->size);
 		if (rc == 0) {
 			a->pin = ZN_ARENA_PIN_CUDA;
 			return 0;
 		}
-		if (rc != -ENODEV && rc != -ENOSYS)
-			return rc;
-		zn_debug("arena: no CUDA driver or GPU; pinning with mlock");
+		cuda_failed = rc != -ENODEV && rc != -ENOSYS;
+		if (!cuda_failed)
+			zn_debug("arena: no CUDA driver or GPU; pinning with mlock");
 	}
 	int err = ENOMEM;
 
@@ -247,6 +249,14 @@ static int pin_region(struct zn_arena *a, const struct zn_arena_config *cfg)
 		err = errno;
 	}
 
+	if (cuda_failed) {
+		/* training goes on: copies from unpinned memory are slower, not wrong */
+		zn_warn("pinned host arena: mlock after the failed cudaHostRegister was refused "
+			"too (%s); continuing with unpinned memory (slower, unoverlapped copies)",
+			strerror(err));
+		a->pin = ZN_ARENA_PIN_NONE;
+		return 0;
+	}
 	say_refused(a->size, err, cfg->pin_required);
 	if (cfg->pin_required)
 		return -ENOMEM;

@@ -26,7 +26,8 @@ int zn_arena_cuda_register(void *ptr_h, size_t bytes)
 		cudaGetLastError(); /* clear the sticky "no device" state for later calls */
 		return -ENODEV;
 	}
-	zn_error("cudaHostRegister of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+	zn_warn("cudaHostRegister of %zu bytes failed: %s (%s)", bytes, cudaGetErrorString(e),
+		cudaGetErrorName(e));
 	cudaGetLastError();
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }

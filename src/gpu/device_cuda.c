@@ -53,6 +53,14 @@ int zn_cuda_probe(char *why, int why_bytes)
 	return 0;
 }
 
+/* Takes a cudaErrorNotReady left by a poll off the thread's last error. Any other error
+ * found there is left for the check that owns it (cudaPeekAtLastError first). */
+static void clear_not_ready(void)
+{
+	if (cudaPeekAtLastError() == cudaErrorNotReady)
+		cudaGetLastError();
+}
+
 static int set_device(const struct zn_device *dev)
 {
 	return zn_cuda_check(cudaSetDevice(dev->ordinal), "cudaSetDevice", __FILE__, __LINE__);
@@ -345,8 +353,12 @@ static bool cuda_event_query(struct zn_event *e)
 {
 	cudaError_t err = cudaEventQuery(event_of(e));
 
-	if (err == cudaErrorNotReady)
+	if (err == cudaErrorNotReady) {
+		/* "not ready" is an answer, not a failure: clear it from the thread's last
+		 * error, or a later launch check on this thread would report it */
+		clear_not_ready();
 		return false;
+	}
 	/* An error counts as complete so pollers do not spin; synchronize reports it. */
 	zn_cuda_check(err, "cudaEventQuery", __FILE__, __LINE__);
 	return true;
@@ -362,8 +374,10 @@ static int cuda_event_elapsed_ms(struct zn_event *start, struct zn_event *end, f
 {
 	cudaError_t err = cudaEventElapsedTime(ms, event_of(start), event_of(end));
 
-	if (err == cudaErrorNotReady)
+	if (err == cudaErrorNotReady) {
+		clear_not_ready();
 		return -EAGAIN;
+	}
 	return zn_cuda_check(err, "cudaEventElapsedTime", __FILE__, __LINE__);
 }
 
