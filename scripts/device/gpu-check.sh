@@ -84,7 +84,8 @@ gpu_prereqs() {
 		stop "GPU mode but '$smi -L' lists no GPU (rc $rc): $(head -1 <<< "$out")"
 	fi
 	echo "gpu-check: GPU mode: $(head -1 <<< "$out") (nvidia-smi at $smi)"
-	command -v nvcc > /dev/null || stop "GPU mode but no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit or set ZN_GPU_CHECK_DRY=1"
+	command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] ||
+		stop "GPU mode but no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit or set ZN_GPU_CHECK_DRY=1"
 }
 
 # configured_cuda LOG: stops unless the configure summary in LOG says "CUDA ON"
