@@ -68,6 +68,14 @@ const char *zn_st_metadata(const struct zn_st_file *f, const char *key);
  * -EINVAL (dtype not convertible) or -EIO/-errno (read failed or came up short). */
 int zn_st_read_f32(const struct zn_st_file *f, const struct zn_st_tensor *t, float *out_h);
 
+/* Reads elements [first, first + count) of tensor t (file order; rows of a 2-D tensor are
+ * contiguous) into out_h as dtype want (ZN_DTYPE_F32, _BF16 or _F16), converting F32, BF16
+ * and F16 (narrowing rounds to nearest even; same dtype is copied bit for bit). Reads in
+ * pieces of at most 16 MiB, so memory beyond out_h stays small. Returns 0, -EINVAL (range
+ * outside the tensor, dtype not convertible) or -EIO/-errno. */
+int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, uint64_t first,
+		     uint64_t count, enum zn_dtype want, void *out_h);
+
 /* One tensor to write: its values in file order come from data_h (numel fp32 values) or,
  * when data_h is NULL, from fill(ctx, out_h) which writes numel floats (returns 0 or a
  * negative code, which aborts the write). */

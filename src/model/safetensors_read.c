@@ -454,3 +454,73 @@ int zn_st_read_f32(const struct zn_st_file *f, const struct zn_st_tensor *t, flo
 	free(half);
 	return rc;
 }
+
+/* n elements of dtype src at in -> dtype want at out */
+static void convert(void *out, enum zn_dtype want, const void *in, enum zn_dtype src, size_t n,
+		    float *tmp)
+{
+	const float *f32 = in;
+
+	if (src == want) {
+		memcpy(out, in, n * zn_dtype_size(src));
+		return;
+	}
+	if (src == ZN_DTYPE_BF16)
+		zn_cast_bf16_to_f32(tmp, in, n);
+	else if (src == ZN_DTYPE_F16)
+		zn_cast_f16_to_f32(tmp, in, n);
+	if (src != ZN_DTYPE_F32)
+		f32 = tmp;
+	if (want == ZN_DTYPE_F32)
+		memcpy(out, f32, n * sizeof(float));
+	else if (want == ZN_DTYPE_BF16)
+		zn_cast_f32_to_bf16(out, f32, n);
+	else
+		zn_cast_f32_to_f16(out, f32, n);
+}
+
+#define RANGE_CHUNK (4u << 20) /* elements per read: 16 MiB of F32 */
+
+int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, uint64_t first,
+		     uint64_t count, enum zn_dtype want, void *out_h)
+{
+	const size_t in_bytes = (size_t)t->elem_bytes, out_bytes = zn_dtype_size(want);
+	void *raw = NULL;
+	float *tmp = NULL;
+	int rc = -EINVAL;
+
+	if (t->dtype < 0 || (want != ZN_DTYPE_F32 && want != ZN_DTYPE_BF16 &&
+			     want != ZN_DTYPE_F16)) {
+		zn_error("%s: tensor '%s' is %s: only F32, BF16 and F16 can be read as floats",
+			 f->path, t->name, t->dtype_name);
+		return -EINVAL;
+	}
+	if (first > t->numel || count > t->numel - first) {
+		zn_error("%s: tensor '%s': elements [%llu, %llu) are outside its %llu", f->path,
+			 t->name, (unsigned long long)first, (unsigned long long)(first + count),
+			 (unsigned long long)t->numel);
+		return -EINVAL;
+	}
+	if ((enum zn_dtype)t->dtype == want)
+		return pread_all(f->fd, out_h, count * in_bytes,
+				 8 + f->header_bytes + t->begin + first * in_bytes, f->path);
+	rc = -ENOMEM;
+	raw = malloc(RANGE_CHUNK * in_bytes);
+	tmp = malloc(RANGE_CHUNK * sizeof(float));
+	if (!raw || !tmp)
+		goto free_bufs;
+	rc = 0;
+	for (uint64_t at = 0; !rc && at < count; at += RANGE_CHUNK) {
+		size_t n = count - at < RANGE_CHUNK ? (size_t)(count - at) : RANGE_CHUNK;
+
+		rc = pread_all(f->fd, raw, n * in_bytes,
+			       8 + f->header_bytes + t->begin + (first + at) * in_bytes, f->path);
+		if (!rc)
+			convert((char *)out_h + at * out_bytes, want, raw,
+				(enum zn_dtype)t->dtype, n, tmp);
+	}
+free_bufs:
+	free(tmp);
+	free(raw);
+	return rc;
+}

@@ -1,0 +1,499 @@
+/* Reading Hugging Face model directories and files: config, index, lazily opened shards,
+ * tensors by name, rows converted to the wanted dtype. Saving is in hf_save.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/log.h"
+#include "model/hf_dir.h"
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define SINGLE_NAME "model.safetensors"
+
+struct shard {
+	char *name; /* file name in the directory */
+	struct zn_st_file *f; /* NULL until first used */
+};
+
+struct mapped {
+	const char *name; /* points into the index JSON */
+	int shard;
+};
+
+struct zn_hf_src {
+	char *path;       /* as given */
+	char *dir;        /* folder holding the shards */
+	char *index_path; /* NULL without an index */
+	cJSON *index;
+	char *config_json;
+	bool has_config;
+	struct zn_hf_config config;
+	int shard_count;
+	struct shard *shards;
+	int mapped_count;
+	struct mapped *map; /* sorted by name; NULL: every tensor is in shard 0 */
+};
+
+void zn_hf_close(struct zn_hf_src *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->shard_count; i++) {
+		zn_st_close(s->shards[i].f);
+		free(s->shards[i].name);
+	}
+	free(s->shards);
+	free(s->map);
+	cJSON_Delete(s->index);
+	free(s->config_json);
+	free(s->index_path);
+	free(s->dir);
+	free(s->path);
+	free(s);
+}
+
+const char *zn_hf_src_path(const struct zn_hf_src *s)
+{
+	return s->path;
+}
+
+const struct zn_hf_config *zn_hf_src_config(const struct zn_hf_src *s)
+{
+	return s->has_config ? &s->config : NULL;
+}
+
+const char *zn_hf_src_config_json(const struct zn_hf_src *s)
+{
+	return s->config_json;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+static bool is_file(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+/* The whole small file (config.json, the index) as a string, or NULL (logged). */
+static char *slurp(const char *path, int *rc)
+{
+	FILE *fp = fopen(path, "rb");
+	char *text = NULL;
+	long n = -1;
+
+	*rc = -EINVAL;
+	if (!fp) {
+		*rc = -errno;
+		zn_error("%s: cannot open: %s", path, zn_strerror(*rc));
+		return NULL;
+	}
+	if (!fseek(fp, 0, SEEK_END))
+		n = ftell(fp);
+	if (n < 0 || n > (64l << 20) || fseek(fp, 0, SEEK_SET)) {
+		zn_error("%s: not a readable file of at most 64 MiB", path);
+		goto close_file;
+	}
+	text = malloc((size_t)n + 1);
+	if (text && fread(text, 1, (size_t)n, fp) == (size_t)n) {
+		text[n] = 0;
+		*rc = 0;
+	} else {
+		*rc = text ? -EIO : -ENOMEM;
+		zn_error("%s: read failed", path);
+		free(text);
+		text = NULL;
+	}
+close_file:
+	fclose(fp);
+	return text;
+}
+
+static int load_config(struct zn_hf_src *s, const char *path)
+{
+	int rc;
+
+	s->config_json = slurp(path, &rc);
+	if (rc)
+		return rc;
+	rc = zn_hf_config_parse(s->config_json, path, &s->config);
+	s->has_config = !rc;
+	return rc;
+}
+
+static int add_shard(struct zn_hf_src *s, const char *name)
+{
+	for (int i = 0; i < s->shard_count; i++)
+		if (!strcmp(s->shards[i].name, name))
+			return i;
+	s->shards[s->shard_count].name = strdup(name);
+	if (!s->shards[s->shard_count].name)
+		return -ENOMEM;
+	return s->shard_count++;
+}
+
+static int cmp_mapped(const void *a, const void *b)
+{
+	return strcmp(((const struct mapped *)a)->name, ((const struct mapped *)b)->name);
+}
+
+/* A weight_map value: a file name in the directory, no folders. */
+static int check_shard_name(const struct zn_hf_src *s, const cJSON *v)
+{
+	if (!cJSON_IsString(v) || !v->valuestring[0] || strchr(v->valuestring, '/') ||
+	    !strcmp(v->valuestring, ".") || !strcmp(v->valuestring, "..")) {
+		zn_error("%s: key \"weight_map\".\"%s\" must be a file name in the directory",
+			 s->index_path, v->string);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_shard_exists(const struct zn_hf_src *s, const cJSON *v)
+{
+	char *p = join(s->dir, v->valuestring);
+	bool ok;
+
+	if (!p)
+		return -ENOMEM;
+	ok = is_file(p);
+	if (!ok)
+		zn_error("%s: key \"weight_map\".\"%s\" names shard %s, which does not exist: "
+			 "the directory is incomplete (download it again)", s->index_path,
+			 v->string, p);
+	free(p);
+	return ok ? 0 : -EINVAL;
+}
+
+static int load_index(struct zn_hf_src *s)
+{
+	char *text;
+	const cJSON *wm, *v;
+	int rc, n, i = 0;
+
+	text = slurp(s->index_path, &rc);
+	if (rc)
+		return rc;
+	s->index = cJSON_Parse(text);
+	free(text);
+	wm = cJSON_GetObjectItemCaseSensitive(s->index, "weight_map");
+	if (!cJSON_IsObject(wm)) {
+		zn_error("%s: %s", s->index_path, cJSON_IsObject(s->index) ?
+			 "key \"weight_map\" is missing or not an object" : "not a JSON object");
+		return -EINVAL;
+	}
+	n = cJSON_GetArraySize(wm);
+	s->shards = calloc((size_t)n + 1, sizeof(*s->shards));
+	s->map = calloc((size_t)n + 1, sizeof(*s->map));
+	if (!s->shards || !s->map)
+		return -ENOMEM;
+	cJSON_ArrayForEach(v, wm) {
+		int before = s->shard_count;
+
+		rc = check_shard_name(s, v);
+		if (rc)
+			return rc;
+		s->map[i].name = v->string;
+		s->map[i].shard = add_shard(s, v->valuestring);
+		if (s->map[i++].shard < 0)
+			return -ENOMEM;
+		if (s->shard_count > before) {
+			rc = check_shard_exists(s, v);
+			if (rc)
+				return rc;
+		}
+	}
+	s->mapped_count = n;
+	qsort(s->map, (size_t)n, sizeof(*s->map), cmp_mapped);
+	return 0;
+}
+
+/* config.json from the file's metadata: zinc's "config", or GPT-2's shape keys. */
+static int config_from_metadata(struct zn_hf_src *s, const struct zn_st_file *f)
+{
+	static const char *const keys[] = { "n_layer", "n_head", "n_embd", "n_positions",
+					    "vocab_size" };
+	const char *text = zn_st_metadata(f, "config");
+	char gpt2[512];
+	int at;
+
+	if (!text) {
+		at = snprintf(gpt2, sizeof(gpt2), "{\"model_type\": \"gpt2\"");
+		for (int i = 0; i < 5; i++) {
+			const char *v = zn_st_metadata(f, keys[i]);
+
+			if (!v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 10)
+				return 0;
+			at += snprintf(gpt2 + at, sizeof(gpt2) - (size_t)at, ", \"%s\": %s",
+				       keys[i], v);
+		}
+		snprintf(gpt2 + at, sizeof(gpt2) - (size_t)at, "}");
+		text = gpt2;
+	}
+	s->config_json = strdup(text);
+	if (!s->config_json)
+		return -ENOMEM;
+	s->has_config = !zn_hf_config_parse(text, s->path, &s->config);
+	return s->has_config ? 0 : -EINVAL;
+}
+
+static int open_file(struct zn_hf_src *s)
+{
+	char *slash = strrchr(s->path, '/');
+	char *cfg;
+	int rc;
+
+	s->dir = slash ? strndup(s->path, (size_t)(slash - s->path)) : strdup(".");
+	s->shards = calloc(1, sizeof(*s->shards));
+	if (!s->dir || !s->shards)
+		return -ENOMEM;
+	s->shard_count = 1;
+	s->shards[0].name = strdup(slash ? slash + 1 : s->path);
+	if (!s->shards[0].name)
+		return -ENOMEM;
+	rc = zn_st_open(&s->shards[0].f, s->path);
+	if (!rc)
+		rc = config_from_metadata(s, s->shards[0].f);
+	if (rc || s->has_config)
+		return rc;
+	cfg = join(s->dir, "config.json");
+	if (!cfg)
+		return -ENOMEM;
+	if (is_file(cfg))
+		rc = load_config(s, cfg);
+	free(cfg);
+	return rc;
+}
+
+static int open_dir(struct zn_hf_src *s)
+{
+	char *cfg = join(s->path, "config.json");
+	char *single = join(s->path, SINGLE_NAME);
+	int rc = -ENOMEM;
+
+	s->dir = strdup(s->path);
+	s->index_path = join(s->path, INDEX_NAME);
+	if (!cfg || !single || !s->dir || !s->index_path)
+		goto free_paths;
+	rc = -EINVAL;
+	if (!is_file(cfg)) {
+		zn_error("%s: no config.json: a Hugging Face model directory needs it", s->path);
+		goto free_paths;
+	}
+	rc = load_config(s, cfg);
+	if (rc)
+		goto free_paths;
+	if (is_file(s->index_path)) {
+		rc = load_index(s);
+		goto free_paths;
+	}
+	free(s->index_path);
+	s->index_path = NULL;
+	if (!is_file(single)) {
+		zn_error("%s: neither %s nor %s: no weights in the directory", s->path,
+			 SINGLE_NAME, INDEX_NAME);
+		rc = -EINVAL;
+		goto free_paths;
+	}
+	rc = -ENOMEM;
+	s->shards = calloc(1, sizeof(*s->shards));
+	if (!s->shards || add_shard(s, SINGLE_NAME) < 0)
+		goto free_paths;
+	rc = 0;
+free_paths:
+	free(single);
+	free(cfg);
+	return rc;
+}
+
+int zn_hf_open(struct zn_hf_src **out, const char *path)
+{
+	struct zn_hf_src *s = calloc(1, sizeof(*s));
+	struct stat st;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!s)
+		return rc;
+	s->path = strdup(path);
+	if (!s->path)
+		goto close_src;
+	if (stat(path, &st)) {
+		rc = -errno;
+		zn_error("%s: %s: give a Hugging Face model directory or a .safetensors file",
+			 path, zn_strerror(rc));
+		goto close_src;
+	}
+	rc = S_ISDIR(st.st_mode) ? open_dir(s) : open_file(s);
+	if (rc)
+		goto close_src;
+	*out = s;
+	return 0;
+close_src:
+	zn_hf_close(s);
+	return rc;
+}
+
+static int shard_file(struct zn_hf_src *s, int i, const struct zn_st_file **f)
+{
+	struct shard *sh = &s->shards[i];
+	char *p;
+	int rc = 0;
+
+	if (!sh->f) {
+		p = join(s->dir, sh->name);
+		if (!p)
+			return -ENOMEM;
+		rc = zn_st_open(&sh->f, p);
+		free(p);
+	}
+	*f = sh->f;
+	return rc;
+}
+
+static int find_exact(struct zn_hf_src *s, const char *name, const struct zn_st_tensor **t,
+		      const struct zn_st_file **file)
+{
+	struct mapped key = { name, 0 }, *m = NULL;
+	const struct zn_st_file *f;
+	int rc;
+
+	if (s->map) {
+		m = bsearch(&key, s->map, (size_t)s->mapped_count, sizeof(*m), cmp_mapped);
+		if (!m)
+			return -ENOENT;
+	}
+	rc = shard_file(s, m ? m->shard : 0, &f);
+	if (rc)
+		return rc;
+	*t = zn_st_find(f, name);
+	if (file)
+		*file = f;
+	if (*t)
+		return 0;
+	if (!m)
+		return -ENOENT;
+	zn_error("%s: key \"weight_map\".\"%s\" puts the tensor in %s, which has no such "
+		 "tensor", s->index_path, name, zn_st_path(f));
+	return -EINVAL;
+}
+
+int zn_hf_find(struct zn_hf_src *s, const char *name, const struct zn_st_tensor **t,
+	       const struct zn_st_file **file)
+{
+	static const char prefix[] = "transformer.";
+	int rc = find_exact(s, name, t, file);
+
+	if (rc == -ENOENT && s->has_config && s->config.family == ZN_HF_GPT2 &&
+	    !strncmp(name, prefix, strlen(prefix)))
+		rc = find_exact(s, name + strlen(prefix), t, file);
+	return rc;
+}
+
+/* Where a missing tensor should have been: the index, or the one file. */
+static const char *expected_in(const struct zn_hf_src *s)
+{
+	return s->index_path ? s->index_path : s->shards[0].f ? zn_st_path(s->shards[0].f) :
+								 s->path;
+}
+
+int zn_hf_read_rows(struct zn_hf_src *s, const char *name, int64_t row0, int64_t rows,
+		    enum zn_dtype want, void *out_h)
+{
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	uint64_t row_numel = 1, nrows;
+	int rc = zn_hf_find(s, name, &t, &f);
+
+	if (rc == -ENOENT)
+		zn_error("%s: no tensor '%s'", expected_in(s), name);
+	if (rc)
+		return rc;
+	for (int d = 1; d < t->ndim; d++)
+		row_numel *= (uint64_t)t->shape[d];
+	nrows = t->ndim ? (uint64_t)t->shape[0] : 1;
+	if (row0 < 0 || rows < 0 || (uint64_t)row0 > nrows || (uint64_t)rows > nrows - (uint64_t)row0) {
+		zn_error("%s: tensor '%s': rows [%lld, %lld) are outside its %llu rows",
+			 zn_st_path(f), name, (long long)row0, (long long)(row0 + rows),
+			 (unsigned long long)nrows);
+		return -EINVAL;
+	}
+	return zn_st_read_range(f, t, (uint64_t)row0 * row_numel, (uint64_t)rows * row_numel,
+				want, out_h);
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+	int at = snprintf(buf, n, "[");
+
+	for (int d = 0; d < ndim && at < (int)n; d++)
+		at += snprintf(buf + at, n - (size_t)at, d ? ", %lld" : "%lld",
+			       (long long)shape[d]);
+	if (at < (int)n)
+		snprintf(buf + at, n - (size_t)at, "]");
+}
+
+static int check_tensor(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
+{
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	char have[96], want[96];
+	bool ok;
+	int rc = zn_hf_find(s, sp->name, &t, &f);
+
+	if (rc == -ENOENT)
+		zn_error("%s: no tensor '%s', which a %s model with %lld layers has", expected_in(s),
+			 sp->name, zn_hf_family_name(s->config.family),
+			 (long long)s->config.num_hidden_layers);
+	if (rc)
+		return rc;
+	ok = t->ndim == sp->ndim;
+	for (int d = 0; ok && d < sp->ndim; d++)
+		ok = t->shape[d] == sp->shape[d];
+	if (!ok) {
+		shape_str(have, sizeof(have), t->ndim, t->shape);
+		shape_str(want, sizeof(want), sp->ndim, sp->shape);
+		zn_error("%s: tensor '%s' has shape %s but the config gives %s: config.json and "
+			 "the weights do not match", zn_st_path(f), t->name, have, want);
+		return -EINVAL;
+	}
+	if (t->dtype < 0) {
+		zn_error("%s: tensor '%s' is %s: zinc reads F32, BF16 and F16", zn_st_path(f),
+			 t->name, t->dtype_name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int zn_hf_check_layout(struct zn_hf_src *s)
+{
+	struct zn_hf_tensor_spec *specs;
+	int n, rc = 0;
+
+	if (!s->has_config) {
+		zn_error("%s: no config (no config.json beside the file, no metadata)", s->path);
+		return -EINVAL;
+	}
+	n = zn_hf_layout_count(&s->config);
+	specs = malloc((size_t)n * sizeof(*specs));
+	if (!specs)
+		return -ENOMEM;
+	zn_hf_layout(&s->config, specs);
+	for (int i = 0; !rc && i < n; i++)
+		rc = check_tensor(s, &specs[i]);
+	free(specs);
+	return rc;
+}

@@ -1,0 +1,372 @@
+/* Saving Hugging Face checkpoints: one .safetensors file, or a directory with config.json,
+ * shards and model.safetensors.index.json as transformers writes them (hf_dir.h). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "model/hf_dir.h"
+#include "model/hf_json.h"
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define SHARD_NAME_MAX 48
+
+int zn_hf_parse_size(const char *text, const char *flag, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		double mult;
+	} units[] = { { "", 1 },	  { "b", 1 },	     { "k", 1e3 },	   { "kb", 1e3 },
+		      { "m", 1e6 },	  { "mb", 1e6 },     { "g", 1e9 },	   { "gb", 1e9 },
+		      { "t", 1e12 },	  { "tb", 1e12 },    { "kib", 1024.0 },    { "mib", 1048576.0 },
+		      { "gib", 1073741824.0 }, { "tib", 1099511627776.0 } };
+	char *end = NULL;
+	double v = text ? strtod(text, &end) : -1;
+	char unit[8];
+	size_t n;
+
+	if (end && end != text) {
+		n = strlen(end);
+		for (size_t i = 0; i < n && i < sizeof(unit) - 1; i++)
+			unit[i] = (char)tolower((unsigned char)end[i]);
+		unit[n < sizeof(unit) - 1 ? n : sizeof(unit) - 1] = 0;
+		for (size_t i = 0; n < sizeof(unit) && i < sizeof(units) / sizeof(units[0]); i++) {
+			if (strcmp(unit, units[i].unit) || !(v * units[i].mult >= 1) ||
+			    v * units[i].mult > 1e18)
+				continue;
+			*out = (uint64_t)(v * units[i].mult);
+			return 0;
+		}
+	}
+	zn_error("%s '%s': give a size of at least 1 byte, e.g. 5GB (10^9 bytes), 500MB or "
+		 "2GiB (2^30 bytes)", flag, text ? text : "");
+	return -EINVAL;
+}
+
+static uint64_t entry_bytes(const struct zn_st_entry *e, enum zn_dtype dtype)
+{
+	uint64_t n = zn_dtype_size(dtype);
+
+	for (int d = 0; d < e->ndim; d++)
+		n *= (uint64_t)e->shape[d];
+	return n;
+}
+
+/* huggingface_hub's split (split_state_dict_into_shards_factory), tensor by tensor in
+ * the caller's order: a tensor larger than max is a shard of its own, listed when met;
+ * otherwise a tensor that would take the current shard past max closes it, and a shard
+ * is listed when it is closed (the last one at the end). Sets shard_of[i] to the shard's
+ * place in that list and returns the shard count. */
+static int plan_shards(const struct zn_st_entry *e, int count, enum zn_dtype dtype,
+		       uint64_t max, int *shard_of)
+{
+	int n = 0, start = -1; /* entries of the open shard are -1 from start on */
+	uint64_t cur_bytes = 0;
+
+	for (int i = 0; i <= count; i++) {
+		uint64_t b = i < count ? entry_bytes(&e[i], dtype) : 0;
+		bool close = i == count || (b <= max && start >= 0 && cur_bytes + b > max);
+
+		if (close && start >= 0) {
+			for (int j = start; j < i; j++)
+				if (shard_of[j] < 0)
+					shard_of[j] = n;
+			n++;
+			start = -1;
+		}
+		if (i == count)
+			break;
+		if (b > max) {
+			shard_of[i] = n++;
+			continue;
+		}
+		if (start < 0) {
+			start = i;
+			cur_bytes = 0;
+		}
+		shard_of[i] = -1;
+		cur_bytes += b;
+	}
+	return n;
+}
+
+static void shard_name(char *buf, int k, int n)
+{
+	if (n == 1)
+		snprintf(buf, SHARD_NAME_MAX, "model.safetensors");
+	else
+		snprintf(buf, SHARD_NAME_MAX, "model-%05d-of-%05d.safetensors", k + 1, n);
+}
+
+/* Writes text to dir/name through a temporary file and rename. */
+static int write_text_atomic(const char *dir, const char *name, const char *text)
+{
+	char path[ZN_PATH_MAX + 64], tmp[ZN_PATH_MAX + 96];
+	size_t len = strlen(text), at = 0;
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	/* the new file, renamed over path once complete */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+		zn_error("%s: cannot create: %s", tmp, zn_strerror(rc));
+		return rc;
+	}
+	while (!rc && at < len) {
+		ssize_t w = write(fd, text + at, len - at);
+
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			at += (size_t)w;
+	}
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc) {
+		zn_error("%s: write failed: %s (is the disk full?)", path, zn_strerror(rc));
+		unlink(tmp);
+	}
+	return rc;
+}
+
+static char *index_json(const struct zn_st_entry *e, int count, enum zn_dtype dtype,
+			const int *shard_of, int n)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+	cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
+	char name[SHARD_NAME_MAX], *text = NULL;
+	uint64_t total = 0;
+
+	for (int i = 0; i < count; i++)
+		total += entry_bytes(&e[i], dtype);
+	if (!meta || !wm || !cJSON_AddNumberToObject(meta, "total_size", (double)total))
+		goto delete_root;
+	for (int i = 0; i < count; i++) {
+		shard_name(name, shard_of[i], n);
+		if (!cJSON_AddStringToObject(wm, e[i].name, name))
+			goto delete_root;
+	}
+	text = zn_hf_json_dumps(root);
+delete_root:
+	cJSON_Delete(root);
+	return text;
+}
+
+/* Removes model*.safetensors (and the index when unsharded) that the save did not write. */
+static void remove_stale(const char *dir, int n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[ZN_PATH_MAX + 300];
+	int removed = 0;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		const char *s = de->d_name;
+		size_t len = strlen(s);
+		bool shard = !strncmp(s, "model", 5) && len > 12 &&
+			     !strcmp(s + len - 12, ".safetensors");
+		int k = 0, of = 0;
+		bool ours = n == 1 ? !strcmp(s, "model.safetensors") :
+				     sscanf(s, "model-%5d-of-%5d.safetensors", &k, &of) == 2 &&
+					     of == n && k >= 1 && k <= n && len == 32;
+
+		if ((shard && !ours) || (n == 1 && !strcmp(s, INDEX_NAME))) {
+			snprintf(path, sizeof(path), "%s/%s", dir, s);
+			removed += !unlink(path);
+		}
+	}
+	closedir(d);
+	if (removed)
+		zn_info("%s: removed %d files of an earlier save that this one does not use",
+			dir, removed);
+}
+
+static int write_shards(const char *dir, const struct zn_st_entry *e, int count,
+			enum zn_dtype dtype, const int *shard_of, int n)
+{
+	static const char *const keys[] = { "format" };
+	static const char *const values[] = { "pt" };
+	char name[SHARD_NAME_MAX], path[ZN_PATH_MAX + 64];
+	struct zn_st_entry *part = malloc(((size_t)count + 1) * sizeof(*part));
+	int rc = part ? 0 : -ENOMEM;
+
+	for (int k = 0; !rc && k < n; k++) {
+		int m = 0;
+
+		for (int i = 0; i < count; i++)
+			if (shard_of[i] == k)
+				part[m++] = e[i];
+		shard_name(name, k, n);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		rc = zn_st_write(path, dtype, part, m, keys, values, 1);
+	}
+	free(part);
+	return rc;
+}
+
+static int write_dir_files(const char *dir, const struct zn_hf_config *cfg,
+			   const struct zn_hf_save_opts *o, const struct zn_st_entry *e,
+			   int count, uint64_t max)
+{
+	int *plan = calloc((size_t)count + 1, sizeof(*plan));
+	char *config = zn_hf_config_to_json(cfg, o->base_config);
+	char *index = NULL;
+	int n, rc = -ENOMEM;
+
+	if (!plan || !config)
+		goto free_all;
+	n = plan_shards(e, count, o->dtype, max, plan);
+	if (n > 1)
+		index = index_json(e, count, o->dtype, plan, n);
+	if (n > 1 && !index)
+		goto free_all;
+	rc = write_text_atomic(dir, "config.json", config);
+	if (!rc)
+		rc = write_shards(dir, e, count, o->dtype, plan, n);
+	if (!rc && index)
+		rc = write_text_atomic(dir, INDEX_NAME, index);
+	if (!rc)
+		remove_stale(dir, n);
+free_all:
+	free(index);
+	free(config);
+	free(plan);
+	return rc;
+}
+
+static void remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[ZN_PATH_MAX + 300];
+
+	while (d && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+static int sync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd >= 0) {
+		rc = zn_check_errno(fsync(fd), "fsync(folder)", __FILE__, __LINE__);
+		close(fd);
+	}
+	return rc;
+}
+
+/* A new directory: built as PATH.tmp.PID, renamed to PATH when complete. */
+static int save_new_dir(const char *path, const struct zn_hf_config *cfg,
+			const struct zn_hf_save_opts *o, const struct zn_st_entry *e, int count,
+			uint64_t max)
+{
+	char tmp[ZN_PATH_MAX + 32], parent[ZN_PATH_MAX];
+	char *slash;
+	int rc;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (mkdir(tmp, 0755)) {
+		rc = -errno;
+		zn_error("%s: cannot create: %s", tmp, zn_strerror(rc));
+		return rc;
+	}
+	rc = write_dir_files(tmp, cfg, o, e, count, max);
+	if (!rc && rename(tmp, path)) {
+		rc = -errno;
+		zn_error("rename %s -> %s failed: %s", tmp, path, zn_strerror(rc));
+	}
+	if (rc) {
+		remove_tree(tmp);
+		return rc;
+	}
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = 0;
+	return sync_path(slash ? parent : ".");
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static int save_file(const char *path, const struct zn_hf_config *cfg,
+		     const struct zn_hf_save_opts *o, const struct zn_st_entry *e, int count)
+{
+	const char *keys[] = { "format", "config" };
+	const char *values[] = { "pt", NULL };
+	char *config = NULL;
+	int rc;
+
+	if (cfg) {
+		config = zn_hf_config_to_json(cfg, o->base_config);
+		if (!config)
+			return -ENOMEM;
+		values[1] = config;
+	}
+	rc = zn_st_write(path, o->dtype, e, count, keys, values, cfg ? 2 : 1);
+	free(config);
+	return rc;
+}
+
+int zn_hf_save(const char *path, const struct zn_hf_config *cfg,
+	       const struct zn_hf_save_opts *opts, const struct zn_st_entry *entries, int count)
+{
+	static const char *const dts[] = { "float32", "bfloat16", "float16" };
+	struct zn_hf_config c;
+	uint64_t max = opts->shard_bytes ? opts->shard_bytes : ZN_HF_DEFAULT_SHARD_BYTES;
+	struct stat st;
+
+	if (strlen(path) >= ZN_PATH_MAX - 64 || (unsigned)opts->dtype > ZN_DTYPE_F16) {
+		zn_error("%s: path too long or dtype not fp32/bf16/fp16", path);
+		return -EINVAL;
+	}
+	if (cfg) {
+		c = *cfg;
+		snprintf(c.torch_dtype, sizeof(c.torch_dtype), "%s", dts[opts->dtype]);
+		cfg = &c;
+	}
+	if (ends_with(path, ".safetensors"))
+		return save_file(path, cfg, opts, entries, count);
+	if (!cfg) {
+		zn_error("%s: a Hugging Face directory needs the model's config", path);
+		return -EINVAL;
+	}
+	if (stat(path, &st))
+		return save_new_dir(path, cfg, opts, entries, count, max);
+	if (!S_ISDIR(st.st_mode)) {
+		zn_error("%s exists and is not a directory: give a directory, or a path ending "
+			 "in .safetensors for one file", path);
+		return -EINVAL;
+	}
+	return write_dir_files(path, cfg, opts, entries, count, max);
+}
