@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" "$@" > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-grep -A14 'zinc .* configuration' "$build.configure.log" | sed 's/^-- //'
+grep -A15 'zinc .* configuration' "$build.configure.log" | sed 's/^-- //'
 cmake --build "$build" -j"$(nproc)"

@@ -120,7 +120,7 @@ close_fd:
 	return rc;
 }
 
-static int scan_max_token(const struct zn_data *d)
+static uint32_t scan_max_token(const struct zn_data *d)
 {
 	uint32_t mx = 0;
 	int64_t n = (int64_t)d->tok_count;
@@ -132,7 +132,7 @@ static int scan_max_token(const struct zn_data *d)
 		if (t > mx)
 			mx = t;
 	}
-	return mx > 0x7fffffffu ? 0x7fffffff : (int)mx;
+	return mx;
 }
 
 static int check_args(const char *path, int B, int T, int rank, int world)
@@ -148,6 +148,7 @@ int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank,
 {
 	struct zn_data *d;
 	uint64_t per_step = (uint64_t)world * (uint64_t)B;
+	uint32_t max_token;
 	int rc = check_args(path, B, T, rank, world);
 
 	*out = NULL;
@@ -182,7 +183,16 @@ int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank,
 		rc = -EINVAL;
 		goto close_data;
 	}
-	d->max_token = scan_max_token(d);
+	max_token = scan_max_token(d);
+	if (max_token >= (uint32_t)INT32_MAX) {
+		/* the vocabulary (max + 1) is an int everywhere */
+		zn_error("%s: token id %lu is beyond the largest vocabulary zinc supports (%d): "
+			 "the file is not a token file for a real tokenizer", path,
+			 (unsigned long)max_token, INT32_MAX);
+		rc = -EINVAL;
+		goto close_data;
+	}
+	d->max_token = (int)max_token;
 	if (shuffle) {
 		d->perm = malloc(d->windows * sizeof(*d->perm));
 		if (!d->perm) {

@@ -288,9 +288,13 @@ static int heads_for(const char *path, const struct zn_st_file *f, struct zn_gpt
 	struct zn_gpt2_config p;
 
 	if (meta) {
-		int h = atoi(meta);
+		char *end;
+		long long h;
 
-		if (h <= 0) {
+		errno = 0;
+		h = strtoll(meta, &end, 10);
+		if (errno || end == meta || *end || h <= 0 || h > INT32_MAX || meta[0] < '0' ||
+		    meta[0] > '9') {
 			zn_error("%s: metadata n_head '%s' is not a positive integer", path, meta);
 			return -EINVAL;
 		}
@@ -299,7 +303,7 @@ static int heads_for(const char *path, const struct zn_st_file *f, struct zn_gpt
 				 "--heads or fix it", path, cfg->heads, meta);
 			return -EINVAL;
 		}
-		cfg->heads = h;
+		cfg->heads = (int)h;
 		return 0;
 	}
 	if (cfg->heads > 0)

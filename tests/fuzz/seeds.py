@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+A seed named ok-* must be accepted by its target, bad-* refused (replay_main.c checks
+both); files the fuzzers add (their hashes as names) and crash-* regressions are only
+replayed. Rerun after changing a seed here: python3 tests/fuzz/seeds.py
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- config (DeepSpeed-style JSON) ----------------------------------------------------
+def config_seeds():
+    full = {
+        "train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 4, "gradient_clipping": 1.0, "steps_per_print": 10,
+        "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95],
+                                                  "eps": 1e-8, "weight_decay": 0.1}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 3e-4,
+                                                     "warmup_num_steps": 100,
+                                                     "warmup_type": "linear"}},
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 3, "contiguous_gradients": True, "overlap_comm": True,
+                              "reduce_bucket_size": 5e8, "stage3_prefetch_bucket_size": 5e7,
+                              "stage3_max_live_parameters": 1e9, "sub_group_size": 1e9,
+                              "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                              "offload_param": {"device": "cpu", "pin_memory": True}},
+        "aio": {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1,
+                "single_submit": False, "overlap_events": True},
+        "zinc": {"device": "host", "seed": 1234, "deterministic": True, "numa_node": -1},
+    }
+    put("config", "ok-full.json", json.dumps(full, indent=2))
+    put("config", "ok-empty-object.json", "{}")
+    put("config", "ok-nvme.json", json.dumps({
+        "zero_optimization": {"stage": 3,
+                              "offload_optimizer": {"device": "nvme",
+                                                    "nvme_path": ["/tmp", "."],
+                                                    "buffer_count": 4, "pipeline_read": True},
+                              "offload_param": {"device": "nvme", "nvme_path": "/tmp",
+                                                "buffer_count": 5, "buffer_size": 1e8}}}))
+    put("config", "ok-fp16-auto.json", json.dumps({
+        "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
+        "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16,
+                 "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
+        "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 1000,
+                                                          "warmup_num_steps": 10}}}))
+    put("config", "ok-ignored-and-unknown.json", json.dumps({
+        "wall_clock_breakdown": False, "zero_optimization": {"stage": 2, "stag": 1},
+        "trian_batch_size": 3}))
+    put("config", "bad-syntax.json", '{"train_batch_size": 16,}')
+    put("config", "bad-not-object.json", "[1, 2, 3]")
+    put("config", "bad-empty.json", "")
+    put("config", "bad-wrong-type.json", '{"zero_optimization": {"stage": "three"}}')
+    put("config", "bad-object-expected.json", '{"zero_optimization": 3}')
+    put("config", "bad-aio-nested.json", '{"zero_optimization": {"aio": {"queue_depth": 8}}}')
+    put("config", "bad-enum.json", '{"optimizer": {"type": "SGD"}}')
+    put("config", "bad-nine-paths.json", json.dumps(
+        {"zero_optimization": {"offload_optimizer": {"device": "nvme",
+                                                     "nvme_path": ["/p%d" % i for i in range(9)]}}}))
+    put("config", "bad-negative-stage.json", '{"zero_optimization": {"stage": -1}}')
+
+
+# ---- safetensors ------------------------------------------------------------------------
+def st(tensors, meta=None, pad=True, data_extra=b"", header_override=None):
+    """tensors: list of (name, dtype, shape, bytes); offsets laid out back to back."""
+    header, data, at = {}, b"", 0
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        data += raw
+        at += len(raw)
+    if meta is not None:
+        header["__metadata__"] = meta
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if header_override is not None:
+        h = header_override
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data + data_extra
+
+
+def f32(n, start=0.0):
+    return struct.pack("<%df" % n, *[start + 0.25 * i for i in range(n)])
+
+
+def bf16(n):
+    return b"".join(struct.pack("<f", 0.125 * (i % 17) - 1.0)[2:] for i in range(n))
+
+
+def gpt2_tensors(L=1, C=8, V=16, P=8, dtype="BF16"):
+    raw = bf16 if dtype == "BF16" else f32
+    size = 2 if dtype == "BF16" else 4
+    t = [("wte.weight", [V, C]), ("wpe.weight", [P, C])]
+    for l in range(L):
+        p = "h.%d." % l
+        t += [(p + "ln_1.weight", [C]), (p + "ln_1.bias", [C]),
+              (p + "attn.c_attn.weight", [C, 3 * C]), (p + "attn.c_attn.bias", [3 * C]),
+              (p + "attn.c_proj.weight", [C, C]), (p + "attn.c_proj.bias", [C]),
+              (p + "ln_2.weight", [C]), (p + "ln_2.bias", [C]),
+              (p + "mlp.c_fc.weight", [C, 4 * C]), (p + "mlp.c_fc.bias", [4 * C]),
+              (p + "mlp.c_proj.weight", [4 * C, C]), (p + "mlp.c_proj.bias", [C])]
+    t += [("ln_f.weight", [C]), ("ln_f.bias", [C])]
+    out = []
+    for name, shape in t:
+        n = 1
+        for s in shape:
+            n *= s
+        out.append((name, dtype, shape, raw(n)))
+    return out
+
+
+def safetensors_seeds():
+    put("safetensors", "ok-one-f32.st", st([("w", "F32", [2, 3], f32(6))]))
+    put("safetensors", "ok-empty.st", st([]))
+    put("safetensors", "ok-scalar-and-zero.st",
+        st([("s", "F32", [], f32(1)), ("z", "F16", [0, 4], b"")]))
+    put("safetensors", "ok-dtypes.st", st([
+        ("a", "BF16", [3], bf16(3)), ("b", "F16", [2], b"\x00\x3c\x00\xc0"),
+        ("c", "I64", [1], struct.pack("<q", -5)), ("d", "BOOL", [2], b"\x01\x00"),
+        ("e", "U8", [3], b"abc"), ("f", "F8_E4M3", [1], b"\x38"), ("g", "F64", [1], struct.pack("<d", 2.5))]))
+    put("safetensors", "ok-metadata.st",
+        st([("w", "F32", [1], f32(1))], meta={"format": "pt", "n_head": "2"}))
+    put("safetensors", "ok-gpt2-bf16.st", st(gpt2_tensors(), meta={"n_head": "2"}))
+    put("safetensors", "ok-gpt2-f32-noheads.st", st(gpt2_tensors(L=2, C=4, V=8, P=4, dtype="F32")))
+    prefixed = [("transformer." + n, d, sh, r) for n, d, sh, r in gpt2_tensors(C=4, V=8, P=4)]
+    prefixed.append(("lm_head.weight", "BF16", [8, 4], prefixed[0][3]))
+    put("safetensors", "ok-gpt2-prefixed-tied.st", st(prefixed, meta={"n_head": "1"}))
+    put("safetensors", "ok-gpt2-huge-heads.st", st(gpt2_tensors(), meta={"n_head": "4294967297"}))
+    put("safetensors", "bad-short.st", b"\x08\x00\x00")
+    put("safetensors", "bad-header-beyond-file.st", struct.pack("<Q", 1 << 40) + b"{}")
+    put("safetensors", "bad-not-json.st", st([], header_override=b"{not json"))
+    put("safetensors", "bad-array-header.st", st([], header_override=b"[]"))
+    put("safetensors", "bad-truncated.st", st([("w", "F32", [4], f32(4))])[:-3])
+    put("safetensors", "bad-trailing.st", st([("w", "F32", [1], f32(1))], data_extra=b"\0" * 4))
+    put("safetensors", "bad-unknown-dtype.st", st([("w", "Q4", [1], b"\0")]))
+    put("safetensors", "bad-shape-span.st", st([("w", "F32", [3], f32(2))]))
+    put("safetensors", "bad-negative-dim.st",
+        st([], header_override=b'{"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}}'))
+    put("safetensors", "bad-overlap.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},'
+        b'"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}'), data_extra=b"abc"))
+    put("safetensors", "bad-hole.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}'), data_extra=b"ab"))
+    put("safetensors", "bad-duplicate.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+        b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}'), data_extra=b"ab"))
+    put("safetensors", "bad-metadata-number.st",
+        st([("w", "F32", [1], f32(1))], meta={"n_head": 2}))
+    put("safetensors", "bad-nine-dims.st", st([("w", "U8", [1] * 9, b"a")]))
+    put("safetensors", "bad-dim-overflow.st", st([], header_override=(
+        b'{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}')))
+
+
+# ---- data (llm.c token files and text) ---------------------------------------------------
+def tokfile(version, tokens, count=None, magic=20240520):
+    h = [magic, version, len(tokens) if count is None else count] + [0] * 253
+    fmt = "<%dH" if version == 1 else "<%dI"
+    return struct.pack("<256i", *h) + struct.pack(fmt % len(tokens), *tokens)
+
+
+def data_seeds():
+    put("data", "ok-text.txt", "the quick brown fox jumps over the lazy dog\n")
+    put("data", "ok-tokens-v1.bin", tokfile(1, [i * 997 % 50257 for i in range(40)]))
+    put("data", "ok-tokens-v2.bin", tokfile(2, [i * 40009 % 128256 for i in range(40)]))
+    put("data", "bad-tokens-v2-bigid.bin", tokfile(2, [7] * 20 + [0xFFFFFFFF] + [3] * 20))
+    put("data", "bad-text-too-short.txt", "abc")
+    put("data", "bad-empty.bin", b"")
+    put("data", "bad-version.bin", tokfile(3, [1] * 40))
+    put("data", "bad-truncated.bin", tokfile(1, [1] * 40)[:-1])
+    put("data", "bad-trailing.bin", tokfile(1, [1] * 40) + b"\0\0")
+    put("data", "bad-negative-count.bin", tokfile(1, [1] * 40, count=-1))
+    put("data", "bad-header-short.bin", struct.pack("<3i", 20240520, 1, 0))
+    put("data", "bad-few-tokens.bin", tokfile(1, [1] * 6))
+
+
+# ---- Hugging Face config.json -------------------------------------------------------------
+def hf_config_seeds():
+    gpt2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64,
+            "n_head": 4, "n_layer": 2, "n_positions": 64, "n_inner": None, "vocab_size": 256,
+            "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+    llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+             "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128,
+             "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
+             "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+             "torch_dtype": "bfloat16",
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}}
+    qwen2 = dict(llama, architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                 rope_scaling=None, use_sliding_window=False, sliding_window=4096,
+                 tie_word_embeddings=True)
+    del qwen2["attention_bias"], qwen2["mlp_bias"]
+    mistral = dict(llama, architectures=["MistralForCausalLM"], model_type="mistral",
+                   rope_scaling=None, sliding_window=None, head_dim=16)
+    del mistral["attention_bias"], mistral["mlp_bias"]
+    for name, cfg in (("gpt2", gpt2), ("llama", llama), ("qwen2", qwen2), ("mistral", mistral)):
+        put("hf_config", "ok-%s.json" % name, json.dumps(cfg, indent=2))
+    put("hf_config", "bad-unknown-type.json", json.dumps(dict(llama, model_type="bert")))
+    put("hf_config", "bad-missing-hidden.json",
+        json.dumps({k: v for k, v in llama.items() if k != "hidden_size"}))
+    put("hf_config", "bad-zero-layers.json", json.dumps(dict(llama, num_hidden_layers=0)))
+    put("hf_config", "bad-heads-kv.json", json.dumps(dict(llama, num_key_value_heads=3)))
+    put("hf_config", "bad-mlp-bias.json", json.dumps(dict(llama, mlp_bias=True)))
+    put("hf_config", "bad-rope-type.json",
+        json.dumps(dict(llama, rope_scaling={"rope_type": "yarn", "factor": 4.0})))
+    put("hf_config", "bad-huge-hidden.json", json.dumps(dict(llama, hidden_size=2 ** 64)))
+    put("hf_config", "bad-syntax.json", '{"model_type": "llama",')
+    put("hf_config", "bad-not-object.json", '"llama"')
+
+
+if __name__ == "__main__":
+    config_seeds()
+    safetensors_seeds()
+    data_seeds()
+    hf_config_seeds()
