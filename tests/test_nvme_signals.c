@@ -219,14 +219,37 @@ Test(nvme_signals, cleanup_removes_tracked_and_keeps_untracked)
 	nvme_test_rmdir(dir);
 }
 
-/* A deferred SIGTERM is only recorded; the second acts (here: checked without dying by
- * looking at the pending value only). */
-Test(nvme_signals, deferred_sigterm_is_recorded)
+/* A deferred SIGTERM is only recorded (the process lives on); a second one acts: the
+ * tracked directory goes and the process dies of SIGTERM. */
+Test(nvme_signals, deferred_sigterm_is_recorded_the_second_acts)
 {
-	cr_assert_eq(zn_signals_install(), 0);
-	zn_signals_defer(SIGTERM, true);
-	cr_assert_eq(zn_signals_pending(), 0);
-	cr_assert_eq(raise(SIGTERM), 0);
-	cr_assert_eq(zn_signals_pending(), SIGTERM);
-	zn_signals_defer(SIGTERM, false);
+	char dir[ZN_PATH_MAX], sub[ZN_PATH_MAX + 8];
+	struct stat st;
+	pid_t pid;
+	int status = 0;
+
+	nvme_test_dir(dir, sizeof(dir));
+	snprintf(sub, sizeof(sub), "%s/s", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		if (zn_signals_install() || zn_signals_track(sub) < 0)
+			_exit(3);
+		zn_signals_defer(SIGTERM, true);
+		kill(getpid(), SIGTERM);
+		for (int i = 0; i < 10000 && !zn_signals_pending(); i++)
+			usleep(1000);
+		if (zn_signals_pending() != SIGTERM || stat(sub, &st))
+			_exit(4); /* not recorded, or acted on at the first */
+		kill(getpid(), SIGTERM);
+		for (int i = 0; i < 10000; i++)
+			usleep(1000);
+		_exit(5); /* the second did not end it */
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status 0x%x", status);
+	cr_assert_neq(stat(sub, &st), 0, "the tracked directory should be gone");
+	nvme_test_rmdir(dir);
 }

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/train_io.h"
+#include "cli/train_ranks.h"
 #include "cli/util.h"
 #include "comm/comm.h"
 #include "core/log.h"
@@ -183,8 +184,20 @@ static int load_init(const struct zn_gpt2_config *mc, const char *path, float **
 	return rc;
 }
 
+/* The settings of this command every rank must share, as agreement lines. */
+static void own_text(const struct train_opts *o, char *buf, size_t size)
+{
+	snprintf(buf, size, "train.steps=%d\ntrain.seq=%d\ntrain.init_from=%s\n"
+		 "train.save_final=%s\ntrain.save_dtype=%s\ntrain.print_config=%s\n", o->steps,
+		 o->seq, o->init_from ? "given" : "none", o->save_final ? "given" : "none",
+		 o->save_dtype == ZN_DTYPE_BF16 ? "bf16" : "fp32",
+		 o->print_config ? "true" : "false");
+}
+
+/* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
+ * anything waits for the other ranks. */
 static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
-		 const struct train_opts *o)
+		 const struct train_opts *o, struct zn_train_ranks *ranks)
 {
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
 	struct zn_train_data data = { 0 };
@@ -192,23 +205,21 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	float **init = NULL;
 	int rc;
 
-	if (!o->data) {
-		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
-			 "--data data/demo.txt)");
-		return ZN_EXIT_USAGE;
-	}
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
-	if (zn_signals_install())
+	if (zn_signals_install() || (o->init_from && load_init(mc, o->init_from, &init))) {
+		zn_train_ranks_fail(ranks, 1);
 		return 1;
-	if (o->init_from && load_init(mc, o->init_from, &init))
-		return 1;
+	}
 	eo.init_params_h = (const float *const *)init;
 	rc = zn_engine_create(&e, cfg, mc, &eo);
 	for (int l = 0; init && l < zn_gpt2_layer_count(mc); l++)
 		free(init[l]);
 	free(init);
-	if (rc)
-		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+	if (rc) {
+		rc = rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+		zn_train_ranks_fail(ranks, rc);
+		return rc;
+	}
 	rc = zn_train_data_open(&data, o->data, mc->vocab, e, eo.seq_len, cfg->runtime.seed);
 	if (!rc)
 		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
@@ -226,6 +237,8 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
+	if (rc)
+		zn_train_ranks_fail(ranks, 1);
 	zn_train_data_close(&data);
 	zn_engine_destroy(e);
 	return rc ? 1 : 0;
@@ -233,30 +246,46 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 
 int zn_cmd_train(int argc, char **argv)
 {
-	struct zn_gpt2_config mc;
-	struct train_opts o;
+	struct zn_train_ranks ranks;
+	struct zn_gpt2_config mc = { 0 };
+	struct train_opts o = { 0 };
 	struct zn_config cfg;
-	bool help = false;
-	int world = 1;
+	char own[512];
+	bool help = false, ok;
+	int rc;
 
-	if (parse(argc, argv, &cfg, &mc, &o, &help))
-		return ZN_EXIT_USAGE;
-	if (help) {
+	ok = !parse(argc, argv, &cfg, &mc, &o, &help);
+	if (ok && help) {
 		usage(stdout);
 		return 0;
 	}
-	if (zn_comm_world_hint(NULL, &world, NULL))
+	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
-	if (zn_config_validate(&cfg, world))
+	ok = ok && !zn_config_validate(&cfg, ranks.world);
+	if (ok && !o.data && !o.print_config) {
+		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
+			 "--data data/demo.txt)");
+		ok = false;
+	}
+	/* Every rank checks it runs what rank 0 runs (and that all started) before any
+	 * work: a rank that differs would hang or crash the job later. */
+	own_text(&o, own, sizeof(own));
+	rc = zn_train_ranks_agree(&ranks, &cfg, &mc, own, ok);
+	if (rc) {
+		zn_train_ranks_end(&ranks);
 		return ZN_EXIT_USAGE;
+	}
 	if (o.print_config) {
 		char *json = zn_config_to_json(&cfg);
 
+		zn_train_ranks_end(&ranks);
 		if (!json)
 			return 1;
 		printf("%s\n", json);
 		free(json);
 		return 0;
 	}
-	return train(&cfg, &mc, &o);
+	rc = train(&cfg, &mc, &o, &ranks);
+	zn_train_ranks_end(&ranks);
+	return rc;
 }

@@ -142,4 +142,25 @@ int zn_comm_barrier(struct zn_comm *c);
 /* 0, or the sticky error of a failed collective (also asks NCCL for asynchronous errors). */
 int zn_comm_check(struct zn_comm *c);
 
+/* ---- ranks that agree, ranks that fail (comm_agree.c) ----------------------------------
+ *
+ * zn_comm_agree: every rank checks that it runs what rank 0 runs before any work. text is
+ * this rank's description of the run as "key=value" lines (the effective config, the
+ * model shape, ...; per-rank values such as paths left out); ok says whether this rank's
+ * own start-up succeeded. Rank 0's text is broadcast and every rank compares it line by
+ * line, then every rank learns every other's verdict (an all-gather), so all of them
+ * return the same answer: 0 when every rank is ok and agrees; -EINVAL (ZN_EUSAGE) when
+ * some rank differs, each differing rank logging "ranks disagree on KEY: VALUE here on
+ * rank r, VALUE on rank 0" and rank 0 "rank r disagrees on KEY" (the first such rank and
+ * its first differing key); -ECANCELED when some rank was not ok (it logged why; the
+ * others log which rank); -EIO when the collective itself fails. Collective: every rank
+ * of c, host ops on the calling thread.
+ *
+ * zn_comm_abort: ends every rank of the launch at once with exit_code: MPI_Abort(
+ * MPI_COMM_WORLD) when MPI is up in this process, else exit(). For a rank that fails
+ * after start-up while the others may be waiting in a collective: the launcher sends
+ * them SIGTERM (core/signals.h removes their swap files). Flushes stdout and stderr. */
+int zn_comm_agree(struct zn_comm *c, const char *text, bool ok);
+void zn_comm_abort(int exit_code);
+
 #endif

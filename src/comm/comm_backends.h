@@ -23,6 +23,17 @@ static inline int zn_comm_mpi_open(struct zn_comm *c)
 }
 #endif
 
+/* MPI_Abort(MPI_COMM_WORLD, code) when MPI is initialized and not finalized; returns
+ * otherwise (and without MPI). */
+#ifdef ZN_HAVE_MPI
+void zn_comm_mpi_abort(int code);
+#else
+static inline void zn_comm_mpi_abort(int code)
+{
+	(void)code;
+}
+#endif
+
 #ifdef ZN_HAVE_NCCL
 int zn_comm_nccl_open(struct zn_comm *c);
 #else

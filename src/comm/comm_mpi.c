@@ -457,3 +457,14 @@ int zn_comm_mpi_open(struct zn_comm *c)
 	c->ops = &mpi_ops;
 	return 0;
 }
+
+void zn_comm_mpi_abort(int code)
+{
+	int inited = 0, finalized = 0;
+
+	if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited)
+		return;
+	if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized)
+		return;
+	MPI_Abort(MPI_COMM_WORLD, code);
+}

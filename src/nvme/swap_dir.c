@@ -300,6 +300,8 @@ int zn_swap_path_make(struct zn_swap_path *p, const char *run_id, int rank, int 
 	int rc;
 
 	p->dir_fd = p->lock_fd = p->fd = p->sig_slot = -1;
+	/* A signal waits until what is made here is tracked (core/signals.h). */
+	zn_signals_hold();
 	rc = make_dir(p, run_id, rank);
 	if (rc)
 		goto remove;
@@ -323,9 +325,11 @@ int zn_swap_path_make(struct zn_swap_path *p, const char *run_id, int rank, int 
 		if (rc)
 			goto remove;
 	}
+	zn_signals_release();
 	return 0;
 remove:
 	zn_swap_path_remove(p);
+	zn_signals_release();
 	return rc;
 }
 

@@ -1,0 +1,53 @@
+/* zinc train across ranks: every rank agrees on what it runs before any work, and a rank
+ * that fails after that ends the whole job (comm.h's zn_comm_agree and zn_comm_abort).
+ * Internal to src/cli.
+ *
+ *     struct zn_train_ranks r;
+ *     if (zn_train_ranks_start(&r))
+ *             return 2;
+ *     if (zn_train_ranks_agree(&r, &cfg, &mc, "train.steps=20\n", ok))
+ *             ...  // every rank: exit 2
+ *     rc = work();
+ *     if (rc)
+ *             zn_train_ranks_fail(&r, 1); // world > 1: does not return
+ *     zn_train_ranks_end(&r);
+ */
+#ifndef ZN_CLI_TRAIN_RANKS_H
+#define ZN_CLI_TRAIN_RANKS_H
+
+#include <stdbool.h>
+
+#include "model/gpt2.h"
+#include "zinc.h"
+
+struct zn_comm;
+
+struct zn_train_ranks {
+	int world;            /* ranks of the launch (1 without a launcher) */
+	struct zn_comm *comm; /* world > 1: an mpi comm of host ops, kept to the end */
+};
+
+/* The world from the launcher; with more than one rank, an mpi comm (so MPI stays up
+ * while engines come and go). Returns 0 or a negative code (logged). */
+int zn_train_ranks_start(struct zn_train_ranks *r);
+
+/* What the ranks must agree on, as "key=value" lines: the effective config (JSON keys,
+ * without the per-rank ones: nvme paths, pin_memory, the aio block, zinc.numa_node,
+ * zinc.run_id), the model shape (model.*), then extra (lines of the command's own
+ * settings). Caller frees; NULL when out of memory. */
+char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+			  const char *extra);
+
+/* Every rank compares its text with rank 0's (ok: this rank's own start-up went well).
+ * 0 when all agree and are ok; otherwise every rank gets the same negative code and the
+ * caller exits 2 (the differing key is logged). One rank: returns 0 when ok. */
+int zn_train_ranks_agree(struct zn_train_ranks *r, const struct zn_config *cfg,
+			 const struct zn_gpt2_config *mc, const char *extra, bool ok);
+
+/* A failure after agreement: with more than one rank, removes this rank's swap files and
+ * ends the job (MPI_Abort) with exit_code; with one rank, returns. */
+void zn_train_ranks_fail(struct zn_train_ranks *r, int exit_code);
+
+void zn_train_ranks_end(struct zn_train_ranks *r);
+
+#endif
