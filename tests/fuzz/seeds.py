@@ -220,8 +220,40 @@ def hf_config_seeds():
     put("hf_config", "bad-not-object.json", '"llama"')
 
 
+# ---- Hugging Face model.safetensors.index.json --------------------------------------------
+def hf_index_seeds():
+    """The directory fuzz_hf_index.c builds: a llama with 1 layer, embeddings and layer 0 in
+    the first shard, final norm and lm_head in the second."""
+    s1, s2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    p = "model.layers.0."
+    first = ["model.embed_tokens.weight", p + "input_layernorm.weight",
+             p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+             p + "self_attn.v_proj.weight", p + "self_attn.o_proj.weight",
+             p + "post_attention_layernorm.weight", p + "mlp.gate_proj.weight",
+             p + "mlp.up_proj.weight", p + "mlp.down_proj.weight"]
+    second = ["model.norm.weight", "lm_head.weight"]
+    wm = dict([(n, s1) for n in first] + [(n, s2) for n in second])
+    good = {"metadata": {"total_size": 1152}, "weight_map": wm}
+    put("hf_index", "ok-index.json", json.dumps(good, indent=2))
+    put("hf_index", "ok-no-metadata.json", json.dumps({"weight_map": wm}))
+    put("hf_index", "bad-missing-tensor.json",
+        json.dumps({"weight_map": {k: v for k, v in wm.items() if k != "lm_head.weight"}}))
+    put("hf_index", "bad-wrong-shard.json",
+        json.dumps({"weight_map": dict(wm, **{"lm_head.weight": s1})}))
+    put("hf_index", "bad-no-such-shard.json",
+        json.dumps({"weight_map": dict(wm, **{"lm_head.weight": "model-00003-of-00003.safetensors"})}))
+    put("hf_index", "bad-path-escape.json",
+        json.dumps({"weight_map": dict(wm, **{"lm_head.weight": "../" + s2})}))
+    put("hf_index", "bad-no-weight-map.json", json.dumps({"metadata": {"total_size": 1}}))
+    put("hf_index", "bad-weight-map-array.json", json.dumps({"weight_map": [s1, s2]}))
+    put("hf_index", "bad-value-number.json", json.dumps({"weight_map": dict(wm, **{"lm_head.weight": 2})}))
+    put("hf_index", "bad-syntax.json", '{"weight_map": {')
+    put("hf_index", "bad-empty.json", "")
+
+
 if __name__ == "__main__":
     config_seeds()
     safetensors_seeds()
     data_seeds()
     hf_config_seeds()
+    hf_index_seeds()
