@@ -340,6 +340,29 @@ Test(hf_dir, gpt2_names_without_transformer_prefix)
 	free_model(&m);
 }
 
+/* The hub's cache: snapshots/<rev>/ holds symlinks into blobs/. */
+Test(hf_dir, hub_cache_symlinks)
+{
+	struct model m;
+	struct zn_hf_src *s;
+	char cmd[512];
+	float x[16];
+
+	make_model(&m, tiny_json);
+	save(&m, path_of("blobs"), ZN_DTYPE_F32, 2000);
+	mkdir(path_of("snap"), 0755);
+	snprintf(cmd, sizeof(cmd), "cd %s/snap && for f in ../blobs/*; do ln -s \"$f\" .; done",
+		 dir);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(zn_hf_open(&s, path_of("snap")), 0);
+	cr_assert_eq(zn_hf_check_layout(s), 0);
+	cr_assert_eq(zn_hf_read_rows(s, "model.layers.2.input_layernorm.weight", 0, 16,
+				     ZN_DTYPE_F32, x), 0);
+	cr_expect(!memcmp(x, m.data[1 + 2 * 13], sizeof(x)));
+	zn_hf_close(s);
+	free_model(&m);
+}
+
 Test(hf_dir, shard_size_parsing)
 {
 	static const struct {
@@ -493,6 +516,9 @@ Test(hf_dir, malformed_directories_refused)
 	snprintf(f, sizeof(f), "%s/model.safetensors", d);
 	unlink(f);
 	expect_says(refusal(d), "neither model.safetensors nor model.safetensors.index.json", NULL);
+	snprintf(f, sizeof(f), "%s/pytorch_model.bin", d);
+	write_all(f, "x", 1);
+	expect_says(refusal(d), "pytorch_model.bin is a pickle", "safe_serialization=True");
 	/* an index without weight_map; a shard name that leaves the directory */
 	d = fresh(&m, "m9", 1000);
 	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);

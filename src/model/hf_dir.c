@@ -303,8 +303,13 @@ static int open_dir(struct zn_hf_src *s)
 	free(s->index_path);
 	s->index_path = NULL;
 	if (!is_file(single)) {
-		zn_error("%s: neither %s nor %s: no weights in the directory", s->path,
-			 SINGLE_NAME, INDEX_NAME);
+		char *bin = join(s->path, "pytorch_model.bin");
+
+		zn_error("%s: neither %s nor %s: no weights in the directory%s", s->path,
+			 SINGLE_NAME, INDEX_NAME, bin && is_file(bin) ? " (pytorch_model.bin is "
+			 "a pickle, which zinc does not read: save the model with "
+			 "safe_serialization=True)" : "");
+		free(bin);
 		rc = -EINVAL;
 		goto free_paths;
 	}
