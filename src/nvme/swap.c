@@ -20,7 +20,6 @@
 #include "nvme/crc32c.h"
 #include "nvme/swap_impl.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 struct zn_swap_ext {
 	struct zn_swap_key key;
@@ -187,6 +186,7 @@ int zn_swap_create(struct zn_swap **out, struct zn_aio *aio, const struct zn_swa
 {
 	struct zn_swap *s;
 	uint64_t total = 0;
+	char size[32];
 	int rc, p;
 
 	*out = NULL;
@@ -228,10 +228,10 @@ int zn_swap_create(struct zn_swap **out, struct zn_aio *aio, const struct zn_swa
 		goto destroy;
 	for (p = 0; p < s->path_count; p++)
 		total += s->paths[p].file_bytes;
-	zn_info("swap: reserved %.2f %s for %zu extents in %d file%s (%s%s)",
-		total >= (1ull << 30) ? total / GIB : total / 1048576.0,
-		total >= (1ull << 30) ? "GiB" : "MiB", s->ext_count, s->path_count, s->path_count > 1 ? "s, striped" : "",
-		s->paths[0].dir, s->path_count > 1 ? ", ..." : "");
+	zn_info("swap: reserved %s for %zu extents in %d file%s (%s%s)",
+		zn_swap_fmt_bytes(total, size, sizeof(size)), s->ext_count, s->path_count,
+		s->path_count > 1 ? "s, striped" : "", s->paths[0].dir,
+		s->path_count > 1 ? ", ..." : "");
 	*out = s;
 	return 0;
 destroy:

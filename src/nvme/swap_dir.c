@@ -24,7 +24,25 @@
 #include "core/log.h"
 #include "core/signals.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
+/* "512 bytes", "1.50 KiB", "3.25 MiB", "80.13 GiB", "2.00 TiB": a size that never reads
+ * as 0.00 in an error. */
+const char *zn_swap_fmt_bytes(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+		return buf;
+	}
+	while (v >= 1024.0 && u < 4) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(buf, size, "%.2f %s", v, units[u]);
+	return buf;
+}
 
 static void dir_name(char *out, size_t n, const char *run_id, int rank, long pid, bool tmp)
 {
@@ -79,6 +97,7 @@ static int clean_one(int root_fd, const char *root, const char *name, bool tmp, 
 	struct stat st;
 	long pid = name_pid(name);
 	uint64_t freed;
+	char f[32];
 	int dfd, lfd, rc = 0;
 
 	if (fstatat(root_fd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISDIR(st.st_mode) ||
@@ -113,8 +132,9 @@ static int clean_one(int root_fd, const char *root, const char *name, bool tmp, 
 		zn_warn("could not remove stale swap directory %s/%s: %s", root, name,
 			zn_strerror(-errno));
 	else
-		zn_info("removed stale swap directory %s/%s (%.2f GiB) left by a run that did not "
-			"exit cleanly (pid %ld)", root, name, freed / GIB, pid);
+		zn_info("removed stale swap directory %s/%s (%s) left by a run that did not exit "
+			"cleanly (pid %ld)", root, name, zn_swap_fmt_bytes(freed, f, sizeof(f)),
+			pid);
 close_dir:
 	close(dfd);
 	return rc;
@@ -193,10 +213,12 @@ int zn_swap_check_space(const struct zn_swap_path *paths, int count)
 			}
 		}
 		if (need > free_bytes[i]) {
-			zn_error("need %.2f GiB on %s%s, %.2f GiB free: free space there, add nvme "
-				 "paths or offload less", need / GIB, paths[i].root,
+			char a[32], b[32];
+
+			zn_error("need %s on %s%s, %s free: free space there, add nvme paths or "
+				 "offload less", zn_swap_fmt_bytes(need, a, sizeof(a)), paths[i].root,
 				 shared > 1 ? " (all nvme paths on its filesystem)" : "",
-				 free_bytes[i] / GIB);
+				 zn_swap_fmt_bytes(free_bytes[i], b, sizeof(b)));
 			return -ENOSPC;
 		}
 	}
@@ -278,12 +300,14 @@ static int reserve(struct zn_swap_path *p, int inject_errno)
 	rc = -errno;
 	if (rc == -ENOSPC || rc == -EDQUOT) {
 		uint64_t free_bytes = 0;
+		char a[32], b[32];
 
 		if (!statvfs(p->root, &sv))
 			free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
-		zn_error("need %.2f GiB on %s, %.2f GiB free (fallocate of %s: %s): free space "
-			 "there, add nvme paths or offload less", p->file_bytes / GIB, p->root,
-			 free_bytes / GIB, p->file, zn_strerror(rc));
+		zn_error("need %s on %s, %s free (fallocate of %s: %s): free space there, add "
+			 "nvme paths or offload less", zn_swap_fmt_bytes(p->file_bytes, a, sizeof(a)),
+			 p->root, zn_swap_fmt_bytes(free_bytes, b, sizeof(b)), p->file,
+			 zn_strerror(rc));
 	} else if (rc == -EOPNOTSUPP) {
 		zn_error("fallocate of %s: the filesystem of %s cannot reserve space: use an "
 			 "nvme path on ext4 or xfs", p->file, p->root);

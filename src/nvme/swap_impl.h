@@ -4,6 +4,7 @@
 #define ZN_NVME_SWAP_IMPL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nvme/swap.h"
@@ -23,6 +24,9 @@ struct zn_swap_path {
 	uint64_t file_bytes;
 	struct zn_aio_file *af;
 };
+
+/* A size for messages: "512 bytes", "3.25 MiB", "80.13 GiB" (never "0.00 GiB"). */
+const char *zn_swap_fmt_bytes(uint64_t bytes, char *buf, size_t size);
 
 /* Removes stale swap directories under root (logs each). -EBUSY when a live process
  * holds the directory this run id and rank would use. */
