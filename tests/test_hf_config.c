@@ -313,6 +313,39 @@ Test(hf_config, refusals_name_file_and_key)
 		       " \"n_positions\": 8, \"vocab_size\": 10}", "n_layer", NULL);
 }
 
+/* transformers 5 writes rope_theta and the scaling inside rope_parameters */
+Test(hf_config, transformers_5_rope_parameters)
+{
+	const char *v5 = "{" LLAMA ", \"dtype\": \"float16\", \"rope_parameters\": {\"rope_type\":"
+			 " \"llama3\", \"rope_theta\": 500000.0, \"factor\": 8.0, "
+			 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+			 "\"original_max_position_embeddings\": 8192}}";
+	struct zn_hf_config c, back;
+	char *text;
+
+	cr_assert_eq(zn_hf_config_parse(v5, "v5", &c), 0);
+	cr_expect(c.rope_theta == 500000.0 && c.rope_scaling.type == ZN_HF_ROPE_LLAMA3 &&
+		  c.rope_scaling.factor == 8.0 &&
+		  c.rope_scaling.original_max_position_embeddings == 8192);
+	cr_expect_str_eq(c.torch_dtype, "float16");
+	/* written back in the same style */
+	text = zn_hf_config_to_json(&c, v5);
+	cr_assert_not_null(text);
+	cr_expect(strstr(text, "\"rope_parameters\": {\n    \"factor\": 8.0,\n"), "%s", text);
+	cr_expect(strstr(text, "\"rope_theta\": 500000.0,\n    \"rope_type\": \"llama3\"\n  }"),
+		  "%s", text);
+	cr_expect(!strstr(text, "rope_scaling") && !strstr(text, "torch_dtype"), "%s", text);
+	cr_expect(strstr(text, "\"dtype\": \"float16\""), "%s", text);
+	cr_assert_eq(zn_hf_config_parse(text, "back", &back), 0);
+	expect_same(&c, &back, "v5");
+	free(text);
+	cr_assert_eq(zn_hf_config_parse("{" LLAMA ", \"rope_parameters\": {\"rope_type\": "
+					 "\"default\", \"rope_theta\": 1000.0}}", "v5", &c), 0);
+	cr_expect(c.rope_theta == 1000.0 && c.rope_scaling.type == ZN_HF_ROPE_DEFAULT);
+	expect_refusal("{" LLAMA ", \"rope_parameters\": {\"rope_type\": \"yarn\", "
+		       "\"rope_theta\": 1000.0}}", "rope_parameters.rope_type", "\"yarn\"");
+}
+
 Test(hf_config, explicit_head_dim_and_llama_biases)
 {
 	struct zn_hf_config c;

@@ -39,8 +39,8 @@ static const cJSON *item(const struct jctx *c, const char *key, const char *alia
 
 static int missing(const struct jctx *c, const char *key)
 {
-	zn_error("%s: key \"%s%s\" is missing: a %s config.json needs it", c->path, c->prefix,
-		 key, c->prefix[0] ? "rope_scaling in a" : "model's");
+	zn_error("%s: key \"%s%s\" is missing: the model's config.json needs it", c->path,
+		 c->prefix, key);
 	return -EINVAL;
 }
 
@@ -142,28 +142,38 @@ static int parse_dtype(const struct jctx *c, struct zn_hf_config *cfg)
 	return -EINVAL;
 }
 
-static int parse_rope_scaling(const struct jctx *c, struct zn_hf_config *cfg)
+/* rope_scaling (null, or an object with rope_type/type "default" or "llama3"), or
+ * transformers 5's rope_parameters (rope_type, rope_theta and the scaling keys in one
+ * object). */
+static int parse_rope(const struct jctx *c, struct zn_hf_config *cfg)
 {
-	const cJSON *v = item(c, "rope_scaling", NULL);
+	const cJSON *params = item(c, "rope_parameters", NULL);
+	const char *key = params ? "rope_parameters" : "rope_scaling";
+	const cJSON *v = params ? params : item(c, "rope_scaling", NULL);
 	struct zn_hf_rope_scaling *rs = &cfg->rope_scaling;
-	struct jctx r = { c->path, v, "rope_scaling." };
+	struct jctx r = { c->path, v, params ? "rope_parameters." : "rope_scaling." };
 	const cJSON *type;
 	int rc;
 
 	memset(rs, 0, sizeof(*rs));
-	if (!v)
-		return 0;
-	type = item(&r, "rope_type", "type");
-	if (!cJSON_IsObject(v) || !cJSON_IsString(type)) {
-		zn_error("%s: key \"rope_scaling\" must be null or an object with a "
-			 "\"rope_type\" string", c->path);
+	rc = get_num(c, "rope_theta", NULL, 0, 10000.0, 0, 1e12, &cfg->rope_theta);
+	if (rc || !v)
+		return rc;
+	type = cJSON_IsObject(v) ? item(&r, "rope_type", "type") : NULL;
+	if (!cJSON_IsObject(v) || (!params && !cJSON_IsString(type)) ||
+	    (type && !cJSON_IsString(type))) {
+		zn_error("%s: key \"%s\" must be %san object with a \"rope_type\" string",
+			 c->path, key, params ? "" : "null or ");
 		return -EINVAL;
 	}
-	if (!strcmp(type->valuestring, "default"))
-		return 0;
+	if (params)
+		rc = get_num(&r, "rope_theta", NULL, 0, cfg->rope_theta, 0, 1e12,
+			     &cfg->rope_theta);
+	if (rc || !type || !strcmp(type->valuestring, "default"))
+		return rc;
 	if (strcmp(type->valuestring, "llama3")) {
-		zn_error("%s: key \"rope_scaling.rope_type\" is \"%s\": zinc supports \"llama3\" "
-			 "(or rope_scaling null)", c->path, type->valuestring);
+		zn_error("%s: key \"%s.rope_type\" is \"%s\": zinc supports \"llama3\" "
+			 "(or \"default\")", c->path, key, type->valuestring);
 		return -EINVAL;
 	}
 	rs->type = ZN_HF_ROPE_LLAMA3;
@@ -176,8 +186,8 @@ static int parse_rope_scaling(const struct jctx *c, struct zn_hf_config *cfg)
 		rc = get_int(&r, "original_max_position_embeddings", NULL, 1, 0, 1, MAX_INT,
 			     &rs->original_max_position_embeddings);
 	if (!rc && rs->high_freq_factor <= rs->low_freq_factor) {
-		zn_error("%s: key \"rope_scaling.high_freq_factor\" (%g) must be greater than "
-			 "low_freq_factor (%g)", c->path, rs->high_freq_factor,
+		zn_error("%s: key \"%s.high_freq_factor\" (%g) must be greater than "
+			 "low_freq_factor (%g)", c->path, key, rs->high_freq_factor,
 			 rs->low_freq_factor);
 		rc = -EINVAL;
 	}
@@ -291,9 +301,7 @@ static int parse_llama(const struct jctx *c, struct zn_hf_config *cfg)
 	if (!rc)
 		rc = get_num(c, "rms_norm_eps", NULL, 0, 1e-6, 0, 1, &cfg->norm_eps);
 	if (!rc)
-		rc = get_num(c, "rope_theta", NULL, 0, 10000.0, 0, 1e12, &cfg->rope_theta);
-	if (!rc)
-		rc = parse_rope_scaling(c, cfg);
+		rc = parse_rope(c, cfg);
 	if (!rc)
 		rc = get_bool(c, "attention_bias", cfg->family == ZN_HF_QWEN2,
 			      &cfg->attention_bias);

@@ -1,4 +1,5 @@
 /* struct zn_hf_config -> config.json text, in each family's own key names. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,17 +38,33 @@ static int set_arch(cJSON *o, const char *arch)
 	return set(o, "architectures", a);
 }
 
-static int set_rope_scaling(cJSON *o, const struct zn_hf_rope_scaling *rs)
+/* The legacy keys (rope_theta, rope_scaling), or transformers 5's rope_parameters when
+ * the original config used it. */
+static int set_rope(cJSON *o, const struct zn_hf_config *c)
 {
+	const struct zn_hf_rope_scaling *rs = &c->rope_scaling;
+	bool params = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "rope_parameters"));
 	cJSON *r;
 	int rc;
 
-	if (rs->type != ZN_HF_ROPE_LLAMA3)
-		return set(o, "rope_scaling", cJSON_CreateNull());
+	if (params) {
+		cJSON_DeleteItemFromObjectCaseSensitive(o, "rope_theta");
+		cJSON_DeleteItemFromObjectCaseSensitive(o, "rope_scaling");
+	} else {
+		rc = set(o, "rope_theta", zn_hf_json_float(c->rope_theta));
+		if (rc || rs->type != ZN_HF_ROPE_LLAMA3)
+			return rc ? rc : set(o, "rope_scaling", cJSON_CreateNull());
+	}
 	r = cJSON_CreateObject();
-	rc = set(o, "rope_scaling", r);
+	rc = set(o, params ? "rope_parameters" : "rope_scaling", r);
+	if (!rc && params)
+		rc = set(r, "rope_theta", zn_hf_json_float(c->rope_theta));
 	if (!rc)
-		rc = set(r, "factor", zn_hf_json_float(rs->factor));
+		rc = set(r, "rope_type", cJSON_CreateString(rs->type == ZN_HF_ROPE_LLAMA3 ?
+								   "llama3" : "default"));
+	if (rc || rs->type != ZN_HF_ROPE_LLAMA3)
+		return rc;
+	rc = set(r, "factor", zn_hf_json_float(rs->factor));
 	if (!rc)
 		rc = set(r, "low_freq_factor", zn_hf_json_float(rs->low_freq_factor));
 	if (!rc)
@@ -55,8 +72,6 @@ static int set_rope_scaling(cJSON *o, const struct zn_hf_rope_scaling *rs)
 	if (!rc)
 		rc = set_int(r, "original_max_position_embeddings",
 			     rs->original_max_position_embeddings);
-	if (!rc)
-		rc = set(r, "rope_type", cJSON_CreateString("llama3"));
 	return rc;
 }
 
@@ -110,9 +125,7 @@ static int write_llama(cJSON *o, const struct zn_hf_config *c)
 	if (!rc)
 		rc = set(o, "rms_norm_eps", zn_hf_json_float(c->norm_eps));
 	if (!rc)
-		rc = set(o, "rope_theta", zn_hf_json_float(c->rope_theta));
-	if (!rc)
-		rc = set_rope_scaling(o, &c->rope_scaling);
+		rc = set_rope(o, c);
 	if (!rc && c->family == ZN_HF_LLAMA)
 		rc = set(o, "attention_bias", cJSON_CreateBool(c->attention_bias));
 	if (!rc && c->family == ZN_HF_LLAMA)
@@ -131,11 +144,13 @@ char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json
 {
 	cJSON *o = base_json ? cJSON_Parse(base_json) : cJSON_CreateObject();
 	char *text = NULL;
+	const char *dtype_key;
 	int rc;
 
 	if (!cJSON_IsObject(o))
 		goto delete_obj;
-	cJSON_DeleteItemFromObjectCaseSensitive(o, "dtype"); /* torch_dtype's newer name */
+	/* transformers 5 names torch_dtype "dtype": keep the original's name */
+	dtype_key = cJSON_GetObjectItemCaseSensitive(o, "dtype") ? "dtype" : "torch_dtype";
 	rc = set(o, "model_type", cJSON_CreateString(zn_hf_family_name(cfg->family)));
 	if (!rc)
 		rc = cfg->family == ZN_HF_GPT2 ? write_gpt2(o, cfg) : write_llama(o, cfg);
@@ -144,7 +159,7 @@ char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json
 	if (!rc)
 		rc = set_int(o, "vocab_size", cfg->vocab_size);
 	if (!rc && cfg->torch_dtype[0])
-		rc = set(o, "torch_dtype", cJSON_CreateString(cfg->torch_dtype));
+		rc = set(o, dtype_key, cJSON_CreateString(cfg->torch_dtype));
 	if (!rc)
 		text = zn_hf_json_dumps(o);
 delete_obj:
