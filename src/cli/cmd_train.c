@@ -7,6 +7,7 @@
  * per-step line are in train_io.c.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,30 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_co
 	return rc;
 }
 
+/* A NaN or an infinity in the starting weights would train into NaN and be saved: refuse
+ * the checkpoint, naming the tensor. */
+static int check_finite(const struct zn_layer_desc *ld, int n, float *const *p,
+			const char *path)
+{
+	for (int l = 0; l < n; l++) {
+		for (int t = 0; t < ld[l].tensor_count; t++) {
+			const struct zn_tensor_desc *td = &ld[l].tensors[t];
+			const float *x = p[l] + td->offset;
+
+			for (uint64_t i = 0; i < td->numel; i++) {
+				if (isfinite(x[i]))
+					continue;
+				zn_error("--init-from %s: tensor %s holds %s at element %llu: the "
+					 "checkpoint is corrupt or its training diverged; start from "
+					 "another one", path, td->name, isnan(x[i]) ? "NaN" :
+					 "an infinity", (unsigned long long)i);
+				return -ERANGE;
+			}
+		}
+	}
+	return 0;
+}
+
 static int load_init(const struct zn_gpt2_config *mc, const char *path, float ***out)
 {
 	int n = zn_gpt2_layer_count(mc), rc;
@@ -172,7 +197,10 @@ static int load_init(const struct zn_gpt2_config *mc, const char *path, float **
 		p[l] = calloc(ld[l].numel, sizeof(float));
 		rc = p[l] ? 0 : -ENOMEM;
 	}
-	rc = rc ?: zn_gpt2_load_safetensors(mc, ld, p, path);
+	if (!rc)
+		rc = zn_gpt2_load_safetensors(mc, ld, p, path);
+	if (!rc)
+		rc = check_finite(ld, n, p, path);
 	free(ld);
 	if (rc) {
 		for (int l = 0; p && l < n; l++)
