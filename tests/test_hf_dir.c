@@ -340,6 +340,47 @@ Test(hf_dir, gpt2_names_without_transformer_prefix)
 	free_model(&m);
 }
 
+/* scripts/hf_check.py reads the directories with Python's json and struct: the text files
+ * are json.dumps(indent=2, sort_keys=True) output, the shards and index consistent. */
+Test(hf_dir, python_reads_the_directories)
+{
+	static const char *const cfgs[] = {
+		"{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 24, "
+		"\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": "
+		"2, \"vocab_size\": 50, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, "
+		"\"rope_theta\": 500000.0, \"initializer_range\": 0.02, \"eos_token_id\": [1, 2],"
+		" \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, "
+		"\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+		"\"original_max_position_embeddings\": 8192}, \"tie_word_embeddings\": true}",
+		"{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+		"\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"vocab_size\": 30, "
+		"\"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-06, \"rope_theta\": "
+		"1000000.0, \"use_sliding_window\": false, \"sliding_window\": 32}",
+		"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 2, \"n_head\": 2, "
+		"\"n_positions\": 4, \"vocab_size\": 5, \"task_specific_params\": "
+		"{\"text-generation\": {\"do_sample\": true, \"max_length\": 50}}}",
+	};
+	char cmd[512];
+
+	if (system("command -v python3 > /dev/null 2>&1"))
+		cr_skip_test("python3 is not installed");
+	for (int i = 0; i < 3; i++) {
+		struct model m;
+		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 600, cfgs[i] };
+		const char *d = path_of(i == 0 ? "py0" : i == 1 ? "py1" : "py2");
+
+		make_model(&m, cfgs[i]);
+		cr_assert_eq(zn_hf_save(d, &m.cfg, &o, m.e, m.n), 0);
+		snprintf(cmd, sizeof(cmd), "python3 %s/scripts/hf_check.py %s", ZN_TEST_SRC_DIR, d);
+		cr_expect_eq(system(cmd), 0, "%s", cmd);
+		/* one file, no index */
+		o.shard_bytes = 0;
+		cr_assert_eq(zn_hf_save(d, &m.cfg, &o, m.e, m.n), 0);
+		cr_expect_eq(system(cmd), 0, "%s", cmd);
+		free_model(&m);
+	}
+}
+
 /* The hub's cache: snapshots/<rev>/ holds symlinks into blobs/. */
 Test(hf_dir, hub_cache_symlinks)
 {
