@@ -19,10 +19,11 @@ CC=${ZINC_FUZZ_CC:-clang} cmake -S . -B "$build" -DZINC_FUZZ=ON -DZINC_CUDA=OFF 
 	> "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" --target fuzzers -j"$(nproc)" > "$build/build.log" 2>&1 ||
 	{ tail -50 "$build/build.log"; exit 1; }
-targets=${*:-$(cd "$build" && ls fuzz_* | sed 's/^fuzz_//')}
+built=$(cd "$build" && find . -maxdepth 1 -type f -executable -name 'fuzz_*' | sed 's|^./fuzz_||' | sort)
+targets=${*:-$built}
 status=0
 for t in $targets; do
-	[ -x "$build/fuzz_$t" ] || { echo "ci-fuzz: no target fuzz_$t (built: $(cd "$build" && ls fuzz_*))"; exit 2; }
+	[ -x "$build/fuzz_$t" ] || { echo "ci-fuzz: no target fuzz_$t (built: $(echo $built))"; exit 2; }
 	mkdir -p "$build/corpus/$t" "$build/artifacts"
 	log=$build/fuzz_$t.log
 	dict=()
