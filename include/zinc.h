@@ -121,6 +121,15 @@ struct zn_precision_config {
 	float min_loss_scale;
 };
 
+/* How --data is read (zinc.data_format): auto = an llm.c token file by its header, else
+ * UTF-8 text (anything else is refused); text = every byte a token; tokens = a token file
+ * only. */
+enum zn_data_format {
+	ZN_DATA_FORMAT_AUTO = 0,
+	ZN_DATA_FORMAT_TEXT = 1,
+	ZN_DATA_FORMAT_TOKENS = 2,
+};
+
 /* zinc's own runtime settings: JSON block "zinc" and flags */
 struct zn_runtime_config {
 	enum zn_device_kind device;
@@ -133,6 +142,7 @@ struct zn_runtime_config {
 	/* names this run's swap directories, so runs sharing an nvme path keep apart:
 	 * letters, digits, '.', '_', '-'; "" = p<pid> */
 	char run_id[ZN_RUN_ID_MAX + 1];
+	enum zn_data_format data_format;
 };
 
 struct zn_config {

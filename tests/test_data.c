@@ -1,11 +1,15 @@
-/* src/model data loader: llm.c token files and text, batch contents (targets shifted by
- * one), the rank split equal to one rank with world x B, wrapping, seeded shuffling,
- * seek, and every malformed-file error. */
+/* src/model data loader: llm.c token files (GPT-2 and Llama 3) and UTF-8 text, batch
+ * contents (targets shifted by one), the rank split equal to one rank with world x B,
+ * wrapping, seeded shuffling, seek, every malformed-file error, files that are not
+ * regular, a file truncated during a run, and tokens beyond the vocabulary. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/data.h"
@@ -212,7 +216,8 @@ Test(data, text_is_bytes)
 	fp = fopen(p, "w");
 	fputs("Hello, world!\xff", fp);
 	fclose(fp);
-	cr_assert_eq(zn_data_open(&d, p, 1, 3, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_open(&d, p, 1, 3, 0, 1, 0, false), -EINVAL, "\\xff: not UTF-8");
+	cr_assert_eq(zn_data_open_as(&d, p, ZN_DATA_FORMAT_TEXT, 1, 3, 0, 1, 0, false), 0);
 	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TEXT);
 	cr_expect_eq(zn_data_vocab(d), 256);
 	cr_expect_eq(zn_data_max_token(d), 255);
@@ -264,4 +269,196 @@ Test(data, rejects_malformed_files_and_bad_arguments)
 	cr_expect_neq(zn_data_open(&d, p, 1, 4, 2, 2, 0, false), 0, "rank >= world");
 	cr_expect_neq(zn_data_open(&d, p, 0, 4, 0, 1, 0, false), 0, "B 0");
 	cr_expect_null(d);
+}
+
+/* A file of raw bytes. */
+static const char *write_bytes(const char *name, const void *bytes, size_t n)
+{
+	static char p[128];
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fp = fopen(p, "wb");
+	cr_assert(fp);
+	cr_assert_eq(fwrite(bytes, 1, n, fp), n);
+	fclose(fp);
+	return p;
+}
+
+/* llm.c Llama 3 layout: magic 20240801, version 7, uint32 tokens. */
+static const char *write_llama3(const char *name, const uint32_t *tok, int n)
+{
+	static char p[128];
+	int32_t h[256] = { ZN_DATA_MAGIC_LLAMA3, 7, n };
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fp = fopen(p, "wb");
+	cr_assert(fp);
+	fwrite(h, 4, 256, fp);
+	fwrite(tok, 4, (size_t)n, fp);
+	fclose(fp);
+	return p;
+}
+
+Test(data, llama3_token_files_are_uint32_tokens)
+{
+	uint32_t tok[41];
+	struct zn_data *d;
+	int x[2 * 4], y[2 * 4];
+	uint64_t pos = 0;
+	int64_t bad = 0;
+
+	for (int i = 0; i < 41; i++)
+		tok[i] = (uint32_t)(i * 3001 % 128256);
+	cr_assert_eq(zn_data_open(&d, write_llama3("l3.bin", tok, 41), 2, 4, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TOKENS);
+	cr_expect_eq(zn_data_token_count(d), 41);
+	cr_expect_eq(zn_data_vocab(d), 128256, "Llama 3's vocabulary");
+	cr_expect_eq(zn_data_limit_vocab(d, 128256, &pos, &bad), 0);
+	cr_assert_eq(zn_data_next(d, x, y), 0);
+	cr_assert_eq(zn_data_next(d, x, y), 0);
+	for (int i = 0; i < 8; i++) {
+		cr_expect_eq(x[i], (int)tok[8 + i], "token %d above 65535 read whole", i);
+		cr_expect_eq(y[i], (int)tok[9 + i]);
+	}
+	zn_data_close(d);
+	/* the same magic with GPT-2's version is not a Llama 3 file */
+	{
+		int32_t h[256] = { ZN_DATA_MAGIC_LLAMA3, 1, 0 };
+
+		cr_expect_eq(zn_data_open(&d, write_bytes("l3v1.bin", h, sizeof(h)), 1, 1, 0, 1, 0,
+					  false), -EINVAL);
+	}
+}
+
+Test(data, binary_without_a_known_header_is_refused_unless_text_is_asked)
+{
+	uint16_t tok[64];
+	struct zn_data *d = NULL;
+	const char *p;
+
+	for (int i = 0; i < 64; i++)
+		tok[i] = (uint16_t)(1000 + i * 37); /* a headerless uint16 token dump */
+	p = write_bytes("raw.bin", tok, sizeof(tok));
+	cr_expect_eq(zn_data_open(&d, p, 1, 4, 0, 1, 0, false), -EINVAL, "not silently text");
+	cr_expect_null(d);
+	cr_expect_eq(zn_data_open_as(&d, p, ZN_DATA_FORMAT_TOKENS, 1, 4, 0, 1, 0, false),
+		     -EINVAL);
+	cr_assert_eq(zn_data_open_as(&d, p, ZN_DATA_FORMAT_TEXT, 1, 4, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_token_count(d), sizeof(tok));
+	zn_data_close(d);
+	/* NUL bytes are not text either */
+	cr_expect_eq(zn_data_open(&d, write_bytes("nul.txt", "abc\0defghijk", 12), 1, 4, 0, 1,
+				  0, false), -EINVAL);
+	/* a token file forced to text is its bytes */
+	p = write_tokens("tt.bin", 100, 1, 100, 0, NULL);
+	cr_assert_eq(zn_data_open_as(&d, p, ZN_DATA_FORMAT_TEXT, 1, 4, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TEXT);
+	cr_expect_eq(zn_data_token_count(d), 1024 + 200);
+	zn_data_close(d);
+	/* text refused when tokens are asked for */
+	cr_expect_eq(zn_data_open_as(&d, ZN_TEST_SRC_DIR "/data/demo.txt", ZN_DATA_FORMAT_TOKENS,
+				     1, 4, 0, 1, 0, false), -EINVAL);
+}
+
+Test(data, utf8_text_is_checked_whole_including_across_read_chunks)
+{
+	/* 8 MiB - 1 ASCII bytes, then a 2-byte character across the 8 MiB read boundary */
+	size_t n = (8u << 20) + 40;
+	char *buf = malloc(n);
+	struct zn_data *d;
+	const char *p;
+
+	cr_assert(buf);
+	memset(buf, 'a', n);
+	memcpy(buf + (8u << 20) - 1, "\xc3\xa9", 2);
+	memcpy(buf + 100, "\xe2\x82\xac \xf0\x9f\x98\x80", 8); /* euro sign, emoji */
+	p = write_bytes("big.txt", buf, n);
+	cr_assert_eq(zn_data_open(&d, p, 1, 16, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_kind_of(d), ZN_DATA_TEXT);
+	cr_expect_eq(zn_data_max_token(d), 0xf0);
+	zn_data_close(d);
+	memcpy(buf + (8u << 20) - 1, "\xc3\x41", 2); /* broken across the boundary */
+	cr_expect_eq(zn_data_open(&d, write_bytes("bad.txt", buf, n), 1, 16, 0, 1, 0, false),
+		     -EINVAL);
+	free(buf);
+	cr_expect_eq(zn_data_open(&d, write_bytes("cut.txt", "hello world \xe2\x82", 14), 1, 4,
+				  0, 1, 0, false), -EINVAL, "a character cut at the end");
+	cr_expect_eq(zn_data_open(&d, write_bytes("ovl.txt", "hello world \xc0\xaf", 14), 1, 4,
+				  0, 1, 0, false), -EINVAL, "overlong form");
+	cr_expect_eq(zn_data_open(&d, write_bytes("sur.txt", "hello world \xed\xa0\x80", 15), 1,
+				  4, 0, 1, 0, false), -EINVAL, "surrogate");
+}
+
+Test(data, directory_fifo_and_device_are_refused_without_waiting, .timeout = 30)
+{
+	struct zn_data *d = NULL;
+	char fifo[128];
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	/* the old loader blocked forever in open() here */
+	cr_expect_eq(zn_data_open(&d, fifo, 1, 4, 0, 1, 0, false), -EINVAL);
+	cr_expect_eq(zn_data_open(&d, dir, 1, 4, 0, 1, 0, false), -EISDIR);
+	cr_expect_eq(zn_data_open(&d, "/dev/zero", 1, 4, 0, 1, 0, false), -EINVAL);
+	cr_expect_null(d);
+}
+
+Test(data, a_file_truncated_during_the_run_is_an_error_not_sigbus)
+{
+	const char *p = write_tokens("trunc.bin", 4000, 1, 4000, 0, NULL);
+	struct zn_data *d;
+	int x[4 * 16], y[4 * 16];
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s", p);
+	cr_assert_eq(zn_data_open(&d, path, 4, 16, 0, 1, 0, false), 0);
+	cr_assert_eq(zn_data_next(d, x, y), 0);
+	/* the old loader mapped the file: reading past the new end raised SIGBUS */
+	cr_assert_eq(truncate(path, 1024 + 200), 0);
+	cr_assert_eq(zn_data_next(d, x, y), -EIO);
+	cr_assert_eq(truncate(path, 0), 0);
+	zn_data_seek(d, 0);
+	cr_expect_eq(zn_data_next(d, x, y), -EIO);
+	zn_data_close(d);
+}
+
+Test(data, tokens_beyond_the_vocabulary_are_found_with_their_position)
+{
+	uint32_t tok[50];
+	struct zn_data *d;
+	uint64_t pos = 0;
+	int64_t bad = 0;
+	int x[4], y[4];
+
+	for (int i = 0; i < 50; i++)
+		tok[i] = (uint32_t)i;
+	tok[37] = 0xffffffffu; /* >= 2^31: no negative vocabulary */
+	tok[45] = 70000;
+	cr_assert_eq(zn_data_open(&d, write_llama3("big.bin", tok, 50), 1, 4, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_max_token(d), 4294967295ll);
+	cr_expect_eq(zn_data_vocab(d), 4294967296ll, "max + 1, as a 64-bit count");
+	cr_expect_eq(zn_data_limit_vocab(d, 50257, &pos, &bad), 1);
+	cr_expect_eq(pos, 37);
+	cr_expect_eq(bad, 4294967295ll);
+	zn_data_close(d);
+	tok[37] = 37;
+	cr_assert_eq(zn_data_open(&d, write_llama3("b2.bin", tok, 50), 1, 4, 0, 1, 0, false), 0);
+	cr_expect_eq(zn_data_vocab(d), 128256);
+	cr_expect_eq(zn_data_limit_vocab(d, 50257, &pos, &bad), 1);
+	cr_expect_eq(pos, 45);
+	cr_expect_eq(bad, 70000);
+	/* under the limit, a token rewritten beyond it later is refused when read */
+	cr_assert_eq(zn_data_limit_vocab(d, 128256, &pos, &bad), 0);
+	{
+		uint32_t big = 200000;
+		int fd = open(zn_data_path(d), O_WRONLY);
+
+		cr_assert(fd >= 0);
+		cr_assert_eq(pwrite(fd, &big, 4, 1024 + 4 * 2), 4);
+		close(fd);
+	}
+	cr_expect_eq(zn_data_next(d, x, y), -EINVAL);
+	zn_data_close(d);
 }

@@ -5,11 +5,13 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/dtype.h"
@@ -472,4 +474,120 @@ Test(safetensors, gpt2_rejects_shape_mismatch_missing_and_extra_layers)
 	zn_gpt2_host_destroy(a);
 	zn_gpt2_host_destroy(wide);
 	zn_gpt2_host_destroy(deep);
+}
+
+/* ---- files that are not what they seem ------------------------------------------------- */
+
+/* p's header with n_head's value replaced by v (the data section unchanged). */
+static void set_n_head(const char *p, const char *v)
+{
+	FILE *fp = fopen(p, "rb");
+	uint64_t n, m;
+	char *hdr, *out, *at;
+	long data_at, size;
+	char *data;
+
+	cr_assert(fp && fread(&n, 8, 1, fp) == 1);
+	hdr = calloc(n + 1, 1);
+	cr_assert(fread(hdr, 1, n, fp) == n);
+	data_at = ftell(fp);
+	fseek(fp, 0, SEEK_END);
+	size = ftell(fp) - data_at;
+	data = malloc((size_t)size + 1);
+	fseek(fp, data_at, SEEK_SET);
+	cr_assert(fread(data, 1, (size_t)size, fp) == (size_t)size);
+	fclose(fp);
+	at = strstr(hdr, "\"n_head\":\"4\"");
+	cr_assert(at, "%s", hdr);
+	out = calloc(n + 64, 1);
+	memcpy(out, hdr, (size_t)(at - hdr));
+	sprintf(out + (at - hdr), "\"n_head\":\"%s\"%s", v, at + strlen("\"n_head\":\"4\""));
+	m = strlen(out);
+	fp = fopen(p, "wb");
+	fwrite(&m, 8, 1, fp);
+	fwrite(out, 1, m, fp);
+	fwrite(data, 1, (size_t)size, fp);
+	fclose(fp);
+	free(hdr);
+	free(out);
+	free(data);
+}
+
+Test(safetensors, n_head_metadata_is_range_checked_into_int)
+{
+	static const char *const bad[] = { "4294967297", "-4", "0", "4x", "", " 4", "+4",
+					   "99999999999999999999" };
+	struct zn_gpt2_host *a = model(5);
+	const char *p = path_of("nh.safetensors");
+	struct zn_gpt2_config c;
+	struct zn_st_file *f;
+	int64_t v = 0;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		save(a, p, ZN_DTYPE_F32);
+		set_n_head(p, bad[i]);
+		c = (struct zn_gpt2_config){ 0 };
+		/* the old reader took "4294967297" as 1 head (atoi) */
+		cr_expect_neq(zn_gpt2_config_from_safetensors(p, &c), 0, "n_head '%s'", bad[i]);
+		cr_assert_eq(zn_st_open(&f, p), 0);
+		cr_expect_eq(zn_st_metadata_int(f, "n_head", 1, 2147483647, &v), -EINVAL, "'%s'",
+			     bad[i]);
+		zn_st_close(f);
+	}
+	save(a, p, ZN_DTYPE_F32);
+	cr_assert_eq(zn_st_open(&f, p), 0);
+	cr_expect_eq(zn_st_metadata_int(f, "n_head", 1, 2147483647, &v), 0);
+	cr_expect_eq(v, 4);
+	cr_expect_eq(zn_st_metadata_int(f, "n_kv_head", 1, 100, &v), -ENOENT);
+	zn_st_close(f);
+	zn_gpt2_host_destroy(a);
+}
+
+Test(safetensors, save_never_writes_through_a_planted_symlink, .timeout = 60)
+{
+	float a[4] = { 1, 2, 3, 4 };
+	struct zn_st_entry e = { .name = "a", .ndim = 1, .shape = { 4 }, .data_h = a };
+	const char *p = path_of("model.st");
+	char victim[128], tmp[160], buf[16] = { 0 };
+	struct zn_st_file *f;
+	struct stat st;
+	int fd;
+
+	/* the temporary name the old writer used, as a link to a file zinc must not touch */
+	snprintf(victim, sizeof(victim), "%s", path_of("victim"));
+	fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert(fd >= 0 && write(fd, "secret", 6) == 6);
+	close(fd);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", p, (long)getpid());
+	cr_assert_eq(symlink(victim, tmp), 0);
+	cr_assert_eq(zn_st_write(p, ZN_DTYPE_F32, &e, 1, NULL, NULL, 0), 0);
+	fd = open(victim, O_RDONLY);
+	cr_assert(fd >= 0 && read(fd, buf, sizeof(buf) - 1) == 6);
+	close(fd);
+	cr_expect_str_eq(buf, "secret", "the link's target is untouched");
+	cr_assert_eq(lstat(p, &st), 0);
+	cr_expect(S_ISREG(st.st_mode), "the checkpoint is a regular file, not the link");
+	cr_assert_eq(zn_st_open(&f, p), 0);
+	zn_st_close(f);
+
+	/* a symlink, FIFO or directory at the destination is refused and left alone */
+	unlink(p);
+	cr_assert_eq(symlink(victim, p), 0);
+	cr_expect_neq(zn_st_write(p, ZN_DTYPE_F32, &e, 1, NULL, NULL, 0), 0);
+	cr_assert_eq(lstat(p, &st), 0);
+	cr_expect(S_ISLNK(st.st_mode));
+	unlink(p);
+	cr_assert_eq(mkfifo(p, 0600), 0);
+	cr_expect_neq(zn_st_write(p, ZN_DTYPE_F32, &e, 1, NULL, NULL, 0), 0);
+	/* and as an input: refused at once, not waited on */
+	cr_expect_eq(zn_st_open(&f, p), -EINVAL);
+	cr_expect_eq(zn_st_open(&f, dir), -EISDIR);
+	unlink(p);
+
+	/* an existing checkpoint keeps its mode */
+	cr_assert_eq(zn_st_write(p, ZN_DTYPE_F32, &e, 1, NULL, NULL, 0), 0);
+	cr_assert_eq(chmod(p, 0600), 0);
+	cr_assert_eq(zn_st_write(p, ZN_DTYPE_BF16, &e, 1, NULL, NULL, 0), 0);
+	cr_assert_eq(stat(p, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0600);
 }

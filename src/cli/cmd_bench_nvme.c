@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "nvme/aio.h"
 #include "nvme/bench.h"
@@ -178,6 +179,17 @@ static int parse_backend(struct opts *o, const char *s)
 	return 0;
 }
 
+/* 1 to 1000, or 0 for anything else ("4294967297", "3x", ""). */
+static int parse_iters(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || end == s || *end || v < 1 || v > 1000 ? 0 : (int)v;
+}
+
 /* One flag; config-dependent ones are applied after --config (see parse_args). */
 static int parse_one(struct opts *o, int c, const char *arg)
 {
@@ -196,8 +208,8 @@ static int parse_one(struct opts *o, int c, const char *arg)
 	case 'S': o->sweep = true; return 0;
 	case 'o': return parse_op(o, arg);
 	case 'i':
-		o->iters = atoi(arg);
-		if (o->iters < 1 || o->iters > 1000) {
+		o->iters = parse_iters(arg);
+		if (o->iters < 1) {
 			fprintf(stderr, "zinc bench nvme: --iters '%s': give 1 to 1000\n", arg);
 			return ZN_EXIT_USAGE;
 		}
@@ -286,8 +298,11 @@ static int open_target(const struct opts *o, char *name, size_t n, bool *fresh)
 			return -1;
 		}
 		if (pp.free_bytes < o->bytes) {
-			fprintf(stderr, "zinc bench nvme: need %.2f GiB on %s, %.2f GiB free: lower "
-				"--size\n", o->bytes / GIB, o->path, pp.free_bytes / GIB);
+			char need[32], have[32];
+
+			fprintf(stderr, "zinc bench nvme: need %s on %s, %s free: lower --size\n",
+				zn_format_bytes(need, sizeof(need), o->bytes), o->path,
+				zn_format_bytes(have, sizeof(have), pp.free_bytes));
 			return -1;
 		}
 		snprintf(name, n, "%s/zinc-bench-%ld.bin", o->path, (long)getpid());
@@ -297,19 +312,37 @@ static int open_target(const struct opts *o, char *name, size_t n, bool *fresh)
 			snprintf(made_file, sizeof(made_file), "%s", name);
 	} else {
 		snprintf(name, n, "%s", o->file);
-		/* The file named by --file, made if missing; overwritten by the benchmark. */
-		fd = open(name, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+		if (lstat(name, &st) == 0 && !S_ISREG(st.st_mode)) {
+			fprintf(stderr, "zinc bench nvme: %s: not a regular file (a symlink, FIFO, "
+				"device or directory): give a file to (over)write, or --path DIR\n",
+				name);
+			return -1;
+		}
+		/* The file named by --file, made if missing, overwritten by the benchmark: never
+		 * through a symlink, never a FIFO or device (non-blocking open, then checked). */
+		fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_DIRECT | O_CLOEXEC,
+			  0600);
 	}
 	if (fd < 0) {
-		fprintf(stderr, "zinc bench nvme: %s: %s\n", name, strerror(errno));
+		fprintf(stderr, "zinc bench nvme: %s: %s\n", name,
+			errno == ELOOP ? "is a symbolic link: give the file itself" : strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= o->bytes)
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "zinc bench nvme: %s: not a regular file: give a file to "
+			"(over)write, or --path DIR\n", name);
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* io_uring: blocking I/O */
+	if ((uint64_t)st.st_size >= o->bytes)
 		return fd;
 	*fresh = true;
 	if (fallocate(fd, 0, 0, (off_t)o->bytes)) {
-		fprintf(stderr, "zinc bench nvme: reserving %.2f GiB for %s: %s\n", o->bytes / GIB,
-			name, strerror(errno));
+		char need[32];
+
+		fprintf(stderr, "zinc bench nvme: reserving %s for %s: %s\n",
+			zn_format_bytes(need, sizeof(need), o->bytes), name, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -368,7 +401,7 @@ static double score(const struct opts *o, const struct row *w)
 static void print_preamble(const struct opts *o, const char *name, const char *engine)
 {
 	struct zn_nvme_path_probe pp = { 0 };
-	char cpu[128], dir[ZN_PATH_MAX + 64];
+	char cpu[128], dir[ZN_PATH_MAX + 64], fr[32], used[32];
 	struct utsname u;
 
 	cpu_model(cpu, sizeof(cpu));
@@ -388,8 +421,9 @@ static void print_preamble(const struct opts *o, const char *name, const char *e
 	printf("# machine: %s, %ld CPUs, %.1f GiB RAM, kernel %s\n", cpu,
 	       sysconf(_SC_NPROCESSORS_ONLN),
 	       (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / GIB, u.release);
-	printf("# file: %s (%s, %.1f GiB free), %.2f GiB used, O_DIRECT\n", name, pp.fs_type,
-	       pp.free_bytes / GIB, o->bytes / GIB);
+	printf("# file: %s (%s, %s free), %s used, O_DIRECT\n", name, pp.fs_type,
+	       zn_format_bytes(fr, sizeof(fr), pp.free_bytes),
+	       zn_format_bytes(used, sizeof(used), o->bytes));
 	printf("# engine: %s%s%s\n", engine, o->aio.single_submit ? ", single submit" : "",
 	       o->aio.overlap_events ? "" : ", no overlap");
 	if (o->aio.bandwidth_cap_bytes_per_s)
@@ -438,12 +472,14 @@ static int write_out(const struct opts *o, const struct row *best)
 {
 	cJSON *doc = aio_block(o, best);
 	char *text = cJSON_Print(doc);
-	FILE *f = fopen(o->out, "w");
-	int rc = 0;
+	int rc = 1;
 
-	if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f)) {
-		fprintf(stderr, "zinc bench nvme: writing %s: %s\n", o->out, strerror(errno));
-		rc = 1;
+	/* a fresh file renamed over --out (core/fsio.h); errors are logged naming it */
+	if (text) {
+		size_t n = strlen(text);
+
+		text[n] = '\n'; /* replaces the NUL: written with its length */
+		rc = zn_write_file_atomic(o->out, "--out", text, n + 1) ? 1 : 0;
 	}
 	free(text);
 	cJSON_Delete(doc);
@@ -566,6 +602,9 @@ int zn_cmd_bench_nvme(int argc, char **argv)
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	/* --out is checked before the benchmark runs, so a bad one wastes no time */
+	if (o.out && zn_output_check(o.out, "--out"))
+		return ZN_EXIT_USAGE;
 	fd = open_target(&o, name, sizeof(name), &fresh);
 	if (fd < 0)
 		return 1;

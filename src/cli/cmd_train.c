@@ -18,6 +18,7 @@
 #include "cli/train_ranks.h"
 #include "cli/util.h"
 #include "comm/comm.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "model/gpt2.h"
@@ -37,8 +38,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zinc train [--config ds.json] [flags] --data FILE [--steps N]\n\n"
-		"  --data FILE        tokens: an llm.c .bin token file, or any other file read as\n"
-		"                     text, one token per byte (needs --vocab >= 256)\n"
+		"  --data FILE        tokens: an llm.c .bin token file (GPT-2 or Llama 3), or UTF-8\n"
+		"                     text, one token per byte (needs --vocab >= 256); other files\n"
+		"                     need --data-format text\n"
 		"  --seq T            sequence length (default: the model's --seq)\n"
 		"  --steps N          optimizer steps (default 20)\n"
 		"  --dtype fp32|bf16  bf16: parameters stored and communicated as bf16, fp32\n"
@@ -248,14 +250,16 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
 	}
-	rc = zn_train_data_open(&data, o->data, mc->vocab, e, eo.seq_len, cfg->runtime.seed);
+	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format, mc->vocab, e,
+				eo.seq_len, cfg->runtime.seed);
 	if (!rc)
 		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
 	for (int s = 0; !rc && s < o->steps; s++) {
 		struct zn_step_stats st;
 
-		zn_train_data_next(&data);
-		rc = zn_engine_step(e, data.inputs, data.targets, &st);
+		rc = zn_train_data_next(&data);
+		if (!rc)
+			rc = zn_engine_step(e, data.inputs, data.targets, &st);
 		if (!rc && zn_engine_rank(e) == 0)
 			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
@@ -280,7 +284,7 @@ int zn_cmd_train(int argc, char **argv)
 	struct zn_config cfg;
 	char own[512];
 	bool help = false, ok;
-	int rc;
+	int rc, rank = 0;
 
 	ok = !parse(argc, argv, &cfg, &mc, &o, &help);
 	if (ok && help) {
@@ -295,6 +299,11 @@ int zn_cmd_train(int argc, char **argv)
 			 "--data data/demo.txt)");
 		ok = false;
 	}
+	/* rank 0 writes --save-final: its destination is checked before any step, so no
+	 * training is lost to a missing directory or a read-only mount */
+	if (ok && o.save_final && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    rank == 0 && zn_output_check(o.save_final, "--save-final"))
+		ok = false;
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */
 	own_text(&o, own, sizeof(own));

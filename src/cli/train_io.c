@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +12,32 @@
 #include "core/log.h"
 #include "model/data.h"
 
-int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
-		       const struct zn_engine *e, int T, uint64_t seed)
+/* Every token below the model's vocabulary, or an error naming the first one, its
+ * position and the vocabulary the file needs. */
+static int check_vocab(struct zn_data *d, const char *path, int vocab)
+{
+	uint64_t pos = 0;
+	int64_t tok = 0, need;
+	int rc = zn_data_limit_vocab(d, vocab, &pos, &tok);
+
+	if (rc <= 0)
+		return rc;
+	need = zn_data_vocab(d);
+	if (need > INT_MAX - ZN_GPT2_VOCAB_PAD)
+		zn_error("--data %s: token %lld at position %llu is not below the model's "
+			 "vocabulary %d, and no --vocab can hold it: is the file a token file "
+			 "of the kind its header says?", path, (long long)tok,
+			 (unsigned long long)pos, vocab);
+	else
+		zn_error("--data %s: token %lld at position %llu is not below the model's "
+			 "vocabulary %d: use --vocab %lld%s", path, (long long)tok,
+			 (unsigned long long)pos, vocab, (long long)need,
+			 zn_data_kind_of(d) == ZN_DATA_TEXT ? " (text: one token per byte)" : "");
+	return -EINVAL;
+}
+
+int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed)
 {
 	uint64_t bt;
 	int rc;
@@ -23,16 +48,14 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
 	d->T = T;
 	bt = (uint64_t)d->B * (uint64_t)T;
 	/* consecutive windows, no shuffle: the run is reproducible and matches llm.c */
-	rc = zn_data_open(&d->d, path, d->B, T, zn_engine_rank(e), zn_engine_world(e), seed,
-			  false);
+	rc = zn_data_open_as(&d->d, path, format, d->B, T, zn_engine_rank(e),
+			     zn_engine_world(e), seed, false);
 	if (rc)
 		return rc;
-	if (zn_data_max_token(d->d) >= vocab) {
-		zn_error("--data %s: token %d is not below the model's vocabulary %d: use "
-			 "--vocab %d%s", path, zn_data_max_token(d->d), vocab, zn_data_vocab(d->d),
-			 zn_data_kind_of(d->d) == ZN_DATA_TEXT ? " (text: one token per byte)" : "");
+	rc = check_vocab(d->d, path, vocab);
+	if (rc) {
 		zn_train_data_close(d);
-		return -EINVAL;
+		return rc;
 	}
 	d->inputs = malloc(bt * (uint64_t)d->gas * sizeof(int));
 	d->targets = malloc(bt * (uint64_t)d->gas * sizeof(int));
@@ -43,13 +66,15 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
 	return 0;
 }
 
-void zn_train_data_next(struct zn_train_data *d)
+int zn_train_data_next(struct zn_train_data *d)
 {
 	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T;
+	int rc = 0;
 
 	/* one global batch per micro-batch */
-	for (int k = 0; k < d->gas; k++)
-		zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
+	for (int k = 0; !rc && k < d->gas; k++)
+		rc = zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
+	return rc;
 }
 
 void zn_train_data_close(struct zn_train_data *d)

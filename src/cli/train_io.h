@@ -18,13 +18,16 @@ struct zn_train_data {
 	int B, T, gas;
 };
 
-/* Opens path (an llm.c token file, else text: one token per byte) for this engine's ranks
- * and checks every token is below vocab. Returns 0 or a negative code (logged). */
-int zn_train_data_open(struct zn_train_data *d, const char *path, int vocab,
-		       const struct zn_engine *e, int T, uint64_t seed);
+/* Opens path (an llm.c token file, or UTF-8 text: one token per byte; `format` as
+ * zinc.data_format says) for this engine's ranks and checks every token is below vocab
+ * (else the error names the token, its position and the --vocab to use). Returns 0 or a
+ * negative code (logged). */
+int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed);
 /* Fills inputs/targets for the next step: one global batch per micro-batch (N x B
- * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). */
-void zn_train_data_next(struct zn_train_data *d);
+ * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). Returns 0
+ * or a negative code (logged: the file was truncated or changed during the run). */
+int zn_train_data_next(struct zn_train_data *d);
 void zn_train_data_close(struct zn_train_data *d);
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,

@@ -20,6 +20,7 @@ static const char *const device_names[] = { "auto", "host", "cuda", NULL };
 static const char *const sched_names[] = { "none", "WarmupLR", "WarmupDecayLR",
 					   "WarmupCosineLR", NULL };
 static const char *const optim_names[] = { "AdamW", NULL };
+static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
 
 const struct zn_key zn_config_keys[] = {
 	{ "train_batch_size", "train-batch-size", ZN_KEY_I64, OFF(train_batch_size), NULL, 0,
@@ -142,6 +143,8 @@ const struct zn_key zn_config_keys[] = {
 	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
 	  "names the swap directories: runs sharing an nvme path need different ids "
 	  "(default p<pid>)" },
+	{ "zinc.data_format", "data-format", ZN_KEY_ENUM, OFF(runtime.data_format),
+	  data_format_names, 0, "--data as: auto (token file or UTF-8 text), text or tokens" },
 };
 const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/config_keys.h"
+#include "core/fsio.h"
 #include "core/log.h"
 
 struct json_ctx {
@@ -199,33 +200,12 @@ int zn_config_load_json_string(struct zn_config *cfg, const char *json, const ch
 
 int zn_config_load_json(struct zn_config *cfg, const char *path)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf;
-	long n;
 	int rc;
 
-	if (!f) {
-		zn_error("cannot read config %s: %s", path, strerror(errno));
+	/* a regular file only: a directory or FIFO is refused by name, never read or waited on */
+	if (zn_read_input_file(path, "--config", 16u << 20, &buf, NULL))
 		return ZN_EUSAGE;
-	}
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		zn_error("cannot read config %s: %s", path, strerror(errno));
-		fclose(f);
-		return ZN_EUSAGE;
-	}
-	buf = malloc((size_t)n + 1);
-	if (!buf) {
-		fclose(f);
-		return -ENOMEM;
-	}
-	if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		zn_error("cannot read config %s: short read", path);
-		free(buf);
-		fclose(f);
-		return ZN_EUSAGE;
-	}
-	buf[n] = 0;
-	fclose(f);
 	rc = zn_config_load_json_string(cfg, buf, path);
 	free(buf);
 	return rc;

@@ -1,32 +1,38 @@
-/* Training data loader: llm.c token files or bytes of text, mapped read-only, cut into
- * windows of T + 1 tokens; the global batch of world * B windows per step is split by rank
- * (layout in data.h). The window order per epoch is the identity or a seeded permutation
- * computed from (seed, epoch) only, so every rank agrees without talking. */
+/* Training data loader: llm.c token files or UTF-8 text as bytes, read with pread (never
+ * mapped: a file truncated under a run is an error, not a SIGBUS), cut into windows of
+ * T + 1 tokens; the global batch of world * B windows per step is split by rank (layout in
+ * data.h). The window order per epoch is the identity or a seeded permutation computed
+ * from (seed, epoch) only, so every rank agrees without talking. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
+#include "core/utf8.h"
 #include "model/data.h"
+
+#define SCAN_CHUNK (8u << 20) /* bytes per pread when scanning the whole file */
 
 struct zn_data {
 	enum zn_data_kind kind;
 	int B, T, rank, world;
 	uint64_t seed;
 	bool shuffle;
-	void *map;
-	size_t map_bytes;
-	const void *tok; /* uint8, uint16 or uint32 tokens */
-	int tok_bytes;
+	char *path;
+	int fd;
+	uint64_t file_bytes;
+	uint64_t data_off; /* byte offset of token 0 */
+	int tok_bytes;     /* 1 (text), 2 or 4 */
 	uint64_t tok_count;
 	uint64_t windows;
 	uint64_t steps_per_epoch;
 	uint64_t step;
-	int max_token;
+	int64_t max_token;
+	int64_t vocab_limit; /* 0: none; else zn_data_next refuses tokens >= it */
+	int64_t known_vocab; /* the tokenizer's vocabulary for this header, 0 if none */
+	unsigned char *win;  /* one window of T + 1 tokens as read */
 	uint64_t *perm;      /* windows entries when shuffling */
 	uint64_t perm_epoch; /* epoch perm was drawn for; UINT64_MAX: none yet */
 };
@@ -35,120 +41,188 @@ void zn_data_close(struct zn_data *d)
 {
 	if (!d)
 		return;
-	if (d->map)
-		munmap(d->map, d->map_bytes);
+	if (d->fd >= 0)
+		close(d->fd);
+	free(d->win);
 	free(d->perm);
+	free(d->path);
 	free(d);
 }
 
-static uint32_t token_at(const struct zn_data *d, uint64_t i)
+static uint32_t token_in(const unsigned char *p, int tok_bytes, uint64_t i)
 {
-	switch (d->tok_bytes) {
+	const unsigned char *q = p + i * (uint64_t)tok_bytes;
+
+	switch (tok_bytes) {
 	case 1:
-		return ((const uint8_t *)d->tok)[i];
+		return q[0];
 	case 2:
-		return ((const uint16_t *)d->tok)[i];
+		return (uint32_t)q[0] | (uint32_t)q[1] << 8;
 	default:
-		return ((const uint32_t *)d->tok)[i];
+		return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+		       (uint32_t)q[3] << 24;
 	}
 }
 
-/* llm.c header: magic, version (1: uint16 tokens, 2: uint32), token count. */
-static int parse_token_header(struct zn_data *d, const char *path)
+static int32_t le32(const unsigned char *p)
 {
-	const int32_t *h = d->map;
+	return (int32_t)token_in(p, 4, 0);
+}
+
+/* llm.c header: magic, version, token count. */
+static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t got)
+{
+	int32_t magic = le32(hb), version, count;
 	uint64_t want;
 
-	if (d->map_bytes < ZN_DATA_HEADER_INTS * 4) {
+	if (got < ZN_DATA_HEADER_INTS * 4) {
 		zn_error("%s: starts with the token-file magic %d but is only %zu bytes, shorter "
-			 "than the %d-byte header: the file is truncated", path, ZN_DATA_MAGIC,
-			 d->map_bytes, ZN_DATA_HEADER_INTS * 4);
+			 "than the %d-byte header: the file is truncated", d->path, magic, got,
+			 ZN_DATA_HEADER_INTS * 4);
 		return -EINVAL;
 	}
-	if (h[1] != 1 && h[1] != 2) {
-		zn_error("%s: token file version %d: only 1 (uint16 tokens) and 2 (uint32) are "
-			 "supported", path, h[1]);
+	version = le32(hb + 4);
+	count = le32(hb + 8);
+	if (magic == ZN_DATA_MAGIC && (version == 1 || version == 2)) {
+		d->tok_bytes = version == 1 ? 2 : 4;
+		d->known_vocab = version == 1 ? 50257 : 0;
+	} else if (magic == ZN_DATA_MAGIC_LLAMA3 && version == 7) {
+		d->tok_bytes = 4;
+		d->known_vocab = 128256;
+	} else {
+		zn_error("%s: token file magic %d with version %d: zinc reads llm.c's GPT-2 files "
+			 "(magic %d, version 1, uint16 tokens) and Llama 3 files (magic %d, "
+			 "version 7, uint32 tokens)", d->path, magic, version, ZN_DATA_MAGIC,
+			 ZN_DATA_MAGIC_LLAMA3);
 		return -EINVAL;
 	}
-	d->tok_bytes = h[1] == 1 ? 2 : 4;
-	if (h[2] < 0) {
-		zn_error("%s: the header's token count %d is negative", path, h[2]);
+	if (count < 0) {
+		zn_error("%s: the header's token count %d is negative", d->path, count);
 		return -EINVAL;
 	}
-	d->tok_count = (uint64_t)h[2];
-	want = ZN_DATA_HEADER_INTS * 4 + d->tok_count * (uint64_t)d->tok_bytes;
-	if (d->map_bytes != want) {
+	d->tok_count = (uint64_t)count;
+	d->data_off = ZN_DATA_HEADER_INTS * 4;
+	want = d->data_off + d->tok_count * (uint64_t)d->tok_bytes;
+	if (d->file_bytes != want) {
 		zn_error("%s: the header says %llu tokens (%llu bytes in all) but the file has "
-			 "%zu bytes: %s", path, (unsigned long long)d->tok_count,
-			 (unsigned long long)want, d->map_bytes,
-			 d->map_bytes < want ? "it is truncated" : "it has trailing bytes");
+			 "%llu bytes: %s", d->path, (unsigned long long)d->tok_count,
+			 (unsigned long long)want, (unsigned long long)d->file_bytes,
+			 d->file_bytes < want ? "it is truncated" : "it has trailing bytes");
 		return -EINVAL;
 	}
-	d->tok = (const char *)d->map + ZN_DATA_HEADER_INTS * 4;
 	return 0;
 }
 
-static int map_file(struct zn_data *d, const char *path)
+/* One pass over the tokens: the largest, and (text under auto) UTF-8 validity; *bad_at
+ * is the offset of the first byte that is not text, or UINT64_MAX. */
+static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 {
-	struct stat st;
-	int fd, rc = 0;
+	unsigned char *buf = malloc(SCAN_CHUNK + 4);
+	uint64_t off = 0, total = d->tok_count * (uint64_t)d->tok_bytes;
+	size_t carry = 0;
+	int64_t mx = 0;
+	int rc = 0;
 
-	/* the data, read-only, mapped for the loader's lifetime */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		zn_error("%s: cannot open: %s", path, zn_strerror(rc));
-		return rc;
+	*bad_at = UINT64_MAX;
+	if (!buf)
+		return -ENOMEM;
+	while (!rc && off < total) {
+		size_t n = total - off < SCAN_CHUNK ? (size_t)(total - off) : SCAN_CHUNK;
+		uint64_t cnt = n / (uint64_t)d->tok_bytes;
+		bool bad;
+
+		rc = zn_pread_all(d->fd, buf + carry, n, d->data_off + off, d->path);
+		for (uint64_t i = 0; !rc && i < cnt; i++) {
+			int64_t t = token_in(buf + carry, d->tok_bytes, i);
+
+			mx = t > mx ? t : mx;
+		}
+		if (!rc && check_text && *bad_at == UINT64_MAX) {
+			size_t ok = zn_utf8_prefix(buf, carry + n, &bad);
+
+			if (bad || (off + n == total && ok < carry + n))
+				*bad_at = off - carry + ok;
+			carry = carry + n - ok;
+			memmove(buf, buf + ok, carry);
+		}
+		off += n;
 	}
-	if (fstat(fd, &st)) {
-		rc = zn_check_errno(-1, "fstat", __FILE__, __LINE__);
-		goto close_fd;
-	}
-	if (st.st_size == 0) {
-		zn_error("%s: the file is empty", path);
-		rc = -EINVAL;
-		goto close_fd;
-	}
-	d->map_bytes = (size_t)st.st_size;
-	d->map = mmap(NULL, d->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (d->map == MAP_FAILED) {
-		d->map = NULL;
-		rc = zn_check_errno(-1, "mmap", __FILE__, __LINE__);
-	}
-close_fd:
-	close(fd);
+	free(buf);
+	d->max_token = mx;
 	return rc;
 }
 
-static uint32_t scan_max_token(const struct zn_data *d)
+static int refuse_format(const struct zn_data *d, enum zn_data_format format, int32_t magic,
+			 uint64_t bad_at)
 {
-	uint32_t mx = 0;
-	int64_t n = (int64_t)d->tok_count;
+	if (format == ZN_DATA_FORMAT_TOKENS)
+		zn_error("%s: not an llm.c token file (first int32 %d; GPT-2 files start with "
+			 "%d, Llama 3 files with %d): give --data-format auto or text to read it "
+			 "as text", d->path, magic, ZN_DATA_MAGIC, ZN_DATA_MAGIC_LLAMA3);
+	else
+		zn_error("%s: neither an llm.c token file (first int32 %d; GPT-2 files start "
+			 "with %d, Llama 3 files with %d) nor UTF-8 text (byte %llu is not): give "
+			 "--data-format text to train on its bytes anyway", d->path, magic,
+			 ZN_DATA_MAGIC, ZN_DATA_MAGIC_LLAMA3, (unsigned long long)bad_at);
+	return -EINVAL;
+}
 
-#pragma omp parallel for reduction(max : mx) schedule(static) if (n > (1 << 20))
-	for (int64_t i = 0; i < n; i++) {
-		uint32_t t = token_at(d, (uint64_t)i);
+/* Decides the kind from the header and format, and checks the size. */
+static int read_format(struct zn_data *d, enum zn_data_format format, bool *check_text,
+		       int32_t *magic)
+{
+	unsigned char hb[ZN_DATA_HEADER_INTS * 4];
+	size_t got = d->file_bytes < sizeof(hb) ? (size_t)d->file_bytes : sizeof(hb);
+	int rc = zn_pread_all(d->fd, hb, got, 0, d->path);
 
-		if (t > mx)
-			mx = t;
+	*check_text = false;
+	*magic = got >= 4 ? le32(hb) : 0;
+	if (rc)
+		return rc;
+	if (format != ZN_DATA_FORMAT_TEXT &&
+	    (*magic == ZN_DATA_MAGIC || *magic == ZN_DATA_MAGIC_LLAMA3)) {
+		d->kind = ZN_DATA_TOKENS;
+		return parse_token_header(d, hb, got);
 	}
-	return mx;
+	if (format == ZN_DATA_FORMAT_TOKENS)
+		return refuse_format(d, format, *magic, 0);
+	d->kind = ZN_DATA_TEXT;
+	d->tok_bytes = 1;
+	d->tok_count = d->file_bytes;
+	*check_text = format == ZN_DATA_FORMAT_AUTO;
+	return 0;
 }
 
 static int check_args(const char *path, int B, int T, int rank, int world)
 {
-	if (B > 0 && T > 0 && world > 0 && rank >= 0 && rank < world)
+	if (B > 0 && T > 0 && T < (1 << 28) && world > 0 && rank >= 0 && rank < world)
 		return 0;
 	zn_error("%s: bad loader arguments B %d, T %d, rank %d of %d", path, B, T, rank, world);
 	return -EINVAL;
 }
 
-int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank, int world,
-		 uint64_t seed, bool shuffle)
+static int cut_windows(struct zn_data *d)
+{
+	uint64_t per_step = (uint64_t)d->world * (uint64_t)d->B;
+
+	d->windows = d->tok_count > 0 ? (d->tok_count - 1) / (uint64_t)d->T : 0;
+	d->steps_per_epoch = d->windows / per_step;
+	if (d->steps_per_epoch)
+		return 0;
+	zn_error("%s: %llu tokens make %llu windows of T + 1 = %d, fewer than one step's "
+		 "world x B = %llu: use a longer file or a smaller B or T", d->path,
+		 (unsigned long long)d->tok_count, (unsigned long long)d->windows, d->T + 1,
+		 (unsigned long long)per_step);
+	return -EINVAL;
+}
+
+int zn_data_open_as(struct zn_data **out, const char *path, enum zn_data_format format,
+		    int B, int T, int rank, int world, uint64_t seed, bool shuffle)
 {
 	struct zn_data *d;
-	uint64_t per_step = (uint64_t)world * (uint64_t)B;
-	uint32_t max_token;
+	uint64_t bad_at;
+	bool check_text;
+	int32_t magic;
 	int rc = check_args(path, B, T, rank, world);
 
 	*out = NULL;
@@ -158,53 +232,50 @@ int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank,
 	if (!d)
 		return -ENOMEM;
 	*d = (struct zn_data){ .B = B, .T = T, .rank = rank, .world = world, .seed = seed,
-			       .shuffle = shuffle, .perm_epoch = UINT64_MAX };
-	rc = map_file(d, path);
+			       .shuffle = shuffle, .perm_epoch = UINT64_MAX, .fd = -1 };
+	d->path = strdup(path);
+	if (!d->path) {
+		rc = -ENOMEM;
+		goto close_data;
+	}
+	/* the data, read-only: a regular file, never a FIFO or device */
+	d->fd = zn_open_input_regular(path, "--data", &d->file_bytes);
+	if (d->fd < 0) {
+		rc = d->fd;
+		goto close_data;
+	}
+	if (d->file_bytes == 0) {
+		zn_error("%s: the file is empty", path);
+		rc = -EINVAL;
+		goto close_data;
+	}
+	rc = read_format(d, format, &check_text, &magic);
+	if (!rc)
+		rc = cut_windows(d);
+	if (!rc)
+		rc = scan(d, check_text, &bad_at);
+	if (!rc && check_text && bad_at != UINT64_MAX)
+		rc = refuse_format(d, format, magic, bad_at);
 	if (rc)
 		goto close_data;
-	if (d->map_bytes >= 4 && *(const int32_t *)d->map == ZN_DATA_MAGIC) {
-		d->kind = ZN_DATA_TOKENS;
-		rc = parse_token_header(d, path);
-		if (rc)
-			goto close_data;
-	} else {
-		d->kind = ZN_DATA_TEXT;
-		d->tok = d->map;
-		d->tok_bytes = 1;
-		d->tok_count = d->map_bytes;
-	}
-	d->windows = d->tok_count > 0 ? (d->tok_count - 1) / (uint64_t)T : 0;
-	d->steps_per_epoch = d->windows / per_step;
-	if (!d->steps_per_epoch) {
-		zn_error("%s: %llu tokens make %llu windows of T + 1 = %d, fewer than one step's "
-			 "world x B = %llu: use a longer file or a smaller B or T", path,
-			 (unsigned long long)d->tok_count, (unsigned long long)d->windows, T + 1,
-			 (unsigned long long)per_step);
-		rc = -EINVAL;
+	d->win = malloc(((size_t)T + 1) * (size_t)d->tok_bytes);
+	d->perm = shuffle ? malloc(d->windows * sizeof(*d->perm)) : NULL;
+	if (!d->win || (shuffle && !d->perm)) {
+		rc = -ENOMEM;
 		goto close_data;
-	}
-	max_token = scan_max_token(d);
-	if (max_token >= (uint32_t)INT32_MAX) {
-		/* the vocabulary (max + 1) is an int everywhere */
-		zn_error("%s: token id %lu is beyond the largest vocabulary zinc supports (%d): "
-			 "the file is not a token file for a real tokenizer", path,
-			 (unsigned long)max_token, INT32_MAX);
-		rc = -EINVAL;
-		goto close_data;
-	}
-	d->max_token = (int)max_token;
-	if (shuffle) {
-		d->perm = malloc(d->windows * sizeof(*d->perm));
-		if (!d->perm) {
-			rc = -ENOMEM;
-			goto close_data;
-		}
 	}
 	*out = d;
 	return 0;
 close_data:
 	zn_data_close(d);
 	return rc;
+}
+
+int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank, int world,
+		 uint64_t seed, bool shuffle)
+{
+	return zn_data_open_as(out, path, ZN_DATA_FORMAT_AUTO, B, T, rank, world, seed,
+			       shuffle);
 }
 
 static uint64_t mix64(uint64_t z)
@@ -235,24 +306,82 @@ static void draw_perm(struct zn_data *d, uint64_t epoch)
 	d->perm_epoch = epoch;
 }
 
-void zn_data_next(struct zn_data *d, int *tokens_h, int *targets_h)
+int zn_data_next(struct zn_data *d, int *tokens_h, int *targets_h)
 {
 	uint64_t epoch = d->step / d->steps_per_epoch;
 	uint64_t first = (d->step % d->steps_per_epoch) * (uint64_t)d->world * (uint64_t)d->B +
 			 (uint64_t)d->rank * (uint64_t)d->B;
+	size_t n = ((size_t)d->T + 1) * (size_t)d->tok_bytes;
 
 	if (d->shuffle && d->perm_epoch != epoch)
 		draw_perm(d, epoch);
 	for (int b = 0; b < d->B; b++) {
 		uint64_t w = first + (uint64_t)b;
 		uint64_t start = (d->shuffle ? d->perm[w] : w) * (uint64_t)d->T;
+		int rc = zn_pread_all(d->fd, d->win, n,
+				      d->data_off + start * (uint64_t)d->tok_bytes, d->path);
 
-		for (int t = 0; t < d->T; t++) {
-			tokens_h[b * d->T + t] = (int)token_at(d, start + (uint64_t)t);
-			targets_h[b * d->T + t] = (int)token_at(d, start + (uint64_t)t + 1);
+		if (rc)
+			return rc;
+		for (int t = 0; t <= d->T; t++) {
+			uint32_t v = token_in(d->win, d->tok_bytes, (uint64_t)t);
+
+			if (v > INT32_MAX || (d->vocab_limit && v >= d->vocab_limit)) {
+				/* an int holds every token below a vocabulary zinc can have */
+				zn_error("%s: token %u at position %llu is not below the vocabulary "
+					 "%lld: the file changed while training, or zn_data_limit_vocab "
+					 "was not called", d->path, v,
+					 (unsigned long long)(start + (uint64_t)t),
+					 (long long)(d->vocab_limit ? d->vocab_limit : INT32_MAX));
+				return -EINVAL;
+			}
+			if (t < d->T)
+				tokens_h[b * d->T + t] = (int)v;
+			if (t > 0)
+				targets_h[b * d->T + t - 1] = (int)v;
 		}
 	}
 	d->step++;
+	return 0;
+}
+
+int zn_data_limit_vocab(struct zn_data *d, int64_t vocab, uint64_t *pos, int64_t *tok)
+{
+	unsigned char *buf;
+	uint64_t off = 0, total = d->tok_count * (uint64_t)d->tok_bytes;
+	int rc = 0;
+
+	if (d->max_token < vocab) {
+		d->vocab_limit = vocab;
+		return 0;
+	}
+	/* the first offending token, for the error line */
+	buf = malloc(SCAN_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	while (!rc && off < total) {
+		size_t n = total - off < SCAN_CHUNK ? (size_t)(total - off) : SCAN_CHUNK;
+		uint64_t cnt = n / (uint64_t)d->tok_bytes;
+
+		rc = zn_pread_all(d->fd, buf, n, d->data_off + off, d->path);
+		for (uint64_t i = 0; !rc && i < cnt; i++) {
+			int64_t t = token_in(buf, d->tok_bytes, i);
+
+			if (t >= vocab) {
+				*pos = off / (uint64_t)d->tok_bytes + i;
+				*tok = t;
+				rc = 1;
+			}
+		}
+		off += n;
+	}
+	free(buf);
+	if (!rc) {
+		zn_error("%s: the largest token %lld was no longer found: the file changed",
+			 d->path, (long long)d->max_token);
+		rc = -EIO;
+	}
+	return rc;
 }
 
 void zn_data_seek(struct zn_data *d, uint64_t step)
@@ -280,16 +409,21 @@ uint64_t zn_data_step(const struct zn_data *d)
 	return d->step;
 }
 
-int zn_data_max_token(const struct zn_data *d)
+int64_t zn_data_max_token(const struct zn_data *d)
 {
 	return d->max_token;
 }
 
-int zn_data_vocab(const struct zn_data *d)
+int64_t zn_data_vocab(const struct zn_data *d)
 {
 	if (d->kind == ZN_DATA_TEXT)
 		return 256;
-	if (d->tok_bytes == 2 && d->max_token < 50257)
-		return 50257;
+	if (d->known_vocab && d->max_token < d->known_vocab)
+		return d->known_vocab;
 	return d->max_token + 1;
+}
+
+const char *zn_data_path(const struct zn_data *d)
+{
+	return d->path;
 }

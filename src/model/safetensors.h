@@ -63,6 +63,11 @@ const struct zn_st_tensor *zn_st_tensor_at(const struct zn_st_file *f, int i); /
 const struct zn_st_tensor *zn_st_find(const struct zn_st_file *f, const char *name); /* or NULL */
 /* A "__metadata__" value, or NULL. */
 const char *zn_st_metadata(const struct zn_st_file *f, const char *key);
+/* A "__metadata__" value as a decimal integer in [lo, hi]: 0, -ENOENT when the key is
+ * absent, -EINVAL (logged, naming the file and key) when it is not such an integer
+ * ("4294967297" for an int field, "12abc", "", leading spaces). */
+int zn_st_metadata_int(const struct zn_st_file *f, const char *key, int64_t lo, int64_t hi,
+		       int64_t *out);
 
 /* Reads tensor t into out_h (t->numel floats), converting BF16/F16 to fp32. Returns 0,
  * -EINVAL (dtype not convertible) or -EIO/-errno (read failed or came up short). */

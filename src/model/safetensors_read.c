@@ -1,6 +1,7 @@
 /* safetensors reader: validates the whole header against the file before any tensor is
  * read; reads tensors with pread and converts BF16/F16 to fp32. The writer is in
  * safetensors_write.c. Little-endian hosts only (x86-64, aarch64), as the format's data. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/dtype.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "model/safetensors.h"
 
@@ -77,32 +79,23 @@ const char *zn_st_metadata(const struct zn_st_file *f, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Reads exactly n bytes at off; a short read (the file shrank) is -EIO. */
-static int pread_all(int fd, void *buf, uint64_t n, uint64_t off, const char *path)
+int zn_st_metadata_int(const struct zn_st_file *f, const char *key, int64_t lo, int64_t hi,
+		       int64_t *out)
 {
-	char *p = buf;
+	const char *s = zn_st_metadata(f, key);
+	char *end;
+	long long v;
 
-	while (n) {
-		ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int rc = -errno;
-
-			zn_error("%s: read at byte %llu failed: %s", path, (unsigned long long)off,
-				 zn_strerror(rc));
-			return rc;
-		}
-		if (r == 0) {
-			zn_error("%s: file ended at byte %llu while reading (truncated?)", path,
-				 (unsigned long long)off);
-			return -EIO;
-		}
-		p += r;
-		n -= (uint64_t)r;
-		off += (uint64_t)r;
+	if (!s)
+		return -ENOENT;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || isspace((unsigned char)*s) || *s == '+' || v < lo || v > hi) {
+		zn_error("%s: metadata %s '%s' is not an integer in [%lld, %lld]: fix the file or "
+			 "drop the key", f->path, key, s, (long long)lo, (long long)hi);
+		return -EINVAL;
 	}
+	*out = v;
 	return 0;
 }
 
@@ -355,7 +348,7 @@ static int read_header(struct zn_st_file *f)
 			 "first)", f->path, (unsigned long long)file_bytes);
 		return -EINVAL;
 	}
-	rc = pread_all(f->fd, len_le, 8, 0, f->path);
+	rc = zn_pread_all(f->fd, len_le, 8, 0, f->path);
 	if (rc)
 		return rc;
 	for (int i = 7; i >= 0; i--)
@@ -372,7 +365,7 @@ static int read_header(struct zn_st_file *f)
 	json = malloc(n + 1);
 	if (!json)
 		return -ENOMEM;
-	rc = pread_all(f->fd, json, n, 8, f->path);
+	rc = zn_pread_all(f->fd, json, n, 8, f->path);
 	json[n] = 0;
 	if (!rc)
 		rc = parse_header(f, json);
@@ -395,11 +388,10 @@ int zn_st_open(struct zn_st_file **out, const char *path)
 		rc = -ENOMEM;
 		goto close_file;
 	}
-	/* the checkpoint, read-only */
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* the checkpoint, read-only; a FIFO, device or directory is refused */
+	f->fd = zn_open_input_regular(path, "safetensors file", NULL);
 	if (f->fd < 0) {
-		rc = -errno;
-		zn_error("%s: cannot open: %s", path, zn_strerror(rc));
+		rc = f->fd;
 		goto close_file;
 	}
 	rc = read_header(f);
@@ -442,11 +434,11 @@ int zn_st_read_f32(const struct zn_st_file *f, const struct zn_st_tensor *t, flo
 		return -EINVAL;
 	}
 	if (t->dtype == ZN_DTYPE_F32)
-		return pread_all(f->fd, out_h, t->end - t->begin, off, f->path);
+		return zn_pread_all(f->fd, out_h, t->end - t->begin, off, f->path);
 	half = malloc(t->end - t->begin + 1);
 	if (!half)
 		return -ENOMEM;
-	rc = pread_all(f->fd, half, t->end - t->begin, off, f->path);
+	rc = zn_pread_all(f->fd, half, t->end - t->begin, off, f->path);
 	if (!rc && t->dtype == ZN_DTYPE_BF16)
 		zn_cast_bf16_to_f32(out_h, half, t->numel);
 	else if (!rc)

@@ -1,9 +1,9 @@
 /* safetensors writer: header (space-padded to 8 bytes), then each tensor converted from
- * fp32, written to PATH.tmp.PID, fsynced and renamed over PATH (then the folder fsynced),
- * so a crash leaves either the old file or the whole new one. */
+ * fp32, written through core/fsio's atomic file (an exclusive temporary beside PATH,
+ * fsynced and renamed over it, then the folder fsynced), so a crash leaves either the old
+ * file or the whole new one, and a symlink or other non-regular file at PATH is refused. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/dtype.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "model/safetensors.h"
 
@@ -35,27 +36,6 @@ static uint64_t entry_numel(const struct zn_st_entry *e)
 	for (int d = 0; d < e->ndim; d++)
 		n *= (uint64_t)e->shape[d];
 	return n;
-}
-
-static int write_all(int fd, const void *buf, uint64_t n, const char *path)
-{
-	const char *p = buf;
-
-	while (n) {
-		ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			int rc = -errno;
-
-			zn_error("%s: write failed: %s (is the disk full?)", path, zn_strerror(rc));
-			return rc;
-		}
-		p += w;
-		n -= (uint64_t)w;
-	}
-	return 0;
 }
 
 static int add_entry_json(cJSON *root, const struct zn_st_entry *e, const char *dtype,
@@ -165,7 +145,7 @@ static int write_tensor(int fd, const char *path, enum zn_dtype dtype,
 		src = vals;
 	}
 	if (dtype == ZN_DTYPE_F32) {
-		rc = write_all(fd, src, n * sizeof(float), path);
+		rc = zn_write_all(fd, src, n * sizeof(float), path);
 		goto free_bufs;
 	}
 	rc = -ENOMEM;
@@ -176,32 +156,14 @@ static int write_tensor(int fd, const char *path, enum zn_dtype dtype,
 		zn_cast_f32_to_bf16(out, src, n);
 	else
 		zn_cast_f32_to_f16(out, src, n);
-	rc = write_all(fd, out, n * 2, path);
+	rc = zn_write_all(fd, out, n * 2, path);
 free_bufs:
 	free(out);
 	free(vals);
 	return rc;
 }
 
-/* fsync of the folder holding path, so the rename itself is durable. */
-static int sync_dir(const char *path)
-{
-	char *copy = strdup(path);
-	int fd, rc = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	/* the folder, to fsync the rename */
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		rc = zn_check_errno(fsync(fd), "fsync(folder)", __FILE__, __LINE__);
-		close(fd);
-	}
-	free(copy);
-	return rc;
-}
-
-static int write_file(int fd, const char *tmp, enum zn_dtype dtype,
+static int write_file(int fd, const char *path, enum zn_dtype dtype,
 		      const struct zn_st_entry *entries, int count, const char *header,
 		      uint64_t header_len)
 {
@@ -210,15 +172,11 @@ static int write_file(int fd, const char *tmp, enum zn_dtype dtype,
 
 	for (int i = 0; i < 8; i++)
 		len_le[i] = (unsigned char)(header_len >> (8 * i));
-	rc = write_all(fd, len_le, 8, tmp);
+	rc = zn_write_all(fd, len_le, 8, path);
 	if (!rc)
-		rc = write_all(fd, header, header_len, tmp);
+		rc = zn_write_all(fd, header, header_len, path);
 	for (int i = 0; !rc && i < count; i++)
-		rc = write_tensor(fd, tmp, dtype, &entries[i]);
-	if (!rc && fsync(fd)) {
-		rc = -errno;
-		zn_error("%s: fsync failed: %s", tmp, zn_strerror(rc));
-	}
+		rc = write_tensor(fd, path, dtype, &entries[i]);
 	return rc;
 }
 
@@ -226,10 +184,10 @@ int zn_st_write(const char *path, enum zn_dtype dtype, const struct zn_st_entry 
 		int count, const char *const *meta_keys, const char *const *meta_values,
 		int meta_count)
 {
-	char tmp[ZN_PATH_MAX + 32];
+	struct zn_atomic_file af;
 	char *header;
 	uint64_t header_len = 0;
-	int fd, rc;
+	int rc;
 
 	rc = check_entries(path, dtype, entries, count);
 	if (rc)
@@ -240,29 +198,15 @@ int zn_st_write(const char *path, enum zn_dtype dtype, const struct zn_st_entry 
 		zn_error("%s: out of memory building the header", path);
 		return -ENOMEM;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	/* the new file, renamed over path once complete */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		zn_error("%s: cannot create: %s", tmp, zn_strerror(rc));
-		goto free_header;
-	}
-	rc = write_file(fd, tmp, dtype, entries, count, header, header_len);
-	if (close(fd) && !rc) {
-		rc = -errno;
-		zn_error("%s: close failed: %s", tmp, zn_strerror(rc));
-	}
-	if (!rc && rename(tmp, path)) {
-		rc = -errno;
-		zn_error("rename %s -> %s failed: %s", tmp, path, zn_strerror(rc));
-	}
+	/* a fresh temporary beside path, renamed over it once complete */
+	rc = zn_atomic_file_begin(&af, path, "saving");
 	if (rc)
-		goto unlink_tmp;
-	rc = sync_dir(path);
-	goto free_header;
-unlink_tmp:
-	unlink(tmp);
+		goto free_header;
+	rc = write_file(af.fd, path, dtype, entries, count, header, header_len);
+	if (rc)
+		zn_atomic_file_abort(&af);
+	else
+		rc = zn_atomic_file_commit(&af);
 free_header:
 	free(header);
 	return rc;
