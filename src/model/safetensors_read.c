@@ -494,8 +494,8 @@ int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, u
 		return -EINVAL;
 	}
 	if ((enum zn_dtype)t->dtype == want)
-		return pread_all(f->fd, out_h, count * in_bytes,
-				 8 + f->header_bytes + t->begin + first * in_bytes, f->path);
+		return zn_pread_all(f->fd, out_h, count * in_bytes,
+				    8 + f->header_bytes + t->begin + first * in_bytes, f->path);
 	rc = -ENOMEM;
 	raw = malloc(RANGE_CHUNK * in_bytes);
 	tmp = malloc(RANGE_CHUNK * sizeof(float));
@@ -505,8 +505,8 @@ int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, u
 	for (uint64_t at = 0; !rc && at < count; at += RANGE_CHUNK) {
 		size_t n = count - at < RANGE_CHUNK ? (size_t)(count - at) : RANGE_CHUNK;
 
-		rc = pread_all(f->fd, raw, n * in_bytes,
-			       8 + f->header_bytes + t->begin + (first + at) * in_bytes, f->path);
+		rc = zn_pread_all(f->fd, raw, n * in_bytes,
+				  8 + f->header_bytes + t->begin + (first + at) * in_bytes, f->path);
 		if (!rc)
 			convert((char *)out_h + at * out_bytes, want, raw,
 				(enum zn_dtype)t->dtype, n, tmp);
