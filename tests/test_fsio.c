@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/fsio.h"
+#include "model/hf_config.h"
+#include "model/hf_dir.h"
 
 static char dir[64];
 
@@ -242,4 +244,22 @@ Test(fsio, sizes_print_with_a_unit_that_suits)
 	cr_expect_str_eq(zn_format_bytes(b, sizeof(b), 3u << 20), "3.00 MiB");
 	cr_expect_str_eq(zn_format_bytes(b, sizeof(b), 5ull << 29), "2.50 GiB");
 	cr_expect_str_eq(zn_format_bytes(b, sizeof(b), 3ull << 40), "3.00 TiB");
+}
+
+Test(fsio, hugging_face_json_inputs_that_are_fifos_are_refused_at_once)
+{
+	struct zn_hf_config c;
+	struct zn_hf_src *src = NULL;
+	char sub[160];
+
+	/* a model directory whose config.json is a FIFO: the old reader waited forever */
+	snprintf(sub, sizeof(sub), "%s/model", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_assert_eq(mkfifo(at("model/config.json"), 0600), 0);
+	cr_expect_eq(zn_hf_config_load(at("model/config.json"), &c), -EINVAL);
+	cr_expect_neq(zn_hf_open(&src, sub), 0);
+	cr_expect_null(src);
+	cr_assert_eq(unlink(at("model/config.json")), 0);
+	cr_assert_eq(mkdir(at("model/config.json"), 0755), 0);
+	cr_expect_eq(zn_hf_config_load(at("model/config.json"), &c), -EISDIR);
 }

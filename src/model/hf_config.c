@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
 #include "model/hf_config.h"
 
@@ -362,35 +363,12 @@ delete_root:
 
 int zn_hf_config_load(const char *path, struct zn_hf_config *out)
 {
-	FILE *fp = fopen(path, "rb");
 	char *text = NULL;
-	long n;
-	int rc = -EINVAL;
+	/* a regular file only (core/fsio): a FIFO or directory is refused, never waited on */
+	int rc = zn_read_input_file(path, "config.json", 16u << 20, &text, NULL);
 
-	if (!fp) {
-		rc = -errno;
-		zn_error("%s: cannot open: %s", path, zn_strerror(rc));
-		return rc;
-	}
-	if (fseek(fp, 0, SEEK_END) || (n = ftell(fp)) < 0 || n > (16l << 20) ||
-	    fseek(fp, 0, SEEK_SET)) {
-		zn_error("%s: not a readable file of at most 16 MiB", path);
-		goto close_file;
-	}
-	text = malloc((size_t)n + 1);
-	if (!text) {
-		rc = -ENOMEM;
-		goto close_file;
-	}
-	if (fread(text, 1, (size_t)n, fp) != (size_t)n) {
-		zn_error("%s: read failed", path);
-		rc = -EIO;
-		goto close_file;
-	}
-	text[n] = 0;
-	rc = zn_hf_config_parse(text, path, out);
-close_file:
+	if (!rc)
+		rc = zn_hf_config_parse(text, path, out);
 	free(text);
-	fclose(fp);
 	return rc;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
 
@@ -88,37 +89,13 @@ static bool is_file(const char *path)
 	return !stat(path, &st) && S_ISREG(st.st_mode);
 }
 
-/* The whole small file (config.json, the index) as a string, or NULL (logged). */
+/* The whole small file (config.json, the index) as a string, or NULL (logged): a regular
+ * file only (core/fsio), so a FIFO or directory is refused, never waited on. */
 static char *slurp(const char *path, int *rc)
 {
-	FILE *fp = fopen(path, "rb");
 	char *text = NULL;
-	long n = -1;
 
-	*rc = -EINVAL;
-	if (!fp) {
-		*rc = -errno;
-		zn_error("%s: cannot open: %s", path, zn_strerror(*rc));
-		return NULL;
-	}
-	if (!fseek(fp, 0, SEEK_END))
-		n = ftell(fp);
-	if (n < 0 || n > (64l << 20) || fseek(fp, 0, SEEK_SET)) {
-		zn_error("%s: not a readable file of at most 64 MiB", path);
-		goto close_file;
-	}
-	text = malloc((size_t)n + 1);
-	if (text && fread(text, 1, (size_t)n, fp) == (size_t)n) {
-		text[n] = 0;
-		*rc = 0;
-	} else {
-		*rc = text ? -EIO : -ENOMEM;
-		zn_error("%s: read failed", path);
-		free(text);
-		text = NULL;
-	}
-close_file:
-	fclose(fp);
+	*rc = zn_read_input_file(path, "Hugging Face file", 64u << 20, &text, NULL);
 	return text;
 }
 
