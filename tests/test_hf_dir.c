@@ -261,8 +261,13 @@ Test(hf_dir, index_and_shards_as_transformers_writes_them)
 	cr_expect(strstr(config, "\"torch_dtype\": \"float32\","), "%s", config);
 	free(config);
 	free(index);
-	/* saving again with one shard: model.safetensors, the old shards and index removed */
-	save(&m, path_of("d"), ZN_DTYPE_F32, 0);
+	/* saving again with one shard ("d/": the same directory): model.safetensors, the old
+	 * shards and index removed, a user's other files kept */
+	write_all(path_of("d/model-notes.safetensors"), "x", 1);
+	write_all(path_of("d/model-00001-of-00023.safetensors.bak"), "x", 1);
+	save(&m, path_of("d/"), ZN_DTYPE_F32, 0);
+	cr_expect(exists(path_of("d/model-notes.safetensors")) &&
+		  exists(path_of("d/model-00001-of-00023.safetensors.bak")));
 	cr_expect(exists(path_of("d/model.safetensors")));
 	cr_expect(!exists(path_of("d/model.safetensors.index.json")));
 	cr_expect(!exists(path_of("d/model-00001-of-00023.safetensors")) &&

@@ -28,8 +28,9 @@
  * else model-0000K-of-0000N.safetensors and model.safetensors.index.json, all written as
  * transformers writes them. A new directory is built as PATH.tmp.PID and renamed to PATH
  * when complete; into an existing directory each file is replaced atomically (temporary
- * file + rename), the index last, and shard files of an earlier save that the new one
- * does not use are removed.
+ * file + rename), the index last, and weight files of an earlier save that the new one
+ * does not use (model.safetensors, model-DDDDD-of-DDDDD.safetensors, the index) are
+ * removed. A trailing '/' in PATH is dropped.
  */
 #ifndef ZN_MODEL_HF_DIR_H
 #define ZN_MODEL_HF_DIR_H

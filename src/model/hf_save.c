@@ -168,7 +168,23 @@ delete_root:
 	return text;
 }
 
-/* Removes model*.safetensors (and the index when unsharded) that the save did not write. */
+/* "model-DDDDD-of-DDDDD.safetensors", the only names besides model.safetensors that a
+ * save removes (transformers' rule), so a user's other files stay. */
+static bool is_shard_name(const char *s)
+{
+	static const char pattern[] = "model-#####-of-#####.safetensors";
+
+	if (strlen(s) != sizeof(pattern) - 1)
+		return false;
+	for (size_t i = 0; pattern[i]; i++)
+		if (pattern[i] == '#' ? !isdigit((unsigned char)s[i]) : s[i] != pattern[i])
+			return false;
+	return true;
+}
+
+/* Removes model.safetensors or model-DDDDD-of-DDDDD.safetensors files (and the index when
+ * unsharded) that the save did not write: transformers would load a stale model.safetensors
+ * before the index. */
 static void remove_stale(const char *dir, int n)
 {
 	DIR *d = opendir(dir);
@@ -180,15 +196,13 @@ static void remove_stale(const char *dir, int n)
 		return;
 	while ((de = readdir(d))) {
 		const char *s = de->d_name;
-		size_t len = strlen(s);
-		bool shard = !strncmp(s, "model", 5) && len > 12 &&
-			     !strcmp(s + len - 12, ".safetensors");
+		bool single = !strcmp(s, "model.safetensors");
+		bool shard = is_shard_name(s);
 		int k = 0, of = 0;
-		bool ours = n == 1 ? !strcmp(s, "model.safetensors") :
-				     sscanf(s, "model-%5d-of-%5d.safetensors", &k, &of) == 2 &&
-					     of == n && k >= 1 && k <= n && len == 32;
+		bool ours = n == 1 ? single :
+				     shard && sscanf(s, "model-%5d-of-%5d", &k, &of) == 2 && of == n;
 
-		if ((shard && !ours) || (n == 1 && !strcmp(s, INDEX_NAME))) {
+		if (((single || shard) && !ours) || (n == 1 && !strcmp(s, INDEX_NAME))) {
 			snprintf(path, sizeof(path), "%s/%s", dir, s);
 			removed += !unlink(path);
 		}
@@ -346,10 +360,18 @@ int zn_hf_save(const char *path, const struct zn_hf_config *cfg,
 	uint64_t max = opts->shard_bytes ? opts->shard_bytes : ZN_HF_DEFAULT_SHARD_BYTES;
 	struct stat st;
 
-	if (strlen(path) >= ZN_PATH_MAX - 64 || (unsigned)opts->dtype > ZN_DTYPE_F16) {
-		zn_error("%s: path too long or dtype not fp32/bf16/fp16", path);
+	char clean[ZN_PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= ZN_PATH_MAX - 64 || !len || (unsigned)opts->dtype > ZN_DTYPE_F16) {
+		zn_error("'%s': path empty or too long, or dtype not fp32/bf16/fp16", path);
 		return -EINVAL;
 	}
+	/* "out/" is the directory out */
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	snprintf(clean, sizeof(clean), "%.*s", (int)len, path);
+	path = clean;
 	if (cfg) {
 		c = *cfg;
 		snprintf(c.torch_dtype, sizeof(c.torch_dtype), "%s", dts[opts->dtype]);
