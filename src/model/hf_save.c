@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/dtype.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
 #include "model/hf_json.h"
@@ -107,41 +108,14 @@ static void shard_name(char *buf, int k, int n)
 		snprintf(buf, SHARD_NAME_MAX, "model-%05d-of-%05d.safetensors", k + 1, n);
 }
 
-/* Writes text to dir/name through a temporary file and rename. */
+/* Writes text to dir/name through core/fsio's atomic file (exclusive temporary, fsync,
+ * rename, folder fsync). */
 static int write_text_atomic(const char *dir, const char *name, const char *text)
 {
-	char path[ZN_PATH_MAX + 64], tmp[ZN_PATH_MAX + 96];
-	size_t len = strlen(text), at = 0;
-	int fd, rc = 0;
+	char path[ZN_PATH_MAX + 64];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	/* the new file, renamed over path once complete */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		zn_error("%s: cannot create: %s", tmp, zn_strerror(rc));
-		return rc;
-	}
-	while (!rc && at < len) {
-		ssize_t w = write(fd, text + at, len - at);
-
-		if (w < 0 && errno != EINTR)
-			rc = -errno;
-		else if (w > 0)
-			at += (size_t)w;
-	}
-	if (!rc && fsync(fd))
-		rc = -errno;
-	if (close(fd) && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc) {
-		zn_error("%s: write failed: %s (is the disk full?)", path, zn_strerror(rc));
-		unlink(tmp);
-	}
-	return rc;
+	return zn_write_file_atomic(path, "--save-final", text, strlen(text));
 }
 
 static char *index_json(const struct zn_st_entry *e, int count, enum zn_dtype dtype,
