@@ -113,6 +113,35 @@ static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t
 	return 0;
 }
 
+/* The largest of cnt tokens at p (aligned for tok_bytes; little-endian host). Plain loops
+ * of one type each, which the compiler vectorizes: faster than the pread feeding them. */
+static uint32_t chunk_max(const unsigned char *p, int tok_bytes, uint64_t cnt)
+{
+	if (tok_bytes == 1) {
+		unsigned char mx = 0;
+
+		for (uint64_t i = 0; i < cnt; i++)
+			mx = p[i] > mx ? p[i] : mx;
+		return mx;
+	}
+	if (tok_bytes == 2) {
+		const uint16_t *q = (const uint16_t *)(const void *)p;
+		uint16_t mx = 0;
+
+		for (uint64_t i = 0; i < cnt; i++)
+			mx = q[i] > mx ? q[i] : mx;
+		return mx;
+	}
+	{
+		const uint32_t *q = (const uint32_t *)(const void *)p;
+		uint32_t mx = 0;
+
+		for (uint64_t i = 0; i < cnt; i++)
+			mx = q[i] > mx ? q[i] : mx;
+		return mx;
+	}
+}
+
 /* One pass over the tokens: the largest, and (text under auto) UTF-8 validity; *bad_at
  * is the offset of the first byte that is not text, or UINT64_MAX. */
 static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
@@ -132,8 +161,8 @@ static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 		bool bad;
 
 		rc = zn_pread_all(d->fd, buf + carry, n, d->data_off + off, d->path);
-		for (uint64_t i = 0; !rc && i < cnt; i++) {
-			int64_t t = token_in(buf + carry, d->tok_bytes, i);
+		if (!rc) {
+			int64_t t = chunk_max(buf + carry, d->tok_bytes, cnt);
 
 			mx = t > mx ? t : mx;
 		}
