@@ -1,5 +1,6 @@
 /* The model ops' table: one entry per forward/backward op of a GPT-2 style model, then
- * the optimizer's device ops (fused AdamW, gradient squared norm).
+ * the optimizer's device ops (fused AdamW, gradient squared norm), then the Llama family's
+ * ops (embedding, RMSNorm, RoPE, SwiGLU, grouped-query attention).
  *
  * Two implementations share these names, argument order and semantics:
  *   zn_kernels_cpu  (kernels/cpu, OpenMP; the reference and the host backend's compute)
@@ -118,6 +119,58 @@ struct zn_kernel_table {
 	 * ZN_KERNEL_SUMSQ_WORK_COUNT doubles of device scratch, not used by the CPU table. */
 	void (*grad_sumsq)(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
 			   const float *grad, size_t N);
+
+	/* Llama-family ops (Llama, Qwen2, Mistral; docs/kernels.md). A linear layer, with or
+	 * without bias, is matmul above. Shapes: NH query heads, KV key/value heads (NH a
+	 * multiple of KV), hd head_dim (even), IC intermediate size. The attention input is one
+	 * fused projection qkv [B,T,S], S = (NH + 2*KV)*hd: the NH query heads, then the KV key
+	 * heads, then the KV value heads, each head hd contiguous channels (q_proj, k_proj and
+	 * v_proj weights stored one after the other are the [S, C] weight of that matmul). */
+
+	/* out[B,T,C] = wte[inp[b,t]] (no position table); backward dwte += */
+	void (*embedding_forward)(void *stream, float *out, const int *inp, const float *wte,
+				  int B, int T, int C);
+	void (*embedding_backward)(void *stream, float *dwte, const float *dout, const int *inp,
+				   int B, int T, int C);
+
+	/* RMSNorm (HF LlamaRMSNorm): rstd[B,T] = 1/sqrt(mean(x^2) + eps) saved for backward,
+	 * out = (x * rstd) * weight. Backward dinp, dweight += */
+	void (*rmsnorm_forward)(void *stream, float *out, float *rstd, const float *inp,
+				const float *weight, float eps, int B, int T, int C);
+	void (*rmsnorm_backward)(void *stream, float *dinp, float *dweight, const float *dout,
+				 const float *inp, const float *weight, const float *rstd, int B,
+				 int T, int C);
+
+	/* RoPE, Hugging Face's rotate_half convention, in place on the NH query and KV key
+	 * heads of qkv [B,T,S] (values untouched): with a = pos * inv_freq[i] (fp32), for
+	 * i < hd/2: x[i], x[i+hd/2] <- x[i] cos a - x[i+hd/2] sin a, x[i+hd/2] cos a + x[i] sin a.
+	 * inv_freq [hd/2] from zn_rope_inv_freq (kernels/rope.h), in the table's memory;
+	 * pos [B,T] positions, or NULL for pos = t. Backward rotates dqkv's q and k heads back
+	 * in place (the transpose): the gradient wrt the pre-rotation q, k. */
+	void (*rope_forward)(void *stream, float *qkv, const float *inv_freq, const int *pos,
+			     int B, int T, int NH, int KV, int hd);
+	void (*rope_backward)(void *stream, float *dqkv, const float *inv_freq, const int *pos,
+			      int B, int T, int NH, int KV, int hd);
+
+	/* SwiGLU: inp [B,T,2IC] holds gate (channels 0..IC) then up (IC..2IC), as one matmul
+	 * of the stacked gate_proj and up_proj weights gives; out [B,T,IC] = silu(gate) * up
+	 * with silu(g) = g / (1 + exp(-g)). Backward dinp += (both halves) */
+	void (*swiglu_forward)(void *stream, float *out, const float *inp, int B, int T,
+			       int IC);
+	void (*swiglu_backward)(void *stream, float *dinp, const float *dout, const float *inp,
+				int B, int T, int IC);
+
+	/* Grouped-query causal attention on qkv [B,T,S] (after RoPE): query head h uses key and
+	 * value head h / (NH/KV). preatt = q.k / sqrt(hd), att = softmax over the visible keys,
+	 * both [B,NH,T,T] saved; out [B,T,NH*hd]. Key t2 is visible from t when t2 <= t and,
+	 * with window > 0, t - t2 < window (Mistral's sliding window; 0 = none). Entries not
+	 * visible are written 0. Backward: dqkv += ; datt, dpreatt written. */
+	void (*gqa_attention_forward)(void *stream, float *out, float *preatt, float *att,
+				      const float *qkv, int B, int T, int NH, int KV, int hd,
+				      int window);
+	void (*gqa_attention_backward)(void *stream, float *dqkv, float *dpreatt, float *datt,
+				       const float *dout, const float *qkv, const float *att,
+				       int B, int T, int NH, int KV, int hd, int window);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

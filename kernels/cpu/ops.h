@@ -81,4 +81,26 @@ void zn_cpu_adamw(float *master, float *m, float *v, uint16_t *out_bf16, const f
 		  const struct zn_kernel_adamw *hp, size_t N);
 void zn_cpu_grad_sumsq(double *sumsq, int32_t *nonfinite, const float *grad, size_t N);
 
+/* Llama-family ops (kernels.h): embedding, RMSNorm, RoPE, SwiGLU, grouped-query attention */
+void zn_cpu_embedding_forward(float *out, const int *inp, const float *wte, int B, int T,
+			      int C);
+void zn_cpu_embedding_backward(float *dwte, const float *dout, const int *inp, int B, int T,
+			       int C);
+void zn_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+			    float eps, int B, int T, int C);
+void zn_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+			     const float *weight, const float *rstd, int B, int T, int C);
+void zn_cpu_rope_forward(float *qkv, const float *inv_freq, const int *pos, int B, int T,
+			 int NH, int KV, int hd);
+void zn_cpu_rope_backward(float *dqkv, const float *inv_freq, const int *pos, int B, int T,
+			  int NH, int KV, int hd);
+void zn_cpu_swiglu_forward(float *out, const float *inp, int B, int T, int IC);
+void zn_cpu_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T,
+			    int IC);
+void zn_cpu_gqa_attention_forward(float *out, float *preatt, float *att, const float *qkv,
+				  int B, int T, int NH, int KV, int hd, int window);
+void zn_cpu_gqa_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout,
+				   const float *qkv, const float *att, int B, int T, int NH,
+				   int KV, int hd, int window);
+
 #endif

@@ -121,6 +121,70 @@ static void grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, doub
 	zn_cpu_grad_sumsq(sumsq_d, nonfinite_d, grad, N);
 }
 
+static void embedding_forward(void *stream, float *out, const int *inp, const float *wte,
+			      int B, int T, int C)
+{
+	zn_cpu_embedding_forward(out, inp, wte, B, T, C);
+}
+
+static void embedding_backward(void *stream, float *dwte, const float *dout, const int *inp,
+			       int B, int T, int C)
+{
+	zn_cpu_embedding_backward(dwte, dout, inp, B, T, C);
+}
+
+static void rmsnorm_forward(void *stream, float *out, float *rstd, const float *inp,
+			    const float *weight, float eps, int B, int T, int C)
+{
+	zn_cpu_rmsnorm_forward(out, rstd, inp, weight, eps, B, T, C);
+}
+
+static void rmsnorm_backward(void *stream, float *dinp, float *dweight, const float *dout,
+			     const float *inp, const float *weight, const float *rstd, int B,
+			     int T, int C)
+{
+	zn_cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, B, T, C);
+}
+
+static void rope_forward(void *stream, float *qkv, const float *inv_freq, const int *pos,
+			 int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_rope_forward(qkv, inv_freq, pos, B, T, NH, KV, hd);
+}
+
+static void rope_backward(void *stream, float *dqkv, const float *inv_freq, const int *pos,
+			  int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_rope_backward(dqkv, inv_freq, pos, B, T, NH, KV, hd);
+}
+
+static void swiglu_forward(void *stream, float *out, const float *inp, int B, int T,
+			   int IC)
+{
+	zn_cpu_swiglu_forward(out, inp, B, T, IC);
+}
+
+static void swiglu_backward(void *stream, float *dinp, const float *dout, const float *inp,
+			    int B, int T, int IC)
+{
+	zn_cpu_swiglu_backward(dinp, dout, inp, B, T, IC);
+}
+
+static void gqa_attention_forward(void *stream, float *out, float *preatt, float *att,
+				  const float *qkv, int B, int T, int NH, int KV, int hd,
+				  int window)
+{
+	zn_cpu_gqa_attention_forward(out, preatt, att, qkv, B, T, NH, KV, hd, window);
+}
+
+static void gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, float *datt,
+				   const float *dout, const float *qkv, const float *att, int B,
+				   int T, int NH, int KV, int hd, int window)
+{
+	zn_cpu_gqa_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, NH, KV, hd,
+				      window);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -142,4 +206,14 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.scale = scale,
 	.adamw = adamw,
 	.grad_sumsq = grad_sumsq,
+	.embedding_forward = embedding_forward,
+	.embedding_backward = embedding_backward,
+	.rmsnorm_forward = rmsnorm_forward,
+	.rmsnorm_backward = rmsnorm_backward,
+	.rope_forward = rope_forward,
+	.rope_backward = rope_backward,
+	.swiglu_forward = swiglu_forward,
+	.swiglu_backward = swiglu_backward,
+	.gqa_attention_forward = gqa_attention_forward,
+	.gqa_attention_backward = gqa_attention_backward,
 };

@@ -74,6 +74,30 @@ void zn_cuda_adamw(void *stream, float *master, float *m, float *v, uint16_t *ou
 void zn_cuda_grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
 			const float *grad, size_t N);
 
+/* Llama-family ops */
+void zn_cuda_embedding_forward(void *stream, float *out, const int *inp, const float *wte,
+			       int B, int T, int C);
+void zn_cuda_embedding_backward(void *stream, float *dwte, const float *dout, const int *inp,
+				int B, int T, int C);
+void zn_cuda_rmsnorm_forward(void *stream, float *out, float *rstd, const float *inp,
+			     const float *weight, float eps, int B, int T, int C);
+void zn_cuda_rmsnorm_backward(void *stream, float *dinp, float *dweight, const float *dout,
+			      const float *inp, const float *weight, const float *rstd, int B,
+			      int T, int C);
+void zn_cuda_rope_forward(void *stream, float *qkv, const float *inv_freq, const int *pos,
+			  int B, int T, int NH, int KV, int hd);
+void zn_cuda_rope_backward(void *stream, float *dqkv, const float *inv_freq, const int *pos,
+			   int B, int T, int NH, int KV, int hd);
+void zn_cuda_swiglu_forward(void *stream, float *out, const float *inp, int B, int T, int IC);
+void zn_cuda_swiglu_backward(void *stream, float *dinp, const float *dout, const float *inp,
+			     int B, int T, int IC);
+void zn_cuda_gqa_attention_forward(void *stream, float *out, float *preatt, float *att,
+				   const float *qkv, int B, int T, int NH, int KV, int hd,
+				   int window);
+void zn_cuda_gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, float *datt,
+				    const float *dout, const float *qkv, const float *att, int B,
+				    int T, int NH, int KV, int hd, int window);
+
 /* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
 int zn_cuda_kernels_error(void);
 /* destroys the calling thread's cuBLAS handle (the next op creates a new one) */

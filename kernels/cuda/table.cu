@@ -25,9 +25,19 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_scale,
 	zn_cuda_adamw,
 	zn_cuda_grad_sumsq,
+	zn_cuda_embedding_forward,
+	zn_cuda_embedding_backward,
+	zn_cuda_rmsnorm_forward,
+	zn_cuda_rmsnorm_backward,
+	zn_cuda_rope_forward,
+	zn_cuda_rope_backward,
+	zn_cuda_swiglu_forward,
+	zn_cuda_swiglu_backward,
+	zn_cuda_gqa_attention_forward,
+	zn_cuda_gqa_attention_backward,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 20 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 30 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

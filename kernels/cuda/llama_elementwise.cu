@@ -1,0 +1,146 @@
+/* Llama-family elementwise ops on CUDA: token embedding (no position table), RoPE in place
+ * on the q and k heads of qkv, SwiGLU. Same formulas as kernels/cpu (embedding.c, rope.c,
+ * swiglu.c); grid-stride over 64-bit counts.
+ *
+ * Embedding backward is deterministic without atomics: one thread per channel walks every
+ * position in (b, t) order adding into dwte (repeated tokens add in the CPU's order, so
+ * the result matches kernels/cpu bit for bit); only C threads, as the GPT-2 encoder.
+ */
+#include "common.cuh"
+
+extern "C" {
+#include "ops.h"
+}
+
+static __global__ void embedding_forward_kernel(float *out, const int *inp, const float *wte,
+						size_t n, int C)
+{
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		size_t bt = idx / C;
+		int i = (int)(idx % C);
+
+		out[idx] = wte[(size_t)inp[bt] * C + i];
+	}
+}
+
+static __global__ void embedding_backward_kernel(float *dwte, const float *dout, const int *inp,
+						 long BT, int C)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= C)
+		return;
+	for (long bt = 0; bt < BT; bt++)
+		dwte[(size_t)inp[bt] * C + i] += dout[(size_t)bt * C + i];
+}
+
+/* one thread per (b, t, head, i < hd/2) pair; sign -1 applies the transpose */
+static __global__ void rope_kernel(float *qkv, const float *inv_freq, const int *pos,
+				   size_t n, int T, int nh, int half, long S, float sign)
+{
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		int i = (int)(idx % half);
+		int h = (int)(idx / half % nh);
+		size_t bt = idx / half / nh;
+		float p = (float)(pos ? pos[bt] : (int)(bt % T));
+		float a = p * inv_freq[i];
+		float c = cosf(a), s = sign * sinf(a);
+		float *x = qkv + bt * S + (size_t)h * 2 * half;
+		float x0 = x[i], x1 = x[i + half];
+
+		x[i] = x0 * c - x1 * s;
+		x[i + half] = x1 * c + x0 * s;
+	}
+}
+
+static __global__ void swiglu_forward_kernel(float *out, const float *inp, size_t n, int IC)
+{
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		size_t bt = idx / IC;
+		int i = (int)(idx % IC);
+		float g = inp[bt * 2 * IC + i], u = inp[bt * 2 * IC + IC + i];
+
+		out[idx] = g / (1.0f + expf(-g)) * u;
+	}
+}
+
+static __global__ void swiglu_backward_kernel(float *dinp, const float *dout, const float *inp,
+					      size_t n, int IC)
+{
+	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
+		size_t bt = idx / IC, r = bt * 2 * IC;
+		int i = (int)(idx % IC);
+		float g = inp[r + i], u = inp[r + IC + i], d = dout[idx];
+		float e = 1.0f + expf(-g);
+		float s = 1.0f / e, silu = g / e;
+
+		dinp[r + i] += d * u * (s * (1.0f + g * (1.0f - s)));
+		dinp[r + IC + i] += d * silu;
+	}
+}
+
+static unsigned blocks(size_t n)
+{
+	return zn_cuda_blocks(n, ZN_CUDA_THREADS);
+}
+
+extern "C" void zn_cuda_embedding_forward(void *stream, float *out, const int *inp,
+					  const float *wte, int B, int T, int C)
+{
+	size_t n = (size_t)B * T * C;
+
+	embedding_forward_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out, inp, wte, n, C);
+	zn_cuda_note_launch("embedding_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_embedding_backward(void *stream, float *dwte, const float *dout,
+					   const int *inp, int B, int T, int C)
+{
+	embedding_backward_kernel<<<zn_cuda_grid(C, 128), 128, 0, (cudaStream_t)stream>>>(
+		dwte, dout, inp, (long)B * T, C);
+	zn_cuda_note_launch("embedding_backward", __FILE__, __LINE__);
+}
+
+static void rope(void *stream, const char *op, float *qkv, const float *inv_freq,
+		 const int *pos, int B, int T, int NH, int KV, int hd, float sign)
+{
+	size_t n = (size_t)B * T * (NH + KV) * (hd / 2);
+	long S = (long)(NH + 2 * KV) * hd;
+
+	rope_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		qkv, inv_freq, pos, n, T, NH + KV, hd / 2, S, sign);
+	zn_cuda_note_launch(op, __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_rope_forward(void *stream, float *qkv, const float *inv_freq,
+				     const int *pos, int B, int T, int NH, int KV, int hd)
+{
+	rope(stream, "rope_forward", qkv, inv_freq, pos, B, T, NH, KV, hd, 1.0f);
+}
+
+extern "C" void zn_cuda_rope_backward(void *stream, float *dqkv, const float *inv_freq,
+				      const int *pos, int B, int T, int NH, int KV, int hd)
+{
+	rope(stream, "rope_backward", dqkv, inv_freq, pos, B, T, NH, KV, hd, -1.0f);
+}
+
+extern "C" void zn_cuda_swiglu_forward(void *stream, float *out, const float *inp, int B,
+				       int T, int IC)
+{
+	size_t n = (size_t)B * T * IC;
+
+	swiglu_forward_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp,
+										       n, IC);
+	zn_cuda_note_launch("swiglu_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_swiglu_backward(void *stream, float *dinp, const float *dout,
+					const float *inp, int B, int T, int IC)
+{
+	size_t n = (size_t)B * T * IC;
+
+	swiglu_backward_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		dinp, dout, inp, n, IC);
+	zn_cuda_note_launch("swiglu_backward", __FILE__, __LINE__);
+}
