@@ -263,3 +263,28 @@ Test(fsio, hugging_face_json_inputs_that_are_fifos_are_refused_at_once)
 	cr_assert_eq(mkdir(at("model/config.json"), 0755), 0);
 	cr_expect_eq(zn_hf_config_load(at("model/config.json"), &c), -EISDIR);
 }
+
+Test(fsio, output_directories_are_checked_like_files)
+{
+	char sub[160];
+
+	cr_expect_eq(zn_output_check_dir("", "--save-final"), -EINVAL);
+	cr_expect_eq(zn_output_check_dir(at("new"), "--save-final"), 0, "absent: made later");
+	cr_expect_eq(zn_output_check_dir(at("no/such/new"), "--save-final"), -ENOENT);
+	snprintf(sub, sizeof(sub), "%s/out", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_expect_eq(zn_output_check_dir(sub, "--save-final"), 0, "an existing directory");
+	cr_expect_eq(zn_output_check_dir(at("out/"), "--save-final"), 0, "with a trailing /");
+	put(at("file"), "f", 0644);
+	cr_expect_eq(zn_output_check_dir(at("file"), "--save-final"), -EEXIST);
+	cr_assert_eq(symlink(sub, at("link")), 0);
+	cr_expect_eq(zn_output_check_dir(at("link"), "--save-final"), -EEXIST, "not followed");
+	cr_expect_eq(count_entries(), 3, "out, file, link: the probes are removed");
+	snprintf(sub, sizeof(sub), "%s/ro", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	if (mount("none", sub, "tmpfs", MS_RDONLY, "size=64k") == 0) {
+		cr_expect_eq(zn_output_check_dir(sub, "--save-final"), -EROFS);
+		cr_expect_eq(zn_output_check_dir(at("ro/new"), "--save-final"), -EROFS);
+		umount(sub);
+	}
+}

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Opens path read-only if it is a regular file. Returns the fd (>= 0, close-on-exec,
  * blocking) and its size in *size_out (may be NULL), or a negative errno: -ENOENT
@@ -51,6 +52,10 @@ int zn_write_all(int fd, const void *buf, size_t n, const char *path);
  * mount: checked by creating and removing a probe file), and a directory, symlink, FIFO,
  * socket or device at path. Call it before the first training step. */
 int zn_output_check(const char *path, const char *what);
+/* The same for an output directory (a Hugging Face save): path (trailing '/' allowed) is
+ * absent, with a parent as zn_output_check wants, or an existing directory (not a symlink
+ * to one) zinc can create files in; a file, symlink, FIFO or device there is refused. */
+int zn_output_check_dir(const char *path, const char *what);
 
 struct zn_atomic_file {
 	int fd;       /* the temporary file: write here */
@@ -72,6 +77,9 @@ void zn_atomic_file_abort(struct zn_atomic_file *af);
 
 /* Writes a whole buffer to path through zn_atomic_file. */
 int zn_write_file_atomic(const char *path, const char *what, const void *buf, size_t n);
+
+/* "a directory", "a FIFO (named pipe)", "a character device", ... for messages. */
+const char *zn_file_kind(mode_t m);
 
 /* "12.50 GiB", "3.00 MiB", "512.00 KiB" or "100 bytes": the largest binary unit in which
  * the value is at least 1, so small sizes never print as "0.00 GiB". Returns buf. */
