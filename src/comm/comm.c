@@ -152,8 +152,11 @@ int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg)
 	fault_env = getenv("ZINC_COMM_FAIL_OP");
 	if (!c->fail_op_index && fault_env && *fault_env)
 		c->fail_op_index = strtoull(fault_env, NULL, 10);
+	c->deterministic = cfg->deterministic;
 	c->size = 1;
-	rc = choose_kind(cfg, &c->kind);
+	rc = zn_comm_timeout_parse(getenv("ZINC_NCCL_TIMEOUT_S"), &c->timeout_s);
+	if (!rc)
+		rc = choose_kind(cfg, &c->kind);
 	if (rc)
 		goto free_comm;
 	if (c->kind == ZN_COMM_SINGLE)
@@ -179,7 +182,8 @@ void zn_comm_destroy(struct zn_comm *c)
 	if (!c)
 		return;
 	if (c->ops)
-		c->ops->close(c);
+		c->ops->close(c); /* nccl: an abort ends collectives still queued */
+	zn_event_destroy(c->sync_ev);
 	free(c);
 }
 

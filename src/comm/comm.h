@@ -87,6 +87,10 @@ struct zn_comm_config {
 	 * (a rank computing a one-rank reference in-process, as the engine's MPI tests do).
 	 * Without it, single under a multi-rank launch is refused as a likely mistake. */
 	bool local;
+	/* nccl only: pin NCCL's algorithm (NCCL_ALGO=Ring, unless the environment sets
+	 * NCCL_ALGO) so sums do not change bits with the topology NCCL detects. The engine
+	 * sets it from --deterministic. */
+	bool deterministic;
 };
 
 /* The world as the launcher's environment describes it, before anything is created
@@ -162,5 +166,30 @@ int zn_comm_check(struct zn_comm *c);
  * them SIGTERM (core/signals.h removes their swap files). Flushes stdout and stderr. */
 int zn_comm_agree(struct zn_comm *c, const char *text, bool ok);
 void zn_comm_abort(int exit_code);
+
+/* Waits for the work queued on s so far (the comm stream's collectives) like
+ * zn_stream_synchronize, but polls the backend for asynchronous errors meanwhile and gives
+ * up after ZINC_NCCL_TIMEOUT_S seconds (read at create; default 600, 0 = no limit,
+ * fractions allowed): a peer that died or hangs must not make the end of a step wait
+ * forever. Returns 0 once the work is done and no error was seen; an asynchronous error
+ * (-EIO) as soon as the backend reports it; -ETIMEDOUT after the limit, logged with what
+ * to do. Both are sticky: destroy the comm then (nccl aborts its communicator instead of
+ * waiting for the others). The stream's work may still be queued after an error. */
+int zn_comm_synchronize(struct zn_comm *c, struct zn_stream *s);
+
+/* For tests and the implementation: one decision of zn_comm_synchronize's loop. */
+enum zn_comm_wait {
+	ZN_COMM_WAIT_AGAIN = 0, /* not done, no error, time left: poll again */
+	ZN_COMM_WAIT_DONE = 1,
+	ZN_COMM_WAIT_ERROR = 2,
+	ZN_COMM_WAIT_TIMEOUT = 3,
+};
+enum zn_comm_wait zn_comm_wait_next(bool done, int poll_rc, double waited_s, double timeout_s);
+/* ZINC_NCCL_TIMEOUT_S's value (NULL or "" = the default 600) -> seconds; -EINVAL (logged)
+ * unless a number >= 0. */
+int zn_comm_timeout_parse(const char *v, double *timeout_s);
+/* The NCCL_ALGO value to set before NCCL initialises, or NULL to leave it: "Ring" when
+ * deterministic and the environment does not choose one already (current NULL or ""). */
+const char *zn_comm_nccl_algo(bool deterministic, const char *current);
 
 #endif

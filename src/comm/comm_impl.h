@@ -14,6 +14,8 @@
 
 #include "comm/comm.h"
 
+struct zn_event;
+
 enum zn_comm_op {
 	ZN_COMM_OP_ALL_GATHER = 0,
 	ZN_COMM_OP_REDUCE_SCATTER = 1,
@@ -62,6 +64,9 @@ struct zn_comm {
 	atomic_int error;              /* first failure of a collective; 0 = none */
 	atomic_uint_least64_t op_count; /* ops that reached the backend (fault injection) */
 	uint64_t fail_op_index;
+	double timeout_s;              /* zn_comm_synchronize's limit; 0 = none */
+	bool deterministic;            /* from the config (nccl: NCCL_ALGO) */
+	struct zn_event *sync_ev;      /* zn_comm_synchronize's, made on first use */
 };
 
 /* Records rc (< 0) as the sticky error unless one is already there; returns rc. */

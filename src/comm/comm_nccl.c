@@ -7,7 +7,11 @@
  *
  * Under cuda, zn_launch runs its fn at once on the calling thread with the native stream,
  * so the NCCL call is issued here and a launch error is seen by the enqueue call; errors
- * that happen later on the GPU come from ncclCommGetAsyncError in zn_comm_check.
+ * that happen later on the GPU come from ncclCommGetAsyncError in zn_comm_check, and from
+ * zn_comm_synchronize, which polls it while the end of a step waits for the comm stream
+ * (bounded by ZINC_NCCL_TIMEOUT_S; a timeout aborts the communicator at destroy).
+ * --deterministic sets NCCL_ALGO=Ring before the communicator is made (unless NCCL_ALGO
+ * is set), so the reduction order does not follow the detected topology.
  * NCCL's in-place conventions are the ones comm.h gives, so arguments pass unchanged.
  */
 #include <errno.h>
@@ -168,6 +172,7 @@ static const struct zn_comm_ops nccl_ops = {
 static int nccl_join(struct nccl_state *st, struct zn_comm *c)
 {
 	struct nccl_bootstrap boot;
+	const char *algo;
 	int rc;
 
 	memset(&boot, 0, sizeof(boot));
@@ -184,8 +189,18 @@ static int nccl_join(struct nccl_state *st, struct zn_comm *c)
 	rc = cuda_check(cudaGetDevice(&st->cuda_ordinal), "cudaGetDevice", __FILE__, __LINE__);
 	if (rc)
 		return rc;
-	return nccl_check(ncclCommInitRank(&st->comm, c->size, boot.id, c->rank),
-			  "ncclCommInitRank", __FILE__, __LINE__);
+	/* read by NCCL when the communicator is made: every rank sets the same value */
+	algo = zn_comm_nccl_algo(c->deterministic, getenv("NCCL_ALGO"));
+	if (algo) {
+		setenv("NCCL_ALGO", algo, 0);
+		zn_debug("comm nccl: --deterministic: NCCL_ALGO=%s", algo);
+	}
+	rc = nccl_check(ncclCommInitRank(&st->comm, c->size, boot.id, c->rank),
+			"ncclCommInitRank", __FILE__, __LINE__);
+	if (rc)
+		return rc;
+	/* NCCL's buffers come out of the same GPU memory as zinc's budget */
+	return c->dev ? zn_device_comm_joined(c->dev, c->size) : 0;
 }
 
 int zn_comm_nccl_open(struct zn_comm *c)

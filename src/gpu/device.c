@@ -121,6 +121,7 @@ int zn_device_create(struct zn_device **out, const struct zn_device_config *cfg)
 	dev->kind = ops == &zn_device_host_ops ? ZN_DEVICE_HOST : ZN_DEVICE_CUDA;
 	dev->ordinal = cfg->ordinal;
 	dev->budget_bytes = cfg->budget_bytes;
+	dev->budget_is_default = cfg->budget_bytes == 0;
 	dev->mem_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	read_fault_env(dev);
 
@@ -372,6 +373,11 @@ void *zn_stream_native(struct zn_stream *s)
 	if (!s || !s->dev->ops->stream_native)
 		return NULL;
 	return s->dev->ops->stream_native(s);
+}
+
+struct zn_device *zn_stream_device(struct zn_stream *s)
+{
+	return s ? s->dev : NULL;
 }
 
 int zn_stream_synchronize(struct zn_stream *s)

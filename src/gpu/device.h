@@ -43,8 +43,10 @@ struct zn_event;
 struct zn_device_config {
 	enum zn_device_kind kind; /* AUTO picks cuda when a GPU is usable, else host */
 	uint64_t budget_bytes;    /* 0 = default: all free GPU memory (cuda), 1 GiB (host) */
-	/* (cuda default: free memory at create minus a 512 MiB reserve for the context,
-	 * cuBLAS and NCCL; an explicit budget above the free memory is refused, -EINVAL) */
+	/* (cuda default: free memory at create minus the reserve of zn_device_reserve for
+	 * cuBLAS, lazily loaded kernels and context growth, lowered again by the NCCL
+	 * estimate once a communicator exists (zn_device_comm_joined); an explicit budget
+	 * above the free memory is refused, -EINVAL) */
 	int ordinal;              /* GPU index for cuda (e.g. local rank) */
 };
 
@@ -83,10 +85,62 @@ uint64_t zn_device_used_bytes(const struct zn_device *dev);
 uint64_t zn_device_peak_bytes(const struct zn_device *dev);
 void zn_device_reset_peak(struct zn_device *dev);
 
+/* Host memory for small, often copied values (tokens, losses, the norm result): under
+ * cuda page-locked (cudaHostAlloc), so copies to and from it are asynchronous and overlap;
+ * when page-locking is refused, ordinary memory with a warning (copies stay correct but
+ * block). Under host: ordinary memory. 256-byte aligned, zeroed. bytes == 0 gives NULL and
+ * 0. zn_device_host_free accepts NULL and must get the device that allocated. */
+int zn_device_host_alloc(struct zn_device *dev, void **ptr_h, uint64_t bytes);
+void zn_device_host_free(struct zn_device *dev, void *ptr_h);
+
+/* What the default cuda budget leaves outside zinc's own allocations: memory the CUDA
+ * context, cuBLAS and NCCL take behind zinc's back. Pure arithmetic (device_reserve.c),
+ * tested on the CPU; the cuda backend fills it from the GPU and the environment.
+ *   cublas:  handles x workspace per handle; CUBLAS_WORKSPACE_CONFIG=":KiB:count[...]"
+ *            when set, else cuBLAS's default (32 MiB from sm_90, 4 MiB before), plus
+ *            4 MiB of handle state each.
+ *   kernels: modules loaded on first use (CUDA_MODULE_LOADING=LAZY, the default): zinc's
+ *            kernels and the cuBLAS kernels its GEMMs pick; an estimate, 192 MiB.
+ *   context: growth of the context after create (local memory for deeper stacks,
+ *            printf buffers, the pool's granularity); 64 MiB.
+ *   comm:    NCCL, 0 for one rank: per channel (NCCL_MAX_NCHANNELS, default 32) two ring
+ *            and two tree connections, each with the Simple (NCCL_BUFFSIZE, default
+ *            4 MiB), LL128 (about 1.2 x that) and LL (256 KiB) buffers, plus 512 MiB for
+ *            proxy state and NVLS; buffers are connected at the first collective, after
+ *            the budget was picked, so zn_device_comm_joined adds them then. */
+struct zn_device_reserve {
+	uint64_t cublas_bytes;
+	uint64_t kernel_bytes;
+	uint64_t context_bytes;
+	uint64_t comm_bytes;
+};
+/* sm_major: the GPU's compute capability major; handles: threads that will call cuBLAS;
+ * env strings may be NULL (unset). world <= 1: comm_bytes 0. Returns -EINVAL (logged,
+ * naming the variable) for a malformed CUBLAS_WORKSPACE_CONFIG, NCCL_BUFFSIZE or
+ * NCCL_MAX_NCHANNELS. */
+int zn_device_reserve_estimate(struct zn_device_reserve *r, int sm_major, int handles,
+			       const char *cublas_workspace_config, int world,
+			       const char *nccl_buffsize, const char *nccl_max_nchannels);
+uint64_t zn_device_reserve_bytes(const struct zn_device_reserve *r);
+/* The default budget from the free memory and the reserve: free - reserve, or half the
+ * free memory when the reserve would take more than half. */
+uint64_t zn_device_default_budget(uint64_t free_bytes, uint64_t reserve_bytes);
+/* The budget once a communicator exists: a default budget is lowered so that what is
+ * free now still covers the reserve (never below what is in use); an explicit budget is
+ * kept. */
+uint64_t zn_device_budget_after_comm(uint64_t budget, bool is_default, uint64_t used_bytes,
+				     uint64_t free_now, uint64_t reserve_bytes);
+/* Called by the NCCL backend when the communicator of `world` ranks exists on dev: adds
+ * the NCCL estimate to the reserve, measures free memory again and lowers a default
+ * budget (logged at debug; a warning when an explicit budget no longer leaves room).
+ * No-op (0) on the host device and for world <= 1. */
+int zn_device_comm_joined(struct zn_device *dev, int world);
+
 /* Streams */
 int zn_stream_create(struct zn_device *dev, struct zn_stream **out);
 void zn_stream_destroy(struct zn_stream *s); /* waits for queued work; accepts NULL */
 void *zn_stream_native(struct zn_stream *s);  /* cudaStream_t under cuda, NULL under host */
+struct zn_device *zn_stream_device(struct zn_stream *s);
 int zn_stream_synchronize(struct zn_stream *s);
 
 int zn_memcpy_async(struct zn_stream *s, void *dst, const void *src, uint64_t bytes,

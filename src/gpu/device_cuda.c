@@ -8,8 +8,10 @@
  * cudaFreeAsync on the same stream, which orders later reuse after them. The budget is
  * enforced by device.c's counters, not by the pool. Without memory-pool support the
  * backend falls back to cudaMalloc/cudaFree.
- * The default budget is the GPU's free memory at create minus a reserve for the CUDA
- * context, cuBLAS workspaces and NCCL buffers.
+ * The default budget is the GPU's free memory at create minus the reserve of
+ * zn_device_reserve_estimate (cuBLAS workspaces, lazily loaded kernels, context growth);
+ * zn_device_comm_joined lowers it by NCCL's buffers once a communicator exists.
+ * Host memory for copies (zn_device_host_alloc) is cudaHostAlloc'd (device_mem_cuda.c).
  *
  * Streams are non-blocking cudaStreams; events are cudaEvents with timing. zn_launch
  * runs fn at once on the calling thread: fn enqueues its kernels on the native stream.
@@ -27,7 +29,9 @@
 #include "gpu/cuda_check.h"
 #include "gpu/device_impl.h"
 
-#define CUDA_RESERVE_BYTES (512ull << 20)
+/* threads expected to call cuBLAS (each has its own handle and workspace): the engine's
+ * compute stream, the device optimizer and two more */
+#define CUBLAS_HANDLES 4
 
 struct cuda_device {
 	bool use_pool;
@@ -67,7 +71,7 @@ static int set_device(const struct zn_device *dev)
 }
 
 /* Budget: free memory minus the reserve by default; an explicit budget must fit. */
-static int pick_budget(struct zn_device *dev)
+static int pick_budget(struct zn_device *dev, int sm_major)
 {
 	size_t free_b = 0, total_b = 0;
 	char b[3][32];
@@ -77,9 +81,13 @@ static int pick_budget(struct zn_device *dev)
 			   __LINE__);
 	if (rc)
 		return rc;
+	rc = zn_device_reserve_estimate(&dev->reserve, sm_major, CUBLAS_HANDLES,
+					getenv("CUBLAS_WORKSPACE_CONFIG"), 1, NULL, NULL);
+	if (rc)
+		return rc;
 	if (!dev->budget_bytes) {
-		dev->budget_bytes = free_b > 2 * CUDA_RESERVE_BYTES ? free_b - CUDA_RESERVE_BYTES :
-								      free_b / 2;
+		dev->budget_bytes = zn_device_default_budget(free_b,
+							     zn_device_reserve_bytes(&dev->reserve));
 		return 0;
 	}
 	if (dev->budget_bytes > free_b) {
@@ -146,7 +154,7 @@ static int cuda_init(struct zn_device *dev, const struct zn_device_config *cfg)
 		return rc;
 	snprintf(dev->name, sizeof(dev->name), "%s", prop.name);
 	dev->kernels = zn_kernels_cuda_table();
-	rc = pick_budget(dev);
+	rc = pick_budget(dev, prop.major);
 	if (rc)
 		return rc;
 	rc = zn_cuda_check(cudaStreamCreateWithFlags(&cd->alloc_stream, cudaStreamNonBlocking),
@@ -401,4 +409,7 @@ const struct zn_device_ops zn_device_cuda_ops = {
 	.event_sync = cuda_event_sync,
 	.event_elapsed_ms = cuda_event_elapsed_ms,
 	.stream_native = cuda_stream_native,
+	.host_alloc = zn_cuda_host_alloc,
+	.host_free = zn_cuda_host_free,
+	.free_bytes = zn_cuda_free_bytes,
 };

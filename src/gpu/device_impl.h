@@ -53,6 +53,15 @@ struct zn_device_ops {
 
 	/* Optional: the native stream handle. NULL slot: zn_stream_native returns NULL. */
 	void *(*stream_native)(struct zn_stream *s);
+
+	/* Optional: host memory for copies (page-locked under cuda). NULL slots: ordinary
+	 * aligned memory. host_alloc gets bytes > 0 and must zero the memory. */
+	int (*host_alloc)(struct zn_device *dev, void **ptr_h, uint64_t bytes);
+	void (*host_free)(struct zn_device *dev, void *ptr_h);
+
+	/* Optional: free device memory now (cudaMemGetInfo), for zn_device_comm_joined.
+	 * NULL slot: the budget is not re-measured. */
+	int (*free_bytes)(struct zn_device *dev, uint64_t *free_b);
 };
 
 /* Open-addressing map from device pointer to its counted bytes (device_map.c). Not
@@ -75,6 +84,8 @@ struct zn_device {
 	char name[256];
 	const struct zn_kernel_table *kernels;
 	uint64_t budget_bytes;
+	bool budget_is_default;            /* budget_bytes was 0 in the config */
+	struct zn_device_reserve reserve;  /* cuda: what the default budget leaves out */
 
 	/* used/peak are changed under mem_mu and read without it. */
 	pthread_mutex_t mem_mu;
@@ -115,6 +126,10 @@ extern const struct zn_device_ops zn_device_host_ops;
 #ifdef ZN_HAVE_CUDA
 extern const struct zn_device_ops zn_device_cuda_ops;
 int zn_cuda_probe(char *why, int why_bytes);
+/* device_mem_cuda.c: the cuda ops' host_alloc, host_free and free_bytes slots */
+int zn_cuda_host_alloc(struct zn_device *dev, void **ptr_h, uint64_t bytes);
+void zn_cuda_host_free(struct zn_device *dev, void *ptr_h);
+int zn_cuda_free_bytes(struct zn_device *dev, uint64_t *free_b);
 static inline const struct zn_device_ops *zn_device_cuda_ops_or_null(void)
 {
 	return &zn_device_cuda_ops;
