@@ -484,6 +484,11 @@ Test(nvme_aio, cap_bucket_arithmetic)
 	w = zn_aio_cap_take(&c, 1000000, t);
 	cr_assert_eq(w, 10000000, "wait %llu ns", (unsigned long long)w);
 	cr_assert_eq(zn_aio_cap_take(&c, 1000000, t + w), 0);
+	/* 64 GB at 3 GB/s: bytes x 1e9 is past 64 bits; the wait is exact, 21.33 s. */
+	zn_aio_cap_init(&c, 3000000000ull, 0);
+	cr_assert_eq(zn_aio_cap_take(&c, 64000000000ull, t), 0);
+	w = zn_aio_cap_take(&c, 1, t);
+	cr_assert_eq(w, 21333333333ull, "wait %llu ns", (unsigned long long)w);
 	/* Sustained: over 1 s of simulated time no more than rate x 1 s + burst goes. */
 	zn_aio_cap_init(&c, 100000000, 10000000);
 	for (i = 0; i < 100000; i++) {

@@ -197,15 +197,23 @@ static int carve(struct zn_arena *ar, const struct opts *o, struct bufs *b)
 	uint64_t n4 = o->n * 4;
 	int rc = 0;
 
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->master);
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->m);
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->v);
-	rc = rc ?: zn_arena_alloc(ar, o->n * zn_dtype_size(o->grad_dtype), 0, &b->grad);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->master);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->m);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->v);
+	if (!rc)
+		rc = zn_arena_alloc(ar, o->n * zn_dtype_size(o->grad_dtype), 0, &b->grad);
 	if (o->out_dtype >= 0)
-		rc = rc ?: zn_arena_alloc(ar, o->n * out_size(o->out_dtype), 0, &b->out);
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->ta);
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->tb);
-	rc = rc ?: zn_arena_alloc(ar, n4, 0, (void **)&b->tc);
+		if (!rc)
+			rc = zn_arena_alloc(ar, o->n * out_size(o->out_dtype), 0, &b->out);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->ta);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->tb);
+	if (!rc)
+		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->tc);
 	return rc;
 }
 

@@ -125,7 +125,8 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 	if (!left)
 		return -ENOMEM;
 	rc = zn_gpt2_config_from_preset("small", mc);
-	rc = rc ?: zn_gpt2_config_apply_flags(mc, n, rest, left, &k);
+	if (!rc)
+		rc = zn_gpt2_config_apply_flags(mc, n, rest, left, &k);
 	if (!rc && o->init_from) {
 		/* the file defines the shapes; only an explicit --heads is passed on */
 		mc->heads = 0;
@@ -134,7 +135,8 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 				mc->heads = atoi(rest[i + 1]);
 		rc = zn_gpt2_config_from_safetensors(o->init_from, mc);
 	}
-	rc = rc ?: zn_gpt2_config_validate(mc);
+	if (!rc)
+		rc = zn_gpt2_config_validate(mc);
 	if (!rc && k > 0) {
 		zn_config_report_unknown_flag(left[0]);
 		rc = ZN_EUSAGE;

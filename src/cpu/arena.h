@@ -27,7 +27,7 @@
  *     zn_arena_config_init(&ac, &cfg);           // from --pinned-mem, --numa-node, pin_memory
  *     ac.bytes = plan_pinned_bytes;               // what the plan needs (<= the budget)
  *     rc = zn_arena_create(&arena, &ac);
- *     rc = rc ?: zn_arena_alloc(arena, n * 4, 0, (void **)&master_h);
+ *     if (!rc) rc = zn_arena_alloc(arena, n * 4, 0, (void **)&master_h);
  *     ...
  *     zn_arena_destroy(arena);                   // unpins and unmaps every view
  *

@@ -31,14 +31,28 @@ void zn_aio_cap_init(struct zn_aio_cap *c, uint64_t rate_bytes_per_s, uint64_t b
 	c->tat_ns = 0;
 }
 
+/* floor(bytes * 1e9 / rate) without a 128-bit type (ISO C has none): bytes * 1e9
+ * overflows 64 bits above 18 GB, so the remainder is divided in three base-1000 digits
+ * (exact while rate < 1.8e16 bytes/s). */
+static uint64_t mul_div_1e9(uint64_t bytes, uint64_t rate)
+{
+	uint64_t q = bytes / rate, x = bytes % rate, frac = 0;
+
+	for (int i = 0; i < 3; i++) {
+		x *= 1000;
+		frac = frac * 1000 + x / rate;
+		x %= rate;
+	}
+	return q * 1000000000u + frac;
+}
+
 uint64_t zn_aio_cap_take(struct zn_aio_cap *c, uint64_t bytes, uint64_t now_ns)
 {
 	uint64_t cost_ns, burst_ns;
 
 	if (!c->rate_bytes_per_s)
 		return 0;
-	/* 128-bit product: bytes * 1e9 overflows 64 bits above 18 GB. */
-	cost_ns = (uint64_t)(((unsigned __int128)bytes * 1000000000u) / c->rate_bytes_per_s);
+	cost_ns = mul_div_1e9(bytes, c->rate_bytes_per_s);
 	/* A piece larger than the burst must still be able to go once the bucket is empty. */
 	burst_ns = c->burst_ns > cost_ns ? c->burst_ns : cost_ns;
 	if (c->tat_ns < now_ns)

@@ -146,7 +146,8 @@ int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s)
 	int rc;
 
 	rc = zn_memcpy_async(s, e->norm_h, e->norm_d, bytes, ZN_COPY_D2H);
-	rc = rc ?: zn_stream_synchronize(s);
+	if (!rc)
+		rc = zn_stream_synchronize(s);
 	if (rc)
 		return rc;
 	for (int l = 0; l < e->n; l++)

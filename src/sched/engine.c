@@ -245,20 +245,34 @@ static int alloc_layer(struct zn_engine *e, int l)
 		ly->opt_count = ly->sh.real_numel;
 	}
 	rc = dalloc(e, &ly->param_d, b->param_d);
-	rc = rc ?: dalloc(e, &ly->grad_d, b->grad_d);
-	rc = rc ?: dalloc(e, &ly->grad_shard_d, b->grad_shard_d);
-	rc = rc ?: dalloc(e, &ly->master_d, b->master_d);
-	rc = rc ?: dalloc(e, &ly->m_d, b->m_d);
-	rc = rc ?: dalloc(e, &ly->v_d, b->v_d);
-	rc = rc ?: halloc(e, &ly->param_h, b->param_h);
-	rc = rc ?: halloc(e, &ly->param_stage_h, b->param_stage_h);
-	rc = rc ?: halloc(e, &ly->grad_h, b->grad_h);
-	rc = rc ?: halloc(e, &ly->grad_recv_h, b->grad_recv_h);
-	rc = rc ?: halloc(e, &ly->master_h, b->master_h);
-	rc = rc ?: halloc(e, &ly->m_h, b->m_h);
-	rc = rc ?: halloc(e, &ly->v_h, b->v_h);
-	rc = rc ?: zn_event_create(e->dev, &ly->grad_ev);
-	rc = rc ?: zn_event_create(e->dev, &ly->aux_ev);
+	if (!rc)
+		rc = dalloc(e, &ly->grad_d, b->grad_d);
+	if (!rc)
+		rc = dalloc(e, &ly->grad_shard_d, b->grad_shard_d);
+	if (!rc)
+		rc = dalloc(e, &ly->master_d, b->master_d);
+	if (!rc)
+		rc = dalloc(e, &ly->m_d, b->m_d);
+	if (!rc)
+		rc = dalloc(e, &ly->v_d, b->v_d);
+	if (!rc)
+		rc = halloc(e, &ly->param_h, b->param_h);
+	if (!rc)
+		rc = halloc(e, &ly->param_stage_h, b->param_stage_h);
+	if (!rc)
+		rc = halloc(e, &ly->grad_h, b->grad_h);
+	if (!rc)
+		rc = halloc(e, &ly->grad_recv_h, b->grad_recv_h);
+	if (!rc)
+		rc = halloc(e, &ly->master_h, b->master_h);
+	if (!rc)
+		rc = halloc(e, &ly->m_h, b->m_h);
+	if (!rc)
+		rc = halloc(e, &ly->v_h, b->v_h);
+	if (!rc)
+		rc = zn_event_create(e->dev, &ly->grad_ev);
+	if (!rc)
+		rc = zn_event_create(e->dev, &ly->aux_ev);
 	return rc;
 }
 
@@ -268,8 +282,10 @@ static int alloc_slot(struct zn_engine *e, struct zn_slot *s, uint64_t numel)
 
 	if (!rc && e->plan.bf16_gather)
 		rc = dalloc(e, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
-	rc = rc ?: zn_event_create(e->dev, &s->ready);
-	rc = rc ?: zn_event_create(e->dev, &s->free);
+	if (!rc)
+		rc = zn_event_create(e->dev, &s->ready);
+	if (!rc)
+		rc = zn_event_create(e->dev, &s->free);
 	return rc;
 }
 
@@ -288,11 +304,13 @@ static int alloc_working(struct zn_engine *e)
 	}
 	if (!rc && e->plan.grad_slots) {
 		rc = dalloc(e, &e->gslot0.d, zn_plan_device_alloc_bytes(e->plan.layer0_numel * 4));
-		rc = rc ?: zn_event_create(e->dev, &e->gslot0.free);
+		if (!rc)
+			rc = zn_event_create(e->dev, &e->gslot0.free);
 		for (int i = 0; !rc && i < ZN_PLAN_GRAD_SLOTS; i++) {
 			rc = dalloc(e, &e->gring[i].d,
 				    zn_plan_device_alloc_bytes(e->plan.slot_numel * 4));
-			rc = rc ?: zn_event_create(e->dev, &e->gring[i].free);
+			if (!rc)
+				rc = zn_event_create(e->dev, &e->gring[i].free);
 		}
 	}
 	return rc;
@@ -317,23 +335,34 @@ static int alloc_acts(struct zn_engine *e)
 		rc = dalloc(e, &e->acts_d[l], acts[l]);
 	for (int l = 0; !rc && l < e->n - 1; l++)
 		rc = dalloc(e, &e->x_d[l], x);
-	rc = rc ?: dalloc(e, &e->dx_d[0], x);
-	rc = rc ?: dalloc(e, &e->dx_d[1], x);
-	rc = rc ?: dalloc(e, &e->scratch_d, scratch);
-	rc = rc ?: dalloc(e, &e->tok_d, tok);
-	rc = rc ?: dalloc(e, &e->tgt_d, tok);
-	rc = rc ?: dalloc(e, &e->loss_d, bt * 4);
+	if (!rc)
+		rc = dalloc(e, &e->dx_d[0], x);
+	if (!rc)
+		rc = dalloc(e, &e->dx_d[1], x);
+	if (!rc)
+		rc = dalloc(e, &e->scratch_d, scratch);
+	if (!rc)
+		rc = dalloc(e, &e->tok_d, tok);
+	if (!rc)
+		rc = dalloc(e, &e->tgt_d, tok);
+	if (!rc)
+		rc = dalloc(e, &e->loss_d, bt * 4);
 	e->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
-	rc = rc ?: dalloc(e, &e->norm_d, e->norm_bytes);
+	if (!rc)
+		rc = dalloc(e, &e->norm_d, e->norm_bytes);
 	if (!rc && e->norm_bytes && !(e->norm_h = malloc(e->norm_bytes)))
 		rc = -ENOMEM;
 	e->scratch_bytes = scratch;
 	for (int i = 0; !rc && i < 3 * e->gas; i++)
 		rc = zn_event_create(e->dev, &e->tev[i]);
-	rc = rc ?: zn_event_create(e->dev, &e->tok_ready);
-	rc = rc ?: zn_event_create(e->dev, &e->tok_free);
-	rc = rc ?: zn_event_create(e->dev, &e->loss_done);
-	rc = rc ?: zn_event_create(e->dev, &e->fwd_done);
+	if (!rc)
+		rc = zn_event_create(e->dev, &e->tok_ready);
+	if (!rc)
+		rc = zn_event_create(e->dev, &e->tok_free);
+	if (!rc)
+		rc = zn_event_create(e->dev, &e->loss_done);
+	if (!rc)
+		rc = zn_event_create(e->dev, &e->fwd_done);
 	free(acts);
 	return rc;
 }
@@ -371,7 +400,9 @@ static int put_params(struct zn_engine *e, void *dst, bool on_device, uint64_t f
 	/* tmp_h is reused for the next layer: wait for the copy before returning */
 	int rc = zn_memcpy_async(e->copy_in, dst, src, bytes, ZN_COPY_H2D);
 
-	return rc ?: zn_stream_synchronize(e->copy_in);
+	if (!rc)
+		rc = zn_stream_synchronize(e->copy_in);
+	return rc;
 }
 
 static int put_f32(struct zn_engine *e, float *dst, bool on_device, uint64_t first,
@@ -384,7 +415,9 @@ static int put_f32(struct zn_engine *e, float *dst, bool on_device, uint64_t fir
 		return 0;
 	}
 	rc = zn_memcpy_async(e->copy_in, dst, e->tmp_h + first, count * 4, ZN_COPY_H2D);
-	return rc ?: zn_stream_synchronize(e->copy_in);
+	if (!rc)
+		rc = zn_stream_synchronize(e->copy_in);
+	return rc;
 }
 
 static int init_layer(struct zn_engine *e, int l, const float *const *init)
@@ -417,8 +450,11 @@ static int init_layer(struct zn_engine *e, int l, const float *const *init)
 		memset(ly->param_stage_h, 0, ly->sz.param_stage_h);
 	if (ly->grad_h)
 		memset(ly->grad_h, 0, ly->sh.shard_numel * 4);
-	rc = rc ?: zn_swapio_init_layer(e, l);
-	return rc ?: zn_stream_synchronize(e->copy_in);
+	if (!rc)
+		rc = zn_swapio_init_layer(e, l);
+	if (!rc)
+		rc = zn_stream_synchronize(e->copy_in);
+	return rc;
 }
 
 /* ---- create ------------------------------------------------------------------------------ */
@@ -476,9 +512,12 @@ static int create_runtime(struct zn_engine *e, const struct zn_engine_options *o
 	e->rank = zn_comm_rank(e->comm);
 	e->world = zn_comm_size(e->comm);
 	rc = zn_stream_create(e->dev, &e->compute);
-	rc = rc ?: zn_stream_create(e->dev, &e->copy_in);
-	rc = rc ?: zn_stream_create(e->dev, &e->copy_out);
-	rc = rc ?: zn_stream_create(e->dev, &e->comm_s);
+	if (!rc)
+		rc = zn_stream_create(e->dev, &e->copy_in);
+	if (!rc)
+		rc = zn_stream_create(e->dev, &e->copy_out);
+	if (!rc)
+		rc = zn_stream_create(e->dev, &e->comm_s);
 	return rc;
 }
 
@@ -525,8 +564,10 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 			maxpad = e->L[l].sh.padded_numel;
 	}
 	rc = alloc_working(e);
-	rc = rc ?: alloc_acts(e);
-	rc = rc ?: zn_swapio_create(e);
+	if (!rc)
+		rc = alloc_acts(e);
+	if (!rc)
+		rc = zn_swapio_create(e);
 	if (rc)
 		return rc;
 	e->tmp_h = malloc(maxpad * sizeof(float));
@@ -570,7 +611,8 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	act_bytes = act_sizes(e, act, &x, &scratch, &tok);
 	rc = make_plan(e, act_bytes);
-	rc = rc ?: create_buffers(e, opt);
+	if (!rc)
+		rc = create_buffers(e, opt);
 	if (rc)
 		goto destroy;
 	*out = e;
@@ -632,7 +674,8 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 	}
 	if (on_device) {
 		rc = zn_memcpy_async(e->copy_out, e->tmp_h + first, m, count * 4, ZN_COPY_D2H);
-		rc = rc ?: zn_stream_synchronize(e->copy_out);
+		if (!rc)
+			rc = zn_stream_synchronize(e->copy_out);
 	} else {
 		memcpy(e->tmp_h + first, m, count * 4);
 	}

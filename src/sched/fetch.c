@@ -69,8 +69,11 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		/* bf16 resident full layer: cast it into the slot */
 		ca = (struct cast_args){ s->f32_d, ly->param_d, padded };
 		rc = zn_stream_wait_event(e->copy_in, s->free);
-		rc = rc ?: zn_launch(e->copy_in, cast_fn, &ca, sizeof(ca));
-		return rc ?: zn_event_record(s->ready, e->copy_in);
+		if (!rc)
+			rc = zn_launch(e->copy_in, cast_fn, &ca, sizeof(ca));
+		if (!rc)
+			rc = zn_event_record(s->ready, e->copy_in);
+		return rc;
 	}
 	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
 	char *mine = gbuf + ly->sh.offset * esz;
@@ -82,25 +85,33 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		void *src = ly->param_h;
 
 		rc = ly->param_h ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
-		rc = rc ?: zn_stream_wait_event(e->copy_in, s->free);
-		rc = rc ?: zn_memcpy_async(e->copy_in, mine, src, ly->sh.shard_numel * esz,
-					   ZN_COPY_H2D);
+		if (!rc)
+			rc = zn_stream_wait_event(e->copy_in, s->free);
+		if (!rc)
+			rc = zn_memcpy_async(e->copy_in, mine, src, ly->sh.shard_numel * esz,
+					     ZN_COPY_H2D);
 		if (!rc && !ly->param_h)
 			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
-		rc = rc ?: zn_event_record(s->ready, e->copy_in);
-		rc = rc ?: zn_stream_wait_event(e->comm_s, s->ready);
-		rc = rc ?: zn_comm_all_gather(e->comm, e->comm_s, gbuf, mine, ly->sh.shard_numel,
-					      e->pdt);
+		if (!rc)
+			rc = zn_event_record(s->ready, e->copy_in);
+		if (!rc)
+			rc = zn_stream_wait_event(e->comm_s, s->ready);
+		if (!rc)
+			rc = zn_comm_all_gather(e->comm, e->comm_s, gbuf, mine, ly->sh.shard_numel,
+					        e->pdt);
 	} else {
 		rc = zn_stream_wait_event(e->comm_s, s->free);
-		rc = rc ?: zn_comm_all_gather(e->comm, e->comm_s, gbuf, ly->param_d,
-					      ly->sh.shard_numel, e->pdt);
+		if (!rc)
+			rc = zn_comm_all_gather(e->comm, e->comm_s, gbuf, ly->param_d,
+					        ly->sh.shard_numel, e->pdt);
 	}
 	if (!rc && bf16) {
 		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded };
 		rc = zn_launch(e->comm_s, cast_fn, &ca, sizeof(ca));
 	}
-	return rc ?: zn_event_record(s->ready, e->comm_s);
+	if (!rc)
+		rc = zn_event_record(s->ready, e->comm_s);
+	return rc;
 }
 
 int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
@@ -110,7 +121,10 @@ int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
 		return 0;
 	}
 	*params_d = e->slot0.f32_d;
-	return fetch_stage(e, 0, &e->slot0) ?: fetch_into(e, 0, &e->slot0);
+	int rc = fetch_stage(e, 0, &e->slot0);
+	if (!rc)
+		rc = fetch_into(e, 0, &e->slot0);
+	return rc;
 }
 
 int zn_fetch_layer0_wait(struct zn_engine *e)

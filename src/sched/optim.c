@@ -146,7 +146,9 @@ static int update_device(struct zn_engine *e, int l)
 	if (ly->opt_count)
 		rc = zn_devops_adamw(e, e->comm_s, l, master_span(e, l, NULL), ly->m_d, ly->v_d,
 				     grad_span(e, l), out_span(e, l, NULL), e->clip_coef);
-	return rc ?: gather_full(e, l);
+	if (!rc)
+		rc = gather_full(e, l);
+	return rc;
 }
 
 static int update_host(struct zn_engine *e, int l)
@@ -159,7 +161,8 @@ static int update_host(struct zn_engine *e, int l)
 
 	/* nvme: the state is read into a staging buffer (read ahead), written back behind */
 	rc = zn_optim_host_accumulate(e, l);
-	rc = rc ?: zn_swapio_opt_acquire(e, l, &sb);
+	if (!rc)
+		rc = zn_swapio_opt_acquire(e, l, &sb);
 	if (rc)
 		return rc;
 	t0 = zn_engine_now_ms();
@@ -169,7 +172,8 @@ static int update_host(struct zn_engine *e, int l)
 					 sb && sb->v_h ? sb->v_h : ly->v_h, ly->grad_h,
 					 out_span(e, l, sb), e->pdt);
 	e->host_opt_ms += zn_engine_now_ms() - t0;
-	rc = rc ?: zn_swapio_opt_release(e, l);
+	if (!rc)
+		rc = zn_swapio_opt_release(e, l);
 	if (rc || !ly->param_stage_h)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
@@ -177,9 +181,13 @@ static int update_host(struct zn_engine *e, int l)
 
 	rc = zn_memcpy_async(e->copy_in, dst, ly->param_stage_h, ly->opt_count * psz,
 			     ZN_COPY_H2D);
-	rc = rc ?: zn_event_record(ly->aux_ev, e->copy_in);
-	rc = rc ?: zn_stream_wait_event(e->comm_s, ly->aux_ev);
-	return rc ?: gather_full(e, l);
+	if (!rc)
+		rc = zn_event_record(ly->aux_ev, e->copy_in);
+	if (!rc)
+		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
+	if (!rc)
+		rc = gather_full(e, l);
+	return rc;
 }
 
 /* Called by the backward right after layer l's last reduction is enqueued. */

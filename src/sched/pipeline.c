@@ -93,16 +93,20 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)
 			rc = zn_optim_host_accumulate(e, l);
 	}
-	rc = rc ?: zn_optim_step(e);
+	if (!rc)
+		rc = zn_optim_step(e);
 	{
 		int r = drain(e);
 
-		rc = rc ?: r;
+		if (!rc)
+			rc = r;
 		/* nvme write-behind (and, after a failure, anything still in flight) */
 		r = zn_swapio_quiesce(e);
-		rc = rc ?: r;
+		if (!rc)
+			rc = r;
 	}
-	rc = rc ?: mean_loss(e, &st->loss);
+	if (!rc)
+		rc = mean_loss(e, &st->loss);
 	if (rc) {
 		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
 		return rc;

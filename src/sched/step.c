@@ -110,8 +110,10 @@ static int forward(struct zn_engine *e, const float *p0)
 			a.tied = p0;
 			a.losses = e->loss_d;
 		}
-		rc = rc ?: zn_launch(e->compute, fwd_fn, &a, sizeof(a));
-		rc = rc ?: zn_fetch_release(e, k);
+		if (!rc)
+			rc = zn_launch(e->compute, fwd_fn, &a, sizeof(a));
+		if (!rc)
+			rc = zn_fetch_release(e, k);
 	}
 	return rc;
 }
@@ -139,7 +141,9 @@ static int prepare_grad_slot(struct zn_engine *e, int l, int bwd_index)
 		return 0;
 	g = grad_slot(e, l, bwd_index);
 	rc = zn_stream_wait_event(e->compute, g->free);
-	return rc ?: zn_memset_async(e->compute, g->d, 0, e->L[l].sh.padded_numel * 4);
+	if (!rc)
+		rc = zn_memset_async(e->compute, g->d, 0, e->L[l].sh.padded_numel * 4);
+	return rc;
 }
 
 static int reduce_full(struct zn_engine *e, int l)
@@ -148,18 +152,25 @@ static int reduce_full(struct zn_engine *e, int l)
 	int rc;
 
 	rc = zn_event_record(ly->aux_ev, e->compute);
-	rc = rc ?: zn_stream_wait_event(e->comm_s, ly->aux_ev);
+	if (!rc)
+		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
 	if (!rc && e->world > 1)
 		rc = zn_comm_all_reduce(e->comm, e->comm_s, ly->grad_d, ly->sh.padded_numel,
 					ZN_DTYPE_F32);
-	if (rc || !ly->grad_h)
-		return rc ?: zn_event_record(ly->grad_ev, e->comm_s);
+	if (rc)
+		return rc;
+	if (!ly->grad_h)
+		return zn_event_record(ly->grad_ev, e->comm_s);
 	/* stage 1 with offload: this rank's slice goes down to pinned memory */
 	rc = zn_event_record(ly->aux_ev, e->comm_s);
-	rc = rc ?: zn_stream_wait_event(e->copy_out, ly->aux_ev);
-	rc = rc ?: zn_memcpy_async(e->copy_out, ly->grad_h, ly->grad_d + ly->sh.offset,
-				   ly->sh.shard_numel * 4, ZN_COPY_D2H);
-	return rc ?: zn_event_record(ly->grad_ev, e->copy_out);
+	if (!rc)
+		rc = zn_stream_wait_event(e->copy_out, ly->aux_ev);
+	if (!rc)
+		rc = zn_memcpy_async(e->copy_out, ly->grad_h, ly->grad_d + ly->sh.offset,
+				     ly->sh.shard_numel * 4, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(ly->grad_ev, e->copy_out);
+	return rc;
 }
 
 static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
@@ -171,8 +182,10 @@ static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
 	int rc;
 
 	rc = zn_event_record(ly->aux_ev, e->compute);
-	rc = rc ?: zn_stream_wait_event(e->comm_s, ly->aux_ev);
-	rc = rc ?: zn_comm_reduce_scatter(e->comm, e->comm_s, mine, g->d, count, ZN_DTYPE_F32);
+	if (!rc)
+		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
+	if (!rc)
+		rc = zn_comm_reduce_scatter(e->comm, e->comm_s, mine, g->d, count, ZN_DTYPE_F32);
 	if (rc)
 		return rc;
 	if (ly->grad_shard_d) {
@@ -183,18 +196,26 @@ static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
 					     ZN_COPY_D2D);
 		else
 			rc = zn_launch(e->comm_s, add_fn, &a, sizeof(a));
-		rc = rc ?: zn_event_record(g->free, e->comm_s);
-		return rc ?: zn_event_record(ly->grad_ev, e->comm_s);
+		if (!rc)
+			rc = zn_event_record(g->free, e->comm_s);
+		if (!rc)
+			rc = zn_event_record(ly->grad_ev, e->comm_s);
+		return rc;
 	}
 	/* offload: the shard goes down; after the first micro-batch into the receive
 	 * shard, which the host adds (zn_optim_host_accumulate) */
 	rc = zn_event_record(ly->aux_ev, e->comm_s);
-	rc = rc ?: zn_stream_wait_event(e->copy_out, ly->aux_ev);
-	rc = rc ?: zn_memcpy_async(e->copy_out, micro == 0 ? ly->grad_h : ly->grad_recv_h, mine,
-				   count * 4, ZN_COPY_D2H);
-	rc = rc ?: zn_event_record(g->free, e->copy_out);
+	if (!rc)
+		rc = zn_stream_wait_event(e->copy_out, ly->aux_ev);
+	if (!rc)
+		rc = zn_memcpy_async(e->copy_out, micro == 0 ? ly->grad_h : ly->grad_recv_h, mine,
+				     count * 4, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(g->free, e->copy_out);
 	ly->recv_pending = micro > 0;
-	return rc ?: zn_event_record(ly->grad_ev, e->copy_out);
+	if (!rc)
+		rc = zn_event_record(ly->grad_ev, e->copy_out);
+	return rc;
 }
 
 static int reduce_layer(struct zn_engine *e, int l, int bwd_index, int micro)
@@ -230,8 +251,10 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 		const float *p;
 
 		rc = zn_fetch_acquire(e, k, l, &p);
-		rc = rc ?: prepare_grad_slot(e, l, b);
-		rc = rc ?: zn_memset_async(e->compute, e->scratch_d, 0, e->scratch_bytes);
+		if (!rc)
+			rc = prepare_grad_slot(e, l, b);
+		if (!rc)
+			rc = zn_memset_async(e->compute, e->scratch_d, 0, e->scratch_bytes);
 		if (rc)
 			break;
 		a.L = &e->ld[l];
@@ -252,8 +275,10 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 			cur ^= 1;
 		}
 		rc = zn_launch(e->compute, bwd_fn, &a, sizeof(a));
-		rc = rc ?: zn_fetch_release(e, k);
-		rc = rc ?: reduce_layer(e, l, b, micro);
+		if (!rc)
+			rc = zn_fetch_release(e, k);
+		if (!rc)
+			rc = reduce_layer(e, l, b, micro);
 	}
 	if (rc)
 		return rc;
@@ -262,10 +287,13 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 			       .tok = e->tok_d, .tgt = e->tgt_d, .scale = a.scale, .B = e->B,
 			       .T = e->T };
 	rc = zn_launch(e->compute, bwd_fn, &a, sizeof(a));
-	rc = rc ?: zn_event_record(e->tok_free, e->compute);
+	if (!rc)
+		rc = zn_event_record(e->tok_free, e->compute);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(e);
-	return rc ?: reduce_layer(e, 0, 0, micro);
+	if (!rc)
+		rc = reduce_layer(e, 0, 0, micro);
+	return rc;
 }
 
 int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
@@ -276,29 +304,45 @@ int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int
 
 	/* tokens up, once the previous micro-batch's backward is done with the last ones */
 	rc = zn_stream_wait_event(e->copy_in, e->tok_free);
-	rc = rc ?: zn_memcpy_async(e->copy_in, e->tok_d, inputs_h + micro * bt, bt * sizeof(int),
-				   ZN_COPY_H2D);
-	rc = rc ?: zn_memcpy_async(e->copy_in, e->tgt_d, targets_h + micro * bt,
-				   bt * sizeof(int), ZN_COPY_H2D);
-	rc = rc ?: zn_event_record(e->tok_ready, e->copy_in);
-	rc = rc ?: zn_stream_wait_event(e->compute, e->tok_ready);
-	rc = rc ?: zn_event_record(e->tev[3 * micro], e->compute);
+	if (!rc)
+		rc = zn_memcpy_async(e->copy_in, e->tok_d, inputs_h + micro * bt, bt * sizeof(int),
+				     ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_memcpy_async(e->copy_in, e->tgt_d, targets_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(e->tok_ready, e->copy_in);
+	if (!rc)
+		rc = zn_stream_wait_event(e->compute, e->tok_ready);
+	if (!rc)
+		rc = zn_event_record(e->tev[3 * micro], e->compute);
 	if (rc)
 		return rc;
 	if (micro == 0)
 		rc = zn_fetch_layer0(e, &p0);
 	else
 		p0 = e->plan.gathers ? e->slot0.f32_d : zn_engine_params_f32(e, 0);
-	rc = rc ?: zn_fetch_layer0_wait(e);
-	rc = rc ?: zn_fetch_begin(e);
-	rc = rc ?: forward(e, p0);
-	rc = rc ?: zn_event_record(e->tev[3 * micro + 1], e->compute);
+	if (!rc)
+		rc = zn_fetch_layer0_wait(e);
+	if (!rc)
+		rc = zn_fetch_begin(e);
+	if (!rc)
+		rc = forward(e, p0);
+	if (!rc)
+		rc = zn_event_record(e->tev[3 * micro + 1], e->compute);
 	/* losses down while the backward runs */
-	rc = rc ?: zn_event_record(e->fwd_done, e->compute);
-	rc = rc ?: zn_stream_wait_event(e->copy_out, e->fwd_done);
-	rc = rc ?: zn_memcpy_async(e->copy_out, e->loss_h + micro * bt, e->loss_d, bt * 4,
-				   ZN_COPY_D2H);
-	rc = rc ?: zn_event_record(e->loss_done, e->copy_out);
-	rc = rc ?: backward(e, p0, micro);
-	return rc ?: zn_event_record(e->tev[3 * micro + 2], e->compute);
+	if (!rc)
+		rc = zn_event_record(e->fwd_done, e->compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->copy_out, e->fwd_done);
+	if (!rc)
+		rc = zn_memcpy_async(e->copy_out, e->loss_h + micro * bt, e->loss_d, bt * 4,
+				     ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(e->loss_done, e->copy_out);
+	if (!rc)
+		rc = backward(e, p0, micro);
+	if (!rc)
+		rc = zn_event_record(e->tev[3 * micro + 2], e->compute);
+	return rc;
 }

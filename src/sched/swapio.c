@@ -180,8 +180,10 @@ static int make_staging(struct zn_engine *e)
 
 		if (zn_swapio_optim(e)) {
 			rc = halloc(e, &sb->master_h, n * 4);
-			rc = rc ?: halloc(e, &sb->m_h, n * 4);
-			rc = rc ?: halloc(e, &sb->v_h, n * 4);
+			if (!rc)
+				rc = halloc(e, &sb->m_h, n * 4);
+			if (!rc)
+				rc = halloc(e, &sb->v_h, n * 4);
 		}
 		if (!rc && zn_swapio_params(e) && !(zn_swapio_optim(e) &&
 						    e->plan.master_aliases_params))
@@ -189,7 +191,8 @@ static int make_staging(struct zn_engine *e)
 	}
 	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
 		rc = halloc(e, &e->fbuf[i].h, n * pb);
-		rc = rc ?: zn_event_create(e->dev, &e->fbuf[i].copied);
+		if (!rc)
+			rc = zn_event_create(e->dev, &e->fbuf[i].copied);
 	}
 	return rc;
 }
@@ -210,7 +213,8 @@ int zn_swapio_create(struct zn_engine *e)
 		return rc;
 	e->arena_registered = true;
 	rc = make_stores(e);
-	rc = rc ?: make_staging(e);
+	if (!rc)
+		rc = make_staging(e);
 	if (!rc)
 		zn_debug("nvme: %s%s%s through %s", zn_swapio_optim(e) ? "optimizer state" : "",
 			zn_swapio_optim(e) && zn_swapio_params(e) ? " and " : "",
@@ -245,16 +249,19 @@ int zn_swapio_quiesce(struct zn_engine *e)
 		struct zn_sbuf *sb = &e->sbuf[i];
 
 		x = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", sb->layer);
-		rc = rc ?: x;
+		if (!rc)
+			rc = x;
 		x = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
-		rc = rc ?: x;
+		if (!rc)
+			rc = x;
 	}
 	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++) {
 		if (!e->fbuf[i].reading)
 			continue;
 		x = zn_swap_wait(&e->fbuf[i].req);
 		e->fbuf[i].reading = false;
-		rc = rc ?: x;
+		if (!rc)
+			rc = x;
 	}
 	return rc;
 }
@@ -267,7 +274,9 @@ static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key
 	struct zn_swap_req r;
 	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
 
-	return rc ?: wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
+	if (!rc)
+		rc = wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
+	return rc;
 }
 
 int zn_swapio_init_layer(struct zn_engine *e, int l)
@@ -311,7 +320,8 @@ int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 
 	opt_parts(e, l, sb, p);
 	rc = zn_swap_read(p[0].store, p[0].key, 0, e->L[l].sh.shard_numel * 4, sb->master_h, &r);
-	rc = rc ?: wait_reqs(e, &r, &n, "reading the master weights of", l);
+	if (!rc)
+		rc = wait_reqs(e, &r, &n, "reading the master weights of", l);
 	*master_h = sb->master_h;
 	return rc;
 }
@@ -328,8 +338,9 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 		rc = zn_engine_wait(e, f->copied);
 		f->copy_pending = false;
 	}
-	rc = rc ?: zn_swap_read(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
-				param_shard_bytes(e, l), f->h, &f->req);
+	if (!rc)
+		rc = zn_swap_read(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
+				  param_shard_bytes(e, l), f->h, &f->req);
 	if (!rc)
 		f->reading = true;
 	f->layer = l;
@@ -397,7 +408,8 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 			break;
 		rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
 		sb->layer = e->n - 1 - pos;
-		rc = rc ?: submit_reads(e, sb, sb->layer);
+		if (!rc)
+			rc = submit_reads(e, sb, sb->layer);
 		e->opt_next_read++;
 	}
 	return rc;
@@ -425,7 +437,8 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 	rc = issue_reads(e, pos, true);
 	if (!rc && e->cfg.zero.offload_optimizer.pipeline_read)
 		rc = issue_reads(e, pos + e->plan.swap_buffers - 1, false);
-	rc = rc ?: wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+	if (!rc)
+		rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 	if (!rc)
 		*out = sb;
 	return rc;
