@@ -432,6 +432,8 @@ Test(hf_dir, shard_size_parsing)
 
 /* ---- malformed directories ------------------------------------------------------------- */
 
+static const char *captured(struct zn_hf_src **s, const char *path, int *rc);
+
 /* stderr captured around open + check_layout; returns the log (static) */
 static const char *refusal(const char *path)
 {
@@ -582,5 +584,57 @@ Test(hf_dir, malformed_directories_refused)
 
 		cr_expect_eq(zn_hf_save(path_of("plain"), &m.cfg, &o, m.e, m.n), -EINVAL);
 	}
+	free_model(&m);
+}
+
+/* stderr of open + check_layout; *s left open when both succeed */
+static const char *captured(struct zn_hf_src **s, const char *path, int *rc)
+{
+	static char buf[8192];
+	int fd = open(path_of("stderr2.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644), saved;
+	char *text;
+	size_t n;
+
+	fflush(stderr);
+	saved = dup(2);
+	dup2(fd, 2);
+	close(fd);
+	*rc = zn_hf_open(s, path);
+	if (!*rc)
+		*rc = zn_hf_check_layout(*s);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	text = read_all(path_of("stderr2.txt"), &n);
+	snprintf(buf, sizeof(buf), "%s", text);
+	free(text);
+	return buf;
+}
+
+/* A checkpoint with more than its config.json uses loads with one warning; buffers and a
+ * tied lm_head pass silently. */
+Test(hf_dir, tensors_beyond_the_config_are_a_warning)
+{
+	struct model m;
+	struct zn_hf_src *s = NULL;
+	const char *d, *err;
+	char f[256];
+	int rc;
+
+	make_model(&m, tiny_json);
+	d = fresh(&m, "w", 1000);
+	snprintf(f, sizeof(f), "%s/config.json", d);
+	err = captured(&s, d, &rc);
+	cr_expect_eq(rc, 0, "%s", err);
+	cr_expect_eq(err[0], 0, "a warning for a matching checkpoint: %s", err);
+	zn_hf_close(s);
+	edit(f, "\"num_hidden_layers\": 3", "\"num_hidden_layers\": 2");
+	edit(f, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true");
+	err = captured(&s, d, &rc);
+	cr_expect_eq(rc, 0, "%s", err);
+	cr_expect(strstr(err, "model.safetensors.index.json: 13 tensors are not part of the llama "
+			      "model config.json describes and are ignored (first: "
+			      "'model.layers.2."), "%s", err);
+	zn_hf_close(s);
 	free_model(&m);
 }

@@ -1,5 +1,5 @@
-/* Reading Hugging Face model directories and files: config, index, lazily opened shards,
- * tensors by name, rows converted to the wanted dtype. Saving is in hf_save.c. */
+/* Opening Hugging Face model directories and files: config.json (or the file's metadata)
+ * and the index. Tensors are found and read in hf_dir_read.c, saving is in hf_save.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,32 +12,7 @@
 #include "core/log.h"
 #include "model/hf_dir.h"
 
-#define INDEX_NAME "model.safetensors.index.json"
-#define SINGLE_NAME "model.safetensors"
-
-struct shard {
-	char *name; /* file name in the directory */
-	struct zn_st_file *f; /* NULL until first used */
-};
-
-struct mapped {
-	const char *name; /* points into the index JSON */
-	int shard;
-};
-
-struct zn_hf_src {
-	char *path;       /* as given */
-	char *dir;        /* folder holding the shards */
-	char *index_path; /* NULL without an index */
-	cJSON *index;
-	char *config_json;
-	bool has_config;
-	struct zn_hf_config config;
-	int shard_count;
-	struct shard *shards;
-	int mapped_count;
-	struct mapped *map; /* sorted by name; NULL: every tensor is in shard 0 */
-};
+#include "model/hf_dir_impl.h"
 
 void zn_hf_close(struct zn_hf_src *s)
 {
@@ -72,7 +47,7 @@ const char *zn_hf_src_config_json(const struct zn_hf_src *s)
 	return s->config_json;
 }
 
-static char *join(const char *dir, const char *name)
+char *zn_hf_join(const char *dir, const char *name)
 {
 	size_t n = strlen(dir) + strlen(name) + 2;
 	char *p = malloc(n);
@@ -122,7 +97,7 @@ static int add_shard(struct zn_hf_src *s, const char *name)
 	return s->shard_count++;
 }
 
-static int cmp_mapped(const void *a, const void *b)
+int zn_hf_cmp_mapped(const void *a, const void *b)
 {
 	return strcmp(((const struct mapped *)a)->name, ((const struct mapped *)b)->name);
 }
@@ -141,7 +116,7 @@ static int check_shard_name(const struct zn_hf_src *s, const cJSON *v)
 
 static int check_shard_exists(const struct zn_hf_src *s, const cJSON *v)
 {
-	char *p = join(s->dir, v->valuestring);
+	char *p = zn_hf_join(s->dir, v->valuestring);
 	bool ok;
 
 	if (!p)
@@ -194,7 +169,7 @@ static int load_index(struct zn_hf_src *s)
 		}
 	}
 	s->mapped_count = n;
-	qsort(s->map, (size_t)n, sizeof(*s->map), cmp_mapped);
+	qsort(s->map, (size_t)n, sizeof(*s->map), zn_hf_cmp_mapped);
 	return 0;
 }
 
@@ -246,7 +221,7 @@ static int open_file(struct zn_hf_src *s)
 		rc = config_from_metadata(s, s->shards[0].f);
 	if (rc || s->has_config)
 		return rc;
-	cfg = join(s->dir, "config.json");
+	cfg = zn_hf_join(s->dir, "config.json");
 	if (!cfg)
 		return -ENOMEM;
 	if (is_file(cfg))
@@ -257,12 +232,12 @@ static int open_file(struct zn_hf_src *s)
 
 static int open_dir(struct zn_hf_src *s)
 {
-	char *cfg = join(s->path, "config.json");
-	char *single = join(s->path, SINGLE_NAME);
+	char *cfg = zn_hf_join(s->path, "config.json");
+	char *single = zn_hf_join(s->path, SINGLE_NAME);
 	int rc = -ENOMEM;
 
 	s->dir = strdup(s->path);
-	s->index_path = join(s->path, INDEX_NAME);
+	s->index_path = zn_hf_join(s->path, INDEX_NAME);
 	if (!cfg || !single || !s->dir || !s->index_path)
 		goto free_paths;
 	rc = -EINVAL;
@@ -280,7 +255,7 @@ static int open_dir(struct zn_hf_src *s)
 	free(s->index_path);
 	s->index_path = NULL;
 	if (!is_file(single)) {
-		char *bin = join(s->path, "pytorch_model.bin");
+		char *bin = zn_hf_join(s->path, "pytorch_model.bin");
 
 		zn_error("%s: neither %s nor %s: no weights in the directory%s", s->path,
 			 SINGLE_NAME, INDEX_NAME, bin && is_file(bin) ? " (pytorch_model.bin is "
@@ -326,156 +301,5 @@ int zn_hf_open(struct zn_hf_src **out, const char *path)
 	return 0;
 close_src:
 	zn_hf_close(s);
-	return rc;
-}
-
-static int shard_file(struct zn_hf_src *s, int i, const struct zn_st_file **f)
-{
-	struct shard *sh = &s->shards[i];
-	char *p;
-	int rc = 0;
-
-	if (!sh->f) {
-		p = join(s->dir, sh->name);
-		if (!p)
-			return -ENOMEM;
-		rc = zn_st_open(&sh->f, p);
-		free(p);
-	}
-	*f = sh->f;
-	return rc;
-}
-
-static int find_exact(struct zn_hf_src *s, const char *name, const struct zn_st_tensor **t,
-		      const struct zn_st_file **file)
-{
-	struct mapped key = { name, 0 }, *m = NULL;
-	const struct zn_st_file *f;
-	int rc;
-
-	if (s->map) {
-		m = bsearch(&key, s->map, (size_t)s->mapped_count, sizeof(*m), cmp_mapped);
-		if (!m)
-			return -ENOENT;
-	}
-	rc = shard_file(s, m ? m->shard : 0, &f);
-	if (rc)
-		return rc;
-	*t = zn_st_find(f, name);
-	if (file)
-		*file = f;
-	if (*t)
-		return 0;
-	if (!m)
-		return -ENOENT;
-	zn_error("%s: key \"weight_map\".\"%s\" puts the tensor in %s, which has no such "
-		 "tensor", s->index_path, name, zn_st_path(f));
-	return -EINVAL;
-}
-
-int zn_hf_find(struct zn_hf_src *s, const char *name, const struct zn_st_tensor **t,
-	       const struct zn_st_file **file)
-{
-	static const char prefix[] = "transformer.";
-	int rc = find_exact(s, name, t, file);
-
-	if (rc == -ENOENT && s->has_config && s->config.family == ZN_HF_GPT2 &&
-	    !strncmp(name, prefix, strlen(prefix)))
-		rc = find_exact(s, name + strlen(prefix), t, file);
-	return rc;
-}
-
-/* Where a missing tensor should have been: the index, or the one file. */
-static const char *expected_in(const struct zn_hf_src *s)
-{
-	return s->index_path ? s->index_path : s->shards[0].f ? zn_st_path(s->shards[0].f) :
-								 s->path;
-}
-
-int zn_hf_read_rows(struct zn_hf_src *s, const char *name, int64_t row0, int64_t rows,
-		    enum zn_dtype want, void *out_h)
-{
-	const struct zn_st_tensor *t;
-	const struct zn_st_file *f;
-	uint64_t row_numel = 1, nrows;
-	int rc = zn_hf_find(s, name, &t, &f);
-
-	if (rc == -ENOENT)
-		zn_error("%s: no tensor '%s'", expected_in(s), name);
-	if (rc)
-		return rc;
-	for (int d = 1; d < t->ndim; d++)
-		row_numel *= (uint64_t)t->shape[d];
-	nrows = t->ndim ? (uint64_t)t->shape[0] : 1;
-	if (row0 < 0 || rows < 0 || (uint64_t)row0 > nrows || (uint64_t)rows > nrows - (uint64_t)row0) {
-		zn_error("%s: tensor '%s': rows [%lld, %lld) are outside its %llu rows",
-			 zn_st_path(f), name, (long long)row0, (long long)(row0 + rows),
-			 (unsigned long long)nrows);
-		return -EINVAL;
-	}
-	return zn_st_read_range(f, t, (uint64_t)row0 * row_numel, (uint64_t)rows * row_numel,
-				want, out_h);
-}
-
-static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
-{
-	int at = snprintf(buf, n, "[");
-
-	for (int d = 0; d < ndim && at < (int)n; d++)
-		at += snprintf(buf + at, n - (size_t)at, d ? ", %lld" : "%lld",
-			       (long long)shape[d]);
-	if (at < (int)n)
-		snprintf(buf + at, n - (size_t)at, "]");
-}
-
-static int check_tensor(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
-{
-	const struct zn_st_tensor *t;
-	const struct zn_st_file *f;
-	char have[96], want[96];
-	bool ok;
-	int rc = zn_hf_find(s, sp->name, &t, &f);
-
-	if (rc == -ENOENT)
-		zn_error("%s: no tensor '%s', which a %s model with %lld layers has", expected_in(s),
-			 sp->name, zn_hf_family_name(s->config.family),
-			 (long long)s->config.num_hidden_layers);
-	if (rc)
-		return rc;
-	ok = t->ndim == sp->ndim;
-	for (int d = 0; ok && d < sp->ndim; d++)
-		ok = t->shape[d] == sp->shape[d];
-	if (!ok) {
-		shape_str(have, sizeof(have), t->ndim, t->shape);
-		shape_str(want, sizeof(want), sp->ndim, sp->shape);
-		zn_error("%s: tensor '%s' has shape %s but the config gives %s: config.json and "
-			 "the weights do not match", zn_st_path(f), t->name, have, want);
-		return -EINVAL;
-	}
-	if (t->dtype < 0) {
-		zn_error("%s: tensor '%s' is %s: zinc reads F32, BF16 and F16", zn_st_path(f),
-			 t->name, t->dtype_name);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int zn_hf_check_layout(struct zn_hf_src *s)
-{
-	struct zn_hf_tensor_spec *specs;
-	int n, rc = 0;
-
-	if (!s->has_config) {
-		zn_error("%s: no config (no config.json beside the file, no metadata)", s->path);
-		return -EINVAL;
-	}
-	n = zn_hf_layout_count(&s->config);
-	specs = malloc((size_t)n * sizeof(*specs));
-	if (!specs)
-		return -ENOMEM;
-	zn_hf_layout(&s->config, specs);
-	for (int i = 0; !rc && i < n; i++)
-		rc = check_tensor(s, &specs[i]);
-	free(specs);
 	return rc;
 }
