@@ -47,7 +47,9 @@ enum zn_lr_schedule {
 	ZN_LR_CONSTANT = 0,     /* no "scheduler" block, as in DeepSpeed */
 	ZN_LR_WARMUP = 1,       /* WarmupLR */
 	ZN_LR_WARMUP_DECAY = 2, /* WarmupDecayLR */
-	ZN_LR_WARMUP_COSINE = 3 /* WarmupCosineLR */
+	ZN_LR_WARMUP_COSINE = 3, /* WarmupCosineLR */
+	ZN_LR_ONE_CYCLE = 4,     /* OneCycle (lr and, with cycle_momentum, beta1) */
+	ZN_LR_RANGE_TEST = 5     /* LRRangeTest */
 };
 
 /* zero_optimization.offload_optimizer / offload_param */
@@ -87,7 +89,8 @@ struct zn_zero_config {
 };
 
 enum zn_optimizer_type {
-	ZN_OPTIM_ADAMW = 0,
+	ZN_OPTIM_ADAMW = 0, /* "AdamW": decoupled weight decay whatever adam_w_mode says */
+	ZN_OPTIM_ADAM = 1,  /* "Adam": AdamW when adam_w_mode (default), else L2-regularised */
 };
 
 struct zn_optimizer_config {
@@ -97,6 +100,7 @@ struct zn_optimizer_config {
 	float beta2;
 	float eps;
 	float weight_decay;
+	bool adam_w_mode; /* Adam: true (DeepSpeed's default) = AdamW, false = L2 (Adam) */
 };
 
 /* "scheduler": DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR and their params */
@@ -109,6 +113,16 @@ struct zn_scheduler_config {
 	bool warmup_log; /* warmup_type "log" (DeepSpeed's default) or "linear" */
 	float warmup_min_ratio; /* WarmupCosineLR */
 	float cos_min_ratio;    /* WarmupCosineLR */
+	/* OneCycle */
+	float cycle_min_lr, cycle_max_lr, decay_lr_rate;
+	int64_t cycle_first_step_size, cycle_second_step_size; /* second 0 = same as first */
+	int64_t cycle_first_stair_count, cycle_second_stair_count, decay_step_size;
+	bool cycle_momentum;
+	float cycle_min_mom, cycle_max_mom, decay_mom_rate;
+	/* LRRangeTest */
+	float lr_range_test_min_lr, lr_range_test_step_rate;
+	int64_t lr_range_test_step_size;
+	bool lr_range_test_staircase;
 };
 
 struct zn_precision_config {
@@ -118,6 +132,7 @@ struct zn_precision_config {
 	int initial_scale_power;
 	int loss_scale_window;
 	int hysteresis;
+	bool consecutive_hysteresis;
 	float min_loss_scale;
 };
 
@@ -145,6 +160,23 @@ struct zn_runtime_config {
 	enum zn_data_format data_format;
 };
 
+/* "csv_monitor": per-step figures as CSV files under output_path/job_name */
+struct zn_monitor_config {
+	bool csv_enabled;
+	char csv_output_path[ZN_PATH_MAX];
+	char csv_job_name[256];
+};
+
+/* Where a key's value came from (struct zn_config.origin, by key-table row). */
+enum zn_config_origin {
+	ZN_ORIGIN_DEFAULT = 0,
+	ZN_ORIGIN_CONFIG = 1, /* the --config file */
+	ZN_ORIGIN_FLAG = 2,   /* a command-line flag */
+	ZN_ORIGIN_AUTO = 3,   /* "auto" in the config: zinc's default or derived value */
+};
+
+#define ZN_CONFIG_MAX_KEYS 160
+
 struct zn_config {
 	int64_t train_batch_size;
 	int64_t train_micro_batch_size_per_gpu;
@@ -157,6 +189,8 @@ struct zn_config {
 	struct zn_zero_config zero;
 	struct zn_aio_config aio;
 	struct zn_runtime_config runtime;
+	struct zn_monitor_config monitor;
+	unsigned char origin[ZN_CONFIG_MAX_KEYS]; /* enum zn_config_origin per key row */
 };
 
 /* Exit status for usage errors (bad flags, bad config). */
@@ -182,6 +216,20 @@ int zn_config_apply_flags(struct zn_config *cfg, int argc, char **argv, char **r
 /* Checks cross-field rules (batch sizes for world_size ranks, stage vs offload, nvme paths
  * exist and are writable, O_DIRECT alignment). Fills derived batch fields. */
 int zn_config_validate(struct zn_config *cfg, int world_size);
+
+/* What "auto" values are derived from (Hugging Face's meaning): the model's hidden size
+ * and the run's step count; 0 leaves those keys at zinc's defaults. */
+struct zn_config_derive {
+	int64_t hidden;
+	int64_t steps;
+};
+
+/* Fills every key the config gave as "auto" from d (bucket sizes from hidden, the
+ * scheduler's warmup_max_lr from the optimizer's lr, total_num_steps from steps). */
+void zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive *d);
+
+/* One line per key: "path = value  (origin)", origin one of default, config, flag, auto. */
+void zn_config_print_origins(FILE *f, const struct zn_config *cfg);
 
 /* Effective config as JSON (caller frees with free()). */
 char *zn_config_to_json(const struct zn_config *cfg);

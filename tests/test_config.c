@@ -137,6 +137,7 @@ Test(config, every_key_round_trips)
 		case ZN_KEY_PATHS: value = "\"/tmp\""; break;
 		case ZN_KEY_BETAS: value = "[0.5, 0.75]"; break;
 		case ZN_KEY_NAME: value = "\"run-7.a_b\""; break;
+		case ZN_KEY_STRING: value = "\"run-7\""; break;
 		default: value = NULL;
 		}
 		char enum_value[64];
@@ -161,6 +162,7 @@ Test(config, every_key_round_trips)
 			used += (size_t)snprintf(json + used, sizeof(json) - used, "}");
 
 		cr_assert_eq(load(&cfg, json), 0, "key %s did not load from %s", k->path, json);
+		cr_assert_eq(cfg.origin[i], ZN_ORIGIN_CONFIG, "key %s: origin", k->path);
 		out = zn_config_to_json(&cfg);
 		cr_assert_not_null(out);
 		if (!strcmp(k->path, "aio.thread_count"))

@@ -49,7 +49,9 @@ static void usage(FILE *f)
 		"                     model)\n"
 		"  --save-final FILE  save the final weights (fp32 master) as safetensors\n"
 		"  --save-dtype fp32|bf16  dtype of the saved tensors (default fp32)\n"
-		"  --print-config     print the effective config as JSON and exit\n"
+		"  --print-config     check the config as a run does, print it as JSON (stdout)\n"
+		"                     and each value with its origin (default, config, flag,\n"
+		"                     auto) on stderr, and exit\n"
 		"  model: --model tiny|small|gpt2|... --layers N --heads N --d-model N --seq N\n"
 		"         --vocab N (default --model small)\n\n");
 	zn_config_print_flags_help(f);
@@ -295,6 +297,9 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
+	if (ok)
+		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = mc.d_model,
+									 .steps = o.steps });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
 	if (ok && !o.data && !o.print_config) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
@@ -320,8 +325,11 @@ int zn_cmd_train(int argc, char **argv)
 		zn_train_ranks_end(&ranks);
 		if (!json)
 			return 1;
+		/* the JSON (a config a run accepts) on stdout; each value's origin on stderr */
 		printf("%s\n", json);
 		free(json);
+		fprintf(stderr, "%-54s %-24s %s\n", "key", "value", "origin");
+		zn_config_print_origins(stderr, &cfg);
 		return 0;
 	}
 	rc = train(&cfg, &mc, &o, &ranks);

@@ -11,170 +11,31 @@
 #include "core/config_keys.h"
 #include "core/log.h"
 
-#define OFF(field) offsetof(struct zn_config, field)
-#define OPT(field) OFF(zero.offload_optimizer.field)
-#define PRM(field) OFF(zero.offload_param.field)
-
-static const char *const offload_names[] = { "none", "cpu", "nvme", NULL };
-static const char *const device_names[] = { "auto", "host", "cuda", NULL };
-static const char *const sched_names[] = { "none", "WarmupLR", "WarmupDecayLR",
-					   "WarmupCosineLR", NULL };
-static const char *const optim_names[] = { "AdamW", NULL };
-static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
-
-const struct zn_key zn_config_keys[] = {
-	{ "train_batch_size", "train-batch-size", ZN_KEY_I64, OFF(train_batch_size), NULL, 0,
-	  "global batch: micro-batch x accumulation x ranks" },
-	{ "train_micro_batch_size_per_gpu", "micro-batch", ZN_KEY_I64,
-	  OFF(train_micro_batch_size_per_gpu), NULL, 0, "sequences per rank per micro-step" },
-	{ "gradient_accumulation_steps", "grad-accum", ZN_KEY_I64,
-	  OFF(gradient_accumulation_steps), NULL, 0, "micro-batches per optimizer step" },
-	{ "gradient_clipping", "grad-clip", ZN_KEY_FLOAT, OFF(gradient_clipping), NULL, 0,
-	  "global-norm clipping threshold (0 = off)" },
-	{ "steps_per_print", "steps-per-print", ZN_KEY_INT, OFF(steps_per_print), NULL, 0,
-	  "print a line every N steps" },
-	{ "optimizer.type", "optimizer", ZN_KEY_ENUM, OFF(optimizer.type), optim_names, 0,
-	  "optimizer (AdamW)" },
-	{ "optimizer.params.lr", "lr", ZN_KEY_FLOAT, OFF(optimizer.lr), NULL, 0, "learning rate" },
-	{ "optimizer.params.betas", "betas", ZN_KEY_BETAS, OFF(optimizer.beta1), NULL, 0,
-	  "AdamW betas, e.g. 0.9,0.95" },
-	{ "optimizer.params.eps", "eps", ZN_KEY_FLOAT, OFF(optimizer.eps), NULL, 0, "AdamW eps" },
-	{ "optimizer.params.weight_decay", "weight-decay", ZN_KEY_FLOAT,
-	  OFF(optimizer.weight_decay), NULL, 0, "decoupled weight decay" },
-	{ "scheduler.type", "lr-schedule", ZN_KEY_ENUM, OFF(scheduler.type), sched_names, 0,
-	  "none, WarmupLR, WarmupDecayLR or WarmupCosineLR" },
-	{ "scheduler.params.warmup_min_lr", "warmup-min-lr", ZN_KEY_FLOAT,
-	  OFF(scheduler.warmup_min_lr), NULL, 0, "lr at step 0 (WarmupLR, WarmupDecayLR)" },
-	{ "scheduler.params.warmup_max_lr", "warmup-max-lr", ZN_KEY_FLOAT,
-	  OFF(scheduler.warmup_max_lr), NULL, 0, "lr after warmup (WarmupLR, WarmupDecayLR)" },
-	{ "scheduler.params.warmup_num_steps", "warmup-steps", ZN_KEY_I64,
-	  OFF(scheduler.warmup_num_steps), NULL, 0, "warmup steps" },
-	{ "scheduler.params.total_num_steps", "total-steps", ZN_KEY_I64,
-	  OFF(scheduler.total_num_steps), NULL, 0, "steps of the whole schedule (decay, cosine)" },
-	{ "scheduler.params.warmup_type", "warmup-type", ZN_KEY_ENUM, OFF(scheduler.warmup_log),
-	  (const char *const[]){ "linear", "log", NULL }, 0, "log (DeepSpeed default) or linear" },
-	{ "scheduler.params.warmup_min_ratio", "warmup-min-ratio", ZN_KEY_FLOAT,
-	  OFF(scheduler.warmup_min_ratio), NULL, 0, "WarmupCosineLR: start lr / optimizer lr" },
-	{ "scheduler.params.cos_min_ratio", "cos-min-ratio", ZN_KEY_FLOAT,
-	  OFF(scheduler.cos_min_ratio), NULL, 0, "WarmupCosineLR: final lr / optimizer lr" },
-	{ "bf16.enabled", "bf16", ZN_KEY_BOOL, OFF(precision.bf16), NULL, 0,
-	  "bf16 parameters and gradients, fp32 master" },
-	{ "fp16.enabled", "fp16", ZN_KEY_BOOL, OFF(precision.fp16), NULL, 0,
-	  "fp16 training with loss scaling" },
-	{ "fp16.loss_scale", "loss-scale", ZN_KEY_FLOAT, OFF(precision.loss_scale), NULL, 0,
-	  "static loss scale (0 = dynamic)" },
-	{ "fp16.initial_scale_power", "initial-scale-power", ZN_KEY_INT,
-	  OFF(precision.initial_scale_power), NULL, 0, "dynamic scale starts at 2^N" },
-	{ "fp16.loss_scale_window", "loss-scale-window", ZN_KEY_INT,
-	  OFF(precision.loss_scale_window), NULL, 0, "steps without overflow before raising" },
-	{ "fp16.hysteresis", "hysteresis", ZN_KEY_INT, OFF(precision.hysteresis), NULL, 0,
-	  "overflows tolerated before lowering" },
-	{ "fp16.min_loss_scale", "min-loss-scale", ZN_KEY_FLOAT, OFF(precision.min_loss_scale),
-	  NULL, 0, "lowest dynamic loss scale" },
-	{ "zero_optimization.stage", "zero-stage", ZN_KEY_INT, OFF(zero.stage), NULL, 0,
-	  "ZeRO stage 0-3" },
-	{ "zero_optimization.contiguous_gradients", "contiguous-gradients", ZN_KEY_BOOL,
-	  OFF(zero.contiguous_gradients), NULL, 0, "gradients in one flat buffer per layer" },
-	{ "zero_optimization.overlap_comm", "overlap-comm", ZN_KEY_BOOL, OFF(zero.overlap_comm),
-	  NULL, 0, "reduce gradients on the comm stream during backward" },
-	{ "zero_optimization.reduce_bucket_size", "reduce-bucket-size", ZN_KEY_U64,
-	  OFF(zero.reduce_bucket_size), NULL, 0, "elements per gradient reduction bucket" },
-	{ "zero_optimization.stage3_prefetch_bucket_size", "prefetch-bucket-size", ZN_KEY_U64,
-	  OFF(zero.stage3_prefetch_bucket_size), NULL, 0, "elements prefetched ahead (stage 3)" },
-	{ "zero_optimization.stage3_max_live_parameters", "max-live-parameters", ZN_KEY_U64,
-	  OFF(zero.stage3_max_live_parameters), NULL, 0, "full parameters on the device at once" },
-	{ "zero_optimization.stage3_param_persistence_threshold", "param-persistence-threshold",
-	  ZN_KEY_U64, OFF(zero.stage3_param_persistence_threshold), NULL, 0,
-	  "layers smaller than this stay gathered" },
-	{ "zero_optimization.sub_group_size", "sub-group-size", ZN_KEY_U64,
-	  OFF(zero.sub_group_size), NULL, 0, "elements per optimizer sub-group" },
-	{ "zero_optimization.offload_optimizer.device", "offload-optimizer", ZN_KEY_ENUM,
-	  OPT(device), offload_names, 0, "home of optimizer state: none, cpu or nvme" },
-	{ "zero_optimization.offload_optimizer.nvme_path", "nvme-path", ZN_KEY_PATHS,
-	  OPT(nvme_path_count), NULL, ZN_MIRROR_PARAM,
-	  "nvme directory; repeat to stripe over several devices" },
-	{ "zero_optimization.offload_optimizer.pin_memory", "pin-memory", ZN_KEY_BOOL,
-	  OPT(pin_memory), NULL, ZN_MIRROR_PARAM, "page-locked host buffers" },
-	{ "zero_optimization.offload_optimizer.buffer_count", "optimizer-buffer-count", ZN_KEY_INT,
-	  OPT(buffer_count), NULL, 0, "optimizer swap buffers (nvme)" },
-	{ "zero_optimization.offload_optimizer.pipeline_read", "pipeline-read", ZN_KEY_BOOL,
-	  OPT(pipeline_read), NULL, 0, "read optimizer state ahead" },
-	{ "zero_optimization.offload_optimizer.pipeline_write", "pipeline-write", ZN_KEY_BOOL,
-	  OPT(pipeline_write), NULL, 0, "write optimizer state behind" },
-	{ "zero_optimization.offload_param.device", "offload-param", ZN_KEY_ENUM, PRM(device),
-	  offload_names, 0, "home of bf16 parameter shards (stage 3): none, cpu or nvme" },
-	{ "zero_optimization.offload_param.nvme_path", NULL, ZN_KEY_PATHS, PRM(nvme_path_count),
-	  NULL, 0, "nvme directory for parameters" },
-	{ "zero_optimization.offload_param.pin_memory", NULL, ZN_KEY_BOOL, PRM(pin_memory), NULL,
-	  0, "page-locked parameter buffers" },
-	{ "zero_optimization.offload_param.buffer_count", "param-buffer-count", ZN_KEY_INT,
-	  PRM(buffer_count), NULL, 0, "parameter swap buffers (nvme)" },
-	{ "zero_optimization.offload_param.buffer_size", "param-buffer-size", ZN_KEY_U64,
-	  PRM(buffer_size), NULL, 0, "elements per parameter swap buffer" },
-	{ "zero_optimization.offload_param.max_in_cpu", "max-in-cpu", ZN_KEY_U64,
-	  PRM(max_in_cpu), NULL, 0, "parameter elements kept in host memory (nvme)" },
-	{ "aio.block_size", "aio-block-size", ZN_KEY_SIZE, OFF(aio.block_size_bytes), NULL, 0,
-	  "bytes per I/O request (multiple of 4096)" },
-	{ "aio.queue_depth", "aio-queue-depth", ZN_KEY_INT, OFF(aio.queue_depth), NULL, 0,
-	  "requests in flight per ring" },
-	{ "aio.intra_op_parallelism", "aio-threads", ZN_KEY_INT, OFF(aio.intra_op_parallelism),
-	  NULL, 0, "io_uring rings (worker threads)" },
-	{ "aio.thread_count", NULL, ZN_KEY_INT, OFF(aio.intra_op_parallelism), NULL, 0,
-	  "old name of intra_op_parallelism" },
-	{ "aio.single_submit", "aio-single-submit", ZN_KEY_BOOL, OFF(aio.single_submit), NULL, 0,
-	  "submit requests one at a time" },
-	{ "aio.overlap_events", "aio-overlap-events", ZN_KEY_BOOL, OFF(aio.overlap_events), NULL,
-	  0, "overlap submission and completion" },
-	{ "aio.bandwidth_cap", "nvme-bw-cap", ZN_KEY_SIZE, OFF(aio.bandwidth_cap_bytes_per_s),
-	  NULL, 0, "zinc: cap nvme bytes/s per direction (0 = none)" },
-	{ "zinc.device", "device", ZN_KEY_ENUM, OFF(runtime.device), device_names, 0,
-	  "compute device: auto, host (emulated) or cuda" },
-	{ "zinc.device_mem", "device-mem", ZN_KEY_SIZE, OFF(runtime.device_mem_bytes), NULL, 0,
-	  "device memory budget (default: all of the GPU; 1G for host)" },
-	{ "zinc.pinned_mem", "pinned-mem", ZN_KEY_SIZE, OFF(runtime.pinned_mem_bytes), NULL, 0,
-	  "pinned host memory budget (default: a fraction of RAM)" },
-	{ "zinc.numa_node", "numa-node", ZN_KEY_INT, OFF(runtime.numa_node), NULL, 0,
-	  "NUMA node for host memory (-1 = nearest the GPU or this thread)" },
-	{ "zinc.seed", "seed", ZN_KEY_U64, OFF(runtime.seed), NULL, 0, "seed for init and data" },
-	{ "zinc.deterministic", "deterministic", ZN_KEY_BOOL, OFF(runtime.deterministic), NULL, 0,
-	  "bit-identical results run to run" },
-	{ "zinc.prefetch_depth", "prefetch-depth", ZN_KEY_INT, OFF(runtime.prefetch_depth), NULL,
-	  0, "layers fetched ahead (0 = from the stage3 limits and the budget)" },
-	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
-	  "names the swap directories: runs sharing an nvme path need different ids "
-	  "(default p<pid>)" },
-	{ "zinc.data_format", "data-format", ZN_KEY_ENUM, OFF(runtime.data_format),
-	  data_format_names, 0, "--data as: auto (token file or UTF-8 text), text or tokens" },
-};
-const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
-
-const char *const zn_config_ignored_keys[] = {
-	"wall_clock_breakdown", "zero_allow_untested_optimizer", "gradient_predivide_factor",
-	"prescale_gradients", "activation_checkpointing", "flops_profiler", "tensorboard",
-	"wandb", "csv_monitor", "comms_logger", "communication_data_type", "memory_breakdown",
-	"dump_state", "zero_optimization.allgather_partitions",
-	"zero_optimization.allgather_bucket_size", "zero_optimization.reduce_scatter",
-	"zero_optimization.round_robin_gradients", "zero_optimization.load_from_fp32_weights",
-	"zero_optimization.stage3_gather_16bit_weights_on_model_save",
-	"zero_optimization.stage3_gather_fp16_weights_on_model_save",
-	"zero_optimization.ignore_unused_parameters", "zero_optimization.elastic_checkpoint",
-	"zero_optimization.offload_optimizer.fast_init", "zero_optimization.offload_optimizer.ratio",
-	"fp16.auto_cast", "bf16.immediate_grad_update", "optimizer.params.torch_adam",
-	"optimizer.params.adam_w_mode", "scheduler.params.last_batch_iteration", NULL,
-};
-
 void zn_config_defaults(struct zn_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->steps_per_print = 10;
 	cfg->optimizer = (struct zn_optimizer_config){ .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
-						       .eps = 1e-8f, .weight_decay = 0.01f };
+						       .eps = 1e-8f, .weight_decay = 0.01f,
+						       .adam_w_mode = true };
 	cfg->scheduler.warmup_max_lr = 1e-3f;
 	cfg->scheduler.warmup_num_steps = 1000;
 	cfg->scheduler.warmup_log = true;
 	cfg->scheduler.cos_min_ratio = 1e-4f;
+	/* OneCycle and LRRangeTest: DeepSpeed's argument defaults */
+	cfg->scheduler.cycle_min_lr = 0.01f;
+	cfg->scheduler.cycle_max_lr = 0.1f;
+	cfg->scheduler.cycle_first_step_size = 2000;
+	cfg->scheduler.cycle_momentum = true;
+	cfg->scheduler.cycle_min_mom = 0.8f;
+	cfg->scheduler.cycle_max_mom = 0.9f;
+	cfg->scheduler.lr_range_test_min_lr = 1e-3f;
+	cfg->scheduler.lr_range_test_step_size = 2000;
+	cfg->scheduler.lr_range_test_step_rate = 1.0f;
+	snprintf(cfg->monitor.csv_job_name, sizeof(cfg->monitor.csv_job_name), "DeepSpeedJobName");
 	cfg->precision = (struct zn_precision_config){ .initial_scale_power = 16,
 						       .loss_scale_window = 1000, .hysteresis = 2,
+						       .consecutive_hysteresis = false,
 						       .min_loss_scale = 1 };
 	cfg->zero.contiguous_gradients = true;
 	cfg->zero.overlap_comm = true;
@@ -195,22 +56,6 @@ void zn_config_defaults(struct zn_config *cfg)
 					   .intra_op_parallelism = 1, .overlap_events = true };
 	cfg->runtime.numa_node = -1;
 	cfg->runtime.seed = 1337;
-}
-
-const struct zn_key *zn_config_key_by_path(const char *path)
-{
-	for (size_t i = 0; i < zn_config_key_count; i++)
-		if (!strcmp(zn_config_keys[i].path, path))
-			return &zn_config_keys[i];
-	return NULL;
-}
-
-const struct zn_key *zn_config_key_by_flag(const char *flag)
-{
-	for (size_t i = 0; i < zn_config_key_count; i++)
-		if (zn_config_keys[i].flag && !strcmp(zn_config_keys[i].flag, flag))
-			return &zn_config_keys[i];
-	return NULL;
 }
 
 int zn_edit_distance(const char *a, const char *b)
@@ -346,14 +191,8 @@ static int parse_enum(const struct zn_key *k, const char *s, int *out)
 			return 0;
 		}
 	}
-	/* DeepSpeed spells "no offload" both ways, and "Adam" with adam_w_mode is AdamW. */
+	/* DeepSpeed spells "no offload" both ways. */
 	if (k->choices[0] && !strcmp(k->choices[0], "none") && !strcasecmp(s, "null")) {
-		*out = 0;
-		return 0;
-	}
-	if (k->choices[0] && !strcmp(k->choices[0], "AdamW") && !strcasecmp(s, "Adam")) {
-		zn_warn("optimizer type Adam: zinc runs AdamW (decoupled weight decay), as "
-			"DeepSpeed does with its default adam_w_mode=true");
 		*out = 0;
 		return 0;
 	}
@@ -445,6 +284,12 @@ static int set_at(struct zn_config *cfg, const struct zn_key *k, size_t off, con
 	case ZN_KEY_NAME:
 		rc = set_name(base, value);
 		break;
+	case ZN_KEY_STRING:
+		if (strlen(value) >= k->size)
+			rc = ZN_EUSAGE;
+		else
+			snprintf(base, k->size, "%s", value);
+		break;
 	case ZN_KEY_BETAS: {
 		float b1, b2;
 		char extra;
@@ -484,8 +329,19 @@ static const char *type_hint(const struct zn_key *k, char *buf, size_t size)
 		return "two numbers, e.g. 0.9,0.95";
 	case ZN_KEY_NAME:
 		return "1 to 40 letters, digits, '.', '_' or '-'";
+	case ZN_KEY_STRING:
+		snprintf(buf, size, "a string of at most %zu bytes", k->size - 1);
+		return buf;
 	}
 	return "?";
+}
+
+static void set_origin(struct zn_config *cfg, const struct zn_key *k, enum zn_config_origin o)
+{
+	size_t i = (size_t)(k - zn_config_keys);
+
+	if (i < ZN_CONFIG_MAX_KEYS)
+		cfg->origin[i] = (unsigned char)o;
 }
 
 static int set_value(struct zn_config *cfg, const struct zn_key *k, const char *value,
@@ -493,12 +349,19 @@ static int set_value(struct zn_config *cfg, const struct zn_key *k, const char *
 {
 	size_t mirror = offsetof(struct zn_config, zero.offload_param) -
 			offsetof(struct zn_config, zero.offload_optimizer);
+	enum zn_config_origin o = mirror_ok ? ZN_ORIGIN_FLAG : ZN_ORIGIN_CONFIG;
 	char hint[128];
 	int rc;
 
 	rc = set_at(cfg, k, k->offset, value, append);
-	if (!rc && mirror_ok && k->mirror == ZN_MIRROR_PARAM)
+	if (!rc)
+		set_origin(cfg, k, o);
+	if (!rc && mirror_ok && k->mirror == ZN_MIRROR_PARAM) {
 		rc = set_at(cfg, k, k->offset + mirror, value, append);
+		for (size_t i = 0; !rc && i < zn_config_key_count; i++)
+			if (zn_config_keys[i].offset == k->offset + mirror)
+				set_origin(cfg, &zn_config_keys[i], o);
+	}
 	if (rc)
 		zn_log(ZN_LOG_ERROR, __FILE__, __LINE__, "%s: '%s' is not valid: give %s", origin,
 		       value, type_hint(k, hint, sizeof(hint)));
@@ -510,6 +373,11 @@ int zn_config_set_string(struct zn_config *cfg, const struct zn_key *k, const ch
 {
 	/* JSON names each block's key itself: no mirroring into offload_param. */
 	return set_value(cfg, k, value, origin, false, false);
+}
+
+void zn_config_set_auto(struct zn_config *cfg, const struct zn_key *k)
+{
+	set_origin(cfg, k, ZN_ORIGIN_AUTO);
 }
 
 static const struct zn_key *closest_flag(const char *flag)
@@ -651,27 +519,4 @@ int zn_config_from_args(struct zn_config *cfg, int argc, char **argv, char **res
 	rc = zn_config_apply_flags(cfg, n, left, rest, rest_count);
 	free(left);
 	return rc;
-}
-
-void zn_config_print_flags_help(FILE *f)
-{
-	char hint[128];
-
-	fprintf(f, "config (flags override --config FILE, which overrides defaults):\n");
-	fprintf(f, "  --config FILE                 DeepSpeed-style JSON config\n");
-	for (size_t i = 0; i < zn_config_key_count; i++) {
-		const struct zn_key *k = &zn_config_keys[i];
-		char left[200];
-
-		if (!k->flag)
-			continue;
-		if (k->type == ZN_KEY_BOOL)
-			snprintf(left, sizeof(left), "--[no-]%s", k->flag);
-		else if (k->type == ZN_KEY_ENUM)
-			snprintf(left, sizeof(left), "--%s {%s}", k->flag,
-				 (choices_text(k, hint, sizeof(hint)), hint));
-		else
-			snprintf(left, sizeof(left), "--%s X", k->flag);
-		fprintf(f, "  %-30s %s  [%s]\n", left, k->help, k->path);
-	}
 }

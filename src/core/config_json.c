@@ -18,14 +18,6 @@ struct json_ctx {
 	int rc;
 };
 
-static bool is_ignored(const char *path)
-{
-	for (int i = 0; zn_config_ignored_keys[i]; i++)
-		if (!strcmp(zn_config_ignored_keys[i], path))
-			return true;
-	return false;
-}
-
 /* True when some key lives below path (path names a JSON object zinc knows). */
 static bool is_known_object(const char *path)
 {
@@ -76,6 +68,18 @@ static void warn_unknown(struct json_ctx *c, const char *prefix, const char *key
 			snprintf(best, sizeof(best), "%s", child);
 		}
 	}
+	for (const struct zn_doc_key *dk = zn_config_doc_keys; dk->path; dk++) {
+		const char *child = child_name(dk->path, prefix, name, sizeof(name));
+		int d;
+
+		if (!child)
+			continue;
+		d = zn_edit_distance(key, child);
+		if (d < best_d) {
+			best_d = d;
+			snprintf(best, sizeof(best), "%s", child);
+		}
+	}
 	if (best[0] && best_d <= 1 + (int)strlen(key) / 3)
 		zn_warn("%s: unknown key '%s%s%s' is ignored: did you mean '%s'?", c->origin,
 			prefix, *prefix ? "." : "", key, best);
@@ -94,10 +98,14 @@ static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON
 	if (cJSON_IsNull(v))
 		return 0; /* null keeps the default, as DeepSpeed does */
 	if (cJSON_IsString(v)) {
-		/* "auto" (Hugging Face integration) leaves batch sizes to be derived. */
-		if (!strcmp(v->valuestring, "auto") &&
-		    (k->type == ZN_KEY_I64 || k->type == ZN_KEY_INT))
+		/* "auto" (Hugging Face): the flag if one is given, else the default or derived
+		 * value (zn_config_resolve_auto). Not for names and paths. */
+		if (!strcmp(v->valuestring, "auto") && k->type != ZN_KEY_ENUM &&
+		    k->type != ZN_KEY_PATHS && k->type != ZN_KEY_STRING &&
+		    k->type != ZN_KEY_NAME) {
+			zn_config_set_auto(c->cfg, k);
 			return 0;
+		}
 		return zn_config_set_string(c->cfg, k, v->valuestring, origin);
 	}
 	if (cJSON_IsBool(v))
@@ -136,6 +144,49 @@ static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON
 	return ZN_EUSAGE;
 }
 
+static bool has_enabled_true(const cJSON *v)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, v) {
+		if (c->string && !strcmp(c->string, "enabled") && cJSON_IsTrue(c))
+			return true;
+		if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && has_enabled_true(c))
+			return true;
+	}
+	return false;
+}
+
+/* Whether a refused row's value must be refused (rules in config_keys.c). */
+static bool refused_value(const struct zn_doc_key *d, const cJSON *v)
+{
+	char *text;
+	bool bad = true;
+
+	if (cJSON_IsNull(v))
+		return false;
+	if (cJSON_IsObject(v)) {
+		if (d->ok && !strcmp(d->ok, "!"))
+			return cJSON_GetArraySize(v) > 0;
+		return has_enabled_true(v);
+	}
+	if (!d->ok)
+		return !cJSON_IsFalse(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0);
+	text = cJSON_PrintUnformatted(v);
+	if (!text)
+		return true;
+	for (const char *p = d->ok; *p;) {
+		const char *bar = strchr(p, '|');
+		size_t n = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (strlen(text) == n && !strncmp(text, p, n))
+			bad = false;
+		p += n + (bar ? 1 : 0);
+	}
+	free(text);
+	return bad;
+}
+
 static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
 {
 	const cJSON *v;
@@ -143,6 +194,7 @@ static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
 	cJSON_ArrayForEach(v, obj) {
 		char path[256];
 		const struct zn_key *k;
+		const struct zn_doc_key *d;
 
 		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", v->string);
 		if (!strcmp(v->string, "aio") && *prefix) {
@@ -151,14 +203,24 @@ static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
 			c->rc = ZN_EUSAGE;
 			continue;
 		}
-		if (is_ignored(path)) {
-			zn_info("%s: '%s' has no effect in zinc; ignored", c->origin, path);
-			continue;
-		}
 		k = zn_config_key_by_path(path);
 		if (k) {
 			if (set_from_json(c, k, v, path))
 				c->rc = ZN_EUSAGE;
+			else if (k->note && !cJSON_IsNull(v))
+				zn_info("%s: '%s' has no effect in zinc: %s", c->origin, path,
+					k->note);
+			continue;
+		}
+		d = zn_config_doc_key(path);
+		if (d) {
+			if (d->refused && refused_value(d, v)) {
+				zn_error("%s: '%s' is not supported: %s", c->origin, path, d->why);
+				c->rc = ZN_EUSAGE;
+			} else {
+				zn_info("%s: '%s' has no effect in zinc: %s", c->origin, path,
+					d->refused ? "its value changes nothing" : d->why);
+			}
 			continue;
 		}
 		if (is_known_object(path)) {
@@ -174,18 +236,66 @@ static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
 	}
 }
 
+static int line_of(const char *json, const char *at)
+{
+	int line = 1;
+
+	for (const char *p = json; at && p < at; p++)
+		line += *p == '\n';
+	return line;
+}
+
+/* What cJSON accepts and JSON does not: numbers with leading zeros ("01", "-007"), and
+ * \u0000 in a string (a key "a\u0000b" would act as "a"). */
+static int strict_check(const char *json, const char *origin)
+{
+	bool in_str = false;
+
+	for (const char *p = json; *p; p++) {
+		if (in_str) {
+			if (*p == '\\') {
+				if (!strncmp(p + 1, "u0000", 5)) {
+					zn_error("%s: line %d: a string holds \\u0000 (NUL): remove it",
+						 origin, line_of(json, p));
+					return ZN_EUSAGE;
+				}
+				if (p[1])
+					p++;
+			} else if (*p == '"') {
+				in_str = false;
+			}
+			continue;
+		}
+		if (*p == '"') {
+			in_str = true;
+		} else if ((*p == '0' || *p == '-') && (p == json || !strchr("0123456789.eE+-", p[-1]))) {
+			const char *q = *p == '-' ? p + 1 : p;
+
+			if (q[0] == '0' && q[1] >= '0' && q[1] <= '9') {
+				zn_error("%s: line %d: number with a leading zero: JSON does not allow "
+					 "it; write it without the zero", origin, line_of(json, p));
+				return ZN_EUSAGE;
+			}
+		}
+	}
+	return 0;
+}
+
 int zn_config_load_json_string(struct zn_config *cfg, const char *json, const char *origin)
 {
 	struct json_ctx c = { .cfg = cfg, .origin = origin, .rc = 0 };
-	cJSON *root = cJSON_Parse(json);
+	const char *end = NULL;
+	cJSON *root;
 
+	if (strict_check(json, origin))
+		return ZN_EUSAGE;
+	/* require_null_terminated: anything but white space after the object is an error */
+	root = cJSON_ParseWithOpts(json, &end, 1);
 	if (!root) {
-		const char *at = cJSON_GetErrorPtr();
-		int line = 1;
+		const char *at = end ? end : cJSON_GetErrorPtr();
 
-		for (const char *p = json; at && p < at; p++)
-			line += *p == '\n';
-		zn_error("%s: not valid JSON near line %d: fix the syntax there", origin, line);
+		zn_error("%s: not valid JSON near line %d: fix the syntax there (nothing may "
+			 "follow the closing brace)", origin, line_of(json, at));
 		return ZN_EUSAGE;
 	}
 	if (!cJSON_IsObject(root)) {
@@ -204,8 +314,16 @@ int zn_config_load_json(struct zn_config *cfg, const char *path)
 	int rc;
 
 	/* a regular file only: a directory or FIFO is refused by name, never read or waited on */
-	if (zn_read_input_file(path, "--config", 16u << 20, &buf, NULL))
+	size_t n;
+
+	if (zn_read_input_file(path, "--config", 16u << 20, &buf, &n))
 		return ZN_EUSAGE;
+	if (memchr(buf, 0, n)) {
+		zn_error("%s: the file holds a NUL byte at offset %zu: a config is JSON text",
+			 path, (size_t)((char *)memchr(buf, 0, n) - buf));
+		free(buf);
+		return ZN_EUSAGE;
+	}
 	rc = zn_config_load_json_string(cfg, buf, path);
 	free(buf);
 	return rc;
@@ -292,6 +410,8 @@ static void add_value(cJSON *obj, const char *leaf, const struct zn_key *k,
 			cJSON_AddStringToObject(obj, leaf, base);
 		else
 			cJSON_AddNullToObject(obj, leaf);
+	case ZN_KEY_STRING:
+		cJSON_AddStringToObject(obj, leaf, base);
 		break;
 	case ZN_KEY_BETAS: {
 		cJSON *arr = cJSON_AddArrayToObject(obj, leaf);

@@ -6,6 +6,7 @@
 #ifndef ZN_CORE_CONFIG_KEYS_H
 #define ZN_CORE_CONFIG_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "zinc.h"
@@ -21,6 +22,7 @@ enum zn_key_type {
 	ZN_KEY_PATHS,  /* nvme paths of an offload block; string or array in JSON */
 	ZN_KEY_BETAS,  /* optimizer betas: [b1, b2] in JSON, "b1,b2" as a flag */
 	ZN_KEY_NAME,   /* char[ZN_RUN_ID_MAX + 1]: letters, digits, '.', '_', '-' */
+	ZN_KEY_STRING, /* char[size] */
 };
 
 /* Which offload blocks a flag writes: --nvme-path and --pin-memory set both. */
@@ -37,13 +39,27 @@ struct zn_key {
 	const char *const *choices; /* ENUM: names, index = value; NULL-terminated */
 	enum zn_key_mirror mirror;
 	const char *help;
+	const char *note;  /* NULL: implemented; else why it has no effect in zinc */
+	size_t size;       /* STRING: bytes of the char array */
+};
+
+/* A documented DeepSpeed key (or block) without a value in struct zn_config. */
+struct zn_doc_key {
+	const char *path;
+	bool refused;      /* false: accepted, no effect; true: refused unless ok */
+	const char *ok;    /* refused rows: the values still accepted (see config_keys.c) */
+	const char *why;   /* why it has no effect, or why it is refused */
 };
 
 extern const struct zn_key zn_config_keys[];
 extern const size_t zn_config_key_count;
 
-/* DeepSpeed keys that zinc accepts and ignores (they have no effect here). */
-extern const char *const zn_config_ignored_keys[];
+/* Documented DeepSpeed keys with no value in zn_config, NULL-path terminated. */
+extern const struct zn_doc_key zn_config_doc_keys[];
+
+/* The doc_keys row for path: an exact row, else the innermost block row holding it. */
+const struct zn_doc_key *zn_config_doc_key(const char *path);
+
 
 const struct zn_key *zn_config_key_by_path(const char *path);
 const struct zn_key *zn_config_key_by_flag(const char *flag);
@@ -52,6 +68,9 @@ const struct zn_key *zn_config_key_by_flag(const char *flag);
  * for the error line ("--zero-stage", "ds.json: zero_optimization.stage"). */
 int zn_config_set_string(struct zn_config *cfg, const struct zn_key *k, const char *value,
 			 const char *origin);
+
+/* Marks k as "auto": its value is resolved by zn_config_resolve_auto. */
+void zn_config_set_auto(struct zn_config *cfg, const struct zn_key *k);
 
 /* Levenshtein distance, for "did you mean". */
 int zn_edit_distance(const char *a, const char *b);

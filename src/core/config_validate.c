@@ -2,10 +2,12 @@
  * alignment, optimizer and schedule ranges. Each error names the key and what to change.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/config_keys.h"
 #include "core/log.h"
 #include "zinc.h"
 
@@ -22,6 +24,22 @@ static int validate_batch(struct zn_config *cfg, int world)
 		zn_error("batch sizes must be positive: train_batch_size=%lld "
 			 "train_micro_batch_size_per_gpu=%lld gradient_accumulation_steps=%lld",
 			 (long long)*tb, (long long)*mb, (long long)*ga);
+		return ZN_EUSAGE;
+	}
+	/* The engine holds them as int; their product (tokens per rank per step / T) too. */
+	if (*tb > INT_MAX || *mb > INT_MAX || *ga > INT_MAX) {
+		zn_error("%s is %lld: batch sizes must be at most %d",
+			 *tb > INT_MAX ? "train_batch_size (--train-batch-size)" :
+			 *mb > INT_MAX ? "train_micro_batch_size_per_gpu (--micro-batch)" :
+					 "gradient_accumulation_steps (--grad-accum)",
+			 (long long)(*tb > INT_MAX ? *tb : *mb > INT_MAX ? *mb : *ga), INT_MAX);
+		return ZN_EUSAGE;
+	}
+	if (*mb && *ga && (double)*mb * (double)*ga * world > INT_MAX) {
+		zn_error("train_micro_batch_size_per_gpu (--micro-batch) %lld x "
+			 "gradient_accumulation_steps (--grad-accum) %lld x %d ranks = %.0f is over "
+			 "%d: lower one of them", (long long)*mb, (long long)*ga, world,
+			 (double)*mb * (double)*ga * world, INT_MAX);
 		return ZN_EUSAGE;
 	}
 	if (*tb && *mb && *ga) {
@@ -199,6 +217,74 @@ static int validate_optimizer(const struct zn_config *cfg)
 	return 0;
 }
 
+static bool given(const struct zn_config *cfg, const char *path)
+{
+	const struct zn_key *k = zn_config_key_by_path(path);
+
+	return k && cfg->origin[k - zn_config_keys] != ZN_ORIGIN_DEFAULT &&
+	       cfg->origin[k - zn_config_keys] != ZN_ORIGIN_AUTO;
+}
+
+/* What the engine cannot do yet: refused here, so --print-config refuses it as a run does. */
+static int validate_supported(const struct zn_config *cfg)
+{
+	if (cfg->precision.fp16) {
+		zn_error("fp16.enabled is true: fp16 training (loss scaling) is not supported by "
+			 "the engine yet: use --bf16 (\"bf16\": {\"enabled\": true}) or fp32");
+		return ZN_EUSAGE;
+	}
+	if (cfg->optimizer.type == ZN_OPTIM_ADAM && !cfg->optimizer.adam_w_mode) {
+		zn_error("optimizer Adam with adam_w_mode false (L2-regularised Adam) is not "
+			 "supported yet: use AdamW or set adam_w_mode to true");
+		return ZN_EUSAGE;
+	}
+	if (cfg->zero.offload_param.device != ZN_OFFLOAD_NONE &&
+	    cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NONE) {
+		zn_error("zero_optimization.offload_param needs offload_optimizer cpu or nvme too "
+			 "(AdamW writes the offloaded parameter shard): add --offload-optimizer cpu");
+		return ZN_EUSAGE;
+	}
+	if (given(cfg, "zinc.device_mem") && cfg->runtime.device_mem_bytes == 0) {
+		zn_error("zinc.device_mem (--device-mem) is 0: give a budget such as 8G, or leave "
+			 "it out for the default (all of the GPU; 1G for host)");
+		return ZN_EUSAGE;
+	}
+	if (given(cfg, "zinc.pinned_mem") && cfg->runtime.pinned_mem_bytes == 0) {
+		zn_error("zinc.pinned_mem (--pinned-mem) is 0: give a budget such as 4G, or leave "
+			 "it out for the default (a fraction of RAM)");
+		return ZN_EUSAGE;
+	}
+	if (cfg->monitor.csv_enabled && !cfg->monitor.csv_job_name[0]) {
+		zn_error("csv_monitor.job_name is empty: give a name (the CSV subdirectory)");
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
+static int validate_schedule(const struct zn_scheduler_config *s)
+{
+	if (s->type == ZN_LR_ONE_CYCLE) {
+		if (s->cycle_first_step_size < 1 || s->cycle_second_step_size < 0 ||
+		    s->decay_step_size < 0) {
+			zn_error("OneCycle: cycle_first_step_size must be >= 1 and "
+				 "cycle_second_step_size, decay_step_size >= 0");
+			return ZN_EUSAGE;
+		}
+		if (!(s->cycle_min_lr >= 0 && s->cycle_max_lr >= 0 && s->cycle_min_mom >= 0 &&
+		      s->cycle_max_mom < 1 && s->cycle_min_mom < 1)) {
+			zn_error("OneCycle: cycle_min_lr and cycle_max_lr must be >= 0 and the "
+				 "momenta in [0, 1)");
+			return ZN_EUSAGE;
+		}
+	}
+	if (s->type == ZN_LR_RANGE_TEST && s->lr_range_test_step_size < 1) {
+		zn_error("LRRangeTest: lr_range_test_step_size must be >= 1 (is %lld)",
+			 (long long)s->lr_range_test_step_size);
+		return ZN_EUSAGE;
+	}
+	return 0;
+}
+
 int zn_config_validate(struct zn_config *cfg, int world_size)
 {
 	int rc;
@@ -231,5 +317,9 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 		rc = validate_aio(&cfg->aio);
 	if (!rc)
 		rc = validate_optimizer(cfg);
+	if (!rc)
+		rc = validate_schedule(&cfg->scheduler);
+	if (!rc)
+		rc = validate_supported(cfg);
 	return rc;
 }
