@@ -368,7 +368,12 @@ static void add_value(cJSON *obj, const char *leaf, const struct zn_key *k,
 		break;
 	case ZN_KEY_U64:
 	case ZN_KEY_SIZE:
-		cJSON_AddNumberToObject(obj, leaf, (double)*(const uint64_t *)base);
+		/* the budgets' 0 means "the default", which a config says with null */
+		if (!*(const uint64_t *)base && (!strcmp(k->path, "zinc.device_mem") ||
+						 !strcmp(k->path, "zinc.pinned_mem")))
+			cJSON_AddNullToObject(obj, leaf);
+		else
+			cJSON_AddNumberToObject(obj, leaf, (double)*(const uint64_t *)base);
 		break;
 	case ZN_KEY_FLOAT:
 		/* %.9g of the float, so 1e-3f prints as 0.001 and not 0.0010000000474974513 */
@@ -410,6 +415,7 @@ static void add_value(cJSON *obj, const char *leaf, const struct zn_key *k,
 			cJSON_AddStringToObject(obj, leaf, base);
 		else
 			cJSON_AddNullToObject(obj, leaf);
+		break;
 	case ZN_KEY_STRING:
 		cJSON_AddStringToObject(obj, leaf, base);
 		break;
