@@ -1,7 +1,7 @@
 /* Collectives between data-parallel ranks: all-gather, reduce-scatter, all-reduce,
  * broadcast, barrier.
  *
- * Three backends sit behind these functions (DESIGN.md, comm):
+ * Three backends sit behind these functions (docs/comm.md):
  *   single: one rank. Gathers and scatters are copies, all-reduce and broadcast do nothing.
  *           Needs no mpirun and never touches MPI.
  *   mpi:    ranks are processes started by `mpirun -np N zinc ...`; buffers are host

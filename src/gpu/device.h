@@ -1,6 +1,6 @@
 /* The device interface: memory against a hard budget, streams, events, copies, kernels.
  *
- * Two backends sit behind these functions (DESIGN.md, device):
+ * Two backends sit behind these functions (docs/device.md):
  *   host: the emulated device. Memory is ordinary (256-byte aligned) memory counted against
  *         the budget; each stream is a worker thread that runs its queue in order; events
  *         are counters with a condition variable; kernels are zn_kernels_cpu.

@@ -4,109 +4,67 @@
  * new parameters back where the compute reads them.
  *
  * Overlap: without clipping, layer l's AdamW starts while the device still runs the backward
- * of the layers below: device-tier updates are enqueued from reduce_layer during the
- * backward; CPU updates run in zn_optim_step, which the caller enters once the whole
- * backward is enqueued, taking the layers top-down and waiting only for each layer's own
+ * of the layers below: device-tier updates are enqueued right behind the layer's reduction
+ * during the backward (the step's rule, step.c); CPU updates run in zn_optim_step, which
+ * the step enters once the whole backward is enqueued, taking the layers top-down and waiting only for each layer's own
  * gradient shard. With gradient_clipping > 0 every update waits for the global norm (all
  * gradients reduced, squared sums all-reduced): clipping that waits.
  *
- * Weight decay follows each tensor's decay flag (src/model/gpt2.h: 2-D weights and the
- * embeddings decay; biases and layernorm parameters do not).
+ * Weight decay follows each tensor's decay flag (the model's layer descriptors; for
+ * GPT-2, 2-D weights and the embeddings decay, biases and layernorm parameters do not).
  */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
+#include "sched/lr.h"
 
-bool zn_optim_tensor_span(const struct zn_layer_desc *L, int t, uint64_t first,
-			  uint64_t count, uint64_t *i, uint64_t *len)
+int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
+		   struct zn_optim_span *out)
 {
-	uint64_t a = L->tensors[t].offset, b = a + L->tensors[t].numel;
+	int n = 0;
 
-	if (a < first)
-		a = first;
-	if (b > first + count)
-		b = first + count;
-	if (a >= b)
-		return false;
-	*i = a - first;
-	*len = b - a;
-	return true;
+	for (int t = 0; t < L->tensor_count; t++) {
+		uint64_t a = L->tensors[t].offset, b = a + L->tensors[t].numel;
+
+		if (a < first)
+			a = first;
+		if (b > first + count)
+			b = first + count;
+		if (a >= b)
+			continue;
+		out[n++] = (struct zn_optim_span){ .i = a - first, .len = b - a,
+						   .decay = L->tensors[t].decay };
+	}
+	return n;
 }
 
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, float *m, float *v, const float *grad,
 			void *out, enum zn_dtype out_dtype)
 {
-	const struct zn_layer_desc *L = &e->ld[layer];
-	size_t osz = out_dtype == ZN_DTYPE_F32 ? 4 : 2;
+	size_t osz = zn_dtype_size(out_dtype);
+	struct zn_optim_span sp[ZN_GPT2_MAX_TENSORS];
+	int n = zn_optim_spans(&e->ld[layer], first, count, sp), rc = 0;
 	struct zn_adamw_params p;
-	uint64_t i, len;
-	int rc = 0;
 
 	zn_adamw_params_init(&p, &e->cfg.optimizer);
-	p.lr = e->lr;
+	p.lr = e->opt.lr;
 	p.step = e->step;
 	p.grad_scale = grad_scale;
-	for (int t = 0; !rc && t < L->tensor_count; t++) {
-		if (!zn_optim_tensor_span(L, t, first, count, &i, &len))
-			continue;
-		p.weight_decay = L->tensors[t].decay ? e->cfg.optimizer.weight_decay : 0.0f;
+	for (int s = 0; !rc && s < n; s++) {
+		uint64_t i = sp[s].i;
+
+		p.weight_decay = sp[s].decay ? e->cfg.optimizer.weight_decay : 0.0f;
 		rc = zn_adamw_step(&p, master + i, m + i, v + i, grad + i, ZN_DTYPE_F32,
-				   out ? (char *)out + i * osz : NULL, out_dtype, (size_t)len);
+				   out ? (char *)out + i * osz : NULL, out_dtype, (size_t)sp[s].len);
 	}
 	return rc;
-}
-
-static bool host_tier(const struct zn_engine *e)
-{
-	return e->plan.pl.optim != ZN_TIER_DEVICE; /* cpu or nvme: AdamW on the CPU */
-}
-
-/* This rank's reduced gradient over its optimizer span. */
-static float *grad_span(struct zn_engine *e, int l)
-{
-	struct zn_layer *ly = &e->L[l];
-
-	if (ly->grad_h)
-		return ly->grad_h;
-	if (ly->grad_shard_d)
-		return ly->grad_shard_d;
-	return ly->grad_d + ly->opt_off;
-}
-
-/* sb: the layer's nvme staging buffer, or NULL */
-static float *master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
-{
-	struct zn_layer *ly = &e->L[l];
-
-	if (sb && sb->master_h)
-		return sb->master_h;
-	if (ly->master_d || ly->master_h)
-		return ly->master_d ? ly->master_d : ly->master_h;
-	if (ly->param_h)
-		return ly->param_h;
-	return (float *)ly->param_d + (e->cfg.zero.stage < 3 ? ly->opt_off : 0);
-}
-
-/* Where AdamW writes the new parameters (NULL: the master is the parameters). */
-static void *out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
-{
-	struct zn_layer *ly = &e->L[l];
-	size_t psz = e->pdt == ZN_DTYPE_F32 ? 4 : 2;
-
-	if (e->plan.master_aliases_params)
-		return NULL;
-	if (sb && sb->param_h)
-		return sb->param_h;
-	if (ly->param_h)
-		return ly->param_h;
-	if (ly->param_stage_h)
-		return ly->param_stage_h;
-	return (char *)ly->param_d + (e->cfg.zero.stage < 3 ? ly->opt_off * psz : 0);
 }
 
 int zn_optim_host_accumulate(struct zn_engine *e, int l)
@@ -114,9 +72,9 @@ int zn_optim_host_accumulate(struct zn_engine *e, int l)
 	struct zn_layer *ly = &e->L[l];
 	int rc;
 
-	if (!ly->grad_h)
+	if (e->plan.pl.grads != ZN_TIER_HOST)
 		return 0;
-	rc = zn_engine_wait(e, ly->grad_ev);
+	rc = zn_runtime_wait(&e->rt, ly->grad_ev);
 	if (rc || !ly->recv_pending)
 		return rc;
 	for (uint64_t i = 0; i < ly->sh.shard_numel; i++)
@@ -129,23 +87,22 @@ int zn_optim_host_accumulate(struct zn_engine *e, int l)
 static int gather_full(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
-	size_t psz = e->pdt == ZN_DTYPE_F32 ? 4 : 2;
 
-	if (e->cfg.zero.stage == 0 || e->cfg.zero.stage == 3 || e->world == 1)
+	if (e->cfg.zero.stage == 0 || e->cfg.zero.stage == 3 || e->rt.world == 1)
 		return 0;
-	return zn_comm_all_gather(e->comm, e->comm_s, ly->param_d,
-				  (char *)ly->param_d + ly->sh.offset * psz, ly->sh.shard_numel,
+	return zn_comm_all_gather(e->rt.comm, e->rt.comm_s, ly->param_d,
+				  zn_tiers_param_dst(e, l), ly->sh.shard_numel,
 				  e->pdt);
 }
 
-static int update_device(struct zn_engine *e, int l)
+int zn_optim_update_device(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
 	int rc = 0;
 
 	if (ly->opt_count)
-		rc = zn_devops_adamw(e, e->comm_s, l, master_span(e, l, NULL), ly->m_d, ly->v_d,
-				     grad_span(e, l), out_span(e, l, NULL), e->clip_coef);
+		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), ly->m_d, ly->v_d,
+				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL), e->opt.clip_coef);
 	if (!rc)
 		rc = gather_full(e, l);
 	return rc;
@@ -154,7 +111,6 @@ static int update_device(struct zn_engine *e, int l)
 static int update_host(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
-	size_t psz = e->pdt == ZN_DTYPE_F32 ? 4 : 2;
 	struct zn_sbuf *sb = NULL;
 	double t0;
 	int rc;
@@ -165,37 +121,55 @@ static int update_host(struct zn_engine *e, int l)
 		rc = zn_swapio_opt_acquire(e, l, &sb);
 	if (rc)
 		return rc;
-	t0 = zn_engine_now_ms();
+	t0 = zn_runtime_now_ms();
 	if (ly->opt_count)
-		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->clip_coef,
-					 master_span(e, l, sb), sb && sb->m_h ? sb->m_h : ly->m_h,
-					 sb && sb->v_h ? sb->v_h : ly->v_h, ly->grad_h,
-					 out_span(e, l, sb), e->pdt);
-	e->host_opt_ms += zn_engine_now_ms() - t0;
+		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->opt.clip_coef,
+					 zn_tiers_master_span(e, l, sb), zn_tiers_m_host(e, l, sb),
+					 zn_tiers_v_host(e, l, sb), ly->grad_h,
+					 zn_tiers_out_span(e, l, sb), e->pdt);
+	e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
 	if (!rc)
 		rc = zn_swapio_opt_release(e, l);
-	if (rc || !ly->param_stage_h)
+	if (rc || e->plan.pl.params != ZN_TIER_DEVICE)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
-	char *dst = (char *)ly->param_d + (e->cfg.zero.stage < 3 ? ly->sh.offset * psz : 0);
-
-	rc = zn_memcpy_async(e->copy_in, dst, ly->param_stage_h, ly->opt_count * psz,
-			     ZN_COPY_H2D);
+	rc = zn_memcpy_async(e->rt.copy_in, zn_tiers_param_dst(e, l), ly->param_stage_h,
+			     ly->opt_count * zn_tiers_param_bytes(e), ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_event_record(ly->aux_ev, e->copy_in);
+		rc = zn_event_record(ly->aux_ev, e->rt.copy_in);
 	if (!rc)
-		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
+		rc = zn_stream_wait_event(e->rt.comm_s, ly->aux_ev);
 	if (!rc)
 		rc = gather_full(e, l);
 	return rc;
 }
 
-/* Called by the backward right after layer l's last reduction is enqueued. */
-int zn_optim_update_inline(struct zn_engine *e, int l)
+void zn_optim_begin(struct zn_engine *e)
 {
-	if (host_tier(e) || e->cfg.gradient_clipping > 0)
-		return 0;
-	return update_device(e, l);
+	e->opt.lr = zn_lr_for_step(&e->cfg.scheduler, e->cfg.optimizer.lr, e->step);
+	e->opt.clip_coef = 1.0f;
+	e->opt.grad_norm = 0.0f;
+	e->opt.host_opt_ms = 0.0;
+	atomic_store(&e->opt.opt_ns, 0);
+}
+
+int zn_optim_create(struct zn_engine *e)
+{
+	struct zn_optim *o = &e->opt;
+	int rc;
+
+	o->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
+	rc = zn_tiers_dalloc(e, &o->norm_d, o->norm_bytes);
+	if (!rc && o->norm_bytes && !(o->norm_h = malloc(o->norm_bytes)))
+		rc = -ENOMEM;
+	return rc;
+}
+
+void zn_optim_destroy(struct zn_engine *e)
+{
+	zn_device_free(e->rt.dev, e->opt.norm_d);
+	free(e->opt.norm_h);
+	e->opt.norm_d = e->opt.norm_h = NULL;
 }
 
 /* The global gradient norm: each rank's squared sum over its span, all-reduced. */
@@ -209,11 +183,11 @@ static int global_norm(struct zn_engine *e, float *norm)
 		struct zn_layer *ly = &e->L[l];
 		uint64_t n = ly->sh.real_numel;
 		/* stage 0 spans the whole layer; the norm takes this rank's shard of it */
-		const float *g = grad_span(e, l) + (e->cfg.zero.stage == 0 ? ly->sh.offset : 0);
+		const float *g = zn_tiers_grad_span(e, l) + (e->cfg.zero.stage == 0 ? ly->sh.offset : 0);
 		bool nonfinite = false;
 
 		ly->sumsq = 0.0;
-		if (host_tier(e)) {
+		if (zn_tiers_optim_on_host(e)) {
 			rc = zn_optim_host_accumulate(e, l);
 			if (!rc && n)
 				rc = zn_grad_sumsq(g, ZN_DTYPE_F32, n, 0, &ly->sumsq, &nonfinite);
@@ -221,21 +195,21 @@ static int global_norm(struct zn_engine *e, float *norm)
 				ly->sumsq = INFINITY;
 		} else {
 			/* n = 0 too: the op writes 0, so every layer's result is fresh */
-			rc = zn_devops_sumsq(e, e->comm_s, l, g, n);
+			rc = zn_devops_sumsq(e, e->rt.comm_s, l, g, n);
 		}
 	}
-	if (!rc && !host_tier(e))
-		rc = zn_devops_sumsq_read(e, e->comm_s);
+	if (!rc && !zn_tiers_optim_on_host(e))
+		rc = zn_devops_sumsq_read(e, e->rt.comm_s);
 	for (int l = e->n - 1; l >= 0; l--)
 		total += e->L[l].sumsq;
 	t = (float)total;
-	if (!rc && e->world > 1)
-		rc = zn_comm_all_reduce(e->comm, NULL, &t, 1, ZN_DTYPE_F32);
+	if (!rc && e->rt.world > 1)
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, &t, 1, ZN_DTYPE_F32);
 	*norm = sqrtf(t);
 	return rc;
 }
 
-int zn_optim_step(struct zn_engine *e)
+int zn_optim_step(struct zn_engine *e, bool inline_done)
 {
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
 	int rc = zn_swapio_opt_begin(e);
@@ -250,16 +224,16 @@ int zn_optim_step(struct zn_engine *e)
 			return -ERANGE;
 		}
 		/* PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
-		e->clip_coef = clip / (norm + 1e-6f);
-		if (e->clip_coef > 1.0f)
-			e->clip_coef = 1.0f;
+		e->opt.clip_coef = clip / (norm + 1e-6f);
+		if (e->opt.clip_coef > 1.0f)
+			e->opt.clip_coef = 1.0f;
 	}
-	e->grad_norm = norm;
+	e->opt.grad_norm = norm;
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
-		if (host_tier(e))
+		if (zn_tiers_optim_on_host(e))
 			rc = update_host(e, l);
-		else if (clip > 0)
-			rc = update_device(e, l);
+		else if (!inline_done)
+			rc = zn_optim_update_device(e, l);
 	}
 	return rc;
 }

@@ -1,4 +1,4 @@
-/* The plan: pure functions of the config and the model's shape, no I/O (DESIGN.md, plan).
+/* The plan: pure functions of the config and the model's shape, no I/O (docs/engine.md).
  *
  * - Shard bounds: each layer's parameters are one flat buffer, padded so every rank's
  *   shard is a multiple of ZN_SHARD_ALIGN_NUMEL elements (4 KiB of bf16, 8 KiB of fp32:
@@ -104,7 +104,7 @@ void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *pa
  * views to ZN_PLAN_HOST_ALIGN as the arena carves them), so the plan's device_bytes bounds
  * the measured device peak and a run that cannot fit is refused before it starts.
  *
- * Classes (DESIGN.md, bytes per parameter), with p = bytes of a stored parameter (4 fp32,
+ * Classes (docs/engine.md, bytes per parameter), with p = bytes of a stored parameter (4 fp32,
  * 2 bf16) and N ranks:
  *   params:  stage 0-2 the full padded layer on the device (p x padded); stage 3 one shard
  *            (p x shard) on the device or, with offload_param cpu, in pinned host memory.

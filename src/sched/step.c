@@ -1,24 +1,15 @@
-/* One micro-batch: tokens up, forward over the layers, losses down, backward in reverse with
- * each layer's gradient reduced as soon as its backward is enqueued (DESIGN.md, the step).
+/* The step (docs/architecture.md, "The step"): zn_engine_step reads as the numbered list
+ * there. One micro-batch: tokens up, forward over the layers, losses down, backward in
+ * reverse with each layer's gradient reduced (reduce.c) as soon as its backward is
+ * enqueued; adamw_during_backward below is the one rule for when AdamW runs.
  *
- * Gradient scale: each rank's backward uses dloss_scale = 1 / (B x T x world x gas), so the
- * sum over ranks (all-reduce or reduce-scatter) and over micro-batches is the gradient of
- * the mean loss over the whole global batch, with no separate scaling pass.
- *
- * Where each layer's gradient goes (reduce_layer):
- *   stage 0-1: full buffers accumulate over micro-batches; after the last micro-batch's
- *              backward of layer l, all-reduce on the comm stream (stage 1 with offload:
- *              then this rank's slice goes down to pinned memory).
- *   stage 2-3: a full buffer from a small ring, zeroed, filled by the backward,
- *              reduce-scattered in place; this rank's shard is added to the layer's shard
- *              on the device (a copy for the first micro-batch) or copied down to pinned
- *              memory (into the receive shard after the first micro-batch, added on the
- *              host). Then the buffer is free for the layer two below.
- * Layer 0 (tied wte) has its own full gradient buffer: the final layer's backward adds the
- * lm_head gradient into it and layer 0's backward adds the embedding's; only then is it
- * reduced.
+ * Step-time split: fwd and bwd are compute-stream time between events, opt the AdamW time
+ * (CPU, or the device's workers), wait the time the calling thread was blocked on a
+ * gradient shard or the norm before the optimizer could go on (not the end-of-step drain,
+ * which overlaps the last device work).
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
@@ -49,12 +40,6 @@ struct bwd_args {
 	int B, T;
 };
 
-struct add_args {
-	float *acc;
-	const float *in;
-	uint64_t n;
-};
-
 static void fwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct fwd_args *a = ctx;
@@ -72,24 +57,16 @@ static void bwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 			       a->tok, a->tgt, a->scale, a->B, a->T);
 }
 
-static void add_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	struct add_args *a = ctx;
-
-	/* acc = acc + in: the residual kernel is elementwise, so out may alias inp1 */
-	k->residual_forward(native, a->acc, a->acc, a->in, (size_t)a->n);
-}
-
 static int forward(struct zn_engine *e, const float *p0)
 {
-	struct fwd_args a = { .cfg = &e->mc, .tok = e->tok_d, .tgt = e->tgt_d, .B = e->B,
-			      .T = e->T, .scratch = e->scratch_d };
+	struct fwd_args a = { .cfg = &e->mc, .tok = e->act.tok_d, .tgt = e->act.tgt_d, .B = e->B,
+			      .T = e->T, .scratch = e->act.scratch_d };
 	int n = e->n, rc;
 
 	a.L = &e->ld[0];
 	a.params = p0;
-	a.x_out = e->x_d[0];
-	rc = zn_launch(e->compute, fwd_fn, &a, sizeof(a));
+	a.x_out = e->act.x_d[0];
+	rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
 		const float *p;
@@ -99,229 +76,129 @@ static int forward(struct zn_engine *e, const float *p0)
 			break;
 		a.L = &e->ld[l];
 		a.params = p;
-		a.acts = e->acts_d[l];
-		a.x_in = e->x_d[l - 1];
+		a.acts = e->act.acts_d[l];
+		a.x_in = e->act.x_d[l - 1];
 		if (l < n - 1) {
-			a.x_out = e->x_d[l];
+			a.x_out = e->act.x_d[l];
 		} else {
 			/* the previous micro-batch's losses must be on the host first */
-			rc = zn_stream_wait_event(e->compute, e->loss_done);
+			rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
 			a.x_out = NULL;
 			a.tied = p0;
-			a.losses = e->loss_d;
+			a.losses = e->act.loss_d;
 		}
 		if (!rc)
-			rc = zn_launch(e->compute, fwd_fn, &a, sizeof(a));
+			rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 	}
 	return rc;
 }
 
-static struct zn_gslot *grad_slot(struct zn_engine *e, int l, int bwd_index)
+/* THE rule for when AdamW runs: during the backward, right behind each layer's last
+ * reduction on the comm stream, when the optimizer is on the device and nothing has to wait
+ * for the global norm; otherwise after the whole backward is enqueued (zn_optim_step), the
+ * CPU taking layers top-down as each gradient shard lands, or every update behind the
+ * norm (clipping). */
+static bool adamw_during_backward(const struct zn_engine *e)
 {
-	return l == 0 ? &e->gslot0 : &e->gring[bwd_index % ZN_PLAN_GRAD_SLOTS];
+	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0);
 }
 
-/* The full gradient buffer layer l's backward accumulates into. */
-static float *grad_full(struct zn_engine *e, int l, int bwd_index)
+/* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
+static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
-	if (e->cfg.zero.stage < 2)
-		return e->L[l].grad_d;
-	return grad_slot(e, l, bwd_index)->d;
-}
+	int rc = zn_reduce_layer(e, l, bwd_index, micro);
 
-/* stage >= 2: wait for the slot's previous reduce-scatter to be consumed, then zero it */
-static int prepare_grad_slot(struct zn_engine *e, int l, int bwd_index)
-{
-	struct zn_gslot *g;
-	int rc;
-
-	if (e->cfg.zero.stage < 2)
-		return 0;
-	g = grad_slot(e, l, bwd_index);
-	rc = zn_stream_wait_event(e->compute, g->free);
-	if (!rc)
-		rc = zn_memset_async(e->compute, g->d, 0, e->L[l].sh.padded_numel * 4);
-	return rc;
-}
-
-static int reduce_full(struct zn_engine *e, int l)
-{
-	struct zn_layer *ly = &e->L[l];
-	int rc;
-
-	rc = zn_event_record(ly->aux_ev, e->compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
-	if (!rc && e->world > 1)
-		rc = zn_comm_all_reduce(e->comm, e->comm_s, ly->grad_d, ly->sh.padded_numel,
-					ZN_DTYPE_F32);
-	if (rc)
-		return rc;
-	if (!ly->grad_h)
-		return zn_event_record(ly->grad_ev, e->comm_s);
-	/* stage 1 with offload: this rank's slice goes down to pinned memory */
-	rc = zn_event_record(ly->aux_ev, e->comm_s);
-	if (!rc)
-		rc = zn_stream_wait_event(e->copy_out, ly->aux_ev);
-	if (!rc)
-		rc = zn_memcpy_async(e->copy_out, ly->grad_h, ly->grad_d + ly->sh.offset,
-				     ly->sh.shard_numel * 4, ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(ly->grad_ev, e->copy_out);
-	return rc;
-}
-
-static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
-{
-	struct zn_layer *ly = &e->L[l];
-	struct zn_gslot *g = grad_slot(e, l, bwd_index);
-	float *mine = g->d + ly->sh.offset;
-	uint64_t count = ly->sh.shard_numel;
-	int rc;
-
-	rc = zn_event_record(ly->aux_ev, e->compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->comm_s, ly->aux_ev);
-	if (!rc)
-		rc = zn_comm_reduce_scatter(e->comm, e->comm_s, mine, g->d, count, ZN_DTYPE_F32);
-	if (rc)
-		return rc;
-	if (ly->grad_shard_d) {
-		struct add_args a = { ly->grad_shard_d, mine, count };
-
-		if (micro == 0)
-			rc = zn_memcpy_async(e->comm_s, ly->grad_shard_d, mine, count * 4,
-					     ZN_COPY_D2D);
-		else
-			rc = zn_launch(e->comm_s, add_fn, &a, sizeof(a));
-		if (!rc)
-			rc = zn_event_record(g->free, e->comm_s);
-		if (!rc)
-			rc = zn_event_record(ly->grad_ev, e->comm_s);
-		return rc;
-	}
-	/* offload: the shard goes down; after the first micro-batch into the receive
-	 * shard, which the host adds (zn_optim_host_accumulate) */
-	rc = zn_event_record(ly->aux_ev, e->comm_s);
-	if (!rc)
-		rc = zn_stream_wait_event(e->copy_out, ly->aux_ev);
-	if (!rc)
-		rc = zn_memcpy_async(e->copy_out, micro == 0 ? ly->grad_h : ly->grad_recv_h, mine,
-				     count * 4, ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(g->free, e->copy_out);
-	ly->recv_pending = micro > 0;
-	if (!rc)
-		rc = zn_event_record(ly->grad_ev, e->copy_out);
-	return rc;
-}
-
-static int reduce_layer(struct zn_engine *e, int l, int bwd_index, int micro)
-{
-	bool last = micro == e->gas - 1;
-	int rc;
-
-	if (e->cfg.zero.stage < 2) {
-		if (!last)
-			return 0;
-		rc = reduce_full(e, l);
-	} else {
-		rc = reduce_shard(e, l, bwd_index, micro);
-	}
-	/* without overlap_comm the compute waits for each reduction */
-	if (!rc && !e->cfg.zero.overlap_comm)
-		rc = zn_stream_wait_event(e->compute, e->L[l].grad_ev);
-	if (!rc && last)
-		rc = zn_optim_update_inline(e, l);
+	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
+		rc = zn_optim_update_device(e, l);
 	return rc;
 }
 
 static int backward(struct zn_engine *e, const float *p0, int micro)
 {
-	struct bwd_args a = { .cfg = &e->mc, .tok = e->tok_d, .tgt = e->tgt_d, .B = e->B,
-			      .T = e->T, .scratch = e->scratch_d };
+	struct bwd_args a = { .cfg = &e->mc, .tok = e->act.tok_d, .tgt = e->act.tgt_d, .B = e->B,
+			      .T = e->T, .scratch = e->act.scratch_d };
 	int n = e->n, cur = 0, rc = 0;
 
-	a.scale = 1.0f / ((float)e->B * (float)e->T * (float)e->world * (float)e->gas);
-	rc = prepare_grad_slot(e, 0, 0);
+	a.scale = 1.0f / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < 2 * (n - 1); k++) {
 		int l = 2 * (n - 1) - k, b = k - (n - 1);
 		const float *p;
 
 		rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
-			rc = prepare_grad_slot(e, l, b);
+			rc = zn_reduce_prepare(e, l, b);
 		if (!rc)
-			rc = zn_memset_async(e->compute, e->scratch_d, 0, e->scratch_bytes);
+			rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 		if (rc)
 			break;
 		a.L = &e->ld[l];
 		a.params = p;
-		a.grads = grad_full(e, l, b);
-		a.acts = e->acts_d[l];
-		a.x_in = e->x_d[l - 1];
+		a.grads = zn_reduce_grad_full(e, l, b);
+		a.acts = e->act.acts_d[l];
+		a.x_in = e->act.x_d[l - 1];
 		if (l == n - 1) {
 			a.tied = p0;
-			a.tied_grads = grad_full(e, 0, 0);
+			a.tied_grads = zn_reduce_grad_full(e, 0, 0);
 			a.dx_out = NULL;
-			a.dx_in = e->dx_d[0];
+			a.dx_in = e->act.dx_d[0];
 		} else {
 			a.tied = NULL;
 			a.tied_grads = NULL;
-			a.dx_out = e->dx_d[cur];
-			a.dx_in = e->dx_d[cur ^ 1];
+			a.dx_out = e->act.dx_d[cur];
+			a.dx_in = e->act.dx_d[cur ^ 1];
 			cur ^= 1;
 		}
-		rc = zn_launch(e->compute, bwd_fn, &a, sizeof(a));
+		rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
-			rc = reduce_layer(e, l, b, micro);
+			rc = reduce_and_update(e, l, b, micro);
 	}
 	if (rc)
 		return rc;
 	a = (struct bwd_args){ .cfg = &e->mc, .L = &e->ld[0], .params = p0,
-			       .grads = grad_full(e, 0, 0), .dx_out = e->dx_d[cur],
-			       .tok = e->tok_d, .tgt = e->tgt_d, .scale = a.scale, .B = e->B,
+			       .grads = zn_reduce_grad_full(e, 0, 0), .dx_out = e->act.dx_d[cur],
+			       .tok = e->act.tok_d, .tgt = e->act.tgt_d, .scale = a.scale, .B = e->B,
 			       .T = e->T };
-	rc = zn_launch(e->compute, bwd_fn, &a, sizeof(a));
+	rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
 	if (!rc)
-		rc = zn_event_record(e->tok_free, e->compute);
+		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(e);
 	if (!rc)
-		rc = reduce_layer(e, 0, 0, micro);
+		rc = reduce_and_update(e, 0, 0, micro);
 	return rc;
 }
 
-int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
+static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
 {
 	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
 	const float *p0 = NULL;
 	int rc;
 
 	/* tokens up, once the previous micro-batch's backward is done with the last ones */
-	rc = zn_stream_wait_event(e->copy_in, e->tok_free);
+	rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
 	if (!rc)
-		rc = zn_memcpy_async(e->copy_in, e->tok_d, inputs_h + micro * bt, bt * sizeof(int),
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt, bt * sizeof(int),
 				     ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_memcpy_async(e->copy_in, e->tgt_d, targets_h + micro * bt,
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
 				     bt * sizeof(int), ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_event_record(e->tok_ready, e->copy_in);
+		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
 	if (!rc)
-		rc = zn_stream_wait_event(e->compute, e->tok_ready);
+		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
 	if (!rc)
-		rc = zn_event_record(e->tev[3 * micro], e->compute);
+		rc = zn_event_record(e->act.tev[3 * micro], e->rt.compute);
 	if (rc)
 		return rc;
 	if (micro == 0)
 		rc = zn_fetch_layer0(e, &p0);
 	else
-		p0 = e->plan.gathers ? e->slot0.f32_d : zn_engine_params_f32(e, 0);
+		p0 = e->plan.gathers ? e->pf.slot0.f32_d : zn_engine_params_f32(e, 0);
 	if (!rc)
 		rc = zn_fetch_layer0_wait(e);
 	if (!rc)
@@ -329,20 +206,112 @@ int zn_step_micro(struct zn_engine *e, int micro, const int *inputs_h, const int
 	if (!rc)
 		rc = forward(e, p0);
 	if (!rc)
-		rc = zn_event_record(e->tev[3 * micro + 1], e->compute);
+		rc = zn_event_record(e->act.tev[3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
 	if (!rc)
-		rc = zn_event_record(e->fwd_done, e->compute);
+		rc = zn_event_record(e->act.fwd_done, e->rt.compute);
 	if (!rc)
-		rc = zn_stream_wait_event(e->copy_out, e->fwd_done);
+		rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
 	if (!rc)
-		rc = zn_memcpy_async(e->copy_out, e->loss_h + micro * bt, e->loss_d, bt * 4,
+		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d, bt * 4,
 				     ZN_COPY_D2H);
 	if (!rc)
-		rc = zn_event_record(e->loss_done, e->copy_out);
+		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 	if (!rc)
 		rc = backward(e, p0, micro);
 	if (!rc)
-		rc = zn_event_record(e->tev[3 * micro + 2], e->compute);
+		rc = zn_event_record(e->act.tev[3 * micro + 2], e->rt.compute);
 	return rc;
+}
+
+static int mean_loss(struct zn_engine *e, float *loss)
+{
+	uint64_t n = (uint64_t)e->gas * (uint64_t)e->B * (uint64_t)e->T;
+	double sum = 0.0;
+	float mean;
+	int rc = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		sum += e->act.loss_h[i];
+	mean = (float)(sum / (double)n);
+	if (e->rt.world > 1) {
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, &mean, 1, ZN_DTYPE_F32);
+		mean /= (float)e->rt.world;
+	}
+	*loss = mean;
+	return rc;
+}
+
+static void timings(struct zn_engine *e, struct zn_step_stats *st)
+{
+	for (int m = 0; m < e->gas; m++) {
+		float f = 0.0f, b = 0.0f;
+
+		if (!zn_event_elapsed_ms(e->act.tev[3 * m], e->act.tev[3 * m + 1], &f))
+			st->fwd_ms += f;
+		if (!zn_event_elapsed_ms(e->act.tev[3 * m + 1], e->act.tev[3 * m + 2], &b))
+			st->bwd_ms += b;
+	}
+	st->opt_ms = e->opt.host_opt_ms + (double)atomic_load(&e->opt.opt_ns) / 1e6;
+	st->host_wait_ms = e->rt.wait_ms;
+}
+
+int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		   struct zn_step_stats *st)
+{
+	double t0 = zn_runtime_now_ms();
+	int rc;
+
+	*st = (struct zn_step_stats){ 0 };
+	/* 1. the step's learning rate, counters reset */
+	e->step++;
+	e->rt.wait_ms = 0.0;
+	zn_optim_begin(e);
+	/* 2. stage 0-1: the full gradients, which accumulate, zeroed */
+	rc = zn_reduce_zero_full(e);
+	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
+	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
+	for (int m = 0; !rc && m < e->gas; m++) {
+		rc = micro_batch(e, m, inputs_h, targets_h);
+		/* offloaded shards of this micro-batch are added on the host before the next
+		 * micro-batch's shards land in the receive buffers */
+		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)
+			rc = zn_optim_host_accumulate(e, l);
+	}
+	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
+	if (!rc)
+		rc = zn_optim_step(e, adamw_during_backward(e));
+	/* 5. the end: every stream drained, comm errors collected, nvme writes waited for */
+	{
+		int r = zn_runtime_drain(&e->rt);
+
+		if (!rc)
+			rc = r;
+		/* nvme write-behind (and, after a failure, anything still in flight) */
+		r = zn_swapio_quiesce(e);
+		if (!rc)
+			rc = r;
+	}
+	/* 6. the loss averaged over ranks, the step's figures */
+	if (!rc)
+		rc = mean_loss(e, &st->loss);
+	if (rc) {
+		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
+		return rc;
+	}
+	st->step = e->step;
+	st->lr = e->opt.lr;
+	st->grad_norm = e->opt.grad_norm;
+	st->tokens = (uint64_t)e->gas * e->B * e->T * e->rt.world;
+	timings(e, st);
+	st->step_ms = zn_runtime_now_ms() - t0;
+	/* What the step loses to data movement: the wall time the compute stream was not
+	 * computing (fetches, reductions, the optimizer's exposed tail, host sync). */
+	st->wait_ms = st->step_ms - st->fwd_ms - st->bwd_ms;
+	if (st->wait_ms < 0)
+		st->wait_ms = 0;
+	st->device_peak_bytes = zn_device_peak_bytes(e->rt.dev);
+	st->pinned_bytes = e->arena ? zn_arena_used_bytes(e->arena) : 0;
+	st->plan_device_bytes = e->plan.device_bytes;
+	return 0;
 }

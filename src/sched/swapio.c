@@ -15,7 +15,7 @@
  * behind, with pipeline_write, waited for before the buffer is reused and at the end of the
  * step (zn_swapio_quiesce), else at once.
  *
- * Parameter fetch (fetch.c): the shard of the layer going into working slot i is read into
+ * Parameter fetch (prefetch.c): the shard of the layer going into working slot i is read into
  * fetch buffer i (after that buffer's previous copy up has completed), then copied up as a
  * host shard would be. The reads of one prefetch batch are all submitted before the first
  * is waited for.
@@ -46,12 +46,12 @@ bool zn_swapio_params(const struct zn_engine *e)
 
 struct zn_aio *zn_engine_aio(struct zn_engine *e)
 {
-	return e->aio;
+	return e->sw.aio;
 }
 
 static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
 {
-	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rank };
+	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rt.rank };
 }
 
 static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
@@ -71,17 +71,17 @@ static int opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
 {
 	bool alias = e->plan.master_aliases_params;
 
-	p[0] = (struct opt_part){ alias ? e->swap_param : e->swap_opt,
+	p[0] = (struct opt_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
 				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
-	p[1] = (struct opt_part){ e->swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
-	p[2] = (struct opt_part){ e->swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+	p[1] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
+	p[2] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
 	return 3;
 }
 
 static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
 		     int l)
 {
-	double t0 = zn_engine_now_ms();
+	double t0 = zn_runtime_now_ms();
 	int rc = 0;
 
 	for (int i = 0; i < *n; i++) {
@@ -90,12 +90,12 @@ static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const c
 		if (x && !rc)
 			rc = x;
 	}
-	e->wait_ms += zn_engine_now_ms() - t0;
+	e->rt.wait_ms += zn_runtime_now_ms() - t0;
 	if (rc && l >= 0)
-		zn_error("nvme: %s layer %d (rank %d) failed: %s", what, l, e->rank,
+		zn_error("nvme: %s layer %d (rank %d) failed: %s", what, l, e->rt.rank,
 			 zn_strerror(rc));
 	else if (rc)
-		zn_error("nvme: %s (rank %d) failed: %s", what, e->rank, zn_strerror(rc));
+		zn_error("nvme: %s (rank %d) failed: %s", what, e->rt.rank, zn_strerror(rc));
 	*n = 0;
 	return rc;
 }
@@ -116,7 +116,7 @@ static int make_store(struct zn_engine *e, struct zn_swap **out, const char *wha
 {
 	static atomic_int seq;
 	char run_id[ZN_RUN_ID_MAX + 40];
-	struct zn_swap_config sc = { .rank = e->rank, .extents = ext, .extent_count = count,
+	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext, .extent_count = count,
 				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
 
 	/* zinc.run_id (default p<pid>): runs sharing a path keep apart */
@@ -128,7 +128,7 @@ static int make_store(struct zn_engine *e, struct zn_swap **out, const char *wha
 			 atomic_fetch_add(&seq, 1), what);
 	sc.run_id = run_id;
 	zn_swap_config_set_paths(&sc, off);
-	return zn_swap_create(out, e->aio, &sc);
+	return zn_swap_create(out, e->sw.aio, &sc);
 }
 
 static int make_stores(struct zn_engine *e)
@@ -148,22 +148,17 @@ static int make_stores(struct zn_engine *e)
 			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), b };
 			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), b };
 		}
-		rc = make_store(e, &e->swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
+		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
 	}
 	if (!rc && zn_swapio_params(e)) {
 		for (int l = 0; l < e->n; l++)
 			ext[l] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_PARAM, l),
 							  param_shard_bytes(e, l) };
-		rc = make_store(e, &e->swap_param, "param", &e->cfg.zero.offload_param, ext,
+		rc = make_store(e, &e->sw.swap_param, "param", &e->cfg.zero.offload_param, ext,
 				(size_t)e->n);
 	}
 	free(ext);
 	return rc;
-}
-
-static int halloc(struct zn_engine *e, void *pp, uint64_t bytes)
-{
-	return zn_arena_alloc(e->arena, zn_plan_host_alloc_bytes(bytes), 0, (void **)pp);
 }
 
 static int make_staging(struct zn_engine *e)
@@ -171,28 +166,28 @@ static int make_staging(struct zn_engine *e)
 	uint64_t n = e->plan.swap_shard_numel, pb = e->plan.param_bytes;
 	int rc = 0;
 
-	e->sbuf = calloc((size_t)e->plan.swap_buffers, sizeof(*e->sbuf));
-	e->fbuf = calloc((size_t)(e->plan.fetch_buffers + 1), sizeof(*e->fbuf));
-	if (!e->sbuf || !e->fbuf)
+	e->sw.sbuf = calloc((size_t)e->plan.swap_buffers, sizeof(*e->sw.sbuf));
+	e->sw.fbuf = calloc((size_t)(e->plan.fetch_buffers + 1), sizeof(*e->sw.fbuf));
+	if (!e->sw.sbuf || !e->sw.fbuf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < e->plan.swap_buffers; i++) {
-		struct zn_sbuf *sb = &e->sbuf[i];
+		struct zn_sbuf *sb = &e->sw.sbuf[i];
 
 		if (zn_swapio_optim(e)) {
-			rc = halloc(e, &sb->master_h, n * 4);
+			rc = zn_tiers_halloc(e, &sb->master_h, n * 4);
 			if (!rc)
-				rc = halloc(e, &sb->m_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->m_h, n * 4);
 			if (!rc)
-				rc = halloc(e, &sb->v_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->v_h, n * 4);
 		}
 		if (!rc && zn_swapio_params(e) && !(zn_swapio_optim(e) &&
 						    e->plan.master_aliases_params))
-			rc = halloc(e, &sb->param_h, n * pb);
+			rc = zn_tiers_halloc(e, &sb->param_h, n * pb);
 	}
 	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
-		rc = halloc(e, &e->fbuf[i].h, n * pb);
+		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, n * pb);
 		if (!rc)
-			rc = zn_event_create(e->dev, &e->fbuf[i].copied);
+			rc = zn_event_create(e->rt.dev, &e->sw.fbuf[i].copied);
 	}
 	return rc;
 }
@@ -203,50 +198,50 @@ int zn_swapio_create(struct zn_engine *e)
 
 	if (!zn_swapio_optim(e) && !zn_swapio_params(e))
 		return 0;
-	rc = zn_aio_create(&e->aio, &e->cfg.aio);
+	rc = zn_aio_create(&e->sw.aio, &e->cfg.aio);
 	if (rc)
 		return rc;
 	/* the whole arena: staging views and every other pinned buffer are fixed buffers */
-	rc = zn_aio_register_buffer(e->aio, zn_arena_base(e->arena),
+	rc = zn_aio_register_buffer(e->sw.aio, zn_arena_base(e->arena),
 				    zn_arena_size(e->arena) / ZN_AIO_ALIGN * ZN_AIO_ALIGN);
 	if (rc)
 		return rc;
-	e->arena_registered = true;
+	e->sw.arena_registered = true;
 	rc = make_stores(e);
 	if (!rc)
 		rc = make_staging(e);
 	if (!rc)
 		zn_debug("nvme: %s%s%s through %s", zn_swapio_optim(e) ? "optimizer state" : "",
 			zn_swapio_optim(e) && zn_swapio_params(e) ? " and " : "",
-			zn_swapio_params(e) ? "parameter shards" : "", zn_aio_describe(e->aio));
+			zn_swapio_params(e) ? "parameter shards" : "", zn_aio_describe(e->sw.aio));
 	return rc;
 }
 
 void zn_swapio_destroy(struct zn_engine *e)
 {
 	zn_swapio_quiesce(e);
-	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++)
-		zn_event_destroy(e->fbuf[i].copied);
-	free(e->fbuf);
-	free(e->sbuf);
-	e->fbuf = NULL;
-	e->sbuf = NULL;
-	zn_swap_destroy(e->swap_opt);
-	zn_swap_destroy(e->swap_param);
-	e->swap_opt = e->swap_param = NULL;
-	if (e->arena_registered)
-		zn_aio_unregister_buffer(e->aio, zn_arena_base(e->arena));
-	e->arena_registered = false;
-	zn_aio_destroy(e->aio);
-	e->aio = NULL;
+	for (int i = 0; e->sw.fbuf && i < e->plan.fetch_buffers; i++)
+		zn_event_destroy(e->sw.fbuf[i].copied);
+	free(e->sw.fbuf);
+	free(e->sw.sbuf);
+	e->sw.fbuf = NULL;
+	e->sw.sbuf = NULL;
+	zn_swap_destroy(e->sw.swap_opt);
+	zn_swap_destroy(e->sw.swap_param);
+	e->sw.swap_opt = e->sw.swap_param = NULL;
+	if (e->sw.arena_registered)
+		zn_aio_unregister_buffer(e->sw.aio, zn_arena_base(e->arena));
+	e->sw.arena_registered = false;
+	zn_aio_destroy(e->sw.aio);
+	e->sw.aio = NULL;
 }
 
 int zn_swapio_quiesce(struct zn_engine *e)
 {
 	int rc = 0, x;
 
-	for (int i = 0; e->sbuf && i < e->plan.swap_buffers; i++) {
-		struct zn_sbuf *sb = &e->sbuf[i];
+	for (int i = 0; e->sw.sbuf && i < e->plan.swap_buffers; i++) {
+		struct zn_sbuf *sb = &e->sw.sbuf[i];
 
 		x = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", sb->layer);
 		if (!rc)
@@ -255,11 +250,11 @@ int zn_swapio_quiesce(struct zn_engine *e)
 		if (!rc)
 			rc = x;
 	}
-	for (int i = 0; e->fbuf && i < e->plan.fetch_buffers; i++) {
-		if (!e->fbuf[i].reading)
+	for (int i = 0; e->sw.fbuf && i < e->plan.fetch_buffers; i++) {
+		if (!e->sw.fbuf[i].reading)
 			continue;
-		x = zn_swap_wait(&e->fbuf[i].req);
-		e->fbuf[i].reading = false;
+		x = zn_swap_wait(&e->sw.fbuf[i].req);
+		e->sw.fbuf[i].reading = false;
 		if (!rc)
 			rc = x;
 	}
@@ -287,17 +282,17 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 	int rc = 0;
 
 	if (zn_swapio_params(e)) {
-		void *buf = e->fbuf[0].h;
+		void *buf = e->sw.fbuf[0].h;
 
 		if (e->pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
 		else
 			memcpy(buf, src, n * 4);
-		rc = write_sync(e, e->swap_param, key_of(e, ZN_SWAP_PARAM, l),
+		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),
 				param_shard_bytes(e, l), buf);
 	}
 	if (!rc && zn_swapio_optim(e)) {
-		struct zn_sbuf *sb = &e->sbuf[0];
+		struct zn_sbuf *sb = &e->sw.sbuf[0];
 		struct opt_part p[3];
 
 		memcpy(sb->master_h, src, n * 4);
@@ -313,7 +308,7 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 
 int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 {
-	struct zn_sbuf *sb = &e->sbuf[0];
+	struct zn_sbuf *sb = &e->sw.sbuf[0];
 	struct opt_part p[3];
 	struct zn_swap_req r;
 	int n = 1, rc;
@@ -330,16 +325,16 @@ int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 {
-	struct zn_fbuf *f = &e->fbuf[i];
+	struct zn_fbuf *f = &e->sw.fbuf[i];
 	int rc = 0;
 
 	if (f->copy_pending) {
 		/* the buffer's previous shard must be up on the device first */
-		rc = zn_engine_wait(e, f->copied);
+		rc = zn_runtime_wait(&e->rt, f->copied);
 		f->copy_pending = false;
 	}
 	if (!rc)
-		rc = zn_swap_read(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
+		rc = zn_swap_read(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
 				  param_shard_bytes(e, l), f->h, &f->req);
 	if (!rc)
 		f->reading = true;
@@ -349,7 +344,7 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 
 int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 {
-	struct zn_fbuf *f = &e->fbuf[i];
+	struct zn_fbuf *f = &e->sw.fbuf[i];
 	int n = 1, rc = 0;
 
 	if (f->reading) {
@@ -362,9 +357,9 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 
 int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 {
-	int rc = zn_event_record(e->fbuf[i].copied, e->copy_in);
+	int rc = zn_event_record(e->sw.fbuf[i].copied, e->rt.copy_in);
 
-	e->fbuf[i].copy_pending = !rc;
+	e->sw.fbuf[i].copy_pending = !rc;
 	return rc;
 }
 
@@ -372,7 +367,7 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 
 static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
 {
-	return &e->sbuf[pos % e->plan.swap_buffers];
+	return &e->sw.sbuf[pos % e->plan.swap_buffers];
 }
 
 static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
@@ -400,8 +395,8 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 
 	if (upto > e->n - 1)
 		upto = e->n - 1;
-	while (!rc && e->opt_next_read <= upto) {
-		int pos = e->opt_next_read;
+	while (!rc && e->sw.opt_next_read <= upto) {
+		int pos = e->sw.opt_next_read;
 		struct zn_sbuf *sb = sbuf_of(e, pos);
 
 		if (!block && reqs_busy(sb->wr, sb->wr_n))
@@ -410,16 +405,16 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 		sb->layer = e->n - 1 - pos;
 		if (!rc)
 			rc = submit_reads(e, sb, sb->layer);
-		e->opt_next_read++;
+		e->sw.opt_next_read++;
 	}
 	return rc;
 }
 
 int zn_swapio_opt_begin(struct zn_engine *e)
 {
-	if (!e->sbuf)
+	if (!e->sw.sbuf)
 		return 0;
-	e->opt_next_read = 0;
+	e->sw.opt_next_read = 0;
 	if (!e->cfg.zero.offload_optimizer.pipeline_read)
 		return 0;
 	return issue_reads(e, e->plan.swap_buffers - 1, false);
@@ -431,7 +426,7 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 	struct zn_sbuf *sb;
 
 	*out = NULL;
-	if (!e->sbuf)
+	if (!e->sw.sbuf)
 		return 0;
 	sb = sbuf_of(e, pos);
 	rc = issue_reads(e, pos, true);
@@ -451,7 +446,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	struct zn_sbuf *sb;
 	uint64_t n = ly->sh.shard_numel, pb = e->plan.param_bytes;
 
-	if (!e->sbuf)
+	if (!e->sw.sbuf)
 		return 0;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
@@ -469,7 +464,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	if (!rc && sb->param_h) {
 		/* AdamW wrote the real elements: the shard's padding stays zero */
 		memset((char *)sb->param_h + ly->opt_count * pb, 0, (n - ly->opt_count) * pb);
-		rc = zn_swap_write(e->swap_param, key_of(e, ZN_SWAP_PARAM, l), 0, n * pb,
+		rc = zn_swap_write(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0, n * pb,
 				   sb->param_h, &sb->wr[sb->wr_n]);
 		if (!rc)
 			sb->wr_n++;

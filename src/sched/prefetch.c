@@ -10,7 +10,12 @@
  * k+1 .. k+d are being fetched. A fetch into a slot waits (on the device, not the host) for
  * the release of the item that used the slot before, so R slots bound the working set.
  * Without gathers (fp32, stage 0-2) the compute reads the resident full layer directly.
+ * Layer 0's own slot exists because a later layer ties to it (tied_layer in the model's
+ * layer descriptors).
  */
+#include <errno.h>
+#include <stdlib.h>
+
 #include "core/log.h"
 #include "sched/engine_impl.h"
 
@@ -41,13 +46,13 @@ static int seq_layer(const struct zn_engine *e, int item)
 
 static struct zn_slot *seq_slot(struct zn_engine *e, int item)
 {
-	return &e->ring[item % e->ring_n];
+	return &e->pf.ring[item % e->pf.ring_n];
 }
 
 /* Fetch buffer of slot s (parameters on nvme): ring slot i, or layer 0's after them. */
 static int fbuf_of(struct zn_engine *e, struct zn_slot *s)
 {
-	return s == &e->slot0 ? e->ring_n : (int)(s - e->ring);
+	return s == &e->pf.slot0 ? e->pf.ring_n : (int)(s - e->pf.ring);
 }
 
 /* Parameters on nvme: starts reading layer l's shard for slot s. */
@@ -60,57 +65,57 @@ static int fetch_stage(struct zn_engine *e, int l, struct zn_slot *s)
 static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 {
 	struct zn_layer *ly = &e->L[l];
-	bool bf16 = e->pdt == ZN_DTYPE_BF16;
-	uint64_t esz = bf16 ? 2 : 4, padded = ly->sh.padded_numel;
+	bool bf16 = e->pdt == ZN_DTYPE_BF16, on_host = e->plan.pl.params == ZN_TIER_HOST;
+	uint64_t esz = zn_tiers_param_bytes(e), padded = ly->sh.padded_numel;
 	struct cast_args ca;
 	int rc;
 
 	if (e->cfg.zero.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
 		ca = (struct cast_args){ s->f32_d, ly->param_d, padded };
-		rc = zn_stream_wait_event(e->copy_in, s->free);
+		rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
-			rc = zn_launch(e->copy_in, cast_fn, &ca, sizeof(ca));
+			rc = zn_launch(e->rt.copy_in, cast_fn, &ca, sizeof(ca));
 		if (!rc)
-			rc = zn_event_record(s->ready, e->copy_in);
+			rc = zn_event_record(s->ready, e->rt.copy_in);
 		return rc;
 	}
 	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
 	char *mine = gbuf + ly->sh.offset * esz;
 
-	if (ly->param_h || zn_swapio_params(e)) {
+	if (e->plan.pl.params != ZN_TIER_DEVICE) {
 		/* the shard comes up from pinned memory (its home, or the staging buffer it
 		 * was read into from nvme) into its place in the full buffer, then the
 		 * all-gather runs in place */
 		void *src = ly->param_h;
 
-		rc = ly->param_h ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
+		rc = on_host ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
 		if (!rc)
-			rc = zn_stream_wait_event(e->copy_in, s->free);
+			rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
-			rc = zn_memcpy_async(e->copy_in, mine, src, ly->sh.shard_numel * esz,
+			rc = zn_memcpy_async(e->rt.copy_in, mine, src, ly->sh.shard_numel * esz,
 					     ZN_COPY_H2D);
-		if (!rc && !ly->param_h)
+		if (!rc && !on_host)
 			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
 		if (!rc)
-			rc = zn_event_record(s->ready, e->copy_in);
+			rc = zn_event_record(s->ready, e->rt.copy_in);
 		if (!rc)
-			rc = zn_stream_wait_event(e->comm_s, s->ready);
+			rc = zn_stream_wait_event(e->rt.comm_s, s->ready);
 		if (!rc)
-			rc = zn_comm_all_gather(e->comm, e->comm_s, gbuf, mine, ly->sh.shard_numel,
+			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, mine, ly->sh.shard_numel,
 					        e->pdt);
 	} else {
-		rc = zn_stream_wait_event(e->comm_s, s->free);
+		rc = zn_stream_wait_event(e->rt.comm_s, s->free);
 		if (!rc)
-			rc = zn_comm_all_gather(e->comm, e->comm_s, gbuf, ly->param_d,
+			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, ly->param_d,
 					        ly->sh.shard_numel, e->pdt);
 	}
 	if (!rc && bf16) {
 		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded };
-		rc = zn_launch(e->comm_s, cast_fn, &ca, sizeof(ca));
+		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));
 	}
 	if (!rc)
-		rc = zn_event_record(s->ready, e->comm_s);
+		rc = zn_event_record(s->ready, e->rt.comm_s);
 	return rc;
 }
 
@@ -120,27 +125,27 @@ int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
 		*params_d = zn_engine_params_f32(e, 0);
 		return 0;
 	}
-	*params_d = e->slot0.f32_d;
-	int rc = fetch_stage(e, 0, &e->slot0);
+	*params_d = e->pf.slot0.f32_d;
+	int rc = fetch_stage(e, 0, &e->pf.slot0);
 	if (!rc)
-		rc = fetch_into(e, 0, &e->slot0);
+		rc = fetch_into(e, 0, &e->pf.slot0);
 	return rc;
 }
 
 int zn_fetch_layer0_wait(struct zn_engine *e)
 {
-	return e->plan.gathers ? zn_stream_wait_event(e->compute, e->slot0.ready) : 0;
+	return e->plan.gathers ? zn_stream_wait_event(e->rt.compute, e->pf.slot0.ready) : 0;
 }
 
 int zn_fetch_layer0_release(struct zn_engine *e)
 {
-	return e->plan.gathers ? zn_event_record(e->slot0.free, e->compute) : 0;
+	return e->plan.gathers ? zn_event_record(e->pf.slot0.free, e->rt.compute) : 0;
 }
 
 int zn_fetch_begin(struct zn_engine *e)
 {
-	e->seq_len = 2 * (e->n - 1);
-	e->seq_issued = 0;
+	e->pf.seq_len = 2 * (e->n - 1);
+	e->pf.seq_issued = 0;
 	return 0;
 }
 
@@ -152,32 +157,83 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 		*params_d = zn_engine_params_f32(e, layer);
 		return 0;
 	}
-	if (last >= e->seq_len)
-		last = e->seq_len - 1;
+	if (last >= e->pf.seq_len)
+		last = e->pf.seq_len - 1;
 	/* Issue item..item+d: each waits on the device for its slot's previous release,
 	 * which compute recorded for item - 1 or earlier. With parameters on nvme the reads
 	 * of a batch (at most one per slot) are all submitted before the first copy up. */
-	while (!rc && e->seq_issued <= last) {
-		int first = e->seq_issued, end = last;
+	while (!rc && e->pf.seq_issued <= last) {
+		int first = e->pf.seq_issued, end = last;
 
-		if (end - first + 1 > e->ring_n)
-			end = first + e->ring_n - 1;
+		if (end - first + 1 > e->pf.ring_n)
+			end = first + e->pf.ring_n - 1;
 		for (int j = first; !rc && j <= end; j++)
 			rc = fetch_stage(e, seq_layer(e, j), seq_slot(e, j));
 		for (int j = first; !rc && j <= end; j++) {
 			rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
-			e->seq_issued++;
+			e->pf.seq_issued++;
 		}
 	}
 	if (rc)
 		return rc;
 	*params_d = seq_slot(e, item)->f32_d;
-	return zn_stream_wait_event(e->compute, seq_slot(e, item)->ready);
+	return zn_stream_wait_event(e->rt.compute, seq_slot(e, item)->ready);
 }
 
 int zn_fetch_release(struct zn_engine *e, int item)
 {
 	if (!e->plan.gathers)
 		return 0;
-	return zn_event_record(seq_slot(e, item)->free, e->compute);
+	return zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+}
+
+/* ---- create and destroy ------------------------------------------------------------------ */
+
+static int alloc_slot(struct zn_engine *e, struct zn_slot *s, uint64_t numel)
+{
+	int rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+
+	if (!rc && e->plan.bf16_gather)
+		rc = zn_tiers_dalloc(e, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &s->ready);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &s->free);
+	return rc;
+}
+
+static void free_slot(struct zn_engine *e, struct zn_slot *s)
+{
+	zn_device_free(e->rt.dev, s->f32_d);
+	zn_device_free(e->rt.dev, s->bf16_d);
+	zn_event_destroy(s->ready);
+	zn_event_destroy(s->free);
+}
+
+int zn_prefetch_create(struct zn_engine *e)
+{
+	struct zn_prefetch *pf = &e->pf;
+	int rc;
+
+	if (!e->plan.gathers)
+		return 0;
+	rc = alloc_slot(e, &pf->slot0, e->plan.layer0_numel);
+	pf->ring_n = e->plan.param_slots;
+	pf->ring = calloc((size_t)pf->ring_n, sizeof(*pf->ring));
+	if (!rc && !pf->ring)
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < pf->ring_n; i++)
+		rc = alloc_slot(e, &pf->ring[i], e->plan.slot_numel);
+	return rc;
+}
+
+void zn_prefetch_destroy(struct zn_engine *e)
+{
+	struct zn_prefetch *pf = &e->pf;
+
+	free_slot(e, &pf->slot0);
+	for (int i = 0; pf->ring && i < pf->ring_n; i++)
+		free_slot(e, &pf->ring[i]);
+	free(pf->ring);
+	*pf = (struct zn_prefetch){ 0 };
 }

@@ -66,20 +66,20 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
 	const struct zn_layer *ly = &j->e->L[j->layer];
-	const struct zn_layer_desc *L = &j->e->ld[j->layer];
+	struct zn_optim_span sp[ZN_GPT2_MAX_TENSORS];
+	int n = zn_optim_spans(&j->e->ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
-	double t0 = zn_engine_now_ms();
-	uint64_t i, len;
+	double t0 = zn_runtime_now_ms();
 
-	for (int t = 0; t < L->tensor_count; t++) {
-		if (!zn_optim_tensor_span(L, t, ly->opt_off, ly->opt_count, &i, &len))
-			continue;
-		hp.weight_decay = L->tensors[t].decay ? j->hp.weight_decay : 0.0f;
+	for (int s = 0; s < n; s++) {
+		uint64_t i = sp[s].i;
+
+		hp.weight_decay = sp[s].decay ? j->hp.weight_decay : 0.0f;
 		k->adamw(native, j->master + i, j->m + i, j->v + i, j->out ? j->out + i : NULL,
-			 j->grad + i, &hp, (size_t)len);
+			 j->grad + i, &hp, (size_t)sp[s].len);
 	}
 	/* host: the update itself; cuda: only the time to enqueue it */
-	atomic_fetch_add(&j->e->opt_ns, (uint64_t)((zn_engine_now_ms() - t0) * 1e6));
+	atomic_fetch_add(&j->e->opt.opt_ns, (uint64_t)((zn_runtime_now_ms() - t0) * 1e6));
 }
 
 static void sumsq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
@@ -96,7 +96,7 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 	struct adamw_job j = {
 		.e = e, .layer = layer, .master = master, .m = m, .v = v, .grad = grad,
 		.out = out,
-		.hp = { .lr = e->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+		.hp = { .lr = e->opt.lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
 			.step = e->step },
 	};
@@ -109,7 +109,7 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 	}
 	/* the ops report nothing: check the hyperparameters here, before any launch */
 	zn_adamw_params_init(&p, o);
-	p.lr = e->lr;
+	p.lr = e->opt.lr;
 	p.step = e->step;
 	p.grad_scale = grad_scale;
 	if (zn_adamw_params_check(&p))
@@ -120,7 +120,7 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
 		    uint64_t n)
 {
-	char *base = e->norm_d;
+	char *base = e->opt.norm_d;
 	struct sumsq_job j = {
 		.sumsq_d = (double *)base + layer,
 		.nonfinite_d = (int32_t *)(base + flags_offset(e->n)) + layer,
@@ -141,11 +141,11 @@ int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const f
 int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s)
 {
 	uint64_t bytes = work_offset(e->n);
-	const double *sums = e->norm_h;
-	const int32_t *flags = (const int32_t *)((const char *)e->norm_h + flags_offset(e->n));
+	const double *sums = e->opt.norm_h;
+	const int32_t *flags = (const int32_t *)((const char *)e->opt.norm_h + flags_offset(e->n));
 	int rc;
 
-	rc = zn_memcpy_async(s, e->norm_h, e->norm_d, bytes, ZN_COPY_D2H);
+	rc = zn_memcpy_async(s, e->opt.norm_h, e->opt.norm_d, bytes, ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_stream_synchronize(s);
 	if (rc)

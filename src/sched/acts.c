@@ -1,0 +1,117 @@
+/* Activations (acts.h): allocated per layer count, so the model's depth has no limit. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sched/engine_impl.h"
+
+static uint64_t act_bytes(const struct zn_engine *e, int l)
+{
+	return zn_gpt2_act_numel(&e->mc, &e->ld[l], e->B, e->T) * 4;
+}
+
+static uint64_t scratch_bytes(const struct zn_engine *e)
+{
+	uint64_t smax = 0;
+
+	for (int l = 0; l < e->n; l++) {
+		uint64_t s = zn_gpt2_scratch_numel(&e->mc, &e->ld[l], e->B, e->T) * 4;
+
+		if (s > smax)
+			smax = s;
+	}
+	return smax;
+}
+
+static uint64_t bt_of(const struct zn_engine *e)
+{
+	return (uint64_t)e->B * (uint64_t)e->T;
+}
+
+static uint64_t x_bytes(const struct zn_engine *e)
+{
+	return bt_of(e) * (uint64_t)e->mc.d_model * 4;
+}
+
+uint64_t zn_acts_bytes(const struct zn_engine *e)
+{
+	uint64_t bt = bt_of(e), tok = bt * sizeof(int), total = 0;
+
+	for (int l = 0; l < e->n; l++)
+		total += zn_plan_device_alloc_bytes(act_bytes(e, l));
+	/* x for layers 0 .. n-2, two dx buffers, scratch, tokens, targets, losses, and the
+	 * optimizer's norm results (optim.h) */
+	total += (uint64_t)(e->n - 1 + 2) * zn_plan_device_alloc_bytes(x_bytes(e));
+	total += zn_plan_device_alloc_bytes(scratch_bytes(e));
+	total += 2 * zn_plan_device_alloc_bytes(tok) + zn_plan_device_alloc_bytes(bt * 4);
+	total += zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
+	return total;
+}
+
+int zn_acts_create(struct zn_engine *e)
+{
+	struct zn_acts *a = &e->act;
+	uint64_t x = x_bytes(e), bt = bt_of(e), tok = bt * sizeof(int);
+	int rc = 0;
+
+	a->acts_d = calloc((size_t)e->n, sizeof(*a->acts_d));
+	a->x_d = calloc((size_t)e->n, sizeof(*a->x_d));
+	a->loss_h = calloc((size_t)(bt * (uint64_t)e->gas), sizeof(float));
+	a->tev = calloc((size_t)(3 * e->gas), sizeof(*a->tev));
+	if (!a->acts_d || !a->x_d || !a->loss_h || !a->tev)
+		return -ENOMEM;
+	for (int l = 0; !rc && l < e->n; l++)
+		rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
+	for (int l = 0; !rc && l < e->n - 1; l++)
+		rc = zn_tiers_dalloc(e, &a->x_d[l], x);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->dx_d[0], x);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->dx_d[1], x);
+	a->scratch_bytes = scratch_bytes(e);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->scratch_d, a->scratch_bytes);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->tok_d, tok);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->tgt_d, tok);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &a->loss_d, bt * 4);
+	for (int i = 0; !rc && i < 3 * e->gas; i++)
+		rc = zn_event_create(e->rt.dev, &a->tev[i]);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &a->tok_ready);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &a->tok_free);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &a->loss_done);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &a->fwd_done);
+	return rc;
+}
+
+void zn_acts_destroy(struct zn_engine *e)
+{
+	struct zn_acts *a = &e->act;
+
+	for (int l = 0; a->acts_d && l < e->n; l++)
+		zn_device_free(e->rt.dev, a->acts_d[l]);
+	for (int l = 0; a->x_d && l < e->n - 1; l++)
+		zn_device_free(e->rt.dev, a->x_d[l]);
+	free(a->acts_d);
+	free(a->x_d);
+	zn_device_free(e->rt.dev, a->dx_d[0]);
+	zn_device_free(e->rt.dev, a->dx_d[1]);
+	zn_device_free(e->rt.dev, a->scratch_d);
+	zn_device_free(e->rt.dev, a->tok_d);
+	zn_device_free(e->rt.dev, a->tgt_d);
+	zn_device_free(e->rt.dev, a->loss_d);
+	zn_event_destroy(a->tok_ready);
+	zn_event_destroy(a->tok_free);
+	zn_event_destroy(a->loss_done);
+	zn_event_destroy(a->fwd_done);
+	for (int i = 0; a->tev && i < 3 * e->gas; i++)
+		zn_event_destroy(a->tev[i]);
+	free(a->tev);
+	free(a->loss_h);
+	*a = (struct zn_acts){ 0 };
+}

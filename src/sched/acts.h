@@ -1,0 +1,31 @@
+/* Activations: per layer activation buffers (as many as the model has layers), the layer
+ * outputs x[0 .. n-2], two gradient-of-output buffers, the scratch, tokens, targets,
+ * losses, and the per micro-batch events. State: struct zn_acts (engine field act). */
+#ifndef ZN_SCHED_ACTS_H
+#define ZN_SCHED_ACTS_H
+
+#include <stdint.h>
+
+#include "gpu/device.h"
+
+struct zn_engine;
+
+struct zn_acts {
+	float **acts_d;          /* per layer */
+	float **x_d;             /* x_d[l]: output of layer l, l = 0 .. n-2 */
+	float *dx_d[2];
+	float *scratch_d;
+	uint64_t scratch_bytes;
+	int *tok_d, *tgt_d;
+	float *loss_d;
+	float *loss_h;           /* gas x B x T */
+	struct zn_event *tok_ready, *tok_free, *loss_done, *fwd_done;
+	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
+};
+
+/* device bytes the activations take (as the device counts them), before the plan */
+uint64_t zn_acts_bytes(const struct zn_engine *e);
+int zn_acts_create(struct zn_engine *e);
+void zn_acts_destroy(struct zn_engine *e);
+
+#endif

@@ -1,0 +1,70 @@
+/* The optimizer: global-norm clipping and AdamW over each rank's span, on the device
+ * (optim_device.c, through the kernel table) or on the CPU (optim.c). One tensor-span rule
+ * (zn_optim_spans) splits a layer's span at tensor boundaries so weight decay follows each
+ * tensor's flag. State: struct zn_optim (engine field opt). When AdamW runs is the step's
+ * rule (step.c), not this part's. */
+#ifndef ZN_SCHED_OPTIM_H
+#define ZN_SCHED_OPTIM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/device.h"
+#include "zinc.h"
+
+struct zn_engine;
+struct zn_layer_desc;
+
+struct zn_optim {
+	float lr;
+	float clip_coef;
+	float grad_norm;
+	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
+	double host_opt_ms;           /* CPU AdamW this step */
+	/* clipping with the optimizer on the device: per layer squared sums and non-finite
+	 * flags, then the reduction's scratch; norm_h takes the copy back */
+	void *norm_d;
+	void *norm_h;
+	uint64_t norm_bytes;
+};
+
+/* one tensor's part of a layer span: start relative to the span, length, decay flag */
+struct zn_optim_span {
+	uint64_t i, len;
+	bool decay;
+};
+/* The tensors' parts of layer elements [first, first + count), in order; returns how many
+ * (at most the layer's tensor count). */
+int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
+		   struct zn_optim_span *out);
+
+int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (clipping) */
+void zn_optim_destroy(struct zn_engine *e);
+/* the step begins: learning rate for step e->step, clip coefficient 1 */
+void zn_optim_begin(struct zn_engine *e);
+/* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
+int zn_optim_update_device(struct zn_engine *e, int l);
+/* after the backward: the norm and clipping if configured, then AdamW of every layer not
+ * yet updated (inline_done: the device updates already ran during the backward) */
+int zn_optim_step(struct zn_engine *e, bool inline_done);
+/* offloaded gradient shards: the receive shard added into the layer's shard */
+int zn_optim_host_accumulate(struct zn_engine *e, int layer);
+
+/* CPU AdamW over layer elements [first, first + count); the buffers start at `first`. */
+int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
+			float grad_scale, float *master, float *m, float *v, const float *grad,
+			void *out, enum zn_dtype out_dtype);
+
+/* optim_device.c: the optimizer's device work through the kernel table */
+uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count); /* 0: none */
+int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
+		    float *m, float *v, const float *grad, void *out, float grad_scale);
+/* layer's squared sum of grad[0 .. n) into norm_d (n may be 0) */
+int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+		    uint64_t n);
+/* after s has every layer's sumsq: copies them back, waits, sets each L[l].sumsq
+ * (INFINITY for a non-finite gradient) */
+int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s);
+
+#endif

@@ -1,0 +1,198 @@
+/* Gradient reduction (reduce.h): where each layer's gradient goes after its backward.
+ *
+ * Gradient scale: each rank's backward uses dloss_scale = 1 / (B x T x world x gas), so the
+ * sum over ranks (all-reduce or reduce-scatter) and over micro-batches is the gradient of
+ * the mean loss over the whole global batch, with no separate scaling pass.
+ *
+ *   stage 0-1: full buffers accumulate over micro-batches; after the last micro-batch's
+ *              backward of layer l, all-reduce on the comm stream (stage 1 with offload:
+ *              then this rank's slice goes down to pinned memory).
+ *   stage 2-3: a full buffer from a small ring, zeroed, filled by the backward,
+ *              reduce-scattered in place; this rank's shard is added to the layer's shard
+ *              on the device (a copy for the first micro-batch) or copied down to pinned
+ *              memory (into the receive shard after the first micro-batch, added on the
+ *              host). Then the buffer is free for the layer two below.
+ * Layer 0 (the layer a later layer ties to) has its own full gradient buffer: the tying
+ * layer's backward adds its gradient into it and layer 0's backward adds its own; only
+ * then is it reduced.
+ */
+#include <errno.h>
+
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+struct add_args {
+	float *acc;
+	const float *in;
+	uint64_t n;
+};
+
+static void add_fn(void *ctx, void *native, const struct zn_kernel_table *k)
+{
+	struct add_args *a = ctx;
+
+	/* acc = acc + in: the residual kernel is elementwise, so out may alias inp1 */
+	k->residual_forward(native, a->acc, a->acc, a->in, (size_t)a->n);
+}
+
+static struct zn_gslot *grad_slot(struct zn_engine *e, int l, int bwd_index)
+{
+	return l == 0 ? &e->rd.gslot0 : &e->rd.gring[bwd_index % ZN_PLAN_GRAD_SLOTS];
+}
+
+/* The full gradient buffer layer l's backward accumulates into. */
+float *zn_reduce_grad_full(struct zn_engine *e, int l, int bwd_index)
+{
+	if (e->cfg.zero.stage < 2)
+		return e->L[l].grad_d;
+	return grad_slot(e, l, bwd_index)->d;
+}
+
+/* stage >= 2: wait for the slot's previous reduce-scatter to be consumed, then zero it */
+int zn_reduce_prepare(struct zn_engine *e, int l, int bwd_index)
+{
+	struct zn_gslot *g;
+	int rc;
+
+	if (e->cfg.zero.stage < 2)
+		return 0;
+	g = grad_slot(e, l, bwd_index);
+	rc = zn_stream_wait_event(e->rt.compute, g->free);
+	if (!rc)
+		rc = zn_memset_async(e->rt.compute, g->d, 0, e->L[l].sh.padded_numel * 4);
+	return rc;
+}
+
+static int reduce_full(struct zn_engine *e, int l)
+{
+	struct zn_layer *ly = &e->L[l];
+	int rc;
+
+	rc = zn_event_record(ly->aux_ev, e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.comm_s, ly->aux_ev);
+	if (!rc && e->rt.world > 1)
+		rc = zn_comm_all_reduce(e->rt.comm, e->rt.comm_s, ly->grad_d, ly->sh.padded_numel,
+					ZN_DTYPE_F32);
+	if (rc)
+		return rc;
+	if (e->plan.pl.grads != ZN_TIER_HOST)
+		return zn_event_record(ly->grad_ev, e->rt.comm_s);
+	/* stage 1 with offload: this rank's slice goes down to pinned memory */
+	rc = zn_event_record(ly->aux_ev, e->rt.comm_s);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, ly->aux_ev);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, ly->grad_h, ly->grad_d + ly->sh.offset,
+				     ly->sh.shard_numel * 4, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(ly->grad_ev, e->rt.copy_out);
+	return rc;
+}
+
+static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
+{
+	struct zn_layer *ly = &e->L[l];
+	struct zn_gslot *g = grad_slot(e, l, bwd_index);
+	float *mine = g->d + ly->sh.offset;
+	uint64_t count = ly->sh.shard_numel;
+	int rc;
+
+	rc = zn_event_record(ly->aux_ev, e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.comm_s, ly->aux_ev);
+	if (!rc)
+		rc = zn_comm_reduce_scatter(e->rt.comm, e->rt.comm_s, mine, g->d, count, ZN_DTYPE_F32);
+	if (rc)
+		return rc;
+	if (e->plan.pl.grads == ZN_TIER_DEVICE) {
+		struct add_args a = { ly->grad_shard_d, mine, count };
+
+		if (micro == 0)
+			rc = zn_memcpy_async(e->rt.comm_s, ly->grad_shard_d, mine, count * 4,
+					     ZN_COPY_D2D);
+		else
+			rc = zn_launch(e->rt.comm_s, add_fn, &a, sizeof(a));
+		if (!rc)
+			rc = zn_event_record(g->free, e->rt.comm_s);
+		if (!rc)
+			rc = zn_event_record(ly->grad_ev, e->rt.comm_s);
+		return rc;
+	}
+	/* offload: the shard goes down; after the first micro-batch into the receive
+	 * shard, which the host adds (zn_optim_host_accumulate) */
+	rc = zn_event_record(ly->aux_ev, e->rt.comm_s);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, ly->aux_ev);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, micro == 0 ? ly->grad_h : ly->grad_recv_h, mine,
+				     count * 4, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(g->free, e->rt.copy_out);
+	ly->recv_pending = micro > 0;
+	if (!rc)
+		rc = zn_event_record(ly->grad_ev, e->rt.copy_out);
+	return rc;
+}
+
+int zn_reduce_layer(struct zn_engine *e, int l, int bwd_index, int micro)
+{
+	bool last = micro == e->gas - 1;
+	int rc;
+
+	if (e->cfg.zero.stage < 2) {
+		if (!last)
+			return 0;
+		rc = reduce_full(e, l);
+	} else {
+		rc = reduce_shard(e, l, bwd_index, micro);
+	}
+	/* without overlap_comm the compute waits for each reduction */
+	if (!rc && !e->cfg.zero.overlap_comm)
+		rc = zn_stream_wait_event(e->rt.compute, e->L[l].grad_ev);
+	return rc;
+}
+
+/* stage 0-1 gradients accumulate in place over the micro-batches: zero them first */
+int zn_reduce_zero_full(struct zn_engine *e)
+{
+	int rc = 0;
+
+	for (int l = 0; !rc && l < e->n; l++)
+		if (e->cfg.zero.stage < 2)
+			rc = zn_memset_async(e->rt.compute, e->L[l].grad_d, 0,
+					     e->L[l].sh.padded_numel * 4);
+	return rc;
+}
+
+int zn_reduce_create(struct zn_engine *e)
+{
+	struct zn_reduce *r = &e->rd;
+	int rc;
+
+	if (!e->plan.grad_slots)
+		return 0;
+	rc = zn_tiers_dalloc(e, &r->gslot0.d, zn_plan_device_alloc_bytes(e->plan.layer0_numel * 4));
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &r->gslot0.free);
+	for (int i = 0; !rc && i < ZN_PLAN_GRAD_SLOTS; i++) {
+		rc = zn_tiers_dalloc(e, &r->gring[i].d,
+				     zn_plan_device_alloc_bytes(e->plan.slot_numel * 4));
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &r->gring[i].free);
+	}
+	return rc;
+}
+
+void zn_reduce_destroy(struct zn_engine *e)
+{
+	struct zn_reduce *r = &e->rd;
+
+	zn_device_free(e->rt.dev, r->gslot0.d);
+	zn_event_destroy(r->gslot0.free);
+	for (int i = 0; i < ZN_PLAN_GRAD_SLOTS; i++) {
+		zn_device_free(e->rt.dev, r->gring[i].d);
+		zn_event_destroy(r->gring[i].free);
+	}
+	*r = (struct zn_reduce){ 0 };
+}

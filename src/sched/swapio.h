@@ -1,0 +1,65 @@
+/* Swap I/O: state homed on nvme through the swap store (optimizer state with
+ * offload_optimizer nvme, parameter shards with offload_param nvme), moved through pinned
+ * staging views of the arena. The state is struct zn_swapio (engine field sw); see swapio.c
+ * for the read-ahead / write-behind order. */
+#ifndef ZN_SCHED_SWAPIO_H
+#define ZN_SCHED_SWAPIO_H
+
+#include <stdbool.h>
+
+#include "gpu/device.h"
+#include "nvme/aio.h"
+#include "nvme/swap.h"
+
+struct zn_engine;
+
+/* One pinned staging buffer of the optimizer step with state on nvme: sections of the
+ * largest shard; NULL where that class is not on nvme. */
+struct zn_sbuf {
+	float *master_h, *m_h, *v_h; /* optimizer on nvme (master_h: the parameters if aliased) */
+	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
+	int rd_n, wr_n;              /* requests submitted and not yet waited for */
+	int layer;                   /* whose state it holds */
+	struct zn_swap_req rd[3], wr[4];
+};
+
+/* A parameter fetch staging buffer (parameters on nvme): the shard read from nvme, then
+ * copied up on copy_in; `copied` is recorded after that copy. */
+struct zn_fbuf {
+	void *h;
+	bool reading, copy_pending;
+	int layer;               /* whose shard it holds */
+	struct zn_swap_req req;
+	struct zn_event *copied;
+};
+
+struct zn_swapio {
+	struct zn_aio *aio;
+	struct zn_swap *swap_opt, *swap_param;
+	bool arena_registered;
+	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
+	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
+	int opt_next_read;       /* optimizer position (0 = layer n-1) whose read is next */
+};
+
+int zn_swapio_create(struct zn_engine *e);       /* after the arena; no-op without nvme */
+void zn_swapio_destroy(struct zn_engine *e);     /* waits what is in flight */
+bool zn_swapio_optim(const struct zn_engine *e); /* optimizer state on nvme */
+bool zn_swapio_params(const struct zn_engine *e);/* parameter shards on nvme */
+/* initial state of layer l (tmp_h holds its padded parameters) onto the extents */
+int zn_swapio_init_layer(struct zn_engine *e, int l);
+/* this rank's fp32 master shard of layer l (shard_numel) into a staging view */
+int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h);
+/* fetch of layer l's parameter shard into fetch buffer i: begin submits the read (after
+ * the buffer's previous copy up is done), end waits for it and returns the buffer */
+int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l);
+int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h);
+int zn_swapio_fetch_copied(struct zn_engine *e, int i); /* copy up enqueued on copy_in */
+/* optimizer step: begin (reads ahead), acquire layer l's buffer with its state read,
+ * release (writes it back behind), quiesce (waits every request; end of step) */
+int zn_swapio_opt_begin(struct zn_engine *e);
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
+int zn_swapio_opt_release(struct zn_engine *e, int l);
+int zn_swapio_quiesce(struct zn_engine *e);
+
+#endif

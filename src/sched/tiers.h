@@ -1,0 +1,76 @@
+/* The tiers: the one place that answers where each layer's master, gradient, parameters
+ * and output live, for every stage and offload setting. Everything here follows from the
+ * plan (plan.h: placement pl, master_aliases_params, param_bytes), never from which
+ * pointers happen to be NULL.
+ *
+ *   parameters: stage 0-2 the full padded layer on the device; stage 3 this rank's shard on
+ *               pl.params (device, pinned host, or nvme through swapio).
+ *   gradient:   stage 0-1 the full padded layer on the device (accumulated over
+ *               micro-batches); stage 2-3 this rank's shard on the device. With the
+ *               optimizer off the device, this rank's shard also comes down to pinned host
+ *               memory (pl.grads host), plus a receive shard when micro-batches accumulate.
+ *   optimizer:  fp32 master, m, v on pl.optim (stage 0 the whole layer, else a shard); the
+ *               master is the parameters when master_aliases_params.
+ *   output:     where AdamW writes the new parameters: nothing when aliased; the nvme
+ *               staging buffer, the host shard, a pinned staging shard on its way up
+ *               (optimizer on the host, parameters on the device), or the device copy.
+ */
+#ifndef ZN_SCHED_TIERS_H
+#define ZN_SCHED_TIERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/device.h"
+#include "sched/plan.h"
+
+struct zn_engine;
+struct zn_sbuf;
+
+/* One layer's buffers on their tiers (sizes from zn_plan_layer_buffers). */
+struct zn_layer {
+	struct zn_shard sh;
+	struct zn_layer_buffers sz;
+	uint64_t opt_off;        /* AdamW span: layer elements [opt_off, opt_off + opt_count) */
+	uint64_t opt_count;
+	void *param_d;           /* stage 0-2: full padded; stage 3 on device: shard */
+	float *grad_d;           /* stage 0-1: full padded */
+	float *grad_shard_d;     /* stage 2-3 without offload: this rank's shard */
+	float *master_d, *m_d, *v_d;
+	void *param_h;           /* stage 3 offload_param cpu: shard */
+	void *param_stage_h;     /* AdamW's new parameter shard on its way to the device */
+	float *grad_h, *grad_recv_h;
+	float *master_h, *m_h, *v_h;
+	struct zn_event *grad_ev; /* this micro-batch's gradient shard is on its tier */
+	struct zn_event *aux_ev;  /* scratch event for a hand-over inside this layer */
+	bool recv_pending;        /* grad_recv_h holds a shard not yet added to grad_h */
+	double sumsq;             /* this rank's part of the squared gradient norm */
+};
+
+/* bytes of one stored parameter (4 fp32, 2 bf16): the plan's rule */
+unsigned zn_tiers_param_bytes(const struct zn_engine *e);
+bool zn_tiers_optim_on_host(const struct zn_engine *e); /* AdamW on the CPU (host or nvme) */
+int zn_tiers_dalloc(struct zn_engine *e, void *pp, uint64_t bytes); /* 0 bytes: nothing */
+int zn_tiers_halloc(struct zn_engine *e, void *pp, uint64_t bytes); /* pinned arena view */
+
+int zn_tiers_alloc_layer(struct zn_engine *e, int l);
+void zn_tiers_free_layer(struct zn_engine *e, int l);
+/* the initial state of layer l (e->tmp_h holds its padded fp32 parameters) onto its tiers */
+int zn_tiers_init_layer(struct zn_engine *e, int l);
+
+/* This rank's reduced gradient over its optimizer span. */
+float *zn_tiers_grad_span(struct zn_engine *e, int l);
+/* The fp32 master over the optimizer span (sb: the layer's nvme staging buffer or NULL). */
+float *zn_tiers_master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+/* Where AdamW writes the new parameters (NULL: the master is the parameters). */
+void *zn_tiers_out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+/* Where the device copy of this rank's new shard goes (its part of param_d). */
+void *zn_tiers_param_dst(struct zn_engine *e, int l);
+/* m and v over the optimizer span on the host tier (sb: nvme staging or NULL) */
+float *zn_tiers_m_host(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+float *zn_tiers_v_host(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+/* read-back: this rank's fp32 master (stage 0: the full padded layer, else the shard) and
+ * whether it is on the device (optimizer not on nvme) */
+const float *zn_tiers_master_full(struct zn_engine *e, int l, bool *on_device);
+
+#endif
