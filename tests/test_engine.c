@@ -193,3 +193,26 @@ Test(engine, nvme_offload_without_a_path_refused)
 	cr_assert_neq(et_train(&r, &c, ZN_COMM_SINGLE, tok, 1), 0);
 	free(tok);
 }
+
+/* No layer limit (the engine once kept activations in a 66-entry stack array): 100 blocks
+ * of width 8 train at stage 3 with CPU offload exactly as at stage 0. */
+Test(engine, hundred_layers_stage3_offload_equals_stage0)
+{
+	struct zn_gpt2_config mc = { .layers = 100, .heads = 2, .d_model = 8, .seq = 16,
+				     .vocab = 96, .padded_vocab = 0 };
+	struct zn_config c;
+	struct et_run ref, r;
+	int *tok = stream_for(3, 1, 1, ET_B);
+
+	cr_assert_eq(zn_gpt2_config_validate(&mc), 0);
+	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
+	cr_assert_eq(et_train_model(&ref, &c, &mc, ZN_COMM_SINGLE, tok, 3), 0);
+	cr_assert_eq(ref.layer_count, 102);
+	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 1);
+	cr_assert_eq(et_train_model(&r, &c, &mc, ZN_COMM_SINGLE, tok, 3), 0);
+	cr_assert(r.loss[2] != ref.loss[0], "the weights moved");
+	cr_assert_eq(et_compare("100 layers stage 3 offload", &ref, &r, 1e-5), 0);
+	et_run_free(&ref);
+	et_run_free(&r);
+	free(tok);
+}
