@@ -260,7 +260,7 @@ int zn_parse_count(const char *s, uint64_t *out);
  *
  *     struct zn_engine_options o = { .seq_len = 64 };
  *     struct zn_engine *e;
- *     rc = zn_engine_create(&e, &cfg, &model_cfg, &o);
+ *     rc = zn_engine_create(&e, &cfg, &model, &o);   // model.h; e.g. zn_gpt2_model(&mc)
  *     for (step = 0; !rc && step < steps; step++) {
  *             // this rank's gas x micro x T inputs and targets (llm.c's rank layout)
  *             rc = zn_engine_step(e, inputs, targets, &stats);
@@ -271,7 +271,7 @@ int zn_parse_count(const char *s, uint64_t *out);
  * called by every rank in the same order.
  */
 struct zn_engine;
-struct zn_gpt2_config;
+struct zn_model; /* src/model/model.h: a model family's ops and configuration */
 
 struct zn_engine_options {
 	int seq_len;                       /* T: 1 .. model seq */
@@ -296,7 +296,7 @@ struct zn_step_stats {
 };
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
-		     const struct zn_gpt2_config *model, const struct zn_engine_options *opt);
+		     const struct zn_model *model, const struct zn_engine_options *opt);
 void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
 
 int zn_engine_rank(const struct zn_engine *e);

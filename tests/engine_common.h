@@ -17,12 +17,15 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "zinc.h"
 
 #define ET_STEPS 5
 #define ET_T 8
 #define ET_B 2
+
+/* the engine's view of a GPT-2 configuration (src/model/model.h) */
+#define et_gpt2(mc) (&(const struct zn_model){ &zn_gpt2_ops, (mc) })
 
 struct et_run {
 	float loss[16];
@@ -88,11 +91,10 @@ static inline void et_run_free(struct et_run *r)
 
 /* Trains `steps` steps with cfg on the stream (world ranks of this launch, or one rank
  * under comm_kind single); returns 0 or the first error. */
-static inline int et_train_model(struct et_run *r, const struct zn_config *cfg,
-				 const struct zn_gpt2_config *model, int comm_kind,
-				 const int *stream, int steps)
+static inline int et_train_any(struct et_run *r, const struct zn_config *cfg,
+			       const struct zn_model *model, int comm_kind, const int *stream,
+			       int steps)
 {
-	struct zn_gpt2_config mc;
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = comm_kind };
 	struct zn_engine *e;
 	int rc, B, gas, N, rank, n;
@@ -100,11 +102,7 @@ static inline int et_train_model(struct et_run *r, const struct zn_config *cfg,
 	int *in = NULL, *tg = NULL;
 
 	memset(r, 0, sizeof(*r));
-	if (model)
-		mc = *model;
-	else
-		et_model(&mc);
-	rc = zn_engine_create(&e, cfg, &mc, &o);
+	rc = zn_engine_create(&e, cfg, model, &o);
 	if (rc)
 		return rc;
 	B = zn_engine_micro_batch(e);
@@ -142,6 +140,19 @@ static inline int et_train_model(struct et_run *r, const struct zn_config *cfg,
 	free(tg);
 	zn_engine_destroy(e);
 	return rc;
+}
+
+static inline int et_train_model(struct et_run *r, const struct zn_config *cfg,
+				 const struct zn_gpt2_config *model, int comm_kind,
+				 const int *stream, int steps)
+{
+	struct zn_gpt2_config mc;
+
+	if (model)
+		mc = *model;
+	else
+		et_model(&mc);
+	return et_train_any(r, cfg, et_gpt2(&mc), comm_kind, stream, steps);
 }
 
 static inline int et_train(struct et_run *r, const struct zn_config *cfg, int comm_kind,

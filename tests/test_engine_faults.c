@@ -116,7 +116,7 @@ static float unfaulted_loss(const struct zn_config *c, const int *tok)
 	float loss;
 
 	et_model(&mc);
-	cr_assert_eq(zn_engine_create(&e, c, &mc, &o), 0, "unfaulted create");
+	cr_assert_eq(zn_engine_create(&e, c, et_gpt2(&mc), &o), 0, "unfaulted create");
 	cr_assert_eq(step_once(e, tok, &loss), 0, "unfaulted step");
 	zn_engine_destroy(e);
 	cr_assert(isfinite(loss) && loss > 0, "unfaulted loss %g", loss);
@@ -152,7 +152,7 @@ static int walk_create(const struct fcase *fc, const char *env, const int *tok, 
 
 		set_env_int(env, n);
 		capture_begin(&cap);
-		rc = zn_engine_create(&e, &c, &mc, &o);
+		rc = zn_engine_create(&e, &c, et_gpt2(&mc), &o);
 		unsetenv(env);
 		if (!rc)
 			step_rc = step_once(e, tok, &loss);
@@ -271,7 +271,7 @@ static int walk_step_comm(const struct zn_config *c, const char *what, const int
 
 		set_env_int("ZINC_COMM_FAIL_OP", k);
 		capture_begin(&cap);
-		rc = zn_engine_create(&e, c, &mc, &o);
+		rc = zn_engine_create(&e, c, et_gpt2(&mc), &o);
 		unsetenv("ZINC_COMM_FAIL_OP");
 		cr_assert_eq(rc, 0, "%s: create with ZINC_COMM_FAIL_OP=%d failed: %s", what, k,
 			     zn_strerror(rc));

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 
 /* the tiny config of the issue: 2 layers, d 32, 4 heads, V 60 padded to 64, T 8 */
 static const struct zn_gpt2_config tiny = { 2, 4, 32, 8, 60, 64 };

@@ -233,7 +233,7 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op
 	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
 	c.zero.offload_param.device = prm;
 	set_paths(&c, dirs, 1);
-	cr_assert_eq(zn_engine_create(&e, &c, &mc, &o), 0);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
 	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
 	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);

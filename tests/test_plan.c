@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
 Test(plan, shard_bounds_cover_the_layer)
@@ -121,7 +122,7 @@ Test(plan, gpt2_small_parameter_count)
 {
 	uint64_t p, largest;
 
-	zn_plan_gpt_params(12, 768, 50257, 1024, &p, &largest);
+	zn_gpt2_shape_params(12, 768, 50257, 1024, &p, &largest);
 	cr_assert_eq(p, 124439808u, "GPT-2 124M with tied embeddings");
 	cr_assert_eq(largest, 50257u * 768 + 1024u * 768);
 }

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "model/safetensors.h"
 
 static const struct zn_gpt2_config tiny = { 2, 4, 32, 8, 60, 64 };

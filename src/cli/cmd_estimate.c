@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
 struct est_opts {
@@ -103,7 +104,7 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			zn_error("--hidden %d is not a multiple of --heads %d", o->hidden, o->heads);
 			return ZN_EUSAGE;
 		}
-		zn_plan_gpt_params(o->layers, o->hidden, o->vocab, o->seq, &o->params,
+		zn_gpt2_shape_params(o->layers, o->hidden, o->vocab, o->seq, &o->params,
 				   &o->largest_layer);
 	}
 	if (!o->params) {

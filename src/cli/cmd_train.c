@@ -1,7 +1,7 @@
 /* zinc train: data-parallel ZeRO training of a GPT-2 model (src/sched engine).
  *
  * Config from --config JSON and flags (--print-config prints the effective config and
- * exits); model from --model/--layers/... (src/model/gpt2.h) or --init-from FILE (its
+ * exits); model from --model/--layers/... (src/model/gpt2/gpt2.h) or --init-from FILE (its
  * shapes define the model); tokens from --data FILE; one line per steps_per_print steps
  * on rank 0, a progress bar in between when stdout is a terminal. The batches and the
  * per-step line are in train_io.c.
@@ -21,7 +21,7 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "zinc.h"
 
 struct train_opts {
@@ -236,6 +236,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
 	struct zn_train_data data = { 0 };
 	struct zn_engine *e = NULL;
+	struct zn_model model;
 	float **init = NULL;
 	int rc;
 
@@ -245,7 +246,8 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		return 1;
 	}
 	eo.init_params_h = (const float *const *)init;
-	rc = zn_engine_create(&e, cfg, mc, &eo);
+	model = zn_gpt2_model(mc);
+	rc = zn_engine_create(&e, cfg, &model, &eo);
 	for (int l = 0; init && l < zn_gpt2_layer_count(mc); l++)
 		free(init[l]);
 	free(init);

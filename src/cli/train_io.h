@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "zinc.h"
 
 struct zn_data;

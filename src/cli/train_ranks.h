@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "zinc.h"
 
 struct zn_comm;

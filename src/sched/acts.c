@@ -6,7 +6,7 @@
 
 static uint64_t act_bytes(const struct zn_engine *e, int l)
 {
-	return zn_gpt2_act_numel(&e->mc, &e->ld[l], e->B, e->T) * 4;
+	return e->model.ops->act_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
 }
 
 static uint64_t scratch_bytes(const struct zn_engine *e)
@@ -14,7 +14,7 @@ static uint64_t scratch_bytes(const struct zn_engine *e)
 	uint64_t smax = 0;
 
 	for (int l = 0; l < e->n; l++) {
-		uint64_t s = zn_gpt2_scratch_numel(&e->mc, &e->ld[l], e->B, e->T) * 4;
+		uint64_t s = e->model.ops->scratch_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
 
 		if (s > smax)
 			smax = s;
@@ -29,7 +29,7 @@ static uint64_t bt_of(const struct zn_engine *e)
 
 static uint64_t x_bytes(const struct zn_engine *e)
 {
-	return bt_of(e) * (uint64_t)e->mc.d_model * 4;
+	return bt_of(e) * (uint64_t)e->model.ops->width(e->model.config) * 4;
 }
 
 uint64_t zn_acts_bytes(const struct zn_engine *e)

@@ -116,7 +116,8 @@ static void initial_layer(struct zn_engine *e, int l, const float *const *init)
 		memcpy(e->tmp_h, init[l], e->numel[l] * sizeof(float));
 		memset(e->tmp_h + e->numel[l], 0, (padded - e->numel[l]) * sizeof(float));
 	} else {
-		zn_gpt2_init_range(&e->mc, &e->ld[l], 0, padded, e->tmp_h, e->cfg.runtime.seed);
+		e->model.ops->init(e->model.config, &e->ld[l], 0, padded, e->tmp_h,
+				   e->cfg.runtime.seed);
 	}
 }
 
@@ -126,9 +127,11 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 {
 	const struct zn_config *c = &e->cfg;
 
-	if (opt->seq_len < 1 || opt->seq_len > e->mc.seq) {
+	int max_seq = e->model.ops->max_seq(e->model.config);
+
+	if (opt->seq_len < 1 || opt->seq_len > max_seq) {
 		zn_error("sequence length %d: must be 1 .. %d (the model's --seq)", opt->seq_len,
-			 e->mc.seq);
+			 max_seq);
 		return -EINVAL;
 	}
 	if (c->precision.fp16) {
@@ -145,20 +148,50 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 	return 0;
 }
 
-static int create_model(struct zn_engine *e, const struct zn_gpt2_config *model)
+/* The model through its ops (model.h): descriptors of every layer, read once. */
+static int create_model(struct zn_engine *e, const struct zn_model *model)
 {
-	e->mc = *model;
-	if (zn_gpt2_config_validate(&e->mc))
+	const struct zn_model_ops *ops = model ? model->ops : NULL;
+	int rc;
+
+	if (!ops || !model->config || !ops->validate || !ops->layer_count || !ops->describe ||
+	    !ops->max_seq || !ops->vocab || !ops->width || !ops->act_numel ||
+	    !ops->scratch_numel || !ops->init || !ops->forward || !ops->backward) {
+		zn_error("zn_engine_create: the model has no configuration or lacks a required "
+			 "op (model.h: every op but load_layer and save is required)");
 		return -EINVAL;
-	e->n = zn_gpt2_layer_count(&e->mc);
+	}
+	e->model = *model;
+	rc = ops->validate(model->config);
+	if (rc)
+		return rc;
+	e->n = ops->layer_count(model->config);
+	if (e->n < 2) {
+		zn_error("model %s has %d layers: the engine needs at least 2 (input, output)",
+			 ops->family, e->n);
+		return -EINVAL;
+	}
 	e->ld = calloc((size_t)e->n, sizeof(*e->ld));
 	e->numel = calloc((size_t)e->n, sizeof(*e->numel));
 	if (!e->ld || !e->numel)
 		return -ENOMEM;
-	if (zn_gpt2_layers(&e->mc, e->ld))
-		return -EINVAL;
-	for (int l = 0; l < e->n; l++)
+	for (int l = 0; l < e->n; l++) {
+		rc = ops->describe(model->config, l, &e->ld[l]);
+		if (rc)
+			return rc;
+		/* layer 0 is the one kept for the whole step (prefetch, reduce) */
+		if (e->ld[l].tied_layer != -1 && (e->ld[l].tied_layer != 0 || l == 0)) {
+			zn_error("model %s: layer %d ties to layer %d: the engine supports ties "
+				 "to layer 0 only", ops->family, l, e->ld[l].tied_layer);
+			return -EINVAL;
+		}
+		if (e->ld[l].tensor_count < 0 || e->ld[l].tensor_count > ZN_MODEL_MAX_TENSORS) {
+			zn_error("model %s: layer %d has %d tensors (at most %d)", ops->family, l,
+				 e->ld[l].tensor_count, ZN_MODEL_MAX_TENSORS);
+			return -EINVAL;
+		}
 		e->numel[l] = e->ld[l].numel;
+	}
 	return 0;
 }
 
@@ -212,7 +245,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 }
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
-		     const struct zn_gpt2_config *model, const struct zn_engine_options *opt)
+		     const struct zn_model *model, const struct zn_engine_options *opt)
 {
 	struct zn_engine *e = calloc(1, sizeof(*e));
 	int rc;
@@ -304,8 +337,13 @@ int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 		p[l] = malloc(e->numel[l] * sizeof(float));
 		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
 	}
+	if (!rc && !e->model.ops->save) {
+		zn_error("model %s cannot be saved: its ops have no save", e->model.ops->family);
+		rc = -EINVAL;
+	}
 	if (!rc && e->rt.rank == 0)
-		rc = zn_gpt2_save_safetensors(&e->mc, e->ld, (const float *const *)p, path, dtype);
+		rc = e->model.ops->save(e->model.config, e->ld, (const float *const *)p, path,
+					dtype);
 	for (int l = 0; p && l < e->n; l++)
 		free(p[l]);
 	free(p);

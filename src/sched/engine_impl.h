@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "cpu/arena.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "sched/acts.h"
 #include "sched/optim.h"
 #include "sched/plan.h"
@@ -32,7 +32,7 @@
 
 struct zn_engine {
 	struct zn_config cfg;
-	struct zn_gpt2_config mc;
+	struct zn_model model;   /* ops and the borrowed configuration */
 	struct zn_layer_desc *ld;
 	int n;                   /* layers */
 	int B, T, gas;

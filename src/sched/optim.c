@@ -10,8 +10,7 @@
  * gradient shard. With gradient_clipping > 0 every update waits for the global norm (all
  * gradients reduced, squared sums all-reduced): clipping that waits.
  *
- * Weight decay follows each tensor's decay flag (the model's layer descriptors; for
- * GPT-2, 2-D weights and the embeddings decay, biases and layernorm parameters do not).
+ * Weight decay follows each tensor's decay flag in the model's layer descriptors.
  */
 #include <errno.h>
 #include <math.h>
@@ -49,7 +48,7 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 			void *out, enum zn_dtype out_dtype)
 {
 	size_t osz = zn_dtype_size(out_dtype);
-	struct zn_optim_span sp[ZN_GPT2_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
 	int n = zn_optim_spans(&e->ld[layer], first, count, sp), rc = 0;
 	struct zn_adamw_params p;
 

@@ -66,7 +66,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
 	const struct zn_layer *ly = &j->e->L[j->layer];
-	struct zn_optim_span sp[ZN_GPT2_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
 	int n = zn_optim_spans(&j->e->ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_runtime_now_ms();

@@ -133,20 +133,6 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 	return 0;
 }
 
-void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *params,
-			uint64_t *largest_layer)
-{
-	uint64_t C = (uint64_t)hidden;
-	/* per block: ln_1 2C, c_attn 3C^2 + 3C, c_proj C^2 + C, ln_2 2C, c_fc 4C^2 + 4C,
-	 * mlp c_proj 4C^2 + C = 12C^2 + 13C */
-	uint64_t block = 12 * C * C + 13 * C;
-	uint64_t embed = (uint64_t)vocab * C + (uint64_t)seq * C; /* wte (tied lm_head) + wpe */
-	uint64_t final_norm = 2 * C;
-
-	*params = embed + (uint64_t)layers * block + final_norm;
-	*largest_layer = embed > block ? embed : block;
-}
-
 /* ---- the engine's plan ---------------------------------------------------------------- */
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)

@@ -91,10 +91,6 @@ struct zn_estimate {
  * range, offload_param without stage 3). Pure. */
 int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out);
 
-/* GPT-2 shaped model: parameter count and largest layer (embeddings with the position
- * table, or one block). Pure. */
-void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *params,
-			uint64_t *largest_layer);
 
 /* ---- the engine's plan -------------------------------------------------------------------
  *
@@ -118,7 +114,7 @@ void zn_plan_gpt_params(int layers, int hidden, int vocab, int seq, uint64_t *pa
  *   staging: with offload_optimizer cpu and parameters homed on the device, AdamW writes
  *            the new parameter shard (p x shard) into pinned memory and it is copied up.
  *   working: full-layer fp32 buffers the compute reads when the parameters are not full
- *            fp32 on the device (stage 3, or bf16): layer 0's own (tied wte: kept from its
+ *            fp32 on the device (stage 3, or bf16): layer 0's own (kept from its
  *            forward to the final layer's backward) plus a ring of prefetch_depth + 1 for
  *            the others, each of the largest layer; stage 3 bf16 adds a bf16 gather buffer
  *            per slot. Stage 2-3: full-gradient buffers before the reduce-scatter: layer

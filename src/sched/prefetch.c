@@ -5,7 +5,8 @@
  * preceded by a fetch into a slot: [H2D of the host shard (offload_param)] -> all-gather on
  * the comm stream (stage 3) -> bf16 -> fp32 cast. One micro-batch uses layers in the
  * sequence forward 1 .. n-1, backward n-1 .. 1 (layer 0 has its own slot, fetched once per
- * step: the final layer's tied lm_head needs it in forward and backward). Item j of the
+ * step: it starts the forward and ends the backward, and a layer tied to it (tied_layer)
+ * reads it in between). Item j of the
  * sequence goes to ring slot j mod R (R = prefetch depth + 1); while item k computes, items
  * k+1 .. k+d are being fetched. A fetch into a slot waits (on the device, not the host) for
  * the release of the item that used the slot before, so R slots bound the working set.

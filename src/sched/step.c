@@ -14,58 +14,44 @@
 #include "core/log.h"
 #include "sched/engine_impl.h"
 
-struct fwd_args {
-	const struct zn_gpt2_config *cfg;
-	const struct zn_layer_desc *L;
-	const float *params, *tied;
-	float *acts, *scratch;
-	const float *x_in;
-	float *x_out;
-	const int *tok, *tgt;
-	float *losses;
-	int B, T;
-};
-
-struct bwd_args {
-	const struct zn_gpt2_config *cfg;
-	const struct zn_layer_desc *L;
-	const float *params, *tied;
-	float *grads, *tied_grads;
-	const float *acts;
-	float *scratch;
-	const float *x_in, *dx_out;
-	float *dx_in;
-	const int *tok, *tgt;
-	float scale;
-	int B, T;
+/* One layer's forward or backward, run by the model's ops on the compute stream (the
+ * struct is copied by zn_launch). */
+struct layer_call {
+	struct zn_model model;
+	struct zn_layer_io io;
 };
 
 static void fwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct fwd_args *a = ctx;
+	struct layer_call *c = ctx;
 
-	zn_gpt2_layer_forward(k, native, a->cfg, a->L, a->params, a->tied, a->acts, a->scratch,
-			      a->x_in, a->x_out, a->tok, a->tgt, a->losses, a->B, a->T);
+	c->model.ops->forward(k, native, c->model.config, &c->io);
 }
 
 static void bwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct bwd_args *a = ctx;
+	struct layer_call *c = ctx;
 
-	zn_gpt2_layer_backward(k, native, a->cfg, a->L, a->params, a->tied, a->grads,
-			       a->tied_grads, a->acts, a->scratch, a->x_in, a->dx_out, a->dx_in,
-			       a->tok, a->tgt, a->scale, a->B, a->T);
+	c->model.ops->backward(k, native, c->model.config, &c->io);
+}
+
+/* The parameters layer l also reads (its descriptor's tied_layer: layer 0, resident for
+ * the whole step in p0), or NULL. */
+static const float *tied_params(const struct zn_engine *e, int l, const float *p0)
+{
+	return e->ld[l].tied_layer == 0 ? p0 : NULL;
 }
 
 static int forward(struct zn_engine *e, const float *p0)
 {
-	struct fwd_args a = { .cfg = &e->mc, .tok = e->act.tok_d, .tgt = e->act.tgt_d, .B = e->B,
-			      .T = e->T, .scratch = e->act.scratch_d };
+	struct layer_call a = { .model = e->model,
+				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
+					.T = e->T, .scratch = e->act.scratch_d } };
 	int n = e->n, rc;
 
-	a.L = &e->ld[0];
-	a.params = p0;
-	a.x_out = e->act.x_d[0];
+	a.io.L = &e->ld[0];
+	a.io.params = p0;
+	a.io.x_out = e->act.x_d[0];
 	rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
@@ -74,18 +60,18 @@ static int forward(struct zn_engine *e, const float *p0)
 		rc = zn_fetch_acquire(e, k, l, &p);
 		if (rc)
 			break;
-		a.L = &e->ld[l];
-		a.params = p;
-		a.acts = e->act.acts_d[l];
-		a.x_in = e->act.x_d[l - 1];
+		a.io.L = &e->ld[l];
+		a.io.params = p;
+		a.io.tied_params = tied_params(e, l, p0);
+		a.io.acts = e->act.acts_d[l];
+		a.io.x_in = e->act.x_d[l - 1];
 		if (l < n - 1) {
-			a.x_out = e->act.x_d[l];
+			a.io.x_out = e->act.x_d[l];
 		} else {
 			/* the previous micro-batch's losses must be on the host first */
 			rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
-			a.x_out = NULL;
-			a.tied = p0;
-			a.losses = e->act.loss_d;
+			a.io.x_out = NULL;
+			a.io.losses = e->act.loss_d;
 		}
 		if (!rc)
 			rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
@@ -117,11 +103,13 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 
 static int backward(struct zn_engine *e, const float *p0, int micro)
 {
-	struct bwd_args a = { .cfg = &e->mc, .tok = e->act.tok_d, .tgt = e->act.tgt_d, .B = e->B,
-			      .T = e->T, .scratch = e->act.scratch_d };
+	struct layer_call a = { .model = e->model,
+				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
+					.T = e->T, .scratch = e->act.scratch_d } };
 	int n = e->n, cur = 0, rc = 0;
 
-	a.scale = 1.0f / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	a.io.dloss_scale = 1.0f / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < 2 * (n - 1); k++) {
 		int l = 2 * (n - 1) - k, b = k - (n - 1);
@@ -134,21 +122,19 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 			rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 		if (rc)
 			break;
-		a.L = &e->ld[l];
-		a.params = p;
-		a.grads = zn_reduce_grad_full(e, l, b);
-		a.acts = e->act.acts_d[l];
-		a.x_in = e->act.x_d[l - 1];
+		a.io.L = &e->ld[l];
+		a.io.params = p;
+		a.io.grads = zn_reduce_grad_full(e, l, b);
+		a.io.acts = e->act.acts_d[l];
+		a.io.x_in = e->act.x_d[l - 1];
+		a.io.tied_params = tied_params(e, l, p0);
+		a.io.tied_grads = a.io.tied_params ? zn_reduce_grad_full(e, 0, 0) : NULL;
 		if (l == n - 1) {
-			a.tied = p0;
-			a.tied_grads = zn_reduce_grad_full(e, 0, 0);
-			a.dx_out = NULL;
-			a.dx_in = e->act.dx_d[0];
+			a.io.dx_out = NULL;
+			a.io.dx_in = e->act.dx_d[0];
 		} else {
-			a.tied = NULL;
-			a.tied_grads = NULL;
-			a.dx_out = e->act.dx_d[cur];
-			a.dx_in = e->act.dx_d[cur ^ 1];
+			a.io.dx_out = e->act.dx_d[cur];
+			a.io.dx_in = e->act.dx_d[cur ^ 1];
 			cur ^= 1;
 		}
 		rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
@@ -159,10 +145,11 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 	}
 	if (rc)
 		return rc;
-	a = (struct bwd_args){ .cfg = &e->mc, .L = &e->ld[0], .params = p0,
-			       .grads = zn_reduce_grad_full(e, 0, 0), .dx_out = e->act.dx_d[cur],
-			       .tok = e->act.tok_d, .tgt = e->act.tgt_d, .scale = a.scale, .B = e->B,
-			       .T = e->T };
+	a.io = (struct zn_layer_io){ .L = &e->ld[0], .params = p0,
+				     .grads = zn_reduce_grad_full(e, 0, 0),
+				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
+				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
+				     .B = e->B, .T = e->T };
 	rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "model/safetensors.h"
 #include "fuzz.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 #include "model/safetensors.h"
 
 #define PREFIX "transformer."

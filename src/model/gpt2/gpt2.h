@@ -99,10 +99,11 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "model/model.h"
 #include "zinc.h"
 
-#define ZN_GPT2_MAX_TENSORS 12
-#define ZN_GPT2_NAME_MAX 96
+#define ZN_GPT2_MAX_TENSORS 12 /* <= ZN_MODEL_MAX_TENSORS */
+#define ZN_GPT2_NAME_MAX ZN_MODEL_NAME_MAX
 #define ZN_GPT2_VOCAB_PAD 128 /* default padded_vocab = vocab rounded up to this */
 
 struct zn_gpt2_config {
@@ -138,26 +139,6 @@ enum {
 };
 enum { ZN_GPT2_LNF_W = 0, ZN_GPT2_LNF_B = 1 };
 
-struct zn_tensor_desc {
-	char name[ZN_GPT2_NAME_MAX]; /* Hugging Face name, "transformer.h.3.mlp.c_fc.weight" */
-	int ndim;                    /* 1 or 2 */
-	int64_t shape[2];            /* in-memory shape (kernels' layout) */
-	uint64_t offset;             /* in floats, into the layer's flat buffer */
-	uint64_t numel;              /* shape[0] * shape[1] (in memory, padding included) */
-	bool decay;                  /* weight decay applies */
-	bool transpose;              /* the file holds the transpose (HF Conv1D [in, out]) */
-	int64_t file_shape[2];       /* shape in a safetensors file (wte: [V, C]) */
-};
-
-struct zn_layer_desc {
-	int kind;         /* enum zn_gpt2_layer_kind */
-	int index;        /* 0 .. L + 1 */
-	int tensor_count; /* 2, 12 or 2 */
-	struct zn_tensor_desc tensors[ZN_GPT2_MAX_TENSORS];
-	uint64_t numel;   /* floats in the flat buffer: the tensors, back to back */
-	int tied_layer;   /* 0 for the final layer (uses layer 0's wte), else -1 */
-};
-
 /* ---- configuration ------------------------------------------------------------------ */
 
 /* Presets: "gpt2" (124M: 12 layers, 12 heads, 768, seq 1024, vocab 50257 padded 50304),
@@ -188,6 +169,11 @@ int zn_gpt2_layer_count(const struct zn_gpt2_config *cfg);
 /* Fills out[0 .. L+2) (caller provides zn_gpt2_layer_count slots). cfg must be valid.
  * Returns 0 or -EINVAL. */
 int zn_gpt2_layers(const struct zn_gpt2_config *cfg, struct zn_layer_desc *out);
+
+/* A GPT-2 shape from estimate's flags: parameter count and largest layer (embeddings with
+ * the position table, or one block). Pure. */
+void zn_gpt2_shape_params(int layers, int hidden, int vocab, int seq, uint64_t *params,
+			  uint64_t *largest_layer);
 
 /* Parameters of the whole model, wte padding included / excluded. */
 uint64_t zn_gpt2_param_numel(const struct zn_gpt2_config *cfg);
@@ -237,6 +223,14 @@ void zn_gpt2_layer_backward(const struct zn_kernel_table *k, void *stream,
 			    const float *x_in, const float *dx_out, float *dx_in,
 			    const int *tokens, const int *targets, float dloss_scale, int B,
 			    int T);
+
+/* ---- the model interface (model.h) -------------------------------------------------------
+ *
+ * GPT-2 as one implementation of struct zn_model_ops: layer 0 the embeddings (wte, wpe),
+ * layers 1 .. L the blocks, layer L + 1 ln_f and the lm_head tied to layer 0's wte
+ * (tied_layer 0). */
+extern const struct zn_model_ops zn_gpt2_ops;
+struct zn_model zn_gpt2_model(const struct zn_gpt2_config *cfg); /* { &zn_gpt2_ops, cfg } */
 
 /* ---- whole model on the host (tests, reference, safetensors I/O) ------------------------ */
 

@@ -5,7 +5,7 @@
 #include <assert.h>
 #include <stddef.h>
 
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 
 /* Saved activations of one block, carved from acts in this order. */
 struct block_acts {

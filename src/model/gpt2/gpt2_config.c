@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 
 struct preset {
 	const char *name;

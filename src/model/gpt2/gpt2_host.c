@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 
 void zn_gpt2_host_destroy(struct zn_gpt2_host *m)
 {

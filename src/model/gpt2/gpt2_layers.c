@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/gpt2.h"
+#include "model/gpt2/gpt2.h"
 
 int zn_gpt2_layer_count(const struct zn_gpt2_config *cfg)
 {
@@ -100,6 +100,20 @@ uint64_t zn_gpt2_param_count(const struct zn_gpt2_config *cfg)
 {
 	return zn_gpt2_param_numel(cfg) -
 	       (uint64_t)(cfg->padded_vocab - cfg->vocab) * (uint64_t)cfg->d_model;
+}
+
+void zn_gpt2_shape_params(int layers, int hidden, int vocab, int seq, uint64_t *params,
+			uint64_t *largest_layer)
+{
+	uint64_t C = (uint64_t)hidden;
+	/* per block: ln_1 2C, c_attn 3C^2 + 3C, c_proj C^2 + C, ln_2 2C, c_fc 4C^2 + 4C,
+	 * mlp c_proj 4C^2 + C = 12C^2 + 13C */
+	uint64_t block = 12 * C * C + 13 * C;
+	uint64_t embed = (uint64_t)vocab * C + (uint64_t)seq * C; /* wte (tied lm_head) + wpe */
+	uint64_t final_norm = 2 * C;
+
+	*params = embed + (uint64_t)layers * block + final_norm;
+	*largest_layer = embed > block ? embed : block;
 }
 
 /* ---- initialization -------------------------------------------------------------------- */

@@ -1,0 +1,102 @@
+/* The model interface: what the engine (src/sched) knows about a model family, and all it
+ * knows. A family (src/model/<family>/) fills a struct zn_model_ops, the pattern of the
+ * device, comm, aio and kernel tables; a struct zn_model pairs the table with one
+ * configuration of that family. The engine never names a family.
+ *
+ * A model is a chain of layers 0 .. n-1 (docs/architecture.md):
+ *   layer 0      reads the tokens (x_in NULL) and writes x_out;
+ *   layers 1..   read x_in (the previous layer's x_out) and write x_out [B, T, width];
+ *   layer n-1    reads x_in and the targets and writes the per-token losses (x_out NULL).
+ * Each layer's parameters are one flat fp32 buffer: its tensors back to back
+ * (zn_layer_desc). A layer may also read the parameters of an earlier layer it is tied to
+ * (tied_layer, e.g. GPT-2's lm_head = wte of layer 0) and then adds into that layer's
+ * gradient; the engine reads tied_layer from the descriptors and passes tied_params and
+ * tied_grads only to such a layer. Today the engine keeps layer 0 resident for the whole
+ * step, so tied_layer must be 0 or -1.
+ *
+ *     struct zn_gpt2_config mc;                       // one family's configuration
+ *     struct zn_model m = zn_gpt2_model(&mc);         // { &zn_gpt2_ops, &mc }
+ *     zn_engine_create(&e, &cfg, &m, &opt);           // mc must outlive the engine
+ */
+#ifndef ZN_MODEL_MODEL_H
+#define ZN_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "zinc.h"
+
+#define ZN_MODEL_MAX_TENSORS 16
+#define ZN_MODEL_NAME_MAX 96
+
+struct zn_tensor_desc {
+	char name[ZN_MODEL_NAME_MAX]; /* Hugging Face name, "transformer.h.3.mlp.c_fc.weight" */
+	int ndim;                     /* 1 or 2 */
+	int64_t shape[2];             /* in-memory shape (kernels' layout) */
+	uint64_t offset;              /* in floats, into the layer's flat buffer */
+	uint64_t numel;               /* shape[0] * shape[1] (in memory, padding included) */
+	bool decay;                   /* weight decay applies */
+	bool transpose;               /* the file holds the transpose (HF Conv1D [in, out]) */
+	int64_t file_shape[2];        /* shape in a safetensors file (wte: [V, C]) */
+};
+
+struct zn_layer_desc {
+	int kind;         /* the family's layer kind */
+	int index;        /* 0 .. n - 1 */
+	int tensor_count; /* <= ZN_MODEL_MAX_TENSORS */
+	struct zn_tensor_desc tensors[ZN_MODEL_MAX_TENSORS];
+	uint64_t numel;   /* floats in the flat buffer: the tensors, back to back */
+	int tied_layer;   /* the earlier layer whose parameters this one also reads, or -1 */
+};
+
+/* One layer's call: device pointers (the stream's memory), B x T tokens. */
+struct zn_layer_io {
+	const struct zn_layer_desc *L;
+	const float *params, *tied_params; /* tied_params: layer L->tied_layer's, else NULL */
+	float *grads, *tied_grads;         /* backward: ACCUMULATED into */
+	float *acts;                       /* act_numel floats: forward writes, backward reads */
+	float *scratch;                    /* scratch_numel floats; zero before a backward */
+	const float *x_in;                 /* layer 0: NULL */
+	float *x_out;                       /* forward; last layer: NULL */
+	const float *dx_out;               /* backward in; last layer: NULL (starts at the loss) */
+	float *dx_in;                      /* backward out (overwritten); layer 0: NULL */
+	const int *tokens, *targets;
+	float *losses;                     /* last layer's forward: B x T losses */
+	float dloss_scale;                 /* gradient of sum(losses) x dloss_scale */
+	int B, T;
+};
+
+struct zn_model_ops {
+	const char *family;                                    /* "gpt2" */
+	int (*validate)(const void *config);                   /* 0 or -EINVAL (logged) */
+	int (*layer_count)(const void *config);
+	int (*describe)(const void *config, int layer, struct zn_layer_desc *out);
+	int (*max_seq)(const void *config);                    /* longest T */
+	int (*vocab)(const void *config);                      /* tokens and targets < vocab */
+	int (*width)(const void *config);                      /* floats per token of x */
+	uint64_t (*act_numel)(const void *config, const struct zn_layer_desc *L, int B, int T);
+	uint64_t (*scratch_numel)(const void *config, const struct zn_layer_desc *L, int B,
+				  int T);
+	/* elements [first, first + count) of the layer's initial parameters into out_h;
+	 * elements at or beyond L->numel are 0; the same values for any split */
+	void (*init)(const void *config, const struct zn_layer_desc *L, uint64_t first,
+		     uint64_t count, float *out_h, uint64_t seed);
+	void (*forward)(const struct zn_kernel_table *k, void *stream, const void *config,
+			const struct zn_layer_io *io);
+	void (*backward)(const struct zn_kernel_table *k, void *stream, const void *config,
+			 const struct zn_layer_io *io);
+	/* optional (NULL: not supported): one layer's parameters from / every layer's into a
+	 * checkpoint file */
+	int (*load_layer)(const void *config, const struct zn_layer_desc *L, const char *path,
+			  float *params_h);
+	int (*save)(const void *config, const struct zn_layer_desc *layers,
+		    const float *const *params_h, const char *path, enum zn_dtype dtype);
+};
+
+struct zn_model {
+	const struct zn_model_ops *ops;
+	const void *config; /* the family's configuration; borrowed, must outlive the users */
+};
+
+#endif
