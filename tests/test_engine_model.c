@@ -3,6 +3,8 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 
+#include <unistd.h>
+
 #include "engine_common.h"
 #include "toy_model.h"
 
@@ -109,4 +111,39 @@ Test(engine_model, missing_op_refused, .init = cr_redirect_stderr)
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
 	cr_assert_eq(zn_engine_create(&e, &c, &m, &o), -EINVAL);
 	cr_assert_null(e);
+}
+
+/* GPT-2's optional ops: what zn_engine_save writes, load_layer reads back layer by layer. */
+Test(engine_model, gpt2_save_then_load_layer_round_trip)
+{
+	struct zn_gpt2_config mc;
+	struct zn_model m;
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_config c;
+	struct zn_engine *e = NULL;
+	char path[] = "/tmp/zn_engine_model_XXXXXX";
+	int fd = mkstemp(path);
+
+	cr_assert(fd >= 0);
+	close(fd);
+	et_model(&mc);
+	m = zn_gpt2_model(&mc);
+	cr_assert_not_null(m.ops->load_layer);
+	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, &m, &o), 0);
+	cr_assert_eq(zn_engine_save(e, path, ZN_DTYPE_F32), 0);
+	for (int l = 0; l < zn_engine_layer_count(e); l++) {
+		uint64_t n = zn_engine_layer_numel(e, l);
+		float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+		struct zn_layer_desc L;
+
+		cr_assert_eq(m.ops->describe(m.config, l, &L), 0);
+		cr_assert_eq(zn_engine_read_layer(e, l, a), 0);
+		cr_assert_eq(m.ops->load_layer(m.config, &L, path, b), 0, "layer %d", l);
+		cr_assert_eq(memcmp(a, b, n * sizeof(float)), 0, "layer %d differs", l);
+		free(a);
+		free(b);
+	}
+	zn_engine_destroy(e);
+	unlink(path);
 }

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "model/gpt2/gpt2.h"
+#include "model/safetensors.h"
 
 static int validate(const void *config)
 {
@@ -92,6 +93,18 @@ static void backward(const struct zn_kernel_table *k, void *stream, const void *
 			       io->dx_in, io->tokens, io->targets, io->dloss_scale, io->B, io->T);
 }
 
+static int load_layer(const void *config, const struct zn_layer_desc *L, const char *path,
+		      float *params_h)
+{
+	struct zn_st_file *f = NULL;
+	int rc = zn_st_open(&f, path);
+
+	if (!rc)
+		rc = zn_gpt2_load_layer_safetensors(f, config, L, params_h);
+	zn_st_close(f);
+	return rc;
+}
+
 static int save(const void *config, const struct zn_layer_desc *layers,
 		const float *const *params_h, const char *path, enum zn_dtype dtype)
 {
@@ -111,7 +124,7 @@ const struct zn_model_ops zn_gpt2_ops = {
 	.init = init,
 	.forward = forward,
 	.backward = backward,
-	.load_layer = NULL,
+	.load_layer = load_layer,
 	.save = save,
 };
 
