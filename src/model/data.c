@@ -189,10 +189,10 @@ static int refuse_format(const struct zn_data *d, enum zn_data_format format, in
 			 "%d, Llama 3 files with %d): give --data-format auto or text to read it "
 			 "as text", d->path, magic, ZN_DATA_MAGIC, ZN_DATA_MAGIC_LLAMA3);
 	else
-		zn_error("%s: neither an llm.c token file (first int32 %d; GPT-2 files start "
-			 "with %d, Llama 3 files with %d) nor UTF-8 text (byte %llu is not): give "
-			 "--data-format text to train on its bytes anyway", d->path, magic,
-			 ZN_DATA_MAGIC, ZN_DATA_MAGIC_LLAMA3, (unsigned long long)bad_at);
+		zn_error("%s: neither an llm.c token file (it does not start with GPT-2's magic "
+			 "%d or Llama 3's %d) nor UTF-8 text (byte %llu is not): give "
+			 "--data-format text to train on its bytes anyway", d->path, ZN_DATA_MAGIC,
+			 ZN_DATA_MAGIC_LLAMA3, (unsigned long long)bad_at);
 	return -EINVAL;
 }
 

@@ -182,6 +182,14 @@ def data_seeds():
     put("data", "bad-negative-count.bin", tokfile(1, [1] * 40, count=-1))
     put("data", "bad-header-short.bin", struct.pack("<3i", 20240520, 1, 0))
     put("data", "bad-few-tokens.bin", tokfile(1, [1] * 6))
+    # llm.c Llama 3 files; text must be UTF-8 without NUL; anything else is refused
+    put("data", "ok-tokens-llama3.bin",
+        tokfile(7, [i * 40009 % 128256 for i in range(40)], magic=20240801))
+    put("data", "bad-llama3-version1.bin", tokfile(1, [1] * 40, magic=20240801))
+    put("data", "ok-text-utf8.txt", "caf\u00e9 \u20ac na\u00efve \U0001F600 r\u00e9sum\u00e9\n")
+    put("data", "bad-binary-no-header.bin", struct.pack("<40H", *[1000 + 37 * i for i in range(40)]))
+    put("data", "bad-text-nul.txt", b"the quick brown\0fox jumps over the lazy dog")
+    put("data", "bad-text-cut-utf8.txt", "the quick brown fox jumps \u20ac".encode()[:-1])
 
 
 # ---- Hugging Face config.json -------------------------------------------------------------
