@@ -86,3 +86,69 @@ Test(lr, first_step_uses_the_optimizer_lr)
 	cr_assert_eq(zn_lr_for_step(&s, 7e-4f, 2), (float)zn_lr_at(&s, 7e-4, 0));
 	cr_assert_eq(zn_lr_for_step(&s, 7e-4f, 12), (float)zn_lr_at(&s, 7e-4, 10));
 }
+
+/* OneCycle and LRRangeTest: the lr and betas each optimizer step uses, from a Python
+ * reimplementation of DeepSpeed's classes over a stub optimizer, stepped after each
+ * optimizer step as DeepSpeed's engine does (values printed by that script, double). */
+Test(lr, one_cycle_with_momentum_and_decay)
+{
+	struct zn_scheduler_config s = {
+		.type = ZN_LR_ONE_CYCLE, .cycle_min_lr = 1e-4f, .cycle_max_lr = 1e-3f,
+		.decay_lr_rate = 0.5f, .cycle_first_step_size = 4, .cycle_second_step_size = 6,
+		.decay_step_size = 2, .cycle_momentum = true, .cycle_min_mom = 0.85f,
+		.cycle_max_mom = 0.95f, .decay_mom_rate = 0.01f,
+	};
+	static const double lr[16] = {
+		0.0001, 0.000325, 0.00055, 0.000775, 0.001, 0.00085, 0.0007, 0.00055, 0.0004,
+		0.00025, 0.0001, 8e-05, 6.666666666666667e-05, 5.714285714285715e-05, 5e-05,
+		4.4444444444444447e-05,
+	};
+	static const double b1[16] = {
+		0.85, 0.925, 0.9, 0.875, 0.85, 0.8666666666666667, 0.8833333333333333, 0.9,
+		0.9166666666666666, 0.9333333333333332, 0.95, 0.95475, 0.9595, 0.96425, 0.969,
+		0.97375,
+	};
+
+	for (int k = 1; k <= 16; k++) {
+		float g1, g2;
+
+		near(zn_lr_for_step(&s, 5e-4f, k), lr[k - 1], "OneCycle lr", k);
+		zn_betas_for_step(&s, 0.9f, 0.999f, k, &g1, &g2);
+		near(g1, b1[k - 1], "OneCycle beta1", k);
+		cr_assert_eq(g2, 0.99f, "OneCycle's beta2 is 0.99 while it cycles momentum");
+	}
+}
+
+Test(lr, one_cycle_without_momentum)
+{
+	struct zn_scheduler_config s = {
+		.type = ZN_LR_ONE_CYCLE, .cycle_min_lr = 1e-4f, .cycle_max_lr = 1e-3f,
+		.cycle_first_step_size = 3, .cycle_momentum = false,
+	};
+	static const double lr[9] = { 0.0001, 0.0004, 0.0007, 0.001, 0.0007, 0.0004, 0.0001,
+				      0.0001, 0.0001 };
+
+	for (int k = 1; k <= 9; k++) {
+		float g1, g2;
+
+		near(zn_lr_for_step(&s, 5e-4f, k), lr[k - 1], "OneCycle lr", k);
+		zn_betas_for_step(&s, 0.9f, 0.999f, k, &g1, &g2);
+		cr_assert(g1 == 0.9f && g2 == 0.999f, "betas stay the optimizer's");
+	}
+}
+
+Test(lr, range_test)
+{
+	struct zn_scheduler_config s = {
+		.type = ZN_LR_RANGE_TEST, .lr_range_test_min_lr = 2e-4f,
+		.lr_range_test_step_size = 5, .lr_range_test_step_rate = 0.5f,
+	};
+
+	for (int k = 1; k <= 12; k++) {
+		s.lr_range_test_staircase = false;
+		near(zn_lr_for_step(&s, 5e-4f, k), 0.0002 + 0.00002 * (k - 1), "LRRangeTest", k);
+		s.lr_range_test_staircase = true;
+		near(zn_lr_for_step(&s, 5e-4f, k), k <= 5 ? 0.0002 : k <= 10 ? 0.0003 : 0.0004,
+		     "LRRangeTest staircase", k);
+	}
+}

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/monitor.h"
 #include "cli/train_io.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
@@ -235,6 +236,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 {
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
 	struct zn_train_data data = { 0 };
+	struct zn_monitor mon = { .on = false };
 	struct zn_engine *e = NULL;
 	struct zn_model model;
 	float **init = NULL;
@@ -258,6 +260,10 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	}
 	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format, mc->vocab, e,
 				eo.seq_len, cfg->runtime.seed);
+	for (int i = 0; i < ZN_MONITOR_FIGURES; i++)
+		mon.fd[i] = -1;
+	if (!rc && zn_engine_rank(e) == 0)
+		rc = zn_monitor_open(&mon, cfg);
 	if (!rc)
 		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
 	for (int s = 0; !rc && s < o->steps; s++) {
@@ -269,6 +275,8 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		if (!rc && zn_engine_rank(e) == 0)
 			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
+		if (!rc && zn_engine_rank(e) == 0)
+			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
 	}
 	if (!rc && o->save_final) {
 		rc = zn_engine_save(e, o->save_final, o->save_dtype);
@@ -277,6 +285,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	}
 	if (rc)
 		zn_train_ranks_fail(ranks, 1);
+	zn_monitor_close(&mon);
 	zn_train_data_close(&data);
 	zn_engine_destroy(e);
 	return rc ? 1 : 0;

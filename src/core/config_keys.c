@@ -197,8 +197,8 @@ const struct zn_key zn_config_keys[] = {
 	  "NUMA node for host memory (-1 = nearest the GPU or this thread)", NULL, 0 },
 	{ "zinc.seed", "seed", ZN_KEY_U64, OFF(runtime.seed), NULL, 0, "seed for init and data", NULL, 0 },
 	{ "zinc.deterministic", "deterministic", ZN_KEY_BOOL, OFF(runtime.deterministic), NULL, 0,
-	  "bit-identical results run to run",
-	  "zinc's kernels and reductions are deterministic run to run always", 0 },
+	  "bit-identical results run to run: pins NCCL_ALGO=Ring (zinc's kernels are "
+	  "deterministic always)", NULL, 0 },
 	{ "zinc.prefetch_depth", "prefetch-depth", ZN_KEY_INT, OFF(runtime.prefetch_depth), NULL,
 	  0, "layers fetched ahead (0 = from the stage3 limits and the budget)", NULL, 0 },
 	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,

@@ -54,6 +54,8 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 
 	zn_adamw_params_init(&p, &e->cfg.optimizer);
 	p.lr = e->opt.lr;
+	p.beta1 = e->opt.beta1;
+	p.beta2 = e->opt.beta2;
 	p.step = e->step;
 	p.grad_scale = grad_scale;
 	for (int s = 0; !rc && s < n; s++) {
@@ -146,6 +148,8 @@ static int update_host(struct zn_engine *e, int l)
 void zn_optim_begin(struct zn_engine *e)
 {
 	e->opt.lr = zn_lr_for_step(&e->cfg.scheduler, e->cfg.optimizer.lr, e->step);
+	zn_betas_for_step(&e->cfg.scheduler, e->cfg.optimizer.beta1, e->cfg.optimizer.beta2,
+			  e->step, &e->opt.beta1, &e->opt.beta2);
 	e->opt.clip_coef = 1.0f;
 	e->opt.grad_norm = 0.0f;
 	e->opt.host_opt_ms = 0.0;

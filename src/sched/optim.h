@@ -18,6 +18,7 @@ struct zn_layer_desc;
 
 struct zn_optim {
 	float lr;
+	float beta1, beta2; /* this step's (OneCycle cycles beta1) */
 	float clip_coef;
 	float grad_norm;
 	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */

@@ -96,7 +96,7 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 	struct adamw_job j = {
 		.e = e, .layer = layer, .master = master, .m = m, .v = v, .grad = grad,
 		.out = out,
-		.hp = { .lr = e->opt.lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+		.hp = { .lr = e->opt.lr, .beta1 = e->opt.beta1, .beta2 = e->opt.beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
 			.step = e->step },
 	};
@@ -110,6 +110,8 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 	/* the ops report nothing: check the hyperparameters here, before any launch */
 	zn_adamw_params_init(&p, o);
 	p.lr = e->opt.lr;
+	p.beta1 = e->opt.beta1;
+	p.beta2 = e->opt.beta2;
 	p.step = e->step;
 	p.grad_scale = grad_scale;
 	if (zn_adamw_params_check(&p))
