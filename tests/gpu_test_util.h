@@ -85,6 +85,29 @@ static inline void gt_free(void *d)
 	cudaFree(d);
 }
 
+/* bytes at d + offset (no guard check: the middle of a buffer) after the device is idle */
+static inline void gt_download_part(void *h, const void *d, size_t offset, size_t bytes,
+				    const char **err)
+{
+	cudaError_t e = cudaDeviceSynchronize();
+
+	if (e == cudaSuccess)
+		e = cudaMemcpy(h, (const char *)d + offset, bytes, cudaMemcpyDeviceToHost);
+	*err = gt_err(e);
+}
+
+/* free memory on the current GPU (0 on error) */
+static inline size_t gt_free_bytes(void)
+{
+	size_t f = 0, t = 0;
+
+	if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return f;
+}
+
 static inline void *gt_stream_create(const char **err)
 {
 	cudaStream_t s = NULL;
@@ -125,6 +148,17 @@ static inline bool gt_download(void *h, const void *d, size_t bytes, const char 
 
 static inline void gt_free(void *d)
 {
+}
+
+static inline void gt_download_part(void *h, const void *d, size_t offset, size_t bytes,
+				    const char **err)
+{
+	*err = "built without CUDA";
+}
+
+static inline size_t gt_free_bytes(void)
+{
+	return 0;
 }
 
 static inline void *gt_stream_create(const char **err)

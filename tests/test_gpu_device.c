@@ -329,3 +329,103 @@ Test(gpu_device, fault_injection_walks_half_built_objects)
 	zn_stream_destroy(s);
 	zn_device_destroy(dev);
 }
+
+/* ---- host memory for copies, copy bandwidth (issue 16, items 6 and 7) ------------------- */
+
+/* one timed copy of bytes on s: milliseconds between events around it */
+static float timed_copy(struct zn_device *dev, struct zn_stream *s, void *dst, const void *src,
+			uint64_t bytes, enum zn_copy_kind kind)
+{
+	struct zn_event *a, *b;
+	float ms = 0.0f;
+
+	cr_assert_eq(zn_event_create(dev, &a), 0);
+	cr_assert_eq(zn_event_create(dev, &b), 0);
+	cr_assert_eq(zn_event_record(a, s), 0);
+	cr_assert_eq(zn_memcpy_async(s, dst, src, bytes, kind), 0);
+	cr_assert_eq(zn_event_record(b, s), 0);
+	cr_assert_eq(zn_stream_synchronize(s), 0);
+	cr_assert_eq(zn_event_elapsed_ms(a, b, &ms), 0);
+	zn_event_destroy(a);
+	zn_event_destroy(b);
+	return ms;
+}
+
+/* Pinned (zn_device_host_alloc) and pageable (malloc) round trips of 256 MiB arrive byte
+ * for byte; the bandwidths are printed for gpu-check.sh's summary (not asserted). */
+Test(gpu_device, host_alloc_copies_and_bandwidth)
+{
+	const uint64_t n = 256ull << 20;
+	struct zn_device *dev;
+	struct zn_stream *s;
+	unsigned char *pin = NULL, *pin_back = NULL, *page, *page_back;
+	void *d = NULL;
+	float ms[4];
+
+	need_gpu();
+	dev = gpu_device(0);
+	cr_assert_eq(zn_stream_create(dev, &s), 0);
+	cr_assert_eq(zn_device_host_alloc(dev, (void **)&pin, n), 0);
+	cr_assert_eq(zn_device_host_alloc(dev, (void **)&pin_back, n), 0);
+	cr_assert_eq(pin[n - 1], 0, "host_alloc memory is zeroed");
+	page = malloc(n);
+	page_back = malloc(n);
+	cr_assert(page && page_back);
+	cr_assert_eq(zn_device_alloc(dev, &d, n), 0);
+	for (uint64_t i = 0; i < n; i++)
+		pin[i] = page[i] = (unsigned char)(i * 131 + (i >> 12));
+	timed_copy(dev, s, d, pin, n, ZN_COPY_H2D); /* warm-up */
+	ms[0] = timed_copy(dev, s, d, pin, n, ZN_COPY_H2D);
+	ms[1] = timed_copy(dev, s, pin_back, d, n, ZN_COPY_D2H);
+	cr_assert(!memcmp(pin, pin_back, n), "pinned round trip differs");
+	ms[2] = timed_copy(dev, s, d, page, n, ZN_COPY_H2D);
+	ms[3] = timed_copy(dev, s, page_back, d, n, ZN_COPY_D2H);
+	cr_assert(!memcmp(page, page_back, n), "pageable round trip differs");
+	fprintf(stderr, "copy-bw: H2D pinned %.1f GB/s, pageable %.1f GB/s (256 MiB)\n",
+		n / (ms[0] * 1e6), n / (ms[2] * 1e6));
+	fprintf(stderr, "copy-bw: D2H pinned %.1f GB/s, pageable %.1f GB/s (256 MiB)\n",
+		n / (ms[1] * 1e6), n / (ms[3] * 1e6));
+	zn_device_free(dev, d);
+	zn_device_host_free(dev, pin);
+	zn_device_host_free(dev, pin_back);
+	free(page);
+	free(page_back);
+	zn_stream_destroy(s);
+	zn_device_destroy(dev);
+}
+
+/* An event polled before its work is done answers "not ready" and leaves no error behind
+ * for the next launch check on this thread: a kernel op called directly (not through
+ * zn_launch, which clears first) checks cudaGetLastError after its launch, and a stale
+ * cudaErrorNotReady would surface as -EIO at the stream's synchronize. */
+
+Test(gpu_device, not_ready_poll_leaves_no_error)
+{
+	const uint64_t n = 512ull << 20;
+	struct zn_device *dev;
+	struct zn_stream *s;
+	struct zn_event *e;
+	void *a = NULL, *b = NULL;
+	bool seen_not_ready = false;
+
+	need_gpu();
+	dev = gpu_device(0);
+	cr_assert_eq(zn_stream_create(dev, &s), 0);
+	cr_assert_eq(zn_event_create(dev, &e), 0);
+	cr_assert_eq(zn_device_alloc(dev, &a, n), 0);
+	cr_assert_eq(zn_device_alloc(dev, &b, n), 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(zn_memcpy_async(s, b, a, n, ZN_COPY_D2D), 0);
+	cr_assert_eq(zn_event_record(e, s), 0);
+	while (!zn_event_query(e))
+		seen_not_ready = true;
+	zn_device_kernels(dev)->gelu_forward(zn_stream_native(s), a, b, 1024);
+	cr_assert_eq(zn_stream_synchronize(s), 0, "a not-ready poll was reported as a failure");
+	if (!seen_not_ready)
+		cr_log_warn("4 GiB of copies finished before the first poll: not-ready not seen");
+	zn_device_free(dev, a);
+	zn_device_free(dev, b);
+	zn_event_destroy(e);
+	zn_stream_destroy(s);
+	zn_device_destroy(dev);
+}

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "cuda_kernels.h"
 #include "gpu_kernel_check.h"
+#include "gemm_split.h"
 #include "gpu_test_util.h"
 #include "kernels.h"
 #include "kernels_check.h"
@@ -48,6 +49,29 @@ static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
 	return p;
 }
 
+/* One line per comparison for gpu-check.sh's summary: the largest absolute error and the
+ * worst element's error as a multiple of kc_close's tolerance (<= 1 passes). */
+static void report(const char *op, const char *what, const float *g, const double *ref,
+		   size_t n, double rtol)
+{
+	double maxref = 0.0, maxabs = 0.0, worst = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		if (fabs(ref[i]) > maxref)
+			maxref = fabs(ref[i]);
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)g[i] - ref[i]);
+		double r = e / (rtol * (fabs(ref[i]) + maxref) + 1e-30);
+
+		if (e > maxabs)
+			maxabs = e;
+		if (r > worst)
+			worst = r;
+	}
+	fprintf(stderr, "gpu-vs-cpu: %s %s max_abs_err %.3g rtol %.0e x_tol %.3g\n", op, what,
+		maxabs, rtol, worst);
+}
+
 /* device tensor d of n floats against the CPU's result */
 static void same(const char *op, const char *what, const struct shape *s, const float *d,
 		 const float *cpu_h, size_t n, double rtol)
@@ -62,6 +86,7 @@ static void same(const char *op, const char *what, const struct shape *s, const 
 	down(g, d, n * sizeof(float), name);
 	for (size_t i = 0; i < n; i++)
 		ref[i] = cpu_h[i];
+	report(op, what, g, ref, n, rtol);
 	cr_assert(kc_close(name, g, ref, n, rtol));
 	free(g);
 	free(ref);
@@ -444,5 +469,91 @@ Test(kernels_gpu, deterministic)
 	free(x), free(dout), free(w), free(stat), free(zero);
 	gt_free(x_d), gt_free(dout_d), gt_free(w_d), gt_free(stat_d), gt_free(att_d);
 	gt_free(out_d), gt_free(pre_d);
+	close_gpu(st);
+}
+
+/* Logits past 2^31 elements (Llama 3's 128,256 vocab at B x T = 16,744): the GEMMs run in
+ * pieces (kernels/gemm_split.h). Integer-valued inputs make the forward exact; rows on both
+ * sides of the first piece boundary are checked. Backward with a constant dout: dinp and
+ * dweight have closed forms. Needs about 9 GiB of free GPU memory. */
+Test(kernels_gpu, matmul_logits_past_2_31_elements)
+{
+	const int B = 8, T = 2093, C = 32, V = 128256, BT = B * T;
+	const size_t nout = (size_t)BT * V;
+	struct zn_gemm_shape g = { BT, V, C, C, C, V, false, true };
+	int64_t mc, kc;
+	const char *err;
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+	float *x = malloc((size_t)BT * C * 4), *w = malloc((size_t)V * C * 4);
+	float *row = malloc((size_t)V * 4), dval;
+	double *ref = malloc((size_t)V * C * 8);
+	float *got = malloc((size_t)V * C * 4);
+	uint32_t bits = 0x5a5a5a5au; /* gt_upload(NULL) fills with 0x5a bytes */
+
+	cr_assert(x && w && row && ref && got);
+	if (gt_free_bytes() < nout * 4 + (1ull << 30))
+		cr_skip_test("needs %zu GiB of free GPU memory", (nout * 4 >> 30) + 1);
+	cr_assert_gt(nout, (size_t)ZN_GEMM_SPLIT_LIMIT);
+	cr_assert_eq(zn_gemm_split_plan(&g, ZN_GEMM_SPLIT_LIMIT, &mc, &kc), 0);
+	for (size_t i = 0; i < (size_t)BT * C; i++)
+		x[i] = (float)(i % 5); /* non-negative: the backward sums do not cancel */
+	for (size_t i = 0; i < (size_t)V * C; i++)
+		w[i] = (float)(i % 7);
+	float *x_d = up(x, (size_t)BT * C * 4), *w_d = up(w, (size_t)V * C * 4);
+	float *out_d = gt_upload(NULL, nout * 4, &err);
+
+	cr_assert(!*err, "cudaMalloc of the %zu-byte logits: %s", nout * 4, err);
+	gpu->matmul_forward(st, out_d, x_d, w_d, NULL, B, T, C, V);
+	const int rows[] = { 0, (int)mc - 1, (int)mc, (int)mc + 1, BT - 1 };
+
+	for (int r = 0; r < 5; r++) {
+		gt_download_part(row, out_d, (size_t)rows[r] * V * 4, (size_t)V * 4, &err);
+		cr_assert(!*err, "%s", err);
+		for (int v = 0; v < V; v++) {
+			double s = 0.0;
+
+			for (int c = 0; c < C; c++)
+				s += (double)x[(size_t)rows[r] * C + c] * w[(size_t)v * C + c];
+			cr_assert_eq(row[v], (float)s, "logit row %d col %d: got %g want %g (pieces "
+				     "of %ld rows)", rows[r], v, row[v], s, (long)mc);
+		}
+	}
+	fprintf(stderr, "gpu-vs-cpu: matmul_forward logits[%d,%d] max_abs_err 0 rtol 0e+00 "
+		"x_tol 0\n", BT, V);
+	/* backward: out_d becomes dout, all 0x5a5a5a5a */
+	gt_free(out_d);
+	memcpy(&dval, &bits, 4);
+	float *dout_d = gt_upload(NULL, nout * 4, &err);
+
+	cr_assert(!*err, "%s", err);
+	memset(got, 0, (size_t)V * C * 4);
+	float *dx_d = up(got, (size_t)BT * C * 4); /* got holds V x C >= BT x C zeros */
+	float *dw_d = up(got, (size_t)V * C * 4);
+	double sx[32], sw[32];
+
+	for (int c = 0; c < C; c++) {
+		sx[c] = sw[c] = 0.0;
+		for (int t = 0; t < BT; t++)
+			sx[c] += x[(size_t)t * C + c];
+		for (int v = 0; v < V; v++)
+			sw[c] += w[(size_t)v * C + c];
+	}
+
+	gpu->matmul_backward(st, dx_d, dw_d, NULL, dout_d, x_d, w_d, B, T, C, V);
+	down(got, dw_d, (size_t)V * C * 4, "matmul_backward dweight (logits)");
+	for (int v = 0; v < V; v++)
+		for (int c = 0; c < C; c++)
+			ref[(size_t)v * C + c] = (double)dval * sx[c];
+	report("matmul_backward", "dweight (logits)", got, ref, (size_t)V * C, RTOL_RED);
+	cr_assert(kc_close("matmul_backward dweight (logits)", got, ref, (size_t)V * C, RTOL_RED));
+	down(got, dx_d, (size_t)BT * C * 4, "matmul_backward dinp (logits)");
+	for (int t = 0; t < BT; t++)
+		for (int c = 0; c < C; c++)
+			ref[(size_t)t * C + c] = (double)dval * sw[c];
+	report("matmul_backward", "dinp (logits)", got, ref, (size_t)BT * C, RTOL_RED);
+	cr_assert(kc_close("matmul_backward dinp (logits)", got, ref, (size_t)BT * C, RTOL_RED));
+	gt_free(dout_d), gt_free(dx_d), gt_free(dw_d), gt_free(x_d), gt_free(w_d);
+	free(x), free(w), free(row), free(ref), free(got);
 	close_gpu(st);
 }
