@@ -77,7 +77,7 @@ static void same(const char *op, const char *what, const struct shape *s, const 
 		 const float *cpu_h, size_t n, double rtol)
 {
 	float *g = malloc((n ? n : 1) * sizeof(float));
-	double *ref = malloc((n ? n : 1) * sizeof(double));
+	double *ref = calloc(n ? n : 1, sizeof(double));
 	char name[160];
 
 	cr_assert(g && ref);
