@@ -293,6 +293,9 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		if (ring > in->layer_count - 1)
 			ring = in->layer_count - 1;
 		out->param_slots = ring;
+		/* at most ring - 1 ahead: one more would fetch into the slot being computed on */
+		if (out->prefetch_depth > ring - 1)
+			out->prefetch_depth = ring - 1;
 		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
 			(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 4);
 		if (out->bf16_gather)

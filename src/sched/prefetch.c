@@ -152,12 +152,16 @@ int zn_fetch_begin(struct zn_engine *e)
 
 int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d)
 {
-	int last = item + e->plan.prefetch_depth, rc = 0;
+	int depth = e->plan.prefetch_depth, last, rc = 0;
 
 	if (!e->plan.gathers) {
 		*params_d = zn_engine_params_f32(e, layer);
 		return 0;
 	}
+	/* never into the slot of `item` itself (the plan clamps too: this keeps it true) */
+	if (depth > e->pf.ring_n - 1)
+		depth = e->pf.ring_n - 1;
+	last = item + depth;
 	if (last >= e->pf.seq_len)
 		last = e->pf.seq_len - 1;
 	/* Issue item..item+d: each waits on the device for its slot's previous release,
