@@ -81,9 +81,12 @@ Test(cli_files, save_final_destinations_are_checked_before_the_first_step)
 	cr_expect_eq(zinc(out, sizeof(out), TRAIN "--steps 2 --data %s --save-final ''", demo()),
 		     2, "%s", out);
 	cr_expect_null(strstr(out, "step 1/"), "%s", out);
+	/* a directory is a Hugging Face directory output: its config.json must be writable */
+	cr_assert_eq(mkdir(at("hf"), 0755), 0);
+	cr_assert_eq(mkdir(at("hf/config.json"), 0755), 0);
 	cr_expect_eq(zinc(out, sizeof(out), TRAIN "--steps 2 --data %s --save-final %s", demo(),
-			  dir), 2, "%s", out);
-	cr_expect(strstr(out, "directory"), "%s", out);
+			  at("hf")), 2, "%s", out);
+	cr_expect(strstr(out, "config.json") && strstr(out, "directory"), "%s", out);
 	cr_assert_eq(symlink("/etc/hostname", at("link.st")), 0);
 	cr_expect_eq(zinc(out, sizeof(out), TRAIN "--steps 2 --data %s --save-final %s", demo(),
 			  at("link.st")), 2, "%s", out);

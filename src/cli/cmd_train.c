@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/monitor.h"
+#include "cli/train_hf.h"
 #include "cli/train_io.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
@@ -23,6 +24,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "model/gpt2/gpt2.h"
+#include "model/hf_dir.h"
 #include "zinc.h"
 
 struct train_opts {
@@ -30,6 +32,7 @@ struct train_opts {
 	const char *init_from;
 	const char *save_final;
 	enum zn_dtype save_dtype; /* fp32 (default) or bf16 */
+	uint64_t shard_bytes;     /* --save-shard-size; 0: 5GB */
 	int seq;   /* T; 0 = the model's seq */
 	int steps;
 	bool print_config;
@@ -46,9 +49,13 @@ static void usage(FILE *f)
 		"  --steps N          optimizer steps (default 20)\n"
 		"  --dtype fp32|bf16  bf16: parameters stored and communicated as bf16, fp32\n"
 		"                     master weights and compute (same as --bf16)\n"
-		"  --init-from FILE   start from a safetensors checkpoint (its shapes define the\n"
-		"                     model)\n"
-		"  --save-final FILE  save the final weights (fp32 master) as safetensors\n"
+		"  --init-from PATH   start from a Hugging Face model directory (config.json and\n"
+		"                     model.safetensors or shards + index) or a .safetensors\n"
+		"                     file; its config (or shapes) define the model\n"
+		"  --save-final PATH  save the final weights (fp32 master): PATH.safetensors one\n"
+		"                     file, any other PATH a Hugging Face directory\n"
+		"  --save-shard-size SIZE  largest shard of a saved directory (default 5GB;\n"
+		"                     500MB, 2GiB, ...)\n"
 		"  --save-dtype fp32|bf16  dtype of the saved tensors (default fp32)\n"
 		"  --print-config     check the config as a run does, print it as JSON (stdout)\n"
 		"                     and each value with its origin (default, config, flag,\n"
@@ -108,6 +115,11 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 				return ZN_EUSAGE;
 			}
 			o->save_dtype = strcmp(v, "bf16") ? ZN_DTYPE_F32 : ZN_DTYPE_BF16;
+		} else if (!strcmp(a, "--save-shard-size")) {
+			const char *v = zn_cli_value(*n, rest, &i);
+
+			if (!v || zn_hf_parse_size(v, "--save-shard-size", &o->shard_bytes))
+				return ZN_EUSAGE;
 		} else if (!strcmp(a, "--print-config")) {
 			o->print_config = true;
 		} else {
@@ -136,7 +148,7 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 		for (int i = 0; i + 1 < n; i++)
 			if (!strcmp(rest[i], "--heads"))
 				mc->heads = atoi(rest[i + 1]);
-		rc = zn_gpt2_config_from_safetensors(o->init_from, mc);
+		rc = zn_train_hf_config(o->init_from, mc);
 	}
 	if (!rc)
 		rc = zn_gpt2_config_validate(mc);
@@ -205,7 +217,7 @@ static int load_init(const struct zn_gpt2_config *mc, const char *path, float **
 		rc = p[l] ? 0 : -ENOMEM;
 	}
 	if (!rc)
-		rc = zn_gpt2_load_safetensors(mc, ld, p, path);
+		rc = zn_train_hf_load(path, mc, ld, p);
 	if (!rc)
 		rc = check_finite(ld, n, p, path);
 	free(ld);
@@ -223,9 +235,11 @@ static int load_init(const struct zn_gpt2_config *mc, const char *path, float **
 static void own_text(const struct train_opts *o, char *buf, size_t size)
 {
 	snprintf(buf, size, "train.steps=%d\ntrain.seq=%d\ntrain.init_from=%s\n"
-		 "train.save_final=%s\ntrain.save_dtype=%s\ntrain.print_config=%s\n", o->steps,
+		 "train.save_final=%s\ntrain.save_dtype=%s\ntrain.save_shard_size=%llu\n"
+		 "train.print_config=%s\n", o->steps,
 		 o->seq, o->init_from ? "given" : "none", o->save_final ? "given" : "none",
 		 o->save_dtype == ZN_DTYPE_BF16 ? "bf16" : "fp32",
+		 (unsigned long long)o->shard_bytes,
 		 o->print_config ? "true" : "false");
 }
 
@@ -279,7 +293,13 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
 	}
 	if (!rc && o->save_final) {
-		rc = zn_engine_save(e, o->save_final, o->save_dtype);
+		size_t len = strlen(o->save_final);
+
+		if (len >= 12 && !strcmp(o->save_final + len - 12, ".safetensors"))
+			rc = zn_engine_save(e, o->save_final, o->save_dtype);
+		else
+			rc = zn_train_hf_save(e, mc, o->save_final, o->save_dtype, o->shard_bytes,
+					      o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
@@ -320,7 +340,7 @@ int zn_cmd_train(int argc, char **argv)
 	/* rank 0 writes --save-final: its destination is checked before any step, so no
 	 * training is lost to a missing directory or a read-only mount */
 	if (ok && o.save_final && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    rank == 0 && zn_output_check(o.save_final, "--save-final"))
+	    rank == 0 && zn_train_hf_output_check(o.save_final))
 		ok = false;
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */

@@ -1,0 +1,220 @@
+/* zinc train's Hugging Face checkpoints for GPT-2 through model/hf_dir.h; see train_hf.h. */
+#include "cli/train_hf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fsio.h"
+#include "core/log.h"
+#include "model/hf_dir.h"
+
+static int from_hf_config(const char *path, const struct zn_hf_config *c,
+			  struct zn_gpt2_config *mc)
+{
+	if (c->family != ZN_HF_GPT2) {
+		zn_error("--init-from %s: model_type %s: zinc train trains GPT-2 models (the "
+			 "Llama family comes with the model interface of issue 9)", path,
+			 zn_hf_family_name(c->family));
+		return -EINVAL;
+	}
+	if (c->intermediate_size != 4 * c->hidden_size || c->norm_eps != 1e-5) {
+		zn_error("--init-from %s: n_inner %lld and layer_norm_epsilon %g: zinc's GPT-2 "
+			 "has n_inner = 4 x n_embd and epsilon 1e-05", path,
+			 (long long)c->intermediate_size, c->norm_eps);
+		return -EINVAL;
+	}
+	if (c->hidden_size > 0x7fffffff || c->num_hidden_layers > 0x7fffffff) {
+		zn_error("--init-from %s: sizes beyond zinc's GPT-2 limits", path);
+		return -EINVAL;
+	}
+	if (mc->heads > 0 && mc->heads != c->num_attention_heads) {
+		zn_error("--init-from %s: --heads %d contradicts n_head %lld in its config: drop "
+			 "--heads", path, mc->heads, (long long)c->num_attention_heads);
+		return -EINVAL;
+	}
+	mc->layers = (int)c->num_hidden_layers;
+	mc->heads = (int)c->num_attention_heads;
+	mc->d_model = (int)c->hidden_size;
+	mc->seq = (int)c->max_position_embeddings;
+	mc->vocab = (int)c->vocab_size;
+	if (mc->padded_vocab < mc->vocab)
+		mc->padded_vocab = 0;
+	return zn_gpt2_config_validate(mc);
+}
+
+int zn_train_hf_config(const char *path, struct zn_gpt2_config *mc)
+{
+	struct zn_hf_src *s;
+	int rc = zn_hf_open(&s, path);
+
+	if (rc)
+		return -EINVAL;
+	if (!rc && zn_hf_src_config(s))
+		rc = from_hf_config(path, zn_hf_src_config(s), mc);
+	else if (!rc)
+		rc = zn_gpt2_config_from_safetensors(path, mc);
+	zn_hf_close(s);
+	return rc;
+}
+
+/* mem [rows, cols] = transpose of file [cols, rows] */
+static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			dst[r * cols + c] = src[c * rows + r];
+}
+
+static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
+{
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	float *tmp;
+	int rc = zn_hf_find(s, d->name, &t, &f);
+
+	if (rc == -ENOENT)
+		zn_error("--init-from %s: no tensor '%s'", zn_hf_src_path(s), d->name);
+	if (rc)
+		return rc;
+	if (t->ndim != d->ndim || t->shape[0] != d->file_shape[0] ||
+	    (d->ndim == 2 && t->shape[1] != d->file_shape[1])) {
+		zn_error("%s: tensor '%s' does not have the shape the model needs", zn_st_path(f),
+			 t->name);
+		return -EINVAL;
+	}
+	if (!d->transpose) {
+		/* file order = memory order; wte's padded rows after the file's are zeroed */
+		rc = zn_hf_read_rows(s, d->name, 0, t->shape[0], ZN_DTYPE_F32, dst);
+		if (!rc)
+			memset(dst + t->numel, 0, (d->numel - t->numel) * sizeof(float));
+		return rc;
+	}
+	tmp = malloc(t->numel * sizeof(float) + 1);
+	if (!tmp)
+		return -ENOMEM;
+	rc = zn_hf_read_rows(s, d->name, 0, t->shape[0], ZN_DTYPE_F32, tmp);
+	if (!rc)
+		transpose(dst, tmp, d->shape[0], d->shape[1]);
+	free(tmp);
+	return rc;
+}
+
+int zn_train_hf_load(const char *path, const struct zn_gpt2_config *mc,
+		     const struct zn_layer_desc *ld, float *const *params_h)
+{
+	struct zn_hf_src *s;
+	int n = zn_gpt2_layer_count(mc);
+	int rc = zn_hf_open(&s, path);
+
+	if (rc)
+		return rc;
+	if (!zn_hf_src_config(s)) {
+		/* a bare file: the checks of the GPT-2 loader (lm_head, extra blocks) */
+		zn_hf_close(s);
+		return zn_gpt2_load_safetensors(mc, ld, params_h, path);
+	}
+	rc = zn_hf_check_layout(s);
+	for (int l = 0; !rc && l < n; l++)
+		for (int i = 0; !rc && i < ld[l].tensor_count; i++)
+			rc = load_tensor(s, &ld[l].tensors[i], params_h[l] + ld[l].tensors[i].offset);
+	zn_hf_close(s);
+	return rc;
+}
+
+struct transposed {
+	const float *src; /* memory [rows, cols] */
+	int64_t rows, cols;
+};
+
+static int fill_transposed(void *ctx, float *out)
+{
+	const struct transposed *t = ctx;
+
+	transpose(out, t->src, t->cols, t->rows);
+	return 0;
+}
+
+static int write_dir(const struct zn_gpt2_config *mc, const struct zn_layer_desc *ld,
+		     float *const *p, const char *path, const struct zn_hf_save_opts *o)
+{
+	int n = zn_gpt2_layer_count(mc), count = 0, rc;
+	struct zn_st_entry *e = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*e));
+	struct transposed *tr = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*tr));
+	struct zn_hf_config c = { .family = ZN_HF_GPT2 };
+
+	c.hidden_size = mc->d_model;
+	c.intermediate_size = 4ll * mc->d_model;
+	c.num_hidden_layers = mc->layers;
+	c.num_attention_heads = c.num_key_value_heads = mc->heads;
+	c.head_dim = mc->d_model / mc->heads;
+	c.vocab_size = mc->vocab;
+	c.max_position_embeddings = mc->seq;
+	c.norm_eps = 1e-5;
+	c.tie_word_embeddings = true;
+	rc = e && tr ? 0 : -ENOMEM;
+	for (int l = 0; !rc && l < n; l++) {
+		for (int i = 0; i < ld[l].tensor_count; i++, count++) {
+			const struct zn_tensor_desc *d = &ld[l].tensors[i];
+
+			e[count].name = d->name;
+			e[count].ndim = d->ndim;
+			e[count].shape[0] = d->file_shape[0];
+			e[count].shape[1] = d->file_shape[1];
+			if (!d->transpose) {
+				e[count].data_h = p[l] + d->offset; /* wte: its first V rows */
+				continue;
+			}
+			tr[count] = (struct transposed){ p[l] + d->offset, d->shape[0], d->shape[1] };
+			e[count].fill = fill_transposed;
+			e[count].ctx = &tr[count];
+		}
+	}
+	if (!rc)
+		rc = zn_hf_save(path, &c, o, e, count);
+	free(tr);
+	free(e);
+	return rc;
+}
+
+int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const char *path,
+		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from)
+{
+	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
+	struct zn_hf_src *src = NULL;
+	int n = zn_gpt2_layer_count(mc), rc;
+	struct zn_layer_desc *ld = calloc((size_t)n, sizeof(*ld));
+	float **p = calloc((size_t)n, sizeof(*p));
+
+	rc = ld && p ? zn_gpt2_layers(mc, ld) : -ENOMEM;
+	/* every rank takes part in gathering each layer; rank 0 writes */
+	for (int l = 0; !rc && l < n; l++) {
+		p[l] = malloc(ld[l].numel * sizeof(float) + 1);
+		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
+	}
+	/* the config the run started from, for its other keys */
+	if (!rc && zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
+		o.base_config = zn_hf_src_config_json(src);
+	if (!rc && zn_engine_rank(e) == 0)
+		rc = write_dir(mc, ld, p, path, &o);
+	zn_hf_close(src);
+	for (int l = 0; p && l < n; l++)
+		free(p[l]);
+	free(p);
+	free(ld);
+	return rc;
+}
+
+int zn_train_hf_output_check(const char *path)
+{
+	struct stat st;
+	char inner[ZN_PATH_MAX + 16];
+	size_t len = strlen(path);
+
+	if ((len >= 12 && !strcmp(path + len - 12, ".safetensors")) || lstat(path, &st) ||
+	    !S_ISDIR(st.st_mode) || len >= ZN_PATH_MAX)
+		return zn_output_check(path, "--save-final");
+	snprintf(inner, sizeof(inner), "%s/config.json", path);
+	return zn_output_check(inner, "--save-final");
+}
