@@ -144,9 +144,11 @@ struct zn_kernel_table {
 	/* RoPE, Hugging Face's rotate_half convention, in place on the NH query and KV key
 	 * heads of qkv [B,T,S] (values untouched): with a = pos * inv_freq[i] (fp32), for
 	 * i < hd/2: x[i], x[i+hd/2] <- x[i] cos a - x[i+hd/2] sin a, x[i+hd/2] cos a + x[i] sin a.
-	 * inv_freq [hd/2] from zn_rope_inv_freq (kernels/rope.h), in the table's memory;
-	 * pos [B,T] positions, or NULL for pos = t. Backward rotates dqkv's q and k heads back
-	 * in place (the transpose): the gradient wrt the pre-rotation q, k. */
+	 * inv_freq [hd/2] from zn_rope_inv_freq (kernels/rope.h) is HOST memory, read when the
+	 * op is called (CUDA passes it as a kernel argument), hd <= ZN_ROPE_MAX_HEAD_DIM;
+	 * pos [B,T] positions in the table's memory, or NULL for pos = t. Backward rotates
+	 * dqkv's q and k heads back in place (the transpose): the gradient wrt the
+	 * pre-rotation q, k. */
 	void (*rope_forward)(void *stream, float *qkv, const float *inv_freq, const int *pos,
 			     int B, int T, int NH, int KV, int hd);
 	void (*rope_backward)(void *stream, float *dqkv, const float *inv_freq, const int *pos,

@@ -8,9 +8,10 @@
 
 static int check(int head_dim, const struct zn_rope_params *p)
 {
-	if (head_dim <= 0 || head_dim % 2) {
-		zn_error("rope: head_dim %d must be even and positive (config.json head_dim, or "
-			 "hidden_size / num_attention_heads)", head_dim);
+	if (head_dim <= 0 || head_dim % 2 || head_dim > ZN_ROPE_MAX_HEAD_DIM) {
+		zn_error("rope: head_dim %d must be even, positive and at most %d (config.json "
+			 "head_dim, or hidden_size / num_attention_heads)", head_dim,
+			 ZN_ROPE_MAX_HEAD_DIM);
 		return -EINVAL;
 	}
 	if (!(p->theta > 0) || isinf(p->theta)) {

@@ -24,6 +24,9 @@
 
 #include <stdint.h>
 
+/* the largest head_dim the rope ops take (their frequencies travel as kernel arguments) */
+#define ZN_ROPE_MAX_HEAD_DIM 512
+
 enum zn_rope_type {
 	ZN_ROPE_DEFAULT = 0, /* rope_scaling null or absent */
 	ZN_ROPE_LLAMA3 = 1,  /* rope_scaling {"rope_type": "llama3", ...} */
@@ -40,7 +43,8 @@ struct zn_rope_params {
 };
 
 /* Fills inv_freq[0 .. head_dim/2). Returns 0, or -EINVAL (logged, naming the bad value)
- * when head_dim is not even and positive or a parameter is out of range. */
+ * when head_dim is not even, positive and <= ZN_ROPE_MAX_HEAD_DIM, or a parameter is out
+ * of range. */
 int zn_rope_inv_freq(float *inv_freq, int head_dim, const struct zn_rope_params *p);
 
 #endif

@@ -311,6 +311,8 @@ Test(kernels_llama, rope_inv_freq_refuses_bad_params)
 
 	cr_assert_eq(zn_rope_inv_freq(inv, 7, &ok), -EINVAL, "odd head_dim");
 	cr_assert_eq(zn_rope_inv_freq(inv, 0, &ok), -EINVAL, "zero head_dim");
+	cr_assert_eq(zn_rope_inv_freq(inv, ZN_ROPE_MAX_HEAD_DIM + 2, &ok), -EINVAL,
+		     "head_dim past the ops' limit");
 	p.theta = 0;
 	cr_assert_eq(zn_rope_inv_freq(inv, 8, &p), -EINVAL, "theta 0");
 	p.theta = NAN;

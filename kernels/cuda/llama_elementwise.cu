@@ -6,11 +6,20 @@
  * position in (b, t) order adding into dwte (repeated tokens add in the CPU's order, so
  * the result matches kernels/cpu bit for bit); only C threads, as the GPT-2 encoder.
  */
+#include <string.h>
+
 #include "common.cuh"
 
 extern "C" {
+#include "core/log.h"
 #include "ops.h"
+#include "rope.h"
 }
+
+/* the frequencies by value: a kernel argument, so the caller's host array may go away */
+struct rope_freqs {
+	float f[ZN_ROPE_MAX_HEAD_DIM / 2];
+};
 
 static __global__ void embedding_forward_kernel(float *out, const int *inp, const float *wte,
 						size_t n, int C)
@@ -35,15 +44,16 @@ static __global__ void embedding_backward_kernel(float *dwte, const float *dout,
 }
 
 /* one thread per (b, t, head, i < hd/2) pair; sign -1 applies the transpose */
-static __global__ void rope_kernel(float *qkv, const float *inv_freq, const int *pos,
-				   size_t n, int T, int nh, int half, long S, float sign)
+static __global__ void rope_kernel(float *qkv, const struct rope_freqs inv_freq,
+				   const int *pos, size_t n, int T, int nh, int half, long S,
+				   float sign)
 {
 	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
 		int i = (int)(idx % half);
 		int h = (int)(idx / half % nh);
 		size_t bt = idx / half / nh;
 		float p = (float)(pos ? pos[bt] : (int)(bt % T));
-		float a = p * inv_freq[i];
+		float a = p * inv_freq.f[i];
 		float c = cosf(a), s = sign * sinf(a);
 		float *x = qkv + bt * S + (size_t)h * 2 * half;
 		float x0 = x[i], x1 = x[i + half];
@@ -107,9 +117,15 @@ static void rope(void *stream, const char *op, float *qkv, const float *inv_freq
 {
 	size_t n = (size_t)B * T * (NH + KV) * (hd / 2);
 	long S = (long)(NH + 2 * KV) * hd;
+	struct rope_freqs f;
 
+	if (hd > ZN_ROPE_MAX_HEAD_DIM) { /* zn_rope_inv_freq refuses such a head_dim first */
+		zn_error("%s: head_dim %d > %d: not rotated", op, hd, ZN_ROPE_MAX_HEAD_DIM);
+		return;
+	}
+	memcpy(f.f, inv_freq, (size_t)(hd / 2) * sizeof(float));
 	rope_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
-		qkv, inv_freq, pos, n, T, NH + KV, hd / 2, S, sign);
+		qkv, f, pos, n, T, NH + KV, hd / 2, S, sign);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
