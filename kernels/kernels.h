@@ -32,6 +32,7 @@ struct zn_kernel_adamw {
 	float weight_decay;  /* >= 0, decoupled; 0 for a span without decay */
 	float grad_scale;    /* > 0 and finite; 1 = none */
 	int64_t step;        /* >= 1: the step being taken, for bias correction */
+	int32_t l2;          /* 0: AdamW; 1: L2-regularised Adam (weight_decay into the gradient) */
 };
 
 /* doubles of device scratch `grad_sumsq` needs in work_d (the CUDA reduction's partials) */
@@ -106,7 +107,8 @@ struct zn_kernel_table {
 	 * to nearest even). Exactly src/cpu/adamw.h's formula and roundings (per-call scalars
 	 * in double, per-element fmaf), so both tables give the same bits where the CPU build
 	 * has hardware FMA. Weight decay is per call: a caller whose span mixes tensors with
-	 * and without decay calls once per tensor span. hp must pass zn_adamw_params_check
+	 * and without decay calls once per tensor span. hp->l2 selects L2-regularised Adam
+	 * (adamw.h: g += weight_decay * master before the moments, no decoupled decay). hp must pass zn_adamw_params_check
 	 * (the caller checks; the ops do not report errors). Buffers must not overlap. */
 	void (*adamw)(void *stream, float *master, float *m, float *v, uint16_t *out_bf16,
 		      const float *grad, const struct zn_kernel_adamw *hp, size_t N);

@@ -323,7 +323,8 @@ Test(config_keys, validation_refusals, .init = cr_redirect_stderr)
 	cr_assert_eq(zn_config_validate(&cfg, 1), ZN_EUSAGE);
 	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"type\": \"Adam\", \"params\": "
 				"{\"adam_w_mode\": false}}}"), 0);
-	cr_assert_eq(zn_config_validate(&cfg, 1), ZN_EUSAGE, "L2 Adam is not in the engine");
+	cr_assert_eq(zn_config_validate(&cfg, 1), 0, "L2 Adam (adam_w_mode false) is accepted");
+	cr_assert(cfg.optimizer.type == ZN_OPTIM_ADAM && !cfg.optimizer.adam_w_mode);
 	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"type\": \"Adam\"}}"), 0);
 	cr_assert_eq(zn_config_validate(&cfg, 1), 0, "Adam with adam_w_mode (default) is AdamW");
 	cr_assert_eq(load(&cfg, "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": "

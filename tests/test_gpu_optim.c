@@ -71,7 +71,7 @@ static void close_bf16(const char *what, const uint16_t *d, const uint16_t *cpu_
 	free(g);
 }
 
-static void check_adamw(float weight_decay)
+static void check_adamw(float weight_decay, int32_t l2)
 {
 	static const size_t sizes[] = { 1, 33, 1000, 100003 };
 	void *st;
@@ -90,10 +90,11 @@ static void check_adamw(float weight_decay)
 		for (int64_t step = 1; step <= 3; step++) {
 			struct zn_kernel_adamw hp = oc_hparams(step, weight_decay);
 
+			hp.l2 = l2;
 			gpu->adamw(st, master_d, m_d, v_d, out_d, grad_d, &hp, n);
 			cpu->adamw(NULL, h.master, h.m, h.v, h.out, h.grad, &hp, n);
-			snprintf(what, sizeof(what), "adamw n %zu step %lld wd %g", n,
-				 (long long)step, weight_decay);
+			snprintf(what, sizeof(what), "adamw n %zu step %lld wd %g l2 %d", n,
+				 (long long)step, weight_decay, (int)l2);
 			close_f32(what, master_d, h.master, n);
 			close_f32(what, m_d, h.m, n);
 			close_f32(what, v_d, h.v, n);
@@ -113,8 +114,10 @@ static void check_adamw(float weight_decay)
 	close_gpu(st);
 }
 
-Test(gpu_optim, adamw_matches_cpu_with_decay) { check_adamw(0.1f); }
-Test(gpu_optim, adamw_matches_cpu_without_decay) { check_adamw(0.0f); }
+Test(gpu_optim, adamw_matches_cpu_with_decay) { check_adamw(0.1f, 0); }
+Test(gpu_optim, adamw_matches_cpu_without_decay) { check_adamw(0.0f, 0); }
+/* L2-regularised Adam (hp.l2): the decay in the gradient, on both tables alike */
+Test(gpu_optim, l2_adam_matches_cpu) { check_adamw(0.1f, 1); }
 
 /* NULL bf16 output: master, m, v as before, nothing else written */
 Test(gpu_optim, adamw_without_bf16_copy)

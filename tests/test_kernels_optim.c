@@ -29,11 +29,12 @@ static void ref_step(struct oc_state *s, const struct zn_kernel_adamw *hp, bool 
 	p.weight_decay = hp->weight_decay;
 	p.grad_scale = hp->grad_scale;
 	p.step = hp->step;
+	p.l2 = hp->l2 != 0;
 	cr_assert_eq(zn_adamw_step_ref(&p, s->master, s->m, s->v, s->grad, ZN_DTYPE_F32,
 				       out ? s->out : NULL, ZN_DTYPE_BF16, s->n), 0);
 }
 
-static void check_adamw(float weight_decay, bool out)
+static void check_adamw(float weight_decay, bool out, int32_t l2)
 {
 	for (size_t k = 0; k < NSIZES; k++) {
 		struct oc_state t, r;
@@ -46,10 +47,12 @@ static void check_adamw(float weight_decay, bool out)
 			struct zn_kernel_adamw hp = oc_hparams(step, weight_decay);
 			float before = t.master[n - 1];
 
+			hp.l2 = l2;
+
 			cpu->adamw(NULL, t.master, t.m, t.v, out ? t.out : NULL, t.grad, &hp, n);
 			ref_step(&r, &hp, out);
-			snprintf(what, sizeof(what), "n %zu step %lld wd %g", n, (long long)step,
-				 weight_decay);
+			snprintf(what, sizeof(what), "n %zu step %lld wd %g l2 %d", n,
+				 (long long)step, weight_decay, (int)l2);
 			cr_assert(t.master[n - 1] != before, "%s: master did not move", what);
 			cr_assert(oc_same_bits(what, t.master, r.master, n, 4), "%s: master", what);
 			cr_assert(oc_same_bits(what, t.m, r.m, n, 4), "%s: m", what);
@@ -63,9 +66,51 @@ static void check_adamw(float weight_decay, bool out)
 	}
 }
 
-Test(kernels_optim, adamw_equals_reference_with_decay) { check_adamw(0.1f, true); }
-Test(kernels_optim, adamw_equals_reference_without_decay) { check_adamw(0.0f, true); }
-Test(kernels_optim, adamw_without_bf16_copy_leaves_it_alone) { check_adamw(0.1f, false); }
+Test(kernels_optim, adamw_equals_reference_with_decay) { check_adamw(0.1f, true, 0); }
+Test(kernels_optim, adamw_equals_reference_without_decay) { check_adamw(0.0f, true, 0); }
+Test(kernels_optim, adamw_without_bf16_copy_leaves_it_alone) { check_adamw(0.1f, false, 0); }
+Test(kernels_optim, l2_adam_equals_reference) { check_adamw(0.1f, true, 1); }
+Test(kernels_optim, l2_adam_without_bf16_copy) { check_adamw(0.1f, false, 1); }
+
+/* hp->l2 against a float64 L2-regularised Adam (torch.optim.Adam's update) written here:
+ * g' = g * grad_scale + wd * p, the moments of g', p -= lr * m_hat / (sqrt(v_hat) + eps) */
+Test(kernels_optim, l2_adam_matches_float64_adam)
+{
+	struct oc_state s;
+	size_t n = 1001;
+	double *p = malloc(n * 8), *m = malloc(n * 8), *v = malloc(n * 8);
+
+	cr_assert(p && m && v);
+	oc_state_init(&s, n, 41);
+	for (size_t i = 0; i < n; i++) {
+		p[i] = s.master[i];
+		m[i] = s.m[i];
+		v[i] = s.v[i];
+	}
+	for (int64_t t = 1; t <= 4; t++) {
+		struct zn_kernel_adamw hp = oc_hparams(t, 0.3f);
+
+		hp.l2 = 1;
+		cpu->adamw(NULL, s.master, s.m, s.v, s.out, s.grad, &hp, n);
+		double bc1 = 1 - pow(hp.beta1, (double)t), bc2 = 1 - pow(hp.beta2, (double)t);
+
+		for (size_t i = 0; i < n; i++) {
+			double g = (double)s.grad[i] * hp.grad_scale + (double)hp.weight_decay * p[i];
+
+			m[i] = hp.beta1 * m[i] + (1 - (double)hp.beta1) * g;
+			v[i] = hp.beta2 * v[i] + (1 - (double)hp.beta2) * g * g;
+			p[i] -= hp.lr * (m[i] / bc1) / (sqrt(v[i] / bc2) + hp.eps);
+		}
+		oc_regrad(&s, 77 + (uint64_t)t);
+	}
+	for (size_t i = 0; i < n; i++)
+		cr_assert(fabs(s.master[i] - p[i]) <= 1e-5 * fmax(fabs(p[i]), 1e-3),
+			  "element %zu: op %.9g, float64 Adam %.9g", i, s.master[i], p[i]);
+	free(p);
+	free(m);
+	free(v);
+	oc_state_free(&s);
+}
 
 /* decay actually changes the result (the op does not drop weight_decay) */
 Test(kernels_optim, adamw_decay_matters)

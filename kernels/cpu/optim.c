@@ -13,6 +13,7 @@ void zn_cpu_adamw(float *master, float *m, float *v, uint16_t *out_bf16, const f
 		.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
 		.weight_decay = hp->weight_decay, .step = hp->step, .grad_scale = hp->grad_scale,
 		.thread_count = 0, /* the OpenMP default, as the CPU tier runs it */
+		.l2 = hp->l2 != 0,
 	};
 
 	/* a bad hyperparameter is logged by zn_adamw_step, which then touches nothing */

@@ -42,6 +42,9 @@ static __global__ void adamw_kernel(float *master, float *m, float *v, uint16_t 
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		/* adamw.h's formula, one rounding per operation, in the CPU's order */
 		float g = __fmul_rn(grad[i], k.grad_scale);
+
+		if (k.l2) /* L2-regularised Adam: the decay goes into the gradient */
+			g = __fmaf_rn(k.l2_decay, master[i], g);
 		float mi = __fmaf_rn(k.beta1, m[i], __fmul_rn(k.omb1, g));
 		float vi = __fmaf_rn(k.beta2, v[i], __fmul_rn(__fmul_rn(k.omb2, g), g));
 		float denom = __fmaf_rn(__fsqrt_rn(vi), k.inv_bc2_sqrt, k.eps);
@@ -124,6 +127,7 @@ extern "C" void zn_cuda_adamw(void *stream, float *master, float *m, float *v,
 	p.step = hp->step;
 	p.grad_scale = hp->grad_scale;
 	p.thread_count = 0;
+	p.l2 = hp->l2 != 0;
 	if (N == 0)
 		return;
 	zn_adamw_consts_get(&k, &p);

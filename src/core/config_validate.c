@@ -233,11 +233,6 @@ static int validate_supported(const struct zn_config *cfg)
 			 "the engine yet: use --bf16 (\"bf16\": {\"enabled\": true}) or fp32");
 		return ZN_EUSAGE;
 	}
-	if (cfg->optimizer.type == ZN_OPTIM_ADAM && !cfg->optimizer.adam_w_mode) {
-		zn_error("optimizer Adam with adam_w_mode false (L2-regularised Adam) is not "
-			 "supported yet: use AdamW or set adam_w_mode to true");
-		return ZN_EUSAGE;
-	}
 	if (cfg->zero.offload_param.device != ZN_OFFLOAD_NONE &&
 	    cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NONE) {
 		zn_error("zero_optimization.offload_param needs offload_optimizer cpu or nvme too "

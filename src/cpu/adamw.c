@@ -1,7 +1,7 @@
 /* AdamW and the gradient norm pass: OpenMP over fixed chunks, `omp simd` bodies.
  *
- * Each (grad dtype, output dtype) pair gets its own loop: adamw_chunk is always inlined with
- * constant dtypes, so the dtype switches fold away and GCC vectorizes every variant (check
+ * Each (grad dtype, output dtype, L2 or not) triple gets its own loop: adamw_chunk is always
+ * inlined with constant dtypes and mode, so the dtype switches fold away and GCC vectorizes every variant (check
  * with -fopt-info-vec). The bf16/fp16 conversions here are branchless copies of core/dtype.c
  * (selects instead of branches, so they vectorize); the tests hold them to the originals.
  * Chunks are a fixed CHUNK_COUNT elements whatever the thread count, which keeps results
@@ -117,16 +117,19 @@ static ALWAYS_INLINE void store_out(void *out, int t, size_t i, float x)
 static ALWAYS_INLINE void adamw_chunk(const struct zn_adamw_consts *k, float *restrict master,
 				      float *restrict m, float *restrict v,
 				      const void *restrict grad, enum zn_dtype gt,
-				      void *restrict out, int ot, size_t n)
+				      void *restrict out, int ot, bool l2, size_t n)
 {
 	/* Locals, so the compiler keeps the constants in registers across the stores. */
 	const float beta1 = k->beta1, beta2 = k->beta2, omb1 = k->omb1, omb2 = k->omb2;
 	const float eps = k->eps, neg_step = k->neg_step_size, ibc2 = k->inv_bc2_sqrt;
-	const float decay = k->decay, scale = k->grad_scale;
+	const float decay = k->decay, scale = k->grad_scale, l2_decay = k->l2_decay;
 
 #pragma omp simd
 	for (size_t i = 0; i < n; i++) {
 		float g = load_grad(grad, gt, i) * scale;
+
+		if (l2) /* a constant here: folded away */
+			g = fma_simd(l2_decay, master[i], g);
 		float mi = fma_simd(beta1, m[i], omb1 * g);
 		float vi = fma_simd(beta2, v[i], (omb2 * g) * g);
 		float denom = fma_simd(sqrtf(vi), ibc2, eps);
@@ -142,38 +145,49 @@ static ALWAYS_INLINE void adamw_chunk(const struct zn_adamw_consts *k, float *re
 /* One instantiation per output dtype for a given gradient dtype. */
 static ALWAYS_INLINE void adamw_chunk_out(const struct zn_adamw_consts *k, float *master,
 					  float *m, float *v, const void *grad,
-					  enum zn_dtype gt, void *out, int ot, size_t n)
+					  enum zn_dtype gt, void *out, int ot, bool l2, size_t n)
 {
 	switch (ot) {
 	case ZN_DTYPE_F32:
-		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_F32, n);
+		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_F32, l2, n);
 		break;
 	case ZN_DTYPE_BF16:
-		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_BF16, n);
+		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_BF16, l2, n);
 		break;
 	case ZN_DTYPE_F16:
-		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_F16, n);
+		adamw_chunk(k, master, m, v, grad, gt, out, ZN_DTYPE_F16, l2, n);
 		break;
 	default:
-		adamw_chunk(k, master, m, v, grad, gt, out, ZN_ADAMW_OUT_NONE, n);
+		adamw_chunk(k, master, m, v, grad, gt, out, ZN_ADAMW_OUT_NONE, l2, n);
 		break;
 	}
 }
 
-static void adamw_range(const struct zn_adamw_consts *k, float *master, float *m, float *v,
-			const void *grad, enum zn_dtype gt, void *out, int ot, size_t n)
+static ALWAYS_INLINE void adamw_range_t(const struct zn_adamw_consts *k, float *master,
+					float *m, float *v, const void *grad, enum zn_dtype gt,
+					void *out, int ot, bool l2, size_t n)
 {
 	switch (gt) {
 	case ZN_DTYPE_F32:
-		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_F32, out, ot, n);
+		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_F32, out, ot, l2, n);
 		break;
 	case ZN_DTYPE_BF16:
-		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_BF16, out, ot, n);
+		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_BF16, out, ot, l2, n);
 		break;
 	case ZN_DTYPE_F16:
-		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_F16, out, ot, n);
+		adamw_chunk_out(k, master, m, v, grad, ZN_DTYPE_F16, out, ot, l2, n);
 		break;
 	}
+}
+
+/* The two modes as two sets of loops, chosen once per chunk. */
+static void adamw_range(const struct zn_adamw_consts *k, float *master, float *m, float *v,
+			const void *grad, enum zn_dtype gt, void *out, int ot, size_t n)
+{
+	if (k->l2)
+		adamw_range_t(k, master, m, v, grad, gt, out, ot, true, n);
+	else
+		adamw_range_t(k, master, m, v, grad, gt, out, ot, false, n);
 }
 
 int zn_adamw_step(const struct zn_adamw_params *p, float *master, float *m, float *v,

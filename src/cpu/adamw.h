@@ -10,6 +10,7 @@
  *     omb1 = 1 - beta1,  omb2 = 1 - beta2
  *   per element, in float, each operation rounded once (fma = fused multiply-add):
  *     g      = grad * grad_scale
+ *     g      = fma(weight_decay, master, g)                   // L2 mode only (see below)
  *     m      = fma(beta1, m, omb1 * g)
  *     v      = fma(beta2, v, (omb2 * g) * g)
  *     denom  = fma(sqrt(v), inv_bc2_sqrt, eps)               // sqrt(v_hat) + eps
@@ -17,7 +18,12 @@
  *     out    = master rounded to out_dtype (bf16/fp16: round to nearest, ties to even)
  *
  * which is master -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * master) with
- * m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). The fused multiply-adds are
+ * m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t).
+ *
+ * With l2 set (L2-regularised Adam: torch.optim.Adam, DeepSpeed's Adam with adam_w_mode
+ * false), the weight decay goes into the gradient before the moments, g += weight_decay *
+ * master, and decay is 1 (master is not multiplied): master -= lr * m_hat / (sqrt(v_hat) +
+ * eps) with the moments of grad * grad_scale + weight_decay * master. The fused multiply-adds are
  * written out (not left to the compiler's contraction), so the SIMD pass and the scalar
  * reference compute the same roundings; a build without hardware FMA uses a*b + c in both.
  * grad_scale multiplies the gradient in the same pass (1/loss_scale for unscaling, times the
@@ -53,14 +59,16 @@ struct zn_adamw_params {
 	float beta1;        /* [0, 1) */
 	float beta2;        /* [0, 1) */
 	float eps;          /* > 0 */
-	float weight_decay; /* >= 0; decoupled (AdamW) */
+	float weight_decay; /* >= 0; decoupled (AdamW), or into the gradient when l2 */
 	int64_t step;       /* >= 1: the step being taken, for bias correction */
 	float grad_scale;   /* > 0 and finite; 1 = none */
 	int thread_count;   /* 0 = OpenMP default */
+	bool l2;            /* false: AdamW; true: L2-regularised Adam (g += weight_decay * p) */
 };
 
 /* lr, betas, eps, weight decay from opt (or PyTorch's defaults when opt is NULL:
- * 1e-3, 0.9, 0.999, 1e-8, 0.01); step 1; grad_scale 1; thread_count 0. */
+ * 1e-3, 0.9, 0.999, 1e-8, 0.01); l2 when opt is Adam with adam_w_mode false; step 1;
+ * grad_scale 1; thread_count 0. */
 void zn_adamw_params_init(struct zn_adamw_params *p, const struct zn_optimizer_config *opt);
 
 /* Checks p (logs the first bad field). Returns 0 or -EINVAL. */

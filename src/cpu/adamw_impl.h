@@ -12,7 +12,9 @@ struct zn_adamw_consts {
 	float beta1, beta2, omb1, omb2, eps;
 	float neg_step_size; /* -lr / (1 - beta1^t) */
 	float inv_bc2_sqrt;  /* 1 / sqrt(1 - beta2^t) */
-	float decay;         /* 1 - lr * weight_decay */
+	float decay;         /* 1 - lr * weight_decay (AdamW); 1 (L2) */
+	float l2_decay;      /* weight_decay (L2), added to the gradient times master; 0 (AdamW) */
+	bool l2;
 	float grad_scale;
 };
 

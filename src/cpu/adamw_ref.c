@@ -33,6 +33,7 @@ void zn_adamw_params_init(struct zn_adamw_params *p, const struct zn_optimizer_c
 	p->step = 1;
 	p->grad_scale = 1.0f;
 	p->thread_count = 0;
+	p->l2 = opt && opt->type == ZN_OPTIM_ADAM && !opt->adam_w_mode;
 }
 
 int zn_adamw_params_check(const struct zn_adamw_params *p)
@@ -57,9 +58,9 @@ int zn_adamw_params_check(const struct zn_adamw_params *p)
 		bad = "thread_count must be >= 0 (0 = OpenMP default)";
 	if (!bad)
 		return 0;
-	zn_error("AdamW: %s (lr %g, betas %g %g, eps %g, weight_decay %g, step %lld, "
-		 "grad_scale %g)", bad, p->lr, p->beta1, p->beta2, p->eps, p->weight_decay,
-		 (long long)p->step, p->grad_scale);
+	zn_error("%s: %s (lr %g, betas %g %g, eps %g, weight_decay %g, step %lld, "
+		 "grad_scale %g)", p->l2 ? "Adam (L2)" : "AdamW", bad, p->lr, p->beta1,
+		 p->beta2, p->eps, p->weight_decay, (long long)p->step, p->grad_scale);
 	return -EINVAL;
 }
 
@@ -76,7 +77,9 @@ void zn_adamw_consts_get(struct zn_adamw_consts *k, const struct zn_adamw_params
 	k->eps = p->eps;
 	k->neg_step_size = (float)(-(double)p->lr / bc1);
 	k->inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
-	k->decay = (float)(1.0 - (double)p->lr * p->weight_decay);
+	k->decay = p->l2 ? 1.0f : (float)(1.0 - (double)p->lr * p->weight_decay);
+	k->l2_decay = p->l2 ? p->weight_decay : 0.0f;
+	k->l2 = p->l2;
 	k->grad_scale = p->grad_scale;
 }
 
@@ -140,6 +143,8 @@ int zn_adamw_step_ref(const struct zn_adamw_params *p, float *master, float *m, 
 	for (size_t i = 0; i < n; i++) {
 		float g = load_ref(grad, grad_dtype, i) * k.grad_scale;
 
+		if (k.l2)
+			g = fma_ref(k.l2_decay, master[i], g);
 		m[i] = fma_ref(k.beta1, m[i], k.omb1 * g);
 		v[i] = fma_ref(k.beta2, v[i], (k.omb2 * g) * g);
 		float denom = fma_ref(sqrtf(v[i]), k.inv_bc2_sqrt, k.eps);

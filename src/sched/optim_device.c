@@ -98,7 +98,8 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 		.out = out,
 		.hp = { .lr = e->opt.lr, .beta1 = e->opt.beta1, .beta2 = e->opt.beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
-			.step = e->step },
+			.step = e->step,
+			.l2 = o->type == ZN_OPTIM_ADAM && !o->adam_w_mode },
 	};
 	struct zn_adamw_params p;
 
