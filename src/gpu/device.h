@@ -92,6 +92,9 @@ void zn_device_reset_peak(struct zn_device *dev);
  * 0. zn_device_host_free accepts NULL and must get the device that allocated. */
 int zn_device_host_alloc(struct zn_device *dev, void **ptr_h, uint64_t bytes);
 void zn_device_host_free(struct zn_device *dev, void *ptr_h);
+/* How many zn_device_host_alloc blocks are live (allocated, not yet freed): for tests
+ * that check a part's host buffers come from here. */
+int zn_device_host_live(const struct zn_device *dev);
 
 /* What the default cuda budget leaves outside zinc's own allocations: memory the CUDA
  * context, cuBLAS and NCCL take behind zinc's back. Pure arithmetic (device_reserve.c),

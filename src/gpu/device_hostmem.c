@@ -1,6 +1,7 @@
 /* Host memory for copies (zn_device_host_alloc): the backend's page-locked memory where it
  * has a host_alloc slot (cuda), else ordinary 256-byte aligned memory. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +19,13 @@ int zn_device_host_alloc(struct zn_device *dev, void **ptr_h, uint64_t bytes)
 	*ptr_h = NULL;
 	if (bytes == 0)
 		return 0;
-	if (dev->ops->host_alloc)
-		return dev->ops->host_alloc(dev, ptr_h, bytes);
+	if (dev->ops->host_alloc) {
+		int rc = dev->ops->host_alloc(dev, ptr_h, bytes);
+
+		if (!rc)
+			atomic_fetch_add(&dev->host_live, 1);
+		return rc;
+	}
 	bytes = (bytes + ZN_DEVICE_ALIGN_BYTES - 1) / ZN_DEVICE_ALIGN_BYTES * ZN_DEVICE_ALIGN_BYTES;
 	p = aligned_alloc(ZN_DEVICE_ALIGN_BYTES, bytes);
 	if (!p) {
@@ -29,6 +35,7 @@ int zn_device_host_alloc(struct zn_device *dev, void **ptr_h, uint64_t bytes)
 	}
 	memset(p, 0, bytes);
 	*ptr_h = p;
+	atomic_fetch_add(&dev->host_live, 1);
 	return 0;
 }
 
@@ -36,8 +43,14 @@ void zn_device_host_free(struct zn_device *dev, void *ptr_h)
 {
 	if (!ptr_h)
 		return;
+	atomic_fetch_sub(&dev->host_live, 1);
 	if (dev->ops->host_free)
 		dev->ops->host_free(dev, ptr_h);
 	else
 		free(ptr_h);
+}
+
+int zn_device_host_live(const struct zn_device *dev)
+{
+	return atomic_load(&dev->host_live);
 }

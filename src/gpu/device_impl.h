@@ -96,6 +96,7 @@ struct zn_device {
 	_Atomic int64_t fault_left[ZN_DEVICE_FAULT_COUNT]; /* > 0: calls until one fails */
 	_Atomic int live_streams;
 	_Atomic int live_events;
+	_Atomic int host_live;  /* zn_device_host_alloc blocks not yet freed */
 
 	void *impl;
 };

@@ -1,6 +1,7 @@
 /* Activations (acts.h): allocated per layer count, so the model's depth has no limit. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sched/engine_impl.h"
 
@@ -55,10 +56,15 @@ int zn_acts_create(struct zn_engine *e)
 
 	a->acts_d = calloc((size_t)e->n, sizeof(*a->acts_d));
 	a->x_d = calloc((size_t)e->n, sizeof(*a->x_d));
-	a->loss_h = calloc((size_t)(bt * (uint64_t)e->gas), sizeof(float));
 	a->tev = calloc((size_t)(3 * e->gas), sizeof(*a->tev));
-	if (!a->acts_d || !a->x_d || !a->loss_h || !a->tev)
+	if (!a->acts_d || !a->x_d || !a->tev)
 		return -ENOMEM;
+	/* page-locked under cuda, so the token and loss copies are asynchronous */
+	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, bt * (uint64_t)e->gas * 4);
+	if (!rc)
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tok_h, bt * (uint64_t)e->gas * 4);
+	if (!rc)
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, bt * (uint64_t)e->gas * 4);
 	for (int l = 0; !rc && l < e->n; l++)
 		rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
 	for (int l = 0; !rc && l < e->n - 1; l++)
@@ -112,6 +118,18 @@ void zn_acts_destroy(struct zn_engine *e)
 	for (int i = 0; a->tev && i < 3 * e->gas; i++)
 		zn_event_destroy(a->tev[i]);
 	free(a->tev);
-	free(a->loss_h);
+	zn_device_host_free(e->rt.dev, a->loss_h);
+	zn_device_host_free(e->rt.dev, a->tok_h);
+	zn_device_host_free(e->rt.dev, a->tgt_h);
 	*a = (struct zn_acts){ 0 };
+}
+
+void zn_acts_stage_tokens(struct zn_engine *e, const int **inputs_h, const int **targets_h)
+{
+	size_t bytes = (size_t)e->B * (size_t)e->T * (size_t)e->gas * sizeof(int);
+
+	memcpy(e->act.tok_h, *inputs_h, bytes);
+	memcpy(e->act.tgt_h, *targets_h, bytes);
+	*inputs_h = e->act.tok_h;
+	*targets_h = e->act.tgt_h;
 }

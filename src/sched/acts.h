@@ -18,7 +18,8 @@ struct zn_acts {
 	uint64_t scratch_bytes;
 	int *tok_d, *tgt_d;
 	float *loss_d;
-	float *loss_h;           /* gas x B x T */
+	float *loss_h;           /* gas x B x T; zn_device_host_alloc, as tok_h and tgt_h */
+	int *tok_h, *tgt_h;      /* gas x B x T: the step's tokens and targets, staged */
 	struct zn_event *tok_ready, *tok_free, *loss_done, *fwd_done;
 	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
 };
@@ -27,5 +28,9 @@ struct zn_acts {
 uint64_t zn_acts_bytes(const struct zn_engine *e);
 int zn_acts_create(struct zn_engine *e);
 void zn_acts_destroy(struct zn_engine *e);
+/* Copies the step's gas x B x T tokens and targets into tok_h / tgt_h (the caller's memory
+ * is pageable: a copy from it would block) and points *inputs_h / *targets_h at them. The
+ * previous step's copies are done: the end of a step drains copy_in. */
+void zn_acts_stage_tokens(struct zn_engine *e, const int **inputs_h, const int **targets_h);
 
 #endif

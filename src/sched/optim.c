@@ -163,15 +163,15 @@ int zn_optim_create(struct zn_engine *e)
 
 	o->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
 	rc = zn_tiers_dalloc(e, &o->norm_d, o->norm_bytes);
-	if (!rc && o->norm_bytes && !(o->norm_h = malloc(o->norm_bytes)))
-		rc = -ENOMEM;
+	if (!rc) /* page-locked under cuda: the result's copy down is asynchronous */
+		rc = zn_device_host_alloc(e->rt.dev, &o->norm_h, o->norm_bytes);
 	return rc;
 }
 
 void zn_optim_destroy(struct zn_engine *e)
 {
 	zn_device_free(e->rt.dev, e->opt.norm_d);
-	free(e->opt.norm_h);
+	zn_device_host_free(e->rt.dev, e->opt.norm_h);
 	e->opt.norm_d = e->opt.norm_h = NULL;
 }
 

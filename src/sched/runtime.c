@@ -26,7 +26,8 @@ int zn_runtime_create(struct zn_runtime *rt, const struct zn_config *cfg, int co
 				       .budget_bytes = cfg->runtime.device_mem_bytes };
 	/* an explicit single comm is process-local, even under a multi-rank launch */
 	struct zn_comm_config cc = { .kind = (enum zn_comm_kind)comm_kind,
-				     .local = comm_kind == ZN_COMM_SINGLE };
+				     .local = comm_kind == ZN_COMM_SINGLE,
+				     .deterministic = cfg->runtime.deterministic };
 	int local = 0, rc;
 
 	if (comm_kind != ZN_COMM_SINGLE) {
@@ -52,15 +53,28 @@ int zn_runtime_create(struct zn_runtime *rt, const struct zn_config *cfg, int co
 		rc = zn_stream_create(rt->dev, &rt->copy_out);
 	if (!rc)
 		rc = zn_stream_create(rt->dev, &rt->comm_s);
+	/* the bounded wait's event is made now (the comm stream is empty): a step then
+	 * creates nothing */
+	if (!rc)
+		rc = zn_comm_synchronize(rt->comm, rt->comm_s);
 	return rc;
 }
 
 int zn_runtime_drain(struct zn_runtime *rt)
 {
-	struct zn_stream *s[] = { rt->compute, rt->copy_in, rt->copy_out, rt->comm_s };
+	struct zn_stream *s[] = { rt->compute, rt->copy_in, rt->copy_out };
 	int rc = 0;
 
-	for (int i = 0; i < 4; i++) {
+	/* The comm stream first, bounded by ZINC_NCCL_TIMEOUT_S and polling for asynchronous
+	 * errors: a hung peer gives an error here, not a wait forever. After a comm error the
+	 * other streams may wait on the hung collective: they are left to the teardown. */
+	if (rt->comm && rt->comm_s)
+		rc = zn_comm_synchronize(rt->comm, rt->comm_s);
+	else if (rt->comm_s)
+		rc = zn_stream_synchronize(rt->comm_s);
+	if (rc && rt->comm && zn_comm_check(rt->comm))
+		return rc;
+	for (int i = 0; i < 3; i++) {
 		int r = s[i] ? zn_stream_synchronize(s[i]) : 0;
 
 		if (!rc)
@@ -71,10 +85,21 @@ int zn_runtime_drain(struct zn_runtime *rt)
 	return rc;
 }
 
+bool zn_runtime_comm_first(enum zn_comm_kind kind, int comm_rc)
+{
+	return comm_rc != 0 && kind == ZN_COMM_NCCL;
+}
+
 void zn_runtime_sync(struct zn_runtime *rt)
 {
 	struct zn_stream *s[] = { rt->compute, rt->copy_in, rt->copy_out, rt->comm_s };
 
+	/* after a comm error under nccl the comm goes first: its abort ends the hung
+	 * collectives the streams would otherwise wait on forever */
+	if (rt->comm && zn_runtime_comm_first(zn_comm_kind_of(rt->comm), zn_comm_check(rt->comm))) {
+		zn_comm_destroy(rt->comm);
+		rt->comm = NULL;
+	}
 	for (int i = 0; i < 4; i++)
 		if (s[i])
 			zn_stream_synchronize(s[i]);
@@ -82,6 +107,10 @@ void zn_runtime_sync(struct zn_runtime *rt)
 
 void zn_runtime_destroy(struct zn_runtime *rt)
 {
+	if (rt->comm && zn_runtime_comm_first(zn_comm_kind_of(rt->comm), zn_comm_check(rt->comm))) {
+		zn_comm_destroy(rt->comm);
+		rt->comm = NULL;
+	}
 	zn_stream_destroy(rt->compute);
 	zn_stream_destroy(rt->copy_in);
 	zn_stream_destroy(rt->copy_out);

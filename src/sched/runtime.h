@@ -11,6 +11,8 @@
 #ifndef ZN_SCHED_RUNTIME_H
 #define ZN_SCHED_RUNTIME_H
 
+#include <stdbool.h>
+
 #include "comm/comm.h"
 #include "gpu/device.h"
 #include "zinc.h"
@@ -30,9 +32,17 @@ int zn_runtime_create(struct zn_runtime *rt, const struct zn_config *cfg, int co
 /* drains and frees what create made (any part may be missing) */
 void zn_runtime_destroy(struct zn_runtime *rt);
 int zn_runtime_wait(struct zn_runtime *rt, struct zn_event *ev); /* counted in wait_ms */
-/* waits for every stream (teardown: errors ignored) */
+/* waits for every stream (teardown: errors ignored); after a comm error under nccl it
+ * destroys the comm first (zn_runtime_comm_first) */
 void zn_runtime_sync(struct zn_runtime *rt);
-/* waits for every stream, then collects comm errors: the end of a step */
+/* the end of a step: the comm stream through zn_comm_synchronize (bounded by
+ * ZINC_NCCL_TIMEOUT_S, asynchronous errors polled), then the other streams, then comm
+ * errors. A comm error (sticky) returns at once, leaving the other streams to teardown. */
 int zn_runtime_drain(struct zn_runtime *rt);
+/* Teardown order: true when the comm must be destroyed before the streams are waited for
+ * or destroyed: after a comm error (comm_rc != 0) under nccl, whose abort ends collectives
+ * a hung peer left running. The host device's streams run comm ops on worker threads that
+ * use the comm, so single and mpi keep the streams-first order. */
+bool zn_runtime_comm_first(enum zn_comm_kind kind, int comm_rc);
 
 #endif

@@ -254,8 +254,13 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	e->step++;
 	e->rt.wait_ms = 0.0;
 	zn_optim_begin(e);
-	/* 2. stage 0-1: the full gradients, which accumulate, zeroed */
-	rc = zn_reduce_zero_full(e);
+	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
+	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
+	rc = zn_comm_check(e->rt.comm);
+	if (!rc) {
+		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
+		rc = zn_reduce_zero_full(e);
+	}
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	for (int m = 0; !rc && m < e->gas; m++) {
