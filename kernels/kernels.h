@@ -175,6 +175,19 @@ struct zn_kernel_table {
 	void (*gqa_attention_backward)(void *stream, float *dqkv, float *dpreatt, float *datt,
 				       const float *dout, const float *qkv, const float *att,
 				       int B, int T, int NH, int KV, int hd, int window);
+
+	/* Fused causal attention, the FlashAttention-2 algorithm (docs/kernels.md): the same
+	 * qkv [B,T,S] layout and out [B,T,NH*hd] as gqa_attention (GPT-2's qkv [B,T,3C] is
+	 * KV = NH, hd = C/NH), no window, and no [T,T] buffer: the forward saves only
+	 * lse [B,NH,T], each query row's log-sum-exp of its scaled scores; the backward
+	 * recomputes the scores tile by tile from qkv and lse. drow [B,NH,T] is scratch the
+	 * backward writes (sum(dout * out) per row). Backward: dqkv += . Deterministic: every
+	 * output row is summed by one thread in a fixed tile order, no atomics. */
+	void (*flash_attention_forward)(void *stream, float *out, float *lse, const float *qkv,
+					int B, int T, int NH, int KV, int hd);
+	void (*flash_attention_backward)(void *stream, float *dqkv, float *drow,
+					 const float *dout, const float *qkv, const float *out,
+					 const float *lse, int B, int T, int NH, int KV, int hd);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -185,6 +185,19 @@ static void gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, fl
 				      window);
 }
 
+static void flash_attention_forward(void *stream, float *out, float *lse, const float *qkv,
+				    int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_flash_attention_forward(out, lse, qkv, B, T, NH, KV, hd);
+}
+
+static void flash_attention_backward(void *stream, float *dqkv, float *drow, const float *dout,
+				     const float *qkv, const float *out, const float *lse, int B,
+				     int T, int NH, int KV, int hd)
+{
+	zn_cpu_flash_attention_backward(dqkv, drow, dout, qkv, out, lse, B, T, NH, KV, hd);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -216,4 +229,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.swiglu_backward = swiglu_backward,
 	.gqa_attention_forward = gqa_attention_forward,
 	.gqa_attention_backward = gqa_attention_backward,
+	.flash_attention_forward = flash_attention_forward,
+	.flash_attention_backward = flash_attention_backward,
 };

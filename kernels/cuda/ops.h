@@ -97,6 +97,11 @@ void zn_cuda_gqa_attention_forward(void *stream, float *out, float *preatt, floa
 void zn_cuda_gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, float *datt,
 				    const float *dout, const float *qkv, const float *att, int B,
 				    int T, int NH, int KV, int hd, int window);
+void zn_cuda_flash_attention_forward(void *stream, float *out, float *lse, const float *qkv,
+				     int B, int T, int NH, int KV, int hd);
+void zn_cuda_flash_attention_backward(void *stream, float *dqkv, float *drow,
+				      const float *dout, const float *qkv, const float *out,
+				      const float *lse, int B, int T, int NH, int KV, int hd);
 
 /* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
 int zn_cuda_kernels_error(void);
