@@ -272,11 +272,18 @@ int zn_parse_count(const char *s, uint64_t *out);
  */
 struct zn_engine;
 struct zn_model; /* src/model/model.h: a model family's ops and configuration */
+struct zn_layer_desc; /* src/model/model.h: one layer's tensors */
 
 struct zn_engine_options {
 	int seq_len;                       /* T: 1 .. model seq */
 	int comm_kind;                     /* enum zn_comm_kind (0 = auto from the launch) */
 	const float *const *init_params_h; /* per layer (model layout), or NULL: seeded init */
+	/* Or, when init_params_h is NULL and init_layer is set: called during create for
+	 * layers 0 .. n-1 in order, it writes layer l's L->numel initial floats to params_h
+	 * (the engine's buffer of one layer) and returns 0, or a negative code that fails
+	 * create. Loading a checkpoint this way holds one layer in host memory at a time. */
+	int (*init_layer)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
+	void *init_ctx;
 };
 
 struct zn_step_stats {

@@ -181,56 +181,6 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_co
 	return rc;
 }
 
-/* A NaN or an infinity in the starting weights would train into NaN and be saved: refuse
- * the checkpoint, naming the tensor. */
-static int check_finite(const struct zn_layer_desc *ld, int n, float *const *p,
-			const char *path)
-{
-	for (int l = 0; l < n; l++) {
-		for (int t = 0; t < ld[l].tensor_count; t++) {
-			const struct zn_tensor_desc *td = &ld[l].tensors[t];
-			const float *x = p[l] + td->offset;
-
-			for (uint64_t i = 0; i < td->numel; i++) {
-				if (isfinite(x[i]))
-					continue;
-				zn_error("--init-from %s: tensor %s holds %s at element %llu: the "
-					 "checkpoint is corrupt or its training diverged; start from "
-					 "another one", path, td->name, isnan(x[i]) ? "NaN" :
-					 "an infinity", (unsigned long long)i);
-				return -ERANGE;
-			}
-		}
-	}
-	return 0;
-}
-
-static int load_init(const struct zn_gpt2_config *mc, const char *path, float ***out)
-{
-	int n = zn_gpt2_layer_count(mc), rc;
-	struct zn_layer_desc *ld = calloc((size_t)n, sizeof(*ld));
-	float **p = calloc((size_t)n, sizeof(*p));
-
-	rc = ld && p ? zn_gpt2_layers(mc, ld) : -ENOMEM;
-	for (int l = 0; !rc && l < n; l++) {
-		p[l] = calloc(ld[l].numel, sizeof(float));
-		rc = p[l] ? 0 : -ENOMEM;
-	}
-	if (!rc)
-		rc = zn_train_hf_load(path, mc, ld, p);
-	if (!rc)
-		rc = check_finite(ld, n, p, path);
-	free(ld);
-	if (rc) {
-		for (int l = 0; p && l < n; l++)
-			free(p[l]);
-		free(p);
-		p = NULL;
-	}
-	*out = p;
-	return rc;
-}
-
 /* The settings of this command every rank must share, as agreement lines. */
 static void own_text(const struct train_opts *o, char *buf, size_t size)
 {
@@ -253,20 +203,21 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	struct zn_monitor mon = { .on = false };
 	struct zn_engine *e = NULL;
 	struct zn_model model;
-	float **init = NULL;
+	struct zn_train_hf_loader *init = NULL;
 	int rc;
 
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
-	if (zn_signals_install() || (o->init_from && load_init(mc, o->init_from, &init))) {
+	if (zn_signals_install() ||
+	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, mc))) {
 		zn_train_ranks_fail(ranks, 1);
 		return 1;
 	}
-	eo.init_params_h = (const float *const *)init;
+	/* the checkpoint goes in one layer at a time, through the engine's buffer */
+	eo.init_layer = init ? zn_train_hf_load_layer : NULL;
+	eo.init_ctx = init;
 	model = zn_gpt2_model(mc);
 	rc = zn_engine_create(&e, cfg, &model, &eo);
-	for (int l = 0; init && l < zn_gpt2_layer_count(mc); l++)
-		free(init[l]);
-	free(init);
+	zn_train_hf_loader_close(init);
 	if (rc) {
 		rc = rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
 		zn_train_ranks_fail(ranks, rc);

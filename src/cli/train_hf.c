@@ -2,6 +2,7 @@
 #include "cli/train_hf.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -101,25 +102,90 @@ static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, floa
 	return rc;
 }
 
-int zn_train_hf_load(const char *path, const struct zn_gpt2_config *mc,
-		     const struct zn_layer_desc *ld, float *const *params_h)
-{
+struct zn_train_hf_loader {
 	struct zn_hf_src *s;
-	int n = zn_gpt2_layer_count(mc);
-	int rc = zn_hf_open(&s, path);
+	struct zn_st_file *bare; /* a lone file without config: the GPT-2 loader's checks */
+	const struct zn_gpt2_config *mc;
+	struct zn_layer_desc *ld;
+	int n;
+};
 
-	if (rc)
-		return rc;
-	if (!zn_hf_src_config(s)) {
-		/* a bare file: the checks of the GPT-2 loader (lm_head, extra blocks) */
-		zn_hf_close(s);
-		return zn_gpt2_load_safetensors(mc, ld, params_h, path);
+int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
+			    const struct zn_gpt2_config *mc)
+{
+	struct zn_train_hf_loader *h = calloc(1, sizeof(*h));
+	int rc = h ? 0 : -ENOMEM;
+
+	*out = NULL;
+	if (!rc) {
+		h->mc = mc;
+		h->n = zn_gpt2_layer_count(mc);
+		h->ld = calloc((size_t)h->n, sizeof(*h->ld));
+		rc = h->ld ? zn_gpt2_layers(mc, h->ld) : -ENOMEM;
 	}
-	rc = zn_hf_check_layout(s);
-	for (int l = 0; !rc && l < n; l++)
-		for (int i = 0; !rc && i < ld[l].tensor_count; i++)
-			rc = load_tensor(s, &ld[l].tensors[i], params_h[l] + ld[l].tensors[i].offset);
-	zn_hf_close(s);
+	if (!rc)
+		rc = zn_hf_open(&h->s, path);
+	if (!rc && !zn_hf_src_config(h->s))
+		rc = zn_st_open(&h->bare, path);
+	else if (!rc)
+		rc = zn_hf_check_layout(h->s);
+	if (rc) {
+		zn_train_hf_loader_close(h);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+void zn_train_hf_loader_close(struct zn_train_hf_loader *h)
+{
+	if (!h)
+		return;
+	zn_st_close(h->bare);
+	zn_hf_close(h->s);
+	free(h->ld);
+	free(h);
+}
+
+/* A NaN or infinity in a checkpoint would only show as a NaN loss steps later. */
+static int check_finite(const struct zn_layer_desc *L, const float *p, const char *path)
+{
+	for (int t = 0; t < L->tensor_count; t++) {
+		const struct zn_tensor_desc *td = &L->tensors[t];
+		const float *x = p + td->offset;
+
+		for (uint64_t i = 0; i < td->numel; i++) {
+			if (isfinite(x[i]))
+				continue;
+			zn_error("--init-from %s: tensor %s holds %s at element %llu: the "
+				 "checkpoint is corrupt or its training diverged; start from "
+				 "another one", path, td->name, isnan(x[i]) ? "NaN" : "an infinity",
+				 (unsigned long long)i);
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, float *params_h)
+{
+	struct zn_train_hf_loader *h = ctx;
+	const char *path = zn_hf_src_path(h->s);
+	int rc = 0;
+
+	if (l < 0 || l >= h->n || L->numel != h->ld[l].numel)
+		return -EINVAL;
+	L = &h->ld[l];
+	if (h->bare) {
+		rc = zn_gpt2_load_layer_safetensors(h->bare, h->mc, L, params_h);
+		/* lm_head = wte, no extra blocks: checked once wte (layer 0) is in */
+		if (!rc && l == 0)
+			rc = zn_gpt2_check_safetensors(h->bare, h->mc, h->ld, params_h);
+	}
+	for (int i = 0; !h->bare && !rc && i < L->tensor_count; i++)
+		rc = load_tensor(h->s, &L->tensors[i], params_h + L->tensors[i].offset);
+	if (!rc)
+		rc = check_finite(L, params_h, path);
 	return rc;
 }
 

@@ -14,10 +14,18 @@
  * --heads, which must agree. Returns 0 or -EINVAL (logged, naming --init-from). */
 int zn_train_hf_config(const char *path, struct zn_gpt2_config *mc);
 
-/* Reads the checkpoint into the layers' buffers (layout ld), one tensor at a time
- * (Conv1D weights transposed, wte's padded rows zeroed). Returns 0 or a negative code. */
-int zn_train_hf_load(const char *path, const struct zn_gpt2_config *mc,
-		     const struct zn_layer_desc *ld, float *const *params_h);
+/* Loading layer by layer (the engine's init_layer, zinc.h): open checks the checkpoint
+ * (its layout, or for a lone file without config the GPT-2 loader's checks once layer 0 is
+ * read); zn_train_hf_load_layer(loader, l, L, params_h) reads layer l's tensors, one at a
+ * time, into params_h (Conv1D weights transposed, wte's padded rows zeroed) and refuses a
+ * NaN or infinity naming the tensor. Host memory: the headers and one tensor at most beyond
+ * params_h. Return 0 or a negative code (logged). */
+struct zn_train_hf_loader;
+int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
+			    const struct zn_gpt2_config *mc);
+int zn_train_hf_load_layer(void *loader, int l, const struct zn_layer_desc *L,
+			   float *params_h);
+void zn_train_hf_loader_close(struct zn_train_hf_loader *h); /* accepts NULL */
 
 /* Can --save-final write path? A .safetensors path or a new directory: core/fsio's
  * zn_output_check of path; an existing directory: of path/config.json in it. */

@@ -113,17 +113,21 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 /* ---- initialization ----------------------------------------------------------------- */
 
 /* tmp_h[0 .. padded) = layer l's initial parameters (zero beyond numel). */
-static void initial_layer(struct zn_engine *e, int l, const float *const *init)
+static int initial_layer(struct zn_engine *e, int l, const struct zn_engine_options *opt)
 {
 	uint64_t padded = e->L[l].sh.padded_numel;
+	int rc = 0;
 
-	if (init) {
-		memcpy(e->tmp_h, init[l], e->numel[l] * sizeof(float));
-		memset(e->tmp_h + e->numel[l], 0, (padded - e->numel[l]) * sizeof(float));
-	} else {
+	if (opt->init_params_h)
+		memcpy(e->tmp_h, opt->init_params_h[l], e->numel[l] * sizeof(float));
+	else if (opt->init_layer)
+		rc = opt->init_layer(opt->init_ctx, l, &e->ld[l], e->tmp_h);
+	else
 		e->model.ops->init(e->model.config, &e->ld[l], 0, padded, e->tmp_h,
 				   e->cfg.runtime.seed);
-	}
+	if (opt->init_params_h || opt->init_layer)
+		memset(e->tmp_h + e->numel[l], 0, (padded - e->numel[l]) * sizeof(float));
+	return rc;
 }
 
 /* ---- create ------------------------------------------------------------------------------ */
@@ -241,8 +245,9 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	if (!e->tmp_h || !e->tmp16_h)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
-		initial_layer(e, l, opt->init_params_h);
-		rc = zn_tiers_init_layer(e, l);
+		rc = initial_layer(e, l, opt);
+		if (!rc)
+			rc = zn_tiers_init_layer(e, l);
 		if (rc)
 			return rc;
 	}

@@ -291,6 +291,13 @@ int zn_gpt2_load_layer_safetensors(const struct zn_st_file *f, const struct zn_g
 int zn_gpt2_load_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,
 			     float *const *layer_params_h, const char *path);
 
+/* The whole-file checks of zn_gpt2_load_safetensors for a caller loading layer by layer:
+ * lm_head.weight, when present, equals wte (layer 0's first vocab x d_model floats, already
+ * loaded); no block beyond cfg->layers; a warning for tensors the model does not use.
+ * Returns 0 or -EINVAL (logged). */
+int zn_gpt2_check_safetensors(const struct zn_st_file *f, const struct zn_gpt2_config *cfg,
+			      const struct zn_layer_desc *layers, const float *wte);
+
 /* Saves every layer as dtype (ZN_DTYPE_F32 or ZN_DTYPE_BF16; F16 also accepted), atomically
  * (zn_st_write). Returns 0 or a negative code. */
 int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,

@@ -200,12 +200,20 @@ int zn_gpt2_load_safetensors(const struct zn_gpt2_config *cfg, const struct zn_l
 	for (int l = 0; !rc && l < n; l++)
 		rc = zn_gpt2_load_layer_safetensors(f, cfg, &layers[l], layer_params_h[l]);
 	if (!rc)
-		rc = check_lm_head(f, cfg, layer_params_h[0]);
+		rc = zn_gpt2_check_safetensors(f, cfg, layers, layer_params_h[0]);
+	zn_st_close(f);
+	return rc;
+}
+
+int zn_gpt2_check_safetensors(const struct zn_st_file *f, const struct zn_gpt2_config *cfg,
+			      const struct zn_layer_desc *layers, const float *wte)
+{
+	int rc = check_lm_head(f, cfg, wte);
+
 	if (!rc)
 		rc = check_no_extra_block(f, cfg);
 	if (!rc)
-		warn_unused(f, layers, n);
-	zn_st_close(f);
+		warn_unused(f, layers, zn_gpt2_layer_count(cfg));
 	return rc;
 }
 
