@@ -300,6 +300,11 @@ struct zn_step_stats {
 	uint64_t device_peak_bytes;
 	uint64_t pinned_bytes;     /* pinned host memory in use */
 	uint64_t plan_device_bytes;
+	uint64_t pinned_size_bytes;     /* the pinned arena's budget */
+	uint64_t nvme_read_bytes;       /* this rank's swap-store bytes moved in the step */
+	uint64_t nvme_write_bytes;
+	uint64_t plan_nvme_read_bytes;  /* the plan's figures for the same */
+	uint64_t plan_nvme_write_bytes;
 };
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,

@@ -283,6 +283,35 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	cr_assert_eq(p.nvme_param_bytes, 2 * prm);
 }
 
+/* NVMe bytes per step, worked by hand: shards (world 2) of 151552, 61440, 61440, 4096
+ * elements (sum 278528); grad_accum 3. */
+Test(plan, engine_nvme_bytes_per_step)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2);
+	struct zn_engine_plan p;
+
+	in.grad_accum = 3;
+	/* bf16: reads 12 x 278528 + 2 x 151552 (layer 0 once) + 2 x 3 x 2 x 126976; writes
+	 * 12 x 278528 + 2 x 278528 (the new bf16 shards) */
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.nvme_step_read_bytes, 5169152);
+	cr_assert_eq(p.nvme_step_write_bytes, 3899392);
+	/* fp32: the parameter extent is the master, fetched at 4 bytes, not written twice */
+	in.bf16 = false;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.nvme_step_read_bytes, 6995968);
+	cr_assert_eq(p.nvme_step_write_bytes, 3342336);
+	/* optimizer only: master, m, v read and written once */
+	in.offload_param = ZN_OFFLOAD_CPU;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.nvme_step_read_bytes, 3342336);
+	cr_assert_eq(p.nvme_step_write_bytes, 3342336);
+	/* nothing on nvme */
+	in.offload_optimizer = ZN_OFFLOAD_CPU;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.nvme_step_read_bytes + p.nvme_step_write_bytes, 0);
+}
+
 Test(plan, prefetch_depth_from_the_stage3_limits)
 {
 	struct zn_config c;

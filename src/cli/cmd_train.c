@@ -201,6 +201,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
 	struct zn_train_data data = { 0 };
 	struct zn_monitor mon = { .on = false };
+	struct zn_train_totals tot = { 0 };
 	struct zn_engine *e = NULL;
 	struct zn_model model;
 	struct zn_train_hf_loader *init = NULL;
@@ -237,6 +238,8 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		rc = zn_train_data_next(&data);
 		if (!rc)
 			rc = zn_engine_step(e, data.inputs, data.targets, &st);
+		if (!rc)
+			zn_train_totals_add(&tot, &st);
 		if (!rc && zn_engine_rank(e) == 0)
 			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
@@ -254,6 +257,9 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
+	/* last, so its peak RSS covers the save too */
+	if (!rc && zn_engine_rank(e) == 0)
+		zn_train_print_summary(stdout, &tot);
 	if (rc)
 		zn_train_ranks_fail(ranks, 1);
 	zn_monitor_close(&mon);

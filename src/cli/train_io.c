@@ -7,9 +7,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/dtype.h"
+#include "core/fsio.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "model/data.h"
 
 /* Every token below the model's vocabulary, or an error naming the first one, its
@@ -119,8 +122,9 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int every,
 			 bool tty)
 {
-	double tps = st->step_ms > 0 ? (double)st->tokens / (st->step_ms / 1e3) : 0;
+	double sec = st->step_ms / 1e3;
 	bool line = st->step % every == 0 || st->step == steps || st->step == 1;
+	char tps[32], t[5][32], rd[32], wr[32];
 
 	if (!line) {
 		if (tty) {
@@ -135,9 +139,71 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 	}
 	if (tty)
 		fprintf(f, "\r\033[K");
-	fprintf(f, "step %lld/%d | loss %.4f | %.1fk tok/s | %.0f ms (fwd %.0f, bwd %.0f, opt "
-		"%.0f, wait %.0f) | dev peak %.1f MiB | pinned %.1f MiB\n", (long long)st->step,
-		steps, st->loss, tps / 1e3, st->step_ms, st->fwd_ms, st->bwd_ms, st->opt_ms,
-		st->wait_ms, mib(st->device_peak_bytes), mib(st->pinned_bytes));
+	fprintf(f, "step %lld/%d | loss %.4f | %s | %s (fwd %s, bwd %s, opt %s, wait %s) | dev "
+		"peak %.1f MiB | pinned %.1f MiB", (long long)st->step, steps, st->loss,
+		zn_format_rate(tps, sizeof(tps), sec > 0 ? (double)st->tokens / sec : 0, "tok/s"),
+		zn_format_ms(t[0], sizeof(t[0]), st->step_ms),
+		zn_format_ms(t[1], sizeof(t[1]), st->fwd_ms),
+		zn_format_ms(t[2], sizeof(t[2]), st->bwd_ms),
+		zn_format_ms(t[3], sizeof(t[3]), st->opt_ms),
+		zn_format_ms(t[4], sizeof(t[4]), st->wait_ms), mib(st->device_peak_bytes),
+		mib(st->pinned_bytes));
+	if (st->plan_nvme_read_bytes || st->plan_nvme_write_bytes || st->nvme_read_bytes ||
+	    st->nvme_write_bytes)
+		fprintf(f, " | nvme read %s, write %s",
+			zn_format_rate(rd, sizeof(rd), sec > 0 ? st->nvme_read_bytes / sec : 0, "B/s"),
+			zn_format_rate(wr, sizeof(wr), sec > 0 ? st->nvme_write_bytes / sec : 0,
+				       "B/s"));
+	fprintf(f, "\n");
+	fflush(f);
+}
+
+void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *st)
+{
+	t->steps++;
+	t->tokens += st->tokens;
+	t->step_ms += st->step_ms;
+	if (st->pinned_bytes > t->pinned_peak)
+		t->pinned_peak = st->pinned_bytes;
+	if (st->device_peak_bytes > t->device_peak)
+		t->device_peak = st->device_peak_bytes;
+	t->pinned_size = st->pinned_size_bytes;
+	t->nvme_read += st->nvme_read_bytes;
+	t->nvme_write += st->nvme_write_bytes;
+	t->plan_nvme_read = st->plan_nvme_read_bytes;
+	t->plan_nvme_write = st->plan_nvme_write_bytes;
+}
+
+/* Peak resident set of the process from the kernel (ru_maxrss: KiB on Linux). */
+static uint64_t peak_rss_bytes(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+void zn_train_print_summary(FILE *f, const struct zn_train_totals *t)
+{
+	char ms[32], tps[32], rss[32], pin[32], pins[32], dev[32];
+	double mean = t->steps ? t->step_ms / t->steps : 0;
+
+	if (!t->steps)
+		return;
+	fprintf(f, "summary: %d steps | %llu tokens | mean step %s | %s | peak RSS %s | pinned "
+		"peak %s of %s | dev peak %s", t->steps, (unsigned long long)t->tokens,
+		zn_format_ms(ms, sizeof(ms), mean),
+		zn_format_rate(tps, sizeof(tps), t->step_ms > 0 ? t->tokens / (t->step_ms / 1e3) :
+			       0, "tok/s"),
+		zn_format_bytes(rss, sizeof(rss), peak_rss_bytes()),
+		zn_format_bytes(pin, sizeof(pin), t->pinned_peak),
+		zn_format_bytes(pins, sizeof(pins), t->pinned_size),
+		zn_format_bytes(dev, sizeof(dev), t->device_peak));
+	if (t->plan_nvme_read || t->plan_nvme_write || t->nvme_read || t->nvme_write)
+		fprintf(f, " | nvme per step read %.0f B (plan %llu), write %.0f B (plan %llu)",
+			(double)t->nvme_read / t->steps, (unsigned long long)t->plan_nvme_read,
+			(double)t->nvme_write / t->steps, (unsigned long long)t->plan_nvme_write);
+	fprintf(f, "\n");
 	fflush(f);
 }

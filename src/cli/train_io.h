@@ -33,10 +33,27 @@ void zn_train_data_close(struct zn_train_data *d);
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   const struct zn_gpt2_config *mc, const struct zn_engine *e, int T,
 			   int steps);
-/* "step 3/20 | loss 4.1234 | 12.3k tok/s | 812 ms (fwd 300, bwd 400, opt 80, wait 32) |
- * dev peak 412 MiB | pinned 96 MiB" every `every` steps and at the last; a progress bar
- * (carriage return, no newline) on the other steps when tty. */
+/* "step 3/20 | loss 4.1234 | 12.3k tok/s | 812 ms (fwd 300 ms, bwd 400 ms, opt 80 ms,
+ * wait 32 ms) | dev peak 412.0 MiB | pinned 96.0 MiB" (+ " | nvme read 1.2 GB/s, write
+ * 820 MB/s" with state on nvme) every `every` steps and at the last; a progress bar
+ * (carriage return, no newline) on the other steps when tty. Units as core/units.h. */
 void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int every,
 			 bool tty);
+
+/* The run's figures for the summary line (this rank's). */
+struct zn_train_totals {
+	int steps;
+	uint64_t tokens;
+	double step_ms;
+	uint64_t pinned_peak, pinned_size, device_peak;
+	uint64_t nvme_read, nvme_write;           /* measured, summed over the steps */
+	uint64_t plan_nvme_read, plan_nvme_write; /* the plan's per step */
+};
+void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *st);
+/* "summary: 3 steps | 1536 tokens | mean step 95.0 ms | 16.2k tok/s | peak RSS 412.30 MiB |
+ * pinned peak 52.30 MiB of 1.00 GiB | dev peak 19.80 MiB | nvme per step read 94371840 B
+ * (plan 94371840), write 70778880 B (plan 70778880)": peak RSS from the kernel
+ * (getrusage ru_maxrss), NVMe bytes measured at the aio engine, exact, per step and rank. */
+void zn_train_print_summary(FILE *f, const struct zn_train_totals *t);
 
 #endif

@@ -247,6 +247,21 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 				zn_plan_host_alloc_bytes(s.shard_numel * 4);
 		if (prm_nvme)
 			out->nvme_param_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
+		/* per step: AdamW reads and writes master, m and v; with parameters on nvme
+		 * every use fetches the shard (layer 0 once a step, the others in each
+		 * micro-batch's forward and backward) and AdamW writes the new shard unless
+		 * it is the master */
+		if (opt_nvme) {
+			out->nvme_step_read_bytes += 3 * s.shard_numel * 4;
+			out->nvme_step_write_bytes += 3 * s.shard_numel * 4;
+		}
+		if (prm_nvme) {
+			uint64_t uses = l == 0 ? 1 : 2 * (uint64_t)in->grad_accum;
+
+			out->nvme_step_read_bytes += uses * s.shard_numel * pb;
+			if (!(opt_nvme && out->master_aliases_params))
+				out->nvme_step_write_bytes += s.shard_numel * pb;
+		}
 	}
 	out->nvme_optim_path_bytes = opt_nvme ? path_bytes(out->nvme_optim_bytes,
 							   in->optim_path_count) : 0;

@@ -129,6 +129,10 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            buffer per working slot (ring + layer 0's), the shard read before its copy up.
  *            Extents are 4 KiB multiples; per path the swap store stripes them in 1 MiB
  *            units (ZN_PLAN_SWAP_STRIPE), so a path holds ceil(stripes / paths) stripes.
+ *            NVMe bytes per step (per rank, shard bytes as transferred): reads = 12 B per
+ *            optimizer element (master, m, v) + with parameters on nvme the shard per
+ *            fetch (layer 0 once, the others 2 x grad_accum); writes = 12 B per optimizer
+ *            element + the parameter shard unless it is the master (fp32, both on nvme).
  */
 #define ZN_PLAN_DEVICE_ALIGN 256
 #define ZN_PLAN_HOST_ALIGN 4096
@@ -182,6 +186,8 @@ struct zn_engine_plan {
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */
 	uint64_t nvme_optim_path_bytes; /* file size on each offload_optimizer path */
 	uint64_t nvme_param_path_bytes; /* file size on each offload_param path */
+	uint64_t nvme_step_read_bytes;  /* per rank and step: AdamW's state reads + fetches */
+	uint64_t nvme_step_write_bytes; /* per rank and step: AdamW's state (+ param) writes */
 };
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */

@@ -247,12 +247,15 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 		   struct zn_step_stats *st)
 {
 	double t0 = zn_runtime_now_ms();
+	struct zn_aio_stats io0 = { 0 }, io1 = { 0 };
 	int rc;
 
 	*st = (struct zn_step_stats){ 0 };
 	/* 1. the step's learning rate, counters reset */
 	e->step++;
 	e->rt.wait_ms = 0.0;
+	if (e->sw.aio)
+		zn_aio_get_stats(e->sw.aio, &io0);
 	zn_optim_begin(e);
 	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
 	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
@@ -305,5 +308,12 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->device_peak_bytes = zn_device_peak_bytes(e->rt.dev);
 	st->pinned_bytes = e->arena ? zn_arena_used_bytes(e->arena) : 0;
 	st->plan_device_bytes = e->plan.device_bytes;
+	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
+	if (e->sw.aio)
+		zn_aio_get_stats(e->sw.aio, &io1);
+	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read;
+	st->nvme_write_bytes = io1.bytes_written - io0.bytes_written;
+	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
+	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	return 0;
 }
