@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "cpu/adamw.h"
 #include "cpu/arena.h"
 #include "cpu/topo.h"
@@ -490,16 +491,17 @@ static void print_table(const struct opts *o, const struct zn_cpu_info *ci,
 	unsigned bpp = zn_adamw_bytes_per_param(o->grad_dtype, o->out_dtype >= 0,
 						o->out_dtype < 0 ? 0 : o->out_dtype);
 	const char *out = o->out_dtype < 0 ? "none" : zn_dtype_name(o->out_dtype);
+	char touched[32];
 
 	printf("# zinc bench adam: zinc %s, %s, simd %s (cpu %s), OpenMP %d\n", ZN_VERSION,
 	       "gcc " __VERSION__, ci->simd_built, ci->simd_cpu, _OPENMP);
 	printf("# machine: %s, %d cores, %d CPUs, %d NUMA node(s), %.1f GiB RAM, load %s\n",
 	       ci->model, ci->core_count, ci->cpu_count, ci->numa_count,
 	       ci->mem_total_bytes / 1073741824.0, load);
-	printf("# arena: %.2f GiB on NUMA node %d, %s, %.2f GiB in huge pages, touched in %.2f s\n",
+	printf("# arena: %.2f GiB on NUMA node %d, %s, %.2f GiB in huge pages, touched in %s\n",
 	       zn_arena_size(ar) / 1073741824.0, zn_arena_numa_node(ar),
 	       zn_arena_pin_name(zn_arena_pinned(ar)), zn_arena_huge_bytes(ar) / 1073741824.0,
-	       zn_arena_populate_s(ar));
+	       zn_format_ms(touched, sizeof(touched), zn_arena_populate_s(ar) * 1e3));
 	printf("# problem: N = %llu params, grad %s, out %s, lr 1e-3, betas 0.9 0.999, wd 0.01; "
 	       "best of %d (interleaved) after 1 warm-up; threads %s\n", (unsigned long long)o->n,
 	       zn_dtype_name(o->grad_dtype), out, o->reps, o->bind ? "bound one per core (hwloc)" : "unbound");

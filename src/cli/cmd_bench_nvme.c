@@ -22,6 +22,7 @@
 #include "cli/cli.h"
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "nvme/aio.h"
 #include "nvme/bench.h"
 #include "zinc.h"
@@ -426,9 +427,13 @@ static void print_preamble(const struct opts *o, const char *name, const char *e
 	       zn_format_bytes(used, sizeof(used), o->bytes));
 	printf("# engine: %s%s%s\n", engine, o->aio.single_submit ? ", single submit" : "",
 	       o->aio.overlap_events ? "" : ", no overlap");
-	if (o->aio.bandwidth_cap_bytes_per_s)
-		printf("# bandwidth cap: %.3f GB/s per direction\n",
-		       o->aio.bandwidth_cap_bytes_per_s / 1e9);
+	if (o->aio.bandwidth_cap_bytes_per_s) {
+		char cap[32];
+
+		printf("# bandwidth cap: %s per direction\n",
+		       zn_format_rate(cap, sizeof(cap), (double)o->aio.bandwidth_cap_bytes_per_s,
+				      "B/s"));
+	}
 	printf("# each case: %d iteration%s, median time; GB/s = bytes / time / 1e9; checked "
 	       "outside the timed part\n#\n", o->iters, o->iters > 1 ? "s" : "");
 	printf("#%10s %6s %6s %12s %10s %9s %8s %9s %8s %6s  %s\n", "block", "depth", "rings",
