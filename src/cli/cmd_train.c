@@ -247,13 +247,9 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
 	}
 	if (!rc && o->save_final) {
-		size_t len = strlen(o->save_final);
-
-		if (len >= 12 && !strcmp(o->save_final + len - 12, ".safetensors"))
-			rc = zn_engine_save(e, o->save_final, o->save_dtype);
-		else
-			rc = zn_train_hf_save(e, mc, o->save_final, o->save_dtype, o->shard_bytes,
-					      o->init_from);
+		/* streamed layer by layer, a file or a directory */
+		rc = zn_train_hf_save(e, mc, o->save_final, o->save_dtype, o->shard_bytes,
+				      o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -189,25 +190,64 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 	return rc;
 }
 
-struct transposed {
-	const float *src; /* memory [rows, cols] */
-	int64_t rows, cols;
+/* The engine's layers, one at a time: every rank reads layers 0 .. n-1 in order (the read
+ * is collective); on rank 0 the writer asks for the tensors in layer order and each fill
+ * reads its layer into the one buffer when it is not there yet. */
+struct layer_stream {
+	struct zn_engine *e;
+	const struct zn_layer_desc *ld;
+	int n, have; /* the layer in buf, or the last one read; -1 none */
+	float *buf;  /* the largest layer's numel floats */
 };
 
-static int fill_transposed(void *ctx, float *out)
-{
-	const struct transposed *t = ctx;
+struct tensor_ref {
+	struct layer_stream *ls;
+	int layer;
+	const struct zn_tensor_desc *d;
+};
 
-	transpose(out, t->src, t->cols, t->rows);
+static int stream_to(struct layer_stream *ls, int l)
+{
+	int rc = 0;
+
+	while (!rc && ls->have < l)
+		rc = zn_engine_read_layer(ls->e, ++ls->have, ls->buf);
+	return rc;
+}
+
+static int fill_tensor(void *ctx, float *out)
+{
+	const struct tensor_ref *t = ctx;
+	const float *src = t->ls->buf + t->d->offset;
+	int rc;
+
+	if (t->layer < t->ls->have)
+		return -EINVAL; /* out of order: the writer's contract is in order */
+	rc = stream_to(t->ls, t->layer);
+	if (rc)
+		return rc;
+	if (t->d->transpose)
+		transpose(out, src, t->d->shape[1], t->d->shape[0]);
+	else /* wte: its first V rows */
+		memcpy(out, src, (size_t)(t->d->file_shape[0] * t->d->file_shape[1]) *
+		       sizeof(float));
 	return 0;
 }
 
-static int write_dir(const struct zn_gpt2_config *mc, const struct zn_layer_desc *ld,
-		     float *const *p, const char *path, const struct zn_hf_save_opts *o)
+static bool ends_with(const char *s, const char *suffix)
 {
-	int n = zn_gpt2_layer_count(mc), count = 0, rc;
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* path ending in .safetensors: one file with GPT-2's metadata; else a directory */
+static int write_out(const struct zn_gpt2_config *mc, struct layer_stream *ls,
+		     const char *path, const struct zn_hf_save_opts *o)
+{
+	int n = ls->n, count = 0, rc;
 	struct zn_st_entry *e = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*e));
-	struct transposed *tr = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*tr));
+	struct tensor_ref *tr = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*tr));
 	struct zn_hf_config c = { .family = ZN_HF_GPT2 };
 
 	c.hidden_size = mc->d_model;
@@ -221,24 +261,28 @@ static int write_dir(const struct zn_gpt2_config *mc, const struct zn_layer_desc
 	c.tie_word_embeddings = true;
 	rc = e && tr ? 0 : -ENOMEM;
 	for (int l = 0; !rc && l < n; l++) {
-		for (int i = 0; i < ld[l].tensor_count; i++, count++) {
-			const struct zn_tensor_desc *d = &ld[l].tensors[i];
+		for (int i = 0; i < ls->ld[l].tensor_count; i++, count++) {
+			const struct zn_tensor_desc *d = &ls->ld[l].tensors[i];
 
 			e[count].name = d->name;
 			e[count].ndim = d->ndim;
 			e[count].shape[0] = d->file_shape[0];
 			e[count].shape[1] = d->file_shape[1];
-			if (!d->transpose) {
-				e[count].data_h = p[l] + d->offset; /* wte: its first V rows */
-				continue;
-			}
-			tr[count] = (struct transposed){ p[l] + d->offset, d->shape[0], d->shape[1] };
-			e[count].fill = fill_transposed;
+			tr[count] = (struct tensor_ref){ ls, l, d };
+			e[count].fill = fill_tensor;
 			e[count].ctx = &tr[count];
 		}
 	}
-	if (!rc)
+	if (!rc && ends_with(path, ".safetensors")) {
+		const char *values[ZN_GPT2_META_COUNT];
+		char nums[ZN_GPT2_META_COUNT][24];
+		const char *const *keys = zn_gpt2_safetensors_meta(mc, values, nums);
+
+		/* one file as zn_gpt2_save_safetensors writes it */
+		rc = zn_st_write(path, o->dtype, e, count, keys, values, ZN_GPT2_META_COUNT);
+	} else if (!rc) {
 		rc = zn_hf_save(path, &c, o, e, count);
+	}
 	free(tr);
 	free(e);
 	return rc;
@@ -249,27 +293,28 @@ int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const
 {
 	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
 	struct zn_hf_src *src = NULL;
-	int n = zn_gpt2_layer_count(mc), rc;
-	struct zn_layer_desc *ld = calloc((size_t)n, sizeof(*ld));
-	float **p = calloc((size_t)n, sizeof(*p));
+	struct layer_stream ls = { e, NULL, zn_gpt2_layer_count(mc), -1, NULL };
+	struct zn_layer_desc *ld = calloc((size_t)ls.n, sizeof(*ld));
+	uint64_t max = 0;
+	int rc, rc2;
 
-	rc = ld && p ? zn_gpt2_layers(mc, ld) : -ENOMEM;
-	/* every rank takes part in gathering each layer; rank 0 writes */
-	for (int l = 0; !rc && l < n; l++) {
-		p[l] = malloc(ld[l].numel * sizeof(float) + 1);
-		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
-	}
+	rc = ld ? zn_gpt2_layers(mc, ld) : -ENOMEM;
+	for (int l = 0; !rc && l < ls.n; l++)
+		max = ld[l].numel > max ? ld[l].numel : max;
+	ls.ld = ld;
+	ls.buf = rc ? NULL : malloc(max * sizeof(float) + 1);
+	rc = rc ? rc : ls.buf ? 0 : -ENOMEM;
 	/* the config the run started from, for its other keys */
 	if (!rc && zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
 		o.base_config = zn_hf_src_config_json(src);
 	if (!rc && zn_engine_rank(e) == 0)
-		rc = write_dir(mc, ld, p, path, &o);
+		rc = write_out(mc, &ls, path, &o);
+	/* every rank reads every layer, whatever rank 0's writing did */
+	rc2 = ls.buf ? stream_to(&ls, ls.n - 1) : 0;
 	zn_hf_close(src);
-	for (int l = 0; p && l < n; l++)
-		free(p[l]);
-	free(p);
+	free(ls.buf);
 	free(ld);
-	return rc;
+	return rc ? rc : rc2;
 }
 
 int zn_train_hf_output_check(const char *path)

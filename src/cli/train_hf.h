@@ -31,11 +31,13 @@ void zn_train_hf_loader_close(struct zn_train_hf_loader *h); /* accepts NULL */
  * zn_output_check of path; an existing directory: of path/config.json in it. */
 int zn_train_hf_output_check(const char *path);
 
-/* Saves the engine's weights: every rank calls it (the layers are gathered); rank 0
- * writes path as a .safetensors file or a Hugging Face directory (model/hf_dir.h) with
- * shards of at most shard_bytes (0: 5GB); config.json keeps the other keys (token ids,
- * ...) of init_from's config when the run started from one (init_from may be NULL).
- * Returns 0 or a negative code. */
+/* Saves the engine's weights layer by layer: every rank calls it and reads layers 0 .. n-1
+ * in order (the read is collective); rank 0 streams each into the writer, so host memory
+ * holds one layer (and one tensor's conversion) at a time. A .safetensors path is one file
+ * with GPT-2's metadata (zn_gpt2_safetensors_meta); any other path a Hugging Face
+ * directory (model/hf_dir.h) with shards of at most shard_bytes (0: 5GB) whose
+ * config.json keeps the other keys (token ids, ...) of init_from's config when the run
+ * started from one (init_from may be NULL). Returns 0 or a negative code. */
 int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const char *path,
 		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from);
 

@@ -187,6 +187,10 @@ static void remove_stale(const char *dir, int n)
 			dir, removed);
 }
 
+/* The tensors in the caller's order, each into its shard: a shard's file is begun (its
+ * header written) at its first tensor and committed after its last, so the values are
+ * asked for (fill) strictly in order and only the shards that interleave are open at once
+ * (a tensor over the limit between two of another shard's). */
 static int write_shards(const char *dir, const struct zn_st_entry *e, int count,
 			enum zn_dtype dtype, const int *shard_of, int n)
 {
@@ -194,18 +198,40 @@ static int write_shards(const char *dir, const struct zn_st_entry *e, int count,
 	static const char *const values[] = { "pt" };
 	char name[SHARD_NAME_MAX], path[ZN_PATH_MAX + 64];
 	struct zn_st_entry *part = malloc(((size_t)count + 1) * sizeof(*part));
-	int rc = part ? 0 : -ENOMEM;
+	int *start = calloc((size_t)n + 1, sizeof(*start)); /* shard k's entries in part */
+	int *left = calloc((size_t)n + 1, sizeof(*left));   /* its tensors still to write */
+	struct zn_st_writer **w = calloc((size_t)n + 1, sizeof(*w));
+	int rc = part && start && left && w ? 0 : -ENOMEM;
 
-	for (int k = 0; !rc && k < n; k++) {
-		int m = 0;
-
+	for (int i = 0; !rc && i < count; i++)
+		left[shard_of[i]]++;
+	for (int k = 1; !rc && k < n; k++)
+		start[k] = start[k - 1] + left[k - 1];
+	for (int k = 0, m = 0; !rc && k < n; k++)
 		for (int i = 0; i < count; i++)
 			if (shard_of[i] == k)
 				part[m++] = e[i];
-		shard_name(name, k, n);
-		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		rc = zn_st_write(path, dtype, part, m, keys, values, 1);
+	for (int i = 0; !rc && i < count; i++) {
+		int k = shard_of[i];
+
+		if (!w[k]) {
+			shard_name(name, k, n);
+			snprintf(path, sizeof(path), "%s/%s", dir, name);
+			rc = zn_st_writer_begin(&w[k], path, dtype, part + start[k], left[k],
+						keys, values, 1);
+		}
+		if (!rc)
+			rc = zn_st_writer_put_entry(w[k], &e[i]);
+		if (!rc && --left[k] == 0) {
+			rc = zn_st_writer_commit(w[k]);
+			w[k] = NULL;
+		}
 	}
+	for (int k = 0; w && k < n; k++)
+		zn_st_writer_abort(w[k]);
+	free(w);
+	free(left);
+	free(start);
 	free(part);
 	return rc;
 }

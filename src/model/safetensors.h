@@ -101,4 +101,21 @@ int zn_st_write(const char *path, enum zn_dtype dtype, const struct zn_st_entry 
 		int count, const char *const *meta_keys, const char *const *meta_values,
 		int meta_count);
 
+/* The same file written tensor by tensor: begin writes the header (entries as for
+ * zn_st_write; only their names and shapes are used), then put gives the next
+ * tensor's values (numel fp32 floats, converted to dtype) in entries' order, and commit
+ * (after the last) fsyncs and renames the file over path. entries is borrowed until commit
+ * or abort. Several writers may be open at once (a sharded save). Return 0 or a negative
+ * code as zn_st_write; a failed put leaves the writer to abort. */
+struct zn_st_writer;
+int zn_st_writer_begin(struct zn_st_writer **out, const char *path, enum zn_dtype dtype,
+		       const struct zn_st_entry *entries, int count,
+		       const char *const *meta_keys, const char *const *meta_values,
+		       int meta_count);
+int zn_st_writer_put(struct zn_st_writer *w, const float *vals);
+/* put of the next entry's data_h, or of what its fill writes into a buffer of its size */
+int zn_st_writer_put_entry(struct zn_st_writer *w, const struct zn_st_entry *e);
+int zn_st_writer_commit(struct zn_st_writer *w); /* releases w */
+void zn_st_writer_abort(struct zn_st_writer *w); /* removes the temporary; accepts NULL */
+
 #endif

@@ -125,89 +125,146 @@ static int check_entries(const char *path, enum zn_dtype dtype, const struct zn_
 	return 0;
 }
 
-/* Converts and writes one tensor; fp32 data already in memory is written as is. */
-static int write_tensor(int fd, const char *path, enum zn_dtype dtype,
-			const struct zn_st_entry *e)
-{
-	uint64_t n = entry_numel(e);
-	float *vals = NULL;
-	const float *src = e->data_h;
-	void *out = NULL;
-	int rc = -ENOMEM;
+struct zn_st_writer {
+	struct zn_atomic_file af;
+	char *path;
+	enum zn_dtype dtype;
+	const struct zn_st_entry *entries; /* borrowed until commit */
+	int count, next;
+};
 
-	if (!src) {
-		vals = malloc(n * sizeof(float) + 1);
-		if (!vals)
-			goto free_bufs;
-		rc = e->fill(e->ctx, vals);
-		if (rc)
-			goto free_bufs;
-		src = vals;
+int zn_st_writer_begin(struct zn_st_writer **out, const char *path, enum zn_dtype dtype,
+		       const struct zn_st_entry *entries, int count,
+		       const char *const *meta_keys, const char *const *meta_values,
+		       int meta_count)
+{
+	struct zn_st_writer *w;
+	unsigned char len_le[8];
+	char *header;
+	uint64_t header_len = 0;
+	int rc;
+
+	*out = NULL;
+	rc = check_entries(path, dtype, entries, count);
+	if (rc)
+		return rc;
+	header = build_header(dtype, entries, count, meta_keys, meta_values, meta_count,
+			      &header_len);
+	w = calloc(1, sizeof(*w));
+	if (w)
+		w->path = strdup(path);
+	if (!header || !w || !w->path) {
+		zn_error("%s: out of memory building the header", path);
+		rc = -ENOMEM;
+		goto fail;
 	}
-	if (dtype == ZN_DTYPE_F32) {
-		rc = zn_write_all(fd, src, n * sizeof(float), path);
-		goto free_bufs;
+	w->dtype = dtype;
+	w->entries = entries;
+	w->count = count;
+	/* a fresh temporary beside path, renamed over it once complete */
+	rc = zn_atomic_file_begin(&w->af, path, "saving");
+	if (rc)
+		goto fail;
+	for (int i = 0; i < 8; i++)
+		len_le[i] = (unsigned char)(header_len >> (8 * i));
+	rc = zn_write_all(w->af.fd, len_le, 8, path);
+	if (!rc)
+		rc = zn_write_all(w->af.fd, header, header_len, path);
+	if (rc) {
+		zn_atomic_file_abort(&w->af);
+		goto fail;
 	}
-	rc = -ENOMEM;
+	free(header);
+	*out = w;
+	return 0;
+fail:
+	free(header);
+	if (w)
+		free(w->path);
+	free(w);
+	return rc;
+}
+
+int zn_st_writer_put(struct zn_st_writer *w, const float *vals)
+{
+	uint64_t n;
+	void *out;
+	int rc;
+
+	if (w->next >= w->count) {
+		zn_error("%s: more tensors given than its header lists", w->path);
+		return -EINVAL;
+	}
+	n = entry_numel(&w->entries[w->next++]);
+	if (w->dtype == ZN_DTYPE_F32)
+		return zn_write_all(w->af.fd, vals, n * sizeof(float), w->path);
 	out = malloc(n * 2 + 1);
 	if (!out)
-		goto free_bufs;
-	if (dtype == ZN_DTYPE_BF16)
-		zn_cast_f32_to_bf16(out, src, n);
+		return -ENOMEM;
+	if (w->dtype == ZN_DTYPE_BF16)
+		zn_cast_f32_to_bf16(out, vals, n);
 	else
-		zn_cast_f32_to_f16(out, src, n);
-	rc = zn_write_all(fd, out, n * 2, path);
-free_bufs:
+		zn_cast_f32_to_f16(out, vals, n);
+	rc = zn_write_all(w->af.fd, out, n * 2, w->path);
 	free(out);
+	return rc;
+}
+
+/* The next entry's values: data_h, or fill into a buffer of its size. */
+int zn_st_writer_put_entry(struct zn_st_writer *w, const struct zn_st_entry *e)
+{
+	float *vals;
+	int rc;
+
+	if (e->data_h)
+		return zn_st_writer_put(w, e->data_h);
+	vals = malloc(entry_numel(e) * sizeof(float) + 1);
+	if (!vals)
+		return -ENOMEM;
+	rc = e->fill(e->ctx, vals);
+	if (!rc)
+		rc = zn_st_writer_put(w, vals);
 	free(vals);
 	return rc;
 }
 
-static int write_file(int fd, const char *path, enum zn_dtype dtype,
-		      const struct zn_st_entry *entries, int count, const char *header,
-		      uint64_t header_len)
+int zn_st_writer_commit(struct zn_st_writer *w)
 {
-	unsigned char len_le[8];
 	int rc;
 
-	for (int i = 0; i < 8; i++)
-		len_le[i] = (unsigned char)(header_len >> (8 * i));
-	rc = zn_write_all(fd, len_le, 8, path);
-	if (!rc)
-		rc = zn_write_all(fd, header, header_len, path);
-	for (int i = 0; !rc && i < count; i++)
-		rc = write_tensor(fd, path, dtype, &entries[i]);
+	if (w->next != w->count) {
+		zn_error("%s: %d of its %d tensors given", w->path, w->next, w->count);
+		zn_st_writer_abort(w);
+		return -EINVAL;
+	}
+	rc = zn_atomic_file_commit(&w->af);
+	free(w->path);
+	free(w);
 	return rc;
+}
+
+void zn_st_writer_abort(struct zn_st_writer *w)
+{
+	if (!w)
+		return;
+	zn_atomic_file_abort(&w->af);
+	free(w->path);
+	free(w);
 }
 
 int zn_st_write(const char *path, enum zn_dtype dtype, const struct zn_st_entry *entries,
 		int count, const char *const *meta_keys, const char *const *meta_values,
 		int meta_count)
 {
-	struct zn_atomic_file af;
-	char *header;
-	uint64_t header_len = 0;
-	int rc;
+	struct zn_st_writer *w;
+	int rc = zn_st_writer_begin(&w, path, dtype, entries, count, meta_keys, meta_values,
+				    meta_count);
 
-	rc = check_entries(path, dtype, entries, count);
-	if (rc)
+	for (int i = 0; !rc && i < count; i++)
+		rc = zn_st_writer_put_entry(w, &entries[i]);
+	if (rc) {
+		zn_st_writer_abort(w);
 		return rc;
-	header = build_header(dtype, entries, count, meta_keys, meta_values, meta_count,
-			      &header_len);
-	if (!header) {
-		zn_error("%s: out of memory building the header", path);
-		return -ENOMEM;
 	}
-	/* a fresh temporary beside path, renamed over it once complete */
-	rc = zn_atomic_file_begin(&af, path, "saving");
-	if (rc)
-		goto free_header;
-	rc = write_file(af.fd, path, dtype, entries, count, header, header_len);
-	if (rc)
-		zn_atomic_file_abort(&af);
-	else
-		rc = zn_atomic_file_commit(&af);
-free_header:
-	free(header);
-	return rc;
+	return zn_st_writer_commit(w);
 }

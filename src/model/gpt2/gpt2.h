@@ -298,6 +298,13 @@ int zn_gpt2_load_safetensors(const struct zn_gpt2_config *cfg, const struct zn_l
 int zn_gpt2_check_safetensors(const struct zn_st_file *f, const struct zn_gpt2_config *cfg,
 			      const struct zn_layer_desc *layers, const float *wte);
 
+/* The "__metadata__" of a GPT-2 file zinc writes (format pt, producer zinc, n_layer,
+ * n_head, n_embd, n_positions, vocab_size): returns the keys and sets values[0 ..
+ * ZN_GPT2_META_COUNT), whose numbers are written into nums. */
+#define ZN_GPT2_META_COUNT 7
+const char *const *zn_gpt2_safetensors_meta(const struct zn_gpt2_config *cfg,
+					    const char **values, char (*nums)[24]);
+
 /* Saves every layer as dtype (ZN_DTYPE_F32 or ZN_DTYPE_BF16; F16 also accepted), atomically
  * (zn_st_write). Returns 0 or a negative code. */
 int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,

@@ -239,6 +239,23 @@ static void meta_int(char (*buf)[24], const char **values, int i, int v)
 	values[i] = buf[i];
 }
 
+const char *const *zn_gpt2_safetensors_meta(const struct zn_gpt2_config *cfg,
+					    const char **values, char (*nums)[24])
+{
+	static const char *const keys[ZN_GPT2_META_COUNT] = {
+		"format", "producer", "n_layer", "n_head", "n_embd", "n_positions", "vocab_size"
+	};
+
+	values[0] = "pt";
+	values[1] = "zinc";
+	meta_int(nums, values, 2, cfg->layers);
+	meta_int(nums, values, 3, cfg->heads);
+	meta_int(nums, values, 4, cfg->d_model);
+	meta_int(nums, values, 5, cfg->seq);
+	meta_int(nums, values, 6, cfg->vocab);
+	return keys;
+}
+
 int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *layers,
 			     const float *const *layer_params_h, const char *path,
 			     enum zn_dtype dtype)
@@ -247,20 +264,15 @@ int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_l
 	int count = 0, rc;
 	struct zn_st_entry *e = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*e));
 	struct transposed *tr = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*tr));
-	static const char *const keys[] = { "format",	   "producer",	 "n_layer",    "n_head",
-					    "n_embd",	   "n_positions", "vocab_size" };
-	const char *values[7] = { "pt", "zinc" };
-	char nums[7][24];
+	const char *const *keys;
+	const char *values[ZN_GPT2_META_COUNT];
+	char nums[ZN_GPT2_META_COUNT][24];
 
 	if (!e || !tr) {
 		rc = -ENOMEM;
 		goto free_entries;
 	}
-	meta_int(nums, values, 2, cfg->layers);
-	meta_int(nums, values, 3, cfg->heads);
-	meta_int(nums, values, 4, cfg->d_model);
-	meta_int(nums, values, 5, cfg->seq);
-	meta_int(nums, values, 6, cfg->vocab);
+	keys = zn_gpt2_safetensors_meta(cfg, values, nums);
 	for (int l = 0; l < n; l++) {
 		for (int i = 0; i < layers[l].tensor_count; i++, count++) {
 			const struct zn_tensor_desc *d = &layers[l].tensors[i];
@@ -280,7 +292,7 @@ int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_l
 			e[count].ctx = &tr[count];
 		}
 	}
-	rc = zn_st_write(path, dtype, e, count, keys, values, 7);
+	rc = zn_st_write(path, dtype, e, count, keys, values, ZN_GPT2_META_COUNT);
 free_entries:
 	free(tr);
 	free(e);
