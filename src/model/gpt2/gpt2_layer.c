@@ -12,7 +12,7 @@ struct block_acts {
 	float *ln1, *ln1_mean, *ln1_rstd; /* [BTC], [BT], [BT] */
 	float *qkv;                       /* [BT, 3C] */
 	float *atty;                      /* [BTC] */
-	float *att;                       /* [B, NH, T, T] */
+	float *lse;                       /* [B, NH, T]: fused attention's row statistics */
 	float *res2;                      /* [BTC]: x_in + attention branch */
 	float *ln2, *ln2_mean, *ln2_rstd;
 	float *fch, *fch_gelu;            /* [BT, 4C] each */
@@ -24,7 +24,7 @@ struct final_acts {
 };
 
 struct sizes {
-	uint64_t bt, btc, att, btv;
+	uint64_t bt, btc, bnt, btv;
 };
 
 static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
@@ -33,7 +33,7 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
 
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
-	s.att = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T * (uint64_t)T;
+	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
 	s.btv = s.bt * (uint64_t)cfg->padded_vocab;
 	return s;
 }
@@ -56,9 +56,9 @@ static uint64_t block_acts_carve(const struct zn_gpt2_config *cfg, int B, int T,
 {
 	struct sizes s = sizes_of(cfg, B, T);
 	float **const bufs[] = { &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty,
-				 &a->att, &a->res2, &a->ln2, &a->ln2_mean, &a->ln2_rstd,
+				 &a->lse, &a->res2, &a->ln2, &a->ln2_mean, &a->ln2_rstd,
 				 &a->fch, &a->fch_gelu };
-	const uint64_t numel[] = { s.btc, s.bt, s.bt, 3 * s.btc, s.btc, s.att,
+	const uint64_t numel[] = { s.btc, s.bt, s.bt, 3 * s.btc, s.btc, s.bnt,
 				   s.btc, s.btc, s.bt, s.bt, 4 * s.btc, 4 * s.btc };
 
 	return carve(acts, bufs, numel, 12);
@@ -82,7 +82,7 @@ struct block_grads {
 	float *dres2_ln;         /* [BTC]: ln_2's contribution to d(res2) */
 	float *datty;            /* [BTC] */
 	float *dqkv;             /* [BT, 3C] */
-	float *dpreatt, *datt;   /* [B, NH, T, T] */
+	float *drow;             /* [B, NH, T]: written by the attention backward */
 	float *dln1;             /* [BTC] */
 	float *dx_ln;            /* [BTC]: ln_1's contribution to d(x_in) */
 };
@@ -92,11 +92,11 @@ static uint64_t block_grads_carve(const struct zn_gpt2_config *cfg, int B, int T
 {
 	struct sizes s = sizes_of(cfg, B, T);
 	float **const bufs[] = { &g->dfch_gelu, &g->dfch, &g->dln2, &g->dres2_ln, &g->datty,
-				 &g->dqkv, &g->dpreatt, &g->datt, &g->dln1, &g->dx_ln };
+				 &g->dqkv, &g->drow, &g->dln1, &g->dx_ln };
 	const uint64_t numel[] = { 4 * s.btc, 4 * s.btc, s.btc, s.btc, s.btc,
-				   3 * s.btc, s.att, s.att, s.btc, s.btc };
+				   3 * s.btc, s.bnt, s.btc, s.btc };
 
-	return carve(scratch, bufs, numel, 10);
+	return carve(scratch, bufs, numel, 9);
 }
 
 uint64_t zn_gpt2_act_numel(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
@@ -124,7 +124,7 @@ uint64_t zn_gpt2_scratch_numel(const struct zn_gpt2_config *cfg, const struct zn
 
 	switch (L->kind) {
 	case ZN_GPT2_LAYER_BLOCK:
-		fwd = s.att + s.btc; /* preatt, branch output */
+		fwd = s.btc; /* branch output */
 		bwd = block_grads_carve(cfg, B, T, NULL, &g);
 		return fwd > bwd ? fwd : bwd;
 	case ZN_GPT2_LAYER_FINAL:
@@ -155,15 +155,15 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	const int C = cfg->d_model, NH = cfg->heads;
 	struct sizes s = sizes_of(cfg, B, T);
 	struct block_acts a;
-	float *preatt = scratch;
-	float *branch = scratch + s.att; /* attention, then MLP, branch output [BTC] */
+	float *branch = scratch; /* attention, then MLP, branch output [BTC] */
 
 	block_acts_carve(cfg, B, T, acts, &a);
 	k->layernorm_forward(st, a.ln1, a.ln1_mean, a.ln1_rstd, x_in, tensor(p, L, ZN_GPT2_LN1_W),
 			     tensor(p, L, ZN_GPT2_LN1_B), B, T, C);
 	k->matmul_forward(st, a.qkv, a.ln1, tensor(p, L, ZN_GPT2_QKV_W),
 			  tensor(p, L, ZN_GPT2_QKV_B), B, T, C, 3 * C);
-	k->attention_forward(st, a.atty, preatt, a.att, a.qkv, B, T, C, NH);
+	/* fused (FlashAttention-2): GPT-2's qkv [B,T,3C] is KV = NH heads of C/NH */
+	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH);
 	k->matmul_forward(st, branch, a.atty, tensor(p, L, ZN_GPT2_ATTPROJ_W),
 			  tensor(p, L, ZN_GPT2_ATTPROJ_B), B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, branch, s.btc);
@@ -250,7 +250,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->matmul_backward(st, d.datty, tensor_mut(g, L, ZN_GPT2_ATTPROJ_W),
 			   tensor_mut(g, L, ZN_GPT2_ATTPROJ_B), dres2, a.atty,
 			   tensor(p, L, ZN_GPT2_ATTPROJ_W), B, T, C, C);
-	k->attention_backward(st, d.dqkv, d.dpreatt, d.datt, d.datty, a.qkv, a.att, B, T, C, NH);
+	k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B, T, NH,
+				    NH, C / NH);
 	k->matmul_backward(st, d.dln1, tensor_mut(g, L, ZN_GPT2_QKV_W),
 			   tensor_mut(g, L, ZN_GPT2_QKV_B), d.dqkv, a.ln1,
 			   tensor(p, L, ZN_GPT2_QKV_W), B, T, C, 3 * C);
