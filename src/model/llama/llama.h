@@ -1,0 +1,89 @@
+/* Llama family (Llama, Qwen2, Mistral) as an implementation of the model interface
+ * (src/model/model.h), built from the kernel table's Llama ops (kernels/kernels.h).
+ *
+ * Layers (layer_count = L + 2), one flat fp32 buffer each, Hugging Face names:
+ *   0        ZN_LLAMA_LAYER_EMBED  model.embed_tokens.weight [V, H]
+ *   1..L     ZN_LLAMA_LAYER_BLOCK  model.layers.N.input_layernorm.weight [H],
+ *                                  self_attn.q_proj, k_proj, v_proj .weight (back to back:
+ *                                  together the [S, H] weight of one matmul, S = (NH+2KV)D),
+ *                                  their biases back to back when qkv_bias,
+ *                                  self_attn.o_proj.weight [H, NH*D] (+ .bias when o_bias),
+ *                                  post_attention_layernorm.weight [H],
+ *                                  mlp.gate_proj, up_proj .weight (back to back: [2I, H]),
+ *                                  mlp.down_proj.weight [H, I]
+ *   L + 1    ZN_LLAMA_LAYER_FINAL  model.norm.weight [H], lm_head.weight [V, H] (untied);
+ *                                  tied: no lm_head, tied_layer 0 (embed_tokens).
+ * All weights are [out, in] as torch.nn.Linear (no transpose), no vocabulary padding.
+ * Decay on 2-D tensors only. Init: matrices normal(0, 0.02) (HF initializer_range),
+ * biases 0, norms 1; each element a pure function of (seed, layer, tensor, element).
+ *
+ * Block: h = rmsnorm(x); qkv = h Wqkv^T (+b); rope(q, k); x += gqa_attn(qkv) Wo^T (+bo);
+ *        h = rmsnorm(x); x += swiglu(h Wgu^T) Wd^T.
+ * Final: losses = cross-entropy(rmsnorm(x) lm_head^T, targets).
+ * RoPE frequencies are kept in the (host) configuration: zn_llama_config_from_hf and
+ * zn_llama_config_validate fill inv_freq.
+ */
+#ifndef ZN_MODEL_LLAMA_H
+#define ZN_MODEL_LLAMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "model/hf_config.h"
+#include "model/model.h"
+#include "rope.h"
+
+struct zn_llama_config {
+	int layers;       /* L */
+	int hidden;       /* H */
+	int intermediate; /* I */
+	int heads;        /* NH */
+	int kv_heads;     /* KV, NH % KV == 0 */
+	int head_dim;     /* D, even, <= ZN_ROPE_MAX_HEAD_DIM */
+	int vocab;        /* V */
+	int seq;          /* longest T */
+	int window;       /* Mistral sliding_window, 0 none; seq must be <= window */
+	float eps;        /* rms_norm_eps */
+	bool qkv_bias;    /* q, k, v biases (Llama attention_bias, Qwen2 always) */
+	bool o_bias;      /* o_proj bias (Llama attention_bias) */
+	bool tied;        /* tie_word_embeddings */
+	struct zn_rope_params rope;
+	float inv_freq[ZN_ROPE_MAX_HEAD_DIM / 2]; /* filled by zn_llama_config_validate */
+};
+
+enum zn_llama_layer_kind {
+	ZN_LLAMA_LAYER_EMBED = 0,
+	ZN_LLAMA_LAYER_BLOCK = 1,
+	ZN_LLAMA_LAYER_FINAL = 2,
+};
+
+/* "llama-tiny": 2 layers, hidden 64, intermediate 128, 4 heads, 2 kv heads (GQA), head_dim
+ * 16, vocab 256, seq 64, eps 1e-5, theta 10000, untied. Returns 0 or -EINVAL (logged). */
+int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg);
+
+/* From a parsed config.json (family llama, qwen2 or mistral), then validated. Returns 0 or
+ * -EINVAL naming the key to change. */
+int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_config *cfg);
+
+/* Checks every field and fills inv_freq. Returns 0 or -EINVAL naming the field. */
+int zn_llama_config_validate(struct zn_llama_config *cfg);
+
+int zn_llama_layer_count(const struct zn_llama_config *cfg);
+int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out);
+void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			 uint64_t first, uint64_t count, float *out_h, uint64_t seed);
+uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			    int B, int T);
+uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
+				const struct zn_layer_desc *L, int B, int T);
+/* The model interface's forward/backward (zn_layer_io as model.h describes it). */
+void zn_llama_layer_forward(const struct zn_kernel_table *k, void *stream,
+			    const struct zn_llama_config *cfg, const struct zn_layer_io *io);
+void zn_llama_layer_backward(const struct zn_kernel_table *k, void *stream,
+			     const struct zn_llama_config *cfg, const struct zn_layer_io *io);
+
+extern const struct zn_model_ops zn_llama_ops;
+struct zn_model zn_llama_model(const struct zn_llama_config *cfg); /* { &zn_llama_ops, cfg } */
+
+#endif

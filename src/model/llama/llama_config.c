@@ -1,0 +1,119 @@
+/* Llama-family configuration: preset, from a Hugging Face config.json, validation. */
+#include <errno.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/llama/llama.h"
+
+int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
+{
+	if (!name || strcmp(name, "llama-tiny")) {
+		zn_error("llama model: unknown preset '%s': valid: llama-tiny", name ? name : "");
+		return -EINVAL;
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->layers = 2;
+	cfg->hidden = 64;
+	cfg->intermediate = 128;
+	cfg->heads = 4;
+	cfg->kv_heads = 2;
+	cfg->head_dim = 16;
+	cfg->vocab = 256;
+	cfg->seq = 64;
+	cfg->eps = 1e-5f;
+	cfg->rope.theta = 10000.0;
+	cfg->rope.type = ZN_ROPE_DEFAULT;
+	return zn_llama_config_validate(cfg);
+}
+
+static int fits_int(int64_t v, const char *key)
+{
+	if (v <= 0 || v > 0x7fffffff) {
+		zn_error("llama model: config.json %s = %lld must be in 1 .. 2^31-1", key,
+			 (long long)v);
+		return 0;
+	}
+	return 1;
+}
+
+int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_config *cfg)
+{
+	if (hf->family != ZN_HF_LLAMA && hf->family != ZN_HF_QWEN2 &&
+	    hf->family != ZN_HF_MISTRAL) {
+		zn_error("llama model: config.json model_type %s is not llama, qwen2 or mistral",
+			 zn_hf_family_name(hf->family));
+		return -EINVAL;
+	}
+	if (!fits_int(hf->num_hidden_layers, "num_hidden_layers") ||
+	    !fits_int(hf->hidden_size, "hidden_size") ||
+	    !fits_int(hf->intermediate_size, "intermediate_size") ||
+	    !fits_int(hf->num_attention_heads, "num_attention_heads") ||
+	    !fits_int(hf->num_key_value_heads, "num_key_value_heads") ||
+	    !fits_int(hf->head_dim, "head_dim") || !fits_int(hf->vocab_size, "vocab_size") ||
+	    !fits_int(hf->max_position_embeddings, "max_position_embeddings"))
+		return -EINVAL;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->layers = (int)hf->num_hidden_layers;
+	cfg->hidden = (int)hf->hidden_size;
+	cfg->intermediate = (int)hf->intermediate_size;
+	cfg->heads = (int)hf->num_attention_heads;
+	cfg->kv_heads = (int)hf->num_key_value_heads;
+	cfg->head_dim = (int)hf->head_dim;
+	cfg->vocab = (int)hf->vocab_size;
+	cfg->seq = (int)hf->max_position_embeddings;
+	cfg->window = hf->sliding_window > 0x7fffffff ? 0x7fffffff : (int)hf->sliding_window;
+	cfg->eps = (float)hf->norm_eps;
+	cfg->qkv_bias = hf->family == ZN_HF_QWEN2 ||
+			(hf->family == ZN_HF_LLAMA && hf->attention_bias);
+	cfg->o_bias = hf->family == ZN_HF_LLAMA && hf->attention_bias;
+	cfg->tied = hf->tie_word_embeddings;
+	cfg->rope.theta = hf->rope_theta;
+	cfg->rope.type = hf->rope_scaling.type == ZN_HF_ROPE_LLAMA3 ? ZN_ROPE_LLAMA3 :
+								    ZN_ROPE_DEFAULT;
+	cfg->rope.factor = hf->rope_scaling.factor;
+	cfg->rope.low_freq_factor = hf->rope_scaling.low_freq_factor;
+	cfg->rope.high_freq_factor = hf->rope_scaling.high_freq_factor;
+	cfg->rope.original_max_position_embeddings =
+		hf->rope_scaling.original_max_position_embeddings;
+	return zn_llama_config_validate(cfg);
+}
+
+int zn_llama_config_validate(struct zn_llama_config *cfg)
+{
+	int64_t S, bigT;
+
+	if (cfg->layers <= 0 || cfg->hidden <= 0 || cfg->intermediate <= 0 || cfg->heads <= 0 ||
+	    cfg->kv_heads <= 0 || cfg->head_dim <= 0 || cfg->vocab <= 0 || cfg->seq <= 0 ||
+	    cfg->window < 0) {
+		zn_error("llama model: layers %d, hidden %d, intermediate %d, heads %d, kv_heads "
+			 "%d, head_dim %d, vocab %d, seq %d must be positive (window %d >= 0)",
+			 cfg->layers, cfg->hidden, cfg->intermediate, cfg->heads, cfg->kv_heads,
+			 cfg->head_dim, cfg->vocab, cfg->seq, cfg->window);
+		return -EINVAL;
+	}
+	if (cfg->heads % cfg->kv_heads) {
+		zn_error("llama model: heads %d is not a multiple of kv_heads %d", cfg->heads,
+			 cfg->kv_heads);
+		return -EINVAL;
+	}
+	if (!(cfg->eps > 0.0f)) {
+		zn_error("llama model: rms_norm_eps %g must be > 0", (double)cfg->eps);
+		return -EINVAL;
+	}
+	if (cfg->window > 0 && cfg->seq > cfg->window) {
+		zn_error("llama model: seq %d exceeds Mistral's sliding_window %d: lower the "
+			 "sequence length (max_position_embeddings / --seq) to <= %d",
+			 cfg->seq, cfg->window, cfg->window);
+		return -EINVAL;
+	}
+	S = (int64_t)(cfg->heads + 2 * cfg->kv_heads) * cfg->head_dim;
+	bigT = (int64_t)cfg->seq * cfg->seq * cfg->heads;
+	if (S > 0x7fffffff || 2 * (int64_t)cfg->intermediate > 0x7fffffff ||
+	    (int64_t)cfg->vocab * cfg->hidden > 0x7fffffff || bigT > ((int64_t)1 << 40)) {
+		zn_error("llama model: sizes too large for the kernels' int arguments");
+		return -EINVAL;
+	}
+	if (zn_rope_inv_freq(cfg->inv_freq, cfg->head_dim, &cfg->rope))
+		return -EINVAL;
+	return 0;
+}

@@ -1,0 +1,278 @@
+/* Llama-family per-layer forward and backward against the kernel table (the composition of
+ * tests/test_kernels_llama_layer.c), with the carving of acts and scratch, so the sizes and
+ * the carving cannot disagree. */
+#include <assert.h>
+#include <stddef.h>
+
+#include "model/llama/llama.h"
+
+struct dims {
+	int H, I, NH, KV, D, Q, S, V;
+	uint64_t bt, bth, att;
+};
+
+static struct dims dims_of(const struct zn_llama_config *c, int B, int T)
+{
+	struct dims d;
+
+	d.H = c->hidden, d.I = c->intermediate, d.NH = c->heads, d.KV = c->kv_heads;
+	d.D = c->head_dim, d.V = c->vocab;
+	d.Q = d.NH * d.D;
+	d.S = (d.NH + 2 * d.KV) * d.D;
+	d.bt = (uint64_t)B * (uint64_t)T;
+	d.bth = d.bt * (uint64_t)d.H;
+	d.att = (uint64_t)B * (uint64_t)d.NH * (uint64_t)T * (uint64_t)T;
+	return d;
+}
+
+static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, int n)
+{
+	uint64_t off = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (base)
+			*bufs[i] = base + off;
+		off += numel[i];
+	}
+	return off;
+}
+
+struct block_acts {
+	float *h1, *rstd1, *qkv, *atty, *att, *res2, *h2, *rstd2, *gu, *m;
+};
+
+static uint64_t block_acts_carve(const struct dims *d, float *acts, struct block_acts *a)
+{
+	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->att,
+				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
+	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->S, d->bt * (uint64_t)d->Q,
+				   d->att, d->bth, d->bth, d->bt, d->bt * 2 * (uint64_t)d->I,
+				   d->bt * (uint64_t)d->I };
+
+	return carve(acts, bufs, numel, 10);
+}
+
+/* all accumulated into (zero on entry) except dres2, written over dh2 once consumed */
+struct block_grads {
+	float *dm, *dgu, *dh2, *dres2_n, *datty, *dqkv, *dpreatt, *datt, *dh1, *dx_n;
+};
+
+static uint64_t block_grads_carve(const struct dims *d, float *s, struct block_grads *g)
+{
+	float **const bufs[] = { &g->dm, &g->dgu, &g->dh2, &g->dres2_n, &g->datty,
+				 &g->dqkv, &g->dpreatt, &g->datt, &g->dh1, &g->dx_n };
+	const uint64_t numel[] = { d->bt * (uint64_t)d->I, d->bt * 2 * (uint64_t)d->I, d->bth,
+				   d->bth, d->bt * (uint64_t)d->Q, d->bt * (uint64_t)d->S,
+				   d->att, d->att, d->bth, d->bth };
+
+	return carve(s, bufs, numel, 10);
+}
+
+struct final_acts {
+	float *hn, *rstd, *probs;
+};
+
+static uint64_t final_acts_carve(const struct dims *d, float *acts, struct final_acts *a)
+{
+	float **const bufs[] = { &a->hn, &a->rstd, &a->probs };
+	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->V };
+
+	return carve(acts, bufs, numel, 3);
+}
+
+uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			    int B, int T)
+{
+	struct dims d = dims_of(cfg, B, T);
+	struct block_acts ba;
+	struct final_acts fa;
+
+	if (L->kind == ZN_LLAMA_LAYER_BLOCK)
+		return block_acts_carve(&d, NULL, &ba);
+	if (L->kind == ZN_LLAMA_LAYER_FINAL)
+		return final_acts_carve(&d, NULL, &fa);
+	return 0;
+}
+
+uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
+				const struct zn_layer_desc *L, int B, int T)
+{
+	struct dims d = dims_of(cfg, B, T);
+	struct block_grads g;
+	uint64_t fwd, bwd;
+
+	if (L->kind == ZN_LLAMA_LAYER_BLOCK) {
+		fwd = d.att + d.bth; /* preatt, branch output */
+		bwd = block_grads_carve(&d, NULL, &g);
+		return fwd > bwd ? fwd : bwd;
+	}
+	if (L->kind == ZN_LLAMA_LAYER_FINAL) /* logits/dlogits, dhn, dx_n, a zero [BTH] */
+		return d.bt * (uint64_t)d.V + 3 * d.bth;
+	return 0;
+}
+
+/* Tensor offsets of a block (model.layers.N.*), in zn_llama_layers' order. */
+struct block_w {
+	uint64_t ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
+	bool has_bqkv, has_bo;
+};
+
+static struct block_w block_w_of(const struct zn_llama_config *c, const struct zn_layer_desc *L)
+{
+	struct block_w w;
+	int t = 0;
+
+	w.has_bqkv = c->qkv_bias, w.has_bo = c->o_bias;
+	w.ln1 = L->tensors[t++].offset;
+	w.wqkv = L->tensors[t].offset; /* q, k, v back to back */
+	t += 3;
+	w.bqkv = w.has_bqkv ? L->tensors[t].offset : 0;
+	t += w.has_bqkv ? 3 : 0;
+	w.wo = L->tensors[t++].offset;
+	w.bo = w.has_bo ? L->tensors[t++].offset : 0;
+	w.ln2 = L->tensors[t++].offset;
+	w.wgu = L->tensors[t].offset; /* gate, up back to back */
+	t += 2;
+	w.wd = L->tensors[t].offset;
+	return w;
+}
+
+static void block_forward(const struct zn_kernel_table *k, void *st,
+			  const struct zn_llama_config *c, const struct zn_layer_io *io)
+{
+	struct dims d = dims_of(c, io->B, io->T);
+	struct block_w w = block_w_of(c, io->L);
+	const float *p = io->params;
+	const int B = io->B, T = io->T;
+	struct block_acts a;
+	float *preatt = io->scratch, *branch = io->scratch + d.att;
+
+	block_acts_carve(&d, io->acts, &a);
+	k->rmsnorm_forward(st, a.h1, a.rstd1, io->x_in, p + w.ln1, c->eps, B, T, d.H);
+	k->matmul_forward(st, a.qkv, a.h1, p + w.wqkv, w.has_bqkv ? p + w.bqkv : NULL, B, T,
+			  d.H, d.S);
+	k->rope_forward(st, a.qkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
+	k->gqa_attention_forward(st, a.atty, preatt, a.att, a.qkv, B, T, d.NH, d.KV, d.D,
+				 c->window);
+	k->matmul_forward(st, branch, a.atty, p + w.wo, w.has_bo ? p + w.bo : NULL, B, T, d.Q,
+			  d.H);
+	k->residual_forward(st, a.res2, io->x_in, branch, d.bth);
+	k->rmsnorm_forward(st, a.h2, a.rstd2, a.res2, p + w.ln2, c->eps, B, T, d.H);
+	k->matmul_forward(st, a.gu, a.h2, p + w.wgu, NULL, B, T, d.H, 2 * d.I);
+	k->swiglu_forward(st, a.m, a.gu, B, T, d.I);
+	k->matmul_forward(st, branch, a.m, p + w.wd, NULL, B, T, d.I, d.H);
+	k->residual_forward(st, io->x_out, a.res2, branch, d.bth);
+}
+
+static void block_backward(const struct zn_kernel_table *k, void *st,
+			   const struct zn_llama_config *c, const struct zn_layer_io *io)
+{
+	struct dims d = dims_of(c, io->B, io->T);
+	struct block_w w = block_w_of(c, io->L);
+	const float *p = io->params;
+	float *g = io->grads, *dres2;
+	const int B = io->B, T = io->T;
+	struct block_acts a;
+	struct block_grads s;
+
+	block_acts_carve(&d, io->acts, &a);
+	block_grads_carve(&d, io->scratch, &s);
+	k->matmul_backward(st, s.dm, g + w.wd, NULL, io->dx_out, a.m, p + w.wd, B, T, d.I, d.H);
+	k->swiglu_backward(st, s.dgu, s.dm, a.gu, B, T, d.I);
+	k->matmul_backward(st, s.dh2, g + w.wgu, NULL, s.dgu, a.h2, p + w.wgu, B, T, d.H,
+			   2 * d.I);
+	k->rmsnorm_backward(st, s.dres2_n, g + w.ln2, s.dh2, a.res2, p + w.ln2, a.rstd2, B, T,
+			    d.H);
+	dres2 = s.dh2; /* consumed: d(res2) = dx_out + the norm's part */
+	k->residual_forward(st, dres2, io->dx_out, s.dres2_n, d.bth);
+	k->matmul_backward(st, s.datty, g + w.wo, w.has_bo ? g + w.bo : NULL, dres2, a.atty,
+			   p + w.wo, B, T, d.Q, d.H);
+	k->gqa_attention_backward(st, s.dqkv, s.dpreatt, s.datt, s.datty, a.qkv, a.att, B, T,
+				  d.NH, d.KV, d.D, c->window);
+	k->rope_backward(st, s.dqkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
+	k->matmul_backward(st, s.dh1, g + w.wqkv, w.has_bqkv ? g + w.bqkv : NULL, s.dqkv, a.h1,
+			   p + w.wqkv, B, T, d.H, d.S);
+	k->rmsnorm_backward(st, s.dx_n, g + w.ln1, s.dh1, io->x_in, p + w.ln1, a.rstd1, B, T,
+			    d.H);
+	k->residual_forward(st, io->dx_in, dres2, s.dx_n, d.bth);
+}
+
+/* lm_head: layer 0's embed_tokens (offset 0) when tied, else the final layer's tensor 1 */
+static const float *lm_head(const struct zn_layer_io *io, const float *own, const float *tied)
+{
+	return io->L->tied_layer >= 0 ? tied : own + io->L->tensors[1].offset;
+}
+
+static void final_forward(const struct zn_kernel_table *k, void *st,
+			  const struct zn_llama_config *c, const struct zn_layer_io *io)
+{
+	struct dims d = dims_of(c, io->B, io->T);
+	struct final_acts a;
+	float *logits = io->scratch;
+
+	final_acts_carve(&d, io->acts, &a);
+	k->rmsnorm_forward(st, a.hn, a.rstd, io->x_in, io->params, c->eps, io->B, io->T, d.H);
+	k->matmul_forward(st, logits, a.hn, lm_head(io, io->params, io->tied_params), NULL,
+			  io->B, io->T, d.H, d.V);
+	k->crossentropy_forward(st, io->losses, a.probs, logits, io->targets, io->B, io->T, d.V,
+				d.V);
+}
+
+static void final_backward(const struct zn_kernel_table *k, void *st,
+			   const struct zn_llama_config *c, const struct zn_layer_io *io)
+{
+	struct dims d = dims_of(c, io->B, io->T);
+	struct final_acts a;
+	float *dlogits = io->scratch, *dhn = dlogits + d.bt * (uint64_t)d.V;
+	float *dx_n = dhn + d.bth;
+	const float *zero = dx_n + d.bth; /* stays zero: residual_forward copies */
+	float *dlm = io->L->tied_layer >= 0 ? io->tied_grads :
+					      io->grads + io->L->tensors[1].offset;
+
+	final_acts_carve(&d, io->acts, &a);
+	k->crossentropy_backward(st, dlogits, a.probs, io->targets, io->dloss_scale, io->B,
+				 io->T, d.V, d.V);
+	k->matmul_backward(st, dhn, dlm, NULL, dlogits, a.hn,
+			   lm_head(io, io->params, io->tied_params), io->B, io->T, d.H, d.V);
+	k->rmsnorm_backward(st, dx_n, io->grads, dhn, io->x_in, io->params, a.rstd, io->B,
+			    io->T, d.H);
+	k->residual_forward(st, io->dx_in, dx_n, zero, d.bth);
+}
+
+void zn_llama_layer_forward(const struct zn_kernel_table *k, void *stream,
+			    const struct zn_llama_config *cfg, const struct zn_layer_io *io)
+{
+	assert(io->B > 0 && io->T > 0 && io->T <= cfg->seq);
+	switch (io->L->kind) {
+	case ZN_LLAMA_LAYER_EMBED:
+		k->embedding_forward(stream, io->x_out, io->tokens, io->params, io->B, io->T,
+				     cfg->hidden);
+		break;
+	case ZN_LLAMA_LAYER_BLOCK:
+		block_forward(k, stream, cfg, io);
+		break;
+	case ZN_LLAMA_LAYER_FINAL:
+		assert(io->targets && io->losses && (io->L->tied_layer < 0 || io->tied_params));
+		final_forward(k, stream, cfg, io);
+		break;
+	}
+}
+
+void zn_llama_layer_backward(const struct zn_kernel_table *k, void *stream,
+			     const struct zn_llama_config *cfg, const struct zn_layer_io *io)
+{
+	assert(io->B > 0 && io->T > 0 && io->T <= cfg->seq);
+	switch (io->L->kind) {
+	case ZN_LLAMA_LAYER_EMBED:
+		k->embedding_backward(stream, io->grads, io->dx_out, io->tokens, io->B, io->T,
+				      cfg->hidden);
+		break;
+	case ZN_LLAMA_LAYER_BLOCK:
+		block_backward(k, stream, cfg, io);
+		break;
+	case ZN_LLAMA_LAYER_FINAL:
+		assert(io->targets && (io->L->tied_layer < 0 || io->tied_grads));
+		final_backward(k, stream, cfg, io);
+		break;
+	}
+}

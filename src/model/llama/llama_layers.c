@@ -1,0 +1,142 @@
+/* Llama-family parameter layout (one flat buffer per layer, Hugging Face names) and the
+ * counter-based initialization: each element a pure function of (seed, layer, tensor,
+ * element), so any shard initializes on its own. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/llama/llama.h"
+
+int zn_llama_layer_count(const struct zn_llama_config *cfg)
+{
+	return cfg->layers + 2;
+}
+
+/* rows x cols, [out, in] as the file holds it; cols 0: 1-D */
+static void add(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols)
+{
+	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->ndim = cols ? 2 : 1;
+	t->shape[0] = rows;
+	t->shape[1] = cols ? cols : 1;
+	t->numel = (uint64_t)rows * (uint64_t)t->shape[1];
+	t->offset = L->numel;
+	t->decay = t->ndim == 2;
+	t->transpose = false;
+	t->file_shape[0] = rows;
+	t->file_shape[1] = t->shape[1];
+	L->numel += t->numel;
+}
+
+static void block(const struct zn_llama_config *c, struct zn_layer_desc *L, int n)
+{
+	const int64_t H = c->hidden, Q = (int64_t)c->heads * c->head_dim;
+	const int64_t KVD = (int64_t)c->kv_heads * c->head_dim, I = c->intermediate;
+	char p[ZN_MODEL_NAME_MAX], name[ZN_MODEL_NAME_MAX + 40];
+
+	snprintf(p, sizeof(p), "model.layers.%d.", n);
+#define ADD(suffix, r, cc)                                                  \
+	do {                                                                \
+		snprintf(name, sizeof(name), "%s%s", p, suffix);            \
+		add(L, name, r, cc);                                        \
+	} while (0)
+	ADD("input_layernorm.weight", H, 0);
+	ADD("self_attn.q_proj.weight", Q, H);
+	ADD("self_attn.k_proj.weight", KVD, H);
+	ADD("self_attn.v_proj.weight", KVD, H);
+	if (c->qkv_bias) {
+		ADD("self_attn.q_proj.bias", Q, 0);
+		ADD("self_attn.k_proj.bias", KVD, 0);
+		ADD("self_attn.v_proj.bias", KVD, 0);
+	}
+	ADD("self_attn.o_proj.weight", H, Q);
+	if (c->o_bias)
+		ADD("self_attn.o_proj.bias", H, 0);
+	ADD("post_attention_layernorm.weight", H, 0);
+	ADD("mlp.gate_proj.weight", I, H);
+	ADD("mlp.up_proj.weight", I, H);
+	ADD("mlp.down_proj.weight", H, I);
+#undef ADD
+}
+
+int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out)
+{
+	int n = zn_llama_layer_count(cfg);
+
+	if (cfg->layers <= 0 || cfg->hidden <= 0 || cfg->vocab <= 0) {
+		zn_error("zn_llama_layers: invalid config (validate it first)");
+		return -EINVAL;
+	}
+	memset(out, 0, sizeof(*out) * (size_t)n);
+	for (int l = 0; l < n; l++) {
+		out[l].index = l;
+		out[l].tied_layer = -1;
+	}
+	out[0].kind = ZN_LLAMA_LAYER_EMBED;
+	add(&out[0], "model.embed_tokens.weight", cfg->vocab, cfg->hidden);
+	for (int l = 1; l <= cfg->layers; l++) {
+		out[l].kind = ZN_LLAMA_LAYER_BLOCK;
+		block(cfg, &out[l], l - 1);
+	}
+	out[n - 1].kind = ZN_LLAMA_LAYER_FINAL;
+	add(&out[n - 1], "model.norm.weight", cfg->hidden, 0);
+	if (cfg->tied)
+		out[n - 1].tied_layer = 0;
+	else
+		add(&out[n - 1], "lm_head.weight", cfg->vocab, cfg->hidden);
+	return 0;
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static float normal_at(uint64_t key, uint64_t i)
+{
+	uint64_t a = mix64(key + GOLDEN * (2 * i + 1));
+	uint64_t b = mix64(key + GOLDEN * (2 * i + 2));
+	double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53;
+	double u2 = (double)(b >> 11) * 0x1.0p-53;
+
+	return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			 uint64_t first, uint64_t count, float *out_h, uint64_t seed)
+{
+	uint64_t end = first + count;
+
+	(void)cfg;
+	for (int t = 0; t < L->tensor_count; t++) {
+		const struct zn_tensor_desc *d = &L->tensors[t];
+		uint64_t lo = first > d->offset ? first : d->offset;
+		uint64_t hi = end < d->offset + d->numel ? end : d->offset + d->numel;
+		/* norms (1-D "...norm.weight") are 1, biases 0, matrices normal(0, 0.02) */
+		int one = d->ndim == 1 && strstr(d->name, "norm.weight") != NULL;
+		uint64_t key = mix64(mix64(mix64(seed + GOLDEN) + GOLDEN * (uint64_t)(L->index + 1)) +
+				     GOLDEN * (uint64_t)(t + 1));
+
+		for (uint64_t i = lo; i < hi; i++) {
+			float *o = out_h + (i - first);
+
+			if (d->ndim == 2)
+				*o = 0.02f * normal_at(key, i - d->offset);
+			else
+				*o = one ? 1.0f : 0.0f;
+		}
+	}
+	if (end > L->numel) {
+		uint64_t lo = first > L->numel ? first : L->numel;
+
+		memset(out_h + (lo - first), 0, (end - lo) * sizeof(float));
+	}
+}

@@ -1,0 +1,110 @@
+/* The Llama family as a struct zn_model_ops (model.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/llama/llama.h"
+
+static int validate(const void *config)
+{
+	struct zn_llama_config c = *(const struct zn_llama_config *)config;
+
+	if (zn_llama_config_validate(&c))
+		return -EINVAL;
+	/* the engine reads the configuration as given: inv_freq must already be filled */
+	if (memcmp(c.inv_freq, ((const struct zn_llama_config *)config)->inv_freq,
+		   sizeof(c.inv_freq))) {
+		zn_error("llama model: inv_freq is not filled: call zn_llama_config_validate on "
+			 "the configuration first");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int layer_count(const void *config)
+{
+	return zn_llama_layer_count(config);
+}
+
+static int describe(const void *config, int layer, struct zn_layer_desc *out)
+{
+	int n = zn_llama_layer_count(config), rc;
+	struct zn_layer_desc *all;
+
+	if (layer < 0 || layer >= n)
+		return -EINVAL;
+	all = calloc((size_t)n, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	rc = zn_llama_layers(config, all);
+	if (!rc)
+		*out = all[layer];
+	free(all);
+	return rc;
+}
+
+static int max_seq(const void *config)
+{
+	return ((const struct zn_llama_config *)config)->seq;
+}
+
+static int vocab(const void *config)
+{
+	return ((const struct zn_llama_config *)config)->vocab;
+}
+
+static int width(const void *config)
+{
+	return ((const struct zn_llama_config *)config)->hidden;
+}
+
+static uint64_t act_numel(const void *config, const struct zn_layer_desc *L, int B, int T)
+{
+	return zn_llama_act_numel(config, L, B, T);
+}
+
+static uint64_t scratch_numel(const void *config, const struct zn_layer_desc *L, int B, int T)
+{
+	return zn_llama_scratch_numel(config, L, B, T);
+}
+
+static void init(const void *config, const struct zn_layer_desc *L, uint64_t first,
+		 uint64_t count, float *out_h, uint64_t seed)
+{
+	zn_llama_init_range(config, L, first, count, out_h, seed);
+}
+
+static void forward(const struct zn_kernel_table *k, void *stream, const void *config,
+		    const struct zn_layer_io *io)
+{
+	zn_llama_layer_forward(k, stream, config, io);
+}
+
+static void backward(const struct zn_kernel_table *k, void *stream, const void *config,
+		     const struct zn_layer_io *io)
+{
+	zn_llama_layer_backward(k, stream, config, io);
+}
+
+const struct zn_model_ops zn_llama_ops = {
+	.family = "llama",
+	.validate = validate,
+	.layer_count = layer_count,
+	.describe = describe,
+	.max_seq = max_seq,
+	.vocab = vocab,
+	.width = width,
+	.act_numel = act_numel,
+	.scratch_numel = scratch_numel,
+	.init = init,
+	.forward = forward,
+	.backward = backward,
+	.load_layer = NULL,
+	.save = NULL,
+};
+
+struct zn_model zn_llama_model(const struct zn_llama_config *cfg)
+{
+	return (struct zn_model){ .ops = &zn_llama_ops, .config = cfg };
+}
