@@ -290,7 +290,7 @@ struct zn_step_stats {
 	int64_t step;              /* 1-based optimizer step just taken */
 	float loss;                /* mean over every token of every rank and micro-batch */
 	float lr;                  /* learning rate this step used */
-	float grad_norm;           /* global L2 norm before clipping (0 without clipping) */
+	float grad_norm;           /* global L2 norm of the gradients (before clipping) */
 	uint64_t tokens;           /* tokens in the global batch */
 	double step_ms;            /* wall time of zn_engine_step */
 	double fwd_ms, bwd_ms;     /* compute stream time in forward / backward */
@@ -320,7 +320,10 @@ uint64_t zn_engine_layer_numel(const struct zn_engine *e, int layer);
 
 /* One optimizer step over grad_accum micro-batches: inputs_h and targets_h hold this rank's
  * grad_accum x micro x T tokens (micro-batch k at offset k x micro x T). Returns 0 or a
- * negative code (logged); after an error destroy the engine. */
+ * negative code (logged); after an error destroy the engine. A loss or gradient norm that
+ * is not finite is -ERANGE, logged with the step and the first layer whose gradient is not
+ * finite (with gradient_clipping the weights are left as they were; without, the update
+ * already ran: do not save them). */
 int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
 		   struct zn_step_stats *st);
 
@@ -329,7 +332,8 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
 
 /* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
- * every rank calls it, rank 0 writes. */
+ * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or
+ * infinite. */
 int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype);
 
 #endif

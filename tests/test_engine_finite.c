@@ -9,6 +9,7 @@
  * - zn_engine_save refuses weights that are not finite, naming the layer.
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <errno.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -106,9 +107,117 @@ static void huge_weight_stops(int stage, const char *offload, const char *clip)
 	cr_assert_null(strstr(out, "saved "), "%s", out);
 }
 
+Test(engine_finite, a_huge_weight_stops_the_run_device_optimizer)
+{
+	huge_weight_stops(0, "none", "");
+	huge_weight_stops(1, "none", "");
+	huge_weight_stops(3, "none", "");
+}
+
+Test(engine_finite, a_huge_weight_stops_the_run_cpu_offload)
+{
+	huge_weight_stops(2, "cpu", "");
+	huge_weight_stops(3, "cpu --offload-param cpu", "");
+}
+
 Test(engine_finite, a_huge_weight_stops_the_run_with_clipping)
 {
 	huge_weight_stops(0, "none", "--grad-clip 1");
 	huge_weight_stops(2, "cpu", "--grad-clip 1");
 }
 
+/* Engine level: the step's error names the step and a layer; the stats stay readable. */
+static void engine_case(int stage, enum zn_offload_device off, float clip, float bad)
+{
+	struct zn_gpt2_config mc;
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_layer_desc *ld;
+	struct zn_step_stats st;
+	struct zn_engine *e;
+	struct zn_config c;
+	float **p;
+	int n, rc, *tok;
+	uint64_t bt;
+
+	et_model(&mc);
+	et_config(&c, stage, off, 2, 1);
+	c.gradient_clipping = clip;
+	n = zn_gpt2_layer_count(&mc);
+	ld = calloc((size_t)n, sizeof(*ld));
+	p = calloc((size_t)n, sizeof(*p));
+	cr_assert_eq(zn_gpt2_layers(&mc, ld), 0);
+	for (int l = 0; l < n; l++) {
+		p[l] = calloc(ld[l].numel, sizeof(float));
+		zn_gpt2_init_layer(&mc, &ld[l], p[l], 3);
+	}
+	p[1][5] = bad;
+	o.init_params_h = (const float *const *)p;
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	bt = (uint64_t)zn_engine_micro_batch(e) * ET_T;
+	tok = et_tokens(bt + 1, mc.vocab, 5);
+	rc = zn_engine_step(e, tok, tok + 1, &st);
+	cr_assert_eq(rc, -ERANGE, "stage %d offload %d clip %g: step returned %d", stage, off,
+		     clip, rc);
+	zn_engine_destroy(e);
+	for (int l = 0; l < n; l++)
+		free(p[l]);
+	free(p);
+	free(ld);
+	free(tok);
+}
+
+Test(engine_finite, step_fails_with_erange, .init = cr_redirect_stderr)
+{
+	static const float bad[] = { 2.3e36f, NAN };
+
+	for (int b = 0; b < 2; b++) {
+		for (int stage = 0; stage <= 3; stage++) {
+			engine_case(stage, ZN_OFFLOAD_NONE, 0, bad[b]);
+			engine_case(stage, ZN_OFFLOAD_NONE, 1.0f, bad[b]);
+			if (stage >= 1) {
+				engine_case(stage, ZN_OFFLOAD_CPU, 0, bad[b]);
+				engine_case(stage, ZN_OFFLOAD_CPU, 1.0f, bad[b]);
+			}
+		}
+	}
+}
+
+/* Weights that are not finite are never written: the engine starts from a NaN (the API
+ * does not check its caller's arrays) and save refuses, naming the layer. */
+Test(engine_finite, save_refuses_non_finite_weights, .init = cr_redirect_stderr)
+{
+	char path[] = "/tmp/zn-finite-save-XXXXXX";
+	struct zn_gpt2_config mc;
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_layer_desc *ld;
+	struct zn_engine *e;
+	struct zn_config c;
+	struct stat st;
+	float **p;
+	int n, fd;
+
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	unlink(path);
+	et_model(&mc);
+	et_config(&c, 2, ZN_OFFLOAD_CPU, 2, 1);
+	n = zn_gpt2_layer_count(&mc);
+	ld = calloc((size_t)n, sizeof(*ld));
+	p = calloc((size_t)n, sizeof(*p));
+	cr_assert_eq(zn_gpt2_layers(&mc, ld), 0);
+	for (int l = 0; l < n; l++) {
+		p[l] = calloc(ld[l].numel, sizeof(float));
+		zn_gpt2_init_layer(&mc, &ld[l], p[l], 3);
+	}
+	p[2][7] = NAN;
+	o.init_params_h = (const float *const *)p;
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	cr_assert_eq(zn_engine_save(e, path, ZN_DTYPE_F32), -ERANGE);
+	cr_assert_neq(stat(path, &st), 0, "a file was written");
+	zn_engine_destroy(e);
+	for (int l = 0; l < n; l++)
+		free(p[l]);
+	free(p);
+	free(ld);
+}

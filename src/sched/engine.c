@@ -2,6 +2,7 @@
  * state (tiers, prefetch, reduce, acts, optim, swapio), initial parameters, read-back and
  * save. The step is step.c (docs/architecture.md). */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,6 +339,27 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 	return rc;
 }
 
+/* Weights that are not finite are never written: -ERANGE naming the tensor. */
+static int check_finite_layer(const struct zn_engine *e, int l, const float *w,
+			      const char *path)
+{
+	const struct zn_layer_desc *L = &e->ld[l];
+
+	for (int t = 0; t < L->tensor_count; t++) {
+		for (uint64_t i = 0; i < L->tensors[t].numel; i++) {
+			float x = w[L->tensors[t].offset + i];
+
+			if (isfinite(x))
+				continue;
+			zn_error("not saving %s: %s element %llu is %s (the run diverged)", path,
+				 L->tensors[t].name, (unsigned long long)i,
+				 isnan(x) ? "NaN" : "infinite");
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
 int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 {
 	float **p = calloc((size_t)e->n, sizeof(*p));
@@ -347,6 +369,9 @@ int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 		p[l] = malloc(e->numel[l] * sizeof(float));
 		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
 	}
+	/* every rank holds every layer now: all see the same answer */
+	for (int l = 0; !rc && l < e->n; l++)
+		rc = check_finite_layer(e, l, p[l], path);
 	if (!rc && !e->model.ops->save) {
 		zn_error("model %s cannot be saved: its ops have no save", e->model.ops->family);
 		rc = -EINVAL;

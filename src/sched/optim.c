@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,12 +97,18 @@ static int gather_full(struct zn_engine *e, int l)
 				  e->pdt);
 }
 
+static int layer_sumsq(struct zn_engine *e, int l);
+
 int zn_optim_update_device(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
 	int rc = 0;
 
-	if (ly->opt_count)
+	/* without clipping the layer's squared sum goes first, on the same stream (checked at
+	 * the end of the step); with clipping the norm already took it */
+	if (!(e->cfg.gradient_clipping > 0))
+		rc = layer_sumsq(e, l);
+	if (!rc && ly->opt_count)
 		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), ly->m_d, ly->v_d,
 				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL), e->opt.clip_coef);
 	if (!rc)
@@ -118,6 +125,9 @@ static int update_host(struct zn_engine *e, int l)
 
 	/* nvme: the state is read into a staging buffer (read ahead), written back behind */
 	rc = zn_optim_host_accumulate(e, l);
+	/* without clipping the layer's squared sum is taken beside its update */
+	if (!rc && !(e->cfg.gradient_clipping > 0))
+		rc = layer_sumsq(e, l);
 	if (!rc)
 		rc = zn_swapio_opt_acquire(e, l, &sb);
 	if (rc)
@@ -175,41 +185,103 @@ void zn_optim_destroy(struct zn_engine *e)
 	e->opt.norm_d = e->opt.norm_h = NULL;
 }
 
-/* The global gradient norm: each rank's squared sum over its span, all-reduced. */
-static int global_norm(struct zn_engine *e, float *norm)
+/* Layer l's squared gradient sum over this rank's span into L[l].sumsq (INFINITY when an
+ * element is not finite): the host tier computes it now, the device tier enqueues it on
+ * the comm stream (zn_devops_sumsq_read brings it back). */
+static int layer_sumsq(struct zn_engine *e, int l)
+{
+	struct zn_layer *ly = &e->L[l];
+	uint64_t n = ly->sh.real_numel;
+	/* stage 0 spans the whole layer; the norm takes this rank's shard of it */
+	const float *g = zn_tiers_grad_span(e, l) + (e->cfg.zero.stage == 0 ? ly->sh.offset : 0);
+	bool nonfinite = false;
+	int rc;
+
+	ly->sumsq = 0.0;
+	if (!zn_tiers_optim_on_host(e)) /* n = 0 too: the op writes 0, every result is fresh */
+		return zn_devops_sumsq(e, e->rt.comm_s, l, g, n);
+	rc = zn_optim_host_accumulate(e, l);
+	if (!rc && n)
+		rc = zn_grad_sumsq(g, ZN_DTYPE_F32, n, 0, &ly->sumsq, &nonfinite);
+	if (nonfinite)
+		ly->sumsq = INFINITY;
+	return rc;
+}
+
+/* The global norm from every layer's L[l].sumsq: summed here, all-reduced. */
+static int total_norm(struct zn_engine *e, float *norm)
 {
 	double total = 0.0;
 	float t;
 	int rc = 0;
 
-	for (int l = e->n - 1; !rc && l >= 0; l--) {
-		struct zn_layer *ly = &e->L[l];
-		uint64_t n = ly->sh.real_numel;
-		/* stage 0 spans the whole layer; the norm takes this rank's shard of it */
-		const float *g = zn_tiers_grad_span(e, l) + (e->cfg.zero.stage == 0 ? ly->sh.offset : 0);
-		bool nonfinite = false;
-
-		ly->sumsq = 0.0;
-		if (zn_tiers_optim_on_host(e)) {
-			rc = zn_optim_host_accumulate(e, l);
-			if (!rc && n)
-				rc = zn_grad_sumsq(g, ZN_DTYPE_F32, n, 0, &ly->sumsq, &nonfinite);
-			if (nonfinite)
-				ly->sumsq = INFINITY;
-		} else {
-			/* n = 0 too: the op writes 0, so every layer's result is fresh */
-			rc = zn_devops_sumsq(e, e->rt.comm_s, l, g, n);
-		}
-	}
-	if (!rc && !zn_tiers_optim_on_host(e))
-		rc = zn_devops_sumsq_read(e, e->rt.comm_s);
 	for (int l = e->n - 1; l >= 0; l--)
 		total += e->L[l].sumsq;
 	t = (float)total;
-	if (!rc && e->rt.world > 1)
+	if (e->rt.world > 1)
 		rc = zn_comm_all_reduce(e->rt.comm, NULL, &t, 1, ZN_DTYPE_F32);
 	*norm = sqrtf(t);
 	return rc;
+}
+
+/* The global gradient norm (clipping, before any update): each rank's squared sum over its
+ * span, all-reduced. */
+static int global_norm(struct zn_engine *e, float *norm)
+{
+	int rc = 0;
+
+	for (int l = e->n - 1; !rc && l >= 0; l--)
+		rc = layer_sumsq(e, l);
+	if (!rc && !zn_tiers_optim_on_host(e))
+		rc = zn_devops_sumsq_read(e, e->rt.comm_s);
+	return rc ? rc : total_norm(e, norm);
+}
+
+int zn_optim_first_nonfinite(struct zn_engine *e, int *layer)
+{
+	float norm = e->opt.grad_norm, *bad;
+	int rc = 0;
+
+	*layer = -1;
+	if (!(e->cfg.gradient_clipping > 0)) {
+		/* the sums were taken beside the updates */
+		if (!zn_tiers_optim_on_host(e))
+			rc = zn_devops_sumsq_read(e, e->rt.comm_s);
+		if (!rc)
+			rc = total_norm(e, &norm);
+		if (rc)
+			return rc;
+		e->opt.grad_norm = norm;
+	}
+	bad = calloc((size_t)e->n, sizeof(*bad));
+	if (!bad)
+		return -ENOMEM;
+	for (int l = 0; l < e->n; l++)
+		bad[l] = isfinite(e->L[l].sumsq) ? 0.0f : 1.0f;
+	/* every rank learns the lowest layer that is not finite on any rank */
+	if (e->rt.world > 1)
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, bad, (uint64_t)e->n, ZN_DTYPE_F32);
+	for (int l = 0; !rc && l < e->n && *layer < 0; l++)
+		if (bad[l] != 0.0f)
+			*layer = l;
+	free(bad);
+	return rc;
+}
+
+int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer)
+{
+	char where[200];
+
+	if (layer >= 0)
+		snprintf(where, sizeof(where), "first non-finite gradient in layer %d (%s ...)",
+			 layer, e->ld[layer].tensors[0].name);
+	else
+		snprintf(where, sizeof(where), "every gradient is finite");
+	zn_error("step %lld: %s not finite (loss %g, gradient norm %g; %s): stopping, nothing "
+		 "saved; lower --lr, set --grad-clip, check the data or start from another "
+		 "checkpoint", (long long)e->step, isfinite(loss) ? "the gradient norm is" :
+		 "the loss is", loss, e->opt.grad_norm, where);
+	return -ERANGE;
 }
 
 int zn_optim_step(struct zn_engine *e, bool inline_done)
@@ -221,10 +293,12 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 		rc = global_norm(e, &norm);
 		if (rc)
 			return rc;
-		if (!isfinite(norm)) {
-			zn_error("step %lld: the gradient norm is not finite: lower --lr or check "
-				 "the data", (long long)e->step);
-			return -ERANGE;
+		if (!isfinite(norm)) { /* before any update: the weights stay as they were */
+			int bad;
+
+			e->opt.grad_norm = norm;
+			rc = zn_optim_first_nonfinite(e, &bad);
+			return rc ? rc : zn_optim_report_nonfinite(e, 0.0f, bad);
 		}
 		/* PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
 		e->opt.clip_coef = clip / (norm + 1e-6f);

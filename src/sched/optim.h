@@ -23,7 +23,7 @@ struct zn_optim {
 	float grad_norm;
 	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
 	double host_opt_ms;           /* CPU AdamW this step */
-	/* clipping with the optimizer on the device: per layer squared sums and non-finite
+	/* the optimizer on the device (every step checks its gradients are finite): per layer squared sums and non-finite
 	 * flags, then the reduction's scratch; norm_h takes the copy back */
 	void *norm_d;
 	void *norm_h;
@@ -40,7 +40,7 @@ struct zn_optim_span {
 int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
 		   struct zn_optim_span *out);
 
-int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (clipping) */
+int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (device optimizer) */
 void zn_optim_destroy(struct zn_engine *e);
 /* the step begins: learning rate for step e->step, clip coefficient 1 */
 void zn_optim_begin(struct zn_engine *e);
@@ -49,6 +49,14 @@ int zn_optim_update_device(struct zn_engine *e, int l);
 /* after the backward: the norm and clipping if configured, then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */
 int zn_optim_step(struct zn_engine *e, bool inline_done);
+/* After the step's streams drained: without clipping the global norm from the squared
+ * sums taken beside the updates into opt.grad_norm; then *layer = the lowest layer whose
+ * gradient is not finite on any rank (-1: none). Every rank calls it (all-reduces). The
+ * caller decides: stop (zn_optim_report_nonfinite) or, under loss scaling, skip. */
+int zn_optim_first_nonfinite(struct zn_engine *e, int *layer);
+/* Logs the stop for a non-finite loss or gradient norm, naming the step and `layer`
+ * (from zn_optim_first_nonfinite); returns -ERANGE. */
+int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer);
 /* offloaded gradient shards: the receive shard added into the layer's shard */
 int zn_optim_host_accumulate(struct zn_engine *e, int layer);
 

@@ -55,8 +55,8 @@ uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count)
 
 	zn_plan_placement(cfg->zero.stage, cfg->zero.offload_optimizer.device,
 			  cfg->zero.offload_param.device, &pl);
-	/* only clipping needs a norm, and only a device optimizer takes it on the device */
-	if (!(cfg->gradient_clipping > 0) || pl.optim != ZN_TIER_DEVICE)
+	/* every step checks the gradients are finite; a device optimizer sums them there */
+	if (pl.optim != ZN_TIER_DEVICE)
 		return 0;
 	return work_offset(layer_count) + ZN_KERNEL_SUMSQ_WORK_COUNT * sizeof(double);
 }
@@ -133,8 +133,8 @@ int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const f
 	};
 
 	if (!base) {
-		zn_error("gradient norm on the device: no result buffer (the engine was created "
-			 "without gradient_clipping)");
+		zn_error("gradient norm on the device: no result buffer (the optimizer is not on "
+			 "the device)");
 		return -EINVAL;
 	}
 	/* every layer's op shares work_d: they are ordered on the one stream s */

@@ -9,6 +9,7 @@
  * which overlaps the last device work).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/log.h"
@@ -290,6 +291,15 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
 		rc = mean_loss(e, &st->loss);
+	/* 7. a non-finite loss or gradient stops the run (the caller saves nothing); fp16 loss
+	 *    scaling would skip the step here instead */
+	if (!rc) {
+		int bad;
+
+		rc = zn_optim_first_nonfinite(e, &bad);
+		if (!rc && (bad >= 0 || !isfinite(st->loss) || !isfinite(e->opt.grad_norm)))
+			rc = zn_optim_report_nonfinite(e, st->loss, bad);
+	}
 	if (rc) {
 		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
 		return rc;
