@@ -305,6 +305,9 @@ struct zn_step_stats {
 	uint64_t nvme_write_bytes;
 	uint64_t plan_nvme_read_bytes;  /* the plan's figures for the same */
 	uint64_t plan_nvme_write_bytes;
+	float loss_scale;          /* fp16: the scale this step's gradients had (1 otherwise) */
+	bool overflow;             /* fp16: the gradients overflowed; nothing was updated */
+	float next_loss_scale;     /* fp16: the scale of the next step (after this update) */
 };
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,

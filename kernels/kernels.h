@@ -188,6 +188,11 @@ struct zn_kernel_table {
 	void (*flash_attention_backward)(void *stream, float *dqkv, float *drow,
 					 const float *dout, const float *qkv, const float *out,
 					 const float *lse, int B, int T, int NH, int KV, int hd);
+
+	/* fp16 parameters (fp16 training): casts as src/core/dtype.c's (round to nearest even,
+	 * subnormals kept, overflow to inf, NaN stays NaN). */
+	void (*cast_f32_to_f16)(void *stream, uint16_t *out, const float *inp, size_t N);
+	void (*cast_f16_to_f32)(void *stream, float *out, const uint16_t *inp, size_t N);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

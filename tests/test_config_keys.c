@@ -320,6 +320,8 @@ Test(config_keys, validation_refusals, .init = cr_redirect_stderr)
 	char *err;
 
 	cr_assert_eq(load(&cfg, "{\"fp16\": {\"enabled\": true}}"), 0);
+	cr_assert_eq(zn_config_validate(&cfg, 1), 0, "fp16 trains (issue 15 item 4)");
+	cr_assert_eq(load(&cfg, "{\"fp16\": {\"enabled\": true, \"hysteresis\": 0}}"), 0);
 	cr_assert_eq(zn_config_validate(&cfg, 1), ZN_EUSAGE);
 	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"type\": \"Adam\", \"params\": "
 				"{\"adam_w_mode\": false}}}"), 0);
@@ -347,7 +349,7 @@ Test(config_keys, validation_refusals, .init = cr_redirect_stderr)
 	cr_assert_eq(flags(&cfg, 4, over), 0);
 	cr_assert_eq(zn_config_validate(&cfg, 1), ZN_EUSAGE);
 	err = stderr_text();
-	cr_assert_not_null(strstr(err, "fp16.enabled is true"), "%s", err);
+	cr_assert_not_null(strstr(err, "fp16: loss_scale must be >= 0"), "%s", err);
 	cr_assert_not_null(strstr(err, "--device-mem) is 0"), "%s", err);
 	cr_assert_not_null(strstr(err, "--pinned-mem) is 0"), "%s", err);
 	cr_assert_not_null(strstr(err, "(--micro-batch) is 4294967297"), "%s", err);

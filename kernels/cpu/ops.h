@@ -72,6 +72,8 @@ void zn_cpu_crossentropy_backward(float *dlogits, const float *probs, const int 
 
 void zn_cpu_cast_f32_to_bf16(uint16_t *out, const float *inp, size_t N);
 void zn_cpu_cast_bf16_to_f32(float *out, const uint16_t *inp, size_t N);
+void zn_cpu_cast_f32_to_f16(uint16_t *out, const float *inp, size_t N);
+void zn_cpu_cast_f16_to_f32(float *out, const uint16_t *inp, size_t N);
 
 void zn_cpu_scale(float *out, float s, size_t N);
 

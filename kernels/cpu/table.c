@@ -103,6 +103,16 @@ static void cast_bf16_to_f32(void *stream, float *out, const uint16_t *inp, size
 	zn_cpu_cast_bf16_to_f32(out, inp, N);
 }
 
+static void cast_f32_to_f16(void *stream, uint16_t *out, const float *inp, size_t N)
+{
+	zn_cpu_cast_f32_to_f16(out, inp, N);
+}
+
+static void cast_f16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N)
+{
+	zn_cpu_cast_f16_to_f32(out, inp, N);
+}
+
 static void scale(void *stream, float *out, float s, size_t N)
 {
 	zn_cpu_scale(out, s, N);
@@ -231,4 +241,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.gqa_attention_backward = gqa_attention_backward,
 	.flash_attention_forward = flash_attention_forward,
 	.flash_attention_backward = flash_attention_backward,
+	.cast_f32_to_f16 = cast_f32_to_f16,
+	.cast_f16_to_f32 = cast_f16_to_f32,
 };

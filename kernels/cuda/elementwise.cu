@@ -1,7 +1,10 @@
-/* Elementwise ops on CUDA: GELU (tanh form), residual, scale, fp32 <-> bf16 casts.
+/* Elementwise ops on CUDA: GELU (tanh form), residual, scale, fp32 <-> bf16 and fp16 casts
+ * (fp16: cuda_fp16's round-to-nearest-even conversions, as src/core/dtype.c's).
  * All grid-stride over size_t N. The bf16 rounding is src/core/dtype.c's bit arithmetic,
  * so the device and host casts agree bit for bit (NaN -> quiet NaN with its sign). */
 #include "common.cuh"
+
+#include <cuda_fp16.h>
 
 extern "C" {
 #include "ops.h"
@@ -128,4 +131,30 @@ extern "C" void zn_cuda_cast_bf16_to_f32(void *stream, float *out, const uint16_
 {
 	bf16_to_f32_kernel<<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp, N);
 	zn_cuda_note_launch("cast_bf16_to_f32", __FILE__, __LINE__);
+}
+
+static __global__ void f32_to_f16_kernel(uint16_t *out, const float *inp, size_t n)
+{
+	for (size_t i = first_index(); i < n; i += grid_step())
+		out[i] = __half_as_ushort(__float2half_rn(inp[i]));
+}
+
+static __global__ void f16_to_f32_kernel(float *out, const uint16_t *inp, size_t n)
+{
+	for (size_t i = first_index(); i < n; i += grid_step())
+		out[i] = __half2float(__ushort_as_half(inp[i]));
+}
+
+extern "C" void zn_cuda_cast_f32_to_f16(void *stream, uint16_t *out, const float *inp,
+					size_t N)
+{
+	f32_to_f16_kernel<<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp, N);
+	zn_cuda_note_launch("cast_f32_to_f16", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_cast_f16_to_f32(void *stream, float *out, const uint16_t *inp,
+					size_t N)
+{
+	f16_to_f32_kernel<<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp, N);
+	zn_cuda_note_launch("cast_f16_to_f32", __FILE__, __LINE__);
 }

@@ -66,6 +66,8 @@ void zn_cuda_crossentropy_backward(void *stream, float *dlogits, const float *pr
 				   int Vp);
 void zn_cuda_cast_f32_to_bf16(void *stream, uint16_t *out, const float *inp, size_t N);
 void zn_cuda_cast_bf16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N);
+void zn_cuda_cast_f32_to_f16(void *stream, uint16_t *out, const float *inp, size_t N);
+void zn_cuda_cast_f16_to_f32(void *stream, float *out, const uint16_t *inp, size_t N);
 void zn_cuda_scale(void *stream, float *out, float s, size_t N);
 
 struct zn_kernel_adamw;

@@ -47,8 +47,9 @@ static void usage(FILE *f)
 		"                     need --data-format text\n"
 		"  --seq T            sequence length (default: the model's --seq)\n"
 		"  --steps N          optimizer steps (default 20)\n"
-		"  --dtype fp32|bf16  bf16: parameters stored and communicated as bf16, fp32\n"
-		"                     master weights and compute (same as --bf16)\n"
+		"  --dtype fp32|bf16|fp16  bf16/fp16: parameters stored and communicated as\n"
+		"                     bf16/fp16, fp32 master weights and compute (same as --bf16,\n"
+		"                     --fp16; fp16 adds DeepSpeed's loss scaling)\n"
 		"  --init-from PATH   start from a Hugging Face model directory (config.json and\n"
 		"                     model.safetensors or shards + index) or a .safetensors\n"
 		"                     file; its config (or shapes) define the model\n"
@@ -99,10 +100,15 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 				return ZN_EUSAGE;
 			if (!strcmp(v, "bf16")) {
 				cfg->precision.bf16 = true;
+				cfg->precision.fp16 = false;
+			} else if (!strcmp(v, "fp16")) {
+				cfg->precision.fp16 = true;
+				cfg->precision.bf16 = false;
 			} else if (!strcmp(v, "fp32")) {
 				cfg->precision.bf16 = false;
+				cfg->precision.fp16 = false;
 			} else {
-				zn_error("--dtype '%s': use fp32 or bf16", v);
+				zn_error("--dtype '%s': use fp32, bf16 or fp16", v);
 				return ZN_EUSAGE;
 			}
 		} else if (!strcmp(a, "--save-dtype")) {

@@ -123,7 +123,7 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 			 bool tty)
 {
 	double sec = st->step_ms / 1e3;
-	bool line = st->step % every == 0 || st->step == steps || st->step == 1;
+	bool line = st->step % every == 0 || st->step == steps || st->step == 1 || st->overflow;
 	char tps[32], t[5][32], rd[32], wr[32];
 
 	if (!line) {
@@ -154,6 +154,12 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 			zn_format_rate(rd, sizeof(rd), sec > 0 ? st->nvme_read_bytes / sec : 0, "B/s"),
 			zn_format_rate(wr, sizeof(wr), sec > 0 ? st->nvme_write_bytes / sec : 0,
 				       "B/s"));
+	/* fp16: the loss scale, and DeepSpeed's word for a skipped step */
+	if (st->overflow)
+		fprintf(f, " | overflow, skipped, scale %g, next %g", (double)st->loss_scale,
+			(double)st->next_loss_scale);
+	else if (st->loss_scale != 1.0f)
+		fprintf(f, " | scale %g", (double)st->loss_scale);
 	fprintf(f, "\n");
 	fflush(f);
 }

@@ -23,7 +23,6 @@ static const char *const optim_names[] = { "AdamW", "Adam", NULL };
 static const char *const warmup_names[] = { "linear", "log", NULL };
 static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
 
-static const char no_fp16[] = "applies with fp16.enabled, which zinc refuses for now";
 static const char no_param_swap[] = "parameter staging is sized by zinc's plan";
 
 const struct zn_key zn_config_keys[] = {
@@ -102,20 +101,20 @@ const struct zn_key zn_config_keys[] = {
 	{ "bf16.enabled", "bf16", ZN_KEY_BOOL, OFF(precision.bf16), NULL, 0,
 	  "bf16 parameters and gradients, fp32 master", NULL, 0 },
 	{ "fp16.enabled", "fp16", ZN_KEY_BOOL, OFF(precision.fp16), NULL, 0,
-	  "fp16 training with loss scaling (refused for now: use --bf16)", NULL, 0 },
+	  "fp16 parameters (fp32 master) with loss scaling", NULL, 0 },
 	{ "fp16.loss_scale", "loss-scale", ZN_KEY_FLOAT, OFF(precision.loss_scale), NULL, 0,
-	  "static loss scale (0 = dynamic)", no_fp16, 0 },
+	  "static loss scale (0 = dynamic)", NULL, 0 },
 	{ "fp16.initial_scale_power", "initial-scale-power", ZN_KEY_INT,
-	  OFF(precision.initial_scale_power), NULL, 0, "dynamic scale starts at 2^N", no_fp16, 0 },
+	  OFF(precision.initial_scale_power), NULL, 0, "dynamic scale starts at 2^N", NULL, 0 },
 	{ "fp16.loss_scale_window", "loss-scale-window", ZN_KEY_INT,
 	  OFF(precision.loss_scale_window), NULL, 0, "steps without overflow before raising",
-	  no_fp16, 0 },
+	  NULL, 0 },
 	{ "fp16.hysteresis", "hysteresis", ZN_KEY_INT, OFF(precision.hysteresis), NULL, 0,
-	  "overflows tolerated before lowering", no_fp16, 0 },
+	  "overflows tolerated before lowering", NULL, 0 },
 	{ "fp16.consecutive_hysteresis", NULL, ZN_KEY_BOOL, OFF(precision.consecutive_hysteresis),
-	  NULL, 0, "refill hysteresis after a good step", no_fp16, 0 },
+	  NULL, 0, "refill hysteresis after a good step", NULL, 0 },
 	{ "fp16.min_loss_scale", "min-loss-scale", ZN_KEY_FLOAT, OFF(precision.min_loss_scale),
-	  NULL, 0, "lowest dynamic loss scale", no_fp16, 0 },
+	  NULL, 0, "lowest dynamic loss scale", NULL, 0 },
 	{ "zero_optimization.stage", "zero-stage", ZN_KEY_INT, OFF(zero.stage), NULL, 0,
 	  "ZeRO stage 0-3", NULL, 0 },
 	{ "zero_optimization.contiguous_gradients", "contiguous-gradients", ZN_KEY_BOOL,
@@ -244,7 +243,7 @@ const struct zn_doc_key zn_config_doc_keys[] = {
 	NOEFFECT("compile", "torch.compile of the model"),
 	NOEFFECT("graph_harvesting", "CUDA graphs of the model"),
 	NOEFFECT("steps_per_print_log", "logging only"),
-	NOEFFECT("fp16.auto_cast", "applies with fp16.enabled, which zinc refuses for now"),
+	NOEFFECT("fp16.auto_cast", "zinc computes in fp32 from fp16 parameters"),
 	NOEFFECT("bf16.immediate_grad_update", "zinc accumulates gradients in fp32"),
 	NOEFFECT("bf16.check_grad_overflow", "bf16 does not overflow as fp16 does"),
 	NOEFFECT("optimizer.params.torch_adam", "implementation choice; same update"),

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -229,9 +230,19 @@ static bool given(const struct zn_config *cfg, const char *path)
 static int validate_supported(const struct zn_config *cfg)
 {
 	if (cfg->precision.fp16) {
-		zn_error("fp16.enabled is true: fp16 training (loss scaling) is not supported by "
-			 "the engine yet: use --bf16 (\"bf16\": {\"enabled\": true}) or fp32");
-		return ZN_EUSAGE;
+		const struct zn_precision_config *p = &cfg->precision;
+
+		if (!(p->loss_scale >= 0) || !isfinite(p->loss_scale) ||
+		    p->initial_scale_power < 0 || p->initial_scale_power > 64 ||
+		    p->loss_scale_window < 1 || p->hysteresis < 1 || !(p->min_loss_scale > 0) ||
+		    !isfinite(p->min_loss_scale)) {
+			zn_error("fp16: loss_scale must be >= 0 (0 = dynamic), initial_scale_power "
+				 "0 .. 64, loss_scale_window >= 1, hysteresis >= 1, min_loss_scale "
+				 "> 0 (got %g, %d, %d, %d, %g)", (double)p->loss_scale,
+				 p->initial_scale_power, p->loss_scale_window, p->hysteresis,
+				 (double)p->min_loss_scale);
+			return ZN_EUSAGE;
+		}
 	}
 	if (cfg->zero.offload_param.device != ZN_OFFLOAD_NONE &&
 	    cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NONE) {

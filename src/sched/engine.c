@@ -85,7 +85,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	e->pin = (struct zn_engine_plan_input){
 		.layer_count = e->n, .layer_numel = e->numel, .world = e->rt.world,
 		.stage = c->zero.stage, .offload_optimizer = c->zero.offload_optimizer.device,
-		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16,
+		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16 || c->precision.fp16,
 		.grad_accum = e->gas, .prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
 		.activation_bytes = act_bytes,
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
@@ -142,10 +142,6 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 	if (opt->seq_len < 1 || opt->seq_len > max_seq) {
 		zn_error("sequence length %d: must be 1 .. %d (the model's --seq)", opt->seq_len,
 			 max_seq);
-		return -EINVAL;
-	}
-	if (c->precision.fp16) {
-		zn_error("fp16 training is not supported by the engine: use --bf16 (or fp32)");
 		return -EINVAL;
 	}
 	if (c->scheduler.type == ZN_LR_WARMUP_COSINE &&
@@ -266,7 +262,8 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		return -ENOMEM;
 	e->cfg = *cfg;
 	e->step = 0;
-	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 : ZN_DTYPE_F32;
+	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
+		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
 	rc = create_model(e, model);
 	if (rc)
 		goto destroy;

@@ -10,6 +10,12 @@
  * gradient shard. With gradient_clipping > 0 every update waits for the global norm (all
  * gradients reduced, squared sums all-reduced): clipping that waits.
  *
+ * fp16 (DeepSpeed's loss scaling, lossscale.h): the loss gradient was multiplied by the
+ * scale, so the norm of the gradients is the scaled one; a non-finite norm (the norm is
+ * all-reduced, so every rank sees it) is an overflow: no layer is updated on any rank and
+ * the scaler lowers the scale. Otherwise AdamW takes the gradients times clip / scale. As
+ * with clipping, every fp16 update waits for the norm.
+ *
  * Weight decay follows each tensor's decay flag in the model's layer descriptors.
  */
 #include <errno.h>
@@ -57,7 +63,7 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 	p.lr = e->opt.lr;
 	p.beta1 = e->opt.beta1;
 	p.beta2 = e->opt.beta2;
-	p.step = e->step;
+	p.step = e->step - e->opt.skipped;
 	p.grad_scale = grad_scale;
 	for (int s = 0; !rc && s < n; s++) {
 		uint64_t i = sp[s].i;
@@ -133,7 +139,7 @@ static int update_host(struct zn_engine *e, int l)
 	if (rc)
 		return rc;
 	t0 = zn_runtime_now_ms();
-	if (ly->opt_count)
+	if (ly->opt_count && !e->opt.overflow)
 		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->opt.clip_coef,
 					 zn_tiers_master_span(e, l, sb), zn_tiers_m_host(e, l, sb),
 					 zn_tiers_v_host(e, l, sb), ly->grad_h,
@@ -141,7 +147,7 @@ static int update_host(struct zn_engine *e, int l)
 	e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
 	if (!rc)
 		rc = zn_swapio_opt_release(e, l);
-	if (rc || e->plan.pl.params != ZN_TIER_DEVICE)
+	if (rc || e->opt.overflow || e->plan.pl.params != ZN_TIER_DEVICE)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
 	rc = zn_memcpy_async(e->rt.copy_in, zn_tiers_param_dst(e, l), ly->param_stage_h,
@@ -157,11 +163,16 @@ static int update_host(struct zn_engine *e, int l)
 
 void zn_optim_begin(struct zn_engine *e)
 {
-	e->opt.lr = zn_lr_for_step(&e->cfg.scheduler, e->cfg.optimizer.lr, e->step);
+	/* fp16: skipped steps advance neither the schedule nor AdamW's step */
+	int64_t step = e->step - e->opt.skipped;
+
+	e->opt.lr = zn_lr_for_step(&e->cfg.scheduler, e->cfg.optimizer.lr, step);
 	zn_betas_for_step(&e->cfg.scheduler, e->cfg.optimizer.beta1, e->cfg.optimizer.beta2,
-			  e->step, &e->opt.beta1, &e->opt.beta2);
+			  step, &e->opt.beta1, &e->opt.beta2);
 	e->opt.clip_coef = 1.0f;
 	e->opt.grad_norm = 0.0f;
+	e->opt.overflow = false;
+	e->opt.scale = e->cfg.precision.fp16 ? (float)e->opt.ls.scale : 1.0f;
 	e->opt.host_opt_ms = 0.0;
 	atomic_store(&e->opt.opt_ns, 0);
 }
@@ -171,6 +182,24 @@ int zn_optim_create(struct zn_engine *e)
 	struct zn_optim *o = &e->opt;
 	int rc;
 
+	const char *inject = getenv("ZINC_TEST_OVERFLOW");
+
+	if (e->cfg.precision.fp16)
+		zn_lossscale_init(&o->ls, &e->cfg.precision);
+	o->inject_step = 0;
+	o->inject_rank = -1;
+	if (inject && *inject) {
+		char *end;
+
+		o->inject_step = strtoll(inject, &end, 10);
+		if (*end == '@')
+			o->inject_rank = (int)strtol(end + 1, &end, 10);
+		if (*end || o->inject_step < 1) {
+			zn_error("ZINC_TEST_OVERFLOW '%s': use STEP or STEP@RANK (a test hook)",
+				 inject);
+			return -EINVAL;
+		}
+	}
 	o->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
 	rc = zn_tiers_dalloc(e, &o->norm_d, o->norm_bytes);
 	if (!rc) /* page-locked under cuda: the result's copy down is asynchronous */
@@ -217,6 +246,9 @@ static int total_norm(struct zn_engine *e, float *norm)
 
 	for (int l = e->n - 1; l >= 0; l--)
 		total += e->L[l].sumsq;
+	if (e->opt.inject_step == e->step &&
+	    (e->opt.inject_rank < 0 || e->opt.inject_rank == e->rt.rank))
+		total = INFINITY;
 	t = (float)total;
 	if (e->rt.world > 1)
 		rc = zn_comm_all_reduce(e->rt.comm, NULL, &t, 1, ZN_DTYPE_F32);
@@ -287,13 +319,25 @@ int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer)
 int zn_optim_step(struct zn_engine *e, bool inline_done)
 {
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
+	bool fp16 = e->cfg.precision.fp16;
 	int rc = zn_swapio_opt_begin(e);
 
-	if (!rc && clip > 0) {
+	if (!rc && (clip > 0 || fp16)) {
 		rc = global_norm(e, &norm);
 		if (rc)
 			return rc;
-		if (!isfinite(norm)) { /* before any update: the weights stay as they were */
+		if (fp16) {
+			/* the overflow check: every rank has the same all-reduced norm */
+			e->opt.overflow = !isfinite(norm);
+			zn_lossscale_update(&e->opt.ls, e->opt.overflow);
+			/* as DeepSpeed: a skipped step advances neither AdamW's step (bias
+			 * correction) nor the learning-rate schedule */
+			if (e->opt.overflow)
+				e->opt.skipped++;
+			/* the true norm, and AdamW's unscaling below */
+			norm = e->opt.overflow ? norm : norm / e->opt.scale;
+		}
+		if (!fp16 && !isfinite(norm)) { /* before any update: the weights stay as they were */
 			int bad;
 
 			e->opt.grad_norm = norm;
@@ -301,15 +345,19 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 			return rc ? rc : zn_optim_report_nonfinite(e, 0.0f, bad);
 		}
 		/* PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
-		e->opt.clip_coef = clip / (norm + 1e-6f);
-		if (e->opt.clip_coef > 1.0f)
-			e->opt.clip_coef = 1.0f;
+		if (clip > 0 && !e->opt.overflow) {
+			e->opt.clip_coef = clip / (norm + 1e-6f);
+			if (e->opt.clip_coef > 1.0f)
+				e->opt.clip_coef = 1.0f;
+		}
+		/* fp16: the gradients AdamW reads are scaled: it takes clip / scale */
+		e->opt.clip_coef /= e->opt.scale;
 	}
 	e->opt.grad_norm = norm;
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
 		if (zn_tiers_optim_on_host(e))
 			rc = update_host(e, l);
-		else if (!inline_done)
+		else if (!inline_done && !e->opt.overflow)
 			rc = zn_optim_update_device(e, l);
 	}
 	return rc;

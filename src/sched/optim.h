@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "sched/lossscale.h"
 #include "zinc.h"
 
 struct zn_engine;
@@ -21,6 +22,16 @@ struct zn_optim {
 	float beta1, beta2; /* this step's (OneCycle cycles beta1) */
 	float clip_coef;
 	float grad_norm;
+	/* fp16: DeepSpeed's loss scaler; the scale this step's loss gradient is multiplied
+	 * by (1 outside fp16); overflow: the step's gradient norm was not finite, nothing
+	 * was updated. inject_step / inject_rank: ZINC_TEST_OVERFLOW=STEP[@RANK] makes that
+	 * step's local norm infinite on that rank (every rank without @RANK), for tests. */
+	struct zn_lossscale ls;
+	float scale;
+	bool overflow;
+	int64_t skipped;             /* fp16 steps skipped: AdamW and lr use step - skipped */
+	int64_t inject_step;
+	int inject_rank;
 	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
 	double host_opt_ms;           /* CPU AdamW this step */
 	/* the optimizer on the device (every step checks its gradients are finite): per layer squared sums and non-finite
@@ -42,11 +53,13 @@ int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count
 
 int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (device optimizer) */
 void zn_optim_destroy(struct zn_engine *e);
-/* the step begins: learning rate for step e->step, clip coefficient 1 */
+/* the step begins: learning rate for step e->step - skipped, clip coefficient 1, this
+ * step's loss scale */
 void zn_optim_begin(struct zn_engine *e);
 /* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
 int zn_optim_update_device(struct zn_engine *e, int l);
-/* after the backward: the norm and clipping if configured, then AdamW of every layer not
+/* after the backward: the norm (clipping or fp16) and clipping, the fp16 overflow check
+ * (an overflow skips every update and lowers the scale), then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */
 int zn_optim_step(struct zn_engine *e, bool inline_done);
 /* After the step's streams drained: without clipping the global norm from the squared

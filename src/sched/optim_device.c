@@ -75,8 +75,14 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 		uint64_t i = sp[s].i;
 
 		hp.weight_decay = sp[s].decay ? j->hp.weight_decay : 0.0f;
-		k->adamw(native, j->master + i, j->m + i, j->v + i, j->out ? j->out + i : NULL,
-			 j->grad + i, &hp, (size_t)sp[s].len);
+		/* fp16 parameters: the update, then the new master cast into the fp16 copy
+		 * (the same bits as the CPU's fused fp16 output) */
+		bool f16 = j->e->pdt == ZN_DTYPE_F16;
+
+		k->adamw(native, j->master + i, j->m + i, j->v + i,
+			 j->out && !f16 ? j->out + i : NULL, j->grad + i, &hp, (size_t)sp[s].len);
+		if (j->out && f16)
+			k->cast_f32_to_f16(native, j->out + i, j->master + i, (size_t)sp[s].len);
 	}
 	/* host: the update itself; cuda: only the time to enqueue it */
 	atomic_fetch_add(&j->e->opt.opt_ns, (uint64_t)((zn_runtime_now_ms() - t0) * 1e6));
@@ -98,14 +104,14 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 		.out = out,
 		.hp = { .lr = e->opt.lr, .beta1 = e->opt.beta1, .beta2 = e->opt.beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
-			.step = e->step,
+			.step = e->step - e->opt.skipped,
 			.l2 = o->type == ZN_OPTIM_ADAM && !o->adam_w_mode },
 	};
 	struct zn_adamw_params p;
 
-	if (out && e->pdt != ZN_DTYPE_BF16) {
-		zn_error("AdamW on the device writes a bf16 parameter copy only (parameters are "
-			 "%s here)", zn_dtype_name(e->pdt));
+	if (out && e->pdt == ZN_DTYPE_F32) {
+		zn_error("AdamW on the device writes a bf16 or fp16 parameter copy only "
+			 "(parameters are %s here)", zn_dtype_name(e->pdt));
 		return -EINVAL;
 	}
 	/* the ops report nothing: check the hyperparameters here, before any launch */
@@ -113,7 +119,7 @@ int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *
 	p.lr = e->opt.lr;
 	p.beta1 = e->opt.beta1;
 	p.beta2 = e->opt.beta2;
-	p.step = e->step;
+	p.step = e->step - e->opt.skipped;
 	p.grad_scale = grad_scale;
 	if (zn_adamw_params_check(&p))
 		return -EINVAL;

@@ -146,7 +146,7 @@ struct zn_engine_plan_input {
 	int stage;
 	enum zn_offload_device offload_optimizer;
 	enum zn_offload_device offload_param;
-	bool bf16;
+	bool bf16;  /* 16-bit stored parameters: bf16 or fp16 (2 bytes, fp32 master) */
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */

@@ -24,13 +24,17 @@ struct cast_args {
 	float *out;
 	const uint16_t *in;
 	uint64_t n;
+	enum zn_dtype dt; /* the stored 16-bit dtype: bf16 or fp16 */
 };
 
 static void cast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct cast_args *a = ctx;
 
-	k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
+	if (a->dt == ZN_DTYPE_F16)
+		k->cast_f16_to_f32(native, a->out, a->in, (size_t)a->n);
+	else
+		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
 }
 
 const float *zn_engine_params_f32(struct zn_engine *e, int layer)
@@ -66,14 +70,14 @@ static int fetch_stage(struct zn_engine *e, int l, struct zn_slot *s)
 static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 {
 	struct zn_layer *ly = &e->L[l];
-	bool bf16 = e->pdt == ZN_DTYPE_BF16, on_host = e->plan.pl.params == ZN_TIER_HOST;
+	bool bf16 = e->pdt != ZN_DTYPE_F32, on_host = e->plan.pl.params == ZN_TIER_HOST;
 	uint64_t esz = zn_tiers_param_bytes(e), padded = ly->sh.padded_numel;
 	struct cast_args ca;
 	int rc;
 
 	if (e->cfg.zero.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
-		ca = (struct cast_args){ s->f32_d, ly->param_d, padded };
+		ca = (struct cast_args){ s->f32_d, ly->param_d, padded, e->pdt };
 		rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
 			rc = zn_launch(e->rt.copy_in, cast_fn, &ca, sizeof(ca));
@@ -112,7 +116,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 					        ly->sh.shard_numel, e->pdt);
 	}
 	if (!rc && bf16) {
-		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded };
+		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, e->pdt };
 		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));
 	}
 	if (!rc)

@@ -86,10 +86,12 @@ static int forward(struct zn_engine *e, const float *p0)
  * reduction on the comm stream, when the optimizer is on the device and nothing has to wait
  * for the global norm; otherwise after the whole backward is enqueued (zn_optim_step), the
  * CPU taking layers top-down as each gradient shard lands, or every update behind the
- * norm (clipping). */
+ * norm (clipping; fp16, whose overflow check of the whole step must come before any
+ * layer is updated: fp16 loses the overlap of AdamW with the backward). */
 static bool adamw_during_backward(const struct zn_engine *e)
 {
-	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0);
+	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0) &&
+	       !e->cfg.precision.fp16;
 }
 
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
@@ -109,7 +111,9 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 					.T = e->T, .scratch = e->act.scratch_d } };
 	int n = e->n, cur = 0, rc = 0;
 
-	a.io.dloss_scale = 1.0f / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	/* the mean over every token of the global batch, times the fp16 loss scale (1 else) */
+	a.io.dloss_scale = e->opt.scale /
+			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < 2 * (n - 1); k++) {
@@ -307,6 +311,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->step = e->step;
 	st->lr = e->opt.lr;
 	st->grad_norm = e->opt.grad_norm;
+	st->overflow = e->opt.overflow;
+	st->loss_scale = e->opt.scale;
+	st->next_loss_scale = e->cfg.precision.fp16 ? (float)e->opt.ls.scale : 1.0f;
 	st->tokens = (uint64_t)e->gas * e->B * e->T * e->rt.world;
 	timings(e, st);
 	st->step_ms = zn_runtime_now_ms() - t0;

@@ -286,6 +286,8 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 
 		if (e->pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
+		else if (e->pdt == ZN_DTYPE_F16)
+			zn_cast_f32_to_f16(buf, src, n);
 		else
 			memcpy(buf, src, n * 4);
 		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),

@@ -172,6 +172,9 @@ static int put_params(struct zn_engine *e, void *dst, bool on_device, uint64_t f
 	if (e->pdt == ZN_DTYPE_BF16) {
 		zn_cast_f32_to_bf16(e->tmp16_h, e->tmp_h + first, count);
 		src = e->tmp16_h;
+	} else if (e->pdt == ZN_DTYPE_F16) {
+		zn_cast_f32_to_f16(e->tmp16_h, e->tmp_h + first, count);
+		src = e->tmp16_h;
 	}
 	if (!on_device) {
 		memcpy(dst, src, bytes);
