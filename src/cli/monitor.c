@@ -94,7 +94,7 @@ int zn_monitor_open(struct zn_monitor *m, const struct zn_config *cfg)
 int zn_monitor_step(struct zn_monitor *m, const struct zn_step_stats *st, int64_t samples)
 {
 	double v[ZN_MONITOR_FIGURES] = {
-		st->loss, st->lr, 1.0, st->grad_norm, st->step_ms, st->fwd_ms, st->bwd_ms,
+		st->loss, st->lr, (double)st->loss_scale, st->grad_norm, st->step_ms, st->fwd_ms, st->bwd_ms,
 		st->opt_ms, st->wait_ms,
 		st->step_ms > 0 ? (double)st->tokens / (st->step_ms / 1000.0) : 0.0,
 	};
