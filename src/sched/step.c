@@ -295,9 +295,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
 		rc = mean_loss(e, &st->loss);
-	/* 7. a non-finite loss or gradient stops the run (the caller saves nothing); fp16 loss
-	 *    scaling would skip the step here instead */
-	if (!rc) {
+	/* 7. a non-finite loss or gradient stops the run (the caller saves nothing); an fp16
+	 *    overflow skipped the step instead (zn_optim_step) */
+	if (!rc && !e->opt.overflow) {
 		int bad;
 
 		rc = zn_optim_first_nonfinite(e, &bad);
