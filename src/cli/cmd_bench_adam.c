@@ -42,6 +42,7 @@ struct opts {
 	int numa_node;
 	bool json;
 	bool bind;
+	bool l2; /* L2-regularised Adam instead of AdamW */
 };
 
 struct bufs {
@@ -76,7 +77,8 @@ static void usage(FILE *f)
 		"  --reps R          timed repetitions per figure, best kept (default 5)\n"
 		"  --numa-node N     NUMA node of the arena and the threads (default: this thread's)\n"
 		"  --no-bind         leave OpenMP threads unbound (default: one per core, hwloc)\n"
-		"  --json            print JSON instead of the table\n");
+		"  --json            print JSON instead of the table\n"
+		"  --l2              L2-regularised Adam (adam_w_mode false) instead of AdamW\n");
 }
 
 /* "64M" = 64e6, "64Mi" = 2^26 (zinc.h's count convention, plus binary suffixes). */
@@ -157,6 +159,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int cores)
 			continue;
 		} else if (!strcmp(a, "--no-bind")) {
 			o->bind = false;
+			continue;
+		} else if (!strcmp(a, "--l2")) {
+			o->l2 = true;
 			continue;
 		}
 		if (!v) {
@@ -436,6 +441,7 @@ static void measure(const struct opts *o, struct bufs *b, int threads, int node,
 	double n = (double)o->n;
 
 	zn_adamw_params_init(&p, NULL);
+	p.l2 = o->l2;
 	p.thread_count = threads;
 	p.step = 1;
 	if (o->bind)
