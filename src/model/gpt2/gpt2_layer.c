@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stddef.h>
 
+#include "lmhead_ce.h"
 #include "model/gpt2/gpt2.h"
 
 /* Saved activations of one block, carved from acts in this order. */
@@ -20,11 +21,11 @@ struct block_acts {
 
 struct final_acts {
 	float *lnf, *lnf_mean, *lnf_rstd;
-	float *probs; /* [BT, Vp] */
 };
 
 struct sizes {
-	uint64_t bt, btc, bnt, btv;
+	uint64_t bt, btc, bnt, ce_work;
+	int chunk; /* rows per lm_head + cross-entropy chunk */
 };
 
 static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
@@ -34,7 +35,13 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
 	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
-	s.btv = s.bt * (uint64_t)cfg->padded_vocab;
+	/* logits of at most 2^24 floats per chunk: never [BT, Vp] at once */
+	s.chunk = (1 << 24) / cfg->padded_vocab;
+	if (s.chunk < 1)
+		s.chunk = 1;
+	if ((uint64_t)s.chunk > s.bt)
+		s.chunk = (int)s.bt;
+	s.ce_work = zn_lmhead_ce_work_count(s.chunk, cfg->padded_vocab);
 	return s;
 }
 
@@ -68,10 +75,10 @@ static uint64_t final_acts_carve(const struct zn_gpt2_config *cfg, int B, int T,
 				 struct final_acts *a)
 {
 	struct sizes s = sizes_of(cfg, B, T);
-	float **const bufs[] = { &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->probs };
-	const uint64_t numel[] = { s.btc, s.bt, s.bt, s.btv };
+	float **const bufs[] = { &a->lnf, &a->lnf_mean, &a->lnf_rstd };
+	const uint64_t numel[] = { s.btc, s.bt, s.bt };
 
-	return carve(acts, bufs, numel, 4);
+	return carve(acts, bufs, numel, 3);
 }
 
 /* Block backward's scratch: every buffer is accumulated into (so zero on entry) except
@@ -128,8 +135,8 @@ uint64_t zn_gpt2_scratch_numel(const struct zn_gpt2_config *cfg, const struct zn
 		bwd = block_grads_carve(cfg, B, T, NULL, &g);
 		return fwd > bwd ? fwd : bwd;
 	case ZN_GPT2_LAYER_FINAL:
-		/* logits (then dlogits), dlnf, dx_ln, a zero [BTC] */
-		return s.btv + 3 * s.btc;
+		/* lm_head + cross-entropy chunk work, dlnf, dx_ln, a zero [BTC] */
+		return s.ce_work + 3 * s.btc;
 	default:
 		return 0;
 	}
@@ -183,16 +190,16 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 			  const float *x_in, const int *targets, float *losses, int B, int T)
 {
 	const int C = cfg->d_model;
+	struct sizes s = sizes_of(cfg, B, T);
 	struct final_acts a;
-	float *logits = scratch;
 
 	final_acts_carve(cfg, B, T, acts, &a);
 	k->layernorm_forward(st, a.lnf, a.lnf_mean, a.lnf_rstd, x_in, tensor(p, L, ZN_GPT2_LNF_W),
 			     tensor(p, L, ZN_GPT2_LNF_B), B, T, C);
-	/* lm_head = wte (tied); its padded rows are zero, so padded logits are 0 and ignored */
-	k->matmul_forward(st, logits, a.lnf, wte, NULL, B, T, C, cfg->padded_vocab);
-	k->crossentropy_forward(st, losses, a.probs, logits, targets, B, T, cfg->vocab,
-				cfg->padded_vocab);
+	/* lm_head = wte (tied); its padded rows are zero, so padded logits are 0 and ignored.
+	 * Chunked (kernels/lmhead_ce.h): the sizes are valid, so it cannot fail. */
+	(void)zn_lmhead_ce_forward(k, st, losses, scratch, a.lnf, wte, targets, (int64_t)s.bt, C,
+				   cfg->vocab, cfg->padded_vocab, s.chunk);
 }
 
 void zn_gpt2_layer_forward(const struct zn_kernel_table *k, void *stream,
@@ -271,14 +278,15 @@ static void final_backward(const struct zn_kernel_table *k, void *st,
 	const int C = cfg->d_model, V = cfg->vocab, Vp = cfg->padded_vocab;
 	struct sizes s = sizes_of(cfg, B, T);
 	struct final_acts a;
-	float *dlogits = scratch;
-	float *dlnf = scratch + s.btv;
+	float *work = scratch;
+	float *dlnf = scratch + s.ce_work; /* zero on entry: accumulated */
 	float *dx_ln = dlnf + s.btc;
 	const float *zero = dx_ln + s.btc; /* stays zero: lets residual_forward copy */
 
 	final_acts_carve(cfg, B, T, acts, &a);
-	k->crossentropy_backward(st, dlogits, a.probs, targets, dloss_scale, B, T, V, Vp);
-	k->matmul_backward(st, dlnf, dwte, NULL, dlogits, a.lnf, wte, B, T, C, Vp);
+	/* recomputes each chunk's logits: no [BT, Vp] buffer */
+	(void)zn_lmhead_ce_backward(k, st, dlnf, dwte, work, a.lnf, wte, targets, dloss_scale,
+				    (int64_t)s.bt, C, V, Vp, s.chunk);
 	k->layernorm_backward(st, dx_ln, tensor_mut(g, L, ZN_GPT2_LNF_W),
 			      tensor_mut(g, L, ZN_GPT2_LNF_B), dlnf, x_in,
 			      tensor(p, L, ZN_GPT2_LNF_W), a.lnf_mean, a.lnf_rstd, B, T, C);
