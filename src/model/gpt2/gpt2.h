@@ -168,6 +168,8 @@ int zn_gpt2_layer_count(const struct zn_gpt2_config *cfg);
 
 /* Fills out[0 .. L+2) (caller provides zn_gpt2_layer_count slots). cfg must be valid.
  * Returns 0 or -EINVAL. */
+/* One layer's descriptor (0 <= l < layer count); the list below is these in order. */
+int zn_gpt2_layer(const struct zn_gpt2_config *cfg, int l, struct zn_layer_desc *out);
 int zn_gpt2_layers(const struct zn_gpt2_config *cfg, struct zn_layer_desc *out);
 
 /* A GPT-2 shape from estimate's flags: parameter count and largest layer (embeddings with

@@ -59,32 +59,42 @@ static void block_tensors(const struct zn_gpt2_config *cfg, struct zn_layer_desc
 	}
 }
 
-int zn_gpt2_layers(const struct zn_gpt2_config *cfg, struct zn_layer_desc *out)
+int zn_gpt2_layer(const struct zn_gpt2_config *cfg, int l, struct zn_layer_desc *out)
 {
 	int n = zn_gpt2_layer_count(cfg);
 
-	if (cfg->layers <= 0 || cfg->d_model <= 0 || cfg->padded_vocab < cfg->vocab) {
-		zn_error("zn_gpt2_layers: invalid config (validate it first)");
+	if (cfg->layers <= 0 || cfg->d_model <= 0 || cfg->padded_vocab < cfg->vocab ||
+	    l < 0 || l >= n) {
+		zn_error("zn_gpt2_layer: invalid config or layer %d (validate it first)", l);
 		return -EINVAL;
 	}
-	memset(out, 0, sizeof(*out) * (size_t)n);
-	for (int l = 0; l < n; l++) {
-		out[l].index = l;
-		out[l].tied_layer = -1;
+	memset(out, 0, sizeof(*out));
+	out->index = l;
+	out->tied_layer = -1;
+	if (l == 0) {
+		out->kind = ZN_GPT2_LAYER_EMBED;
+		add_tensor(out, "transformer.wte.weight", cfg->padded_vocab, cfg->d_model,
+			   cfg->vocab, false);
+		add_tensor(out, "transformer.wpe.weight", cfg->seq, cfg->d_model, cfg->seq, false);
+	} else if (l < n - 1) {
+		out->kind = ZN_GPT2_LAYER_BLOCK;
+		block_tensors(cfg, out, l - 1);
+	} else {
+		out->kind = ZN_GPT2_LAYER_FINAL;
+		out->tied_layer = 0;
+		add_tensor(out, "transformer.ln_f.weight", cfg->d_model, 0, cfg->d_model, false);
+		add_tensor(out, "transformer.ln_f.bias", cfg->d_model, 0, cfg->d_model, false);
 	}
-	out[0].kind = ZN_GPT2_LAYER_EMBED;
-	add_tensor(&out[0], "transformer.wte.weight", cfg->padded_vocab, cfg->d_model,
-		   cfg->vocab, false);
-	add_tensor(&out[0], "transformer.wpe.weight", cfg->seq, cfg->d_model, cfg->seq, false);
-	for (int l = 1; l <= cfg->layers; l++) {
-		out[l].kind = ZN_GPT2_LAYER_BLOCK;
-		block_tensors(cfg, &out[l], l - 1);
-	}
-	out[n - 1].kind = ZN_GPT2_LAYER_FINAL;
-	out[n - 1].tied_layer = 0;
-	add_tensor(&out[n - 1], "transformer.ln_f.weight", cfg->d_model, 0, cfg->d_model, false);
-	add_tensor(&out[n - 1], "transformer.ln_f.bias", cfg->d_model, 0, cfg->d_model, false);
 	return 0;
+}
+
+int zn_gpt2_layers(const struct zn_gpt2_config *cfg, struct zn_layer_desc *out)
+{
+	int n = zn_gpt2_layer_count(cfg), rc = 0;
+
+	for (int l = 0; l < n && !rc; l++)
+		rc = zn_gpt2_layer(cfg, l, &out[l]);
+	return rc;
 }
 
 uint64_t zn_gpt2_param_numel(const struct zn_gpt2_config *cfg)

@@ -31,19 +31,7 @@ static int layer_count(const void *config)
 
 static int describe(const void *config, int layer, struct zn_layer_desc *out)
 {
-	int n = zn_gpt2_layer_count(config), rc;
-	struct zn_layer_desc *all;
-
-	if (layer < 0 || layer >= n)
-		return -EINVAL;
-	all = calloc((size_t)n, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	rc = zn_gpt2_layers(config, all);
-	if (!rc)
-		*out = all[layer];
-	free(all);
-	return rc;
+	return zn_gpt2_layer(config, layer, out);
 }
 
 static int max_seq(const void *config)

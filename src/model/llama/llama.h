@@ -70,6 +70,8 @@ int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_confi
 int zn_llama_config_validate(struct zn_llama_config *cfg);
 
 int zn_llama_layer_count(const struct zn_llama_config *cfg);
+/* One layer's descriptor (0 <= l < layer count); the list below is these in order. */
+int zn_llama_layer(const struct zn_llama_config *cfg, int l, struct zn_layer_desc *out);
 int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out);
 void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
 			 uint64_t first, uint64_t count, float *out_h, uint64_t seed);

@@ -63,32 +63,41 @@ static void block(const struct zn_llama_config *c, struct zn_layer_desc *L, int 
 #undef ADD
 }
 
-int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out)
+int zn_llama_layer(const struct zn_llama_config *cfg, int l, struct zn_layer_desc *out)
 {
 	int n = zn_llama_layer_count(cfg);
 
-	if (cfg->layers <= 0 || cfg->hidden <= 0 || cfg->vocab <= 0) {
-		zn_error("zn_llama_layers: invalid config (validate it first)");
+	if (cfg->layers <= 0 || cfg->hidden <= 0 || cfg->vocab <= 0 || l < 0 || l >= n) {
+		zn_error("zn_llama_layer: invalid config or layer %d (validate it first)", l);
 		return -EINVAL;
 	}
-	memset(out, 0, sizeof(*out) * (size_t)n);
-	for (int l = 0; l < n; l++) {
-		out[l].index = l;
-		out[l].tied_layer = -1;
+	memset(out, 0, sizeof(*out));
+	out->index = l;
+	out->tied_layer = -1;
+	if (l == 0) {
+		out->kind = ZN_LLAMA_LAYER_EMBED;
+		add(out, "model.embed_tokens.weight", cfg->vocab, cfg->hidden);
+	} else if (l < n - 1) {
+		out->kind = ZN_LLAMA_LAYER_BLOCK;
+		block(cfg, out, l - 1);
+	} else {
+		out->kind = ZN_LLAMA_LAYER_FINAL;
+		add(out, "model.norm.weight", cfg->hidden, 0);
+		if (cfg->tied)
+			out->tied_layer = 0;
+		else
+			add(out, "lm_head.weight", cfg->vocab, cfg->hidden);
 	}
-	out[0].kind = ZN_LLAMA_LAYER_EMBED;
-	add(&out[0], "model.embed_tokens.weight", cfg->vocab, cfg->hidden);
-	for (int l = 1; l <= cfg->layers; l++) {
-		out[l].kind = ZN_LLAMA_LAYER_BLOCK;
-		block(cfg, &out[l], l - 1);
-	}
-	out[n - 1].kind = ZN_LLAMA_LAYER_FINAL;
-	add(&out[n - 1], "model.norm.weight", cfg->hidden, 0);
-	if (cfg->tied)
-		out[n - 1].tied_layer = 0;
-	else
-		add(&out[n - 1], "lm_head.weight", cfg->vocab, cfg->hidden);
 	return 0;
+}
+
+int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out)
+{
+	int n = zn_llama_layer_count(cfg), rc = 0;
+
+	for (int l = 0; l < n && !rc; l++)
+		rc = zn_llama_layer(cfg, l, &out[l]);
+	return rc;
 }
 
 #define GOLDEN 0x9e3779b97f4a7c15ull

@@ -29,19 +29,7 @@ static int layer_count(const void *config)
 
 static int describe(const void *config, int layer, struct zn_layer_desc *out)
 {
-	int n = zn_llama_layer_count(config), rc;
-	struct zn_layer_desc *all;
-
-	if (layer < 0 || layer >= n)
-		return -EINVAL;
-	all = calloc((size_t)n, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	rc = zn_llama_layers(config, all);
-	if (!rc)
-		*out = all[layer];
-	free(all);
-	return rc;
+	return zn_llama_layer(config, layer, out);
 }
 
 static int max_seq(const void *config)
