@@ -194,7 +194,7 @@ static void check_shape(struct shape s, uint64_t seed, int fd)
 	}
 	free(qkv), free(dout), free(out), free(lse), free(drow), free(nout), free(pre);
 	free(att), free(ndq), free(dq), free(want), free(dx), free(rl), free(ro), free(datt);
-	free(dpre);
+	free(dpre), free(wq);
 }
 
 Test(kernels_flash, matches_naive_attention)
