@@ -315,6 +315,10 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
 
 int zn_engine_rank(const struct zn_engine *e);
+/* Traces the steps t wants into t (src/core/trace.h; NULL: off). t stays the caller's and
+ * must outlive the engine's steps. */
+struct zn_trace;
+void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t);
 int zn_engine_world(const struct zn_engine *e);
 int zn_engine_micro_batch(const struct zn_engine *e);
 int zn_engine_grad_accum(const struct zn_engine *e);

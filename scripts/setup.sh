@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git liburing-dev libhwloc-dev libcjson-dev
       libcriterion-dev libopenmpi-dev openmpi-bin libopenblas-dev fio valgrind
-      clang libclang-rt-dev libomp-dev) # clang + compiler-rt + OpenMP: scripts/ci-fuzz.sh
+      clang libclang-rt-dev libomp-dev # clang + compiler-rt + OpenMP: scripts/ci-fuzz.sh
+      gnuplot-nox) # zinc bench step --plot
 
 missing=()
 for p in "${pkgs[@]}"; do

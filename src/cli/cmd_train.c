@@ -23,6 +23,7 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "core/trace.h"
 #include "model/gpt2/gpt2.h"
 #include "model/hf_dir.h"
 #include "zinc.h"
@@ -36,6 +37,8 @@ struct train_opts {
 	int seq;   /* T; 0 = the model's seq */
 	int steps;
 	bool print_config;
+	const char *trace;        /* --trace FILE (rank 0) */
+	int64_t trace_first, trace_last; /* --trace-steps (default every step) */
 };
 
 static void usage(FILE *f)
@@ -58,6 +61,10 @@ static void usage(FILE *f)
 		"  --save-shard-size SIZE  largest shard of a saved directory (default 5GB;\n"
 		"                     500MB, 2GiB, ...)\n"
 		"  --save-dtype fp32|bf16  dtype of the saved tensors (default fp32)\n"
+		"  --trace FILE       write a Chrome trace-event JSON of the steps (rank 0): one\n"
+		"                     track per stream, NVMe direction and CPU AdamW worker; open\n"
+		"                     it in ui.perfetto.dev (docs/trace.md)\n"
+		"  --trace-steps A-B  trace only steps A to B (A, A-B or A-; default all)\n"
 		"  --print-config     check the config as a run does, print it as JSON (stdout)\n"
 		"                     and each value with its origin (default, config, flag,\n"
 		"                     auto) on stderr, and exit\n"
@@ -126,6 +133,14 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 
 			if (!v || zn_hf_parse_size(v, "--save-shard-size", &o->shard_bytes))
 				return ZN_EUSAGE;
+		} else if (!strcmp(a, "--trace")) {
+			if (!(o->trace = zn_cli_value(*n, rest, &i)))
+				return ZN_EUSAGE;
+		} else if (!strcmp(a, "--trace-steps")) {
+			const char *v = zn_cli_value(*n, rest, &i);
+
+			if (!v || zn_trace_parse_steps(v, &o->trace_first, &o->trace_last))
+				return ZN_EUSAGE;
 		} else if (!strcmp(a, "--print-config")) {
 			o->print_config = true;
 		} else {
@@ -174,7 +189,7 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_co
 
 	if (!rest)
 		return -ENOMEM;
-	*o = (struct train_opts){ .steps = 20 };
+	*o = (struct train_opts){ .steps = 20, .trace_first = 1 };
 	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest, &n);
 	for (int i = 0; !rc && i < n; i++)
 		if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help"))
@@ -211,6 +226,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	struct zn_engine *e = NULL;
 	struct zn_model model;
 	struct zn_train_hf_loader *init = NULL;
+	struct zn_trace *trace = NULL;
 	int rc;
 
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
@@ -236,6 +252,10 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		mon.fd[i] = -1;
 	if (!rc && zn_engine_rank(e) == 0)
 		rc = zn_monitor_open(&mon, cfg);
+	if (!rc && o->trace && zn_engine_rank(e) == 0) {
+		rc = zn_trace_open(&trace, o->trace, o->trace_first, o->trace_last, 0);
+		zn_engine_set_trace(e, trace);
+	}
 	if (!rc)
 		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
 	for (int s = 0; !rc && s < o->steps; s++) {
@@ -258,6 +278,18 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 				      o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
+	}
+	/* the trace is put in place even after a failure: it shows the steps before it */
+	if (trace) {
+		int r;
+
+		zn_engine_set_trace(e, NULL);
+		r = zn_trace_close(trace);
+
+		if (!r && !rc)
+			printf("trace %s\n", o->trace);
+		if (!rc)
+			rc = r;
 	}
 	/* last, so its peak RSS covers the save too */
 	if (!rc && zn_engine_rank(e) == 0)
@@ -300,6 +332,9 @@ int zn_cmd_train(int argc, char **argv)
 	 * training is lost to a missing directory or a read-only mount */
 	if (ok && o.save_final && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    rank == 0 && zn_train_hf_output_check(o.save_final))
+		ok = false;
+	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    rank == 0 && zn_output_check(o.trace, "--trace"))
 		ok = false;
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */

@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "cpu/adamw_impl.h"
@@ -190,6 +191,49 @@ static void adamw_range(const struct zn_adamw_consts *k, float *master, float *m
 		adamw_range_t(k, master, m, v, grad, gt, out, ot, false, n);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* zn_adamw_step with each worker's start and end recorded (tracing): the same static
+ * schedule over the same chunks, so the same results. */
+static int adamw_step_timed(const struct zn_adamw_params *p, const struct zn_adamw_consts *k,
+			    float *master, float *m, float *v, const void *grad,
+			    enum zn_dtype grad_dtype, void *param_out, int ot, size_t n, int threads)
+{
+	size_t gsize = grad_dtype == ZN_DTYPE_F32 ? 4 : 2;
+	size_t osize = ot == (int)ZN_DTYPE_F32 ? 4 : 2;
+	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
+
+#pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
+	{
+		int w = omp_get_thread_num();
+		uint64_t t0 = mono_ns(), t1;
+
+#pragma omp for schedule(static) nowait
+		for (size_t c = 0; c < chunks; c++) {
+			size_t b = c * CHUNK_COUNT;
+			size_t len = n - b < CHUNK_COUNT ? n - b : CHUNK_COUNT;
+			void *out = param_out ? (char *)param_out + b * osize : NULL;
+
+			adamw_range(k, master + b, m + b, v + b, (const char *)grad + b * gsize,
+				    grad_dtype, out, ot, len);
+		}
+		t1 = mono_ns();
+		if (w < p->worker_max) {
+			if (t0 < p->worker_ns[2 * w])
+				p->worker_ns[2 * w] = t0;
+			if (t1 > p->worker_ns[2 * w + 1])
+				p->worker_ns[2 * w + 1] = t1;
+		}
+	}
+	return 0;
+}
+
 int zn_adamw_step(const struct zn_adamw_params *p, float *master, float *m, float *v,
 		  const void *grad, enum zn_dtype grad_dtype, void *param_out,
 		  enum zn_dtype out_dtype, size_t n)
@@ -206,6 +250,9 @@ int zn_adamw_step(const struct zn_adamw_params *p, float *master, float *m, floa
 	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
 	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
 
+	if (p->worker_ns)
+		return adamw_step_timed(p, &k, master, m, v, grad, grad_dtype, param_out, ot, n,
+					threads);
 	/* Static schedule: each thread streams one contiguous run of chunks, which the
 	 * hardware prefetchers follow best. */
 #pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_MIN_COUNT)

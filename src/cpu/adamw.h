@@ -64,6 +64,10 @@ struct zn_adamw_params {
 	float grad_scale;   /* > 0 and finite; 1 = none */
 	int thread_count;   /* 0 = OpenMP default */
 	bool l2;            /* false: AdamW; true: L2-regularised Adam (g += weight_decay * p) */
+	/* Tracing (NULL: off): worker w < worker_max widens [worker_ns[2w], worker_ns[2w+1]]
+	 * to cover its part of this call (CLOCK_MONOTONIC ns; start at UINT64_MAX, 0). */
+	uint64_t *worker_ns;
+	int worker_max;
 };
 
 /* lr, betas, eps, weight decay from opt (or PyTorch's defaults when opt is NULL:

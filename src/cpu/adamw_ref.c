@@ -33,6 +33,8 @@ void zn_adamw_params_init(struct zn_adamw_params *p, const struct zn_optimizer_c
 	p->step = 1;
 	p->grad_scale = 1.0f;
 	p->thread_count = 0;
+	p->worker_ns = NULL;
+	p->worker_max = 0;
 	p->l2 = opt && opt->type == ZN_OPTIM_ADAM && !opt->adam_w_mode;
 }
 

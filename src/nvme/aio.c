@@ -465,6 +465,20 @@ int zn_aio_submit(struct zn_aio *aio, const struct zn_aio_io *io, struct zn_aio_
 	return 0;
 }
 
+void zn_aio_set_bandwidth_cap(struct zn_aio *aio, uint64_t bytes_per_s)
+{
+	pthread_mutex_lock(&aio->lock);
+	aio->cfg.bandwidth_cap_bytes_per_s = bytes_per_s;
+	zn_aio_cap_init(&aio->cap[ZN_AIO_READ], bytes_per_s, 10000000);
+	zn_aio_cap_init(&aio->cap[ZN_AIO_WRITE], bytes_per_s, 10000000);
+	pthread_mutex_unlock(&aio->lock);
+}
+
+void zn_aio_set_timing(struct zn_aio *aio, bool on)
+{
+	atomic_store(&aio->timing, on);
+}
+
 int zn_aio_read(struct zn_aio *aio, struct zn_aio_file *f, uint64_t offset, uint64_t bytes,
 		void *buf_h, struct zn_aio_req *req)
 {
@@ -664,6 +678,8 @@ bool zn_aio_finish_locked(struct zn_aio *aio, struct zn_aio_piece *p)
 		aio->bytes_done[p->op] += p->bytes;
 	}
 	if (req->issued_bytes == req->io.bytes && !req->pieces_inflight) {
+		if (atomic_load_explicit(&aio->timing, memory_order_relaxed))
+			req->done_ns = zn_aio_now_ns();
 		__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 		return true;
 	}

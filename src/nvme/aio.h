@@ -95,6 +95,7 @@ struct zn_aio_req {
 	int err;                  /* first error, 0 if none */
 	uint64_t err_offset;      /* file offset of the piece that failed */
 	int done;                 /* set (release) when finished; read with acquire */
+	uint64_t done_ns;         /* CLOCK_MONOTONIC at completion, with zn_aio_set_timing */
 };
 
 /* Fault injection for tests: the nth piece sent to the kernel from now on (1-based;
@@ -177,6 +178,13 @@ int zn_aio_wait(struct zn_aio_req *req);
 int zn_aio_poll(struct zn_aio_req *req);
 /* "read of /path at offset 4096: Input/output error" for a failed request. */
 const char *zn_aio_req_strerror(const struct zn_aio_req *req, char *buf, size_t n);
+
+/* Changes bandwidth_cap_bytes_per_s (per direction; 0 = uncapped) of a live engine: pieces
+ * taken from now on see the new rate (zinc bench step sweeps caps in one process). */
+void zn_aio_set_bandwidth_cap(struct zn_aio *aio, uint64_t bytes_per_s);
+/* With on, every request records its completion time in req->done_ns (tracing); off by
+ * default, so the engine reads no clock for it. */
+void zn_aio_set_timing(struct zn_aio *aio, bool on);
 
 /* Arms (or with NULL clears) fault injection; see struct zn_aio_fault. */
 void zn_aio_set_fault(struct zn_aio *aio, const struct zn_aio_fault *f);

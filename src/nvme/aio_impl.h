@@ -82,6 +82,7 @@ struct zn_aio {
 	bool stopping;
 
 	struct zn_aio_cap cap[2]; /* [ZN_AIO_READ], [ZN_AIO_WRITE] */
+	atomic_bool timing;       /* stamp req->done_ns (zn_aio_set_timing) */
 
 	atomic_uint_fast64_t seq; /* pieces issued */
 	atomic_uint_fast64_t fixed_buffer_pieces;

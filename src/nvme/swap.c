@@ -473,6 +473,16 @@ int zn_swap_wait(struct zn_swap_req *req)
 	return finish(req, rc);
 }
 
+uint64_t zn_swap_done_ns(const struct zn_swap_req *req)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < req->part_count; i++)
+		if (req->parts[i].done_ns > t)
+			t = req->parts[i].done_ns;
+	return t;
+}
+
 int zn_swap_poll(struct zn_swap_req *req)
 {
 	int i;

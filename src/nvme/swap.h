@@ -114,6 +114,9 @@ int zn_swap_write(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, ui
 		  const void *buf_h, struct zn_swap_req *req);
 /* 0, the first I/O error, or -EBADMSG for a checksum mismatch. */
 int zn_swap_wait(struct zn_swap_req *req);
+/* When a finished request completed (the latest part's req->done_ns; 0 unless the engine
+ * stamps completions, zn_aio_set_timing). */
+uint64_t zn_swap_done_ns(const struct zn_swap_req *req);
 /* -EINPROGRESS while any part is in flight, else what zn_swap_wait() returns. */
 int zn_swap_poll(struct zn_swap_req *req);
 

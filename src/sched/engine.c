@@ -17,6 +17,11 @@ int zn_engine_rank(const struct zn_engine *e)
 	return e->rt.rank;
 }
 
+void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
+{
+	e->tr.t = t;
+}
+
 int zn_engine_world(const struct zn_engine *e)
 {
 	return e->rt.world;
@@ -48,6 +53,7 @@ void zn_engine_destroy(struct zn_engine *e)
 		return;
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	zn_runtime_sync(&e->rt);
+	zn_tracer_destroy(e);
 	zn_swapio_destroy(e);
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);

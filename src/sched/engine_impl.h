@@ -9,6 +9,7 @@
  *   reduce.h    gradient reduction                                       (rd)
  *   optim.h     clipping and AdamW, host and device                      (opt)
  *   acts.h      activations, tokens, losses, per micro-batch events      (act)
+ *   trace_dev.h spans of a traced step (zinc train --trace)              (tr)
  *   step.c      zn_engine_step: the numbered step
  *   engine.c    create, destroy, read-back, save
  */
@@ -28,6 +29,7 @@
 #include "sched/runtime.h"
 #include "sched/swapio.h"
 #include "sched/tiers.h"
+#include "sched/trace_dev.h"
 #include "zinc.h"
 
 struct zn_engine {
@@ -50,6 +52,7 @@ struct zn_engine {
 	struct zn_reduce rd;
 	struct zn_optim opt;
 	struct zn_acts act;
+	struct zn_tracer tr;
 
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;

@@ -65,6 +65,10 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 	p.beta2 = e->opt.beta2;
 	p.step = e->step - e->opt.skipped;
 	p.grad_scale = grad_scale;
+	if (e->tr.on) {
+		p.worker_ns = ((struct zn_engine *)e)->tr.worker_ns;
+		p.worker_max = ZN_TRACE_MAX_SUB;
+	}
 	for (int s = 0; !rc && s < n; s++) {
 		uint64_t i = sp[s].i;
 
@@ -114,9 +118,15 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 	 * the end of the step); with clipping the norm already took it */
 	if (!(e->cfg.gradient_clipping > 0))
 		rc = layer_sumsq(e, l);
+	int h = -1;
+
+	if (!rc && ly->opt_count)
+		rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "adamw", l, 0, &h);
 	if (!rc && ly->opt_count)
 		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), ly->m_d, ly->v_d,
 				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL), e->opt.clip_coef);
+	if (!rc)
+		rc = zn_tr_end(e, e->rt.comm_s, h);
 	if (!rc)
 		rc = gather_full(e, l);
 	return rc;
@@ -139,19 +149,36 @@ static int update_host(struct zn_engine *e, int l)
 	if (rc)
 		return rc;
 	t0 = zn_runtime_now_ms();
+	if (e->tr.on)
+		for (int w = 0; w < ZN_TRACE_MAX_SUB; w++) {
+			e->tr.worker_ns[2 * w] = UINT64_MAX;
+			e->tr.worker_ns[2 * w + 1] = 0;
+		}
 	if (ly->opt_count && !e->opt.overflow)
 		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->opt.clip_coef,
 					 zn_tiers_master_span(e, l, sb), zn_tiers_m_host(e, l, sb),
 					 zn_tiers_v_host(e, l, sb), ly->grad_h,
 					 zn_tiers_out_span(e, l, sb), e->pdt);
 	e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
+	/* --trace: each CPU AdamW worker's part of this layer */
+	for (int w = 0; e->tr.on && w < ZN_TRACE_MAX_SUB; w++)
+		if (e->tr.worker_ns[2 * w + 1])
+			zn_tracer_host(e, ZN_TRACE_ADAMW, w, "adamw", l, e->tr.worker_ns[2 * w],
+				       e->tr.worker_ns[2 * w + 1], 0);
 	if (!rc)
 		rc = zn_swapio_opt_release(e, l);
 	if (rc || e->opt.overflow || e->plan.pl.params != ZN_TIER_DEVICE)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
-	rc = zn_memcpy_async(e->rt.copy_in, zn_tiers_param_dst(e, l), ly->param_stage_h,
-			     ly->opt_count * zn_tiers_param_bytes(e), ZN_COPY_H2D);
+	int h;
+
+	rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "param up", l,
+			 ly->opt_count * zn_tiers_param_bytes(e), &h);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, zn_tiers_param_dst(e, l), ly->param_stage_h,
+				     ly->opt_count * zn_tiers_param_bytes(e), ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_tr_end(e, e->rt.copy_in, h);
 	if (!rc)
 		rc = zn_event_record(ly->aux_ev, e->rt.copy_in);
 	if (!rc)

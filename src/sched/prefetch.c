@@ -73,7 +73,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	bool bf16 = e->pdt != ZN_DTYPE_F32, on_host = e->plan.pl.params == ZN_TIER_HOST;
 	uint64_t esz = zn_tiers_param_bytes(e), padded = ly->sh.padded_numel;
 	struct cast_args ca;
-	int rc;
+	int rc, h;
 
 	if (e->cfg.zero.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
@@ -98,8 +98,13 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
+			rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "fetch", l,
+					 ly->sh.shard_numel * esz, &h);
+		if (!rc)
 			rc = zn_memcpy_async(e->rt.copy_in, mine, src, ly->sh.shard_numel * esz,
 					     ZN_COPY_H2D);
+		if (!rc)
+			rc = zn_tr_end(e, e->rt.copy_in, h);
 		if (!rc && !on_host)
 			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
 		if (!rc)
@@ -107,14 +112,22 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_stream_wait_event(e->rt.comm_s, s->ready);
 		if (!rc)
+			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+					 ly->sh.padded_numel * esz, &h);
+		if (!rc)
 			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, mine, ly->sh.shard_numel,
 					        e->pdt);
 	} else {
 		rc = zn_stream_wait_event(e->rt.comm_s, s->free);
 		if (!rc)
+			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+					 ly->sh.padded_numel * esz, &h);
+		if (!rc)
 			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, ly->param_d,
 					        ly->sh.shard_numel, e->pdt);
 	}
+	if (!rc)
+		rc = zn_tr_end(e, e->rt.comm_s, h);
 	if (!rc && bf16) {
 		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, e->pdt };
 		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));

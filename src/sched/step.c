@@ -43,6 +43,18 @@ static const float *tied_params(const struct zn_engine *e, int l, const float *p
 	return e->ld[l].tied_layer == 0 ? p0 : NULL;
 }
 
+/* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
+static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer_call *a)
+{
+	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
+
+	if (!rc)
+		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, a, sizeof(*a));
+	if (!rc)
+		rc = zn_tr_end(e, e->rt.compute, h);
+	return rc;
+}
+
 static int forward(struct zn_engine *e, const float *p0)
 {
 	struct layer_call a = { .model = e->model,
@@ -53,7 +65,7 @@ static int forward(struct zn_engine *e, const float *p0)
 	a.io.L = &e->ld[0];
 	a.io.params = p0;
 	a.io.x_out = e->act.x_d[0];
-	rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
+	rc = launch_layer(e, true, 0, &a);
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
 		const float *p;
@@ -75,7 +87,7 @@ static int forward(struct zn_engine *e, const float *p0)
 			a.io.losses = e->act.loss_d;
 		}
 		if (!rc)
-			rc = zn_launch(e->rt.compute, fwd_fn, &a, sizeof(a));
+			rc = launch_layer(e, true, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 	}
@@ -142,7 +154,7 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 			a.io.dx_in = e->act.dx_d[cur ^ 1];
 			cur ^= 1;
 		}
-		rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
+		rc = launch_layer(e, false, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
@@ -155,7 +167,7 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T };
-	rc = zn_launch(e->rt.compute, bwd_fn, &a, sizeof(a));
+	rc = launch_layer(e, false, 0, &a);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
@@ -262,9 +274,12 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io0);
 	zn_optim_begin(e);
+	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
+	rc = zn_tracer_step_begin(e);
 	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
 	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
-	rc = zn_comm_check(e->rt.comm);
+	if (!rc)
+		rc = zn_comm_check(e->rt.comm);
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_reduce_zero_full(e);
@@ -304,6 +319,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 		if (!rc && (bad >= 0 || !isfinite(st->loss) || !isfinite(e->opt.grad_norm)))
 			rc = zn_optim_report_nonfinite(e, st->loss, bad);
 	}
+	/* the traced step's spans to the file (a trace that cannot be written is logged and
+	 * does not stop training) */
+	zn_tracer_step_end(e, rc);
 	if (rc) {
 		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
 		return rc;

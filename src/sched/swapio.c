@@ -100,6 +100,55 @@ static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const c
 	return rc;
 }
 
+/* --trace: requests r[0 .. n-1], finished, as one span from t0 to the last completion */
+static void trace_reqs(struct zn_engine *e, int track, const char *what, int l,
+		       struct zn_swap_req *r, int n, uint64_t t0)
+{
+	uint64_t t1 = 0, bytes = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t d = zn_swap_done_ns(&r[i]);
+
+		bytes += r[i].bytes;
+		if (d > t1)
+			t1 = d;
+	}
+	if (n)
+		zn_tracer_host(e, track, 0, what, l, t0, t1 ? t1 : zn_trace_now_ns(), bytes);
+}
+
+/* --trace: a staging buffer's n finished writes: the optimizer state's, then the new
+ * parameter shard's */
+static void trace_writes(struct zn_engine *e, struct zn_sbuf *sb, int n)
+{
+	int k = zn_swapio_optim(e) ? 3 : 0;
+
+	if (k > n)
+		k = n;
+	trace_reqs(e, ZN_TRACE_NVME_WRITE, "write optim", sb->layer, sb->wr, k, sb->wr_t0);
+	trace_reqs(e, ZN_TRACE_NVME_WRITE, "write param", sb->layer, sb->wr + k, n - k, sb->wr_t0);
+}
+
+/* waits for a staging buffer's writes (traced) */
+static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
+{
+	int n = sb->wr_n, rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
+
+	if (!rc && e->tr.on)
+		trace_writes(e, sb, n);
+	return rc;
+}
+
+/* waits for a staging buffer's reads (traced) */
+static int wait_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
+{
+	int n = sb->rd_n, rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+
+	if (!rc && e->tr.on)
+		trace_reqs(e, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
+	return rc;
+}
+
 static bool reqs_busy(struct zn_swap_req *r, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -243,10 +292,10 @@ int zn_swapio_quiesce(struct zn_engine *e)
 	for (int i = 0; e->sw.sbuf && i < e->plan.swap_buffers; i++) {
 		struct zn_sbuf *sb = &e->sw.sbuf[i];
 
-		x = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", sb->layer);
+		x = wait_reads(e, sb, sb->layer);
 		if (!rc)
 			rc = x;
-		x = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
+		x = wait_writes(e, sb, sb->layer);
 		if (!rc)
 			rc = x;
 	}
@@ -255,6 +304,9 @@ int zn_swapio_quiesce(struct zn_engine *e)
 			continue;
 		x = zn_swap_wait(&e->sw.fbuf[i].req);
 		e->sw.fbuf[i].reading = false;
+		if (!x && e->tr.on)
+			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", e->sw.fbuf[i].layer,
+				   &e->sw.fbuf[i].req, 1, e->sw.fbuf[i].t0);
 		if (!rc)
 			rc = x;
 	}
@@ -335,6 +387,8 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 		rc = zn_runtime_wait(&e->rt, f->copied);
 		f->copy_pending = false;
 	}
+	if (e->tr.on)
+		f->t0 = zn_trace_now_ns();
 	if (!rc)
 		rc = zn_swap_read(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
 				  param_shard_bytes(e, l), f->h, &f->req);
@@ -352,6 +406,8 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 	if (f->reading) {
 		rc = wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
 		f->reading = false;
+		if (!rc && e->tr.on)
+			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
 	}
 	*shard_h = f->h;
 	return rc;
@@ -380,6 +436,8 @@ static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 	if (!zn_swapio_optim(e))
 		return 0;
 	opt_parts(e, l, sb, p);
+	if (e->tr.on)
+		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
 		rc = zn_swap_read(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4, p[i].buf_h,
 				  &sb->rd[sb->rd_n]);
@@ -403,7 +461,7 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 
 		if (!block && reqs_busy(sb->wr, sb->wr_n))
 			break;
-		rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", sb->layer);
+		rc = wait_writes(e, sb, sb->layer);
 		sb->layer = e->n - 1 - pos;
 		if (!rc)
 			rc = submit_reads(e, sb, sb->layer);
@@ -435,7 +493,7 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 	if (!rc && e->cfg.zero.offload_optimizer.pipeline_read)
 		rc = issue_reads(e, pos + e->plan.swap_buffers - 1, false);
 	if (!rc)
-		rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+		rc = wait_reads(e, sb, l);
 	if (!rc)
 		*out = sb;
 	return rc;
@@ -452,6 +510,8 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 		return 0;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
+	if (e->tr.on)
+		sb->wr_t0 = zn_trace_now_ns();
 	if (zn_swapio_optim(e)) {
 		struct opt_part p[3];
 
@@ -474,7 +534,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	if (rc)
 		return rc;
 	if (!e->cfg.zero.offload_optimizer.pipeline_write)
-		return wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
+		return wait_writes(e, sb, l);
 	if (e->cfg.zero.offload_optimizer.pipeline_read)
 		rc = issue_reads(e, pos + e->plan.swap_buffers - 1, false);
 	return rc;

@@ -21,6 +21,7 @@ struct zn_sbuf {
 	int rd_n, wr_n;              /* requests submitted and not yet waited for */
 	int layer;                   /* whose state it holds */
 	struct zn_swap_req rd[3], wr[4];
+	uint64_t rd_t0, wr_t0;       /* --trace: when the reads / writes were submitted */
 };
 
 /* A parameter fetch staging buffer (parameters on nvme): the shard read from nvme, then
@@ -30,6 +31,7 @@ struct zn_fbuf {
 	bool reading, copy_pending;
 	int layer;               /* whose shard it holds */
 	struct zn_swap_req req;
+	uint64_t t0;             /* --trace: when the read was submitted */
 	struct zn_event *copied;
 };
 
