@@ -145,6 +145,16 @@ enum zn_data_format {
 	ZN_DATA_FORMAT_TOKENS = 2,
 };
 
+/* The GEMMs' input dtype (zinc.compute_dtype, --compute-dtype): auto = bf16 when the
+ * parameters are bf16 (and the model family has bf16 compute), else fp32; fp32 = fp32
+ * working copies of 16-bit parameters (the exact fp32 path); bf16 = bf16 GEMM inputs with
+ * fp32 accumulation (needs bf16 parameters). docs/kernels.md, "bf16 compute". */
+enum zn_compute_dtype {
+	ZN_COMPUTE_AUTO = 0,
+	ZN_COMPUTE_FP32 = 1,
+	ZN_COMPUTE_BF16 = 2,
+};
+
 /* zinc's own runtime settings: JSON block "zinc" and flags */
 struct zn_runtime_config {
 	enum zn_device_kind device;
@@ -158,6 +168,7 @@ struct zn_runtime_config {
 	 * letters, digits, '.', '_', '-'; "" = p<pid> */
 	char run_id[ZN_RUN_ID_MAX + 1];
 	enum zn_data_format data_format;
+	enum zn_compute_dtype compute_dtype;
 };
 
 /* "csv_monitor": per-step figures as CSV files under output_path/job_name */

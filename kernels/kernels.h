@@ -193,6 +193,29 @@ struct zn_kernel_table {
 	 * subnormals kept, overflow to inf, NaN stays NaN). */
 	void (*cast_f32_to_f16)(void *stream, uint16_t *out, const float *inp, size_t N);
 	void (*cast_f16_to_f32)(void *stream, float *out, const uint16_t *inp, size_t N);
+
+	/* bf16 compute (--dtype bf16, docs/kernels.md "bf16 compute"): GEMMs on bf16 inputs
+	 * with fp32 accumulation and fp32 outputs; weights are the stored bf16 parameters
+	 * (no fp32 working copy), activations the caller cast to bf16 (cast_f32_to_bf16).
+	 * Biases, dbias and every output stay fp32. */
+	/* out[B,T,OC] = inp16[B,T,C] @ weight16[OC,C]^T + bias (bias fp32, may be NULL) */
+	void (*matmul_forward_bf16)(void *stream, float *out, const uint16_t *inp,
+				    const uint16_t *weight, const float *bias, int B, int T,
+				    int C, int OC);
+	/* dinp += dout16 @ weight16; dweight += dout16^T @ inp16 (fp32 accumulation into the
+	 * fp32 dinp, dweight); dbias += column sums of the fp32 dout (dbias, dout may be
+	 * NULL together). dout16 is dout rounded to bf16 by the caller. */
+	void (*matmul_backward_bf16)(void *stream, float *dinp, float *dweight, float *dbias,
+				     const uint16_t *dout16, const float *dout,
+				     const uint16_t *inp, const uint16_t *weight, int B, int T,
+				     int C, int OC);
+	/* encoder_forward / embedding_forward reading bf16 tables; out fp32. The backward ops
+	 * do not read the tables: encoder_backward / embedding_backward serve both. */
+	void (*encoder_forward_bf16)(void *stream, float *out, const int *inp,
+				     const uint16_t *wte, const uint16_t *wpe, int B, int T,
+				     int C);
+	void (*embedding_forward_bf16)(void *stream, float *out, const int *inp,
+				       const uint16_t *wte, int B, int T, int C);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -68,3 +68,48 @@ int zn_lmhead_ce_backward(const struct zn_kernel_table *k, void *stream, float *
 	}
 	return 0;
 }
+
+int zn_lmhead_ce_forward_bf16(const struct zn_kernel_table *k, void *stream, float *losses,
+			      float *work, const uint16_t *x, const uint16_t *wte,
+			      const int *targets, int64_t BT, int C, int V, int Vp, int chunk)
+{
+	int rc = check("lmhead_ce_forward_bf16", BT, C, V, Vp, chunk);
+	float *logits = work, *probs = work + (size_t)chunk * Vp;
+
+	if (rc)
+		return rc;
+	for (int64_t r0 = 0; r0 < BT; r0 += chunk) {
+		int n = BT - r0 < chunk ? (int)(BT - r0) : chunk;
+
+		k->matmul_forward_bf16(stream, logits, x + r0 * C, wte, NULL, 1, n, C, Vp);
+		k->crossentropy_forward(stream, losses + r0, probs, logits, targets + r0, 1, n, V,
+					Vp);
+	}
+	return 0;
+}
+
+int zn_lmhead_ce_backward_bf16(const struct zn_kernel_table *k, void *stream, float *dx,
+			       float *dwte, float *work, const uint16_t *x, const uint16_t *wte,
+			       const int *targets, float dloss_scale, int64_t BT, int C, int V,
+			       int Vp, int chunk)
+{
+	int rc = check("lmhead_ce_backward_bf16", BT, C, V, Vp, chunk);
+	float *logits = work, *probs = work + (size_t)chunk * Vp;
+	float *losses = probs + (size_t)chunk * Vp; /* recomputed, not kept */
+	uint16_t *dlogits16 = (uint16_t *)probs;     /* once probs are consumed */
+
+	if (rc)
+		return rc;
+	for (int64_t r0 = 0; r0 < BT; r0 += chunk) {
+		int n = BT - r0 < chunk ? (int)(BT - r0) : chunk;
+
+		k->matmul_forward_bf16(stream, logits, x + r0 * C, wte, NULL, 1, n, C, Vp);
+		k->crossentropy_forward(stream, losses, probs, logits, targets + r0, 1, n, V, Vp);
+		k->crossentropy_backward(stream, logits, probs, targets + r0, dloss_scale, 1, n, V,
+					 Vp);
+		k->cast_f32_to_bf16(stream, dlogits16, logits, (size_t)n * Vp);
+		k->matmul_backward_bf16(stream, dx + r0 * C, dwte, NULL, dlogits16, NULL,
+					x + r0 * C, wte, 1, n, C, Vp);
+	}
+	return 0;
+}

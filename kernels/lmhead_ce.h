@@ -32,4 +32,16 @@ int zn_lmhead_ce_backward(const struct zn_kernel_table *k, void *stream, float *
 			  const int *targets, float dloss_scale, int64_t BT, int C, int V, int Vp,
 			  int chunk);
 
+/* bf16 compute (docs/kernels.md): x and wte bf16, the GEMMs through matmul_forward_bf16 /
+ * matmul_backward_bf16; logits, the softmax, losses, dx and dwte fp32. The backward rounds
+ * each chunk's dlogits to bf16 (into the probs half of work, once consumed) for its two
+ * GEMMs. Same work count and checks as above. */
+int zn_lmhead_ce_forward_bf16(const struct zn_kernel_table *k, void *stream, float *losses,
+			      float *work, const uint16_t *x, const uint16_t *wte,
+			      const int *targets, int64_t BT, int C, int V, int Vp, int chunk);
+int zn_lmhead_ce_backward_bf16(const struct zn_kernel_table *k, void *stream, float *dx,
+			       float *dwte, float *work, const uint16_t *x, const uint16_t *wte,
+			       const int *targets, float dloss_scale, int64_t BT, int C, int V,
+			       int Vp, int chunk);
+
 #endif

@@ -47,7 +47,7 @@ static void gemm_tiled(int ta, int tb, int M, int N, int K, const float *A, int 
 }
 
 /* dbias[o] += sum over positions of dout[bt, o]; threads split the channels */
-static void matmul_backward_bias(float *dbias, const float *dout, long BT, int OC)
+void zn_cpu_matmul_backward_bias(float *dbias, const float *dout, long BT, int OC)
 {
 	int nchunk = (OC + ZN_CPU_CHUNK - 1) / ZN_CPU_CHUNK;
 
@@ -95,7 +95,7 @@ void zn_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 	/* dweight[OC,C] += dout^T[OC,BT] @ inp[BT,C] */
 	gemm_tiled(1, 0, OC, C, BT, dout, OC, inp, C, 1.0f, dweight, C);
 	if (dbias)
-		matmul_backward_bias(dbias, dout, BT, OC);
+		zn_cpu_matmul_backward_bias(dbias, dout, BT, OC);
 }
 
 void zn_cpu_matmul_forward_loop(float *out, const float *inp, const float *weight,
@@ -149,5 +149,5 @@ void zn_cpu_matmul_backward_loop(float *dinp, float *dweight, float *dbias, cons
 		}
 	}
 	if (dbias)
-		matmul_backward_bias(dbias, dout, BT, OC);
+		zn_cpu_matmul_backward_bias(dbias, dout, BT, OC);
 }

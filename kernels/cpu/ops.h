@@ -54,6 +54,24 @@ void zn_cpu_matmul_backward_loop(float *dinp, float *dweight, float *dbias, cons
 				 const float *inp, const float *weight, int B, int T, int C,
 				 int OC);
 
+/* dbias[o] += sum over the BT rows of dout[., o] (threads split the channels) */
+void zn_cpu_matmul_backward_bias(float *dbias, const float *dout, long BT, int OC);
+
+/* bf16 compute (kernels/cpu/matmul_bf16.c): bf16 GEMM inputs, fp32 accumulation and
+ * outputs; the table's matmul_forward_bf16 / matmul_backward_bf16 / encoder_forward_bf16 /
+ * embedding_forward_bf16 (kernels.h). */
+void zn_cpu_matmul_forward_bf16(float *out, const uint16_t *inp, const uint16_t *weight,
+				const float *bias, int B, int T, int C, int OC);
+void zn_cpu_matmul_backward_bf16(float *dinp, float *dweight, float *dbias,
+				 const uint16_t *dout16, const float *dout, const uint16_t *inp,
+				 const uint16_t *weight, int B, int T, int C, int OC);
+void zn_cpu_encoder_forward_bf16(float *out, const int *inp, const uint16_t *wte,
+				 const uint16_t *wpe, int B, int T, int C);
+void zn_cpu_embedding_forward_bf16(float *out, const int *inp, const uint16_t *wte, int B,
+				   int T, int C);
+/* logs "op: out of memory for its conversion buffers" (the op's output is then invalid) */
+void zn_cpu_kernel_oom(const char *op);
+
 void zn_cpu_attention_forward(float *out, float *preatt, float *att, const float *inp, int B,
 			      int T, int C, int NH);
 void zn_cpu_attention_backward(float *dinp, float *dpreatt, float *datt, const float *dout,

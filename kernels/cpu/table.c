@@ -208,6 +208,33 @@ static void flash_attention_backward(void *stream, float *dqkv, float *drow, con
 	zn_cpu_flash_attention_backward(dqkv, drow, dout, qkv, out, lse, B, T, NH, KV, hd);
 }
 
+static void matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
+				const uint16_t *weight, const float *bias, int B, int T, int C,
+				int OC)
+{
+	zn_cpu_matmul_forward_bf16(out, inp, weight, bias, B, T, C, OC);
+}
+
+static void matmul_backward_bf16(void *stream, float *dinp, float *dweight, float *dbias,
+				 const uint16_t *dout16, const float *dout, const uint16_t *inp,
+				 const uint16_t *weight, int B, int T, int C, int OC)
+{
+	zn_cpu_matmul_backward_bf16(dinp, dweight, dbias, dout16, dout, inp, weight, B, T, C,
+				    OC);
+}
+
+static void encoder_forward_bf16(void *stream, float *out, const int *inp,
+				 const uint16_t *wte, const uint16_t *wpe, int B, int T, int C)
+{
+	zn_cpu_encoder_forward_bf16(out, inp, wte, wpe, B, T, C);
+}
+
+static void embedding_forward_bf16(void *stream, float *out, const int *inp,
+				   const uint16_t *wte, int B, int T, int C)
+{
+	zn_cpu_embedding_forward_bf16(out, inp, wte, B, T, C);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -243,4 +270,8 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.flash_attention_backward = flash_attention_backward,
 	.cast_f32_to_f16 = cast_f32_to_f16,
 	.cast_f16_to_f32 = cast_f16_to_f32,
+	.matmul_forward_bf16 = matmul_forward_bf16,
+	.matmul_backward_bf16 = matmul_backward_bf16,
+	.encoder_forward_bf16 = encoder_forward_bf16,
+	.embedding_forward_bf16 = embedding_forward_bf16,
 };

@@ -53,6 +53,16 @@ static cublasHandle_t thread_handle(const char *op)
 	return h;
 }
 
+cublasHandle_t zn_cuda_blas_handle(const char *op)
+{
+	return thread_handle(op);
+}
+
+void zn_cuda_note_error(void)
+{
+	note_error();
+}
+
 extern "C" void zn_cuda_kernels_thread_release(void)
 {
 	cublasHandle_t h;

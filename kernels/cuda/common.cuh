@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define ZN_CUDA_THREADS 256
 #define ZN_CUDA_MAX_BLOCKS 65535 /* elementwise kernels are grid-stride beyond this */
@@ -64,6 +65,19 @@ void zn_cuda_note_launch(const char *op, const char *file, int line);
 void zn_cuda_gemm(void *stream, const char *op, bool ta, bool tb, int M, int N, int K,
 		  float alpha, const float *A, int lda, long long sA, const float *B, int ldb,
 		  long long sB, float beta, float *C, int ldc, long long sC, int batch);
+
+/* The calling thread's cuBLAS handle (created on first use; NULL and noted on failure),
+ * and the sticky error flag's setter, for GEMM wrappers outside blas.cu. */
+#include <cublas_v2.h>
+cublasHandle_t zn_cuda_blas_handle(const char *op);
+void zn_cuda_note_error(void);
+
+/* Row-major C[M,N] (fp32) = alpha * op(A) @ op(B) + beta * C with A and B bf16, fp32
+ * accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F; kernels/cuda/gemm_bf16.cu). Same
+ * argument rules as zn_cuda_gemm, batch 1, split like it past 2^31 elements. */
+void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, int N, int K,
+		       float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+		       float beta, float *C, int ldc);
 
 /* dst[c] += sum over rows of src[r * cols + c], rows in a fixed order per column */
 void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,

@@ -39,9 +39,13 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_flash_attention_backward,
 	zn_cuda_cast_f32_to_f16,
 	zn_cuda_cast_f16_to_f32,
+	zn_cuda_matmul_forward_bf16,
+	zn_cuda_matmul_backward_bf16,
+	zn_cuda_encoder_forward_bf16,
+	zn_cuda_embedding_forward_bf16,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 34 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 38 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -22,6 +22,7 @@ static const char *const sched_names[] = { "none", "WarmupLR", "WarmupDecayLR",
 static const char *const optim_names[] = { "AdamW", "Adam", NULL };
 static const char *const warmup_names[] = { "linear", "log", NULL };
 static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
+static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
 
 static const char no_param_swap[] = "parameter staging is sized by zinc's plan";
 
@@ -206,6 +207,10 @@ const struct zn_key zn_config_keys[] = {
 	{ "zinc.data_format", "data-format", ZN_KEY_ENUM, OFF(runtime.data_format),
 	  data_format_names, 0, "--data as: auto (token file or UTF-8 text), text or tokens",
 	  NULL, 0 },
+	{ "zinc.compute_dtype", "compute-dtype", ZN_KEY_ENUM, OFF(runtime.compute_dtype),
+	  compute_dtype_names, 0,
+	  "GEMM inputs: auto (bf16 with bf16 parameters), fp32 (exact fp32 path) or bf16 "
+	  "(fp32 accumulation)", NULL, 0 },
 };
 const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
 

@@ -305,6 +305,11 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 		zn_error("bf16.enabled and fp16.enabled are both true: enable one of them");
 		return ZN_EUSAGE;
 	}
+	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !cfg->precision.bf16) {
+		zn_error("zinc.compute_dtype (--compute-dtype) bf16 needs bf16 parameters: add "
+			 "--dtype bf16 (bf16.enabled), or use --compute-dtype fp32");
+		return ZN_EUSAGE;
+	}
 	if (cfg->steps_per_print < 1) {
 		zn_error("steps_per_print must be at least 1 (is %d)", cfg->steps_per_print);
 		return ZN_EUSAGE;

@@ -54,6 +54,9 @@ struct zn_layer_desc {
 struct zn_layer_io {
 	const struct zn_layer_desc *L;
 	const float *params, *tied_params; /* tied_params: layer L->tied_layer's, else NULL */
+	/* bf16 compute (the engine's compute16; model ops with act_numel_bf16): the stored
+	 * bf16 parameters, read directly, and params/tied_params are NULL */
+	const uint16_t *params16, *tied_params16;
 	float *grads, *tied_grads;         /* backward: ACCUMULATED into */
 	float *acts;                       /* act_numel floats: forward writes, backward reads */
 	float *scratch;                    /* scratch_numel floats; zero before a backward */
@@ -86,6 +89,13 @@ struct zn_model_ops {
 			const struct zn_layer_io *io);
 	void (*backward)(const struct zn_kernel_table *k, void *stream, const void *config,
 			 const struct zn_layer_io *io);
+	/* optional (NULL: no bf16 compute; the engine then gives bf16 parameters to the
+	 * forward/backward as fp32 working copies): activation and scratch floats when the
+	 * layer is called with io->params16 (bf16 GEMM inputs, fp32 accumulation) */
+	uint64_t (*act_numel_bf16)(const void *config, const struct zn_layer_desc *L, int B,
+				   int T);
+	uint64_t (*scratch_numel_bf16)(const void *config, const struct zn_layer_desc *L, int B,
+				       int T);
 	/* optional (NULL: not supported): one layer's parameters from / every layer's into a
 	 * checkpoint file */
 	int (*load_layer)(const void *config, const struct zn_layer_desc *L, const char *path,

@@ -7,7 +7,10 @@
 
 static uint64_t act_bytes(const struct zn_engine *e, int l)
 {
-	return e->model.ops->act_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
+	const struct zn_model_ops *o = e->model.ops;
+
+	return (e->compute16 ? o->act_numel_bf16 : o->act_numel)(e->model.config, &e->ld[l],
+								 e->B, e->T) * 4;
 }
 
 static uint64_t scratch_bytes(const struct zn_engine *e)
@@ -15,7 +18,9 @@ static uint64_t scratch_bytes(const struct zn_engine *e)
 	uint64_t smax = 0;
 
 	for (int l = 0; l < e->n; l++) {
-		uint64_t s = e->model.ops->scratch_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
+		const struct zn_model_ops *o = e->model.ops;
+		uint64_t s = (e->compute16 ? o->scratch_numel_bf16 : o->scratch_numel)(
+			e->model.config, &e->ld[l], e->B, e->T) * 4;
 
 		if (s > smax)
 			smax = s;

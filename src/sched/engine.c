@@ -92,6 +92,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.layer_count = e->n, .layer_numel = e->numel, .world = e->rt.world,
 		.stage = c->zero.stage, .offload_optimizer = c->zero.offload_optimizer.device,
 		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16 || c->precision.fp16,
+		.compute16 = e->compute16,
 		.grad_accum = e->gas, .prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
 		.activation_bytes = act_bytes,
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
@@ -273,6 +274,15 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	rc = create_model(e, model);
 	if (rc)
 		goto destroy;
+	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
+		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
+	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
+		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
+			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",
+			 model->ops->family);
+		rc = -EINVAL;
+		goto destroy;
+	}
 	e->T = opt->seq_len;
 	e->B = (int)cfg->train_micro_batch_size_per_gpu;
 	e->gas = (int)(cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1);

@@ -42,6 +42,9 @@ struct zn_engine {
 	struct zn_engine_plan_input pin;
 	struct zn_engine_plan plan;
 	enum zn_dtype pdt;       /* stored parameter dtype */
+	/* bf16 compute: the layers read the stored bf16 parameters (io.params16), no fp32
+	 * working copy (zinc.compute_dtype; the model has act_numel_bf16) */
+	bool compute16;
 	int64_t step;
 
 	struct zn_runtime rt;

@@ -291,8 +291,9 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 	out->param_bytes = in->bf16 ? 2 : 4;
 	/* fp32 parameters on the optimizer's tier are the master (nothing to round). */
 	out->master_aliases_params = !in->bf16 && out->pl.params == out->pl.optim;
-	out->gathers = in->stage == 3 || in->bf16;
+	out->gathers = in->stage == 3 || (in->bf16 && !in->compute16);
 	out->bf16_gather = in->stage == 3 && in->bf16;
+	out->f32_slots = out->gathers && !in->compute16;
 	out->prefetch_depth = in->prefetch_depth;
 	out->layer0_numel = padded_of(in, 0);
 	for (int l = 1; l < in->layer_count; l++) {
@@ -311,8 +312,10 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		/* at most ring - 1 ahead: one more would fetch into the slot being computed on */
 		if (out->prefetch_depth > ring - 1)
 			out->prefetch_depth = ring - 1;
-		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
-			(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 4);
+		if (out->f32_slots)
+			out->dev_working_bytes +=
+				zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
+				(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 4);
 		if (out->bf16_gather)
 			out->dev_working_bytes +=
 				zn_plan_device_alloc_bytes(out->layer0_numel * 2) +

@@ -117,7 +117,9 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            fp32 on the device (stage 3, or bf16): layer 0's own (kept from its
  *            forward to the final layer's backward) plus a ring of prefetch_depth + 1 for
  *            the others, each of the largest layer; stage 3 bf16 adds a bf16 gather buffer
- *            per slot. Stage 2-3: full-gradient buffers before the reduce-scatter: layer
+ *            per slot. bf16 compute (compute16): no fp32 buffers at all; stage 0-2 read
+ *            the resident bf16 layer (no slots), stage 3 only the bf16 gather buffers.
+ *            Stage 2-3: full-gradient buffers before the reduce-scatter: layer
  *            0's (alive from the final layer's backward to layer 0's) plus a ring of two.
  *   acts:    activation_bytes as given (the engine sums its own allocations).
  *   nvme:    offload_optimizer nvme homes master (unless aliased), m and v in swap extents
@@ -147,6 +149,7 @@ struct zn_engine_plan_input {
 	enum zn_offload_device offload_optimizer;
 	enum zn_offload_device offload_param;
 	bool bf16;  /* 16-bit stored parameters: bf16 or fp16 (2 bytes, fp32 master) */
+	bool compute16; /* bf16 compute: the layers read the 16-bit parameters themselves */
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
@@ -168,6 +171,7 @@ struct zn_engine_plan {
 	bool master_aliases_params;
 	bool gathers;                /* compute reads fetched working copies (stage 3 or bf16) */
 	bool bf16_gather;            /* stage 3 bf16: slots have a bf16 gather buffer too */
+	bool f32_slots;              /* slots hold an fp32 working copy (not bf16 compute) */
 	int prefetch_depth;
 	int param_slots;             /* ring slots for layers 1 .. n-1 (0 without gathers) */
 	int grad_slots;              /* full-gradient ring for layers 1 .. n-1 (stage >= 2) */

@@ -128,7 +128,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	}
 	if (!rc)
 		rc = zn_tr_end(e, e->rt.comm_s, h);
-	if (!rc && bf16) {
+	if (!rc && bf16 && !e->compute16) {
 		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, e->pdt };
 		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));
 	}
@@ -137,13 +137,21 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	return rc;
 }
 
+/* What the compute reads from slot s: its fp32 working copy, or with bf16 compute the
+ * gathered bf16 layer itself (the pointer is then to bf16 data: step.c passes it as
+ * io.params16). */
+const float *zn_slot_params(struct zn_engine *e, struct zn_slot *s)
+{
+	return e->compute16 ? (const float *)(const void *)s->bf16_d : s->f32_d;
+}
+
 int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
 {
 	if (!e->plan.gathers) {
 		*params_d = zn_engine_params_f32(e, 0);
 		return 0;
 	}
-	*params_d = e->pf.slot0.f32_d;
+	*params_d = zn_slot_params(e, &e->pf.slot0);
 	int rc = fetch_stage(e, 0, &e->pf.slot0);
 	if (!rc)
 		rc = fetch_into(e, 0, &e->pf.slot0);
@@ -198,7 +206,7 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 	}
 	if (rc)
 		return rc;
-	*params_d = seq_slot(e, item)->f32_d;
+	*params_d = zn_slot_params(e, seq_slot(e, item));
 	return zn_stream_wait_event(e->rt.compute, seq_slot(e, item)->ready);
 }
 
@@ -213,8 +221,10 @@ int zn_fetch_release(struct zn_engine *e, int item)
 
 static int alloc_slot(struct zn_engine *e, struct zn_slot *s, uint64_t numel)
 {
-	int rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+	int rc = 0;
 
+	if (e->plan.f32_slots)
+		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
 	if (!rc && e->plan.bf16_gather)
 		rc = zn_tiers_dalloc(e, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
 	if (!rc)

@@ -30,6 +30,8 @@ int zn_prefetch_create(struct zn_engine *e);   /* slots of the plan (none withou
 void zn_prefetch_destroy(struct zn_engine *e);
 /* enqueues layer 0's fetch (compute must wait); *params_d: where it lands */
 int zn_fetch_layer0(struct zn_engine *e, const float **params_d);
+/* the pointer the compute reads in slot s (bf16 data with compute16) */
+const float *zn_slot_params(struct zn_engine *e, struct zn_slot *s);
 const float *zn_fetch_layer0_params(struct zn_engine *e); /* after zn_fetch_layer0 */
 int zn_fetch_begin(struct zn_engine *e);                 /* new micro-batch sequence */
 int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d);

@@ -55,6 +55,19 @@ static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer
 	return rc;
 }
 
+/* Layer l's parameters into io: p (and p0 for a tie) are fp32 working copies or, with bf16
+ * compute, the bf16 parameters themselves (prefetch.c's zn_slot_params). */
+static void set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
+		       const float *p, const float *p0)
+{
+	const float *tied = tied_params(e, l, p0);
+
+	io->params = e->compute16 ? NULL : p;
+	io->tied_params = e->compute16 ? NULL : tied;
+	io->params16 = e->compute16 ? (const uint16_t *)(const void *)p : NULL;
+	io->tied_params16 = e->compute16 ? (const uint16_t *)(const void *)tied : NULL;
+}
+
 static int forward(struct zn_engine *e, const float *p0)
 {
 	struct layer_call a = { .model = e->model,
@@ -63,7 +76,7 @@ static int forward(struct zn_engine *e, const float *p0)
 	int n = e->n, rc;
 
 	a.io.L = &e->ld[0];
-	a.io.params = p0;
+	set_params(e, &a.io, 0, p0, NULL);
 	a.io.x_out = e->act.x_d[0];
 	rc = launch_layer(e, true, 0, &a);
 	for (int k = 0; !rc && k < n - 1; k++) {
@@ -74,8 +87,7 @@ static int forward(struct zn_engine *e, const float *p0)
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
-		a.io.params = p;
-		a.io.tied_params = tied_params(e, l, p0);
+		set_params(e, &a.io, l, p, p0);
 		a.io.acts = e->act.acts_d[l];
 		a.io.x_in = e->act.x_d[l - 1];
 		if (l < n - 1) {
@@ -140,12 +152,11 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
-		a.io.params = p;
+		set_params(e, &a.io, l, p, p0);
 		a.io.grads = zn_reduce_grad_full(e, l, b);
 		a.io.acts = e->act.acts_d[l];
 		a.io.x_in = e->act.x_d[l - 1];
-		a.io.tied_params = tied_params(e, l, p0);
-		a.io.tied_grads = a.io.tied_params ? zn_reduce_grad_full(e, 0, 0) : NULL;
+		a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
 		if (l == n - 1) {
 			a.io.dx_out = NULL;
 			a.io.dx_in = e->act.dx_d[0];
@@ -162,11 +173,12 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 	}
 	if (rc)
 		return rc;
-	a.io = (struct zn_layer_io){ .L = &e->ld[0], .params = p0,
+	a.io = (struct zn_layer_io){ .L = &e->ld[0],
 				     .grads = zn_reduce_grad_full(e, 0, 0),
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T };
+	set_params(e, &a.io, 0, p0, NULL);
 	rc = launch_layer(e, false, 0, &a);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
@@ -202,7 +214,7 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (micro == 0)
 		rc = zn_fetch_layer0(e, &p0);
 	else
-		p0 = e->plan.gathers ? e->pf.slot0.f32_d : zn_engine_params_f32(e, 0);
+		p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
 	if (!rc)
 		rc = zn_fetch_layer0_wait(e);
 	if (!rc)

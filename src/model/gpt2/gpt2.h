@@ -226,6 +226,34 @@ void zn_gpt2_layer_backward(const struct zn_kernel_table *k, void *stream,
 			    const int *tokens, const int *targets, float dloss_scale, int B,
 			    int T);
 
+/* Rows per lm_head + cross-entropy chunk (kernels/lmhead_ce.h) for bt rows: logits of at
+ * most 2^24 floats per chunk. */
+int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt);
+
+/* bf16 compute (src/model/gpt2/gpt2_layer_bf16.c, docs/kernels.md "bf16 compute"): the
+ * same layers reading the stored bf16 parameters directly, GEMMs on bf16 inputs with fp32
+ * accumulation (matmul_*_bf16), layernorm, softmax statistics, residuals, loss and every
+ * gradient fp32. The GEMM inputs ln_1, ln_2, GELU(fc) and ln_f are saved as bf16; 1-D
+ * tensors (layernorm weights, biases) are cast to fp32 into scratch per call. Sizes and
+ * contract as the fp32 functions above, with their own act/scratch counts. */
+uint64_t zn_gpt2_act_numel_bf16(const struct zn_gpt2_config *cfg,
+				const struct zn_layer_desc *L, int B, int T);
+uint64_t zn_gpt2_scratch_numel_bf16(const struct zn_gpt2_config *cfg,
+				    const struct zn_layer_desc *L, int B, int T);
+void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *stream,
+				const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+				const uint16_t *params, const uint16_t *tied_params,
+				float *acts, float *scratch, const float *x_in, float *x_out,
+				const int *tokens, const int *targets, float *losses, int B,
+				int T);
+void zn_gpt2_layer_backward_bf16(const struct zn_kernel_table *k, void *stream,
+				 const struct zn_gpt2_config *cfg,
+				 const struct zn_layer_desc *L, const uint16_t *params,
+				 const uint16_t *tied_params, float *grads, float *tied_grads,
+				 const float *acts, float *scratch, const float *x_in,
+				 const float *dx_out, float *dx_in, const int *tokens,
+				 const int *targets, float dloss_scale, int B, int T);
+
 /* ---- the model interface (model.h) -------------------------------------------------------
  *
  * GPT-2 as one implementation of struct zn_model_ops: layer 0 the embeddings (wte, wpe),

@@ -28,6 +28,18 @@ struct sizes {
 	int chunk; /* rows per lm_head + cross-entropy chunk */
 };
 
+int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt)
+{
+	/* logits of at most 2^24 floats per chunk: never [BT, Vp] at once */
+	int chunk = (1 << 24) / cfg->padded_vocab;
+
+	if (chunk < 1)
+		chunk = 1;
+	if ((uint64_t)chunk > bt)
+		chunk = (int)bt;
+	return chunk;
+}
+
 static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
 {
 	struct sizes s;
@@ -35,12 +47,7 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
 	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
-	/* logits of at most 2^24 floats per chunk: never [BT, Vp] at once */
-	s.chunk = (1 << 24) / cfg->padded_vocab;
-	if (s.chunk < 1)
-		s.chunk = 1;
-	if ((uint64_t)s.chunk > s.bt)
-		s.chunk = (int)s.bt;
+	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt);
 	s.ce_work = zn_lmhead_ce_work_count(s.chunk, cfg->padded_vocab);
 	return s;
 }

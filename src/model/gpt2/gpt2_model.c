@@ -59,6 +59,18 @@ static uint64_t scratch_numel(const void *config, const struct zn_layer_desc *L,
 	return zn_gpt2_scratch_numel(config, L, B, T);
 }
 
+static uint64_t act_numel_bf16(const void *config, const struct zn_layer_desc *L, int B,
+			       int T)
+{
+	return zn_gpt2_act_numel_bf16(config, L, B, T);
+}
+
+static uint64_t scratch_numel_bf16(const void *config, const struct zn_layer_desc *L, int B,
+				   int T)
+{
+	return zn_gpt2_scratch_numel_bf16(config, L, B, T);
+}
+
 static void init(const void *config, const struct zn_layer_desc *L, uint64_t first,
 		 uint64_t count, float *out_h, uint64_t seed)
 {
@@ -68,6 +80,13 @@ static void init(const void *config, const struct zn_layer_desc *L, uint64_t fir
 static void forward(const struct zn_kernel_table *k, void *stream, const void *config,
 		    const struct zn_layer_io *io)
 {
+	if (io->params16) {
+		zn_gpt2_layer_forward_bf16(k, stream, config, io->L, io->params16,
+					   io->tied_params16, io->acts, io->scratch, io->x_in,
+					   io->x_out, io->tokens, io->targets, io->losses, io->B,
+					   io->T);
+		return;
+	}
 	zn_gpt2_layer_forward(k, stream, config, io->L, io->params, io->tied_params, io->acts,
 			      io->scratch, io->x_in, io->x_out, io->tokens, io->targets,
 			      io->losses, io->B, io->T);
@@ -76,6 +95,13 @@ static void forward(const struct zn_kernel_table *k, void *stream, const void *c
 static void backward(const struct zn_kernel_table *k, void *stream, const void *config,
 		     const struct zn_layer_io *io)
 {
+	if (io->params16) {
+		zn_gpt2_layer_backward_bf16(k, stream, config, io->L, io->params16,
+					    io->tied_params16, io->grads, io->tied_grads, io->acts,
+					    io->scratch, io->x_in, io->dx_out, io->dx_in,
+					    io->tokens, io->targets, io->dloss_scale, io->B, io->T);
+		return;
+	}
 	zn_gpt2_layer_backward(k, stream, config, io->L, io->params, io->tied_params, io->grads,
 			       io->tied_grads, io->acts, io->scratch, io->x_in, io->dx_out,
 			       io->dx_in, io->tokens, io->targets, io->dloss_scale, io->B, io->T);
@@ -109,6 +135,8 @@ const struct zn_model_ops zn_gpt2_ops = {
 	.width = width,
 	.act_numel = act_numel,
 	.scratch_numel = scratch_numel,
+	.act_numel_bf16 = act_numel_bf16,
+	.scratch_numel_bf16 = scratch_numel_bf16,
 	.init = init,
 	.forward = forward,
 	.backward = backward,
