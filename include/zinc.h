@@ -171,6 +171,25 @@ struct zn_runtime_config {
 	enum zn_compute_dtype compute_dtype;
 };
 
+/* Activation checkpointing (docs/activations.md): "activation_checkpointing" and
+ * --gradient-checkpointing. With it on, forward keeps only the input of every `every`-th
+ * layer (the checkpoints) and backward recomputes each run of `every` layers from its
+ * checkpoint; home.device says where the checkpoints live between forward and backward:
+ * ZN_OFFLOAD_NONE on the device, ZN_OFFLOAD_CPU in pinned host memory (DeepSpeed's
+ * cpu_checkpointing), ZN_OFFLOAD_NVME in a swap store under home.nvme_path (or the
+ * offload_optimizer / offload_param path when none is given). */
+struct zn_act_ckpt_config {
+	bool enabled;                   /* zinc.gradient_checkpointing */
+	int every;                      /* zinc.checkpoint_every: layers per recomputed run */
+	bool cpu_checkpointing;         /* = home.device cpu */
+	bool partition_activations;     /* model parallel: no effect with data parallelism */
+	bool contiguous_memory_optimization; /* buffer layout only */
+	int64_t number_checkpoints;     /* buffer sizing only */
+	bool synchronize_checkpoint_boundary; /* timing aid */
+	bool profile;                   /* timing aid */
+	struct zn_offload_config home;  /* device (none = the device, cpu, nvme), nvme_path */
+};
+
 /* "csv_monitor": per-step figures as CSV files under output_path/job_name */
 struct zn_monitor_config {
 	bool csv_enabled;
@@ -201,6 +220,7 @@ struct zn_config {
 	struct zn_aio_config aio;
 	struct zn_runtime_config runtime;
 	struct zn_monitor_config monitor;
+	struct zn_act_ckpt_config act_ckpt;
 	unsigned char origin[ZN_CONFIG_MAX_KEYS]; /* enum zn_config_origin per key row */
 };
 

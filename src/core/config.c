@@ -56,6 +56,7 @@ void zn_config_defaults(struct zn_config *cfg)
 					   .intra_op_parallelism = 1, .overlap_events = true };
 	cfg->runtime.numa_node = -1;
 	cfg->runtime.seed = 1337;
+	cfg->act_ckpt.every = 1;
 }
 
 int zn_edit_distance(const char *a, const char *b)

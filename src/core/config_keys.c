@@ -14,6 +14,7 @@
 #define OPT(field) OFF(zero.offload_optimizer.field)
 #define PRM(field) OFF(zero.offload_param.field)
 #define SCH(field) OFF(scheduler.field)
+#define ACK(field) OFF(act_ckpt.field)
 
 static const char *const offload_names[] = { "none", "cpu", "nvme", NULL };
 static const char *const device_names[] = { "auto", "host", "cuda", NULL };
@@ -23,6 +24,8 @@ static const char *const optim_names[] = { "AdamW", "Adam", NULL };
 static const char *const warmup_names[] = { "linear", "log", NULL };
 static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
 static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
+
+static const char *const ckpt_home_names[] = { "device", "cpu", "nvme", NULL };
 
 static const char no_param_swap[] = "parameter staging is sized by zinc's plan";
 
@@ -187,6 +190,34 @@ const struct zn_key zn_config_keys[] = {
 	  ZN_PATH_MAX },
 	{ "csv_monitor.job_name", "csv-job-name", ZN_KEY_STRING, OFF(monitor.csv_job_name), NULL,
 	  0, "CSV subdirectory (default DeepSpeedJobName)", NULL, 256 },
+	{ "activation_checkpointing.partition_activations", "partition-activations", ZN_KEY_BOOL,
+	  ACK(partition_activations), NULL, 0, "split checkpoints over model-parallel ranks",
+	  "a model-parallel feature: with zinc's pure data parallelism every rank's "
+	  "activations are its own; see activation_checkpointing.cpu_checkpointing", 0 },
+	{ "activation_checkpointing.cpu_checkpointing", "cpu-checkpointing", ZN_KEY_BOOL,
+	  ACK(cpu_checkpointing), NULL, 0,
+	  "checkpoints in pinned host memory (turns checkpointing on)", NULL, 0 },
+	{ "activation_checkpointing.contiguous_memory_optimization", NULL, ZN_KEY_BOOL,
+	  ACK(contiguous_memory_optimization), NULL, 0, "checkpoints in one buffer",
+	  "zinc's plan sizes and lays out the checkpoint buffers itself", 0 },
+	{ "activation_checkpointing.number_checkpoints", NULL, ZN_KEY_I64,
+	  ACK(number_checkpoints), NULL, 0, "checkpoint count for the contiguous buffer",
+	  "zinc's plan sizes the checkpoint buffers from the layers and --checkpoint-every", 0 },
+	{ "activation_checkpointing.synchronize_checkpoint_boundary", NULL, ZN_KEY_BOOL,
+	  ACK(synchronize_checkpoint_boundary), NULL, 0, "synchronize at each checkpoint",
+	  "a timing aid; zinc's step line has the forward/backward split", 0 },
+	{ "activation_checkpointing.profile", NULL, ZN_KEY_BOOL, ACK(profile), NULL, 0,
+	  "time the checkpoint functions", "a timing aid; use --trace", 0 },
+	{ "activation_checkpointing.device", "checkpoint-device", ZN_KEY_ENUM, ACK(home.device),
+	  ckpt_home_names, 0, "zinc: where checkpoints live: device, cpu or nvme (cpu and nvme "
+	  "turn checkpointing on)", NULL, 0 },
+	{ "activation_checkpointing.nvme_path", "checkpoint-nvme-path", ZN_KEY_PATHS,
+	  ACK(home.nvme_path_count), NULL, 0,
+	  "zinc: nvme directory for checkpoints (default: the offload nvme_path)", NULL, 0 },
+	{ "zinc.gradient_checkpointing", "gradient-checkpointing", ZN_KEY_BOOL, ACK(enabled),
+	  NULL, 0, "keep only each layer's input in forward; recompute in backward", NULL, 0 },
+	{ "zinc.checkpoint_every", "checkpoint-every", ZN_KEY_INT, ACK(every), NULL, 0,
+	  "checkpoint every K-th layer's input (backward recomputes runs of K layers)", NULL, 0 },
 	{ "zinc.device", "device", ZN_KEY_ENUM, OFF(runtime.device), device_names, 0,
 	  "compute device: auto, host (emulated) or cuda", NULL, 0 },
 	{ "zinc.device_mem", "device-mem", ZN_KEY_SIZE, OFF(runtime.device_mem_bytes), NULL, 0,
@@ -234,8 +265,6 @@ const struct zn_doc_key zn_config_doc_keys[] = {
 	NOEFFECT("autotuning", "zinc plans its buffers from the budgets itself"),
 	NOEFFECT("checkpoint", "DeepSpeed checkpoint layout; zinc saves safetensors"),
 	NOEFFECT("nebula", "DeepSpeed checkpoint service"),
-	NOEFFECT("activation_checkpointing",
-		 "recomputation changes memory, not results; zinc keeps activations"),
 	NOEFFECT("zero_allow_untested_optimizer", "zinc's optimizers are its own"),
 	NOEFFECT("zero_force_ds_cpu_optimizer", "zinc's CPU optimizer is its own"),
 	NOEFFECT("gradient_predivide_factor", "changes rounding only; zinc averages in fp32"),

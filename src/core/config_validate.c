@@ -267,6 +267,53 @@ static int validate_supported(const struct zn_config *cfg)
 	return 0;
 }
 
+/* Activation checkpointing (docs/activations.md): a home off the device, cpu_checkpointing
+ * or --checkpoint-every turn it on; nvme without its own path uses the offload path. */
+static int validate_act_ckpt(struct zn_config *cfg)
+{
+	struct zn_act_ckpt_config *a = &cfg->act_ckpt;
+	const struct zn_offload_config *from = NULL;
+	int rc = 0;
+
+	if (a->every < 1) {
+		zn_error("zinc.checkpoint_every (--checkpoint-every) must be >= 1 (is %d): 1 keeps "
+			 "every layer's input", a->every);
+		return ZN_EUSAGE;
+	}
+	if (a->cpu_checkpointing && a->home.device == ZN_OFFLOAD_NONE) {
+		if (given(cfg, "activation_checkpointing.device")) {
+			zn_error("activation_checkpointing: cpu_checkpointing is true but device is "
+				 "\"device\": set device to cpu (or nvme), or cpu_checkpointing "
+				 "to false");
+			return ZN_EUSAGE;
+		}
+		a->home.device = ZN_OFFLOAD_CPU;
+	}
+	if (a->home.device != ZN_OFFLOAD_NONE || a->cpu_checkpointing ||
+	    given(cfg, "zinc.checkpoint_every"))
+		a->enabled = true;
+	if (a->home.device != ZN_OFFLOAD_NVME)
+		return 0;
+	if (a->home.nvme_path_count == 0) {
+		if (cfg->zero.offload_optimizer.nvme_path_count > 0)
+			from = &cfg->zero.offload_optimizer;
+		else if (cfg->zero.offload_param.nvme_path_count > 0)
+			from = &cfg->zero.offload_param;
+		if (!from) {
+			zn_error("activation_checkpointing.device is nvme but no nvme path is set: "
+				 "give --checkpoint-nvme-path DIR (or --nvme-path DIR)");
+			return ZN_EUSAGE;
+		}
+		a->home.nvme_path_count = from->nvme_path_count;
+		memcpy(a->home.nvme_path, from->nvme_path, sizeof(a->home.nvme_path));
+	}
+	for (int i = 0; i < a->home.nvme_path_count && !rc; i++)
+		rc = validate_path("activation_checkpointing.nvme_path", a->home.nvme_path[i]);
+	for (int i = 0; i < a->home.nvme_path_count && !rc; i++)
+		rc = distinct_paths("activation_checkpointing.nvme_path", &a->home, i);
+	return rc;
+}
+
 static int validate_schedule(const struct zn_scheduler_config *s)
 {
 	if (s->type == ZN_LR_ONE_CYCLE) {
@@ -332,5 +379,7 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 		rc = validate_schedule(&cfg->scheduler);
 	if (!rc)
 		rc = validate_supported(cfg);
+	if (!rc)
+		rc = validate_act_ckpt(cfg);
 	return rc;
 }

@@ -1,4 +1,5 @@
-/* Activations (acts.h): allocated per layer count, so the model's depth has no limit. */
+/* Activations (acts.h): allocated per layer count, so the model's depth has no limit; with
+ * activation checkpointing the buffers are recompute.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,15 +43,27 @@ uint64_t zn_acts_bytes(const struct zn_engine *e)
 {
 	uint64_t bt = bt_of(e), tok = bt * sizeof(int), total = 0;
 
-	for (int l = 0; l < e->n; l++)
-		total += zn_plan_device_alloc_bytes(act_bytes(e, l));
-	/* x for layers 0 .. n-2, two dx buffers, scratch, tokens, targets, losses, and the
-	 * optimizer's norm results (optim.h) */
-	total += (uint64_t)(e->n - 1 + 2) * zn_plan_device_alloc_bytes(x_bytes(e));
+	if (e->cfg.act_ckpt.enabled) {
+		/* checkpoints, run buffers (recompute.c) */
+		total += zn_ckpt_device_bytes(e);
+	} else {
+		/* every layer's activations, x for layers 0 .. n-2 */
+		for (int l = 0; l < e->n; l++)
+			total += zn_plan_device_alloc_bytes(act_bytes(e, l));
+		total += (uint64_t)(e->n - 1) * zn_plan_device_alloc_bytes(x_bytes(e));
+	}
+	/* two dx buffers, scratch, tokens, targets, losses, and the optimizer's norm results
+	 * (optim.h) */
+	total += 2 * zn_plan_device_alloc_bytes(x_bytes(e));
 	total += zn_plan_device_alloc_bytes(scratch_bytes(e));
 	total += 2 * zn_plan_device_alloc_bytes(tok) + zn_plan_device_alloc_bytes(bt * 4);
 	total += zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
 	return total;
+}
+
+uint64_t zn_acts_host_bytes(const struct zn_engine *e)
+{
+	return e->cfg.act_ckpt.enabled ? zn_ckpt_host_bytes(e) : 0;
 }
 
 int zn_acts_create(struct zn_engine *e)
@@ -62,18 +75,26 @@ int zn_acts_create(struct zn_engine *e)
 	a->acts_d = calloc((size_t)e->n, sizeof(*a->acts_d));
 	a->x_d = calloc((size_t)e->n, sizeof(*a->x_d));
 	a->tev = calloc((size_t)(3 * e->gas), sizeof(*a->tev));
-	if (!a->acts_d || !a->x_d || !a->tev)
+	a->use_n = zn_ckpt_schedule(e, NULL);
+	a->use = calloc((size_t)a->use_n, sizeof(*a->use));
+	if (!a->acts_d || !a->x_d || !a->tev || !a->use)
 		return -ENOMEM;
+	zn_ckpt_schedule(e, a->use);
 	/* page-locked under cuda, so the token and loss copies are asynchronous */
 	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, bt * (uint64_t)e->gas * 4);
 	if (!rc)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tok_h, bt * (uint64_t)e->gas * 4);
 	if (!rc)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, bt * (uint64_t)e->gas * 4);
-	for (int l = 0; !rc && l < e->n; l++)
-		rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
-	for (int l = 0; !rc && l < e->n - 1; l++)
-		rc = zn_tiers_dalloc(e, &a->x_d[l], x);
+	if (e->cfg.act_ckpt.enabled) {
+		if (!rc)
+			rc = zn_ckpt_create(e);
+	} else {
+		for (int l = 0; !rc && l < e->n; l++)
+			rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
+		for (int l = 0; !rc && l < e->n - 1; l++)
+			rc = zn_tiers_dalloc(e, &a->x_d[l], x);
+	}
 	if (!rc)
 		rc = zn_tiers_dalloc(e, &a->dx_d[0], x);
 	if (!rc)
@@ -104,6 +125,7 @@ void zn_acts_destroy(struct zn_engine *e)
 {
 	struct zn_acts *a = &e->act;
 
+	zn_ckpt_destroy(e);
 	for (int l = 0; a->acts_d && l < e->n; l++)
 		zn_device_free(e->rt.dev, a->acts_d[l]);
 	for (int l = 0; a->x_d && l < e->n - 1; l++)
@@ -123,10 +145,32 @@ void zn_acts_destroy(struct zn_engine *e)
 	for (int i = 0; a->tev && i < 3 * e->gas; i++)
 		zn_event_destroy(a->tev[i]);
 	free(a->tev);
+	free(a->use);
 	zn_device_host_free(e->rt.dev, a->loss_h);
 	zn_device_host_free(e->rt.dev, a->tok_h);
 	zn_device_host_free(e->rt.dev, a->tgt_h);
 	*a = (struct zn_acts){ 0 };
+}
+
+void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
+{
+	if (e->act.ck.on) {
+		zn_ckpt_fwd_io(e, l, recompute, io);
+		return;
+	}
+	io->acts = l > 0 ? e->act.acts_d[l] : NULL;
+	io->x_in = l > 0 ? e->act.x_d[l - 1] : NULL;
+	io->x_out = l < e->n - 1 ? e->act.x_d[l] : NULL;
+}
+
+void zn_acts_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
+{
+	if (e->act.ck.on) {
+		zn_ckpt_bwd_io(e, l, io);
+		return;
+	}
+	io->acts = e->act.acts_d[l];
+	io->x_in = e->act.x_d[l - 1];
 }
 
 void zn_acts_stage_tokens(struct zn_engine *e, const int **inputs_h, const int **targets_h)

@@ -4,11 +4,14 @@
 #ifndef ZN_SCHED_ACTS_H
 #define ZN_SCHED_ACTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "sched/recompute.h"
 
 struct zn_engine;
+struct zn_layer_io;
 
 struct zn_acts {
 	float **acts_d;          /* per layer */
@@ -22,15 +25,24 @@ struct zn_acts {
 	int *tok_h, *tgt_h;      /* gas x B x T: the step's tokens and targets, staged */
 	struct zn_event *tok_ready, *tok_free, *loss_done, *fwd_done;
 	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
+	struct zn_use *use;      /* a micro-batch's layer uses: forward 1 .. n-1, backward */
+	int use_n;
+	struct zn_ckpt ck;       /* activation checkpointing (recompute.h); acts_d, x_d unused */
 };
 
 /* device bytes the activations take (as the device counts them), before the plan */
 uint64_t zn_acts_bytes(const struct zn_engine *e);
+/* pinned host bytes of the activations (checkpoints on the host or nvme staging) */
+uint64_t zn_acts_host_bytes(const struct zn_engine *e);
 int zn_acts_create(struct zn_engine *e);
 void zn_acts_destroy(struct zn_engine *e);
 /* Copies the step's gas x B x T tokens and targets into tok_h / tgt_h (the caller's memory
  * is pageable: a copy from it would block) and points *inputs_h / *targets_h at them. The
  * previous step's copies are done: the end of a step drains copy_in. */
 void zn_acts_stage_tokens(struct zn_engine *e, const int **inputs_h, const int **targets_h);
+/* io->acts, x_in and x_out of layer l's forward (recompute: inside the backward) and
+ * io->acts, x_in of its backward */
+void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
+void zn_acts_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
 
 #endif

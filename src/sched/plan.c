@@ -342,8 +342,9 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
 			    out->dev_working_bytes + out->dev_act_bytes;
 	plan_nvme(in, out);
+	out->host_act_bytes = in->activation_host_bytes;
 	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
-			  out->host_staging_bytes + out->host_swap_bytes;
+			  out->host_staging_bytes + out->host_swap_bytes + out->host_act_bytes;
 	return 0;
 }
 
@@ -394,11 +395,11 @@ int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t dev
 	if (pinned_budget && p->host_bytes > pinned_budget) {
 		snprintf(msg, msg_size,
 			 "pinned host budget %.2f MiB is short by %.2f MiB for stage %d (params "
-			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f, nvme staging %.2f MiB); "
-			 "raise --pinned-mem or use more ranks",
+			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f, nvme staging %.2f, "
+			 "activation checkpoints %.2f MiB); raise --pinned-mem or use more ranks",
 			 mib(pinned_budget), mib(p->host_bytes - pinned_budget), stage,
 			 mib(p->host_param_bytes), mib(p->host_grad_bytes), mib(p->host_optim_bytes),
-			 mib(p->host_staging_bytes), mib(p->host_swap_bytes));
+			 mib(p->host_staging_bytes), mib(p->host_swap_bytes), mib(p->host_act_bytes));
 		return -ENOMEM;
 	}
 	return 0;

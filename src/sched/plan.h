@@ -153,6 +153,7 @@ struct zn_engine_plan_input {
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
+	uint64_t activation_host_bytes; /* pinned bytes of activation checkpoints (host, nvme) */
 	/* nvme tiers (ignored otherwise) */
 	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
 	int optim_path_count;        /* offload_optimizer.nvme_path entries (>= 1) */
@@ -181,6 +182,7 @@ struct zn_engine_plan {
 	uint64_t dev_act_bytes, device_bytes;
 	uint64_t host_param_bytes, host_grad_bytes, host_optim_bytes, host_staging_bytes;
 	uint64_t host_swap_bytes;    /* pinned nvme staging (below) */
+	uint64_t host_act_bytes;     /* activation checkpoints on the host, or their staging */
 	uint64_t host_bytes;
 	/* nvme */
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */

@@ -4,7 +4,8 @@
  * shard; bf16: the stored copy is bf16 and the kernels are fp32), every use of a layer is
  * preceded by a fetch into a slot: [H2D of the host shard (offload_param)] -> all-gather on
  * the comm stream (stage 3) -> bf16 -> fp32 cast. One micro-batch uses layers in the
- * sequence forward 1 .. n-1, backward n-1 .. 1 (layer 0 has its own slot, fetched once per
+ * sequence forward 1 .. n-1, backward n-1 .. 1 (with activation checkpointing the backward's
+ * recomputed forwards are uses too: acts.h use[]) (layer 0 has its own slot, fetched once per
  * step: it starts the forward and ends the backward, and a layer tied to it (tied_layer)
  * reads it in between). Item j of the
  * sequence goes to ring slot j mod R (R = prefetch depth + 1); while item k computes, items
@@ -42,11 +43,11 @@ const float *zn_engine_params_f32(struct zn_engine *e, int layer)
 	return e->L[layer].param_d;
 }
 
+/* the sequence of layer uses is the activations' (acts.h: with checkpointing, recomputed
+ * forwards are uses too) */
 static int seq_layer(const struct zn_engine *e, int item)
 {
-	int n1 = e->n - 1;
-
-	return item < n1 ? item + 1 : 2 * n1 - item;
+	return e->act.use[item].layer;
 }
 
 static struct zn_slot *seq_slot(struct zn_engine *e, int item)
@@ -170,7 +171,7 @@ int zn_fetch_layer0_release(struct zn_engine *e)
 
 int zn_fetch_begin(struct zn_engine *e)
 {
-	e->pf.seq_len = 2 * (e->n - 1);
+	e->pf.seq_len = e->act.use_n;
 	e->pf.seq_issued = 0;
 	return 0;
 }

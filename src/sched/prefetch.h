@@ -22,7 +22,7 @@ struct zn_prefetch {
 	struct zn_slot slot0;    /* the held layer's (layer 0) copy, alive for the whole step */
 	struct zn_slot *ring;
 	int ring_n;
-	int seq_len;             /* 2 x (n - 1): forward 1 .. n-1, backward n-1 .. 1 */
+	int seq_len;             /* acts.h use_n: 2 x (n - 1) without recompute */
 	int seq_issued;          /* items fetched so far */
 };
 

@@ -77,8 +77,12 @@ static int forward(struct zn_engine *e, const float *p0)
 
 	a.io.L = &e->ld[0];
 	set_params(e, &a.io, 0, p0, NULL);
-	a.io.x_out = e->act.x_d[0];
-	rc = launch_layer(e, true, 0, &a);
+	zn_acts_fwd_io(e, 0, false, &a.io);
+	rc = zn_ckpt_fwd_before(e, 0);
+	if (!rc)
+		rc = launch_layer(e, true, 0, &a);
+	if (!rc)
+		rc = zn_ckpt_fwd_after(e, 0);
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
 		const float *p;
@@ -88,21 +92,23 @@ static int forward(struct zn_engine *e, const float *p0)
 			break;
 		a.io.L = &e->ld[l];
 		set_params(e, &a.io, l, p, p0);
-		a.io.acts = e->act.acts_d[l];
-		a.io.x_in = e->act.x_d[l - 1];
-		if (l < n - 1) {
-			a.io.x_out = e->act.x_d[l];
-		} else {
+		zn_acts_fwd_io(e, l, false, &a.io);
+		if (l == n - 1) {
 			/* the previous micro-batch's losses must be on the host first */
 			rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
-			a.io.x_out = NULL;
 			a.io.losses = e->act.loss_d;
 		}
+		if (!rc)
+			rc = zn_ckpt_fwd_before(e, l);
 		if (!rc)
 			rc = launch_layer(e, true, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
+		if (!rc)
+			rc = zn_ckpt_fwd_after(e, l);
 	}
+	if (!rc)
+		rc = zn_ckpt_fwd_end(e);
 	return rc;
 }
 
@@ -128,48 +134,70 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 	return rc;
 }
 
+/* Use k of the sequence (acts.h): with activation checkpointing, a recomputed forward
+ * (into the run's buffers; never the last layer, whose losses stand) before a backward. */
+static int recompute(struct zn_engine *e, int l, const float *p, const float *p0)
+{
+	struct layer_call a = { .model = e->model,
+				.io = { .L = &e->ld[l], .tokens = e->act.tok_d,
+					.targets = e->act.tgt_d, .scratch = e->act.scratch_d,
+					.B = e->B, .T = e->T } };
+
+	set_params(e, &a.io, l, p, p0);
+	zn_acts_fwd_io(e, l, true, &a.io);
+	return launch_layer(e, true, l, &a);
+}
+
 static int backward(struct zn_engine *e, const float *p0, int micro)
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d } };
-	int n = e->n, cur = 0, rc = 0;
+	int n = e->n, cur = 0, b = 0, rc = 0;
 
 	/* the mean over every token of the global batch, times the fp16 loss scale (1 else) */
 	a.io.dloss_scale = e->opt.scale /
 			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
-	for (int k = n - 1; !rc && k < 2 * (n - 1); k++) {
-		int l = 2 * (n - 1) - k, b = k - (n - 1);
+	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
+		struct zn_use u = e->act.use[k];
+		int l = u.layer;
 		const float *p;
 
 		rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
+			rc = zn_ckpt_use_before(e, k);
+		if (!rc && u.fwd)
+			rc = recompute(e, l, p, p0);
+		if (!rc && u.bwd)
 			rc = zn_reduce_prepare(e, l, b);
-		if (!rc)
+		if (!rc && u.bwd)
 			rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 		if (rc)
 			break;
-		a.io.L = &e->ld[l];
-		set_params(e, &a.io, l, p, p0);
-		a.io.grads = zn_reduce_grad_full(e, l, b);
-		a.io.acts = e->act.acts_d[l];
-		a.io.x_in = e->act.x_d[l - 1];
-		a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
-		if (l == n - 1) {
-			a.io.dx_out = NULL;
-			a.io.dx_in = e->act.dx_d[0];
-		} else {
-			a.io.dx_out = e->act.dx_d[cur];
-			a.io.dx_in = e->act.dx_d[cur ^ 1];
-			cur ^= 1;
+		if (u.bwd) {
+			a.io.L = &e->ld[l];
+			set_params(e, &a.io, l, p, p0);
+			a.io.grads = zn_reduce_grad_full(e, l, b);
+			zn_acts_bwd_io(e, l, &a.io);
+			a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			if (l == n - 1) {
+				a.io.dx_out = NULL;
+				a.io.dx_in = e->act.dx_d[0];
+			} else {
+				a.io.dx_out = e->act.dx_d[cur];
+				a.io.dx_in = e->act.dx_d[cur ^ 1];
+				cur ^= 1;
+			}
+			rc = launch_layer(e, false, l, &a);
 		}
-		rc = launch_layer(e, false, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
-			rc = reduce_and_update(e, l, b, micro);
+			rc = zn_ckpt_use_after(e, k);
+		if (!rc && u.bwd)
+			rc = reduce_and_update(e, l, b++, micro);
 	}
 	if (rc)
 		return rc;
@@ -316,6 +344,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 			rc = r;
 		/* nvme write-behind (and, after a failure, anything still in flight) */
 		r = zn_swapio_quiesce(e);
+		if (!rc)
+			rc = r;
+		r = zn_ckpt_quiesce(e);
 		if (!rc)
 			rc = r;
 	}

@@ -14,7 +14,9 @@
  * under test). bf16 compute (bf16 GEMM inputs: an activation whose fp32 value differs in
  * the last bit between a 4B-row and a B-row GEMM can round to the neighbouring bf16 value)
  * at stage 1 and 3: losses within 1e-2 relative, weights within 2 x lr x steps (AdamW
- * moves an element by about lr a step however small its gradient). With
+ * moves an element by about lr a step however small its gradient). With activation
+ * checkpointing, each plain variant gives the same bits as without (checkpoints on the
+ * device, host or nvme by turns). With
  * offload nvme (optimizer state and, at stage 3, parameters on nvme) each rank keeps its
  * swap files in its own directory under $ZN_TEST_NVME_DIR or the current directory (skipped
  * with a line when that has no O_DIRECT). Exit status 1 on any mismatch.
@@ -122,6 +124,49 @@ static int near_bf16(const char *what, const struct et_run *a, const struct et_r
 	return 0;
 }
 
+/* The same distributed run with activation checkpointing (every 1 or 2 layers, checkpoints
+ * on the device, in host memory or on nvme by turns) gives the same bits. */
+static int check_recompute(const struct zn_config *base, const struct et_run *want,
+			   const int *tok, int i, int rank, const char *what)
+{
+	static const enum zn_offload_device homes[] = { ZN_OFFLOAD_NONE, ZN_OFFLOAD_CPU,
+							ZN_OFFLOAD_NVME };
+	struct zn_config cfg = *base;
+	struct et_run r;
+	int bad = 0;
+
+	cfg.act_ckpt.enabled = true;
+	cfg.act_ckpt.every = 1 + i % 2;
+	cfg.act_ckpt.home.device = homes[i % 3];
+	if (homes[i % 3] == ZN_OFFLOAD_NVME) {
+		if (!nvme_dir(rank))
+			cfg.act_ckpt.home.device = ZN_OFFLOAD_CPU;
+		else
+			set_nvme_paths(&cfg, nvme_dir(rank));
+		cfg.act_ckpt.home.nvme_path_count = cfg.zero.offload_optimizer.nvme_path_count;
+		memcpy(cfg.act_ckpt.home.nvme_path, cfg.zero.offload_optimizer.nvme_path,
+		       sizeof(cfg.act_ckpt.home.nvme_path));
+	}
+	if (et_train(&r, &cfg, ZN_COMM_AUTO, tok, ET_STEPS)) {
+		fprintf(stderr, "%s: with activation checkpointing: failed\n", what);
+		return 1;
+	}
+	bad = memcmp(want->loss, r.loss, sizeof(r.loss)) != 0 || r.peak_bytes > r.plan_bytes;
+	for (int l = 0; l < r.layer_count; l++)
+		bad |= memcmp(want->w[l], r.w[l], r.numel[l] * sizeof(float)) != 0;
+	if (bad)
+		fprintf(stderr, "%s: activation checkpointing (every %d, home %d) changed the "
+			"results or went over the plan\n", what, cfg.act_ckpt.every, (int)cfg.act_ckpt.home.device);
+	else if (rank == 0)
+		printf("ok  %s: bit-identical with activation checkpointing every %d on %s "
+		       "(peak %llu <= plan %llu)\n", what, cfg.act_ckpt.every,
+		       cfg.act_ckpt.home.device == ZN_OFFLOAD_NONE ? "the device" :
+		       off_name(cfg.act_ckpt.home.device), (unsigned long long)r.peak_bytes,
+		       (unsigned long long)r.plan_bytes);
+	et_run_free(&r);
+	return bad;
+}
+
 int main(void)
 {
 	struct zn_comm_config acfg = { .kind = ZN_COMM_AUTO };
@@ -183,6 +228,8 @@ int main(void)
 			       r.loss[0], r.loss[ET_STEPS - 1],
 			       (unsigned long long)r.peak_bytes, (unsigned long long)r.plan_bytes);
 		}
+		if (!v->clip)
+			failed += check_recompute(&cfg, &r, tok, (int)i, rank, what);
 		if (r.peak_bytes > r.plan_bytes) {
 			fprintf(stderr, "%s: device peak %llu over the plan's %llu\n", what,
 				(unsigned long long)r.peak_bytes, (unsigned long long)r.plan_bytes);

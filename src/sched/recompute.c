@@ -1,0 +1,505 @@
+/* Activation checkpointing: runs, checkpoints and their homes (recompute.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+/* ---- shape: pure functions of the config and the model ------------------------------- */
+
+static int every_of(const struct zn_engine *e)
+{
+	int k = e->cfg.act_ckpt.every;
+
+	return k < 1 ? 1 : k > e->n - 1 ? e->n - 1 : k;
+}
+
+static int runs_of(const struct zn_engine *e)
+{
+	int k = every_of(e);
+
+	return (e->n - 1 + k - 1) / k;
+}
+
+static int run_of(const struct zn_engine *e, int l)
+{
+	return (l - 1) / e->act.ck.every;
+}
+
+static int run_first(const struct zn_engine *e, int r)
+{
+	return 1 + r * e->act.ck.every;
+}
+
+static int run_last(const struct zn_engine *e, int r)
+{
+	int l = (r + 1) * e->act.ck.every;
+
+	return l > e->n - 1 ? e->n - 1 : l;
+}
+
+static enum zn_tier home_of(const struct zn_engine *e)
+{
+	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
+
+	return d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME : d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST :
+	       ZN_TIER_DEVICE;
+}
+
+static uint64_t x_bytes_of(const struct zn_engine *e)
+{
+	return (uint64_t)e->B * (uint64_t)e->T * (uint64_t)e->model.ops->width(e->model.config) *
+	       4;
+}
+
+static uint64_t run_acts_bytes(const struct zn_engine *e)
+{
+	uint64_t m = 0;
+
+	for (int l = 1; l < e->n; l++) {
+		uint64_t b = e->model.ops->act_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
+
+		if (b > m)
+			m = b;
+	}
+	return m;
+}
+
+/* checkpoints on the host or nvme: 0 .. R-2 leave the device */
+static int offloaded(const struct zn_engine *e)
+{
+	return home_of(e) == ZN_TIER_DEVICE ? 0 : runs_of(e) - 1;
+}
+
+static int bufs_of(const struct zn_engine *e)
+{
+	int off = offloaded(e);
+
+	if (home_of(e) == ZN_TIER_NVME && off > ZN_CKPT_STAGES)
+		return ZN_CKPT_STAGES;
+	return off;
+}
+
+uint64_t zn_ckpt_device_bytes(const struct zn_engine *e)
+{
+	int K = every_of(e), R = runs_of(e);
+	int xn = home_of(e) == ZN_TIER_DEVICE ? R : (R < 2 ? R : 2);
+
+	/* checkpoints (or slots), K-1 outputs inside a run, the sink, K activation buffers */
+	xn += K - 1 + (R > 1 ? 1 : 0);
+	return (uint64_t)xn * zn_plan_device_alloc_bytes(x_bytes_of(e)) +
+	       (uint64_t)K * zn_plan_device_alloc_bytes(run_acts_bytes(e));
+}
+
+uint64_t zn_ckpt_host_bytes(const struct zn_engine *e)
+{
+	return (uint64_t)bufs_of(e) * zn_plan_host_alloc_bytes(x_bytes_of(e));
+}
+
+int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use)
+{
+	int n = e->n, k = 0, K = every_of(e), R = runs_of(e);
+	bool on = e->cfg.act_ckpt.enabled;
+
+#define ZN_USE(l, f, b)                                                                   \
+	do {                                                                              \
+		if (use)                                                                  \
+			use[k] = (struct zn_use){ (l), (f), (b) };                        \
+		k++;                                                                      \
+	} while (0)
+	for (int l = 1; l < n; l++)
+		ZN_USE(l, true, false);
+	for (int r = R - 1; r >= 0; r--) {
+		int s = 1 + r * K, t = on && (r + 1) * K < n - 1 ? (r + 1) * K : n - 1;
+
+		if (!on) {
+			for (int l = n - 1; l >= 1; l--)
+				ZN_USE(l, false, true);
+			break;
+		}
+		/* the last run's buffers are the forward's; the others recompute first */
+		for (int l = s; r < R - 1 && l < t; l++)
+			ZN_USE(l, true, false);
+		ZN_USE(t, r < R - 1, true);
+		for (int l = t - 1; l >= s; l--)
+			ZN_USE(l, false, true);
+	}
+#undef ZN_USE
+	return k;
+}
+
+/* ---- the io of a layer ---------------------------------------------------------------- */
+
+static float *ckpt_x(struct zn_engine *e, int c)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+
+	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] : ck->x_d[c % 2];
+}
+
+void zn_ckpt_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	int r, i, t;
+
+	if (l == 0) {
+		io->acts = NULL;
+		io->x_in = NULL;
+		io->x_out = ckpt_x(e, 0);
+		return;
+	}
+	r = run_of(e, l);
+	i = l - run_first(e, r);
+	t = run_last(e, r);
+	io->acts = ck->run_acts_d[i];
+	io->x_in = i == 0 ? ckpt_x(e, r) : ck->run_x_d[i - 1];
+	if (l == e->n - 1)
+		io->x_out = NULL;
+	else if (l == t)
+		io->x_out = recompute ? ck->sink_d : ckpt_x(e, r + 1);
+	else
+		io->x_out = ck->run_x_d[i];
+}
+
+void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
+{
+	float *x_out = io->x_out;
+
+	zn_ckpt_fwd_io(e, l, true, io);
+	io->x_out = x_out;
+}
+
+/* ---- homes: copies down and up, nvme writes and reads ---------------------------------- */
+
+static int ckbuf_of(const struct zn_engine *e, int c)
+{
+	return e->act.ck.home == ZN_TIER_HOST ? c : c % e->act.ck.buf_n;
+}
+
+static int io_fail(struct zn_engine *e, struct zn_ckbuf *b, const char *what, int rc)
+{
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
+	uint64_t off = 0;
+	int path = 0;
+
+	zn_swap_locate(e->act.ck.swap, key, 0, &path, &off);
+	zn_error("activation checkpoint %d (input of layer %d): nvme %s of %s failed: %s", b->ck,
+		 run_first(e, b->ck), what, zn_swap_file(e->act.ck.swap, path), zn_strerror(rc));
+	return rc;
+}
+
+static int ckbuf_write(struct zn_engine *e, struct zn_ckbuf *b)
+{
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
+	int rc = zn_event_synchronize(b->down);
+
+	if (!rc)
+		rc = zn_swap_write(e->act.ck.swap, key, 0, zn_plan_host_alloc_bytes(e->act.ck.x_bytes),
+				   b->h, &b->req);
+	if (rc)
+		return io_fail(e, b, "write", rc);
+	b->state = ZN_CKBUF_WRITING;
+	return 0;
+}
+
+/* Brings buffer b to FREE, waiting whatever it is doing (a copy down is written first). */
+static int ckbuf_settle(struct zn_engine *e, struct zn_ckbuf *b)
+{
+	int rc = 0;
+
+	if (b->state == ZN_CKBUF_DOWN)
+		rc = e->act.ck.home == ZN_TIER_NVME ? ckbuf_write(e, b) : zn_event_synchronize(b->down);
+	if (!rc && (b->state == ZN_CKBUF_WRITING || b->state == ZN_CKBUF_READING)) {
+		rc = zn_swap_wait(&b->req);
+		if (rc)
+			rc = io_fail(e, b, b->state == ZN_CKBUF_WRITING ? "write" : "read", rc);
+	}
+	if (!rc && b->state == ZN_CKBUF_UP)
+		rc = zn_event_synchronize(b->up);
+	b->state = ZN_CKBUF_FREE;
+	return rc;
+}
+
+/* the checkpoint layer l makes in its forward, or -1 */
+static int made_by(const struct zn_engine *e, int l)
+{
+	if (l == 0)
+		return 0;
+	if (l == e->n - 1 || l != run_last(e, run_of(e, l)))
+		return -1;
+	return run_of(e, l) + 1;
+}
+
+int zn_ckpt_fwd_before(struct zn_engine *e, int l)
+{
+	int c;
+
+	if (!e->act.ck.on || e->act.ck.home == ZN_TIER_DEVICE)
+		return 0;
+	/* the slot's previous checkpoint must be down before the layer overwrites it */
+	c = made_by(e, l);
+	if (c < 2)
+		return 0;
+	return zn_stream_wait_event(e->rt.compute, e->act.ck.buf[ckbuf_of(e, c - 2)].down);
+}
+
+int zn_ckpt_fwd_after(struct zn_engine *e, int l)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_ckbuf *b;
+	int c, rc;
+
+	if (!ck->on || ck->home == ZN_TIER_DEVICE)
+		return 0;
+	c = made_by(e, l);
+	if (c < 0 || c >= ck->runs - 1)
+		return 0;
+	b = &ck->buf[ckbuf_of(e, c)];
+	rc = ckbuf_settle(e, b);
+	if (!rc)
+		rc = zn_event_record(ck->made[c % 2], e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, ck->made[c % 2]);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, b->h, ckpt_x(e, c), ck->x_bytes, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(b->down, e->rt.copy_out);
+	if (rc)
+		return rc;
+	b->ck = c;
+	b->state = ZN_CKBUF_DOWN;
+	/* nvme: checkpoint c - 2 is written behind (its copy down is done by now or soon) */
+	if (ck->home == ZN_TIER_NVME && c >= 2) {
+		struct zn_ckbuf *p = &ck->buf[ckbuf_of(e, c - 2)];
+
+		if (p->ck == c - 2 && p->state == ZN_CKBUF_DOWN)
+			rc = ckbuf_write(e, p);
+	}
+	return rc;
+}
+
+int zn_ckpt_fwd_end(struct zn_engine *e)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	int rc = 0;
+
+	if (!ck->on || ck->home == ZN_TIER_DEVICE)
+		return 0;
+	for (int i = 0; !rc && i < 2; i++)
+		rc = zn_event_record(ck->slot_free[i], e->rt.compute);
+	for (int i = 0; !rc && ck->home == ZN_TIER_NVME && i < ck->buf_n; i++)
+		if (ck->buf[i].state == ZN_CKBUF_DOWN)
+			rc = ckbuf_write(e, &ck->buf[i]);
+	return rc;
+}
+
+/* nvme: starts reading checkpoint c into its staging buffer (unless it is already there) */
+static int read_ahead(struct zn_engine *e, int c)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, c, e->rt.rank };
+	int rc;
+
+	if (ck->home != ZN_TIER_NVME || c < 0 || (b->ck == c && b->state == ZN_CKBUF_READING))
+		return 0;
+	rc = ckbuf_settle(e, b);
+	if (rc)
+		return rc;
+	b->ck = c;
+	rc = zn_swap_read(ck->swap, key, 0, zn_plan_host_alloc_bytes(ck->x_bytes), b->h, &b->req);
+	if (rc)
+		return io_fail(e, b, "read", rc);
+	b->state = ZN_CKBUF_READING;
+	return 0;
+}
+
+/* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
+static int bring_up(struct zn_engine *e, int c)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
+	int rc = read_ahead(e, c);
+
+	if (!rc && ck->home == ZN_TIER_NVME) {
+		rc = zn_swap_wait(&b->req);
+		b->state = ZN_CKBUF_FREE;
+		if (rc)
+			return io_fail(e, b, "read", rc);
+	}
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_in, ck->slot_free[c % 2]);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_in, b->down);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, ckpt_x(e, c), b->h, ck->x_bytes, ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(b->up, e->rt.copy_in);
+	if (!rc && ck->home == ZN_TIER_NVME)
+		b->state = ZN_CKBUF_UP;
+	return rc;
+}
+
+int zn_ckpt_use_before(struct zn_engine *e, int k)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_use u = e->act.use[k];
+	int r, first, rc = 0;
+
+	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1)
+		return 0;
+	r = run_of(e, u.layer);
+	first = r == ck->runs - 1 ? run_last(e, r) : run_first(e, r);
+	if (u.layer != first || (r < ck->runs - 1 && !u.fwd) || (r == ck->runs - 1 && !u.bwd))
+		return 0;
+	/* run r starts: its checkpoint (brought up one run ago) must be in its slot; the
+	 * previous run's comes up now, the one before that is read ahead from nvme */
+	if (r < ck->runs - 1)
+		rc = zn_stream_wait_event(e->rt.compute, ck->buf[ckbuf_of(e, r)].up);
+	if (!rc && r >= 1)
+		rc = bring_up(e, r - 1);
+	if (!rc && r >= 2)
+		rc = read_ahead(e, r - 2);
+	return rc;
+}
+
+int zn_ckpt_use_after(struct zn_engine *e, int k)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_use u = e->act.use[k];
+
+	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1 || !u.bwd ||
+	    u.layer != run_first(e, run_of(e, u.layer)))
+		return 0;
+	return zn_event_record(ck->slot_free[run_of(e, u.layer) % 2], e->rt.compute);
+}
+
+int zn_ckpt_quiesce(struct zn_engine *e)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	int rc = 0;
+
+	for (int i = 0; ck->buf && i < ck->buf_n; i++) {
+		int x = ckbuf_settle(e, &ck->buf[i]);
+
+		if (!rc)
+			rc = x;
+	}
+	return rc;
+}
+
+/* ---- create and destroy ---------------------------------------------------------------- */
+
+static int make_store(struct zn_engine *e)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_swap_extent *ext = calloc((size_t)(ck->runs - 1), sizeof(*ext));
+	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext,
+				     .extent_count = (size_t)(ck->runs - 1),
+				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
+	char run_id[ZN_RUN_ID_MAX + 40];
+	int rc;
+
+	if (!ext)
+		return -ENOMEM;
+	for (int c = 0; c < ck->runs - 1; c++)
+		ext[c] = (struct zn_swap_extent){ { ZN_SWAP_ACTIVATION, c, e->rt.rank },
+						  zn_plan_host_alloc_bytes(ck->x_bytes) };
+	if (e->cfg.runtime.run_id[0])
+		snprintf(run_id, sizeof(run_id), "%s-acts", e->cfg.runtime.run_id);
+	else
+		snprintf(run_id, sizeof(run_id), "p%ld-acts", (long)getpid());
+	sc.run_id = run_id;
+	zn_swap_config_set_paths(&sc, &e->cfg.act_ckpt.home);
+	rc = zn_aio_create(&ck->aio, &e->cfg.aio);
+	if (!rc)
+		rc = zn_swap_create(&ck->swap, ck->aio, &sc);
+	free(ext);
+	return rc;
+}
+
+int zn_ckpt_create(struct zn_engine *e)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+	int K = every_of(e), rc = 0;
+
+	ck->on = true;
+	ck->every = K;
+	ck->runs = runs_of(e);
+	ck->home = home_of(e);
+	ck->x_bytes = x_bytes_of(e);
+	ck->acts_bytes = run_acts_bytes(e);
+	ck->x_n = ck->home == ZN_TIER_DEVICE ? ck->runs : (ck->runs < 2 ? ck->runs : 2);
+	ck->buf_n = bufs_of(e);
+	ck->x_d = calloc((size_t)ck->x_n, sizeof(*ck->x_d));
+	ck->run_acts_d = calloc((size_t)K, sizeof(*ck->run_acts_d));
+	ck->run_x_d = calloc((size_t)K, sizeof(*ck->run_x_d));
+	ck->buf = calloc((size_t)ck->buf_n + 1, sizeof(*ck->buf));
+	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d || !ck->buf)
+		return -ENOMEM;
+	for (int i = 0; !rc && i < ck->x_n; i++)
+		rc = zn_tiers_dalloc(e, &ck->x_d[i], ck->x_bytes);
+	for (int i = 0; !rc && i < K - 1; i++)
+		rc = zn_tiers_dalloc(e, &ck->run_x_d[i], ck->x_bytes);
+	if (!rc && ck->runs > 1)
+		rc = zn_tiers_dalloc(e, &ck->sink_d, ck->x_bytes);
+	for (int i = 0; !rc && i < K; i++)
+		rc = zn_tiers_dalloc(e, &ck->run_acts_d[i], ck->acts_bytes);
+	for (int i = 0; !rc && i < 2; i++) {
+		rc = zn_event_create(e->rt.dev, &ck->made[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &ck->slot_free[i]);
+	}
+	for (int i = 0; !rc && i < ck->buf_n; i++) {
+		ck->buf[i].ck = -1;
+		rc = zn_tiers_halloc(e, &ck->buf[i].h, ck->x_bytes);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &ck->buf[i].down);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &ck->buf[i].up);
+	}
+	if (!rc && ck->home == ZN_TIER_NVME && ck->runs > 1)
+		rc = make_store(e);
+	if (!rc)
+		zn_debug("activation checkpointing: %d runs of %d layers, checkpoints on %s",
+			 ck->runs, K, zn_tier_name(ck->home));
+	return rc;
+}
+
+void zn_ckpt_destroy(struct zn_engine *e)
+{
+	struct zn_ckpt *ck = &e->act.ck;
+
+	if (!ck->on)
+		return;
+	zn_ckpt_quiesce(e);
+	for (int i = 0; ck->x_d && i < ck->x_n; i++)
+		zn_device_free(e->rt.dev, ck->x_d[i]);
+	for (int i = 0; ck->run_x_d && i < ck->every; i++)
+		zn_device_free(e->rt.dev, ck->run_x_d[i]);
+	for (int i = 0; ck->run_acts_d && i < ck->every; i++)
+		zn_device_free(e->rt.dev, ck->run_acts_d[i]);
+	zn_device_free(e->rt.dev, ck->sink_d);
+	for (int i = 0; i < 2; i++) {
+		zn_event_destroy(ck->made[i]);
+		zn_event_destroy(ck->slot_free[i]);
+	}
+	for (int i = 0; ck->buf && i < ck->buf_n; i++) {
+		zn_event_destroy(ck->buf[i].down);
+		zn_event_destroy(ck->buf[i].up);
+	}
+	free(ck->x_d);
+	free(ck->run_x_d);
+	free(ck->run_acts_d);
+	free(ck->buf);
+	zn_swap_destroy(ck->swap);
+	zn_aio_destroy(ck->aio);
+	*ck = (struct zn_ckpt){ 0 };
+}
+
+struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
+{
+	return e->act.ck.aio;
+}

@@ -1,0 +1,113 @@
+/* Activation checkpointing (docs/activations.md): the checkpoints, the run buffers and the
+ * order of a micro-batch's layer uses. State: struct zn_ckpt (field ck of struct zn_acts).
+ *
+ * Layers 1 .. n-1 form runs of K (zinc.checkpoint_every) layers: run r is layers
+ * 1 + rK .. min(n-1, (r+1)K); R runs. Checkpoint r is the input of run r (checkpoint 0 is
+ * layer 0's output). Forward keeps the checkpoints and writes every layer's activations
+ * and intermediate outputs into the run buffers (K activation buffers, K-1 outputs), which
+ * the next run overwrites. Backward: the last run's buffers are still those of the
+ * forward, so it runs at once; every other run first recomputes its forward from its
+ * checkpoint (the last layer's output goes to a sink: it is the next checkpoint, already
+ * used), then runs its backward. Each use of a layer's parameters is one item of the
+ * prefetch sequence (zn_use): recomputed forwards are uses too.
+ *
+ * Homes of checkpoints 0 .. R-2 (checkpoint R-1 is used by the run that follows it at
+ * once and never leaves the device):
+ *   device  R device buffers.
+ *   host    two device slots (checkpoint c in slot c mod 2) and R-1 pinned host buffers:
+ *           copied down on the copy-out stream as soon as the layer that makes it is done
+ *           (the layer that overwrites the slot waits for that copy), and copied back up on
+ *           the copy-in stream one run ahead of the run that recomputes from it.
+ *   nvme    the two slots, ZN_CKPT_STAGES pinned staging buffers and one swap extent per
+ *           checkpoint (its own swap store and I/O engine): copied down, written behind
+ *           (submitted two checkpoints later), read ahead two runs before it is needed,
+ *           copied up one run ahead. A failed read or write stops the step naming the file.
+ */
+#ifndef ZN_SCHED_RECOMPUTE_H
+#define ZN_SCHED_RECOMPUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu/device.h"
+#include "nvme/aio.h"
+#include "nvme/swap.h"
+#include "sched/plan.h"
+
+struct zn_engine;
+struct zn_layer_io;
+
+#define ZN_CKPT_STAGES 4
+
+/* One use of a layer's parameters in a micro-batch: its forward, its backward, or a
+ * recomputed forward (fwd) followed by the backward (fwd && bwd). */
+struct zn_use {
+	int layer;
+	bool fwd, bwd;
+};
+
+enum zn_ckbuf_state {
+	ZN_CKBUF_FREE = 0,
+	ZN_CKBUF_DOWN,    /* copy down enqueued (out event) */
+	ZN_CKBUF_WRITING, /* nvme write submitted */
+	ZN_CKBUF_READING, /* nvme read submitted */
+	ZN_CKBUF_UP,      /* copy up enqueued (in event) */
+};
+
+/* A pinned buffer of one checkpoint (host: one per checkpoint; nvme: staging). */
+struct zn_ckbuf {
+	float *h;
+	int ck;                  /* the checkpoint it holds, -1 none */
+	enum zn_ckbuf_state state;
+	struct zn_event *down, *up;
+	struct zn_swap_req req;
+};
+
+struct zn_ckpt {
+	bool on;
+	int every;               /* K */
+	int runs;                /* R */
+	enum zn_tier home;
+	uint64_t x_bytes, acts_bytes; /* one checkpoint; one run activation buffer */
+	float **x_d;             /* device: R checkpoints; host, nvme: 2 slots */
+	int x_n;
+	float **run_acts_d;      /* K */
+	float **run_x_d;         /* K - 1 */
+	float *sink_d;           /* a recomputed run's last output (R > 1) */
+	struct zn_event *made[2];  /* slot c mod 2: the layer making checkpoint c is done */
+	struct zn_event *slot_free[2]; /* slot's last reader is done */
+	struct zn_ckbuf *buf;    /* host: R - 1; nvme: ZN_CKPT_STAGES */
+	int buf_n;
+	struct zn_aio *aio;      /* nvme */
+	struct zn_swap *swap;
+};
+
+/* Bytes of the checkpointing buffers (checkpointing on): device (as the device counts
+ * them) and pinned host (as the arena carves them). Pure functions of the engine's shape. */
+uint64_t zn_ckpt_device_bytes(const struct zn_engine *e);
+uint64_t zn_ckpt_host_bytes(const struct zn_engine *e);
+
+/* The use sequence: forward 1 .. n-1, then the backward's uses; returns the count (use
+ * may be NULL to count). */
+int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use);
+
+int zn_ckpt_create(struct zn_engine *e);
+void zn_ckpt_destroy(struct zn_engine *e);
+
+/* The io's acts, x_in and x_out for layer l's forward (recompute: in the backward) and
+ * backward; layer 0: x_out only. */
+void zn_ckpt_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
+void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
+/* around the forward of layer l (not a recompute): slot reuse, checkpoints down */
+int zn_ckpt_fwd_before(struct zn_engine *e, int l);
+int zn_ckpt_fwd_after(struct zn_engine *e, int l);
+int zn_ckpt_fwd_end(struct zn_engine *e);
+/* around backward use k of the sequence: checkpoints up ahead, slot release */
+int zn_ckpt_use_before(struct zn_engine *e, int k);
+int zn_ckpt_use_after(struct zn_engine *e, int k);
+/* every nvme request waited for (end of step, errors) */
+int zn_ckpt_quiesce(struct zn_engine *e);
+/* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
+struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
+
+#endif
