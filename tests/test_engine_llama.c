@@ -230,7 +230,8 @@ Test(engine_llama, layout_names)
 	cr_assert_eq(L[3].tied_layer, 0);
 }
 
-/* From config.json: Qwen2 has q,k,v biases only; a Mistral seq beyond its window refused */
+/* From config.json: Qwen2 has q,k,v biases only; a Mistral seq beyond its window refused
+ * (the default seq stops at the window) */
 Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 {
 	struct zn_hf_config hf = { .family = ZN_HF_QWEN2, .hidden_size = 16,
@@ -248,7 +249,11 @@ Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 	cr_assert_eq(L[1].tensor_count, 12);
 	hf.family = ZN_HF_MISTRAL;
 	hf.sliding_window = 32;
-	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), -EINVAL);
+	/* the default training length stops at the window; a longer one is refused */
+	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
+	cr_assert_eq(c.seq, 32);
+	c.seq = 33;
+	cr_assert_eq(zn_llama_config_validate(&c), -EINVAL);
 	hf.sliding_window = 64;
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
 	cr_assert(!c.qkv_bias && !c.o_bias && c.window == 64);

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "cli/train_model.h"
 #include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
@@ -17,13 +18,46 @@ struct est_opts {
 	int gpus, nodes, prefetch_depth, buffer_count;
 	bool fp32, json;
 	uint64_t device_mem, host_mem;
+	/* a model by name, config or zinc train's model flags (train_model.h) */
+	char *margv[64];
+	int margc;
+	bool model;
+	char line[256];
 };
+
+/* zinc train's model flags beyond the GPT shape ones: any of them (or --model,
+ * --model-config, --init-from) takes every shape flag to the model (train_model.h). */
+static const char *const model_flags[] = { "--model", "--model-config", "--init-from",
+					   "--d-model", "--kv-heads", "--head-dim",
+					   "--intermediate", "--padded-vocab", "--tied-embeddings" };
+
+static bool model_flag(const char *a)
+{
+	for (size_t f = 0; f < sizeof(model_flags) / sizeof(*model_flags); f++)
+		if (!strcmp(a, model_flags[f]))
+			return true;
+	return false;
+}
+
+/* The shape flags are kept for the model too (--hidden is its --d-model). */
+static int keep_model_arg(struct est_opts *o, const char *flag, int argc, char **argv, int i)
+{
+	if (i + 1 >= argc || o->margc + 2 > 64) {
+		zn_error("%s needs a value", flag);
+		return ZN_EUSAGE;
+	}
+	o->margv[o->margc++] = (char *)(strcmp(flag, "--hidden") ? flag : "--d-model");
+	o->margv[o->margc++] = argv[i + 1];
+	return 0;
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zinc estimate (--params N --largest-layer N | --layers L --hidden C "
-		"--heads H --vocab V --seq T)\n"
+		"--heads H --vocab V --seq T |\n"
+		"                      --model NAME | --model-config DIR/config.json | "
+		"--init-from PATH) [zinc train's model flags]\n"
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
 		"\n"
@@ -31,7 +65,11 @@ static void usage(FILE *f)
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
 		"parameters x (1 + prefetch depth) and its full gradients). Activations are not\n"
 		"counted. Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
-		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n");
+		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n"
+		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
+		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
+		"model flags of zinc train (--layers --heads --kv-heads --d-model --head-dim\n"
+		"--intermediate --seq --vocab --padded-vocab --tied-embeddings) change it.\n");
 }
 
 static int parse_args(int argc, char **argv, struct est_opts *o)
@@ -42,6 +80,17 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		const char *a = argv[i];
 		int rc = 0;
 
+		if (model_flag(a) || !strcmp(a, "--layers") || !strcmp(a, "--hidden") ||
+		    !strcmp(a, "--heads") || !strcmp(a, "--vocab") || !strcmp(a, "--seq")) {
+			o->model = o->model || model_flag(a);
+			rc = keep_model_arg(o, a, argc, argv, i);
+			if (rc)
+				return rc;
+			if (model_flag(a)) {
+				i++;
+				continue;
+			}
+		}
 		if (!strcmp(a, "--json"))
 			o->json = true;
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
@@ -90,6 +139,13 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 	}
 	bool shape = o->layers || o->hidden || o->vocab || o->seq;
 
+	if (o->model && o->params) {
+		zn_error("give either --params or a model (--model, --model-config, ...), not both");
+		return ZN_EUSAGE;
+	}
+	if (o->model)
+		return zn_train_model_size(o->margc, o->margv, &o->params, &o->largest_layer,
+					   o->line, sizeof(o->line)) ? ZN_EUSAGE : 0;
 	if (shape && o->params) {
 		zn_error("give either --params or a GPT shape (--layers --hidden --heads --vocab "
 			 "--seq), not both");
@@ -166,6 +222,8 @@ int zn_cmd_estimate(int argc, char **argv)
 
 	if (o.json) {
 		root = cJSON_CreateObject();
+		if (o.model)
+			cJSON_AddStringToObject(root, "model", o.line);
 		cJSON_AddNumberToObject(root, "params", (double)o.params);
 		cJSON_AddNumberToObject(root, "largest_layer", (double)o.largest_layer);
 		cJSON_AddNumberToObject(root, "ranks", ranks);
@@ -176,6 +234,9 @@ int zn_cmd_estimate(int argc, char **argv)
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
 		char p[32], l[32];
+
+		if (o.model)
+			printf("# model: %s\n", o.line);
 
 		printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s) = "
 		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,

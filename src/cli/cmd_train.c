@@ -1,8 +1,9 @@
-/* zinc train: data-parallel ZeRO training of a GPT-2 model (src/sched engine).
+/* zinc train: data-parallel ZeRO training of a GPT-2 or Llama-family model (src/sched
+ * engine, through the model interface src/model/model.h).
  *
  * Config from --config JSON and flags (--print-config prints the effective config and
- * exits); model from --model/--layers/... (src/model/gpt2/gpt2.h) or --init-from FILE (its
- * shapes define the model); tokens from --data FILE; one line per steps_per_print steps
+ * exits); model from --model/--layers/..., --model-config FILE or --init-from PATH
+ * (cli/train_model.h); tokens from --data FILE; one line per steps_per_print steps
  * on rank 0, a progress bar in between when stdout is a terminal. The batches and the
  * per-step line are in train_io.c.
  */
@@ -16,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/monitor.h"
 #include "cli/train_hf.h"
+#include "cli/train_model.h"
 #include "cli/train_io.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
@@ -24,13 +26,13 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/trace.h"
-#include "model/gpt2/gpt2.h"
 #include "model/hf_dir.h"
 #include "zinc.h"
 
 struct train_opts {
 	const char *data;
 	const char *init_from;
+	const char *model_config;
 	const char *save_final;
 	enum zn_dtype save_dtype; /* fp32 (default) or bf16 */
 	uint64_t shard_bytes;     /* --save-shard-size; 0: 5GB */
@@ -69,8 +71,15 @@ static void usage(FILE *f)
 		"  --print-config     check the config as a run does, print it as JSON (stdout)\n"
 		"                     and each value with its origin (default, config, flag,\n"
 		"                     auto) on stderr, and exit\n"
-		"  model: --model tiny|small|gpt2|... --layers N --heads N --d-model N --seq N\n"
-		"         --vocab N (default --model small)\n\n");
+		"  model: --model NAME  GPT-2: tiny|small|gpt2|gpt2-medium|gpt2-large|gpt2-xl\n"
+		"                     (default small); Llama: llama-tiny|tinyllama-1.1b|\n"
+		"                     llama-3.2-1b|llama-3.2-3b|llama-3-8b|llama-3-70b|\n"
+		"                     llama-2-7b|llama-2-13b\n"
+		"         --model-config FILE  a Hugging Face config.json (gpt2, llama, qwen2,\n"
+		"                     mistral): its shapes, seeded initialization\n"
+		"         GPT-2: --layers N --heads N --d-model N --seq N --vocab N\n"
+		"         --padded-vocab N; Llama: --layers --heads --kv-heads --d-model\n"
+		"         --head-dim --intermediate --seq --vocab N, --tied-embeddings true|false\n\n");
 	zn_config_print_flags_help(f);
 }
 
@@ -83,7 +92,7 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 		const char *a = rest[i];
 
 		if (!strcmp(a, "--data") || !strcmp(a, "--init-from") ||
-		    !strcmp(a, "--save-final")) {
+		    !strcmp(a, "--save-final") || !strcmp(a, "--model-config")) {
 			const char *v = zn_cli_value(*n, rest, &i);
 
 			if (!v)
@@ -92,6 +101,8 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 				o->data = v;
 			else if (a[2] == 'i')
 				o->init_from = v;
+			else if (a[2] == 'm')
+				o->model_config = v;
 			else
 				o->save_final = v;
 		} else if (!strcmp(a, "--steps")) {
@@ -152,28 +163,21 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 	return rc;
 }
 
-/* The model: --init-from's shapes, else presets and flags (default "small"). */
+/* The model (train_model.h); every flag left over is unknown. */
 static int model_config(int n, char **rest, const struct train_opts *o,
-			struct zn_gpt2_config *mc)
+			struct zn_train_model *tm)
 {
 	char **left = calloc((size_t)n + 1, sizeof(*left));
 	int k = 0, rc;
 
 	if (!left)
 		return -ENOMEM;
-	rc = zn_gpt2_config_from_preset("small", mc);
-	if (!rc)
-		rc = zn_gpt2_config_apply_flags(mc, n, rest, left, &k);
-	if (!rc && o->init_from) {
-		/* the file defines the shapes; only an explicit --heads is passed on */
-		mc->heads = 0;
-		for (int i = 0; i + 1 < n; i++)
-			if (!strcmp(rest[i], "--heads"))
-				mc->heads = atoi(rest[i + 1]);
-		rc = zn_train_hf_config(o->init_from, mc);
+	if (o->init_from && o->model_config) {
+		zn_error("--init-from and --model-config both define the model: give one");
+		rc = -EINVAL;
+	} else {
+		rc = zn_train_model_parse(tm, n, rest, o->init_from, o->model_config, left, &k);
 	}
-	if (!rc)
-		rc = zn_gpt2_config_validate(mc);
 	if (!rc && k > 0) {
 		zn_config_report_unknown_flag(left[0]);
 		rc = ZN_EUSAGE;
@@ -182,7 +186,7 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 	return rc ? ZN_EUSAGE : 0;
 }
 
-static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_config *mc,
+static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_model *tm,
 		 struct train_opts *o, bool *help)
 {
 	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
@@ -198,7 +202,7 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_gpt2_co
 	if (!rc && !*help)
 		rc = own_flags(&n, rest, o, cfg);
 	if (!rc && !*help)
-		rc = model_config(n, rest, o, mc);
+		rc = model_config(n, rest, o, tm);
 	free(rest);
 	return rc;
 }
@@ -217,10 +221,10 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
  * anything waits for the other ranks. */
-static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		 const struct train_opts *o, struct zn_train_ranks *ranks)
 {
-	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : mc->seq };
+	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : zn_train_model_seq(tm) };
 	struct zn_train_data data = { 0 };
 	struct zn_monitor mon = { .on = false };
 	struct zn_train_totals tot = { 0 };
@@ -232,14 +236,14 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
 	if (zn_signals_install() ||
-	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, mc))) {
+	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, tm))) {
 		zn_train_ranks_fail(ranks, 1);
 		return 1;
 	}
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
 	eo.init_layer = init ? zn_train_hf_load_layer : NULL;
 	eo.init_ctx = init;
-	model = zn_gpt2_model(mc);
+	model = zn_train_model_get(tm);
 	rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);
 	if (rc) {
@@ -247,7 +251,8 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
 	}
-	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format, mc->vocab, e,
+	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
+				zn_train_model_vocab(tm), e,
 				eo.seq_len, cfg->runtime.seed);
 	for (int i = 0; i < ZN_MONITOR_FIGURES; i++)
 		mon.fd[i] = -1;
@@ -258,7 +263,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 		zn_engine_set_trace(e, trace);
 	}
 	if (!rc)
-		zn_train_print_header(stdout, cfg, mc, e, eo.seq_len, o->steps);
+		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, o->steps);
 	for (int s = 0; !rc && s < o->steps; s++) {
 		struct zn_step_stats st;
 
@@ -275,7 +280,7 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	}
 	if (!rc && o->save_final) {
 		/* streamed layer by layer, a file or a directory */
-		rc = zn_train_hf_save(e, mc, o->save_final, o->save_dtype, o->shard_bytes,
+		rc = zn_train_hf_save(e, tm, o->save_final, o->save_dtype, o->shard_bytes,
 				      o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
@@ -306,14 +311,15 @@ static int train(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 int zn_cmd_train(int argc, char **argv)
 {
 	struct zn_train_ranks ranks;
-	struct zn_gpt2_config mc = { 0 };
+	struct zn_train_model tm;
 	struct train_opts o = { 0 };
 	struct zn_config cfg;
 	char own[512];
 	bool help = false, ok;
 	int rc, rank = 0;
 
-	ok = !parse(argc, argv, &cfg, &mc, &o, &help);
+	memset(&tm, 0, sizeof(tm));
+	ok = !parse(argc, argv, &cfg, &tm, &o, &help);
 	if (ok && help) {
 		usage(stdout);
 		return 0;
@@ -321,7 +327,7 @@ int zn_cmd_train(int argc, char **argv)
 	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
 	if (ok)
-		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = mc.d_model,
+		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = zn_train_model_width(&tm),
 									 .steps = o.steps });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
 	if (ok && !o.data && !o.print_config) {
@@ -340,7 +346,7 @@ int zn_cmd_train(int argc, char **argv)
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */
 	own_text(&o, own, sizeof(own));
-	rc = zn_train_ranks_agree(&ranks, &cfg, &mc, own, ok);
+	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);
 		return ZN_EXIT_USAGE;
@@ -358,7 +364,7 @@ int zn_cmd_train(int argc, char **argv)
 		zn_config_print_origins(stderr, &cfg);
 		return 0;
 	}
-	rc = train(&cfg, &mc, &o, &ranks);
+	rc = train(&cfg, &tm, &o, &ranks);
 	zn_train_ranks_end(&ranks);
 	return rc;
 }

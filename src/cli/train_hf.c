@@ -1,4 +1,5 @@
-/* zinc train's Hugging Face checkpoints for GPT-2 through model/hf_dir.h; see train_hf.h. */
+/* zinc train's Hugging Face checkpoints (GPT-2 and the Llama family) through
+ * model/hf_dir.h; see train_hf.h. */
 #include "cli/train_hf.h"
 
 #include <errno.h>
@@ -11,55 +12,6 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
-
-static int from_hf_config(const char *path, const struct zn_hf_config *c,
-			  struct zn_gpt2_config *mc)
-{
-	if (c->family != ZN_HF_GPT2) {
-		zn_error("--init-from %s: model_type %s: zinc train trains GPT-2 models (the "
-			 "Llama family comes with the model interface of issue 9)", path,
-			 zn_hf_family_name(c->family));
-		return -EINVAL;
-	}
-	if (c->intermediate_size != 4 * c->hidden_size || c->norm_eps != 1e-5) {
-		zn_error("--init-from %s: n_inner %lld and layer_norm_epsilon %g: zinc's GPT-2 "
-			 "has n_inner = 4 x n_embd and epsilon 1e-05", path,
-			 (long long)c->intermediate_size, c->norm_eps);
-		return -EINVAL;
-	}
-	if (c->hidden_size > 0x7fffffff || c->num_hidden_layers > 0x7fffffff) {
-		zn_error("--init-from %s: sizes beyond zinc's GPT-2 limits", path);
-		return -EINVAL;
-	}
-	if (mc->heads > 0 && mc->heads != c->num_attention_heads) {
-		zn_error("--init-from %s: --heads %d contradicts n_head %lld in its config: drop "
-			 "--heads", path, mc->heads, (long long)c->num_attention_heads);
-		return -EINVAL;
-	}
-	mc->layers = (int)c->num_hidden_layers;
-	mc->heads = (int)c->num_attention_heads;
-	mc->d_model = (int)c->hidden_size;
-	mc->seq = (int)c->max_position_embeddings;
-	mc->vocab = (int)c->vocab_size;
-	if (mc->padded_vocab < mc->vocab)
-		mc->padded_vocab = 0;
-	return zn_gpt2_config_validate(mc);
-}
-
-int zn_train_hf_config(const char *path, struct zn_gpt2_config *mc)
-{
-	struct zn_hf_src *s;
-	int rc = zn_hf_open(&s, path);
-
-	if (rc)
-		return -EINVAL;
-	if (!rc && zn_hf_src_config(s))
-		rc = from_hf_config(path, zn_hf_src_config(s), mc);
-	else if (!rc)
-		rc = zn_gpt2_config_from_safetensors(path, mc);
-	zn_hf_close(s);
-	return rc;
-}
 
 /* mem [rows, cols] = transpose of file [cols, rows] */
 static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
@@ -105,31 +57,49 @@ static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, floa
 
 struct zn_train_hf_loader {
 	struct zn_hf_src *s;
-	struct zn_st_file *bare; /* a lone file without config: the GPT-2 loader's checks */
-	const struct zn_gpt2_config *mc;
+	struct zn_st_file *bare; /* a lone GPT-2 file without config: the GPT-2 loader's checks */
+	const struct zn_train_model *tm;
 	struct zn_layer_desc *ld;
 	int n;
 };
 
+/* The model's layer descriptors, 0 .. n-1 (calloc'd into *out). */
+static int describe_all(const struct zn_train_model *tm, struct zn_layer_desc **out, int *n)
+{
+	struct zn_model m = zn_train_model_get(tm);
+	int rc = 0;
+
+	*n = m.ops->layer_count(m.config);
+	*out = calloc((size_t)*n, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (int l = 0; !rc && l < *n; l++)
+		rc = m.ops->describe(m.config, l, &(*out)[l]);
+	return rc;
+}
+
 int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
-			    const struct zn_gpt2_config *mc)
+			    const struct zn_train_model *tm)
 {
 	struct zn_train_hf_loader *h = calloc(1, sizeof(*h));
 	int rc = h ? 0 : -ENOMEM;
 
 	*out = NULL;
 	if (!rc) {
-		h->mc = mc;
-		h->n = zn_gpt2_layer_count(mc);
-		h->ld = calloc((size_t)h->n, sizeof(*h->ld));
-		rc = h->ld ? zn_gpt2_layers(mc, h->ld) : -ENOMEM;
+		h->tm = tm;
+		rc = describe_all(tm, &h->ld, &h->n);
 	}
 	if (!rc)
 		rc = zn_hf_open(&h->s, path);
-	if (!rc && !zn_hf_src_config(h->s))
+	if (!rc && !zn_hf_src_config(h->s) && tm->is_llama) {
+		zn_error("--init-from %s: no config.json beside the file: a Llama-family "
+			 "checkpoint needs its config", path);
+		rc = -EINVAL;
+	} else if (!rc && !zn_hf_src_config(h->s)) {
 		rc = zn_st_open(&h->bare, path);
-	else if (!rc)
+	} else if (!rc) {
 		rc = zn_hf_check_layout(h->s);
+	}
 	if (rc) {
 		zn_train_hf_loader_close(h);
 		return rc;
@@ -178,10 +148,10 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 		return -EINVAL;
 	L = &h->ld[l];
 	if (h->bare) {
-		rc = zn_gpt2_load_layer_safetensors(h->bare, h->mc, L, params_h);
+		rc = zn_gpt2_load_layer_safetensors(h->bare, &h->tm->gpt2, L, params_h);
 		/* lm_head = wte, no extra blocks: checked once wte (layer 0) is in */
 		if (!rc && l == 0)
-			rc = zn_gpt2_check_safetensors(h->bare, h->mc, h->ld, params_h);
+			rc = zn_gpt2_check_safetensors(h->bare, &h->tm->gpt2, h->ld, params_h);
 	}
 	for (int i = 0; !h->bare && !rc && i < L->tensor_count; i++)
 		rc = load_tensor(h->s, &L->tensors[i], params_h + L->tensors[i].offset);
@@ -241,24 +211,18 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* path ending in .safetensors: one file with GPT-2's metadata; else a directory */
-static int write_out(const struct zn_gpt2_config *mc, struct layer_stream *ls,
+/* path ending in .safetensors: one file (GPT-2: its metadata; Llama: the config.json text
+ * in the metadata); else a directory */
+static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 		     const char *path, const struct zn_hf_save_opts *o)
 {
 	int n = ls->n, count = 0, rc;
-	struct zn_st_entry *e = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*e));
-	struct tensor_ref *tr = calloc((size_t)n * ZN_GPT2_MAX_TENSORS, sizeof(*tr));
-	struct zn_hf_config c = { .family = ZN_HF_GPT2 };
+	struct zn_st_entry *e = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*e));
+	struct tensor_ref *tr = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr));
+	const struct zn_gpt2_config *mc = &tm->gpt2;
+	struct zn_hf_config c;
 
-	c.hidden_size = mc->d_model;
-	c.intermediate_size = 4ll * mc->d_model;
-	c.num_hidden_layers = mc->layers;
-	c.num_attention_heads = c.num_key_value_heads = mc->heads;
-	c.head_dim = mc->d_model / mc->heads;
-	c.vocab_size = mc->vocab;
-	c.max_position_embeddings = mc->seq;
-	c.norm_eps = 1e-5;
-	c.tie_word_embeddings = true;
+	zn_train_model_hf(tm, &c);
 	rc = e && tr ? 0 : -ENOMEM;
 	for (int l = 0; !rc && l < n; l++) {
 		for (int i = 0; i < ls->ld[l].tensor_count; i++, count++) {
@@ -273,7 +237,7 @@ static int write_out(const struct zn_gpt2_config *mc, struct layer_stream *ls,
 			e[count].ctx = &tr[count];
 		}
 	}
-	if (!rc && ends_with(path, ".safetensors")) {
+	if (!rc && !tm->is_llama && ends_with(path, ".safetensors")) {
 		const char *values[ZN_GPT2_META_COUNT];
 		char nums[ZN_GPT2_META_COUNT][24];
 		const char *const *keys = zn_gpt2_safetensors_meta(mc, values, nums);
@@ -288,17 +252,17 @@ static int write_out(const struct zn_gpt2_config *mc, struct layer_stream *ls,
 	return rc;
 }
 
-int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const char *path,
+int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
 		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from)
 {
 	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
 	struct zn_hf_src *src = NULL;
-	struct layer_stream ls = { e, NULL, zn_gpt2_layer_count(mc), -1, NULL };
-	struct zn_layer_desc *ld = calloc((size_t)ls.n, sizeof(*ld));
+	struct layer_stream ls = { e, NULL, 0, -1, NULL };
+	struct zn_layer_desc *ld = NULL;
 	uint64_t max = 0;
 	int rc, rc2;
 
-	rc = ld ? zn_gpt2_layers(mc, ld) : -ENOMEM;
+	rc = describe_all(tm, &ld, &ls.n);
 	for (int l = 0; !rc && l < ls.n; l++)
 		max = ld[l].numel > max ? ld[l].numel : max;
 	ls.ld = ld;
@@ -308,7 +272,7 @@ int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const
 	if (!rc && zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
 		o.base_config = zn_hf_src_config_json(src);
 	if (!rc && zn_engine_rank(e) == 0)
-		rc = write_out(mc, &ls, path, &o);
+		rc = write_out(tm, &ls, path, &o);
 	/* every rank reads every layer, whatever rank 0's writing did */
 	rc2 = ls.buf ? stream_to(&ls, ls.n - 1) : 0;
 	zn_hf_close(src);

@@ -1,18 +1,16 @@
-/* zinc train's Hugging Face checkpoints for GPT-2 (model/hf_dir.h): --init-from DIR or
- * FILE (config.json, or the file's metadata, defines the model), --save-final DIR or
- * FILE.safetensors with --save-shard-size. Internal to src/cli. */
+/* zinc train's Hugging Face checkpoints for every model family (model/hf_dir.h):
+ * --init-from DIR or FILE (config.json, or the file's metadata, defines the model:
+ * train_model.h), --save-final DIR or FILE.safetensors with --save-shard-size. Tensors go
+ * by the model's layer descriptors (model.h), so nothing here names a family but for
+ * GPT-2's lone files (no config: the GPT-2 loader's checks; metadata when saving one).
+ * Internal to src/cli. */
 #ifndef ZN_CLI_TRAIN_HF_H
 #define ZN_CLI_TRAIN_HF_H
 
 #include <stdint.h>
 
-#include "model/gpt2/gpt2.h"
+#include "cli/train_model.h"
 #include "zinc.h"
-
-/* The model of the checkpoint at path: its config.json (or metadata) when it has one,
- * else its shapes (zn_gpt2_config_from_safetensors). mc->heads > 0 is an explicit
- * --heads, which must agree. Returns 0 or -EINVAL (logged, naming --init-from). */
-int zn_train_hf_config(const char *path, struct zn_gpt2_config *mc);
 
 /* Loading layer by layer (the engine's init_layer, zinc.h): open checks the checkpoint
  * (its layout, or for a lone file without config the GPT-2 loader's checks once layer 0 is
@@ -22,7 +20,7 @@ int zn_train_hf_config(const char *path, struct zn_gpt2_config *mc);
  * params_h. Return 0 or a negative code (logged). */
 struct zn_train_hf_loader;
 int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
-			    const struct zn_gpt2_config *mc);
+			    const struct zn_train_model *tm);
 int zn_train_hf_load_layer(void *loader, int l, const struct zn_layer_desc *L,
 			   float *params_h);
 void zn_train_hf_loader_close(struct zn_train_hf_loader *h); /* accepts NULL */
@@ -34,11 +32,12 @@ int zn_train_hf_output_check(const char *path);
 /* Saves the engine's weights layer by layer: every rank calls it and reads layers 0 .. n-1
  * in order (the read is collective); rank 0 streams each into the writer, so host memory
  * holds one layer (and one tensor's conversion) at a time. A .safetensors path is one file
- * with GPT-2's metadata (zn_gpt2_safetensors_meta); any other path a Hugging Face
+ * with GPT-2's metadata (zn_gpt2_safetensors_meta) or, for the Llama family, the config.json
+ * text under "config" (hf_dir.h); any other path a Hugging Face
  * directory (model/hf_dir.h) with shards of at most shard_bytes (0: 5GB) whose
  * config.json keeps the other keys (token ids, ...) of init_from's config when the run
  * started from one (init_from may be NULL). Returns 0 or a negative code. */
-int zn_train_hf_save(struct zn_engine *e, const struct zn_gpt2_config *mc, const char *path,
+int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
 		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from);
 
 #endif

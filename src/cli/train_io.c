@@ -101,14 +101,16 @@ static const char *off_name(enum zn_offload_device d)
 }
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
-			   const struct zn_gpt2_config *mc, const struct zn_engine *e, int T,
+			   const struct zn_train_model *tm, const struct zn_engine *e, int T,
 			   int steps)
 {
+	char line[256];
+
 	if (zn_engine_rank(e) != 0)
 		return;
-	fprintf(f, "model: %d layers, %d heads, d_model %d, vocab %d, seq %d: %.2fM "
-		"parameters (%s)\n", mc->layers, mc->heads, mc->d_model, mc->vocab, mc->seq,
-		(double)zn_gpt2_param_count(mc) / 1e6, cfg->precision.bf16 ? "bf16" : "fp32");
+	zn_train_model_line(tm, line, sizeof(line));
+	fprintf(f, "model: %s: %.2fM parameters (%s)\n", line,
+		(double)zn_train_model_params(tm) / 1e6, cfg->precision.bf16 ? "bf16" : "fp32");
 	fprintf(f, "zero stage %d, offload optimizer %s, param %s; %d rank(s) x micro-batch %d "
 		"x accumulation %d x seq %d = %d tokens per step; %d steps\n", cfg->zero.stage,
 		off_name(cfg->zero.offload_optimizer.device),

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/gpt2/gpt2.h"
+#include "cli/train_model.h"
 #include "zinc.h"
 
 struct zn_data;
@@ -31,7 +31,7 @@ int zn_train_data_next(struct zn_train_data *d);
 void zn_train_data_close(struct zn_train_data *d);
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
-			   const struct zn_gpt2_config *mc, const struct zn_engine *e, int T,
+			   const struct zn_train_model *tm, const struct zn_engine *e, int T,
 			   int steps);
 /* "step 3/20 | loss 4.1234 | 12.3k tok/s | 812 ms (fwd 300 ms, bwd 400 ms, opt 80 ms,
  * wait 32 ms) | dev peak 412.0 MiB | pinned 96.0 MiB" (+ " | nvme read 1.2 GB/s, write

@@ -106,11 +106,11 @@ static void flatten(struct text *t, const char *json)
 	}
 }
 
-char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_train_model *tm,
 			  const char *extra)
 {
 	struct text t = { 0 };
-	char *json = zn_config_to_json(cfg), line[256];
+	char *json = zn_config_to_json(cfg), line[1024];
 
 	if (!json)
 		return NULL;
@@ -120,10 +120,7 @@ char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_gpt2_conf
 	 * them, so a different --micro-batch is named as such */
 	snprintf(line, sizeof(line), "train_batch_size=%lld\n", (long long)cfg->train_batch_size);
 	append(&t, line, strlen(line));
-	snprintf(line, sizeof(line),
-		 "model.layers=%d\nmodel.heads=%d\nmodel.d_model=%d\nmodel.seq=%d\n"
-		 "model.vocab=%d\nmodel.padded_vocab=%d\n", mc->layers, mc->heads, mc->d_model,
-		 mc->seq, mc->vocab, mc->padded_vocab);
+	zn_train_model_text(tm, line, sizeof(line));
 	append(&t, line, strlen(line));
 	if (extra)
 		append(&t, extra, strlen(extra));
@@ -149,9 +146,9 @@ int zn_train_ranks_start(struct zn_train_ranks *r)
 }
 
 int zn_train_ranks_agree(struct zn_train_ranks *r, const struct zn_config *cfg,
-			 const struct zn_gpt2_config *mc, const char *extra, bool ok)
+			 const struct zn_train_model *tm, const char *extra, bool ok)
 {
-	char *text = zn_train_ranks_text(cfg, mc, extra);
+	char *text = zn_train_ranks_text(cfg, tm, extra);
 	int rc;
 
 	if (!text) {

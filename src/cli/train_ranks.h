@@ -5,7 +5,7 @@
  *     struct zn_train_ranks r;
  *     if (zn_train_ranks_start(&r))
  *             return 2;
- *     if (zn_train_ranks_agree(&r, &cfg, &mc, "train.steps=20\n", ok))
+ *     if (zn_train_ranks_agree(&r, &cfg, &tm, "train.steps=20\n", ok))
  *             ...  // every rank: exit 2
  *     rc = work();
  *     if (rc)
@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "model/gpt2/gpt2.h"
+#include "cli/train_model.h"
 #include "zinc.h"
 
 struct zn_comm;
@@ -35,14 +35,14 @@ int zn_train_ranks_start(struct zn_train_ranks *r);
  * without the per-rank ones: nvme paths, pin_memory, the aio block, zinc.numa_node,
  * zinc.run_id), the model shape (model.*), then extra (lines of the command's own
  * settings). Caller frees; NULL when out of memory. */
-char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_train_model *tm,
 			  const char *extra);
 
 /* Every rank compares its text with rank 0's (ok: this rank's own start-up went well).
  * 0 when all agree and are ok; otherwise every rank gets the same negative code and the
  * caller exits 2 (the differing key is logged). One rank: returns 0 when ok. */
 int zn_train_ranks_agree(struct zn_train_ranks *r, const struct zn_config *cfg,
-			 const struct zn_gpt2_config *mc, const char *extra, bool ok);
+			 const struct zn_train_model *tm, const char *extra, bool ok);
 
 /* A failure after agreement: with more than one rank, removes this rank's swap files and
  * ends the job (MPI_Abort) with exit_code; with one rank, returns. */

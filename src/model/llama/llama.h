@@ -34,6 +34,8 @@
 #include "model/model.h"
 #include "rope.h"
 
+#define ZN_LLAMA_DEFAULT_SEQ 2048
+
 struct zn_llama_config {
 	int layers;       /* L */
 	int hidden;       /* H */
@@ -42,7 +44,8 @@ struct zn_llama_config {
 	int kv_heads;     /* KV, NH % KV == 0 */
 	int head_dim;     /* D, even, <= ZN_ROPE_MAX_HEAD_DIM */
 	int vocab;        /* V */
-	int seq;          /* longest T */
+	int seq;          /* longest T (the training length; see zn_llama_config_from_hf) */
+	int64_t max_positions; /* config.json's max_position_embeddings (0: seq) */
 	int window;       /* Mistral sliding_window, 0 none; seq must be <= window */
 	float eps;        /* rms_norm_eps */
 	bool qkv_bias;    /* q, k, v biases (Llama attention_bias, Qwen2 always) */
@@ -58,13 +61,47 @@ enum zn_llama_layer_kind {
 	ZN_LLAMA_LAYER_FINAL = 2,
 };
 
-/* "llama-tiny": 2 layers, hidden 64, intermediate 128, 4 heads, 2 kv heads (GQA), head_dim
- * 16, vocab 256, seq 64, eps 1e-5, theta 10000, untied. Returns 0 or -EINVAL (logged). */
+/* Presets (llama_presets.c), the shapes of the published config.json files (tests/hf/):
+ *   llama-tiny      2 layers, hidden 64, intermediate 128, 4 heads, 2 kv heads (GQA),
+ *                   head_dim 16, vocab 256, seq 64, eps 1e-5, theta 10000, untied (tests)
+ *   tinyllama-1.1b, llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-3-70b, llama-2-7b,
+ *   llama-2-13b     as Hugging Face ships them (rope_scaling llama3 for 3.2); seq (the
+ *                   default training length) min(max_position_embeddings, 2048).
+ * Returns 0 or -EINVAL (logged with the valid names). */
 int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg);
+bool zn_llama_is_preset(const char *name);
+/* The names, NULL-terminated. */
+const char *const *zn_llama_preset_names(void);
 
-/* From a parsed config.json (family llama, qwen2 or mistral), then validated. Returns 0 or
- * -EINVAL naming the key to change. */
+/* Applies the model flags in argv[0..argc): --model NAME (a preset, applied first), --layers
+ * N, --heads N, --kv-heads N, --d-model N (hidden), --head-dim N, --intermediate N, --seq N,
+ * --vocab N, --tied-embeddings true|false ("--flag V" or "--flag=V"). Others are moved in
+ * order to rest (argc slots), counted in *rest_count. head_dim follows --d-model / --heads
+ * unless --head-dim is given. Validates. Returns 0 or -EINVAL (logged). */
+int zn_llama_config_apply_flags(struct zn_llama_config *cfg, int argc, char **argv,
+				char **rest, int *rest_count);
+
+/* From a parsed config.json (family llama, qwen2 or mistral), then validated. seq, the
+ * default training length, is max_position_embeddings capped at 2048 and at Mistral's
+ * sliding_window (set cfg->seq and validate again for another; the window still refuses a
+ * longer one). Returns 0 or -EINVAL naming the key to change. */
 int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_config *cfg);
+
+/* The config.json fields of cfg (family: mistral with a window, qwen2 with q/k/v biases and
+ * none on o, else llama). */
+void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_config *hf);
+
+/* Parameters as Hugging Face's num_parameters() counts them (a tied lm_head once). */
+uint64_t zn_llama_param_count(const struct zn_llama_config *cfg);
+
+/* The model interface's optional load_layer / save (llama_io.c): PATH is a Hugging Face
+ * directory or a .safetensors file (model/hf_dir.h); load_layer reads one layer's tensors
+ * by name, checking their shapes; save writes config.json + shards (a directory) or one
+ * file with the config in its metadata. Return 0 or a negative code (logged). */
+int zn_llama_load_layer(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			const char *path, float *params_h);
+int zn_llama_save(const struct zn_llama_config *cfg, const struct zn_layer_desc *layers,
+		  const float *const *params_h, const char *path, enum zn_dtype dtype);
 
 /* Checks every field and fills inv_freq. Returns 0 or -EINVAL naming the field. */
 int zn_llama_config_validate(struct zn_llama_config *cfg);

@@ -1,30 +1,10 @@
-/* Llama-family configuration: preset, from a Hugging Face config.json, validation. */
+/* Llama-family configuration: from a Hugging Face config.json, validation (presets and
+ * flags: llama_presets.c). */
 #include <errno.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "model/llama/llama.h"
-
-int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
-{
-	if (!name || strcmp(name, "llama-tiny")) {
-		zn_error("llama model: unknown preset '%s': valid: llama-tiny", name ? name : "");
-		return -EINVAL;
-	}
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->layers = 2;
-	cfg->hidden = 64;
-	cfg->intermediate = 128;
-	cfg->heads = 4;
-	cfg->kv_heads = 2;
-	cfg->head_dim = 16;
-	cfg->vocab = 256;
-	cfg->seq = 64;
-	cfg->eps = 1e-5f;
-	cfg->rope.theta = 10000.0;
-	cfg->rope.type = ZN_ROPE_DEFAULT;
-	return zn_llama_config_validate(cfg);
-}
 
 static int fits_int(int64_t v, const char *key)
 {
@@ -60,8 +40,13 @@ int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_confi
 	cfg->kv_heads = (int)hf->num_key_value_heads;
 	cfg->head_dim = (int)hf->head_dim;
 	cfg->vocab = (int)hf->vocab_size;
-	cfg->seq = (int)hf->max_position_embeddings;
+	cfg->max_positions = hf->max_position_embeddings;
 	cfg->window = hf->sliding_window > 0x7fffffff ? 0x7fffffff : (int)hf->sliding_window;
+	/* the default training length: a 128k-position model does not train at 128k */
+	cfg->seq = (int)(hf->max_position_embeddings < ZN_LLAMA_DEFAULT_SEQ ?
+			 hf->max_position_embeddings : ZN_LLAMA_DEFAULT_SEQ);
+	if (cfg->window > 0 && cfg->seq > cfg->window)
+		cfg->seq = cfg->window;
 	cfg->eps = (float)hf->norm_eps;
 	cfg->qkv_bias = hf->family == ZN_HF_QWEN2 ||
 			(hf->family == ZN_HF_LLAMA && hf->attention_bias);
@@ -101,8 +86,8 @@ int zn_llama_config_validate(struct zn_llama_config *cfg)
 		return -EINVAL;
 	}
 	if (cfg->window > 0 && cfg->seq > cfg->window) {
-		zn_error("llama model: seq %d exceeds Mistral's sliding_window %d: lower the "
-			 "sequence length (max_position_embeddings / --seq) to <= %d",
+		zn_error("llama model: seq %d exceeds Mistral's sliding_window %d (attention "
+			 "beyond the window is not implemented): lower --seq to <= %d",
 			 cfg->seq, cfg->window, cfg->window);
 		return -EINVAL;
 	}

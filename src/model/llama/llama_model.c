@@ -75,6 +75,18 @@ static void backward(const struct zn_kernel_table *k, void *stream, const void *
 	zn_llama_layer_backward(k, stream, config, io);
 }
 
+static int load_layer(const void *config, const struct zn_layer_desc *L, const char *path,
+		      float *params_h)
+{
+	return zn_llama_load_layer(config, L, path, params_h);
+}
+
+static int save(const void *config, const struct zn_layer_desc *layers,
+		const float *const *params_h, const char *path, enum zn_dtype dtype)
+{
+	return zn_llama_save(config, layers, params_h, path, dtype);
+}
+
 const struct zn_model_ops zn_llama_ops = {
 	.family = "llama",
 	.validate = validate,
@@ -88,8 +100,8 @@ const struct zn_model_ops zn_llama_ops = {
 	.init = init,
 	.forward = forward,
 	.backward = backward,
-	.load_layer = NULL,
-	.save = NULL,
+	.load_layer = load_layer,
+	.save = save,
 };
 
 struct zn_model zn_llama_model(const struct zn_llama_config *cfg)

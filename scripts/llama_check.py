@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Outside check of zinc's Llama: an independent float64 PyTorch implementation of Hugging
+Face's LlamaForCausalLM equations (RMSNorm, rotate_half RoPE with llama3 rope_scaling,
+grouped-query attention, SwiGLU, untied lm_head) builds a tiny model, saves it as a sharded
+Hugging Face directory (config.json, two shards, model.safetensors.index.json), writes an
+llm.c Llama 3 token file (magic 20240801, version 7, uint32) and a DeepSpeed config (AdamW,
+ZeRO stage 3, offload_optimizer cpu, csv_monitor for the losses at full precision), runs
+
+    zinc train --init-from DIR --data tokens.bin --seq 32 --steps 3 --steps-per-print 1
+               --dtype fp32 --deterministic --save-final out.safetensors --config ds.json
+
+and compares zinc's three losses (within 1e-4) and its final weights, read from
+out.safetensors under their Hugging Face names (within 1e-3), with three AdamW steps of its
+own (torch.optim.AdamW's update, decay on 2-D tensors, written out here).
+
+    python3 scripts/llama_check.py --zinc build/zinc [--keep DIR]
+
+Exit status 0 when both agree, 1 when not, 77 (ctest's skip) when torch is not installed.
+Needs only python3-torch (Debian); no transformers, no safetensors package.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+except ImportError:
+    print("llama_check: skipped: python3-torch is not installed")
+    sys.exit(77)
+
+D = torch.float64
+CFG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    # llama3 scaling with a short original context, so all three frequency bands occur
+    "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+}
+LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-6, 0.1
+B, T, STEPS = 2, 32, 3
+
+
+def names(c):
+    """HF tensor names and shapes in checkpoint order."""
+    H, I, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    Q = c["num_attention_heads"] * c["head_dim"]
+    KV = c["num_key_value_heads"] * c["head_dim"]
+    out = [("model.embed_tokens.weight", (V, H))]
+    for n in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % n
+        out += [(p + "input_layernorm.weight", (H,)), (p + "self_attn.q_proj.weight", (Q, H)),
+                (p + "self_attn.k_proj.weight", (KV, H)), (p + "self_attn.v_proj.weight", (KV, H)),
+                (p + "self_attn.o_proj.weight", (H, Q)),
+                (p + "post_attention_layernorm.weight", (H,)),
+                (p + "mlp.gate_proj.weight", (I, H)), (p + "mlp.up_proj.weight", (I, H)),
+                (p + "mlp.down_proj.weight", (H, I))]
+    return out + [("model.norm.weight", (H,)), ("lm_head.weight", (V, H))]
+
+
+def inv_freq(c):
+    """transformers' default RoPE frequencies and the llama3 scaling, in float32 as it does."""
+    dim, base = c["head_dim"], c["rope_theta"]
+    f = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    s = c["rope_scaling"]
+    if s:
+        factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+        old = s["original_max_position_embeddings"]
+        lo_wavelen, hi_wavelen = old / lo, old / hi
+        wavelen = 2 * math.pi / f
+        g = torch.where(wavelen > lo_wavelen, f / factor, f)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * g / factor + smooth * g
+        mid = ~(wavelen < hi_wavelen) * ~(wavelen > lo_wavelen)
+        f = torch.where(mid, smoothed, g)
+    return f.to(D)
+
+
+def rmsnorm(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def forward(p, c, tokens, targets):
+    """Mean cross-entropy of LlamaForCausalLM on tokens [B, T] against targets [B, T]."""
+    NH, KV, Dh = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    eps = c["rms_norm_eps"]
+    b, t = tokens.shape
+    x = p["model.embed_tokens.weight"][tokens]
+    ang = torch.arange(t, dtype=D)[:, None] * inv_freq(c)[None, :]
+    emb = torch.cat((ang, ang), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.full((t, t), float("-inf"), dtype=D).triu(1)
+    for n in range(c["num_hidden_layers"]):
+        q_ = "model.layers.%d." % n
+        h = rmsnorm(x, p[q_ + "input_layernorm.weight"], eps)
+        q = (h @ p[q_ + "self_attn.q_proj.weight"].T).view(b, t, NH, Dh).transpose(1, 2)
+        k = (h @ p[q_ + "self_attn.k_proj.weight"].T).view(b, t, KV, Dh).transpose(1, 2)
+        v = (h @ p[q_ + "self_attn.v_proj.weight"].T).view(b, t, KV, Dh).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(NH // KV, dim=1)  # repeat_kv
+        v = v.repeat_interleave(NH // KV, dim=1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(Dh) + mask, dim=-1)
+        o = (att @ v).transpose(1, 2).reshape(b, t, NH * Dh)
+        x = x + o @ p[q_ + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, p[q_ + "post_attention_layernorm.weight"], eps)
+        g = torch.nn.functional.silu(h @ p[q_ + "mlp.gate_proj.weight"].T)
+        u = h @ p[q_ + "mlp.up_proj.weight"].T
+        x = x + (g * u) @ p[q_ + "mlp.down_proj.weight"].T
+    h = rmsnorm(x, p["model.norm.weight"], eps)
+    logits = h @ p["lm_head.weight"].T
+    return torch.nn.functional.cross_entropy(logits.reshape(b * t, -1), targets.reshape(-1))
+
+
+def adamw(p, grads, state, step):
+    """torch.optim.AdamW's update; weight decay on 2-D tensors only (zinc's rule)."""
+    b1, b2 = BETAS
+    for name, w in p.items():
+        g = grads[name]
+        m, v = state.setdefault(name, (torch.zeros_like(w), torch.zeros_like(w)))
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        if w.dim() == 2:
+            w.mul_(1 - LR * WD)
+        denom = (v.sqrt() / math.sqrt(1 - b2 ** step)).add_(EPS)
+        w.addcdiv_(m, denom, value=-LR / (1 - b1 ** step))
+
+
+def st_write(path, tensors):
+    """A safetensors file of F32 tensors (name -> float64 tensor), in the given order."""
+    header, blobs, off = {}, [], 0
+    for name, w in tensors:
+        data = w.to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(w.shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return off
+
+
+def st_read(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        a, b = e["data_offsets"]
+        buf = bytearray(data[a:b])
+        out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(e["shape"]).to(D)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zinc", default="build/zinc")
+    ap.add_argument("--keep", help="work in this directory and keep it")
+    a = ap.parse_args()
+    work = a.keep or tempfile.mkdtemp(prefix="zn_llama_check_")
+    os.makedirs(work, exist_ok=True)
+    c = CFG
+    gen = torch.Generator().manual_seed(1234)
+    params = {}
+    for name, shape in names(c):
+        if len(shape) == 1:  # norms around 1
+            params[name] = 1.0 + 0.1 * torch.randn(shape, generator=gen, dtype=D)
+        else:
+            params[name] = 0.05 * torch.randn(shape, generator=gen, dtype=D)
+        # what zinc reads: the F32 values
+        params[name] = params[name].to(torch.float32).to(D)
+
+    # sharded Hugging Face directory: two shards split after layer 0 and the index
+    model_dir = os.path.join(work, "model")
+    os.makedirs(model_dir, exist_ok=True)
+    order = [n for n, _ in names(c)]
+    cut = order.index("model.layers.1.input_layernorm.weight")
+    shards = [order[:cut], order[cut:]]
+    weight_map, total = {}, 0
+    for i, part in enumerate(shards):
+        fname = "model-%05d-of-%05d.safetensors" % (i + 1, len(shards))
+        total += st_write(os.path.join(model_dir, fname), [(n, params[n]) for n in part])
+        weight_map.update({n: fname for n in part})
+    with open(os.path.join(model_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+
+    # llm.c Llama 3 token file: 256 int32 header (magic, version, count), uint32 tokens
+    windows = STEPS * B + 2
+    n_tok = windows * T + 1
+    tokens = torch.randint(0, c["vocab_size"], (n_tok,), generator=gen, dtype=torch.int64)
+    tok_path = os.path.join(work, "tokens.bin")
+    with open(tok_path, "wb") as f:
+        f.write(struct.pack("<256i", *([20240801, 7, n_tok] + [0] * 253)))
+        f.write(struct.pack("<%dI" % n_tok, *tokens.tolist()))
+
+    csv_dir = os.path.join(work, "csv")
+    ds = {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
+          "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS,
+                                                    "weight_decay": WD}},
+          "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+          "csv_monitor": {"enabled": True, "output_path": csv_dir, "job_name": "check"}}
+    with open(os.path.join(work, "ds.json"), "w") as f:
+        json.dump(ds, f, indent=2)
+
+    cmd = [os.path.abspath(a.zinc), "train", "--init-from", model_dir, "--data", "tokens.bin",
+           "--seq", str(T), "--steps", str(STEPS), "--steps-per-print", "1", "--dtype", "fp32",
+           "--deterministic", "--save-final", "out.safetensors", "--config", "ds.json"]
+    print("llama_check: " + " ".join(cmd[1:]))
+    r = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    sys.stdout.write(r.stdout)
+    if r.returncode:
+        print("llama_check: zinc train exited with %d" % r.returncode)
+        return 1
+    with open(os.path.join(csv_dir, "check", "Train_Samples_train_loss.csv")) as f:
+        zinc_loss = [float(line.split(",")[1]) for line in f.read().split("\n")[1:] if line]
+    out = st_read(os.path.join(work, "out.safetensors"))
+
+    # the reference: the same windows (consecutive, no shuffle), three AdamW steps
+    state, ref_loss = {}, []
+    initial = {n: w.clone() for n, w in params.items()}
+    for s in range(STEPS):
+        idx = [(s * B + b) * T for b in range(B)]
+        x = torch.stack([tokens[i:i + T] for i in idx])
+        y = torch.stack([tokens[i + 1:i + T + 1] for i in idx])
+        leaves = {n: w.clone().requires_grad_(True) for n, w in params.items()}
+        loss = forward(leaves, c, x, y)
+        loss.backward()
+        ref_loss.append(loss.item())
+        adamw(params, {n: w.grad for n, w in leaves.items()}, state, s + 1)
+
+    ok = len(zinc_loss) == STEPS and sorted(out) == sorted(params)
+    loss_diff = max(abs(u - v) for u, v in zip(zinc_loss, ref_loss)) if ok else float("inf")
+    w_diff, w_name = 0.0, ""
+    moved = max((params[n] - initial[n]).abs().max().item() for n in params)
+    for n in params if ok else []:
+        d = (out[n] - params[n]).abs().max().item()
+        if d > w_diff:
+            w_diff, w_name = d, n
+    for s in range(min(len(zinc_loss), STEPS)):
+        print("step %d: zinc loss %.7f, float64 reference %.7f" % (s + 1, zinc_loss[s], ref_loss[s]))
+    print("llama_check: max loss difference %.3g (limit 1e-4), max weight difference %.3g in %s "
+          "(limit 1e-3; the weights moved up to %.3g)" % (loss_diff, w_diff, w_name, moved))
+    good = ok and loss_diff <= 1e-4 and w_diff <= 1e-3
+    print("llama_check: %s" % ("PASS" if good else "FAIL"))
+    if not a.keep:
+        subprocess.run(["rm", "-rf", work])
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

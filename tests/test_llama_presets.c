@@ -1,0 +1,164 @@
+/* The Llama presets (src/model/llama/llama_presets.c): each one's parameter count is the one
+ * Hugging Face reports for the published checkpoint (computed from the layer shapes, and
+ * equal to the count of the config.json in tests/hf/), its fields equal that config's; the
+ * model flags; the way back to config.json fields; the model ops' load_layer and save. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/hf_config.h"
+#include "model/llama/llama.h"
+
+static const struct {
+	const char *preset, *file;
+	uint64_t params;
+} published[] = {
+	{ "tinyllama-1.1b", "tinyllama-1.1b.json", 1100048384ull },
+	{ "llama-3.2-1b", "llama-3.2-1b.json", 1235814400ull },
+	{ "llama-3.2-3b", "llama-3.2-3b.json", 3212749824ull },
+	{ "llama-3-8b", "llama-3-8b.json", 8030261248ull },
+	{ "llama-3-70b", "llama-3-70b.json", 70553706496ull },
+	{ "llama-2-7b", "llama-2-7b.json", 6738415616ull },
+	{ "llama-2-13b", "llama-2-13b.json", 13015864320ull },
+};
+
+Test(llama_presets, param_counts_are_hugging_faces)
+{
+	for (size_t i = 0; i < sizeof(published) / sizeof(published[0]); i++) {
+		struct zn_llama_config p, f;
+		struct zn_hf_config hf;
+		char path[512];
+		uint64_t sum = 0;
+
+		cr_assert_eq(zn_llama_config_from_preset(published[i].preset, &p), 0);
+		cr_expect_eq(zn_llama_param_count(&p), published[i].params, "%s: %llu, HF %llu",
+			     published[i].preset, (unsigned long long)zn_llama_param_count(&p),
+			     (unsigned long long)published[i].params);
+		/* from the shapes themselves: the layers' tensors */
+		for (int l = 0; l < zn_llama_layer_count(&p); l++) {
+			struct zn_layer_desc L;
+
+			cr_assert_eq(zn_llama_layer(&p, l, &L), 0);
+			for (int t = 0; t < L.tensor_count; t++)
+				sum += (uint64_t)L.tensors[t].shape[0] * (uint64_t)L.tensors[t].shape[1];
+		}
+		cr_expect_eq(sum, published[i].params, "%s layers", published[i].preset);
+		/* the same model as the published config.json */
+		snprintf(path, sizeof(path), "%s/tests/hf/%s", ZN_TEST_SRC_DIR, published[i].file);
+		cr_assert_eq(zn_hf_config_load(path, &hf), 0);
+		cr_assert_eq(zn_llama_config_from_hf(&hf, &f), 0);
+		cr_expect_eq(memcmp(&f, &p, sizeof(f)), 0, "%s differs from %s",
+			     published[i].preset, published[i].file);
+		cr_expect_eq(zn_hf_param_count(&hf), published[i].params);
+	}
+}
+
+Test(llama_presets, names_and_tiny)
+{
+	const char *const *names = zn_llama_preset_names();
+	struct zn_llama_config c;
+	int n = 0;
+
+	for (; names[n]; n++)
+		cr_expect(zn_llama_is_preset(names[n]), "%s", names[n]);
+	cr_expect_eq(n, 8);
+	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
+	cr_expect(c.layers == 2 && c.hidden == 64 && c.intermediate == 128 && c.heads == 4 &&
+		  c.kv_heads == 2 && c.head_dim == 16 && c.vocab == 256 && c.seq == 64 &&
+		  !c.tied && !c.qkv_bias);
+	/* 256x64 embed, 2 x (64 + (4+2+2)x16x64 + 64x64 + 64 + 2x128x64 + 64x128), 64 + 256x64 */
+	cr_expect_eq(zn_llama_param_count(&c), 16384ull + 2 * (64 + 8192 + 4096 + 64 + 16384 +
+							      8192) + 64 + 16384);
+	/* the default training length of a 128k-position model is 2048 */
+	cr_assert_eq(zn_llama_config_from_preset("llama-3.2-1b", &c), 0);
+	cr_expect_eq(c.seq, 2048);
+	cr_expect_eq(c.max_positions, 131072);
+	cr_expect(c.tied && c.rope.type == ZN_ROPE_LLAMA3);
+}
+
+Test(llama_presets, flags, .init = cr_redirect_stderr)
+{
+	struct zn_llama_config c;
+	char *argv[] = { "--layers", "3", "--model", "llama-tiny", "--kv-heads=1", "--d-model",
+			 "32", "--heads", "2", "--tied-embeddings", "true", "--steps", "4" };
+	char *rest[13];
+	char *bad[] = { "--model", "llama-tiny", "--heads", "3" };
+	char *bad2[] = { "--model", "llama-nope" };
+	int k = 0;
+
+	cr_assert_eq(zn_llama_config_apply_flags(&c, 13, argv, rest, &k), 0);
+	cr_expect(c.layers == 3 && c.kv_heads == 1 && c.hidden == 32 && c.heads == 2 &&
+		  c.head_dim == 16 && c.tied && c.intermediate == 128);
+	cr_assert_eq(k, 2);
+	cr_expect_str_eq(rest[0], "--steps");
+	cr_expect_str_eq(rest[1], "4");
+	/* 64 is not a multiple of 3 heads, and kv 2 does not divide 3 */
+	cr_expect_eq(zn_llama_config_apply_flags(&c, 4, bad, rest, &k), -EINVAL);
+	cr_expect_eq(zn_llama_config_apply_flags(&c, 2, bad2, rest, &k), -EINVAL);
+}
+
+/* config.json fields back from a configuration: the published config reads back equal */
+Test(llama_presets, to_hf_round_trip)
+{
+	const char *files[] = { "llama-3.2-1b.json", "qwen2-0.5b.json", "mistral-7b-v0.1.json",
+				"llama-2-7b.json" };
+
+	for (int i = 0; i < 4; i++) {
+		struct zn_hf_config hf, back;
+		struct zn_llama_config c, d;
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/tests/hf/%s", ZN_TEST_SRC_DIR, files[i]);
+		cr_assert_eq(zn_hf_config_load(path, &hf), 0);
+		cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
+		zn_llama_config_to_hf(&c, &back);
+		cr_expect_eq(back.family, hf.family, "%s", files[i]);
+		cr_expect_eq(back.norm_eps, hf.norm_eps, "%s", files[i]);
+		cr_expect_eq(back.max_position_embeddings, hf.max_position_embeddings);
+		cr_expect_eq(zn_hf_param_count(&back), zn_hf_param_count(&hf), "%s", files[i]);
+		cr_assert_eq(zn_llama_config_from_hf(&back, &d), 0);
+		cr_expect_eq(memcmp(&c, &d, sizeof(c)), 0, "%s", files[i]);
+	}
+}
+
+/* the model ops' save then load_layer: every layer back bit for bit, a directory and a file */
+Test(llama_presets, ops_save_then_load_layer)
+{
+	struct zn_llama_config c;
+	struct zn_model m;
+	struct zn_layer_desc L[4];
+	float *p[4];
+	char dir[64], path[128];
+
+	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
+	m = zn_llama_model(&c);
+	cr_assert_not_null(m.ops->save);
+	cr_assert_not_null(m.ops->load_layer);
+	snprintf(dir, sizeof(dir), "/tmp/zn_test_llama_XXXXXX");
+	cr_assert(mkdtemp(dir));
+	cr_assert_eq(zn_llama_layers(&c, L), 0);
+	for (int l = 0; l < 4; l++) {
+		p[l] = malloc(L[l].numel * sizeof(float));
+		zn_llama_init_range(&c, &L[l], 0, L[l].numel, p[l], 5);
+	}
+	for (int f = 0; f < 2; f++) {
+		snprintf(path, sizeof(path), f ? "%s/one.safetensors" : "%s/d", dir);
+		cr_assert_eq(m.ops->save(&c, L, (const float *const *)p, path, ZN_DTYPE_F32), 0);
+		for (int l = 0; l < 4; l++) {
+			float *b = calloc(L[l].numel, sizeof(float));
+
+			cr_assert_eq(m.ops->load_layer(&c, &L[l], path, b), 0, "%s %d", path, l);
+			cr_expect_eq(memcmp(b, p[l], L[l].numel * sizeof(float)), 0, "%s layer %d",
+				     path, l);
+			free(b);
+		}
+	}
+	for (int l = 0; l < 4; l++)
+		free(p[l]);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	cr_expect_eq(system(path), 0);
+}
