@@ -336,6 +336,8 @@ struct zn_step_stats {
 	uint64_t nvme_write_bytes;
 	uint64_t plan_nvme_read_bytes;  /* the plan's figures for the same */
 	uint64_t plan_nvme_write_bytes;
+	uint64_t copy_h2d_bytes;        /* host -> device copies enqueued in the step */
+	uint64_t copy_d2h_bytes;        /* device -> host */
 	float loss_scale;          /* fp16: the scale this step's gradients had (1 otherwise) */
 	bool overflow;             /* fp16: the gradients overflowed; nothing was updated */
 	float next_loss_scale;     /* fp16: the scale of the next step (after this update) */
@@ -350,6 +352,9 @@ int zn_engine_rank(const struct zn_engine *e);
  * must outlive the engine's steps. */
 struct zn_trace;
 void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t);
+/* Sets aio.bandwidth_cap_bytes_per_s (per direction, 0 = none) of the engine's NVMe I/O
+ * from now on; -EINVAL when no state is on NVMe. */
+int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s);
 int zn_engine_world(const struct zn_engine *e);
 int zn_engine_micro_batch(const struct zn_engine *e);
 int zn_engine_grad_accum(const struct zn_engine *e);

@@ -16,6 +16,7 @@ static void usage(FILE *f)
 		"  info       the machine as zinc sees it (CPU, NUMA, memory, GPUs, io_uring, nvme)\n"
 		"  bench nvme NVMe read/write bandwidth with zinc's io_uring engine\n"
 		"  bench adam CPU AdamW throughput against the memory-bandwidth bound\n"
+		"  bench step step time against NVMe bandwidth caps, next to the bound\n"
 		"\n"
 		"'zinc <command> --help' lists a command's options.\n");
 }
@@ -47,7 +48,10 @@ int main(int argc, char **argv)
 			return zn_cmd_bench_nvme(argc - 2, argv + 2);
 		if (argc >= 3 && !strcmp(argv[2], "adam"))
 			return zn_cmd_bench_adam(argc - 2, argv + 2);
-		fprintf(stderr, "zinc bench: say which benchmark: 'zinc bench nvme' or 'zinc bench adam'\n");
+		if (argc >= 3 && !strcmp(argv[2], "step"))
+			return zn_cmd_bench_step(argc - 2, argv + 2);
+		fprintf(stderr, "zinc bench: say which benchmark: 'zinc bench nvme', 'zinc bench "
+			"adam' or 'zinc bench step'\n");
 		return ZN_EXIT_USAGE;
 	}
 	fprintf(stderr, "zinc: unknown command '%s'\n\n", cmd);

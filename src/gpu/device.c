@@ -403,7 +403,13 @@ int zn_memcpy_async(struct zn_stream *s, void *dst, const void *src, uint64_t by
 			 copy_names[kind], bytes, !dst ? "destination" : "source");
 		return -EINVAL;
 	}
+	atomic_fetch_add(&s->dev->copy_bytes[kind], bytes);
 	return s->dev->ops->memcpy_async(s, dst, src, bytes, kind);
+}
+
+uint64_t zn_device_copy_bytes(const struct zn_device *dev, enum zn_copy_kind kind)
+{
+	return atomic_load(&((struct zn_device *)dev)->copy_bytes[kind]);
 }
 
 int zn_memset_async(struct zn_stream *s, void *dst_d, int value, uint64_t bytes)

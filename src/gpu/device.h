@@ -149,6 +149,8 @@ int zn_stream_synchronize(struct zn_stream *s);
 int zn_memcpy_async(struct zn_stream *s, void *dst, const void *src, uint64_t bytes,
 		    enum zn_copy_kind kind);
 int zn_memset_async(struct zn_stream *s, void *dst_d, int value, uint64_t bytes);
+/* Bytes of copies of `kind` enqueued on dev's streams since create (zinc bench step). */
+uint64_t zn_device_copy_bytes(const struct zn_device *dev, enum zn_copy_kind kind);
 /* ctx_bytes > 0: ctx is copied into the queue entry; 0: the pointer is passed as is and
  * must stay valid until fn has run. */
 int zn_launch(struct zn_stream *s, zn_launch_fn fn, const void *ctx, uint64_t ctx_bytes);

@@ -97,6 +97,7 @@ struct zn_device {
 	_Atomic int live_streams;
 	_Atomic int live_events;
 	_Atomic int host_live;  /* zn_device_host_alloc blocks not yet freed */
+	_Atomic uint64_t copy_bytes[3]; /* enqueued by zn_memcpy_async, per zn_copy_kind */
 
 	void *impl;
 };

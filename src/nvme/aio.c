@@ -543,20 +543,35 @@ static char *map_addr(const struct zn_aio_io *io, uint64_t f)
 	return (char *)io->buf_h + off;
 }
 
-bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wait_ns)
+/* Removes req from the queue, wherever it is (lock held). */
+static void unlink_locked(struct zn_aio *aio, struct zn_aio_req *req)
 {
-	struct zn_aio_req *req = aio->head;
-	const struct zn_aio_io *io;
-	uint64_t pos, len, room, wait;
-	char *mem;
-	int buf_index;
+	struct zn_aio_req *prev = NULL, *q = aio->head;
+
+	while (q && q != req) {
+		prev = q;
+		q = q->next;
+	}
+	if (!q)
+		return;
+	if (prev)
+		prev->next = req->next;
+	else
+		aio->head = req->next;
+	if (aio->tail == req)
+		aio->tail = prev;
+	req->next = NULL;
+}
+
+/* The next piece of req: its length and memory; 0 when the rate cap holds it back for
+ * *wait_ns (lock held). */
+static uint64_t next_piece_locked(struct zn_aio *aio, struct zn_aio_req *req, char **mem,
+				  int *buf_index, uint64_t *wait_ns)
+{
+	const struct zn_aio_io *io = &req->io;
+	uint64_t pos = io->offset + req->issued_bytes, len = io->bytes - req->issued_bytes, room;
 
 	*wait_ns = 0;
-	if (!req)
-		return false;
-	io = &req->io;
-	pos = io->offset + req->issued_bytes;
-	len = io->bytes - req->issued_bytes;
 	if (len > aio->cfg.block_size_bytes)
 		len = aio->cfg.block_size_bytes;
 	if (io->map_unit_bytes) {
@@ -564,31 +579,59 @@ bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wa
 		if (len > room)
 			len = room;
 	}
-	mem = map_addr(io, pos);
-	buf_index = lookup_buffer_locked(aio, mem, &len);
+	*mem = map_addr(io, pos);
+	*buf_index = lookup_buffer_locked(aio, *mem, &len);
 	if (aio->cap[io->op].rate_bytes_per_s) {
-		wait = zn_aio_cap_take(&aio->cap[io->op], len, zn_aio_now_ns());
-		if (wait) {
-			*wait_ns = wait;
+		*wait_ns = zn_aio_cap_take(&aio->cap[io->op], len, zn_aio_now_ns());
+		if (*wait_ns)
+			return 0;
+	}
+	return len;
+}
+
+/* Requests are taken in order, except that with a bandwidth cap a request held back by its
+ * direction's bucket does not hold back the other direction: then the first request of the
+ * other direction goes (each direction stays in order; the caps are per direction). */
+bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wait_ns)
+{
+	struct zn_aio_req *req = aio->head, *other;
+	const struct zn_aio_io *io;
+	uint64_t len, wait2;
+	char *mem;
+	int buf_index;
+
+	*wait_ns = 0;
+	if (!req)
+		return false;
+	len = next_piece_locked(aio, req, &mem, &buf_index, wait_ns);
+	if (!len) {
+		for (other = req->next; other && other->io.op == req->io.op; other = other->next)
+			;
+		if (!other)
+			return false;
+		len = next_piece_locked(aio, other, &mem, &buf_index, &wait2);
+		if (!len) {
+			if (wait2 < *wait_ns)
+				*wait_ns = wait2;
 			return false;
 		}
+		*wait_ns = 0;
+		req = other;
 	}
+	io = &req->io;
 	memset(p, 0, sizeof(*p));
 	p->req = req;
 	p->op = io->op;
 	p->fixed_file = io->file->fixed_index >= 0;
 	p->fd = p->fixed_file ? io->file->fixed_index : io->file->fd;
 	p->buf_index = buf_index;
-	p->offset = pos;
+	p->offset = io->offset + req->issued_bytes;
 	p->mem = mem;
 	p->bytes = (uint32_t)len;
 	req->issued_bytes += len;
 	req->pieces_inflight++;
-	if (req->issued_bytes == io->bytes) {
-		aio->head = req->next;
-		if (!aio->head)
-			aio->tail = NULL;
-	}
+	if (req->issued_bytes == io->bytes)
+		unlink_locked(aio, req);
 	return true;
 }
 
@@ -664,13 +707,11 @@ bool zn_aio_finish_locked(struct zn_aio *aio, struct zn_aio_piece *p)
 		req->err_offset = p->offset + p->done;
 		zn_error("%s", zn_aio_req_strerror(req, msg, sizeof(msg)));
 		aio->failed_requests++;
-		/* Stop handing out the rest. A request only ever has pieces left to issue
-		 * while it is the head of the queue. */
+		/* Stop handing out the rest. A request has pieces left to issue only while it
+		 * is in the queue (the head, or the first of its direction under a cap). */
 		if (req->issued_bytes < req->io.bytes) {
 			req->issued_bytes = req->io.bytes;
-			aio->head = req->next;
-			if (!aio->head)
-				aio->tail = NULL;
+			unlink_locked(aio, req);
 		}
 	}
 	if (!p->err) {

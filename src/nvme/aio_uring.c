@@ -192,7 +192,9 @@ static void *ring_main(void *arg)
 		if (r->broken)
 			finished = fail_taken_locked(r, taken, n), n = 0;
 		stop = aio->stopping && !aio->head && r->free_count == r->slot_count;
-		if (!n && r->free_count > 0 && !wait_ns)
+		/* waiting for a completion, or for the rate cap: new work (the other
+		 * direction, which the cap may let through) wakes it */
+		if (r->free_count > 0 && (!n || wait_ns))
 			r->sleeping = true;
 		if (finished)
 			pthread_cond_broadcast(&aio->done_cv);

@@ -305,6 +305,8 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 {
 	double t0 = zn_runtime_now_ms();
 	struct zn_aio_stats io0 = { 0 }, io1 = { 0 };
+	uint64_t h2d0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D);
+	uint64_t d2h0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H);
 	int rc;
 
 	*st = (struct zn_step_stats){ 0 };
@@ -393,5 +395,7 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->nvme_write_bytes = io1.bytes_written - io0.bytes_written;
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
+	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;
+	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;
 }

@@ -49,6 +49,14 @@ struct zn_aio *zn_engine_aio(struct zn_engine *e)
 	return e->sw.aio;
 }
 
+int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
+{
+	if (!e->sw.aio)
+		return -EINVAL;
+	zn_aio_set_bandwidth_cap(e->sw.aio, bytes_per_s);
+	return 0;
+}
+
 static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
 {
 	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rt.rank };

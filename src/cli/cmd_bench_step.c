@@ -1,0 +1,544 @@
+/* zinc bench step: step time against NVMe bandwidth, next to the bound the hardware allows
+ * (docs/bench-step.md has every formula).
+ *
+ * One process: the pinned copy bandwidth and CPU AdamW alone are measured first; then the
+ * model is built with the given ZeRO/offload flags (state on NVMe), warmed up, and for each
+ * --bw cap (the engine's aio bandwidth cap, per direction) one settling step and N timed
+ * steps run; for `max` the step's own NVMe reads and writes are also timed at once, uncapped,
+ * through a swap store on the same paths. Last, the same model with the NVMe classes in
+ * pinned memory gives the compute-only baseline. cmd_bench_step_out.c prints the rows.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cmd_bench_step.h"
+#include "cli/cli.h"
+#include "cli/util.h"
+#include "comm/comm.h"
+#include "core/fsio.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "cpu/adamw.h"
+#include "gpu/device.h"
+#include "model/gpt2/gpt2.h"
+#include "model/model.h"
+#include "nvme/swap.h"
+#include "zinc.h"
+
+struct opts {
+	struct zn_bs_row rows[ZN_BS_MAX_CAPS];
+	int caps, warmup, steps, seq;
+	bool json;
+	const char *csv, *plot, *trace;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zinc bench step [train flags] --bw LIST [--warmup N] [--steps N]\n"
+		"                       [--json] [--csv FILE] [--plot FILE.png] [--trace FILE]\n\n"
+		"Times training steps with state on NVMe at each NVMe bandwidth cap and prints\n"
+		"them next to the bound (NVMe, host-device copies, CPU AdamW, compute-only) and\n"
+		"the efficiency bound / step (docs/bench-step.md).\n\n"
+		"  --bw LIST          caps per direction, e.g. 250M,500M,1G,2G,max (binary units;\n"
+		"                     max: uncapped); default max\n"
+		"  --warmup N         untimed steps before the first cap (default 2)\n"
+		"  --steps N          timed steps per cap and for the baseline (default 5)\n"
+		"  --seq T            sequence length (default: the model's)\n"
+		"  --dtype fp32|bf16|fp16  as zinc train\n"
+		"  --json             the rows as JSON on stdout instead of the table\n"
+		"  --csv FILE         the rows as CSV\n"
+		"  --plot FILE.png    step and bound against bandwidth (gnuplot)\n"
+		"  --trace FILE       trace of the first timed step at each cap (docs/trace.md)\n"
+		"  model: --model tiny|small|gpt2|... --layers --heads --d-model --vocab --seq\n"
+		"  and every zinc train config flag: state on NVMe needs --offload-optimizer nvme\n"
+		"  and/or --offload-param nvme with --nvme-path DIR\n");
+}
+
+static int own_flags(int n, char **rest, struct opts *o, struct zn_config *cfg, int *m)
+{
+	int rc = 0;
+
+	*m = 0;
+	for (int i = 0; !rc && i < n; i++) {
+		const char *a = rest[i], *v;
+
+		if (!strcmp(a, "--bw")) {
+			v = zn_cli_value(n, rest, &i);
+			rc = v ? zn_bs_parse_bw(v, o->rows, &o->caps) : ZN_EUSAGE;
+		} else if (!strcmp(a, "--warmup")) {
+			rc = zn_cli_int(n, rest, &i, 0, 1000, &o->warmup);
+		} else if (!strcmp(a, "--steps")) {
+			rc = zn_cli_int(n, rest, &i, 1, 1000, &o->steps);
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+		} else if (!strcmp(a, "--csv") || !strcmp(a, "--plot") || !strcmp(a, "--trace")) {
+			if (!(v = zn_cli_value(n, rest, &i)))
+				return ZN_EUSAGE;
+			if (a[2] == 'c')
+				o->csv = v;
+			else if (a[2] == 'p')
+				o->plot = v;
+			else
+				o->trace = v;
+		} else if (!strcmp(a, "--seq")) {
+			rest[(*m)++] = rest[i];
+			rc = zn_cli_int(n, rest, &i, 1, 1 << 20, &o->seq);
+			rest[(*m)++] = rest[i];
+		} else if (!strcmp(a, "--dtype")) {
+			v = zn_cli_value(n, rest, &i);
+			if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16"))) {
+				zn_error("--dtype '%s': use fp32, bf16 or fp16", v ? v : "");
+				return ZN_EUSAGE;
+			}
+			cfg->precision.bf16 = !strcmp(v, "bf16");
+			cfg->precision.fp16 = !strcmp(v, "fp16");
+		} else {
+			rest[(*m)++] = rest[i];
+		}
+	}
+	return rc;
+}
+
+static int parse(int argc, char **argv, struct opts *o, struct zn_config *cfg,
+		 struct zn_gpt2_config *mc, bool *help)
+{
+	char **rest = calloc((size_t)argc + 1, sizeof(*rest)), **left = NULL;
+	int n = 0, m = 0, k = 0, rc;
+
+	if (!rest)
+		return -ENOMEM;
+	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest, &n);
+	for (int i = 0; !rc && i < n; i++)
+		if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help"))
+			*help = true;
+	if (!rc && !*help)
+		rc = own_flags(n, rest, o, cfg, &m);
+	if (!rc && !*help && !(left = calloc((size_t)m + 1, sizeof(*left))))
+		rc = -ENOMEM;
+	if (!rc && !*help)
+		rc = zn_gpt2_config_from_preset("small", mc);
+	if (!rc && !*help)
+		rc = zn_gpt2_config_apply_flags(mc, m, rest, left, &k);
+	if (!rc && !*help)
+		rc = zn_gpt2_config_validate(mc);
+	if (!rc && !*help && k > 0) {
+		zn_config_report_unknown_flag(left[0]);
+		rc = ZN_EUSAGE;
+	}
+	free(left);
+	free(rest);
+	return rc;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- the machine: pinned copy bandwidth, CPU AdamW alone, the step's NVMe mix ----------- */
+
+static int measure_copy(const struct zn_config *cfg, struct zn_bs_env *env)
+{
+	struct zn_device_config dc = { .kind = cfg->runtime.device };
+	const uint64_t bytes = 64ull << 20;
+	struct zn_device *dev = NULL;
+	struct zn_stream *s = NULL;
+	void *d = NULL, *h = NULL;
+	double t[2][5];
+	int rc;
+
+	rc = zn_device_create(&dev, &dc);
+	if (!rc)
+		rc = zn_stream_create(dev, &s);
+	if (!rc)
+		rc = zn_device_alloc(dev, &d, bytes);
+	if (!rc)
+		rc = zn_device_host_alloc(dev, &h, bytes);
+	for (int k = 0; !rc && k < 2; k++)
+		for (int i = -1; !rc && i < 5; i++) { /* one untimed first */
+			double t0 = now_ms();
+
+			rc = k ? zn_memcpy_async(s, h, d, bytes, ZN_COPY_D2H) :
+				 zn_memcpy_async(s, d, h, bytes, ZN_COPY_H2D);
+			if (!rc)
+				rc = zn_stream_synchronize(s);
+			if (i >= 0)
+				t[k][i] = now_ms() - t0;
+		}
+	if (!rc) {
+		env->h2d_bps = (double)bytes / (median(t[0], 5) / 1e3);
+		env->d2h_bps = (double)bytes / (median(t[1], 5) / 1e3);
+		snprintf(env->device, sizeof(env->device), "%s", zn_device_name(dev));
+		env->host_device = zn_device_kind_of(dev) == ZN_DEVICE_HOST;
+	}
+	zn_device_host_free(dev, h);
+	zn_device_free(dev, d);
+	zn_stream_destroy(s);
+	zn_device_destroy(dev);
+	return rc;
+}
+
+/* AdamW over numel elements of this rank's shard, nothing else running: 3 runs after one
+ * untimed, median. */
+static int measure_adamw(const struct zn_config *cfg, uint64_t numel, enum zn_dtype pdt,
+			 struct zn_bs_env *env)
+{
+	size_t n = (size_t)numel;
+	float *b = calloc(4 * n + 1, sizeof(float));
+	void *out = pdt == ZN_DTYPE_F32 ? NULL : calloc(n + 1, 2);
+	struct zn_adamw_params p;
+	double t[3];
+	int rc = 0;
+
+	if (!b || (pdt != ZN_DTYPE_F32 && !out)) {
+		free(b);
+		free(out);
+		zn_error("zinc bench step: no memory to time AdamW over %zu elements", n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		b[i] = 0.01f * (float)(i % 97);   /* master */
+		b[3 * n + i] = 1e-3f * (float)(i % 13) - 6e-3f; /* grad */
+	}
+	zn_adamw_params_init(&p, &cfg->optimizer);
+	for (int i = -1; !rc && i < 3; i++) { /* one untimed first: pages, the thread team */
+		double t0 = now_ms();
+
+		p.step = i + 2;
+		rc = zn_adamw_step(&p, b, b + n, b + 2 * n, b + 3 * n, ZN_DTYPE_F32, out, pdt, n);
+		if (i >= 0)
+			t[i] = now_ms() - t0;
+	}
+	env->adamw_ms = median(t, 3);
+	free(b);
+	free(out);
+	return rc;
+}
+
+/* The step's NVMe reads and writes at once, uncapped, through a swap store striped over the
+ * same paths as the state: 3 runs after one untimed, median. */
+static int measure_mix(const struct zn_config *cfg, uint64_t rd, uint64_t wr,
+		       struct zn_bs_env *env)
+{
+	const struct zn_offload_config *off =
+		cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NVME ?
+			&cfg->zero.offload_optimizer : &cfg->zero.offload_param;
+	uint64_t r4 = (rd + 4095) / 4096 * 4096, w4 = (wr + 4095) / 4096 * 4096;
+	struct zn_swap_extent ext[2] = { { { ZN_SWAP_OTHER, 0, 0 }, r4 ? r4 : 4096 },
+					 { { ZN_SWAP_OTHER, 1, 0 }, w4 ? w4 : 4096 } };
+	struct zn_aio_config ac = cfg->aio;
+	struct zn_swap_config sc = { .run_id = "bench-step", .extents = ext, .extent_count = 2 };
+	struct zn_aio *aio = NULL;
+	struct zn_swap *sw = NULL;
+	char *buf = NULL;
+	double t[3];
+	int rc;
+
+	ac.bandwidth_cap_bytes_per_s = 0;
+	zn_swap_config_set_paths(&sc, off);
+	rc = zn_aio_create(&aio, &ac);
+	if (!rc)
+		rc = zn_swap_create(&sw, aio, &sc);
+	if (!rc && posix_memalign((void **)&buf, 4096, ext[0].bytes + ext[1].bytes))
+		rc = -ENOMEM;
+	if (!rc) {
+		struct zn_swap_req q;
+
+		memset(buf, 0x5a, ext[0].bytes + ext[1].bytes);
+		rc = zn_swap_write(sw, ext[0].key, 0, ext[0].bytes, buf, &q);
+		if (!rc)
+			rc = zn_swap_wait(&q);
+	}
+	for (int i = -1; !rc && i < 3; i++) {
+		struct zn_swap_req a, b;
+		double t0 = now_ms();
+		int x;
+
+		rc = zn_swap_read(sw, ext[0].key, 0, r4, buf, &a);
+		if (rc)
+			break;
+		x = w4 ? zn_swap_write(sw, ext[1].key, 0, w4, buf + ext[0].bytes, &b) : 0;
+		rc = zn_swap_wait(&a);
+		if (w4 && !x)
+			x = zn_swap_wait(&b);
+		if (!rc)
+			rc = x;
+		if (i >= 0)
+			t[i] = now_ms() - t0;
+	}
+	if (!rc) {
+		env->mixed_ms = median(t, 3);
+		env->mixed_bps = (double)(r4 + w4) / (env->mixed_ms / 1e3);
+		env->mix_read_bytes = r4;
+		env->mix_write_bytes = w4;
+	}
+	free(buf);
+	zn_swap_destroy(sw);
+	zn_aio_destroy(aio);
+	return rc;
+}
+
+/* ---- steps ---------------------------------------------------------------------------- */
+
+struct bench {
+	struct zn_engine *e;
+	int *in, *tgt;
+	uint64_t tokens;
+	int vocab;
+	uint64_t rng;
+};
+
+static int bench_create(struct bench *b, const struct zn_config *cfg,
+			const struct zn_gpt2_config *mc, int seq)
+{
+	struct zn_engine_options eo = { .seq_len = seq, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_model model = zn_gpt2_model(mc);
+	int rc = zn_engine_create(&b->e, cfg, &model, &eo);
+
+	if (rc)
+		return rc;
+	b->tokens = (uint64_t)zn_engine_grad_accum(b->e) * (uint64_t)zn_engine_micro_batch(b->e) *
+		    (uint64_t)seq;
+	b->in = malloc(b->tokens * sizeof(int));
+	b->tgt = malloc(b->tokens * sizeof(int));
+	b->vocab = mc->vocab;
+	b->rng = 0x9e3779b97f4a7c15ull;
+	return b->in && b->tgt ? 0 : -ENOMEM;
+}
+
+static void bench_destroy(struct bench *b)
+{
+	zn_engine_destroy(b->e);
+	free(b->in);
+	free(b->tgt);
+	*b = (struct bench){ 0 };
+}
+
+/* one step on fresh pseudo-random tokens (the data does not change the time) */
+static int bench_step(struct bench *b, struct zn_step_stats *st)
+{
+	for (uint64_t i = 0; i < b->tokens; i++) {
+		b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull;
+		b->in[i] = (int)((b->rng >> 33) % (uint64_t)b->vocab);
+		b->tgt[i] = (int)((b->rng >> 13) % (uint64_t)b->vocab);
+	}
+	return zn_engine_step(b->e, b->in, b->tgt, st);
+}
+
+/* N timed steps into row r (medians), the first traced when trace is set */
+static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_trace *trace)
+{
+	double *v = calloc((size_t)n * 9, sizeof(double));
+	int rc = v ? 0 : -ENOMEM;
+
+	for (int i = 0; !rc && i < n; i++) {
+		struct zn_step_stats st;
+
+		zn_engine_set_trace(b->e, i == 0 ? trace : NULL);
+		rc = bench_step(b, &st);
+		v[i] = st.step_ms;
+		v[n + i] = st.fwd_ms;
+		v[2 * n + i] = st.bwd_ms;
+		v[3 * n + i] = st.opt_ms;
+		v[4 * n + i] = st.wait_ms;
+		v[5 * n + i] = (double)st.nvme_read_bytes;
+		v[6 * n + i] = (double)st.nvme_write_bytes;
+		v[7 * n + i] = (double)st.copy_h2d_bytes;
+		v[8 * n + i] = (double)st.copy_d2h_bytes;
+	}
+	zn_engine_set_trace(b->e, NULL);
+	if (!rc) {
+		r->step_ms = median(v, n);
+		r->step_min_ms = v[0];
+		r->step_max_ms = v[n - 1];
+		r->fwd_ms = median(v + n, n);
+		r->bwd_ms = median(v + 2 * n, n);
+		r->opt_ms = median(v + 3 * n, n);
+		r->wait_ms = median(v + 4 * n, n);
+		r->read_bytes = (uint64_t)median(v + 5 * n, n);
+		r->write_bytes = (uint64_t)median(v + 6 * n, n);
+		r->h2d_bytes = (uint64_t)median(v + 7 * n, n);
+		r->d2h_bytes = (uint64_t)median(v + 8 * n, n);
+	}
+	free(v);
+	return rc;
+}
+
+static int warm(struct bench *b, int n)
+{
+	struct zn_step_stats st;
+	int rc = 0;
+
+	for (int i = 0; !rc && i < n; i++)
+		rc = bench_step(b, &st);
+	return rc;
+}
+
+/* the NVMe model at every cap, the mix for max */
+static int run_caps(const struct zn_config *cfg, const struct zn_gpt2_config *mc, int seq,
+		    struct opts *o, struct zn_bs_env *env, struct zn_trace *trace)
+{
+	struct bench b = { 0 };
+	int rc = bench_create(&b, cfg, mc, seq);
+	uint64_t numel = 0;
+
+	for (int l = 0; !rc && l < zn_engine_layer_count(b.e); l++)
+		numel += zn_engine_layer_numel(b.e, l);
+	if (!rc)
+		rc = measure_adamw(cfg, numel, cfg->precision.bf16 ? ZN_DTYPE_BF16 :
+					cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32, env);
+	if (!rc)
+		rc = warm(&b, o->warmup);
+	for (int c = 0; !rc && c < o->caps; c++) {
+		struct zn_bs_row *r = &o->rows[c];
+
+		rc = zn_engine_set_nvme_cap(b.e, r->cap_bps);
+		if (!rc)
+			rc = warm(&b, 1); /* the bucket settles to the new rate */
+		if (!rc)
+			rc = timed_steps(&b, o->steps, r, trace);
+		if (!rc && !r->cap_bps && !env->mixed_ms)
+			rc = measure_mix(cfg, r->read_bytes, r->write_bytes, env);
+		if (!rc && !o->json)
+			fprintf(stderr, "bench step: cap %s: step %.1f ms\n", r->cap, r->step_ms);
+	}
+	bench_destroy(&b);
+	return rc;
+}
+
+/* the same model with the NVMe classes in pinned memory */
+static int run_baseline(const struct zn_config *cfg0, const struct zn_gpt2_config *mc, int seq,
+			const struct opts *o, struct zn_bs_env *env)
+{
+	struct zn_config cfg = *cfg0;
+	struct zn_bs_row r = { 0 };
+	struct bench b = { 0 };
+	int rc;
+
+	if (cfg.zero.offload_optimizer.device == ZN_OFFLOAD_NVME)
+		cfg.zero.offload_optimizer.device = ZN_OFFLOAD_CPU;
+	if (cfg.zero.offload_param.device == ZN_OFFLOAD_NVME)
+		cfg.zero.offload_param.device = ZN_OFFLOAD_CPU;
+	rc = bench_create(&b, &cfg, mc, seq);
+	if (!rc)
+		rc = warm(&b, o->warmup + 1);
+	if (!rc)
+		rc = timed_steps(&b, o->steps, &r, NULL);
+	env->base_step_ms = r.step_ms;
+	env->base_compute_ms = r.fwd_ms + r.bwd_ms;
+	bench_destroy(&b);
+	return rc;
+}
+
+static void load_avg(char *buf, size_t n)
+{
+	FILE *f = fopen("/proc/loadavg", "r"); /* 1, 5, 15-minute load */
+
+	snprintf(buf, n, "?");
+	if (f) {
+		if (fgets(buf, (int)n, f))
+			buf[strcspn(buf, "\n")] = '\0';
+		fclose(f);
+	}
+}
+
+static void describe(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
+		     struct zn_bs_env *env)
+{
+	static const char *const dev[] = { "none", "cpu", "nvme" };
+	const struct zn_offload_config *off = cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NVME ?
+		&cfg->zero.offload_optimizer : &cfg->zero.offload_param;
+
+	snprintf(env->model, sizeof(env->model), "gpt2 %d layers, d_model %d, %.1fM params",
+		 mc->layers, mc->d_model, (double)zn_gpt2_param_count(mc) / 1e6);
+	snprintf(env->setting, sizeof(env->setting), "zero %d, offload optimizer %s, param %s, "
+		 "%s, nvme %s%s", cfg->zero.stage, dev[cfg->zero.offload_optimizer.device],
+		 dev[cfg->zero.offload_param.device], cfg->precision.bf16 ? "bf16" :
+		 cfg->precision.fp16 ? "fp16" : "fp32", off->nvme_path[0],
+		 off->nvme_path_count > 1 ? " (+ more)" : "");
+}
+
+int zn_cmd_bench_step(int argc, char **argv)
+{
+	struct opts o = { .warmup = 2, .steps = 5 };
+	struct zn_gpt2_config mc = { 0 };
+	struct zn_bs_env env = { 0 };
+	struct zn_trace *trace = NULL;
+	struct zn_config cfg;
+	bool help = false;
+	int rc;
+
+	if (parse(argc, argv, &o, &cfg, &mc, &help))
+		return ZN_EXIT_USAGE;
+	if (help) {
+		usage(stdout);
+		return 0;
+	}
+	if (!o.caps)
+		zn_bs_parse_bw("max", o.rows, &o.caps);
+	zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = mc.d_model,
+								 .steps = o.steps });
+	if (zn_config_validate(&cfg, 1))
+		return ZN_EXIT_USAGE;
+	if (cfg.zero.offload_optimizer.device != ZN_OFFLOAD_NVME &&
+	    cfg.zero.offload_param.device != ZN_OFFLOAD_NVME) {
+		zn_error("zinc bench step: nothing is on NVMe: give --offload-optimizer nvme and/or "
+			 "--offload-param nvme (stage 3) with --nvme-path DIR");
+		return ZN_EXIT_USAGE;
+	}
+	if ((o.csv && zn_output_check(o.csv, "--csv")) ||
+	    (o.plot && zn_output_check(o.plot, "--plot")) ||
+	    (o.trace && zn_output_check(o.trace, "--trace")))
+		return ZN_EXIT_USAGE;
+	describe(&cfg, &mc, &env);
+	env.warmup = o.warmup;
+	env.steps = o.steps;
+	rc = measure_copy(&cfg, &env);
+	if (!rc && o.trace)
+		rc = zn_trace_open(&trace, o.trace, 1, 0, 0);
+	if (!rc)
+		rc = run_caps(&cfg, &mc, o.seq ? o.seq : mc.seq, &o, &env, trace);
+	if (trace) {
+		int r = zn_trace_close(trace);
+
+		if (!rc)
+			rc = r;
+	}
+	if (!rc)
+		rc = run_baseline(&cfg, &mc, o.seq ? o.seq : mc.seq, &o, &env);
+	if (rc)
+		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+	load_avg(env.load, sizeof(env.load));
+	zn_bs_finish_rows(&env, o.rows, o.caps);
+	if (o.json)
+		rc = zn_bs_print_json(stdout, &env, o.rows, o.caps);
+	else
+		zn_bs_print_table(stdout, &env, o.rows, o.caps);
+	if (!rc && o.csv)
+		rc = zn_bs_write_csv(o.csv, o.rows, o.caps);
+	if (!rc && o.plot)
+		rc = zn_bs_plot(o.plot, &env, o.rows, o.caps);
+	if (!rc && o.trace)
+		fprintf(o.json ? stderr : stdout, "# trace %s\n", o.trace);
+	return rc ? 1 : 0;
+}
