@@ -275,3 +275,60 @@ Test(cli_llama, estimate_model_and_model_config)
 	cr_expect_eq(run("estimate --model llama-9b", out, sizeof(out)), 2, "%s", out);
 	cr_expect(strstr(out, "--model 'llama-9b': no such preset"), "%s", out);
 }
+
+/* Qwen2 (q/k/v biases, tied) and Mistral (sliding window) from a config.json: seeded
+ * training, a directory saved and reloaded (one lr-0 step: the same files), and a Mistral
+ * --seq beyond the window refused */
+Test(cli_llama, qwen2_and_mistral_from_config)
+{
+	static const char *const configs[] = {
+		"{\"model_type\": \"qwen2\", \"hidden_size\": 32, \"intermediate_size\": 48, "
+		"\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+		"\"vocab_size\": 256, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-6, "
+		"\"rope_theta\": 1000000.0, \"tie_word_embeddings\": true, \"hidden_act\": \"silu\"}",
+		"{\"model_type\": \"mistral\", \"hidden_size\": 32, \"intermediate_size\": 48, "
+		"\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 1, "
+		"\"vocab_size\": 256, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-5, "
+		"\"sliding_window\": 32, \"tie_word_embeddings\": false, \"hidden_act\": \"silu\"}",
+	};
+	static const char *const want[] = { "model: qwen2, 2 layers, 4 heads (2 kv)",
+					    "model: mistral, 2 layers, 4 heads (1 kv)" };
+	char args[1024], out[16384], p[160], *da, *db;
+	long na, nb;
+
+	for (int i = 0; i < 2; i++) {
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/c%d.json", dir, i);
+		f = fopen(p, "w");
+		cr_assert_not_null(f);
+		fputs(configs[i], f);
+		fclose(f);
+		snprintf(args, sizeof(args), "train " COMMON " --model-config %s --steps 2 "
+			 "--save-final %s/m%d", p, dir, i);
+		cr_assert_eq(run(args, out, sizeof(out)), 0, "%s", out);
+		cr_expect(strstr(out, want[i]), "%s", out);
+		snprintf(args, sizeof(args), "train " COMMON " --init-from %s/m%d --steps 1 --lr 0 "
+			 "--zero-stage 3 --save-final %s/n%d", dir, i, dir, i);
+		cr_assert_eq(run(args, out, sizeof(out)), 0, "%s", out);
+		cr_expect(strstr(out, want[i]), "%s", out);
+		snprintf(p, sizeof(p), "%s/m%d/model.safetensors", dir, i);
+		da = read_all(p, &na);
+		snprintf(p, sizeof(p), "%s/n%d/model.safetensors", dir, i);
+		db = read_all(p, &nb);
+		cr_expect(na == nb && !memcmp(da, db, (size_t)na), "config %d: files differ", i);
+		free(da);
+		free(db);
+		snprintf(p, sizeof(p), "%s/m%d/model.safetensors", dir, i);
+		da = read_all(p, &na);
+		/* the header (after its 8-byte length): qwen2 saves q/k/v biases, mistral an lm_head */
+		cr_expect_eq(!!strstr(da + 8, "self_attn.q_proj.bias"), i == 0);
+		cr_expect_eq(!!strstr(da + 8, "lm_head.weight"), i == 1);
+		free(da);
+	}
+	snprintf(args, sizeof(args), "train --device host --seq 33 --micro-batch 2 "
+		 "--no-pin-memory --data " ZN_TEST_SRC_DIR "/data/demo.txt --init-from %s/m1 "
+		 "--steps 1", dir);
+	cr_expect_eq(run(args, out, sizeof(out)), 2, "%s", out);
+	cr_expect(strstr(out, "exceeds Mistral's sliding_window 32"), "%s", out);
+}

@@ -1,11 +1,13 @@
 /* The Llama presets (src/model/llama/llama_presets.c): each one's parameter count is the one
  * Hugging Face reports for the published checkpoint (computed from the layer shapes, and
  * equal to the count of the config.json in tests/hf/), its fields equal that config's; the
- * model flags; the way back to config.json fields; the model ops' load_layer and save. */
+ * model flags; the way back to config.json fields; the model ops' load_layer and save
+ * (F32 bit for bit, BF16 and F16 within their rounding). */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,15 +147,28 @@ Test(llama_presets, ops_save_then_load_layer)
 		p[l] = malloc(L[l].numel * sizeof(float));
 		zn_llama_init_range(&c, &L[l], 0, L[l].numel, p[l], 5);
 	}
-	for (int f = 0; f < 2; f++) {
-		snprintf(path, sizeof(path), f ? "%s/one.safetensors" : "%s/d", dir);
-		cr_assert_eq(m.ops->save(&c, L, (const float *const *)p, path, ZN_DTYPE_F32), 0);
+	/* F32 bit for bit; BF16 and F16 within their rounding (weights of std 0.02, norms 1) */
+	for (int f = 0; f < 4; f++) {
+		static const enum zn_dtype dt[4] = { ZN_DTYPE_F32, ZN_DTYPE_F32, ZN_DTYPE_BF16,
+						     ZN_DTYPE_F16 };
+		static const float tol[4] = { 0, 0, 1.0f / 256, 1.0f / 2048 };
+
+		snprintf(path, sizeof(path), f == 1 ? "%s/one%d.safetensors" : "%s/d%d", dir,
+			 f);
+		cr_assert_eq(m.ops->save(&c, L, (const float *const *)p, path, dt[f]), 0);
 		for (int l = 0; l < 4; l++) {
 			float *b = calloc(L[l].numel, sizeof(float));
+			float worst = 0;
 
 			cr_assert_eq(m.ops->load_layer(&c, &L[l], path, b), 0, "%s %d", path, l);
-			cr_expect_eq(memcmp(b, p[l], L[l].numel * sizeof(float)), 0, "%s layer %d",
-				     path, l);
+			for (uint64_t i = 0; i < L[l].numel; i++) {
+				/* F16 subnormals below 6.1e-5: a step of 6e-8 */
+				float e = (fabsf(b[i] - p[l][i]) - 6e-8f) / (fabsf(p[l][i]) + 1e-30f);
+
+				worst = e > worst ? e : worst;
+			}
+			cr_expect(worst <= tol[f], "%s layer %d: relative error %g", path, l,
+				  (double)worst);
 			free(b);
 		}
 	}
