@@ -178,16 +178,18 @@ struct zn_kernel_table {
 
 	/* Fused causal attention, the FlashAttention-2 algorithm (docs/kernels.md): the same
 	 * qkv [B,T,S] layout and out [B,T,NH*hd] as gqa_attention (GPT-2's qkv [B,T,3C] is
-	 * KV = NH, hd = C/NH), no window, and no [T,T] buffer: the forward saves only
+	 * KV = NH, hd = C/NH) and window (0 = none; > 0: key t2 visible from t when
+	 * t2 <= t and t - t2 < window, as gqa_attention), and no [T,T] buffer: the forward saves only
 	 * lse [B,NH,T], each query row's log-sum-exp of its scaled scores; the backward
 	 * recomputes the scores tile by tile from qkv and lse. drow [B,NH,T] is scratch the
 	 * backward writes (sum(dout * out) per row). Backward: dqkv += . Deterministic: every
 	 * output row is summed by one thread in a fixed tile order, no atomics. */
 	void (*flash_attention_forward)(void *stream, float *out, float *lse, const float *qkv,
-					int B, int T, int NH, int KV, int hd);
+					int B, int T, int NH, int KV, int hd, int window);
 	void (*flash_attention_backward)(void *stream, float *dqkv, float *drow,
 					 const float *dout, const float *qkv, const float *out,
-					 const float *lse, int B, int T, int NH, int KV, int hd);
+					 const float *lse, int B, int T, int NH, int KV, int hd,
+					 int window);
 
 	/* fp16 parameters (fp16 training): casts as src/core/dtype.c's (round to nearest even,
 	 * subnormals kept, overflow to inf, NaN stays NaN). */
@@ -216,6 +218,19 @@ struct zn_kernel_table {
 				     int C);
 	void (*embedding_forward_bf16)(void *stream, float *out, const int *inp,
 				       const uint16_t *wte, int B, int T, int C);
+
+	/* flash_attention_forward/backward on tensor cores (same arguments and outputs):
+	 * CUDA multiplies bf16-rounded tiles with fp32 accumulation (WMMA, head_dim <= 128;
+	 * agrees with the fp32 op to bf16 tolerance); the CPU table has no tensor cores and
+	 * runs its fp32 flash_attention. Not used by the models until validated on a GPU
+	 * (docs/kernels.md). */
+	void (*flash_attention_tc_forward)(void *stream, float *out, float *lse,
+					   const float *qkv, int B, int T, int NH, int KV, int hd,
+					   int window);
+	void (*flash_attention_tc_backward)(void *stream, float *dqkv, float *drow,
+					    const float *dout, const float *qkv, const float *out,
+					    const float *lse, int B, int T, int NH, int KV, int hd,
+					    int window);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

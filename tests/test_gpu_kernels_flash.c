@@ -1,7 +1,7 @@
 /* kernels/cuda's fused (FlashAttention-2) attention against kernels/cpu's (itself checked
  * against the naive attention, a double loop and finite differences in
  * test_kernels_flash.c): GQA, MHA, MQA, head_dim 24, 40, 64 and 128, T across tile
- * boundaries. Same inputs on both sides; dqkv starts from the same random values
+ * boundaries, and Mistral's sliding window (inside a tile, across tiles, 1). Same inputs on both sides; dqkv starts from the same random values
  * (accumulate semantics); out, lse and drow start as garbage on the device; a non-default
  * stream; bit-identical reruns. Skips, with the reason, without CUDA or a usable GPU.
  * Tolerance 1e-4 (kc_close rtol): the two sum in different orders.
@@ -21,15 +21,18 @@
 #define RTOL 1e-4
 
 struct fshape {
-	int B, T, NH, KV, hd;
+	int B, T, NH, KV, hd, W; /* W: sliding window, 0 = none */
 };
 
 static const struct fshape shapes[] = {
-	{ 2, 64, 8, 2, 32 },  /* GQA, round sizes */
-	{ 3, 37, 6, 3, 24 },  /* odd sizes */
-	{ 1, 45, 4, 1, 40 },  /* MQA */
-	{ 2, 33, 4, 4, 64 },  /* MHA (GPT-2's layout) */
-	{ 1, 300, 4, 2, 128 }, /* hd 128, many tiles */
+	{ 2, 64, 8, 2, 32, 0 },   /* GQA, round sizes */
+	{ 3, 37, 6, 3, 24, 0 },   /* odd sizes */
+	{ 1, 45, 4, 1, 40, 0 },   /* MQA */
+	{ 2, 33, 4, 4, 64, 0 },   /* MHA (GPT-2's layout) */
+	{ 1, 300, 4, 2, 128, 0 }, /* hd 128, many tiles */
+	{ 2, 100, 4, 2, 32, 16 }, /* window inside a tile */
+	{ 1, 300, 8, 2, 64, 70 }, /* window across tiles */
+	{ 1, 40, 2, 1, 24, 1 },   /* window 1: the diagonal only */
 };
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
 
@@ -52,8 +55,8 @@ static void same(const char *what, const struct fshape *s, const float *d, const
 	char name[200];
 
 	cr_assert(g && ref);
-	snprintf(name, sizeof(name), "%s (B %d T %d NH %d KV %d hd %d)", what, s->B, s->T, s->NH,
-		 s->KV, s->hd);
+	snprintf(name, sizeof(name), "%s (B %d T %d NH %d KV %d hd %d window %d)", what, s->B,
+		 s->T, s->NH, s->KV, s->hd, s->W);
 	down(g, d, n * sizeof(float), name);
 	for (size_t i = 0; i < n; i++)
 		ref[i] = cpu_h[i];
@@ -80,7 +83,7 @@ Test(kernels_gpu_flash, flash_attention)
 	for (size_t k = 0; k < NSHAPES; k++) {
 		const struct fshape *s = &shapes[k];
 		struct kc_rng r = { 701 + k };
-		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd;
+		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd, W = s->W;
 		size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
 		size_t nr = (size_t)B * NH * T;
 		float *x = frand(&r, ni, -2, 2), *dout = frand(&r, no, -1, 1);
@@ -91,24 +94,25 @@ Test(kernels_gpu_flash, flash_attention)
 		float *drow_d = up(NULL, nr * 4);
 
 		cr_assert(out && lse && drow);
-		gpu->flash_attention_forward(st, out_d, lse_d, x_d, B, T, NH, KV, hd);
-		cpu->flash_attention_forward(NULL, out, lse, x, B, T, NH, KV, hd);
+		gpu->flash_attention_forward(st, out_d, lse_d, x_d, B, T, NH, KV, hd, W);
+		cpu->flash_attention_forward(NULL, out, lse, x, B, T, NH, KV, hd, W);
 		same("flash_attention_forward out", s, out_d, out, no);
 		same("flash_attention_forward lse", s, lse_d, lse, nr);
 		float *o1 = fetch(out_d, no * 4, "flash out");
 
-		gpu->flash_attention_forward(st, out_d, lse_d, x_d, B, T, NH, KV, hd);
+		gpu->flash_attention_forward(st, out_d, lse_d, x_d, B, T, NH, KV, hd, W);
 		float *o2 = fetch(out_d, no * 4, "flash out rerun");
 
 		cr_assert(!memcmp(o1, o2, no * 4), "flash out: not bit-identical run to run");
 		gpu->flash_attention_backward(st, dx_d, drow_d, dout_d, x_d, out_d, lse_d, B, T, NH,
-					      KV, hd);
-		cpu->flash_attention_backward(NULL, dx, drow, dout, x, out, lse, B, T, NH, KV, hd);
+					      KV, hd, W);
+		cpu->flash_attention_backward(NULL, dx, drow, dout, x, out, lse, B, T, NH, KV, hd,
+					      W);
 		same("flash_attention_backward dqkv", s, dx_d, dx, ni);
 		float *g1 = fetch(dx_d, ni * 4, "flash dqkv");
 
 		gpu->flash_attention_backward(st, dx2_d, drow_d, dout_d, x_d, out_d, lse_d, B, T,
-					      NH, KV, hd);
+					      NH, KV, hd, W);
 		float *g2 = fetch(dx2_d, ni * 4, "flash dqkv rerun");
 
 		cr_assert(!memcmp(g1, g2, ni * 4), "flash dqkv: not bit-identical run to run");

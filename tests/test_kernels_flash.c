@@ -82,7 +82,7 @@ static size_t n_row(struct shape s)
 
 /* double reference: out and lse; loss = sum(out * w) when w */
 static double ref_attention(double *out, double *lse, const double *qkv, const double *w,
-			    struct shape s)
+			    struct shape s, int W)
 {
 	long S = (long)(s.NH + 2 * s.KV) * s.hd, C = (long)s.NH * s.hd;
 	double scale = 1.0 / sqrt((double)s.hd), loss = 0.0;
@@ -95,8 +95,9 @@ static double ref_attention(double *out, double *lse, const double *qkv, const d
 				const double *x = qkv + (long)b * s.T * S;
 				const double *q = x + t * S + (long)h * s.hd;
 				double mx = -INFINITY, sum = 0.0;
+				int lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
 
-				for (int t2 = 0; t2 <= t; t2++) {
+				for (int t2 = lo; t2 <= t; t2++) {
 					const double *k = x + t2 * S + (long)(s.NH + g) * s.hd;
 					double d = 0.0;
 
@@ -105,14 +106,14 @@ static double ref_attention(double *out, double *lse, const double *qkv, const d
 					p[t2] = d * scale;
 					mx = fmax(mx, p[t2]);
 				}
-				for (int t2 = 0; t2 <= t; t2++)
+				for (int t2 = lo; t2 <= t; t2++)
 					sum += (p[t2] = exp(p[t2] - mx));
 				if (lse)
 					lse[((long)b * s.NH + h) * s.T + t] = mx + log(sum);
 				for (int i = 0; i < s.hd; i++) {
 					double o = 0.0;
 
-					for (int t2 = 0; t2 <= t; t2++)
+					for (int t2 = lo; t2 <= t; t2++)
 						o += p[t2] / sum *
 						     x[t2 * S + (long)(s.NH + s.KV + g) * s.hd + i];
 					long oi = ((long)b * s.T + t) * C + (long)h * s.hd + i;
@@ -127,8 +128,9 @@ static double ref_attention(double *out, double *lse, const double *qkv, const d
 	return loss;
 }
 
-/* forward and backward vs the naive gqa kernel; backward vs finite differences if fd */
-static void check_shape(struct shape s, uint64_t seed, int fd)
+/* forward and backward vs the naive gqa kernel (window W, 0 = none); backward vs finite
+ * differences if fd */
+static void check_window(struct shape s, int W, uint64_t seed, int fd)
 {
 	struct kc_rng r = { seed };
 	size_t ni = n_qkv(s), no = n_out(s), nr = n_row(s), na = nr * s.T;
@@ -138,37 +140,37 @@ static void check_shape(struct shape s, uint64_t seed, int fd)
 	float *ndq = falloc(ni), *dq = falloc(ni);
 	char what[160];
 
-	snprintf(what, sizeof(what), "flash B %d T %d NH %d KV %d hd %d", s.B, s.T, s.NH, s.KV,
-		 s.hd);
+	snprintf(what, sizeof(what), "flash B %d T %d NH %d KV %d hd %d window %d", s.B, s.T,
+		 s.NH, s.KV, s.hd, W);
 	/* out and lse start as garbage: the forward writes every element */
-	zn_cpu_flash_attention_forward(out, lse, qkv, s.B, s.T, s.NH, s.KV, s.hd);
-	zn_cpu_gqa_attention_forward(nout, pre, att, qkv, s.B, s.T, s.NH, s.KV, s.hd, 0);
+	zn_cpu_flash_attention_forward(out, lse, qkv, s.B, s.T, s.NH, s.KV, s.hd, W);
+	zn_cpu_gqa_attention_forward(nout, pre, att, qkv, s.B, s.T, s.NH, s.KV, s.hd, W);
 	double *want = todouble(nout, no);
 
 	cr_assert(kc_close(what, out, want, no, RTOL), "%s: out vs naive", what);
 	double *dx = todouble(qkv, ni), *rl = dalloc(nr), *ro = dalloc(no);
 
-	ref_attention(ro, rl, dx, NULL, s);
+	ref_attention(ro, rl, dx, NULL, s, W);
 	cr_assert(kc_close(what, out, ro, no, RTOL), "%s: out vs double", what);
 	cr_assert(kc_close(what, lse, rl, nr, RTOL), "%s: lse vs double", what);
 
 	zn_cpu_gqa_attention_backward(ndq, pre, att, dout, qkv, att, s.B, s.T, s.NH, s.KV, s.hd,
 				      0);
 	/* att was overwritten above by datt: recompute the forward and redo the naive backward */
-	zn_cpu_gqa_attention_forward(nout, pre, att, qkv, s.B, s.T, s.NH, s.KV, s.hd, 0);
+	zn_cpu_gqa_attention_forward(nout, pre, att, qkv, s.B, s.T, s.NH, s.KV, s.hd, W);
 	float *datt = falloc(na), *dpre = falloc(na);
 
 	memset(ndq, 0, ni * sizeof(float));
 	zn_cpu_gqa_attention_backward(ndq, dpre, datt, dout, qkv, att, s.B, s.T, s.NH, s.KV,
-				      s.hd, 0);
+				      s.hd, W);
 	zn_cpu_flash_attention_backward(dq, drow, dout, qkv, out, lse, s.B, s.T, s.NH, s.KV,
-					s.hd);
+					s.hd, W);
 	double *wq = todouble(ndq, ni);
 
 	cr_assert(kc_close(what, dq, wq, ni, RTOL), "%s: dqkv vs naive", what);
 	/* accumulate: a second call adds the same gradient again */
 	zn_cpu_flash_attention_backward(dq, drow, dout, qkv, out, lse, s.B, s.T, s.NH, s.KV,
-					s.hd);
+					s.hd, W);
 	for (size_t i = 0; i < ni; i++)
 		wq[i] *= 2;
 	cr_assert(kc_close(what, dq, wq, ni, RTOL), "%s: dqkv accumulates", what);
@@ -179,15 +181,15 @@ static void check_shape(struct shape s, uint64_t seed, int fd)
 			double save = dx[i], lp, lm;
 
 			dx[i] = save + FD_H;
-			lp = ref_attention(NULL, NULL, dx, wd, s);
+			lp = ref_attention(NULL, NULL, dx, wd, s, W);
 			dx[i] = save - FD_H;
-			lm = ref_attention(NULL, NULL, dx, wd, s);
+			lm = ref_attention(NULL, NULL, dx, wd, s, W);
 			dx[i] = save;
 			g[i] = (lp - lm) / (2 * FD_H);
 		}
 		memset(dq, 0, ni * sizeof(float));
 		zn_cpu_flash_attention_backward(dq, drow, dout, qkv, out, lse, s.B, s.T, s.NH,
-						s.KV, s.hd);
+						s.KV, s.hd, W);
 		cr_assert(kc_close(what, dq, g, ni, RTOL), "%s: dqkv vs finite differences",
 			  what);
 		free(wd), free(g);
@@ -195,6 +197,11 @@ static void check_shape(struct shape s, uint64_t seed, int fd)
 	free(qkv), free(dout), free(out), free(lse), free(drow), free(nout), free(pre);
 	free(att), free(ndq), free(dq), free(want), free(dx), free(rl), free(ro), free(datt);
 	free(dpre), free(wq);
+}
+
+static void check_shape(struct shape s, uint64_t seed, int fd)
+{
+	check_window(s, 0, seed, fd);
 }
 
 Test(kernels_flash, matches_naive_attention)
@@ -220,12 +227,12 @@ Test(kernels_flash, matches_gpt2_attention)
 	float *drow = falloc(B * NH * T), *d1 = falloc(ni), *d2 = falloc(ni);
 
 	zn_cpu_attention_forward(o1, pre, att, qkv, B, T, C, NH);
-	zn_cpu_flash_attention_forward(o2, lse, qkv, B, T, NH, NH, hd);
+	zn_cpu_flash_attention_forward(o2, lse, qkv, B, T, NH, NH, hd, 0);
 	double *w = todouble(o1, no);
 
 	cr_assert(kc_close("gpt2 out", o2, w, no, RTOL));
 	zn_cpu_attention_backward(d1, dp, da, dout, qkv, att, B, T, C, NH);
-	zn_cpu_flash_attention_backward(d2, drow, dout, qkv, o2, lse, B, T, NH, NH, hd);
+	zn_cpu_flash_attention_backward(d2, drow, dout, qkv, o2, lse, B, T, NH, NH, hd, 0);
 	double *wd = todouble(d1, ni);
 
 	cr_assert(kc_close("gpt2 dqkv", d2, wd, ni, RTOL));
@@ -234,7 +241,7 @@ Test(kernels_flash, matches_gpt2_attention)
 }
 
 /* fixed tile order, no atomics: the same bits on every rerun and at any thread count */
-Test(kernels_flash, bit_identical_reruns)
+static void reruns(int W)
 {
 	struct shape s = { 2, 150, 8, 2, 24 };
 	struct kc_rng r = { 10 };
@@ -246,9 +253,9 @@ Test(kernels_flash, bit_identical_reruns)
 	for (int k = 0; k < 3; k++) {
 		o[k] = falloc(no), l[k] = falloc(nr), d[k] = falloc(ni);
 		omp_set_num_threads(threads[k]);
-		zn_cpu_flash_attention_forward(o[k], l[k], qkv, s.B, s.T, s.NH, s.KV, s.hd);
+		zn_cpu_flash_attention_forward(o[k], l[k], qkv, s.B, s.T, s.NH, s.KV, s.hd, W);
 		zn_cpu_flash_attention_backward(d[k], drow, dout, qkv, o[k], l[k], s.B, s.T, s.NH,
-						s.KV, s.hd);
+						s.KV, s.hd, W);
 	}
 	for (int k = 1; k < 3; k++) {
 		cr_assert(same_bits(o[0], o[k], no, "out"));
@@ -258,6 +265,12 @@ Test(kernels_flash, bit_identical_reruns)
 	for (int k = 0; k < 3; k++)
 		free(o[k]), free(l[k]), free(d[k]);
 	free(qkv), free(dout), free(drow);
+}
+
+Test(kernels_flash, bit_identical_reruns)
+{
+	reruns(0);
+	reruns(45); /* sliding window across tiles */
 }
 
 /* the table slots are the CPU ops */
@@ -270,13 +283,39 @@ Test(kernels_flash, table_slots)
 	float *o1 = falloc(no), *o2 = falloc(no), *l1 = falloc(nr), *l2 = falloc(nr);
 	float *d1 = falloc(ni), *d2 = falloc(ni);
 
-	zn_cpu_flash_attention_forward(o1, l1, qkv, s.B, s.T, s.NH, s.KV, s.hd);
-	zn_kernels_cpu.flash_attention_forward(NULL, o2, l2, qkv, s.B, s.T, s.NH, s.KV, s.hd);
-	zn_cpu_flash_attention_backward(d1, drow, dout, qkv, o1, l1, s.B, s.T, s.NH, s.KV, s.hd);
+	zn_cpu_flash_attention_forward(o1, l1, qkv, s.B, s.T, s.NH, s.KV, s.hd, 7);
+	zn_kernels_cpu.flash_attention_forward(NULL, o2, l2, qkv, s.B, s.T, s.NH, s.KV, s.hd, 7);
+	zn_cpu_flash_attention_backward(d1, drow, dout, qkv, o1, l1, s.B, s.T, s.NH, s.KV, s.hd,
+					7);
 	zn_kernels_cpu.flash_attention_backward(NULL, d2, drow, dout, qkv, o2, l2, s.B, s.T,
-						s.NH, s.KV, s.hd);
+						s.NH, s.KV, s.hd, 7);
 	cr_assert(same_bits(o1, o2, no, "table out"));
 	cr_assert(same_bits(d1, d2, ni, "table dqkv"));
 	free(qkv), free(dout), free(drow), free(o1), free(o2), free(l1), free(l2), free(d1);
 	free(d2);
+}
+
+/* Mistral's sliding window: key t2 visible from t when t - t2 < window (gqa_attention's
+ * mask), against the naive op, the double loop and its finite differences, windows inside
+ * one tile, across tiles, 1 (only the diagonal) and >= T (the causal result, bit for bit) */
+Test(kernels_flash, sliding_window)
+{
+	check_window((struct shape){ 2, 7, 4, 2, 6 }, 3, 21, 1);
+	check_window((struct shape){ 1, 33, 4, 1, 5 }, 1, 22, 1);
+	check_window((struct shape){ 1, 40, 2, 2, 4 }, 9, 23, 1);
+	check_window((struct shape){ 2, 70, 6, 3, 12 }, 32, 24, 0);
+	check_window((struct shape){ 1, 130, 8, 2, 16 }, 40, 25, 0);
+	check_window((struct shape){ 1, 97, 2, 2, 8 }, 33, 26, 0);
+
+	struct shape s = { 1, 50, 2, 1, 8 };
+	struct kc_rng r = { 27 };
+	size_t ni = n_qkv(s), no = n_out(s), nr = n_row(s);
+	float *qkv = frand(&r, ni, -2, 2), *o1 = falloc(no), *o2 = falloc(no);
+	float *l1 = falloc(nr), *l2 = falloc(nr);
+
+	zn_cpu_flash_attention_forward(o1, l1, qkv, s.B, s.T, s.NH, s.KV, s.hd, 0);
+	zn_cpu_flash_attention_forward(o2, l2, qkv, s.B, s.T, s.NH, s.KV, s.hd, s.T);
+	cr_assert(same_bits(o1, o2, no, "window T vs none"));
+	cr_assert(same_bits(l1, l2, nr, "window T lse vs none"));
+	free(qkv), free(o1), free(o2), free(l1), free(l2);
 }

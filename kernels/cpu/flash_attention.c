@@ -4,7 +4,9 @@
  * case KV = NH, hd = C/NH): query head h at channel h*hd, its key and value head
  * g = h / (NH/KV) at (NH+g)*hd and (NH+KV+g)*hd. out [B,T,NH*hd]; lse [B,NH,T] is the
  * only saved statistic: lse = m + log(l) of each query row's scores q.k/sqrt(hd) over the
- * keys t2 <= t. No [T,T] buffer exists: scores live in one ZN_FLASH_TILE^2 tile per thread.
+ * visible keys: t2 <= t and, with window > 0, t - t2 < window (Mistral's sliding window,
+ * as gqa_attention masks it). Key tiles wholly outside a query tile's window are skipped
+ * (window 0: every tile from 0, the same loops as without a window). No [T,T] buffer exists: scores live in one ZN_FLASH_TILE^2 tile per thread.
  *
  * Forward, one (b, h, query tile) per task: for key tiles in order, the tile's scores, the
  * running row max m and sum l (the online softmax: earlier partial sums rescaled by
@@ -25,14 +27,14 @@
 #define TILE ZN_FLASH_TILE
 
 struct fl {
-	int T, NH, KV, hd, G;
+	int T, NH, KV, hd, G, window;
 	long S, C; /* row strides of qkv and out */
 	float scale;
 };
 
-static struct fl fl_make(int T, int NH, int KV, int hd)
+static struct fl fl_make(int T, int NH, int KV, int hd, int window)
 {
-	struct fl a = { T, NH, KV, hd, NH / KV, (long)(NH + 2 * KV) * hd, (long)NH * hd,
+	struct fl a = { T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd, (long)NH * hd,
 			(float)(1.0 / sqrt((double)hd)) };
 
 	return a;
@@ -52,13 +54,34 @@ static int imin(int a, int b)
 	return a < b ? a : b;
 }
 
+static int visible(const struct fl *a, int t, int t2)
+{
+	return t2 <= t && (a->window <= 0 || t - t2 < a->window);
+}
+
+/* first key tile a query tile starting at i0 sees (0 without a window) */
+static int first_key_tile(const struct fl *a, int i0)
+{
+	int j = a->window > 0 ? i0 - a->window + 1 : 0;
+
+	return j <= 0 ? 0 : j - j % TILE;
+}
+
+/* end (exclusive) of the query rows that see a key tile ending at key j1 - 1 */
+static int query_end(const struct fl *a, int j1)
+{
+	if (a->window <= 0 || (long)j1 - 1 + a->window >= a->T)
+		return a->T;
+	return j1 - 1 + a->window;
+}
+
 /* s[r][c] = q_(i0+r) . k_(j0+c) * scale for the visible pairs, -INFINITY elsewhere */
 static void scores(float *s, const float *q, const float *k, const struct fl *a, int i0,
 		   int ni, int j0, int nj)
 {
 	for (int r = 0; r < ni; r++)
 		for (int c = 0; c < nj; c++)
-			s[r * TILE + c] = j0 + c <= i0 + r ?
+			s[r * TILE + c] = visible(a, i0 + r, j0 + c) ?
 				dot(q + (long)(i0 + r) * a->S, k + (long)(j0 + c) * a->S, a->hd) *
 					a->scale :
 				-INFINITY;
@@ -79,7 +102,7 @@ static void fwd_tile(float *o, float *ls, const float *x, const struct fl *a, in
 		for (int i = 0; i < hd; i++)
 			o[(long)(i0 + r) * a->C + i] = 0.0f;
 	}
-	for (int j0 = 0; j0 <= i0 + ni - 1; j0 += TILE) {
+	for (int j0 = first_key_tile(a, i0); j0 <= i0 + ni - 1; j0 += TILE) {
 		int nj = imin(TILE, a->T - j0);
 
 		scores(s, q, k, a, i0, ni, j0, nj);
@@ -121,9 +144,9 @@ static void fwd_tile(float *o, float *ls, const float *x, const struct fl *a, in
 }
 
 void zn_cpu_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T,
-				    int NH, int KV, int hd)
+				    int NH, int KV, int hd, int window)
 {
-	struct fl a = fl_make(T, NH, KV, hd);
+	struct fl a = fl_make(T, NH, KV, hd, window);
 	long nt = (T + TILE - 1) / TILE, n = (long)B * NH * nt;
 
 #pragma omp parallel for schedule(dynamic, 1) if ((long)B * NH * T * T * hd > ZN_CPU_PAR_MIN)
@@ -170,7 +193,9 @@ static void bwd_kv_tile(float *dx, const float *x, const float *d, const float *
 		const float *q = x + (long)h * hd, *dh = d + (long)h * hd;
 		const float *lh = ls + (long)h * a->T, *drh = dr + (long)h * a->T;
 
-		for (int i0 = j0 - j0 % TILE; i0 < a->T; i0 += TILE) {
+		int iend = query_end(a, j0 + nj);
+
+		for (int i0 = j0 - j0 % TILE; i0 < iend; i0 += TILE) {
 			int ni = imin(TILE, a->T - i0);
 
 			bwd_tile_p(p, ds, q, k, v, dh, lh, drh, a, i0, ni, j0, nj);
@@ -206,7 +231,7 @@ static void bwd_q_tile(float *dx, const float *x, const float *d, const float *l
 	float *dq = dx + (long)h * hd;
 	float p[TILE * TILE], ds[TILE * TILE];
 
-	for (int j0 = 0; j0 <= i0 + ni - 1; j0 += TILE) {
+	for (int j0 = first_key_tile(a, i0); j0 <= i0 + ni - 1; j0 += TILE) {
 		int nj = imin(TILE, a->T - j0);
 
 		bwd_tile_p(p, ds, q, k, v, dh, ls, dr, a, i0, ni, j0, nj);
@@ -228,9 +253,9 @@ static void bwd_q_tile(float *dx, const float *x, const float *d, const float *l
 
 void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout,
 				     const float *qkv, const float *out, const float *lse, int B,
-				     int T, int NH, int KV, int hd)
+				     int T, int NH, int KV, int hd, int window)
 {
-	struct fl a = fl_make(T, NH, KV, hd);
+	struct fl a = fl_make(T, NH, KV, hd, window);
 	long nt = (T + TILE - 1) / TILE, n = (long)B * NH * T;
 	long work = (long)B * NH * T * T * hd;
 

@@ -127,9 +127,9 @@ void zn_cpu_gqa_attention_backward(float *dqkv, float *dpreatt, float *datt, con
  * rows per tile of the forward and backward passes. */
 #define ZN_FLASH_TILE 32
 void zn_cpu_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T,
-				    int NH, int KV, int hd);
+				    int NH, int KV, int hd, int window);
 void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout,
 				     const float *qkv, const float *out, const float *lse, int B,
-				     int T, int NH, int KV, int hd);
+				     int T, int NH, int KV, int hd, int window);
 
 #endif

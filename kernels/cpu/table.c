@@ -196,16 +196,17 @@ static void gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, fl
 }
 
 static void flash_attention_forward(void *stream, float *out, float *lse, const float *qkv,
-				    int B, int T, int NH, int KV, int hd)
+				    int B, int T, int NH, int KV, int hd, int window)
 {
-	zn_cpu_flash_attention_forward(out, lse, qkv, B, T, NH, KV, hd);
+	zn_cpu_flash_attention_forward(out, lse, qkv, B, T, NH, KV, hd, window);
 }
 
 static void flash_attention_backward(void *stream, float *dqkv, float *drow, const float *dout,
 				     const float *qkv, const float *out, const float *lse, int B,
-				     int T, int NH, int KV, int hd)
+				     int T, int NH, int KV, int hd, int window)
 {
-	zn_cpu_flash_attention_backward(dqkv, drow, dout, qkv, out, lse, B, T, NH, KV, hd);
+	zn_cpu_flash_attention_backward(dqkv, drow, dout, qkv, out, lse, B, T, NH, KV, hd,
+					window);
 }
 
 static void matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
@@ -274,4 +275,7 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.matmul_backward_bf16 = matmul_backward_bf16,
 	.encoder_forward_bf16 = encoder_forward_bf16,
 	.embedding_forward_bf16 = embedding_forward_bf16,
+	/* no tensor cores: the fp32 fused attention */
+	.flash_attention_tc_forward = flash_attention_forward,
+	.flash_attention_tc_backward = flash_attention_backward,
 };

@@ -9,6 +9,9 @@
  * key tiles in order; a warp per key row (b, g, t2) sums dk and dv over the group's query
  * heads in order, then query tiles in order. Every output element is summed by one lane in
  * a fixed order: deterministic, no atomics. fp32 CUDA cores (no tensor cores yet).
+ * Sliding window (window > 0): query t sees keys first_key(t) = max(0, t - window + 1)
+ * .. t, so its key tiles start there; key t2 is seen by queries t2 .. t2 + window - 1.
+ * window 0 runs exactly the loops of the causal kernel (first_key 0, every later query).
  */
 #include <math.h>
 
@@ -21,17 +24,29 @@ extern "C" {
 #define WARPS 8 /* rows per block */
 
 struct fl_view {
-	int T, NH, KV, hd, G;
+	int T, NH, KV, hd, G, window;
 	long S, C;
 	float scale;
 };
 
-static struct fl_view fl_view_make(int T, int NH, int KV, int hd)
+static struct fl_view fl_view_make(int T, int NH, int KV, int hd, int window)
 {
-	struct fl_view a = { T, NH, KV, hd, NH / KV, (long)(NH + 2 * KV) * hd, (long)NH * hd,
-			     (float)(1.0 / sqrt((double)hd)) };
+	struct fl_view a = { T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd,
+			     (long)NH * hd, (float)(1.0 / sqrt((double)hd)) };
 
 	return a;
+}
+
+/* the first key query t sees */
+static __device__ __forceinline__ int first_key(const struct fl_view &a, int t)
+{
+	return a.window > 0 && t - a.window + 1 > 0 ? t - a.window + 1 : 0;
+}
+
+/* one past the last query that sees key t2 */
+static __device__ __forceinline__ int query_end(const struct fl_view &a, int t2)
+{
+	return a.window > 0 && (long)t2 + a.window < a.T ? t2 + a.window : a.T;
 }
 
 static __device__ __forceinline__ float fl_dot(const float *x, const float *y, int n)
@@ -62,7 +77,7 @@ static __global__ void flash_forward_kernel(float *out, float *lse, const float 
 
 	for (int i = lane; i < a.hd; i += 32)
 		o[i] = 0.0f;
-	for (int j0 = 0; j0 <= t; j0 += 32) {
+	for (int j0 = first_key(a, t); j0 <= t; j0 += 32) {
 		int c = j0 + lane, nj = t - j0 + 1 < 32 ? t - j0 + 1 : 32;
 		float s = c <= t ? fl_dot(q, k + c * a.S, a.hd) * a.scale : -INFINITY;
 		float mx = zn_warp_max(fmaxf(m, s));
@@ -132,7 +147,7 @@ static __global__ void flash_dq_kernel(float *dqkv, const float *dout, const flo
 	float *dq = dqkv + b * a.T * a.S + t * a.S + (long)h * a.hd;
 	float ls = lse[r], dr = drow[r];
 
-	for (int j0 = 0; j0 <= t; j0 += 32) {
+	for (int j0 = first_key(a, t); j0 <= t; j0 += 32) {
 		int c = j0 + lane, nj = t - j0 + 1 < 32 ? t - j0 + 1 : 32;
 		float ds = 0.0f;
 
@@ -174,17 +189,18 @@ static __global__ void flash_dkv_kernel(float *dqkv, const float *dout, const fl
 	const float *v = x + t2 * a.S + (long)(a.NH + a.KV + g) * a.hd;
 	float *dk = dqkv + b * a.T * a.S + t2 * a.S + (long)(a.NH + g) * a.hd;
 	float *dv = dk + (long)a.KV * a.hd;
+	int tend = query_end(a, t2);
 
 	for (int h = g * a.G; h < (g + 1) * a.G; h++) {
 		const float *q = x + (long)h * a.hd;
 		const float *d = dout + b * a.T * a.C + (long)h * a.hd;
 		const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
 
-		for (int i0 = t2; i0 < a.T; i0 += 32) {
-			int t = i0 + lane, ni = a.T - i0 < 32 ? a.T - i0 : 32;
+		for (int i0 = t2; i0 < tend; i0 += 32) {
+			int t = i0 + lane, ni = tend - i0 < 32 ? tend - i0 : 32;
 			float p = 0.0f, ds = 0.0f;
 
-			if (t < a.T) {
+			if (t < tend) {
 				p = expf(fl_dot(q + t * a.S, k, a.hd) * a.scale - ls[t]);
 				ds = p * (fl_dot(d + t * a.C, v, a.hd) - dr[t]) * a.scale;
 			}
@@ -217,9 +233,9 @@ static unsigned warp_blocks(long rows)
 
 extern "C" void zn_cuda_flash_attention_forward(void *stream, float *out, float *lse,
 						const float *qkv, int B, int T, int NH, int KV,
-						int hd)
+						int hd, int window)
 {
-	struct fl_view a = fl_view_make(T, NH, KV, hd);
+	struct fl_view a = fl_view_make(T, NH, KV, hd, window);
 	long rows = (long)B * NH * T;
 
 	flash_forward_kernel<<<warp_blocks(rows), 32 * WARPS, 0, (cudaStream_t)stream>>>(
@@ -230,10 +246,10 @@ extern "C" void zn_cuda_flash_attention_forward(void *stream, float *out, float 
 extern "C" void zn_cuda_flash_attention_backward(void *stream, float *dqkv, float *drow,
 						 const float *dout, const float *qkv,
 						 const float *out, const float *lse, int B, int T,
-						 int NH, int KV, int hd)
+						 int NH, int KV, int hd, int window)
 {
 	const char *op = "flash_attention_backward";
-	struct fl_view a = fl_view_make(T, NH, KV, hd);
+	struct fl_view a = fl_view_make(T, NH, KV, hd, window);
 	long rows = (long)B * NH * T, krows = (long)B * KV * T;
 	cudaStream_t s = (cudaStream_t)stream;
 

@@ -100,10 +100,11 @@ void zn_cuda_gqa_attention_backward(void *stream, float *dqkv, float *dpreatt, f
 				    const float *dout, const float *qkv, const float *att, int B,
 				    int T, int NH, int KV, int hd, int window);
 void zn_cuda_flash_attention_forward(void *stream, float *out, float *lse, const float *qkv,
-				     int B, int T, int NH, int KV, int hd);
+				     int B, int T, int NH, int KV, int hd, int window);
 void zn_cuda_flash_attention_backward(void *stream, float *dqkv, float *drow,
 				      const float *dout, const float *qkv, const float *out,
-				      const float *lse, int B, int T, int NH, int KV, int hd);
+				      const float *lse, int B, int T, int NH, int KV, int hd,
+				      int window);
 void zn_cuda_matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
 				 const uint16_t *weight, const float *bias, int B, int T, int C,
 				 int OC);
@@ -114,6 +115,13 @@ void zn_cuda_encoder_forward_bf16(void *stream, float *out, const int *inp,
 				  const uint16_t *wte, const uint16_t *wpe, int B, int T, int C);
 void zn_cuda_embedding_forward_bf16(void *stream, float *out, const int *inp,
 				    const uint16_t *wte, int B, int T, int C);
+void zn_cuda_flash_attention_tc_forward(void *stream, float *out, float *lse,
+					const float *qkv, int B, int T, int NH, int KV, int hd,
+					int window);
+void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, float *drow,
+					 const float *dout, const float *qkv, const float *out,
+					 const float *lse, int B, int T, int NH, int KV, int hd,
+					 int window);
 
 /* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
 int zn_cuda_kernels_error(void);

@@ -177,7 +177,7 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->matmul_forward(st, a.qkv, a.ln1, tensor(p, L, ZN_GPT2_QKV_W),
 			  tensor(p, L, ZN_GPT2_QKV_B), B, T, C, 3 * C);
 	/* fused (FlashAttention-2): GPT-2's qkv [B,T,3C] is KV = NH heads of C/NH */
-	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH);
+	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
 	k->matmul_forward(st, branch, a.atty, tensor(p, L, ZN_GPT2_ATTPROJ_W),
 			  tensor(p, L, ZN_GPT2_ATTPROJ_B), B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, branch, s.btc);
@@ -265,7 +265,7 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 			   tensor_mut(g, L, ZN_GPT2_ATTPROJ_B), dres2, a.atty,
 			   tensor(p, L, ZN_GPT2_ATTPROJ_W), B, T, C, C);
 	k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B, T, NH,
-				    NH, C / NH);
+				    NH, C / NH, 0);
 	k->matmul_backward(st, d.dln1, tensor_mut(g, L, ZN_GPT2_QKV_W),
 			   tensor_mut(g, L, ZN_GPT2_QKV_B), d.dqkv, a.ln1,
 			   tensor(p, L, ZN_GPT2_QKV_W), B, T, C, 3 * C);

@@ -85,12 +85,8 @@ int zn_llama_config_validate(struct zn_llama_config *cfg)
 		zn_error("llama model: rms_norm_eps %g must be > 0", (double)cfg->eps);
 		return -EINVAL;
 	}
-	if (cfg->window > 0 && cfg->seq > cfg->window) {
-		zn_error("llama model: seq %d exceeds Mistral's sliding_window %d (attention "
-			 "beyond the window is not implemented): lower --seq to <= %d",
-			 cfg->seq, cfg->window, cfg->window);
-		return -EINVAL;
-	}
+	/* a sequence longer than Mistral's sliding_window is fine: the fused attention masks
+	 * keys t - t2 >= window (kernels/kernels.h, flash_attention) */
 	S = (int64_t)(cfg->heads + 2 * cfg->kv_heads) * cfg->head_dim;
 	bigT = (int64_t)cfg->seq * cfg->seq * cfg->heads;
 	if (S > 0x7fffffff || 2 * (int64_t)cfg->intermediate > 0x7fffffff ||

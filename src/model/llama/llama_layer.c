@@ -8,7 +8,7 @@
 
 struct dims {
 	int H, I, NH, KV, D, Q, S, V;
-	uint64_t bt, bth, att;
+	uint64_t bt, bth, bnt; /* bnt: B x NH x T, the fused attention's row statistics */
 };
 
 static struct dims dims_of(const struct zn_llama_config *c, int B, int T)
@@ -21,7 +21,7 @@ static struct dims dims_of(const struct zn_llama_config *c, int B, int T)
 	d.S = (d.NH + 2 * d.KV) * d.D;
 	d.bt = (uint64_t)B * (uint64_t)T;
 	d.bth = d.bt * (uint64_t)d.H;
-	d.att = (uint64_t)B * (uint64_t)d.NH * (uint64_t)T * (uint64_t)T;
+	d.bnt = (uint64_t)B * (uint64_t)d.NH * (uint64_t)T;
 	return d;
 }
 
@@ -38,34 +38,35 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 }
 
 struct block_acts {
-	float *h1, *rstd1, *qkv, *atty, *att, *res2, *h2, *rstd2, *gu, *m;
+	float *h1, *rstd1, *qkv, *atty, *lse, *res2, *h2, *rstd2, *gu, *m;
 };
 
 static uint64_t block_acts_carve(const struct dims *d, float *acts, struct block_acts *a)
 {
-	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->att,
+	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->lse,
 				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
 	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->S, d->bt * (uint64_t)d->Q,
-				   d->att, d->bth, d->bth, d->bt, d->bt * 2 * (uint64_t)d->I,
+				   d->bnt, d->bth, d->bth, d->bt, d->bt * 2 * (uint64_t)d->I,
 				   d->bt * (uint64_t)d->I };
 
 	return carve(acts, bufs, numel, 10);
 }
 
-/* all accumulated into (zero on entry) except dres2, written over dh2 once consumed */
+/* all accumulated into (zero on entry) except dres2, written over dh2 once consumed, and
+ * drow, written by the attention backward */
 struct block_grads {
-	float *dm, *dgu, *dh2, *dres2_n, *datty, *dqkv, *dpreatt, *datt, *dh1, *dx_n;
+	float *dm, *dgu, *dh2, *dres2_n, *datty, *dqkv, *drow, *dh1, *dx_n;
 };
 
 static uint64_t block_grads_carve(const struct dims *d, float *s, struct block_grads *g)
 {
 	float **const bufs[] = { &g->dm, &g->dgu, &g->dh2, &g->dres2_n, &g->datty,
-				 &g->dqkv, &g->dpreatt, &g->datt, &g->dh1, &g->dx_n };
+				 &g->dqkv, &g->drow, &g->dh1, &g->dx_n };
 	const uint64_t numel[] = { d->bt * (uint64_t)d->I, d->bt * 2 * (uint64_t)d->I, d->bth,
 				   d->bth, d->bt * (uint64_t)d->Q, d->bt * (uint64_t)d->S,
-				   d->att, d->att, d->bth, d->bth };
+				   d->bnt, d->bth, d->bth };
 
-	return carve(s, bufs, numel, 10);
+	return carve(s, bufs, numel, 9);
 }
 
 struct final_acts {
@@ -102,7 +103,7 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 	uint64_t fwd, bwd;
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK) {
-		fwd = d.att + d.bth; /* preatt, branch output */
+		fwd = d.bth; /* branch output */
 		bwd = block_grads_carve(&d, NULL, &g);
 		return fwd > bwd ? fwd : bwd;
 	}
@@ -145,15 +146,15 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	const float *p = io->params;
 	const int B = io->B, T = io->T;
 	struct block_acts a;
-	float *preatt = io->scratch, *branch = io->scratch + d.att;
+	float *branch = io->scratch;
 
 	block_acts_carve(&d, io->acts, &a);
 	k->rmsnorm_forward(st, a.h1, a.rstd1, io->x_in, p + w.ln1, c->eps, B, T, d.H);
 	k->matmul_forward(st, a.qkv, a.h1, p + w.wqkv, w.has_bqkv ? p + w.bqkv : NULL, B, T,
 			  d.H, d.S);
 	k->rope_forward(st, a.qkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
-	k->gqa_attention_forward(st, a.atty, preatt, a.att, a.qkv, B, T, d.NH, d.KV, d.D,
-				 c->window);
+	/* fused (FlashAttention-2) with Mistral's sliding window: no [T,T] buffer */
+	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, d.NH, d.KV, d.D, c->window);
 	k->matmul_forward(st, branch, a.atty, p + w.wo, w.has_bo ? p + w.bo : NULL, B, T, d.Q,
 			  d.H);
 	k->residual_forward(st, a.res2, io->x_in, branch, d.bth);
@@ -187,8 +188,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, dres2, io->dx_out, s.dres2_n, d.bth);
 	k->matmul_backward(st, s.datty, g + w.wo, w.has_bo ? g + w.bo : NULL, dres2, a.atty,
 			   p + w.wo, B, T, d.Q, d.H);
-	k->gqa_attention_backward(st, s.dqkv, s.dpreatt, s.datt, s.datty, a.qkv, a.att, B, T,
-				  d.NH, d.KV, d.D, c->window);
+	k->flash_attention_backward(st, s.dqkv, s.drow, s.datty, a.qkv, a.atty, a.lse, B, T,
+				    d.NH, d.KV, d.D, c->window);
 	k->rope_backward(st, s.dqkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
 	k->matmul_backward(st, s.dh1, g + w.wqkv, w.has_bqkv ? g + w.bqkv : NULL, s.dqkv, a.h1,
 			   p + w.wqkv, B, T, d.H, d.S);
