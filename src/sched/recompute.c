@@ -59,7 +59,9 @@ static uint64_t run_acts_bytes(const struct zn_engine *e)
 	uint64_t m = 0;
 
 	for (int l = 1; l < e->n; l++) {
-		uint64_t b = e->model.ops->act_numel(e->model.config, &e->ld[l], e->B, e->T) * 4;
+		const struct zn_model_ops *o = e->model.ops;
+		uint64_t b = (e->compute16 ? o->act_numel_bf16 : o->act_numel)(
+			e->model.config, &e->ld[l], e->B, e->T) * 4; /* bf16 compute's own sizes */
 
 		if (b > m)
 			m = b;
