@@ -314,6 +314,9 @@ struct zn_engine_options {
 	 * (the engine's buffer of one layer) and returns 0, or a negative code that fails
 	 * create. Loading a checkpoint this way holds one layer in host memory at a time. */
 	int (*init_layer)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
+	/* Likewise for a layer's frozen parameters (L->frozen_numel > 0; docs/lora.md), or
+	 * NULL: the model's init_frozen. */
+	int (*init_frozen)(void *ctx, int layer, const struct zn_layer_desc *L, float *frozen_h);
 	void *init_ctx;
 };
 
@@ -373,6 +376,12 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 /* The fp32 master weights of layer `layer` (numel floats) gathered from every rank into
  * out_h on every rank. Collective. */
 int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
+
+/* Frozen parameters (docs/lora.md): floats of layer `layer`'s frozen buffer (0: none), and
+ * those parameters as fp32 from their home into out_h (every rank holds them whole: not
+ * collective). */
+uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer);
+int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
 
 /* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
  * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or

@@ -47,7 +47,8 @@ struct zn_kernel_table {
 	void (*encoder_backward)(void *stream, float *dwte, float *dwpe, const float *dout,
 				 const int *inp, int B, int T, int C);
 
-	/* mean, rstd [B,T] are saved for backward (eps 1e-5) */
+	/* mean, rstd [B,T] are saved for backward (eps 1e-5); backward: dweight and dbias
+	 * both NULL for frozen weights (only dinp) */
 	void (*layernorm_forward)(void *stream, float *out, float *mean, float *rstd,
 				  const float *inp, const float *weight, const float *bias,
 				  int B, int T, int C);
@@ -58,7 +59,7 @@ struct zn_kernel_table {
 	/* out[B,T,OC] = inp[B,T,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) */
 	void (*matmul_forward)(void *stream, float *out, const float *inp, const float *weight,
 			       const float *bias, int B, int T, int C, int OC);
-	/* dbias may be NULL */
+	/* dbias may be NULL; dweight NULL: the weight is frozen, only dinp is computed */
 	void (*matmul_backward)(void *stream, float *dinp, float *dweight, float *dbias,
 				const float *dout, const float *inp, const float *weight,
 				int B, int T, int C, int OC);
@@ -136,7 +137,7 @@ struct zn_kernel_table {
 				   int B, int T, int C);
 
 	/* RMSNorm (HF LlamaRMSNorm): rstd[B,T] = 1/sqrt(mean(x^2) + eps) saved for backward,
-	 * out = (x * rstd) * weight. Backward dinp, dweight += */
+	 * out = (x * rstd) * weight. Backward dinp, dweight += (dweight NULL: frozen, skipped) */
 	void (*rmsnorm_forward)(void *stream, float *out, float *rstd, const float *inp,
 				const float *weight, float eps, int B, int T, int C);
 	void (*rmsnorm_backward)(void *stream, float *dinp, float *dweight, const float *dout,
@@ -231,6 +232,19 @@ struct zn_kernel_table {
 					    const float *dout, const float *qkv, const float *out,
 					    const float *lse, int B, int T, int NH, int KV, int hd,
 					    int window);
+
+	/* LoRA's ops (src/model/lora, docs/lora.md): column blocks of a row-major [R, ld]
+	 * buffer and a seeded dropout. cols_add: out[r, c0 + j] += s * inp[r, j] for j < n
+	 * (inp [R, n], out [R, ld]); cols_take: out[r, j] = s * inp[r, c0 + j] (out [R, n],
+	 * written; inp [R, ld]). dropout: out[i] = inp[i] / (1 - p) when element i is kept,
+	 * else 0 (written); kept: zn_dropout_keep(seed, i, p) of kernels/dropout.h, the same
+	 * bits on both tables. */
+	void (*cols_add)(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+			 int c0, int n);
+	void (*cols_take)(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+			  int c0, int n);
+	void (*dropout)(void *stream, float *out, const float *inp, float p, uint64_t seed,
+			size_t N);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

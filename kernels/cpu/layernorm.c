@@ -106,5 +106,6 @@ void zn_cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 	long BT = (long)B * T;
 
 	layernorm_backward_inp(dinp, dout, inp, weight, mean, rstd, BT, C);
-	layernorm_backward_weight(dweight, dbias, dout, inp, mean, rstd, BT, C);
+	if (dweight && dbias) /* NULL: frozen weights, skipped */
+		layernorm_backward_weight(dweight, dbias, dout, inp, mean, rstd, BT, C);
 }

@@ -92,8 +92,9 @@ void zn_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 
 	/* dinp[BT,C] += dout[BT,OC] @ weight[OC,C] */
 	gemm_tiled(0, 0, BT, C, OC, dout, OC, weight, C, 1.0f, dinp, C);
-	/* dweight[OC,C] += dout^T[OC,BT] @ inp[BT,C] */
-	gemm_tiled(1, 0, OC, C, BT, dout, OC, inp, C, 1.0f, dweight, C);
+	/* dweight[OC,C] += dout^T[OC,BT] @ inp[BT,C] (NULL: a frozen weight, skipped) */
+	if (dweight)
+		gemm_tiled(1, 0, OC, C, BT, dout, OC, inp, C, 1.0f, dweight, C);
 	if (dbias)
 		zn_cpu_matmul_backward_bias(dbias, dout, BT, OC);
 }
@@ -136,6 +137,8 @@ void zn_cpu_matmul_backward_loop(float *dinp, float *dweight, float *dbias, cons
 				di[i] += d[o] * w[i];
 		}
 	}
+	if (!dweight) /* a frozen weight: skipped */
+		goto bias;
 #pragma omp parallel for schedule(static) if (BT * OC * C > ZN_CPU_PAR_MIN)
 	for (int o = 0; o < OC; o++) {
 		float *dw = dweight + (long)o * C;
@@ -148,6 +151,7 @@ void zn_cpu_matmul_backward_loop(float *dinp, float *dweight, float *dbias, cons
 				dw[i] += d * x[i];
 		}
 	}
+bias:
 	if (dbias)
 		zn_cpu_matmul_backward_bias(dbias, dout, BT, OC);
 }

@@ -132,4 +132,9 @@ void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout
 				     const float *qkv, const float *out, const float *lse, int B,
 				     int T, int NH, int KV, int hd, int window);
 
+/* LoRA (kernels/cpu/lora.c) */
+void zn_cpu_cols_add(float *out, const float *inp, float s, int64_t R, int ld, int c0, int n);
+void zn_cpu_cols_take(float *out, const float *inp, float s, int64_t R, int ld, int c0, int n);
+void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t N);
+
 #endif

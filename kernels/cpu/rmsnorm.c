@@ -80,5 +80,6 @@ void zn_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
 	long BT = (long)B * T;
 
 	rmsnorm_backward_inp(dinp, dout, inp, weight, rstd, BT, C);
-	rmsnorm_backward_weight(dweight, dout, inp, rstd, BT, C);
+	if (dweight) /* NULL: a frozen weight, skipped */
+		rmsnorm_backward_weight(dweight, dout, inp, rstd, BT, C);
 }

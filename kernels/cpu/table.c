@@ -236,6 +236,24 @@ static void embedding_forward_bf16(void *stream, float *out, const int *inp,
 	zn_cpu_embedding_forward_bf16(out, inp, wte, B, T, C);
 }
 
+static void cols_add(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+		     int c0, int n)
+{
+	zn_cpu_cols_add(out, inp, s, R, ld, c0, n);
+}
+
+static void cols_take(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+		      int c0, int n)
+{
+	zn_cpu_cols_take(out, inp, s, R, ld, c0, n);
+}
+
+static void dropout(void *stream, float *out, const float *inp, float p, uint64_t seed,
+		    size_t N)
+{
+	zn_cpu_dropout(out, inp, p, seed, N);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -278,4 +296,7 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	/* no tensor cores: the fp32 fused attention */
 	.flash_attention_tc_forward = flash_attention_forward,
 	.flash_attention_tc_backward = flash_attention_backward,
+	.cols_add = cols_add,
+	.cols_take = cols_take,
+	.dropout = dropout,
 };

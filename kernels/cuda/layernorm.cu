@@ -139,6 +139,8 @@ extern "C" void zn_cuda_layernorm_backward(void *stream, float *dinp, float *dwe
 	layernorm_backward_inp_kernel<<<row_blocks(BT), 32 * ROWS_PER_BLOCK, 0, s>>>(
 		dinp, dout, inp, weight, mean, rstd, BT, C);
 	zn_cuda_note_launch("layernorm_backward", __FILE__, __LINE__);
+	if (!dweight || !dbias) /* frozen weights: skipped */
+		return;
 	layernorm_backward_weight_kernel<<<zn_cuda_grid(C, 32), dim3(32, 32), 0, s>>>(
 		dweight, dbias, dout, inp, mean, rstd, BT, C);
 	zn_cuda_note_launch("layernorm_backward", __FILE__, __LINE__);

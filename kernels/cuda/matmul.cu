@@ -40,8 +40,9 @@ extern "C" void zn_cuda_matmul_backward(void *stream, float *dinp, float *dweigh
 	zn_cuda_gemm(stream, "matmul_backward", false, false, BT, C, OC, 1.0f, dout, OC, 0,
 		     weight, C, 0, 1.0f, dinp, C, 0, 1);
 	/* dweight[OC,C] += dout^T @ inp: dout is stored [BT,OC], i.e. transposed */
-	zn_cuda_gemm(stream, "matmul_backward", true, false, OC, C, BT, 1.0f, dout, OC, 0, inp,
-		     C, 0, 1.0f, dweight, C, 0, 1);
+	if (dweight) /* NULL: a frozen weight, skipped */
+		zn_cuda_gemm(stream, "matmul_backward", true, false, OC, C, BT, 1.0f, dout, OC, 0,
+			     inp, C, 0, 1.0f, dweight, C, 0, 1);
 	if (dbias)
 		zn_cuda_column_sum((cudaStream_t)stream, "matmul_backward", dbias, dout, BT, OC);
 }

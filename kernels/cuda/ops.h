@@ -123,6 +123,14 @@ void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, float *drow,
 					 const float *lse, int B, int T, int NH, int KV, int hd,
 					 int window);
 
+/* LoRA (kernels/cuda/lora.cu) */
+void zn_cuda_cols_add(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+		      int c0, int n);
+void zn_cuda_cols_take(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
+		       int c0, int n);
+void zn_cuda_dropout(void *stream, float *out, const float *inp, float p, uint64_t seed,
+		     size_t N);
+
 /* -EIO once after a failed launch or cuBLAS call since the last call, else 0 */
 int zn_cuda_kernels_error(void);
 /* destroys the calling thread's cuBLAS handle (the next op creates a new one) */

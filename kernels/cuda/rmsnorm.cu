@@ -103,6 +103,8 @@ extern "C" void zn_cuda_rmsnorm_backward(void *stream, float *dinp, float *dweig
 	rmsnorm_backward_inp_kernel<<<zn_cuda_grid(BT, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
 				      s>>>(dinp, dout, inp, weight, rstd, BT, C);
 	zn_cuda_note_launch("rmsnorm_backward", __FILE__, __LINE__);
+	if (!dweight) /* a frozen weight: skipped */
+		return;
 	rmsnorm_backward_weight_kernel<<<zn_cuda_grid(C, 32), dim3(32, 32), 0, s>>>(
 		dweight, dout, inp, rstd, BT, C);
 	zn_cuda_note_launch("rmsnorm_backward", __FILE__, __LINE__);

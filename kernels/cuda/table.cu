@@ -45,9 +45,12 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_embedding_forward_bf16,
 	zn_cuda_flash_attention_tc_forward,
 	zn_cuda_flash_attention_tc_backward,
+	zn_cuda_cols_add,
+	zn_cuda_cols_take,
+	zn_cuda_dropout,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 40 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 43 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

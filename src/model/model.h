@@ -48,6 +48,11 @@ struct zn_layer_desc {
 	struct zn_tensor_desc tensors[ZN_MODEL_MAX_TENSORS];
 	uint64_t numel;   /* floats in the flat buffer: the tensors, back to back */
 	int tied_layer;   /* the earlier layer whose parameters this one also reads, or -1 */
+	/* Frozen parameters (docs/lora.md): floats of the layer's second flat buffer, which
+	 * the model reads (zn_layer_io.frozen) but never trains: no gradient, no master, no
+	 * optimizer state. Its tensors are the family's own business (LoRA: the base
+	 * layer's); tensors[] above are the trainable ones only. 0: none. */
+	uint64_t frozen_numel;
 };
 
 /* One layer's call: device pointers (the stream's memory), B x T tokens. */
@@ -68,6 +73,10 @@ struct zn_layer_io {
 	float *losses;                     /* last layer's forward: B x T losses */
 	float dloss_scale;                 /* gradient of sum(losses) x dloss_scale */
 	int B, T;
+	/* frozen_numel > 0: the layer's frozen fp32 parameters (read only); tied_frozen: the
+	 * tied layer's, or NULL */
+	const float *frozen, *tied_frozen;
+	uint64_t seed;                     /* this step and micro-batch's random stream */
 };
 
 struct zn_model_ops {
@@ -102,6 +111,10 @@ struct zn_model_ops {
 			  float *params_h);
 	int (*save)(const void *config, const struct zn_layer_desc *layers,
 		    const float *const *params_h, const char *path, enum zn_dtype dtype);
+	/* required when a layer has frozen_numel > 0: elements [first, first + count) of the
+	 * layer's initial frozen parameters (as init) */
+	void (*init_frozen)(const void *config, const struct zn_layer_desc *L, uint64_t first,
+			    uint64_t count, float *out_h, uint64_t seed);
 };
 
 struct zn_model {

@@ -61,12 +61,14 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_prefetch_destroy(e);
 	zn_reduce_destroy(e);
 	zn_acts_destroy(e);
+	zn_frozen_destroy(e);
 	zn_optim_destroy(e);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
 	free(e->tmp_h);
 	free(e->tmp16_h);
 	free(e->numel);
+	free(e->frozen_numel);
 	free(e->ld);
 	free(e);
 }
@@ -99,6 +101,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
 		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
 		.param_path_count = c->zero.offload_param.nvme_path_count,
+		.frozen_numel = e->frozen_numel,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
@@ -187,7 +190,8 @@ static int create_model(struct zn_engine *e, const struct zn_model *model)
 	}
 	e->ld = calloc((size_t)e->n, sizeof(*e->ld));
 	e->numel = calloc((size_t)e->n, sizeof(*e->numel));
-	if (!e->ld || !e->numel)
+	e->frozen_numel = calloc((size_t)e->n, sizeof(*e->frozen_numel));
+	if (!e->ld || !e->numel || !e->frozen_numel)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
 		rc = ops->describe(model->config, l, &e->ld[l]);
@@ -205,8 +209,44 @@ static int create_model(struct zn_engine *e, const struct zn_model *model)
 			return -EINVAL;
 		}
 		e->numel[l] = e->ld[l].numel;
+		e->frozen_numel[l] = e->ld[l].frozen_numel;
+		if (e->frozen_numel[l] && !ops->init_frozen) {
+			zn_error("model %s: layer %d has frozen parameters but the ops have no "
+				 "init_frozen (model.h)", ops->family, l);
+			return -EINVAL;
+		}
 	}
 	return 0;
+}
+
+/* Every layer's frozen parameters onto their home (frozen.h), one layer at a time. */
+static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *opt)
+{
+	uint64_t most = 0;
+	float *buf;
+	int rc = 0;
+
+	for (int l = 0; l < e->n; l++)
+		if (e->frozen_numel[l] > most)
+			most = e->frozen_numel[l];
+	if (!most)
+		return 0;
+	buf = malloc(most * sizeof(float));
+	if (!buf)
+		return -ENOMEM;
+	for (int l = 0; !rc && l < e->n; l++) {
+		if (!e->frozen_numel[l])
+			continue;
+		if (opt->init_frozen)
+			rc = opt->init_frozen(opt->init_ctx, l, &e->ld[l], buf);
+		else
+			e->model.ops->init_frozen(e->model.config, &e->ld[l], 0,
+						  e->frozen_numel[l], buf, e->cfg.runtime.seed);
+		if (!rc)
+			rc = zn_frozen_init_layer(e, l, buf);
+	}
+	free(buf);
+	return rc;
 }
 
 static int create_buffers(struct zn_engine *e, const struct zn_engine_options *opt)
@@ -236,6 +276,8 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	}
 	rc = zn_prefetch_create(e);
 	if (!rc)
+		rc = zn_frozen_create(e);
+	if (!rc)
 		rc = zn_reduce_create(e);
 	if (!rc)
 		rc = zn_acts_create(e);
@@ -256,7 +298,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return initial_frozen(e, opt);
 }
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
@@ -353,6 +395,21 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 	return rc;
 }
 
+uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer)
+{
+	return layer >= 0 && layer < e->n ? e->frozen_numel[layer] : 0;
+}
+
+int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)
+{
+	if (layer < 0 || layer >= e->n) {
+		zn_error("zn_engine_read_frozen: layer %d: the model has layers 0 .. %d", layer,
+			 e->n - 1);
+		return -EINVAL;
+	}
+	return zn_frozen_read_layer(e, layer, out_h);
+}
+
 /* Weights that are not finite are never written: -ERANGE naming the tensor. */
 static int check_finite_layer(const struct zn_engine *e, int l, const float *w,
 			      const char *path)
@@ -380,7 +437,7 @@ int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 	int rc = p ? 0 : -ENOMEM;
 
 	for (int l = 0; !rc && l < e->n; l++) {
-		p[l] = malloc(e->numel[l] * sizeof(float));
+		p[l] = malloc((e->numel[l] + 1) * sizeof(float)); /* + 1: a frozen layer's 0 */
 		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
 	}
 	/* every rank holds every layer now: all see the same answer */

@@ -10,6 +10,7 @@
  *   optim.h     clipping and AdamW, host and device                      (opt)
  *   acts.h      activations, tokens, losses, per micro-batch events      (act)
  *   trace_dev.h spans of a traced step (zinc train --trace)              (tr)
+ *   frozen.h    frozen parameters: homes, working slots, their fetches   (fz)
  *   step.c      zn_engine_step: the numbered step
  *   engine.c    create, destroy, read-back, save
  */
@@ -22,6 +23,7 @@
 #include "cpu/arena.h"
 #include "model/model.h"
 #include "sched/acts.h"
+#include "sched/frozen.h"
 #include "sched/optim.h"
 #include "sched/plan.h"
 #include "sched/prefetch.h"
@@ -56,6 +58,8 @@ struct zn_engine {
 	struct zn_optim opt;
 	struct zn_acts act;
 	struct zn_tracer tr;
+	struct zn_frozen fz;     /* frozen parameters, frozen.h */
+	uint64_t *frozen_numel;  /* per layer (descriptors' frozen_numel) */
 
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;

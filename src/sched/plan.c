@@ -27,6 +27,10 @@ void zn_plan_shard(uint64_t numel, int world, int rank, struct zn_shard *out)
 	/* Round every shard up to the alignment unit so shards start on 4 KiB boundaries in
 	 * bf16 and fp32 alike; the tail of the last shards is padding that stays zero. */
 	per = (per + ZN_SHARD_ALIGN_NUMEL - 1) / ZN_SHARD_ALIGN_NUMEL * ZN_SHARD_ALIGN_NUMEL;
+	/* a layer with nothing to train (every parameter frozen) still gets one unit of
+	 * padding: its gradient stays 0 and AdamW leaves the zeros as they are */
+	if (per == 0)
+		per = ZN_SHARD_ALIGN_NUMEL;
 	out->numel = numel;
 	out->shard_numel = per;
 	out->padded_numel = per * (uint64_t)world;
@@ -339,12 +343,15 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		out->host_staging_bytes += b.param_stage_h;
 	}
 	out->dev_act_bytes = in->activation_bytes;
-	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
-			    out->dev_working_bytes + out->dev_act_bytes;
 	plan_nvme(in, out);
+	zn_plan_frozen(in, out);
+	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
+			    out->dev_working_bytes + out->dev_act_bytes + out->dev_frozen_bytes;
 	out->host_act_bytes = in->activation_host_bytes;
 	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
-			  out->host_staging_bytes + out->host_swap_bytes + out->host_act_bytes;
+			  out->host_staging_bytes + out->host_swap_bytes + out->host_act_bytes +
+			  out->host_frozen_bytes;
+	out->nvme_step_read_bytes += out->frozen_step_read_bytes;
 	return 0;
 }
 
@@ -386,20 +393,24 @@ int zn_plan_check_budget(const struct zn_engine_plan *p, int stage, uint64_t dev
 
 		snprintf(msg, msg_size,
 			 "device budget %.2f MiB is short by %.2f MiB for stage %d (params %.2f, "
-			 "grads %.2f, optimizer %.2f, working %.2f, activations %.2f MiB); try %s",
+			 "grads %.2f, optimizer %.2f, working %.2f, activations %.2f, frozen %.2f "
+			 "MiB); try %s",
 			 mib(device_budget), mib(p->device_bytes - device_budget), stage,
 			 mib(p->dev_param_bytes), mib(p->dev_grad_bytes), mib(p->dev_optim_bytes),
-			 mib(p->dev_working_bytes), mib(p->dev_act_bytes), hint);
+			 mib(p->dev_working_bytes), mib(p->dev_act_bytes), mib(p->dev_frozen_bytes),
+			 hint);
 		return -ENOMEM;
 	}
 	if (pinned_budget && p->host_bytes > pinned_budget) {
 		snprintf(msg, msg_size,
 			 "pinned host budget %.2f MiB is short by %.2f MiB for stage %d (params "
 			 "%.2f, grads %.2f, optimizer %.2f, staging %.2f, nvme staging %.2f, "
-			 "activation checkpoints %.2f MiB); raise --pinned-mem or use more ranks",
+			 "activation checkpoints %.2f, frozen %.2f MiB); raise --pinned-mem or use "
+			 "more ranks",
 			 mib(pinned_budget), mib(p->host_bytes - pinned_budget), stage,
 			 mib(p->host_param_bytes), mib(p->host_grad_bytes), mib(p->host_optim_bytes),
-			 mib(p->host_staging_bytes), mib(p->host_swap_bytes), mib(p->host_act_bytes));
+			 mib(p->host_staging_bytes), mib(p->host_swap_bytes), mib(p->host_act_bytes),
+			 mib(p->host_frozen_bytes));
 		return -ENOMEM;
 	}
 	return 0;

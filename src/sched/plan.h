@@ -158,6 +158,8 @@ struct zn_engine_plan_input {
 	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
 	int optim_path_count;        /* offload_optimizer.nvme_path entries (>= 1) */
 	int param_path_count;        /* offload_param.nvme_path entries (>= 1) */
+	/* frozen parameters (docs/lora.md): floats per layer, or NULL for none */
+	const uint64_t *frozen_numel;
 };
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
@@ -194,7 +196,26 @@ struct zn_engine_plan {
 	uint64_t nvme_param_path_bytes; /* file size on each offload_param path */
 	uint64_t nvme_step_read_bytes;  /* per rank and step: AdamW's state reads + fetches */
 	uint64_t nvme_step_write_bytes; /* per rank and step: AdamW's state (+ param) writes */
+	/* frozen parameters (zn_plan_frozen, frozen_plan.c; docs/lora.md) */
+	bool frozen;                 /* some layer has frozen parameters */
+	enum zn_tier frozen_home;    /* pl.params: device, or with offload_param host / nvme */
+	unsigned frozen_elem_bytes;  /* 2 (bf16 / fp16 run) or 4 */
+	bool frozen_direct;          /* fp32 home on the device: compute reads it, no slots */
+	int frozen_slots;            /* working-copy ring for layers 1 .. n-1 */
+	int frozen_depth;            /* layers fetched ahead (ring - 1) */
+	uint64_t frozen_numel_total; /* floats over all layers */
+	uint64_t frozen_slot_numel;  /* largest frozen layer among 1 .. n-1 */
+	uint64_t frozen_layer0_numel;
+	uint64_t dev_frozen_bytes;   /* device homes + working copies (+ 16-bit staging) */
+	uint64_t host_frozen_bytes;  /* pinned homes, or the nvme read buffers */
+	uint64_t nvme_frozen_bytes;  /* the frozen file (per rank; every rank holds all) */
+	uint64_t frozen_step_read_bytes; /* nvme: layer 0 once, the others 2 x grad_accum */
 };
+
+/* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:
+ * device_bytes and host_bytes include them). The frozen base is not sharded: every rank
+ * holds it on the home tier, stored in the run's parameter dtype. */
+void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
 uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena carves it */

@@ -68,15 +68,28 @@ static void set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
 	io->tied_params16 = e->compute16 ? (const uint16_t *)(const void *)tied : NULL;
 }
 
-static int forward(struct zn_engine *e, const float *p0)
+/* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
+static uint64_t micro_seed(const struct zn_engine *e, int micro)
+{
+	uint64_t z = e->cfg.runtime.seed ^ ((uint64_t)e->step * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
-					.T = e->T, .scratch = e->act.scratch_d } };
+					.T = e->T, .scratch = e->act.scratch_d,
+					.seed = micro_seed(e, micro) } };
 	int n = e->n, rc;
 
 	a.io.L = &e->ld[0];
 	set_params(e, &a.io, 0, p0, NULL);
+	a.io.frozen = f0;
 	zn_acts_fwd_io(e, 0, false, &a.io);
 	rc = zn_ckpt_fwd_before(e, 0);
 	if (!rc)
@@ -88,10 +101,13 @@ static int forward(struct zn_engine *e, const float *p0)
 		const float *p;
 
 		rc = zn_fetch_acquire(e, k, l, &p);
+		if (!rc)
+			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
 		set_params(e, &a.io, l, p, p0);
+		a.io.tied_frozen = tied_params(e, l, f0);
 		zn_acts_fwd_io(e, l, false, &a.io);
 		if (l == n - 1) {
 			/* the previous micro-batch's losses must be on the host first */
@@ -104,6 +120,8 @@ static int forward(struct zn_engine *e, const float *p0)
 			rc = launch_layer(e, true, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
+		if (!rc)
+			rc = zn_frozen_release(e, k);
 		if (!rc)
 			rc = zn_ckpt_fwd_after(e, l);
 	}
@@ -136,23 +154,26 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 
 /* Use k of the sequence (acts.h): with activation checkpointing, a recomputed forward
  * (into the run's buffers; never the last layer, whose losses stand) before a backward. */
-static int recompute(struct zn_engine *e, int l, const float *p, const float *p0)
+static int recompute(struct zn_engine *e, int l, const float *p, const float *p0,
+		     const float *f, const float *f0, uint64_t seed)
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .L = &e->ld[l], .tokens = e->act.tok_d,
 					.targets = e->act.tgt_d, .scratch = e->act.scratch_d,
-					.B = e->B, .T = e->T } };
+					.B = e->B, .T = e->T, .frozen = f,
+					.tied_frozen = tied_params(e, l, f0), .seed = seed } };
 
 	set_params(e, &a.io, l, p, p0);
 	zn_acts_fwd_io(e, l, true, &a.io);
 	return launch_layer(e, true, l, &a);
 }
 
-static int backward(struct zn_engine *e, const float *p0, int micro)
+static int backward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
-					.T = e->T, .scratch = e->act.scratch_d } };
+					.T = e->T, .scratch = e->act.scratch_d,
+					.seed = micro_seed(e, micro) } };
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
 	/* the mean over every token of the global batch, times the fp16 loss scale (1 else) */
@@ -167,9 +188,11 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 
 		rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
+			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
+		if (!rc)
 			rc = zn_ckpt_use_before(e, k);
 		if (!rc && u.fwd)
-			rc = recompute(e, l, p, p0);
+			rc = recompute(e, l, p, p0, a.io.frozen, f0, a.io.seed);
 		if (!rc && u.bwd)
 			rc = zn_reduce_prepare(e, l, b);
 		if (!rc && u.bwd)
@@ -182,6 +205,7 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 			a.io.grads = zn_reduce_grad_full(e, l, b);
 			zn_acts_bwd_io(e, l, &a.io);
 			a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			a.io.tied_frozen = tied_params(e, l, f0);
 			if (l == n - 1) {
 				a.io.dx_out = NULL;
 				a.io.dx_in = e->act.dx_d[0];
@@ -195,6 +219,8 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
+			rc = zn_frozen_release(e, k);
+		if (!rc)
 			rc = zn_ckpt_use_after(e, k);
 		if (!rc && u.bwd)
 			rc = reduce_and_update(e, l, b++, micro);
@@ -205,13 +231,15 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 				     .grads = zn_reduce_grad_full(e, 0, 0),
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
-				     .B = e->B, .T = e->T };
+				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed };
 	set_params(e, &a.io, 0, p0, NULL);
 	rc = launch_layer(e, false, 0, &a);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(e);
+	if (!rc && micro == e->gas - 1)
+		rc = zn_frozen_layer0_release(e);
 	if (!rc)
 		rc = reduce_and_update(e, 0, 0, micro);
 	return rc;
@@ -220,7 +248,7 @@ static int backward(struct zn_engine *e, const float *p0, int micro)
 static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
 {
 	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
-	const float *p0 = NULL;
+	const float *p0 = NULL, *f0 = NULL;
 	int rc;
 
 	/* tokens up, once the previous micro-batch's backward is done with the last ones */
@@ -243,12 +271,20 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 		rc = zn_fetch_layer0(e, &p0);
 	else
 		p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+	if (!rc && micro == 0)
+		rc = zn_frozen_layer0(e, &f0);
+	else
+		f0 = zn_frozen_layer0_params(e);
 	if (!rc)
 		rc = zn_fetch_layer0_wait(e);
 	if (!rc)
+		rc = zn_frozen_layer0_wait(e);
+	if (!rc)
 		rc = zn_fetch_begin(e);
 	if (!rc)
-		rc = forward(e, p0);
+		rc = zn_frozen_begin(e);
+	if (!rc)
+		rc = forward(e, p0, f0, micro);
 	if (!rc)
 		rc = zn_event_record(e->act.tev[3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
@@ -262,7 +298,7 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (!rc)
 		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 	if (!rc)
-		rc = backward(e, p0, micro);
+		rc = backward(e, p0, f0, micro);
 	if (!rc)
 		rc = zn_event_record(e->act.tev[3 * micro + 2], e->rt.compute);
 	return rc;

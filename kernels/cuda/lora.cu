@@ -1,0 +1,74 @@
+/* LoRA's ops on CUDA (kernels.h: cols_add, cols_take, dropout), grid-stride over the
+ * elements. The dropout mask is kernels/dropout.h's hash, the same bits as the CPU's. */
+#include "common.cuh"
+
+extern "C" {
+#include "ops.h"
+}
+
+static __device__ __forceinline__ uint64_t dropout_hash(uint64_t seed, uint64_t i)
+{
+	uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static __global__ void cols_add_kernel(float *out, const float *inp, float s, size_t total,
+				       int ld, int c0, int n)
+{
+	for (size_t i = first_index(); i < total; i += grid_step()) {
+		size_t r = i / (size_t)n, j = i % (size_t)n;
+
+		out[r * (size_t)ld + (size_t)c0 + j] += s * inp[i];
+	}
+}
+
+static __global__ void cols_take_kernel(float *out, const float *inp, float s, size_t total,
+					int ld, int c0, int n)
+{
+	for (size_t i = first_index(); i < total; i += grid_step()) {
+		size_t r = i / (size_t)n, j = i % (size_t)n;
+
+		out[i] = s * inp[r * (size_t)ld + (size_t)c0 + j];
+	}
+}
+
+static __global__ void dropout_kernel(float *out, const float *inp, float p, float s,
+				      uint64_t seed, size_t n)
+{
+	for (size_t i = first_index(); i < n; i += grid_step()) {
+		float u = (float)(dropout_hash(seed, i) >> 40) * (1.0f / 16777216.0f);
+
+		out[i] = u >= p ? inp[i] * s : 0.0f;
+	}
+}
+
+extern "C" void zn_cuda_cols_add(void *stream, float *out, const float *inp, float s,
+				 int64_t R, int ld, int c0, int n)
+{
+	size_t total = (size_t)R * (size_t)n;
+
+	cols_add_kernel<<<zn_cuda_blocks(total, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
+			  (cudaStream_t)stream>>>(out, inp, s, total, ld, c0, n);
+	zn_cuda_note_launch("cols_add", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_cols_take(void *stream, float *out, const float *inp, float s,
+				  int64_t R, int ld, int c0, int n)
+{
+	size_t total = (size_t)R * (size_t)n;
+
+	cols_take_kernel<<<zn_cuda_blocks(total, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
+			   (cudaStream_t)stream>>>(out, inp, s, total, ld, c0, n);
+	zn_cuda_note_launch("cols_take", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_dropout(void *stream, float *out, const float *inp, float p,
+				uint64_t seed, size_t N)
+{
+	dropout_kernel<<<zn_cuda_blocks(N, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
+			 (cudaStream_t)stream>>>(out, inp, p, 1.0f / (1.0f - p), seed, N);
+	zn_cuda_note_launch("dropout", __FILE__, __LINE__);
+}

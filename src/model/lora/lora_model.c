@@ -1,0 +1,355 @@
+/* LoRA's configuration, its layers' descriptors, PEFT's initialization and the ops table
+ * (lora.h). The forward and backward are lora_layer.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/lora/lora.h"
+
+static const char *const known[] = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+				     "up_proj", "down_proj", "c_attn", "c_proj", "c_fc" };
+
+bool zn_lora_target_known(const char *name)
+{
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(name, known[i]))
+			return true;
+	return false;
+}
+
+int zn_lora_add_targets(struct zn_lora_config *cfg, const char *list)
+{
+	const char *p = list;
+
+	while (p && *p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		char name[ZN_LORA_NAME_MAX];
+
+		if (n == 0 || n >= sizeof(name)) {
+			zn_error("--lora-targets '%s': an empty or too long name (give PEFT module "
+				 "names separated by commas, e.g. q_proj,v_proj)", list);
+			return -EINVAL;
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (!zn_lora_target_known(name)) {
+			zn_error("--lora-targets: unknown module '%s' (use q_proj, k_proj, v_proj, "
+				 "o_proj, gate_proj, up_proj, down_proj for Llama; c_attn, c_proj, "
+				 "c_fc for GPT-2)", name);
+			return -EINVAL;
+		}
+		for (int i = 0; i < cfg->target_count; i++)
+			if (!strcmp(cfg->targets[i], name))
+				goto next;
+		if (cfg->target_count >= ZN_LORA_MAX_TARGETS) {
+			zn_error("--lora-targets: more than %d modules", ZN_LORA_MAX_TARGETS);
+			return -EINVAL;
+		}
+		snprintf(cfg->targets[cfg->target_count++], ZN_LORA_NAME_MAX, "%s", name);
+next:
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+float zn_lora_scale(const struct zn_lora_config *cfg)
+{
+	return cfg->rslora ? (float)(cfg->alpha / sqrt((double)cfg->r)) :
+			     cfg->alpha / (float)cfg->r;
+}
+
+/* Is base tensor d a matmul weight named "<path>.<target>.weight"? Fills its module path. */
+static bool targeted(const struct zn_lora_config *cfg, const struct zn_tensor_desc *d,
+		     char *module)
+{
+	size_t n = strlen(d->name);
+	const char *suffix = ".weight";
+
+	if (d->ndim != 2 || n <= 7 || strcmp(d->name + n - 7, suffix))
+		return false;
+	memcpy(module, d->name, n - 7);
+	module[n - 7] = '\0';
+	for (int i = 0; i < cfg->target_count; i++) {
+		size_t m = strlen(module), t = strlen(cfg->targets[i]);
+
+		if (m > t && module[m - t - 1] == '.' && !strcmp(module + m - t, cfg->targets[i]))
+			return true;
+	}
+	return false;
+}
+
+int zn_lora_prepare(struct zn_lora_config *cfg)
+{
+	const struct zn_model_ops *b = cfg->base.ops;
+	int total = 0, rc;
+
+	if (cfg->r < 1 || !(cfg->alpha > 0) || !(cfg->dropout >= 0 && cfg->dropout < 1)) {
+		zn_error("LoRA: --lora-r %d must be >= 1, --lora-alpha %g > 0 and --lora-dropout "
+			 "%g in [0, 1)", cfg->r, (double)cfg->alpha, (double)cfg->dropout);
+		return -EINVAL;
+	}
+	if (cfg->target_count < 1) {
+		zn_error("LoRA: no --lora-targets (e.g. q_proj,v_proj or c_attn)");
+		return -EINVAL;
+	}
+	if (!b || !cfg->base.config || !b->init) {
+		zn_error("LoRA: no base model");
+		return -EINVAL;
+	}
+	rc = b->validate(cfg->base.config);
+	if (rc)
+		return rc;
+	cfg->scale = zn_lora_scale(cfg);
+	cfg->layers = b->layer_count(cfg->base.config);
+	free(cfg->lay);
+	cfg->lay = calloc((size_t)cfg->layers, sizeof(*cfg->lay));
+	if (!cfg->lay)
+		return -ENOMEM;
+	for (int l = 0; !rc && l < cfg->layers; l++) {
+		struct zn_lora_layer *ly = &cfg->lay[l];
+
+		rc = b->describe(cfg->base.config, l, &ly->base);
+		for (int t = 0; !rc && t < ly->base.tensor_count; t++) {
+			const struct zn_tensor_desc *d = &ly->base.tensors[t];
+			struct zn_lora_adapter *a = &ly->ad[ly->count];
+
+			if (!targeted(cfg, d, a->module))
+				continue;
+			if (ly->count >= ZN_LORA_MAX_ADAPTERS) {
+				zn_error("LoRA: layer %d has more than %d targets", l,
+					 ZN_LORA_MAX_ADAPTERS);
+				rc = -EINVAL;
+				break;
+			}
+			a->base_tensor = t;
+			a->a_tensor = 2 * ly->count;
+			a->out = d->shape[0];
+			a->in = d->shape[1];
+			ly->count++;
+		}
+		total += ly->count;
+	}
+	if (!rc && total == 0) {
+		zn_error("LoRA: --lora-targets matches no linear layer of the %s model (Llama: "
+			 "q_proj ... down_proj; GPT-2: c_attn, c_proj, c_fc)", b->family);
+		rc = -EINVAL;
+	}
+	if (rc)
+		zn_lora_release(cfg);
+	return rc;
+}
+
+void zn_lora_release(struct zn_lora_config *cfg)
+{
+	free(cfg->lay);
+	cfg->lay = NULL;
+	cfg->layers = 0;
+}
+
+static void add(struct zn_layer_desc *L, const char *module, const char *which, int64_t rows,
+		int64_t cols)
+{
+	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+
+	snprintf(t->name, sizeof(t->name), "base_model.model.%s.%s.weight", module, which);
+	t->ndim = 2;
+	t->shape[0] = t->file_shape[0] = rows;
+	t->shape[1] = t->file_shape[1] = cols;
+	t->numel = (uint64_t)rows * (uint64_t)cols;
+	t->offset = L->numel;
+	t->decay = true;
+	L->numel += t->numel;
+}
+
+int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_desc *out)
+{
+	const struct zn_lora_layer *ly;
+
+	if (!cfg->lay || l < 0 || l >= cfg->layers) {
+		zn_error("LoRA: layer %d: call zn_lora_prepare first (layers 0 .. %d)", l,
+			 cfg->layers - 1);
+		return -EINVAL;
+	}
+	ly = &cfg->lay[l];
+	memset(out, 0, sizeof(*out));
+	out->kind = ly->base.kind;
+	out->index = l;
+	out->tied_layer = ly->base.tied_layer;
+	out->frozen_numel = ly->base.numel;
+	for (int i = 0; i < ly->count; i++) {
+		add(out, ly->ad[i].module, "lora_A", cfg->r, ly->ad[i].in);
+		add(out, ly->ad[i].module, "lora_B", ly->ad[i].out, cfg->r);
+	}
+	return 0;
+}
+
+/* ---- PEFT's initialization ---------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,
+			uint64_t first, uint64_t count, float *out_h, uint64_t seed)
+{
+	uint64_t end = first + count;
+
+	memset(out_h, 0, count * sizeof(float));
+	for (int t = 0; t < L->tensor_count; t += 2) {
+		const struct zn_tensor_desc *d = &L->tensors[t]; /* A; B (t + 1) stays 0 */
+		uint64_t lo = first > d->offset ? first : d->offset;
+		uint64_t hi = end < d->offset + d->numel ? end : d->offset + d->numel;
+		/* torch kaiming_uniform_(a = sqrt(5)) on [r, in]: bound = 1 / sqrt(in) */
+		double bound = 1.0 / sqrt((double)d->shape[1]);
+		uint64_t key = mix64(mix64(seed ^ 0x4c6f5241ull) + GOLDEN * (uint64_t)(L->index + 1));
+
+		key = mix64(key + GOLDEN * (uint64_t)(t + 1));
+		(void)cfg;
+		for (uint64_t i = lo; i < hi; i++) {
+			double u = (double)(mix64(key + GOLDEN * (i - d->offset + 1)) >> 11) *
+				   0x1.0p-53;
+
+			out_h[i - first] = (float)((2.0 * u - 1.0) * bound);
+		}
+	}
+}
+
+/* ---- the merged weights ------------------------------------------------------------- */
+
+void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
+			 float *base)
+{
+	const struct zn_lora_layer *ly = &cfg->lay[l];
+	struct zn_layer_desc d;
+
+	if (zn_lora_describe(cfg, l, &d))
+		return;
+	for (int i = 0; i < ly->count; i++) {
+		const struct zn_lora_adapter *a = &ly->ad[i];
+		const float *A = adapters + d.tensors[a->a_tensor].offset;
+		const float *B = adapters + d.tensors[a->a_tensor + 1].offset;
+		float *W = base + ly->base.tensors[a->base_tensor].offset;
+
+		for (int64_t o = 0; o < a->out; o++)
+			for (int64_t c = 0; c < a->in; c++) {
+				double s = 0.0;
+
+				for (int k = 0; k < cfg->r; k++)
+					s += (double)B[o * cfg->r + k] * (double)A[k * a->in + c];
+				W[o * a->in + c] = (float)((double)W[o * a->in + c] +
+							   (double)cfg->scale * s);
+			}
+	}
+}
+
+/* ---- the ops ---------------------------------------------------------------------------- */
+
+static const struct zn_lora_config *C(const void *config)
+{
+	return config;
+}
+
+static int validate(const void *config)
+{
+	if (!C(config)->lay) {
+		zn_error("LoRA model: call zn_lora_prepare on the configuration first");
+		return -EINVAL;
+	}
+	return C(config)->base.ops->validate(C(config)->base.config);
+}
+
+static int layer_count(const void *config)
+{
+	return C(config)->layers;
+}
+
+static int describe(const void *config, int layer, struct zn_layer_desc *out)
+{
+	return zn_lora_describe(config, layer, out);
+}
+
+static int max_seq(const void *config)
+{
+	return C(config)->base.ops->max_seq(C(config)->base.config);
+}
+
+static int vocab(const void *config)
+{
+	return C(config)->base.ops->vocab(C(config)->base.config);
+}
+
+static int width(const void *config)
+{
+	return C(config)->base.ops->width(C(config)->base.config);
+}
+
+static uint64_t act_numel(const void *config, const struct zn_layer_desc *L, int B, int T)
+{
+	const struct zn_lora_config *c = config;
+
+	return c->base.ops->act_numel(c->base.config, &c->lay[L->index].base, B, T);
+}
+
+static uint64_t scratch_numel(const void *config, const struct zn_layer_desc *L, int B, int T)
+{
+	const struct zn_lora_config *c = config;
+
+	return c->base.ops->scratch_numel(c->base.config, &c->lay[L->index].base, B, T) +
+	       zn_lora_scratch_extra(c, L, B, T);
+}
+
+static void init(const void *config, const struct zn_layer_desc *L, uint64_t first,
+		 uint64_t count, float *out_h, uint64_t seed)
+{
+	zn_lora_init_range(config, L, first, count, out_h, seed);
+}
+
+static void init_frozen(const void *config, const struct zn_layer_desc *L, uint64_t first,
+			uint64_t count, float *out_h, uint64_t seed)
+{
+	const struct zn_lora_config *c = config;
+
+	c->base.ops->init(c->base.config, &c->lay[L->index].base, first, count, out_h, seed);
+}
+
+static void forward(const struct zn_kernel_table *k, void *stream, const void *config,
+		    const struct zn_layer_io *io)
+{
+	zn_lora_forward(k, stream, config, io);
+}
+
+static void backward(const struct zn_kernel_table *k, void *stream, const void *config,
+		     const struct zn_layer_io *io)
+{
+	zn_lora_backward(k, stream, config, io);
+}
+
+const struct zn_model_ops zn_lora_ops = {
+	.family = "lora",
+	.validate = validate,
+	.layer_count = layer_count,
+	.describe = describe,
+	.max_seq = max_seq,
+	.vocab = vocab,
+	.width = width,
+	.act_numel = act_numel,
+	.scratch_numel = scratch_numel,
+	.init = init,
+	.forward = forward,
+	.backward = backward,
+	.init_frozen = init_frozen,
+};
+
+struct zn_model zn_lora_model(const struct zn_lora_config *cfg)
+{
+	return (struct zn_model){ .ops = &zn_lora_ops, .config = cfg };
+}

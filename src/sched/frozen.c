@@ -1,0 +1,380 @@
+/* Frozen parameters (frozen.h, docs/lora.md): homes, the nvme file, working slots and the
+ * fetch sequence. Decisions come from the plan (frozen_home, frozen_direct, slots). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+struct fcast {
+	float *out;
+	const void *in;
+	uint64_t n;
+	enum zn_dtype dt;
+};
+
+static void fcast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
+{
+	struct fcast *a = ctx;
+
+	if (a->dt == ZN_DTYPE_F16)
+		k->cast_f16_to_f32(native, a->out, a->in, (size_t)a->n);
+	else
+		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
+}
+
+static uint64_t fnumel(const struct zn_engine *e, int l)
+{
+	return e->ld[l].frozen_numel;
+}
+
+static uint64_t stored_bytes(const struct zn_engine *e, int l)
+{
+	return fnumel(e, l) * e->plan.frozen_elem_bytes;
+}
+
+static uint64_t extent(const struct zn_engine *e, int l)
+{
+	return zn_plan_host_alloc_bytes(stored_bytes(e, l));
+}
+
+/* ---- create, init, read-back -------------------------------------------------------- */
+
+static int open_file(struct zn_engine *e)
+{
+	const struct zn_offload_config *o = &e->cfg.zero.offload_param;
+	char path[ZN_PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.zinc-frozen-r%d-XXXXXX",
+		 o->nvme_path_count > 0 ? o->nvme_path[0] : ".", e->rt.rank);
+	fd = mkstemp(path);
+	if (fd < 0) {
+		int rc = -errno;
+
+		zn_error("frozen parameters on nvme: cannot create a file in %s (%s): check "
+			 "offload_param.nvme_path", path, zn_strerror(rc));
+		return rc;
+	}
+	unlink(path); /* anonymous: gone when closed, even after a crash */
+	/* O_DIRECT where the filesystem has it (tmpfs has not: then through the page cache) */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT))
+		zn_debug("frozen file: no O_DIRECT (%s)", strerror(errno));
+	e->fz.fd = fd;
+	return 0;
+}
+
+static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	int rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+
+	if (!rc && p->frozen_home != ZN_TIER_DEVICE && p->frozen_elem_bytes == 2)
+		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(numel * 2));
+	if (!rc && p->frozen_home == ZN_TIER_NVME)
+		rc = zn_tiers_halloc(e, &s->read_h, numel * p->frozen_elem_bytes);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &s->ready);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &s->free);
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &s->copied);
+	return rc;
+}
+
+static void free_slot(struct zn_engine *e, struct zn_fslot *s)
+{
+	zn_device_free(e->rt.dev, s->f32_d);
+	zn_device_free(e->rt.dev, s->stage_d);
+	zn_event_destroy(s->ready);
+	zn_event_destroy(s->free);
+	zn_event_destroy(s->copied);
+}
+
+int zn_frozen_create(struct zn_engine *e)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	struct zn_frozen *fz = &e->fz;
+	uint64_t off = 0;
+	int rc = 0;
+
+	fz->fd = -1;
+	if (!p->frozen)
+		return 0;
+	fz->home = calloc((size_t)e->n, sizeof(*fz->home));
+	fz->file_off = calloc((size_t)e->n, sizeof(*fz->file_off));
+	if (!fz->home || !fz->file_off)
+		return -ENOMEM;
+	if (p->frozen_home == ZN_TIER_NVME)
+		rc = open_file(e);
+	for (int l = 0; !rc && l < e->n; l++) {
+		if (p->frozen_home == ZN_TIER_DEVICE)
+			rc = zn_tiers_dalloc(e, &fz->home[l],
+					     zn_plan_device_alloc_bytes(stored_bytes(e, l)));
+		else if (p->frozen_home == ZN_TIER_HOST)
+			rc = zn_tiers_halloc(e, &fz->home[l], stored_bytes(e, l));
+		fz->file_off[l] = off;
+		off += extent(e, l);
+	}
+	if (rc || p->frozen_direct)
+		return rc;
+	rc = alloc_slot(e, &fz->slot0, p->frozen_layer0_numel);
+	fz->ring_n = p->frozen_slots;
+	fz->ring = calloc((size_t)fz->ring_n, sizeof(*fz->ring));
+	if (!rc && !fz->ring)
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < fz->ring_n; i++)
+		rc = alloc_slot(e, &fz->ring[i], p->frozen_slot_numel);
+	return rc;
+}
+
+void zn_frozen_destroy(struct zn_engine *e)
+{
+	struct zn_frozen *fz = &e->fz;
+
+	if (fz->home && e->plan.frozen_home == ZN_TIER_DEVICE)
+		for (int l = 0; l < e->n; l++)
+			zn_device_free(e->rt.dev, fz->home[l]);
+	free(fz->file_off);
+	free_slot(e, &fz->slot0);
+	for (int i = 0; fz->ring && i < fz->ring_n; i++)
+		free_slot(e, &fz->ring[i]);
+	free(fz->ring);
+	if (fz->home && fz->fd >= 0) /* create ran (it sets fd first) */
+		close(fz->fd);
+	free(fz->home);
+	*fz = (struct zn_frozen){ .fd = -1 };
+}
+
+static int file_io(struct zn_engine *e, int l, void *buf, bool write)
+{
+	uint64_t len = extent(e, l), done = 0;
+
+	while (done < len) {
+		ssize_t r = write ? pwrite(e->fz.fd, (char *)buf + done, len - done,
+					   (off_t)(e->fz.file_off[l] + done)) :
+				    pread(e->fz.fd, (char *)buf + done, len - done,
+					  (off_t)(e->fz.file_off[l] + done));
+
+		if (r <= 0) {
+			int rc = r < 0 ? -errno : -EIO;
+
+			zn_error("frozen parameters of layer %d: nvme %s failed (%s)", l,
+				 write ? "write" : "read", zn_strerror(rc));
+			return rc;
+		}
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* A 4 KiB aligned host buffer of layer l's extent (O_DIRECT wants aligned memory). */
+static int aligned_buf(struct zn_engine *e, int l, void **out)
+{
+	uint64_t len = extent(e, l);
+
+	*out = NULL;
+	if (posix_memalign(out, ZN_PLAN_HOST_ALIGN, len ? len : ZN_PLAN_HOST_ALIGN))
+		return -ENOMEM;
+	memset(*out, 0, len);
+	return 0;
+}
+
+int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
+	void *src = (void *)f32_h, *buf = NULL;
+	int rc = 0;
+
+	if (!n)
+		return 0;
+	if (e->pdt != ZN_DTYPE_F32 || p->frozen_home == ZN_TIER_NVME) {
+		rc = aligned_buf(e, l, &buf);
+		if (rc)
+			return rc;
+		if (e->pdt == ZN_DTYPE_BF16)
+			zn_cast_f32_to_bf16(buf, f32_h, n);
+		else if (e->pdt == ZN_DTYPE_F16)
+			zn_cast_f32_to_f16(buf, f32_h, n);
+		else
+			memcpy(buf, f32_h, bytes);
+		src = buf;
+	}
+	if (p->frozen_home == ZN_TIER_DEVICE) {
+		rc = zn_memcpy_async(e->rt.copy_in, e->fz.home[l], src, bytes, ZN_COPY_H2D);
+		if (!rc)
+			rc = zn_stream_synchronize(e->rt.copy_in);
+	} else if (p->frozen_home == ZN_TIER_HOST) {
+		memcpy(e->fz.home[l], src, bytes);
+	} else {
+		rc = file_io(e, l, src, true);
+	}
+	free(buf);
+	return rc;
+}
+
+int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
+	void *buf = NULL;
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = aligned_buf(e, l, &buf);
+	if (!rc && p->frozen_home == ZN_TIER_DEVICE) {
+		rc = zn_memcpy_async(e->rt.copy_out, buf, e->fz.home[l], bytes, ZN_COPY_D2H);
+		if (!rc)
+			rc = zn_stream_synchronize(e->rt.copy_out);
+	} else if (!rc && p->frozen_home == ZN_TIER_HOST) {
+		memcpy(buf, e->fz.home[l], bytes);
+	} else if (!rc) {
+		rc = file_io(e, l, buf, false);
+	}
+	if (!rc && e->pdt == ZN_DTYPE_BF16)
+		zn_cast_bf16_to_f32(out_h, buf, n);
+	else if (!rc && e->pdt == ZN_DTYPE_F16)
+		zn_cast_f16_to_f32(out_h, buf, n);
+	else if (!rc)
+		memcpy(out_h, buf, bytes);
+	free(buf);
+	return rc;
+}
+
+/* ---- the fetch sequence ------------------------------------------------------------- */
+
+/* Enqueues layer l's working copy into slot s: [nvme read into read_h] -> [copy up] ->
+ * [cast]; ready recorded on copy_in. */
+static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
+	bool wide = p->frozen_elem_bytes == 4;
+	const void *src = e->fz.home[l];
+	struct fcast ca;
+	int rc = 0;
+
+	if (!n)
+		return 0;
+	if (p->frozen_home == ZN_TIER_NVME) {
+		/* read_h may still be on its way up for the slot's previous layer */
+		if (s->copy_pending)
+			rc = zn_event_synchronize(s->copied);
+		s->copy_pending = false;
+		if (!rc)
+			rc = file_io(e, l, s->read_h, false);
+		src = s->read_h;
+	}
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_in, s->free);
+	if (rc)
+		return rc;
+	if (p->frozen_home != ZN_TIER_DEVICE) {
+		rc = zn_memcpy_async(e->rt.copy_in, wide ? (void *)s->f32_d : s->stage_d, src,
+				     bytes, ZN_COPY_H2D);
+		if (!rc && p->frozen_home == ZN_TIER_NVME) {
+			rc = zn_event_record(s->copied, e->rt.copy_in);
+			s->copy_pending = !rc;
+		}
+		src = s->stage_d;
+	}
+	if (!rc && !wide) {
+		ca = (struct fcast){ s->f32_d, src, n, e->pdt };
+		rc = zn_launch(e->rt.copy_in, fcast_fn, &ca, sizeof(ca));
+	}
+	if (!rc)
+		rc = zn_event_record(s->ready, e->rt.copy_in);
+	return rc;
+}
+
+static bool none(const struct zn_engine *e)
+{
+	return !e->plan.frozen;
+}
+
+static struct zn_fslot *seq_slot(struct zn_engine *e, int item)
+{
+	return &e->fz.ring[item % e->fz.ring_n];
+}
+
+/* the activations' sequence of layer uses, as the prefetcher's (acts.h: with activation
+ * checkpointing, recomputed forwards are uses too) */
+static int seq_layer(const struct zn_engine *e, int item)
+{
+	return e->act.use[item].layer;
+}
+
+const float *zn_frozen_layer0_params(struct zn_engine *e)
+{
+	if (none(e) || !fnumel(e, 0))
+		return NULL;
+	return e->plan.frozen_direct ? e->fz.home[0] : e->fz.slot0.f32_d;
+}
+
+int zn_frozen_layer0(struct zn_engine *e, const float **f32_d)
+{
+	*f32_d = zn_frozen_layer0_params(e);
+	if (none(e) || e->plan.frozen_direct)
+		return 0;
+	return fetch_into(e, 0, &e->fz.slot0);
+}
+
+int zn_frozen_layer0_wait(struct zn_engine *e)
+{
+	if (none(e) || e->plan.frozen_direct || !fnumel(e, 0))
+		return 0;
+	return zn_stream_wait_event(e->rt.compute, e->fz.slot0.ready);
+}
+
+int zn_frozen_layer0_release(struct zn_engine *e)
+{
+	if (none(e) || e->plan.frozen_direct || !fnumel(e, 0))
+		return 0;
+	return zn_event_record(e->fz.slot0.free, e->rt.compute);
+}
+
+int zn_frozen_begin(struct zn_engine *e)
+{
+	e->fz.seq_len = e->act.use_n;
+	e->fz.seq_issued = 0;
+	return 0;
+}
+
+int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f32_d)
+{
+	int last, rc = 0;
+
+	*f32_d = NULL;
+	if (none(e) || !fnumel(e, layer))
+		return 0;
+	if (e->plan.frozen_direct) {
+		*f32_d = e->fz.home[layer];
+		return 0;
+	}
+	last = item + e->plan.frozen_depth;
+	if (last >= e->fz.seq_len)
+		last = e->fz.seq_len - 1;
+	/* items item .. item + depth: each waits on the device for its slot's release */
+	while (!rc && e->fz.seq_issued <= last) {
+		int j = e->fz.seq_issued++;
+
+		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+	}
+	if (rc)
+		return rc;
+	*f32_d = seq_slot(e, item)->f32_d;
+	return zn_stream_wait_event(e->rt.compute, seq_slot(e, item)->ready);
+}
+
+int zn_frozen_release(struct zn_engine *e, int item)
+{
+	if (none(e) || e->plan.frozen_direct || !fnumel(e, seq_layer(e, item)))
+		return 0;
+	return zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+}

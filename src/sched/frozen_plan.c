@@ -1,0 +1,76 @@
+/* The plan's part for frozen parameters (plan.h zn_plan_frozen; docs/lora.md). Pure.
+ *
+ * A frozen layer has parameters only: no gradient, master, m, v or optimizer I/O. Its home
+ * is the parameters' tier (the device, or with stage 3 offload_param cpu / nvme pinned host
+ * memory / the frozen file on nvme), in the run's stored dtype (bf16 / fp16: 2 bytes, else
+ * 4), whole on every rank. The compute reads an fp32 working copy on the device: the home
+ * itself when it is fp32 on the device (frozen_direct), else a slot: layer 0's (held for
+ * the step, as a later layer may tie to it) and a ring of prefetch_depth + 1 for the others,
+ * each slot with a 16-bit staging buffer on the device when the home is off the device and
+ * 16-bit (the copy up, then the cast), and with the home on nvme a pinned read buffer.
+ */
+#include "sched/plan.h"
+
+static uint64_t dev(uint64_t bytes)
+{
+	return zn_plan_device_alloc_bytes(bytes);
+}
+
+static uint64_t host(uint64_t bytes)
+{
+	return zn_plan_host_alloc_bytes(bytes);
+}
+
+void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	uint64_t fb, s0, sl;
+	bool staged;
+	int ring;
+
+	out->frozen_home = out->pl.params;
+	out->frozen_elem_bytes = in->bf16 ? 2 : 4;
+	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
+		uint64_t n = in->frozen_numel[l];
+
+		out->frozen_numel_total += n;
+		if (l == 0)
+			out->frozen_layer0_numel = n;
+		else if (n > out->frozen_slot_numel)
+			out->frozen_slot_numel = n;
+	}
+	out->frozen = out->frozen_numel_total > 0;
+	if (!out->frozen)
+		return;
+	fb = out->frozen_elem_bytes;
+	for (int l = 0; l < in->layer_count; l++) {
+		uint64_t n = in->frozen_numel[l];
+
+		if (out->frozen_home == ZN_TIER_DEVICE)
+			out->dev_frozen_bytes += dev(n * fb);
+		else if (out->frozen_home == ZN_TIER_HOST)
+			out->host_frozen_bytes += host(n * fb);
+		else
+			out->nvme_frozen_bytes += host(n * fb); /* 4 KiB extents */
+		if (out->frozen_home == ZN_TIER_NVME && n)
+			out->frozen_step_read_bytes +=
+				(l == 0 ? 1 : 2 * (uint64_t)in->grad_accum) * host(n * fb);
+	}
+	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && fb == 4;
+	if (out->frozen_direct)
+		return;
+	ring = in->prefetch_depth + 1;
+	if (ring > in->layer_count - 1)
+		ring = in->layer_count - 1;
+	if (ring < 1)
+		ring = 1;
+	out->frozen_slots = ring;
+	out->frozen_depth = ring - 1;
+	s0 = out->frozen_layer0_numel;
+	sl = out->frozen_slot_numel;
+	staged = out->frozen_home != ZN_TIER_DEVICE && fb == 2;
+	out->dev_frozen_bytes += dev(s0 * 4) + (uint64_t)ring * dev(sl * 4);
+	if (staged)
+		out->dev_frozen_bytes += dev(s0 * 2) + (uint64_t)ring * dev(sl * 2);
+	if (out->frozen_home == ZN_TIER_NVME)
+		out->host_frozen_bytes += host(s0 * fb) + (uint64_t)ring * host(sl * fb);
+}

@@ -1,0 +1,364 @@
+/* LoRA (src/model/lora, docs/lora.md) and frozen parameters (src/sched/frozen*):
+ * - the adapters' forward and gradients against the merged-weights reference (the base
+ *   model with W + scale B A, merged in float64), for GPT-2 and Llama;
+ * - through the engine: frozen parameters come back bit for bit after training at every
+ *   stage and home tier, and the adapters agree across stages and tiers;
+ * - the plan counts a LoRA run: no gradient or optimizer bytes for the frozen base. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "core/dtype.h"
+#include "engine_common.h"
+#include "lora_check.h"
+#include "model/llama/llama.h"
+#include "model/lora/lora.h"
+#include "sched/plan.h"
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 11;
+}
+
+/* adapters with B not zero: every A and B element uniform in (-0.1, 0.1) */
+static void randomize(struct lc_net *net, uint64_t seed)
+{
+	for (int l = 0; l < net->n; l++)
+		for (uint64_t i = 0; i < net->ld[l].numel; i++)
+			net->p[l][i] = (float)(((double)lcg(&seed) * 0x1.0p-53 - 0.5) * 0.2);
+}
+
+/* LoRA on `base` against the merged reference: loss, then dA = s B^T dW, dB = s dW A^T. */
+static void check_merged(const struct zn_model *base, const char *targets, bool rslora)
+{
+	struct zn_lora_config lc = { .base = *base, .r = 4, .alpha = 8, .rslora = rslora };
+	struct zn_model lm;
+	struct lc_net L = { 0 }, M = { 0 };
+	int B = 2, T = 8, V = base->ops->vocab(base->config);
+	int *tok = et_tokens((uint64_t)B * T + 1, V, 3);
+	double ll, lm_, worst = 0;
+	int checked = 0;
+
+	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	cr_assert_float_eq(lc.scale, rslora ? 4.0f : 2.0f, 1e-6);
+	lm = zn_lora_model(&lc);
+	cr_assert_eq(lc_net_init(&L, &lm, 5), 0);
+	randomize(&L, 11);
+	cr_assert_eq(lc_net_init(&M, base, 5), 0);
+	for (int l = 0; l < L.n; l++) {
+		/* the frozen base is the base model's own init, the same seed */
+		cr_assert_eq(L.ld[l].frozen_numel, M.ld[l].numel);
+		cr_assert_eq(memcmp(L.f[l], M.p[l], M.ld[l].numel * 4), 0, "layer %d", l);
+		zn_lora_merge_layer(&lc, l, L.p[l], M.p[l]);
+	}
+	ll = lc_net_run(&L, &lm, tok, tok + 1, B, T, 0);
+	lm_ = lc_net_run(&M, base, tok, tok + 1, B, T, 0);
+	cr_assert(fabs(ll - lm_) <= 2e-6 * fabs(lm_), "loss %.9g vs merged %.9g", ll, lm_);
+	for (int l = 0; l < L.n; l++) {
+		const struct zn_lora_layer *ly = &lc.lay[l];
+
+		for (int i = 0; i < ly->count; i++) {
+			const struct zn_lora_adapter *a = &ly->ad[i];
+			const float *A = L.p[l] + L.ld[l].tensors[a->a_tensor].offset;
+			const float *Bm = L.p[l] + L.ld[l].tensors[a->a_tensor + 1].offset;
+			const float *gA = L.g[l] + L.ld[l].tensors[a->a_tensor].offset;
+			const float *gB = L.g[l] + L.ld[l].tensors[a->a_tensor + 1].offset;
+			const float *dW = M.g[l] + ly->base.tensors[a->base_tensor].offset;
+			double big = 0;
+
+			for (int k = 0; k < 4; k++)
+				for (int64_t c = 0; c < a->in; c++) {
+					double s = 0;
+
+					for (int64_t o = 0; o < a->out; o++)
+						s += (double)Bm[o * 4 + k] * dW[o * a->in + c];
+					s *= lc.scale;
+					big = fmax(big, fabs(s));
+					worst = fmax(worst, fabs(s - gA[k * a->in + c]) /
+							    (1e-6 + 1e-3 * fabs(s) + 1e-4));
+				}
+			for (int64_t o = 0; o < a->out; o++)
+				for (int k = 0; k < 4; k++) {
+					double s = 0;
+
+					for (int64_t c = 0; c < a->in; c++)
+						s += dW[o * a->in + c] * (double)A[k * a->in + c];
+					s *= lc.scale;
+					worst = fmax(worst, fabs(s - gB[o * 4 + k]) /
+							    (1e-6 + 1e-3 * fabs(s) + 1e-4));
+				}
+			cr_assert(big > 1e-6, "layer %d %s: no gradient reached A", l, a->module);
+			checked++;
+		}
+	}
+	cr_assert(checked > 0);
+	cr_assert(worst <= 1.0, "adapter gradients off the merged reference (%.3g x tol)",
+		  worst);
+	lc_net_free(&L);
+	lc_net_free(&M);
+	zn_lora_release(&lc);
+	free(tok);
+}
+
+Test(lora, gpt2_matches_merged_weights)
+{
+	struct zn_gpt2_config mc;
+
+	et_model(&mc);
+	check_merged(et_gpt2(&mc), "c_attn,c_proj,c_fc", false);
+}
+
+Test(lora, llama_matches_merged_weights_every_target_rslora)
+{
+	struct zn_llama_config c;
+	struct zn_model m;
+
+	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
+	m = zn_llama_model(&c);
+	check_merged(&m, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", true);
+	check_merged(&m, "q_proj,v_proj", false);
+}
+
+Test(lora, targets_names_and_init)
+{
+	struct zn_gpt2_config mc;
+	struct zn_lora_config lc = { .r = 8, .alpha = 16 };
+	struct zn_layer_desc d;
+	float *p;
+
+	et_model(&mc);
+	lc.base = zn_gpt2_model(&mc);
+	cr_assert_neq(zn_lora_add_targets(&lc, "q_proj,wte"), 0);
+	lc.target_count = 0;
+	cr_assert_neq(zn_lora_add_targets(&lc, "c_attn,,c_fc"), 0);
+	lc.target_count = 0;
+	/* Llama names match nothing in GPT-2 */
+	cr_assert_eq(zn_lora_add_targets(&lc, "q_proj"), 0);
+	cr_assert_neq(zn_lora_prepare(&lc), 0);
+	lc.target_count = 0;
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_proj"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	/* c_proj is both attn.c_proj and mlp.c_proj (PEFT matches the name's tail) */
+	cr_assert_eq(zn_lora_describe(&lc, 1, &d), 0);
+	cr_assert_eq(d.tensor_count, 4);
+	cr_assert_str_eq(d.tensors[0].name, "base_model.model.transformer.h.0.attn.c_proj.lora_A.weight");
+	cr_assert_str_eq(d.tensors[3].name, "base_model.model.transformer.h.0.mlp.c_proj.lora_B.weight");
+	cr_assert_eq(d.tensors[2].shape[0], 8);
+	cr_assert_eq(d.tensors[2].shape[1], 4 * 32);
+	cr_assert_eq(d.frozen_numel, lc.lay[1].base.numel);
+	/* A uniform within 1/sqrt(in), B zero; the same values for any split */
+	p = calloc(d.numel, sizeof(float));
+	zn_lora_init_range(&lc, &d, 0, d.numel, p, 9);
+	for (uint64_t i = 0; i < d.tensors[0].numel; i++)
+		cr_assert(fabsf(p[i]) <= 1.0f / sqrtf(32.0f) && p[i] != 0.0f);
+	for (uint64_t i = 0; i < d.tensors[1].numel; i++)
+		cr_assert_eq(p[d.tensors[1].offset + i], 0.0f);
+	{
+		float part[10];
+
+		zn_lora_init_range(&lc, &d, 100, 10, part, 9);
+		cr_assert_eq(memcmp(part, p + 100, sizeof(part)), 0);
+	}
+	free(p);
+	zn_lora_release(&lc);
+}
+
+/* ---- through the engine ----------------------------------------------------------------- */
+
+struct lrun {
+	struct et_run r;
+	float **frozen;
+};
+
+static void lrun_free(struct lrun *x)
+{
+	for (int l = 0; x->frozen && l < x->r.layer_count; l++)
+		free(x->frozen[l]);
+	free(x->frozen);
+	et_run_free(&x->r);
+}
+
+/* trains 3 steps of LoRA on the tiny GPT-2 under cfg; keeps adapters and frozen read-back */
+static void lora_train(struct lrun *x, const struct zn_config *cfg, float dropout)
+{
+	static struct zn_gpt2_config mc;
+	struct zn_lora_config lc = { .r = 4, .alpha = 8, .dropout = dropout };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	int *stream = et_tokens(et_stream_len(3, 1, 1, ET_B), 96, 7);
+	struct zn_model m;
+	struct zn_engine *e;
+	int rc;
+
+	et_model(&mc);
+	lc.base = zn_gpt2_model(&mc);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_fc"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	m = zn_lora_model(&lc);
+	memset(x, 0, sizeof(*x));
+	cr_assert_eq(et_train_any(&x->r, cfg, &m, ZN_COMM_SINGLE, stream, 3), 0);
+	/* a second engine (same seed) for the frozen read-back after training */
+	rc = zn_engine_create(&e, cfg, &m, &o);
+	cr_assert_eq(rc, 0);
+	x->frozen = calloc((size_t)zn_engine_layer_count(e), sizeof(float *));
+	for (int l = 0; l < zn_engine_layer_count(e); l++) {
+		uint64_t n = zn_engine_frozen_numel(e, l);
+
+		x->frozen[l] = malloc((n + 1) * sizeof(float));
+		cr_assert_eq(zn_engine_read_frozen(e, l, x->frozen[l]), 0);
+	}
+	zn_engine_destroy(e);
+	zn_lora_release(&lc);
+	free(stream);
+}
+
+Test(lora, engine_frozen_untouched_and_stages_agree)
+{
+	static const struct {
+		int stage;
+		enum zn_offload_device off;
+	} v[] = { { 0, ZN_OFFLOAD_NONE }, { 1, ZN_OFFLOAD_NONE }, { 2, ZN_OFFLOAD_NONE },
+		  { 3, ZN_OFFLOAD_NONE }, { 1, ZN_OFFLOAD_CPU }, { 3, ZN_OFFLOAD_CPU } };
+	struct zn_gpt2_config mc;
+	struct zn_config cfg;
+	struct lrun ref;
+
+	et_model(&mc);
+	et_config(&cfg, 0, ZN_OFFLOAD_NONE, ET_B, 1);
+	lora_train(&ref, &cfg, 0);
+	for (int s = 0; s < 3; s++)
+		cr_assert(ref.r.loss[s] > 0 && isfinite(ref.r.loss[s]));
+	cr_assert(ref.r.loss[2] < ref.r.loss[0], "LoRA does not learn: %g -> %g",
+		  ref.r.loss[0], ref.r.loss[2]);
+	for (size_t i = 1; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct lrun x;
+		char what[64];
+
+		et_config(&cfg, v[i].stage, v[i].off, ET_B, 1);
+		lora_train(&x, &cfg, 0);
+		snprintf(what, sizeof(what), "stage %d offload %d", v[i].stage, (int)v[i].off);
+		cr_assert_eq(et_compare(what, &ref.r, &x.r, 1e-5), 0, "%s", what);
+		lrun_free(&x);
+	}
+	lrun_free(&ref);
+}
+
+/* The frozen home after training: the same bits as the base's init. */
+static void check_frozen_bits(int stage, enum zn_offload_device off, bool bf16)
+{
+	struct zn_gpt2_config mc;
+	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	int *stream = et_tokens(et_stream_len(3, 2, 1, ET_B), 96, 7);
+	struct zn_config cfg;
+	struct zn_model m;
+	struct zn_engine *e;
+	float *moved = NULL;
+	int moved_any = 0;
+
+	et_model(&mc);
+	et_config(&cfg, stage, off, ET_B, 2);
+	cfg.precision.bf16 = bf16;
+	lc.base = zn_gpt2_model(&mc);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_proj,c_fc"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	m = zn_lora_model(&lc);
+	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	for (int s = 0; s < 3; s++) {
+		struct zn_step_stats st;
+		uint64_t bt = 2 * ET_B * ET_T;
+
+		cr_assert_eq(zn_engine_step(e, stream + s * bt, stream + s * bt + 1, &st), 0);
+	}
+	for (int l = 0; l < zn_engine_layer_count(e); l++) {
+		const struct zn_layer_desc *bd = &lc.lay[l].base;
+		uint64_t n = zn_engine_frozen_numel(e, l), an = zn_engine_layer_numel(e, l);
+		float *got = malloc((n + 1) * 4), *want = malloc((n + 1) * 4);
+
+		cr_assert_eq(n, bd->numel);
+		zn_gpt2_ops.init(&mc, bd, 0, n, want, cfg.runtime.seed);
+		if (bf16) /* the home is bf16: the init rounded once */
+			for (uint64_t i = 0; i < n; i++) {
+				uint16_t h;
+
+				zn_cast_f32_to_bf16(&h, want + i, 1);
+				zn_cast_bf16_to_f32(want + i, &h, 1);
+			}
+		cr_assert_eq(zn_engine_read_frozen(e, l, got), 0);
+		cr_assert_eq(memcmp(got, want, n * 4), 0, "layer %d frozen changed", l);
+		moved = realloc(moved, (an + 1) * 4);
+		cr_assert_eq(zn_engine_read_layer(e, l, moved), 0);
+		{
+			struct zn_layer_desc d;
+
+			cr_assert_eq(zn_lora_describe(&lc, l, &d), 0);
+			for (int t = 1; t < d.tensor_count; t += 2) /* B tensors moved off 0 */
+				for (uint64_t i = 0; i < d.tensors[t].numel; i++)
+					moved_any |= moved[d.tensors[t].offset + i] != 0.0f;
+		}
+		free(got);
+		free(want);
+	}
+	cr_assert(moved_any, "the adapters did not train");
+	free(moved);
+	zn_engine_destroy(e);
+	zn_lora_release(&lc);
+	free(stream);
+}
+
+Test(lora, frozen_bit_for_bit_stage0) { check_frozen_bits(0, ZN_OFFLOAD_NONE, false); }
+Test(lora, frozen_bit_for_bit_stage2) { check_frozen_bits(2, ZN_OFFLOAD_NONE, false); }
+Test(lora, frozen_bit_for_bit_stage3_host) { check_frozen_bits(3, ZN_OFFLOAD_CPU, false); }
+Test(lora, frozen_bit_for_bit_bf16_stage1) { check_frozen_bits(1, ZN_OFFLOAD_NONE, true); }
+Test(lora, frozen_bit_for_bit_bf16_stage3_host) { check_frozen_bits(3, ZN_OFFLOAD_CPU, true); }
+
+Test(lora, dropout_is_seeded_and_changes_the_step)
+{
+	struct zn_config cfg;
+	struct lrun a, b, c;
+
+	et_config(&cfg, 0, ZN_OFFLOAD_NONE, ET_B, 1);
+	lora_train(&a, &cfg, 0.3f);
+	lora_train(&b, &cfg, 0.3f);
+	lora_train(&c, &cfg, 0);
+	cr_assert_eq(et_compare("dropout rerun", &a.r, &b.r, 0), 0);
+	cr_assert_neq(et_compare("dropout vs none", &c.r, &a.r, 1e-6), 0);
+	lrun_free(&a);
+	lrun_free(&b);
+	lrun_free(&c);
+}
+
+Test(lora, plan_counts_no_optimizer_state_for_the_base)
+{
+	uint64_t tr[4] = { 0, 5000, 5000, 0 }, fr[4] = { 100000, 300000, 300000, 2000 };
+	struct zn_engine_plan_input in = { .layer_count = 4, .layer_numel = tr, .world = 1,
+					   .stage = 0, .grad_accum = 1, .prefetch_depth = 1,
+					   .frozen_numel = fr };
+	struct zn_engine_plan p, q;
+
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.frozen && p.frozen_direct);
+	/* fp32 on the device: the homes only; the trainable bytes do not depend on them */
+	cr_assert_eq(p.dev_frozen_bytes, zn_plan_device_alloc_bytes(100000 * 4) +
+		     2 * zn_plan_device_alloc_bytes(300000 * 4) +
+		     zn_plan_device_alloc_bytes(2000 * 4));
+	in.frozen_numel = NULL;
+	cr_assert_eq(zn_plan_engine(&in, &q), 0);
+	cr_assert_eq(p.device_bytes - p.dev_frozen_bytes, q.device_bytes);
+	cr_assert_eq(q.dev_optim_bytes, p.dev_optim_bytes);
+	/* bf16 base on nvme: 2-byte extents, pinned read buffers, working slots */
+	in.frozen_numel = fr;
+	in.bf16 = true;
+	in.stage = 3;
+	in.offload_optimizer = ZN_OFFLOAD_CPU;
+	in.offload_param = ZN_OFFLOAD_NVME;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.frozen_home, ZN_TIER_NVME);
+	cr_assert_eq(p.nvme_frozen_bytes, zn_plan_host_alloc_bytes(200000) +
+		     2 * zn_plan_host_alloc_bytes(600000) + zn_plan_host_alloc_bytes(4000));
+	cr_assert_eq(p.frozen_slots, 2);
+	cr_assert_eq(p.host_frozen_bytes, zn_plan_host_alloc_bytes(200000) +
+		     2 * zn_plan_host_alloc_bytes(600000));
+	cr_assert_eq(p.frozen_step_read_bytes, zn_plan_host_alloc_bytes(200000) +
+		     2 * 2 * zn_plan_host_alloc_bytes(600000) + 2 * zn_plan_host_alloc_bytes(4000));
+}
