@@ -18,6 +18,7 @@
 #include "cli/monitor.h"
 #include "cli/train_hf.h"
 #include "cli/train_model.h"
+#include "cli/train_lora.h"
 #include "cli/train_io.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
@@ -41,6 +42,7 @@ struct train_opts {
 	bool print_config;
 	const char *trace;        /* --trace FILE (rank 0) */
 	int64_t trace_first, trace_last; /* --trace-steps (default every step) */
+	struct zn_train_lora lora; /* --lora-* (train_lora.h) */
 };
 
 static void usage(FILE *f)
@@ -79,7 +81,12 @@ static void usage(FILE *f)
 		"                     mistral): its shapes, seeded initialization\n"
 		"         GPT-2: --layers N --heads N --d-model N --seq N --vocab N\n"
 		"         --padded-vocab N; Llama: --layers --heads --kv-heads --d-model\n"
-		"         --head-dim --intermediate --seq --vocab N, --tied-embeddings true|false\n\n");
+		"         --head-dim --intermediate --seq --vocab N, --tied-embeddings true|false\n"
+		"  LoRA (docs/lora.md): --lora-r R --lora-alpha A (default R) --lora-targets\n"
+		"         c_attn,c_proj,c_fc | q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,\n"
+		"         down_proj  --lora-dropout P  --use-rslora  --init-adapter DIR\n"
+		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
+		"         FILE.safetensors: the merged model)\n\n");
 	zn_config_print_flags_help(f);
 }
 
@@ -202,6 +209,10 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 	if (!rc && !*help)
 		rc = own_flags(&n, rest, o, cfg);
 	if (!rc && !*help)
+		rc = zn_train_lora_flags(&n, rest, &o->lora);
+	if (!rc && !*help)
+		rc = zn_train_lora_check(&o->lora, o->save_final);
+	if (!rc && !*help)
 		rc = model_config(n, rest, o, tm);
 	free(rest);
 	return rc;
@@ -222,7 +233,7 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
  * anything waits for the other ranks. */
 static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
-		 const struct train_opts *o, struct zn_train_ranks *ranks)
+		 struct train_opts *o, struct zn_train_ranks *ranks)
 {
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : zn_train_model_seq(tm) };
 	struct zn_train_data data = { 0 };
@@ -244,7 +255,9 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	eo.init_layer = init ? zn_train_hf_load_layer : NULL;
 	eo.init_ctx = init;
 	model = zn_train_model_get(tm);
-	rc = zn_engine_create(&e, cfg, &model, &eo);
+	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed);
+	if (!rc)
+		rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);
 	if (rc) {
 		rc = rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
@@ -278,7 +291,12 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		if (!rc && zn_engine_rank(e) == 0)
 			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
 	}
-	if (!rc && o->save_final) {
+	if (!rc && o->lora.on) {
+		/* --save-adapter, and the merged model for --save-final */
+		rc = zn_train_lora_save(&o->lora, e, o->save_final, o->save_dtype, o->init_from);
+		if (!rc && o->save_final && zn_engine_rank(e) == 0)
+			printf("saved %s\n", o->save_final);
+	} else if (!rc && o->save_final) {
 		/* streamed layer by layer, a file or a directory */
 		rc = zn_train_hf_save(e, tm, o->save_final, o->save_dtype, o->shard_bytes,
 				      o->init_from);
@@ -366,5 +384,6 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	rc = train(&cfg, &tm, &o, &ranks);
 	zn_train_ranks_end(&ranks);
+	zn_train_lora_release(&o.lora);
 	return rc;
 }

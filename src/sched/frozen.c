@@ -269,6 +269,8 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s)
 		s->copy_pending = false;
 		if (!rc)
 			rc = file_io(e, l, s->read_h, false);
+		if (!rc)
+			e->fz.bytes_read += extent(e, l);
 		src = s->read_h;
 	}
 	if (!rc)

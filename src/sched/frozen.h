@@ -32,6 +32,7 @@ struct zn_frozen {
 	struct zn_fslot slot0;
 	struct zn_fslot *ring;
 	int ring_n, seq_len, seq_issued;
+	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */
 };
 
 int zn_frozen_create(struct zn_engine *e);   /* the plan's buffers (none without frozen) */

@@ -343,6 +343,7 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	struct zn_aio_stats io0 = { 0 }, io1 = { 0 };
 	uint64_t h2d0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D);
 	uint64_t d2h0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H);
+	uint64_t frozen0 = e->fz.bytes_read;
 	int rc;
 
 	*st = (struct zn_step_stats){ 0 };
@@ -427,7 +428,7 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io1);
-	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read;
+	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read + (e->fz.bytes_read - frozen0);
 	st->nvme_write_bytes = io1.bytes_written - io0.bytes_written;
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;

@@ -90,6 +90,19 @@ void zn_lora_backward(const struct zn_kernel_table *k, void *stream,
 void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
 			 float *base);
 
+/* PEFT's files (lora_peft.c). save: dir/adapter_model.safetensors (fp32, PEFT's names) and
+ * dir/adapter_config.json (base_name may be NULL); adapters[l] is layer l's trainable
+ * buffer. open: checks dir/adapter_config.json's r, lora_alpha, use_rslora against cfg and
+ * opens the tensors; load_layer reads layer L's adapters (-EINVAL naming a missing or
+ * misshapen tensor). Return 0 or a negative code (logged). */
+struct zn_st_file;
+int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adapters,
+		      const char *dir, const char *base_name);
+int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
+		      struct zn_st_file **out);
+int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
+			    float *params_h);
+
 extern const struct zn_model_ops zn_lora_ops;
 struct zn_model zn_lora_model(const struct zn_lora_config *cfg); /* { &zn_lora_ops, cfg } */
 

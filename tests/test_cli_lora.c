@@ -1,0 +1,151 @@
+/* zinc train's LoRA flags (docs/lora.md): --save-adapter writes PEFT's files, which
+ * --init-adapter reads back bit for bit; --merge-adapter --save-final gives a model whose
+ * loss is the LoRA run's; bad flag combinations are refused naming the flag. */
+#include <criterion/criterion.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/safetensors.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/zn_test_clilora_XXXXXX");
+	cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(cli_lora, .init = make_dir, .fini = remove_dir, .timeout = 120);
+
+/* Runs zinc in dir with args (stdout and stderr into out). */
+static int zinc(char *out, size_t size, const char *fmt, ...)
+{
+	char args[1024], cmd[1600];
+	va_list ap;
+	FILE *p;
+	size_t n;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "cd %s && timeout 60 %s %s 2>&1 </dev/null", dir,
+		 ZN_ZINC_EXE, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void write_text(const char *name)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 400; i++)
+		fprintf(f, "the quick brown fox %d jumps over the lazy dog. ", i);
+	fclose(f);
+}
+
+/* the "loss X" of the output's "step 1/" line */
+static double step1_loss(const char *out)
+{
+	const char *s = strstr(out, "step 1/");
+
+	cr_assert_not_null(s, "%s", out);
+	s = strstr(s, "loss ");
+	cr_assert_not_null(s);
+	return atof(s + 5);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "cmp -s %s/%s %s/%s", dir, a, dir, b);
+	return system(cmd) == 0;
+}
+
+#define MODEL "train --model tiny --vocab 256 --data d.txt --seq 32"
+#define LORA "--lora-r 4 --lora-alpha 8 --lora-targets c_attn,c_fc"
+
+Test(cli_lora, save_init_round_trip_and_merge)
+{
+	static char out[1 << 16];
+	char path[128];
+	struct zn_st_file *f = NULL;
+	double l_lora, l_merged;
+
+	write_text("d.txt");
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 3 --lr 0.01 " LORA
+			  " --save-adapter A1 --merge-adapter --save-final M.safetensors"), 0,
+		     "%s", out);
+	cr_assert(strstr(out, "saved adapter A1"), "%s", out);
+	snprintf(path, sizeof(path), "%s/A1/adapter_model.safetensors", dir);
+	cr_assert_eq(zn_st_open(&f, path), 0);
+	/* PEFT's names: two layers x (c_attn, c_fc) x (A, B) */
+	cr_assert_eq(zn_st_tensor_count(f), 8);
+	cr_assert_not_null(zn_st_find(f, "base_model.model.transformer.h.0.attn.c_attn.lora_A.weight"));
+	cr_assert_not_null(zn_st_find(f, "base_model.model.transformer.h.1.mlp.c_fc.lora_B.weight"));
+	cr_assert_eq(zn_st_find(f, "base_model.model.transformer.h.0.attn.c_attn.lora_A.weight")->shape[0], 4);
+	zn_st_close(f);
+	/* --init-adapter reads them back exactly: with lr 0 the step changes nothing */
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --lr 0 " LORA
+			  " --init-adapter A1 --save-adapter A2"), 0, "%s", out);
+	l_lora = step1_loss(out);
+	cr_assert(files_equal("A1/adapter_model.safetensors", "A2/adapter_model.safetensors"));
+	cr_assert(files_equal("A1/adapter_config.json", "A2/adapter_config.json"));
+	/* the merged model (no LoRA) has the base + adapter's loss */
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --lr 0 --init-from M.safetensors"),
+		     0, "%s", out);
+	l_merged = step1_loss(out);
+	cr_assert(fabs(l_lora - l_merged) < 1.5e-4, "LoRA %g vs merged %g", l_lora, l_merged);
+}
+
+Test(cli_lora, bad_flags_are_refused_by_name)
+{
+	static char out[1 << 14];
+
+	write_text("d.txt");
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --lora-alpha 8"), 2, "%s", out);
+	cr_assert(strstr(out, "without --lora-r"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --lora-r 4"), 2, "%s", out);
+	cr_assert(strstr(out, "--lora-targets"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --lora-r 4 --lora-targets q_proj,foo"), 2,
+		     "%s", out);
+	cr_assert(strstr(out, "unknown module 'foo'"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " " LORA " --save-final x.safetensors"), 2,
+		     "%s", out);
+	cr_assert(strstr(out, "--merge-adapter"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " " LORA " --lora-dropout 1.5"), 2, "%s", out);
+	cr_assert(strstr(out, "--lora-dropout"), "%s", out);
+	/* targets that exist in no module of this model */
+	cr_assert_neq(zinc(out, sizeof(out), MODEL " --steps 1 --lora-r 4 --lora-targets q_proj"),
+		      0, "%s", out);
+	cr_assert(strstr(out, "matches no linear layer"), "%s", out);
+	/* an adapter of another rank */
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 " LORA " --save-adapter A"), 0,
+		     "%s", out);
+	cr_assert_neq(zinc(out, sizeof(out), MODEL " --steps 1 --lora-r 8 --lora-alpha 8 "
+			   "--lora-targets c_attn,c_fc --init-adapter A"), 0, "%s", out);
+	cr_assert(strstr(out, "give the adapter's values"), "%s", out);
+}
