@@ -362,3 +362,29 @@ Test(lora, plan_counts_no_optimizer_state_for_the_base)
 	cr_assert_eq(p.frozen_step_read_bytes, zn_plan_host_alloc_bytes(200000) +
 		     2 * 2 * zn_plan_host_alloc_bytes(600000) + 2 * zn_plan_host_alloc_bytes(4000));
 }
+
+Test(lora, estimate_counts_the_frozen_base_per_tier)
+{
+	struct zn_estimate_input in = { .params = 1000000, .largest_layer = 100000, .ranks = 2,
+					.ranks_per_node = 2, .stage = 3, .prefetch_depth = 1,
+					.buffer_count = 4, .mixed_precision = true };
+	struct zn_estimate full, lora;
+
+	cr_assert_eq(zn_plan_estimate(&in, &full), 0);
+	/* the same adapters on a frozen base of 1e9 parameters (largest layer 5e7) */
+	in.frozen_params = 1000000000;
+	in.frozen_largest_layer = 50000000;
+	cr_assert_eq(zn_plan_estimate(&in, &lora), 0);
+	cr_assert_eq(lora.frozen_bytes, 2000000000ull); /* bf16, whole on every rank */
+	cr_assert_eq(lora.device_model_bytes - full.device_model_bytes, 2000000000ull);
+	cr_assert_eq(lora.device_working_bytes - full.device_working_bytes, 3 * 50000000ull * 4);
+	/* on nvme: the base's bytes there, and pinned read buffers */
+	in.offload_optimizer = ZN_OFFLOAD_CPU;
+	in.offload_param = ZN_OFFLOAD_NVME;
+	cr_assert_eq(zn_plan_estimate(&in, &lora), 0);
+	in.frozen_params = 0;
+	cr_assert_eq(zn_plan_estimate(&in, &full), 0);
+	cr_assert_eq(lora.nvme_bytes - full.nvme_bytes, 2000000000ull);
+	cr_assert_eq(lora.pinned_staging_bytes - full.pinned_staging_bytes, 3 * 50000000ull * 2);
+	cr_assert_eq(lora.device_model_bytes, full.device_model_bytes);
+}

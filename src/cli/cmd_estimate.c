@@ -23,6 +23,11 @@ struct est_opts {
 	int margc;
 	bool model;
 	char line[256];
+	/* LoRA (docs/lora.md): the adapters, given as --lora-params or from --lora-r and
+	 * --lora-targets with a GPT shape; the model above is then the frozen base */
+	int lora_r;
+	const char *lora_targets;
+	uint64_t lora_params;
 };
 
 /* zinc train's model flags beyond the GPT shape ones: any of them (or --model,
@@ -60,7 +65,11 @@ static void usage(FILE *f)
 		"--init-from PATH) [zinc train's model flags]\n"
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
+		"                     [--lora-r R --lora-targets c_attn,c_proj,c_fc | --lora-params N]\n"
 		"\n"
+		"LoRA: the model is the frozen base (parameters only, bf16 or fp32, whole on every\n"
+		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
+		"optimizer state as any parameters').\n"
 		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
 		"parameters x (1 + prefetch depth) and its full gradients). Activations are not\n"
@@ -70,6 +79,43 @@ static void usage(FILE *f)
 		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
 		"model flags of zinc train (--layers --heads --kv-heads --d-model --head-dim\n"
 		"--intermediate --seq --vocab --padded-vocab --tied-embeddings) change it.\n");
+}
+
+/* The adapters' parameters: --lora-params, or r x (in + out) per targeted GPT-2 module. */
+static int lora_adapters(struct est_opts *o, bool shape)
+{
+	uint64_t C = (uint64_t)o->hidden, per = 0;
+	const char *t = o->lora_targets;
+
+	if (o->lora_params && (o->lora_r || t)) {
+		zn_error("give --lora-params or --lora-r with --lora-targets, not both");
+		return ZN_EUSAGE;
+	}
+	if (!o->lora_r && !t)
+		return 0;
+	if (!o->lora_r || !t || !shape) {
+		zn_error("--lora-r R --lora-targets LIST need both, with a GPT shape (--layers "
+			 "--hidden ...); for --model and other models give --lora-params N");
+		return ZN_EUSAGE;
+	}
+	while (*t) {
+		size_t n = strcspn(t, ",");
+
+		if (n == 6 && !strncmp(t, "c_attn", 6))
+			per += C + 3 * C;
+		else if (n == 6 && !strncmp(t, "c_proj", 6))
+			per += (C + C) + (4 * C + C); /* attn.c_proj and mlp.c_proj */
+		else if (n == 4 && !strncmp(t, "c_fc", 4))
+			per += C + 4 * C;
+		else {
+			zn_error("--lora-targets '%s': with a GPT shape use c_attn, c_proj, c_fc "
+				 "(other models: --lora-params N)", o->lora_targets);
+			return ZN_EUSAGE;
+		}
+		t += n + (t[n] == ',');
+	}
+	o->lora_params = per * (uint64_t)o->lora_r * (uint64_t)o->layers;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct est_opts *o)
@@ -93,6 +139,12 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		}
 		if (!strcmp(a, "--json"))
 			o->json = true;
+		else if (!strcmp(a, "--lora-r"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 16, &o->lora_r);
+		else if (!strcmp(a, "--lora-params"))
+			rc = zn_cli_count(argc, argv, &i, &o->lora_params);
+		else if (!strcmp(a, "--lora-targets"))
+			rc = (o->lora_targets = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			return 1;
 		else if (!strcmp(a, "--params"))
@@ -145,7 +197,8 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 	}
 	if (o->model)
 		return zn_train_model_size(o->margc, o->margv, &o->params, &o->largest_layer,
-					   o->line, sizeof(o->line)) ? ZN_EUSAGE : 0;
+					   o->line, sizeof(o->line)) ? ZN_EUSAGE :
+		       lora_adapters(o, false);
 	if (shape && o->params) {
 		zn_error("give either --params or a GPT shape (--layers --hidden --heads --vocab "
 			 "--seq), not both");
@@ -172,7 +225,7 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		zn_error("--largest-layer is larger than --params");
 		return ZN_EUSAGE;
 	}
-	return 0;
+	return lora_adapters(o, shape);
 }
 
 static const char *fits(uint64_t need, uint64_t budget)
@@ -231,9 +284,10 @@ int zn_cmd_estimate(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "nodes", o.nodes);
 		cJSON_AddNumberToObject(root, "prefetch_depth", o.prefetch_depth);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
+		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
-		char p[32], l[32];
+		char p[32], l[32], b0[32], b1[32];
 
 		if (o.model)
 			printf("# model: %s\n", o.line);
@@ -246,6 +300,11 @@ int zn_cmd_estimate(int argc, char **argv)
 						  "bf16 mixed precision (2+2+12 B/param)");
 		printf("# device = model states on the device + working set (layers in flight); "
 		       "activations not counted\n");
+		if (o.lora_params)
+			printf("# LoRA: %s adapter params trained; the %s params above are the "
+			       "frozen base (parameters only, on the parameters' tier)\n",
+			       zn_cli_fmt_count(o.lora_params, b0, sizeof(b0)),
+			       zn_cli_fmt_count(o.params, b1, sizeof(b1)));
 		printf("%5s %9s %9s %12s %12s %12s %12s %12s %12s%s%s\n", "stage", "off_optim",
 		       "off_param", "dev_model", "dev_working", "device", "host/rank",
 		       "host/node", "nvme/rank", o.device_mem ? "  fits_dev" : "",
@@ -256,6 +315,8 @@ int zn_cmd_estimate(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		struct zn_estimate_input in = {
 			.params = o.params, .largest_layer = o.largest_layer, .ranks = ranks,
+			.frozen_params = o.lora_params ? o.params : 0,
+			.frozen_largest_layer = o.lora_params ? o.largest_layer : 0,
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
@@ -264,6 +325,10 @@ int zn_cmd_estimate(int argc, char **argv)
 		struct zn_estimate e;
 		char b[7][32];
 
+		if (o.lora_params) { /* the adapters are what trains */
+			in.params = o.lora_params;
+			in.largest_layer = o.lora_params / (uint64_t)(o.layers ? o.layers : 1);
+		}
 		if (zn_plan_estimate(&in, &e))
 			continue;
 		if (o.json) {
@@ -279,6 +344,7 @@ int zn_cmd_estimate(int argc, char **argv)
 			cJSON_AddNumberToObject(r, "host_bytes_per_node", (double)e.host_node_bytes);
 			cJSON_AddNumberToObject(r, "pinned_staging_bytes", (double)e.pinned_staging_bytes);
 			cJSON_AddNumberToObject(r, "nvme_bytes_per_rank", (double)e.nvme_bytes);
+			cJSON_AddNumberToObject(r, "frozen_bytes", (double)e.frozen_bytes);
 			if (o.device_mem)
 				cJSON_AddBoolToObject(r, "fits_device", e.device_bytes <= o.device_mem);
 			cJSON_AddItemToArray(jrows, r);

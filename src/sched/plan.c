@@ -131,6 +131,25 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 		out->pinned_staging_bytes += (uint64_t)in->buffer_count * Ls * b.param;
 	out->host_bytes += out->pinned_staging_bytes;
 
+	/* a frozen base: parameters only, on the parameters' tier, whole on every rank */
+	if (in->frozen_params) {
+		uint64_t slots = (uint64_t)(2 + in->prefetch_depth) * in->frozen_largest_layer;
+
+		out->frozen_bytes = in->frozen_params * b.param;
+		if (pl.params == ZN_TIER_DEVICE)
+			out->device_model_bytes += out->frozen_bytes;
+		else if (pl.params == ZN_TIER_HOST)
+			out->host_bytes += out->frozen_bytes;
+		else
+			out->nvme_bytes += out->frozen_bytes;
+		if (!(pl.params == ZN_TIER_DEVICE && b.param == 4))
+			out->device_working_bytes += slots * 4;
+		if (pl.params == ZN_TIER_NVME) {
+			out->pinned_staging_bytes += slots * b.param;
+			out->host_bytes += slots * b.param;
+		}
+	}
+
 	out->device_bytes = out->device_model_bytes + out->device_working_bytes +
 			    in->activation_bytes;
 	out->host_node_bytes = out->host_bytes * (uint64_t)in->ranks_per_node;

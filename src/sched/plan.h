@@ -75,6 +75,13 @@ struct zn_estimate_input {
 	int buffer_count;        /* pinned staging buffers per swapped class (nvme) */
 	bool mixed_precision;
 	uint64_t activation_bytes; /* per rank, added to the device total (0 = not counted) */
+	/* LoRA (docs/lora.md): a frozen base of frozen_params (largest layer
+	 * frozen_largest_layer); params are then the trainable adapters. The base has
+	 * parameters only, 2 (mixed precision) or 4 bytes each, whole on every rank on the
+	 * parameters' tier, plus fp32 working copies on the device of (2 + prefetch_depth)
+	 * layers unless it is fp32 on the device, and with nvme as many pinned read buffers. */
+	uint64_t frozen_params;
+	uint64_t frozen_largest_layer;
 };
 
 struct zn_estimate {
@@ -85,6 +92,7 @@ struct zn_estimate {
 	uint64_t host_node_bytes;      /* host_bytes x ranks_per_node */
 	uint64_t pinned_staging_bytes; /* per rank: nvme staging buffers (part of host_bytes) */
 	uint64_t nvme_bytes;           /* per rank: model states homed on nvme */
+	uint64_t frozen_bytes;         /* the frozen base on its home tier (part of the above) */
 };
 
 /* Returns 0, or ZN_EUSAGE for an input that makes no sense (ranks < 1, stage out of
