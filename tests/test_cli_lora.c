@@ -150,8 +150,8 @@ Test(cli_lora, bad_flags_are_refused_by_name)
 	cr_assert(strstr(out, "give the adapter's values"), "%s", out);
 }
 
-/* The outside check (scripts/lora_check.py): an independent float64 PyTorch GPT-2 with a
- * PEFT adapter, 3 AdamW steps, against zinc train --init-from --init-adapter
+/* The outside check (scripts/lora_check.py): an independent float64 PyTorch Llama (adapter
+ * on q_proj, v_proj) and GPT-2 (c_attn, c_fc) with a PEFT adapter, 3 AdamW steps, against zinc train --init-from --init-adapter
  * --save-adapter: losses within 1e-4, adapters within 1e-3. Skipped without torch. */
 Test(cli_lora, torch_outside_check)
 {
@@ -163,13 +163,18 @@ Test(cli_lora, torch_outside_check)
 
 	if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1"))
 		cr_skip_test("python3-torch is not installed: scripts/lora_check.py skipped");
-	snprintf(cmd, sizeof(cmd), "timeout 300 /usr/bin/python3 %s/scripts/lora_check.py "
-		 "--zinc %s --keep %s/check 2>&1", ZN_TEST_SRC_DIR, ZN_ZINC_EXE, dir);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = 0;
-	status = pclose(p);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
-	cr_assert(strstr(out, "ok: losses within 1e-4"), "%s", out);
+	for (int f = 0; f < 2; f++) {
+		const char *family = f ? "gpt2" : "llama";
+
+		snprintf(cmd, sizeof(cmd), "timeout 300 /usr/bin/python3 %s/scripts/lora_check.py "
+			 "--zinc %s --family %s --keep %s/check-%s 2>&1", ZN_TEST_SRC_DIR,
+			 ZN_ZINC_EXE, family, dir, family);
+		p = popen(cmd, "r");
+		cr_assert_not_null(p);
+		n = fread(out, 1, sizeof(out) - 1, p);
+		out[n] = 0;
+		status = pclose(p);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %s", family, out);
+		cr_assert(strstr(out, "ok: losses within 1e-4"), "%s: %s", family, out);
+	}
 }
