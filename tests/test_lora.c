@@ -388,3 +388,27 @@ Test(lora, estimate_counts_the_frozen_base_per_tier)
 	cr_assert_eq(lora.pinned_staging_bytes - full.pinned_staging_bytes, 3 * 50000000ull * 2);
 	cr_assert_eq(lora.device_model_bytes, full.device_model_bytes);
 }
+
+/* With activation checkpointing the backward recomputes forwards: the frozen base is
+ * fetched for those uses too (the activations' use sequence) and the result is the same. */
+Test(lora, activation_checkpointing_gives_the_same_step)
+{
+	struct zn_config cfg;
+	struct lrun ref, x;
+
+	et_config(&cfg, 3, ZN_OFFLOAD_CPU, ET_B, 1);
+	lora_train(&ref, &cfg, 0);
+	cfg.act_ckpt.enabled = true;
+	cfg.act_ckpt.every = 1;
+	lora_train(&x, &cfg, 0);
+	cr_assert_eq(et_compare("checkpointing, base in host memory", &ref.r, &x.r, 1e-6), 0);
+	lrun_free(&x);
+	lrun_free(&ref);
+	cfg.precision.bf16 = true; /* the base's working copies from bf16 homes */
+	lora_train(&x, &cfg, 0);
+	cfg.act_ckpt.enabled = false;
+	lora_train(&ref, &cfg, 0);
+	cr_assert_eq(et_compare("checkpointing, bf16 base", &ref.r, &x.r, 1e-6), 0);
+	lrun_free(&x);
+	lrun_free(&ref);
+}
