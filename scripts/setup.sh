@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git liburing-dev libhwloc-dev libcjson-dev
-      libcriterion-dev libopenmpi-dev openmpi-bin libopenblas-dev fio valgrind
+      libcriterion-dev zlib1g-dev libopenmpi-dev openmpi-bin libopenblas-dev fio valgrind
       clang libclang-rt-dev libomp-dev # clang + compiler-rt + OpenMP: scripts/ci-fuzz.sh
       gnuplot-nox) # zinc bench step --plot
 

@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cli/monitor.h"
+#include "cli/train_ckpt.h"
 #include "cli/train_hf.h"
 #include "cli/train_model.h"
 #include "cli/train_lora.h"
@@ -28,6 +29,7 @@
 #include "core/signals.h"
 #include "core/trace.h"
 #include "model/hf_dir.h"
+#include "sched/ckpt.h"
 #include "zinc.h"
 
 struct train_opts {
@@ -43,6 +45,7 @@ struct train_opts {
 	const char *trace;        /* --trace FILE (rank 0) */
 	int64_t trace_first, trace_last; /* --trace-steps (default every step) */
 	struct zn_train_lora lora; /* --lora-* (train_lora.h) */
+	struct zn_train_ckpt_opts ck; /* train_ckpt.h */
 };
 
 static void usage(FILE *f)
@@ -86,7 +89,9 @@ static void usage(FILE *f)
 		"         c_attn,c_proj,c_fc | q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,\n"
 		"         down_proj  --lora-dropout P  --use-rslora  --init-adapter DIR\n"
 		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
-		"         FILE.safetensors: the merged model)\n\n");
+		"         FILE.safetensors: the merged model)\n");
+	zn_train_ckpt_usage(f);
+	fprintf(f, "\n");
 	zn_config_print_flags_help(f);
 }
 
@@ -163,7 +168,12 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 		} else if (!strcmp(a, "--print-config")) {
 			o->print_config = true;
 		} else {
-			rest[m++] = rest[i];
+			int taken = zn_train_ckpt_flag(*n, rest, &i, &o->ck);
+
+			if (taken < 0)
+				return taken;
+			if (!taken)
+				rest[m++] = rest[i];
 		}
 	}
 	*n = m;
@@ -221,6 +231,8 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 /* The settings of this command every rank must share, as agreement lines. */
 static void own_text(const struct train_opts *o, char *buf, size_t size)
 {
+	size_t k;
+
 	snprintf(buf, size, "train.steps=%d\ntrain.seq=%d\ntrain.init_from=%s\n"
 		 "train.save_final=%s\ntrain.save_dtype=%s\ntrain.save_shard_size=%llu\n"
 		 "train.print_config=%s\n", o->steps,
@@ -228,6 +240,8 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 		 o->save_dtype == ZN_DTYPE_BF16 ? "bf16" : "fp32",
 		 (unsigned long long)o->shard_bytes,
 		 o->print_config ? "true" : "false");
+	k = strlen(buf);
+	zn_train_ckpt_text(&o->ck, buf + k, size - k);
 }
 
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
@@ -243,23 +257,32 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	struct zn_model model;
 	struct zn_train_hf_loader *init = NULL;
 	struct zn_trace *trace = NULL;
+	struct zn_train_ckpt ck = { 0 };
+	char hf[ZN_PATH_MAX + 32];
+	bool stop = false;
 	int rc;
 
-	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies. */
+	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies;
+	 * train_ckpt.c defers SIGTERM to the end of the step */
+	model = zn_train_model_get(tm);
 	if (zn_signals_install() ||
-	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, tm))) {
+	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, tm)) ||
+	    zn_train_ckpt_begin(&ck, &o->ck, cfg, &model, ranks->comm, ranks->world,
+				eo.seq_len)) {
+		zn_train_ckpt_end(&ck);
+		zn_train_hf_loader_close(init);
 		zn_train_ranks_fail(ranks, 1);
 		return 1;
 	}
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
-	eo.init_layer = init ? zn_train_hf_load_layer : NULL;
-	eo.init_ctx = init;
-	model = zn_train_model_get(tm);
+	eo.init_layer = init ? zn_train_hf_load_layer : ck.resume ? zn_ckpt_init_layer : NULL;
+	eo.init_ctx = init ? (void *)init : (void *)ck.resume;
 	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed);
 	if (!rc)
 		rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);
 	if (rc) {
+		zn_train_ckpt_end(&ck);
 		rc = rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
@@ -267,6 +290,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
 				eo.seq_len, cfg->runtime.seed);
+	if (!rc)
+		rc = zn_train_ckpt_resumed(&ck, e, &data);
 	for (int i = 0; i < ZN_MONITOR_FIGURES; i++)
 		mon.fd[i] = -1;
 	if (!rc && zn_engine_rank(e) == 0)
@@ -277,7 +302,10 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc)
 		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, o->steps);
-	for (int s = 0; !rc && s < o->steps; s++) {
+	if (!rc && ck.start >= o->steps && zn_engine_rank(e) == 0)
+		printf("the checkpoint is at step %lld, --steps %d: no step to train\n",
+		       (long long)ck.start, o->steps);
+	for (int s = (int)ck.start; !rc && !stop && s < o->steps; s++) {
 		struct zn_step_stats st;
 
 		rc = zn_train_data_next(&data);
@@ -290,13 +318,21 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
 		if (!rc && zn_engine_rank(e) == 0)
 			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
+		if (!rc)
+			rc = zn_train_ckpt_after_step(&ck, e, &data, s + 1, o->steps, &stop);
+		if (!rc && zn_train_ckpt_hf_due(&ck, s + 1, hf, sizeof(hf))) {
+			rc = zn_train_hf_save(e, tm, hf, o->save_dtype, o->shard_bytes,
+					      o->init_from);
+			if (!rc && zn_engine_rank(e) == 0)
+				printf("saved %s\n", hf);
+		}
 	}
-	if (!rc && o->lora.on) {
+	if (!rc && o->lora.on && !stop) {
 		/* --save-adapter, and the merged model for --save-final */
 		rc = zn_train_lora_save(&o->lora, e, o->save_final, o->save_dtype, o->init_from);
 		if (!rc && o->save_final && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
-	} else if (!rc && o->save_final) {
+	} else if (!rc && o->save_final && !stop) {
 		/* streamed layer by layer, a file or a directory */
 		rc = zn_train_hf_save(e, tm, o->save_final, o->save_dtype, o->shard_bytes,
 				      o->init_from);
@@ -322,7 +358,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		zn_train_ranks_fail(ranks, 1);
 	zn_monitor_close(&mon);
 	zn_train_data_close(&data);
-	zn_engine_destroy(e);
+	zn_engine_destroy(e); /* removes the swap files (also after a SIGTERM stop) */
+	zn_train_ckpt_end(&ck);
 	return rc ? 1 : 0;
 }
 
@@ -332,7 +369,7 @@ int zn_cmd_train(int argc, char **argv)
 	struct zn_train_model tm;
 	struct train_opts o = { 0 };
 	struct zn_config cfg;
-	char own[512];
+	char own[1024];
 	bool help = false, ok;
 	int rc, rank = 0;
 
@@ -361,6 +398,14 @@ int zn_cmd_train(int argc, char **argv)
 	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    rank == 0 && zn_output_check(o.trace, "--trace"))
 		ok = false;
+	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank))
+		ok = false;
+	if (ok && o.lora.on && (o.ck.save_dir || o.ck.resume)) {
+		zn_error("--save-dir and --resume do not take LoRA runs yet: save the adapters "
+			 "with --save-adapter and start again with --init-adapter");
+		ok = false;
+	}
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */
 	own_text(&o, own, sizeof(own));

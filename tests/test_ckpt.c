@@ -1,0 +1,284 @@
+/* Checkpoints (src/sched/ckpt*.c), one rank, host device: exact resume at every stage and
+ * host offload with accumulation and an LR schedule; re-sharding to another stage;
+ * refusals of corrupt, truncated and mismatched checkpoints; rotation. (Kills during a
+ * save and signals run the zinc command: tests/test_cli_ckpt.c.) */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+
+#include "ckpt_common.h"
+
+static void tmpdir(char *out, size_t n)
+{
+	snprintf(out, n, "/tmp/zn-ckpt-XXXXXX");
+	cr_assert_not_null(mkdtemp(out));
+}
+
+static void exact(int stage, enum zn_offload_device off, int k)
+{
+	struct zn_config c;
+	char dir[64], sd[128];
+
+	ck_config(&c, stage, off);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	ck_exact(&c, sd, k);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, exact_resume_stage0) { exact(0, ZN_OFFLOAD_NONE, 2); }
+Test(ckpt, exact_resume_stage1) { exact(1, ZN_OFFLOAD_NONE, 3); }
+Test(ckpt, exact_resume_stage1_cpu) { exact(1, ZN_OFFLOAD_CPU, 3); }
+Test(ckpt, exact_resume_stage2) { exact(2, ZN_OFFLOAD_NONE, 1); }
+Test(ckpt, exact_resume_stage2_cpu) { exact(2, ZN_OFFLOAD_CPU, 4); }
+Test(ckpt, exact_resume_stage3) { exact(3, ZN_OFFLOAD_NONE, 3); }
+Test(ckpt, exact_resume_stage3_cpu) { exact(3, ZN_OFFLOAD_CPU, 3); }
+
+/* optimizer on the host, parameter shards on the device (not aliased) */
+Test(ckpt, exact_resume_stage3_optimizer_cpu_params_device)
+{
+	struct zn_config c;
+	char dir[64], sd[128];
+
+	ck_config(&c, 3, ZN_OFFLOAD_CPU);
+	c.zero.offload_param.device = ZN_OFFLOAD_NONE;
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	ck_exact(&c, sd, 2);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, exact_resume_bf16_stage3_cpu)
+{
+	struct zn_config c;
+	char dir[64], sd[128];
+
+	ck_config(&c, 3, ZN_OFFLOAD_CPU);
+	c.precision.bf16 = true;
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	ck_exact(&c, sd, 3);
+	ck_rmtree(dir);
+}
+
+/* fp16 with loss scaling: the scaler's position comes back too */
+Test(ckpt, exact_resume_fp16_stage2_dynamic_scale)
+{
+	struct zn_config c;
+	char dir[64], sd[128];
+
+	ck_config(&c, 2, ZN_OFFLOAD_NONE);
+	c.precision.fp16 = true;
+	c.precision.initial_scale_power = 8;
+	c.precision.loss_scale_window = 2;
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	ck_exact(&c, sd, 3);
+	ck_rmtree(dir);
+}
+
+/* Saved at stage 3 with cpu offload, resumed at stage 1 on the device: the slices are the
+ * same at every stage, so the resume re-shards; results within the equivalence tests'
+ * reduction-order tolerance of the straight stage 3 run. */
+Test(ckpt, resume_at_another_stage)
+{
+	struct zn_config c3, c1;
+	struct ck_run a = { 0 }, b = { 0 }, r = { 0 };
+	struct zn_gpt2_config mc;
+	char dir[64], sd[128];
+	int *stream;
+
+	ck_config(&c3, 3, ZN_OFFLOAD_CPU);
+	ck_config(&c1, 1, ZN_OFFLOAD_NONE);
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(CK_STEPS, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&a, &c3, stream, 0, CK_STEPS, NULL, NULL), 0);
+	cr_assert_eq(ck_train(&b, &c3, stream, 0, 3, NULL, sd), 0);
+	cr_assert_eq(ck_train(&r, &c1, stream, 3, CK_STEPS, sd, NULL), 0);
+	for (int s = 3; s < CK_STEPS; s++)
+		cr_assert_float_eq(r.loss[s], a.loss[s], 1e-5f * fabsf(a.loss[s]), "step %d",
+				   s + 1);
+	for (int l = 0; l < a.layers; l++)
+		for (uint64_t i = 0; i < a.numel[l]; i++)
+			cr_assert(fabsf(r.w[l][i] - a.w[l][i]) <= 1e-5f + 1e-5f * fabsf(a.w[l][i]),
+				  "layer %d element %llu: %g vs %g", l, (unsigned long long)i,
+				  r.w[l][i], a.w[l][i]);
+	ck_run_free(&a);
+	ck_run_free(&b);
+	ck_run_free(&r);
+	free(stream);
+	ck_rmtree(dir);
+}
+
+/* ---- integrity ---------------------------------------------------------------------- */
+
+/* A saved checkpoint at step 2 under dir/save; path of its rank file in rank. */
+static void saved(char *dir, size_t n, char *rank, size_t rn)
+{
+	struct zn_config c;
+	struct ck_run b = { 0 };
+	struct zn_gpt2_config mc;
+	char sd[128];
+	int *stream;
+
+	ck_config(&c, 2, ZN_OFFLOAD_NONE);
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(2, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, n);
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&b, &c, stream, 0, 2, NULL, sd), 0);
+	snprintf(rank, rn, "%s/checkpoint-2/rank-00000-of-00001.bin", sd);
+	ck_run_free(&b);
+	free(stream);
+}
+
+static int open_rc(const char *dir)
+{
+	struct zn_ckpt *c = NULL;
+	char sd[128];
+	int rc;
+
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	rc = zn_ckpt_open(&c, sd, "--resume");
+	zn_ckpt_close(c);
+	return rc;
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char b;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x40;
+	cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+Test(ckpt, opens_a_good_checkpoint)
+{
+	char dir[64], rank[256];
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	cr_assert_eq(open_rc(dir), 0);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, refuses_a_flipped_byte)
+{
+	char dir[64], rank[256];
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	flip_byte(rank, 5000);
+	cr_assert_eq(open_rc(dir), -EBADMSG);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, refuses_a_truncated_rank_file)
+{
+	char dir[64], rank[256];
+	struct stat st;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	cr_assert_eq(stat(rank, &st), 0);
+	cr_assert_eq(truncate(rank, st.st_size - 100), 0);
+	cr_assert_eq(open_rc(dir), -EBADMSG);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, refuses_a_missing_rank_file)
+{
+	char dir[64], rank[256];
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	cr_assert_eq(unlink(rank), 0);
+	cr_assert_eq(open_rc(dir), -ENOENT);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, refuses_a_changed_metadata)
+{
+	char dir[64], rank[256], meta[256];
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	flip_byte(meta, 20); /* inside "step=2" .. */
+	cr_assert_eq(open_rc(dir), -EBADMSG);
+	ck_rmtree(dir);
+}
+
+Test(ckpt, refuses_another_model_shape_and_batch)
+{
+	struct zn_gpt2_config mc;
+	struct zn_model model;
+	struct zn_ckpt *c = NULL;
+	char dir[64], rank[256], sd[128];
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(zn_ckpt_open(&c, sd, "--resume"), 0);
+	et_model(&mc);
+	model = (struct zn_model){ &zn_gpt2_ops, &mc };
+	cr_assert_eq(zn_ckpt_check(c, &model, ET_B, ET_T, NULL), 0);
+	cr_assert_eq(zn_ckpt_check(c, &model, ET_B * 2, ET_T, NULL), ZN_EUSAGE);
+	cr_assert_eq(zn_ckpt_check(c, &model, ET_B, ET_T / 2, NULL), ZN_EUSAGE);
+	mc.d_model = 64;
+	cr_assert_eq(zn_gpt2_config_validate(&mc), 0);
+	cr_assert_eq(zn_ckpt_check(c, &model, ET_B, ET_T, NULL), ZN_EUSAGE);
+	et_model(&mc);
+	mc.layers = 3;
+	cr_assert_eq(zn_ckpt_check(c, &model, ET_B, ET_T, NULL), ZN_EUSAGE);
+	zn_ckpt_close(c);
+	ck_rmtree(dir);
+}
+
+/* --save-total-limit 2 keeps the newest two; latest names the last */
+Test(ckpt, keep_limit_and_latest)
+{
+	struct zn_config c;
+	struct ck_run r = { 0 };
+	struct zn_gpt2_config mc;
+	char dir[64], sd[128], p[256], latest[64] = "";
+	struct zn_ckpt_save_args a;
+	struct zn_engine *e;
+	struct zn_engine_options o = { .seq_len = ET_T };
+	int *stream;
+	FILE *f;
+
+	ck_config(&c, 1, ZN_OFFLOAD_CPU);
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(4, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	a = (struct zn_ckpt_save_args){ .dir = sd, .keep = 2, .global_micro = ET_B, .seq = ET_T };
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	for (int s = 0; s < 4; s++) {
+		struct zn_step_stats st;
+		int in[2 * ET_B * ET_T], tg[2 * ET_B * ET_T];
+
+		memcpy(in, stream + s * 2 * ET_B * ET_T, sizeof(in));
+		memcpy(tg, stream + s * 2 * ET_B * ET_T + 1, sizeof(tg));
+		cr_assert_eq(zn_engine_step(e, in, tg, &st), 0);
+		a.data_step = (s + 1) * 2;
+		cr_assert_eq(zn_ckpt_save(e, NULL, &a, p, sizeof(p)), 0);
+	}
+	zn_engine_destroy(e);
+	for (int s = 1; s <= 4; s++) {
+		struct stat st;
+
+		snprintf(p, sizeof(p), "%s/checkpoint-%d", sd, s);
+		cr_assert_eq(stat(p, &st) == 0, s >= 3, "checkpoint-%d", s);
+	}
+	snprintf(p, sizeof(p), "%s/latest", sd);
+	f = fopen(p, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(latest, sizeof(latest), f));
+	fclose(f);
+	cr_assert_str_eq(latest, "checkpoint-4\n");
+	ck_run_free(&r);
+	free(stream);
+	ck_rmtree(dir);
+}
