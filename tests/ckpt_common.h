@@ -47,7 +47,7 @@ static inline int ck_train(struct ck_run *r, const struct zn_config *cfg, const 
 	struct zn_model model;
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ck_comm_kind };
 	struct zn_engine *e = NULL;
-	struct zn_ckpt *c = NULL;
+	struct zn_ckpt_dir *c = NULL;
 	int rc = 0, B, gas, N, rank;
 	int *in = NULL, *tg = NULL;
 	uint64_t bt;

@@ -136,7 +136,7 @@ static void saved(char *dir, size_t n, char *rank, size_t rn)
 
 static int open_rc(const char *dir)
 {
-	struct zn_ckpt *c = NULL;
+	struct zn_ckpt_dir *c = NULL;
 	char sd[128];
 	int rc;
 
@@ -214,7 +214,7 @@ Test(ckpt, refuses_another_model_shape_and_batch)
 {
 	struct zn_gpt2_config mc;
 	struct zn_model model;
-	struct zn_ckpt *c = NULL;
+	struct zn_ckpt_dir *c = NULL;
 	char dir[64], rank[256], sd[128];
 
 	saved(dir, sizeof(dir), rank, sizeof(rank));

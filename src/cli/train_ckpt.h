@@ -22,7 +22,7 @@
 
 #include "zinc.h"
 
-struct zn_ckpt;
+struct zn_ckpt_dir;
 struct zn_comm;
 struct zn_engine;
 struct zn_model;
@@ -46,7 +46,7 @@ int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from,
 
 struct zn_train_ckpt {
 	const struct zn_train_ckpt_opts *o;
-	struct zn_ckpt *resume;  /* the opened --resume checkpoint, or NULL */
+	struct zn_ckpt_dir *resume;  /* the opened --resume checkpoint, or NULL */
 	struct zn_comm *comm;    /* host comm over the ranks; NULL with one */
 	int64_t start;           /* steps already taken (the checkpoint's step) */
 	int64_t global_micro;

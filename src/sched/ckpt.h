@@ -46,7 +46,7 @@ struct zn_comm;
 struct zn_engine;
 struct zn_model;
 struct zn_layer_desc;
-struct zn_ckpt;
+struct zn_ckpt_dir;
 
 #define ZN_CKPT_META "zinc-checkpoint.txt"
 #define ZN_CKPT_CONFIG "config.json"
@@ -79,19 +79,19 @@ struct zn_ckpt_info {
 /* Opens and verifies the checkpoint at path (a save directory: its `latest`; or one
  * checkpoint directory). `what` names the flag in errors. 0 or a negative code (logged:
  * the file and what is wrong). */
-int zn_ckpt_open(struct zn_ckpt **out, const char *path, const char *what);
-void zn_ckpt_close(struct zn_ckpt *c); /* accepts NULL */
-const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt *c);
+int zn_ckpt_open(struct zn_ckpt_dir **out, const char *path, const char *what);
+void zn_ckpt_close(struct zn_ckpt_dir *c); /* accepts NULL */
+const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt_dir *c);
 /* The model (layer count, each tensor's name and shape) and the batch layout (world x
  * micro, seq) of this run against the checkpoint's; config_json: this run's effective
  * config (a difference is only reported). ZN_EUSAGE naming what differs. */
-int zn_ckpt_check(const struct zn_ckpt *c, const struct zn_model *model, int64_t global_micro,
+int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int64_t global_micro,
 		  int seq, const char *config_json);
 /* zn_engine_options.init_layer with ctx = the zn_ckpt: layer l's fp32 master. */
 int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
 /* After zn_engine_create with zn_ckpt_init_layer: m and v of this rank's span of every
  * layer onto their tiers, the step counters (step, fp16 skips and loss scale). */
-int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt *c);
+int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt_dir *c);
 
 /* Bytes of nvme-resident state this process copied file to file (copy_file_range). */
 uint64_t zn_ckpt_nvme_copied_bytes(void);

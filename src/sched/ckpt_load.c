@@ -16,7 +16,7 @@
 #include "sched/ckpt_impl.h"
 #include "sched/engine_impl.h"
 
-struct zn_ckpt {
+struct zn_ckpt_dir {
 	struct zn_ckpt_meta m;
 	char dir[ZN_PATH_MAX + 80];
 	char *config;            /* the saved config.json */
@@ -24,12 +24,12 @@ struct zn_ckpt {
 	uint64_t *data_off;      /* [rank * layers + l]: where layer l's master starts */
 };
 
-const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt *c)
+const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt_dir *c)
 {
 	return &c->m.info;
 }
 
-void zn_ckpt_close(struct zn_ckpt *c)
+void zn_ckpt_close(struct zn_ckpt_dir *c)
 {
 	if (!c)
 		return;
@@ -51,7 +51,7 @@ static bool is_file(const char *path)
 }
 
 /* path is a checkpoint (has the metadata) or a save directory (has `latest`) */
-static int resolve(struct zn_ckpt *c, const char *path, const char *what)
+static int resolve(struct zn_ckpt_dir *c, const char *path, const char *what)
 {
 	char p[ZN_PATH_MAX + 80], *name = NULL;
 	size_t len = 0;
@@ -85,7 +85,7 @@ static int resolve(struct zn_ckpt *c, const char *path, const char *what)
 	return 0;
 }
 
-static int verify_files(struct zn_ckpt *c)
+static int verify_files(struct zn_ckpt_dir *c)
 {
 	const struct zn_ckpt_meta *m = &c->m;
 	int W = m->info.world, L = m->layers, rc = 0;
@@ -128,9 +128,9 @@ static int verify_files(struct zn_ckpt *c)
 	return rc;
 }
 
-int zn_ckpt_open(struct zn_ckpt **out, const char *path, const char *what)
+int zn_ckpt_open(struct zn_ckpt_dir **out, const char *path, const char *what)
 {
-	struct zn_ckpt *c = calloc(1, sizeof(*c));
+	struct zn_ckpt_dir *c = calloc(1, sizeof(*c));
 	char p[ZN_PATH_MAX + 160];
 	int rc = c ? 0 : -ENOMEM;
 
@@ -151,14 +151,14 @@ int zn_ckpt_open(struct zn_ckpt **out, const char *path, const char *what)
 	return 0;
 }
 
-static int differs(const struct zn_ckpt *c, const char *what)
+static int differs(const struct zn_ckpt_dir *c, const char *what)
 {
 	zn_error("--resume %s/%s: %s: resume with the model, micro batch and rank layout the "
 		 "checkpoint was saved with", c->dir, ZN_CKPT_META, what);
 	return ZN_EUSAGE;
 }
 
-int zn_ckpt_check(const struct zn_ckpt *c, const struct zn_model *model, int64_t global_micro,
+int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int64_t global_micro,
 		  int seq, const char *config_json)
 {
 	const struct zn_ckpt_meta *m = &c->m;
@@ -217,7 +217,7 @@ int zn_ckpt_check(const struct zn_ckpt *c, const struct zn_model *model, int64_t
 }
 
 /* kind 0 master, 1 m, 2 v: elements [first, first + count) of layer l into dst */
-static int read_range(const struct zn_ckpt *c, int l, int kind, uint64_t first,
+static int read_range(const struct zn_ckpt_dir *c, int l, int kind, uint64_t first,
 		      uint64_t count, float *dst)
 {
 	int W = c->m.info.world, rc = 0;
@@ -244,12 +244,12 @@ static int read_range(const struct zn_ckpt *c, int l, int kind, uint64_t first,
 
 int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h)
 {
-	const struct zn_ckpt *c = ctx;
+	const struct zn_ckpt_dir *c = ctx;
 
 	return read_range(c, layer, 0, 0, L->numel, params_h);
 }
 
-int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt *c)
+int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt_dir *c)
 {
 	uint64_t max = zn_ckpt_state_max_slice(e) + 1;
 	float *m = malloc(max * 4), *v = malloc(max * 4);
