@@ -152,7 +152,8 @@ static void rotate(const char *dir, int keep, int64_t current)
 		steps[n++] = s;
 	}
 	closedir(d);
-	qsort(steps, n, sizeof(*steps), cmp_i64);
+	if (n > 0)
+		qsort(steps, n, sizeof(*steps), cmp_i64);
 	/* keep - 1 others besides the current one: the newest by step */
 	for (size_t i = 0; i + (size_t)(keep - 1) < n; i++) {
 		char p[ZN_PATH_MAX + 64];
