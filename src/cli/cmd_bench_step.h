@@ -26,7 +26,7 @@ struct zn_bs_row {
 };
 
 struct zn_bs_env {
-	char model[160];          /* "gpt2 small, 12 layers, 124.4M params" */
+	char model[320];          /* "gpt2 small, 12 layers, 124.4M params" */
 	char setting[ZN_PATH_MAX + 160]; /* stage and offload, nvme paths */
 	char device[64];
 	bool host_device;
