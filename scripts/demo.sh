@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs, builds, shows the machine and the plan for a 70B model, then
-# trains a GPT with ZeRO stage 3 and CPU offload on the text shipped in data/ (under a
-# temp dir unless ZINC_DEMO_DIR is set).
+# trains a GPT with ZeRO stage 3 and CPU offload on the text shipped in data/, then the NVMe
+# tier: a short traced run with the state on NVMe and zinc bench step at two caps (all under
+# a temp dir unless ZINC_DEMO_DIR is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -42,3 +43,20 @@ echo "== zinc train at ZeRO stage 3 with CPU offload of optimizer and parameters
 	"${pin[@]}" --lr 2e-3 --lr-schedule WarmupCosineLR --warmup-steps 10 \
 	--total-steps ${ZINC_DEMO_STEPS:-300} --warmup-type linear \
 	--save-final "$dir/demo-final.safetensors"
+
+# ---- the NVMe tier ------------------------------------------------------------------------
+# The same model with the optimizer state and the parameter shards on NVMe (swap files under
+# the demo's temp dir), a short run traced; then zinc bench step at two bandwidth caps: step
+# time next to the bound the hardware allows (docs/bench-step.md), with its plot.
+nvme=(--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path "$dir")
+echo "== zinc train with optimizer and parameters on NVMe ($dir), steps 4-5 traced"
+"$zinc" train "${model[@]}" "${budget[@]}" --data "$text" --steps 6 --steps-per-print 1 \
+	"${nvme[@]}" "${pin[@]}" --trace "$dir/train-trace.json" --trace-steps 4-5
+echo "== zinc bench step at 64M and 256M per direction"
+"$zinc" bench step "${model[@]}" "${budget[@]}" "${nvme[@]}" "${pin[@]}" --bw 64M,256M \
+	--warmup 1 --steps 3 --plot "$dir/bench-step.png" --csv "$dir/bench-step.csv" \
+	--trace "$dir/bench-step-trace.json"
+echo "== open the traces in ui.perfetto.dev (docs/trace.md):"
+echo "   $dir/train-trace.json"
+echo "   $dir/bench-step-trace.json"
+echo "== the plot: $dir/bench-step.png (without gnuplot: $dir/bench-step.csv)"

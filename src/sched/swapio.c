@@ -10,7 +10,9 @@
  * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
  * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
- * without blocking (begin, acquire and release each try), else only when acquired. After
+ * without blocking (begin, acquire and release each try), else only when acquired; with
+ * parameters on nvme too, positions 0 .. K-1 also go one at a time during the forward and
+ * backward whenever no parameter read is in flight (read_ahead_idle). After
  * AdamW the state is written back (and the new parameter shard, parameters on nvme):
  * behind, with pipeline_write, waited for before the buffer is reused and at the end of the
  * step (zn_swapio_quiesce), else at once.
@@ -385,6 +387,29 @@ int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 
 /* ---- parameter fetch --------------------------------------------------------------------- */
 
+static int issue_reads(struct zn_engine *e, int upto, bool block);
+
+/* The optimizer's read-ahead also fills the gaps of the parameter fetches: when no fetch
+ * read is in flight (the compute holds the fetch buffers), the next of the first K
+ * positions' state reads goes, one at a time, so the read stream is busy during the
+ * forward and backward and the reads left after them are fewer. A layer's state changes
+ * only in its own AdamW, later in the step. */
+static int read_ahead_idle(struct zn_engine *e)
+{
+	if (!e->sw.sbuf || !zn_swapio_optim(e) || !e->cfg.zero.offload_optimizer.pipeline_read ||
+	    e->sw.opt_next_read >= e->plan.swap_buffers)
+		return 0;
+	for (int i = 0; i < e->plan.fetch_buffers; i++)
+		if (e->sw.fbuf[i].reading)
+			return 0;
+	return issue_reads(e, e->sw.opt_next_read, false);
+}
+
+void zn_swapio_step_begin(struct zn_engine *e)
+{
+	e->sw.opt_next_read = 0;
+}
+
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 {
 	struct zn_fbuf *f = &e->sw.fbuf[i];
@@ -418,6 +443,8 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
 	}
 	*shard_h = f->h;
+	if (!rc)
+		rc = read_ahead_idle(e);
 	return rc;
 }
 
@@ -482,7 +509,6 @@ int zn_swapio_opt_begin(struct zn_engine *e)
 {
 	if (!e->sw.sbuf)
 		return 0;
-	e->sw.opt_next_read = 0;
 	if (!e->cfg.zero.offload_optimizer.pipeline_read)
 		return 0;
 	return issue_reads(e, e->plan.swap_buffers - 1, false);

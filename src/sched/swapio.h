@@ -60,6 +60,7 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i); /* copy up enqueued on c
 /* optimizer step: begin (reads ahead), acquire layer l's buffer with its state read,
  * release (writes it back behind), quiesce (waits every request; end of step) */
 int zn_swapio_opt_begin(struct zn_engine *e);
+void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read yet */
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
 int zn_swapio_opt_release(struct zn_engine *e, int l);
 int zn_swapio_quiesce(struct zn_engine *e);
