@@ -302,11 +302,19 @@ int zn_bs_plot(const char *path, const struct zn_bs_env *env, const struct zn_bs
 			k, k);
 	}
 	fprintf(g, "$d << EOD\n");
-	for (int i = 0; i < n; i++)
-		if (rows[i].x_bps > 0)
-			fprintf(g, "%g %g %g %g %g \"%s\"\n", rows[i].x_bps / 1e6, rows[i].step_ms,
-				rows[i].step_min_ms, rows[i].step_max_ms, rows[i].bound_ms,
-				rows[i].cap);
+	/* by bandwidth: max sits where its measured rate puts it */
+	for (double last = 0.0;;) {
+		const struct zn_bs_row *r = NULL;
+
+		for (int i = 0; i < n; i++)
+			if (rows[i].x_bps > last && (!r || rows[i].x_bps < r->x_bps))
+				r = &rows[i];
+		if (!r)
+			break;
+		fprintf(g, "%g %g %g %g %g \"%s\"\n", r->x_bps / 1e6, r->step_ms, r->step_min_ms,
+			r->step_max_ms, r->bound_ms, r->cap);
+		last = r->x_bps;
+	}
 	fprintf(g, "EOD\n");
 	fprintf(g, "plot $d using 1:2:3:4 with yerrorlines lw 2 title 'step (median, min-max)', "
 		"$d using 1:5 with linespoints lw 2 dt 2 title 'bound', "
