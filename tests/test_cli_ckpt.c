@@ -132,6 +132,33 @@ Test(cli_ckpt, save_hf_steps_writes_the_weights)
 	rmtree(d);
 }
 
+/* --save-final is atomic: the new file is a new inode renamed over the old one (a second
+ * hard link to the old file keeps its bytes whole) and no temporary is left. */
+Test(cli_ckpt, save_final_replaces_an_existing_file_whole)
+{
+	char d[64], f[128], old[128], cmd[512];
+	size_t n = 0;
+	char *before, *after;
+	struct stat st;
+
+	tmpdir(d, sizeof(d));
+	snprintf(f, sizeof(f), "%s/w.safetensors", d);
+	snprintf(old, sizeof(old), "%s/old.safetensors", d);
+	cr_assert(ok(zinc("", "--steps 1 --save-final %s", f)), "%s", out);
+	cr_assert_eq(link(f, old), 0);
+	before = slurp(old, &n);
+	cr_assert(ok(zinc("", "--steps 2 --save-final %s", f)), "%s", out);
+	after = slurp(old, &n);
+	cr_assert(before && after && !memcmp(before, after, n), "the old file was overwritten");
+	cr_assert_eq(stat(old, &st), 0);
+	cr_assert_eq(st.st_nlink, 1, "the destination still shares the old inode");
+	snprintf(cmd, sizeof(cmd), "test $(ls -A %s | wc -l) -eq 2", d);
+	cr_assert_eq(system(cmd), 0, "a temporary was left in %s", d);
+	free(before);
+	free(after);
+	rmtree(d);
+}
+
 /* A bad --resume changes nothing: the save dir, its latest and --save-final stay as they
  * were; the error names the file and what is wrong. */
 Test(cli_ckpt, bad_checkpoints_are_refused_and_nothing_is_overwritten)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli/train_io.h"
 #include "cli/util.h"
@@ -154,6 +155,16 @@ int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
 	bool due;
 	int rc;
 
+	/* test hook: ZINC_TEST_SIGTERM_AT=STEP sends this process SIGTERM after that step
+	 * (under mpirun to one rank: the agreement below stops every rank there) */
+	const char *hook = getenv("ZINC_TEST_SIGTERM_AT");
+
+	if (hook && *hook && strtoll(hook, NULL, 10) == step && t->deferred) {
+		raise(SIGTERM);
+		/* the signal watcher records it: wait for that (bounded) */
+		for (int i = 0; i < 5000 && !zn_signals_pending(); i++)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
 	/* every rank stops after the same step: the first that saw SIGTERM decides */
 	*stop = false;
 	rc = t->deferred ? zn_ckpt_any(t->comm, zn_signals_pending() != 0, stop) : 0;

@@ -263,7 +263,8 @@ const struct zn_doc_key zn_config_doc_keys[] = {
 	NOEFFECT("comms_logger", "logging only"),
 	NOEFFECT("timers", "logging only"),
 	NOEFFECT("autotuning", "zinc plans its buffers from the budgets itself"),
-	NOEFFECT("checkpoint", "DeepSpeed checkpoint layout; zinc saves safetensors"),
+	NOEFFECT("checkpoint", "DeepSpeed checkpoint layout; zinc train --save-dir/--resume "
+		 "(docs/checkpoint.md)"),
 	NOEFFECT("nebula", "DeepSpeed checkpoint service"),
 	NOEFFECT("zero_allow_untested_optimizer", "zinc's optimizers are its own"),
 	NOEFFECT("zero_force_ds_cpu_optimizer", "zinc's CPU optimizer is its own"),
