@@ -3,7 +3,7 @@
 # already there. Needs root (or sudo). CUDA is optional and found in /usr/local/cuda.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config git liburing-dev libhwloc-dev libcjson-dev
+pkgs=(build-essential cmake pkg-config git liburing-dev libhwloc-dev libcjson-dev libpcre2-dev
       libcriterion-dev zlib1g-dev libopenmpi-dev openmpi-bin libopenblas-dev fio valgrind
       clang libclang-rt-dev libomp-dev # clang + compiler-rt + OpenMP: scripts/ci-fuzz.sh
       gnuplot-nox) # zinc bench step --plot

@@ -13,6 +13,7 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  train      train a GPT model with ZeRO stages 0-3 and offload\n"
 		"  estimate   model-state bytes per rank for every ZeRO stage and offload choice\n"
+		"  tokenize   text or JSONL to llm.c token files with a Hugging Face tokenizer.json\n"
 		"  info       the machine as zinc sees it (CPU, NUMA, memory, GPUs, io_uring, nvme)\n"
 		"  bench nvme NVMe read/write bandwidth with zinc's io_uring engine\n"
 		"  bench adam CPU AdamW throughput against the memory-bandwidth bound\n"
@@ -41,6 +42,8 @@ int main(int argc, char **argv)
 		return zn_cmd_train(argc - 1, argv + 1);
 	if (!strcmp(cmd, "estimate"))
 		return zn_cmd_estimate(argc - 1, argv + 1);
+	if (!strcmp(cmd, "tokenize"))
+		return zn_cmd_tokenize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "info"))
 		return zn_cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "bench")) {
