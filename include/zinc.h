@@ -364,6 +364,18 @@ int zn_engine_grad_accum(const struct zn_engine *e);
 int zn_engine_layer_count(const struct zn_engine *e);
 uint64_t zn_engine_layer_numel(const struct zn_engine *e, int layer);
 
+/* Where the engine's memory goes (docs/memory.md), per rank, from its plan. */
+struct zn_engine_memory {
+	uint64_t device_bytes;          /* the plan's device bytes (host memory on --device host) */
+	uint64_t pinned_plan_bytes;     /* the pinned views the plan lists */
+	uint64_t pinned_reserved_bytes; /* the arena: the plan + the margin, within the budget */
+	uint64_t pinned_budget_bytes;   /* --pinned-mem, or the default share of RAM */
+	uint64_t grad_pinned_bytes;     /* of the plan's pinned bytes: gradient shards */
+	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step" */
+	int grad_ring;                  /* buffers of the pinned ring (0 otherwise) */
+};
+void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
+
 /* One optimizer step over grad_accum micro-batches: inputs_h and targets_h hold this rank's
  * grad_accum x micro x T tokens (micro-batch k at offset k x micro x T). Returns 0 or a
  * negative code (logged); after an error destroy the engine. A loss or gradient norm that

@@ -104,7 +104,8 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   const struct zn_train_model *tm, const struct zn_engine *e, int T,
 			   int steps)
 {
-	char line[256];
+	struct zn_engine_memory m;
+	char line[256], b[6][32];
 
 	if (zn_engine_rank(e) != 0)
 		return;
@@ -118,6 +119,18 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		zn_engine_micro_batch(e), zn_engine_grad_accum(e), T,
 		zn_engine_world(e) * zn_engine_micro_batch(e) * zn_engine_grad_accum(e) * T,
 		steps);
+	zn_engine_memory(e, &m);
+	fprintf(f, "memory plan: device %s, pinned %s + margin %s = %s reserved (budget %s); "
+		"gradients: %s", zn_format_bytes(b[0], sizeof(b[0]), m.device_bytes),
+		zn_format_bytes(b[1], sizeof(b[1]), m.pinned_plan_bytes),
+		zn_format_bytes(b[2], sizeof(b[2]),
+				m.pinned_reserved_bytes > m.pinned_plan_bytes ?
+				m.pinned_reserved_bytes - m.pinned_plan_bytes : 0),
+		zn_format_bytes(b[3], sizeof(b[3]), m.pinned_reserved_bytes),
+		zn_format_bytes(b[4], sizeof(b[4]), m.pinned_budget_bytes), m.grad_home);
+	if (m.grad_ring)
+		fprintf(f, " (%d buffers)", m.grad_ring);
+	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
 	fflush(f);
 }
 

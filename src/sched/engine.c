@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "sched/engine_impl.h"
+#include "sched/grads.h"
 
 int zn_engine_rank(const struct zn_engine *e)
 {
@@ -95,7 +96,9 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.stage = c->zero.stage, .offload_optimizer = c->zero.offload_optimizer.device,
 		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16 || c->precision.fp16,
 		.compute16 = e->compute16,
-		.grad_accum = e->gas, .prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
+		.grad_accum = e->gas,
+		.norm_first = c->gradient_clipping > 0 || c->precision.fp16,
+		.prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
 		.activation_bytes = act_bytes,
 		.activation_host_bytes = zn_acts_host_bytes(e),
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
@@ -106,6 +109,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);
+	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
 				sizeof(msg));
 	if (rc == -ENOMEM)
@@ -258,7 +262,8 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		struct zn_arena_config ac;
 
 		zn_arena_config_init(&ac, &e->cfg);
-		ac.bytes = e->plan.host_bytes;
+		/* what the plan needs and the stated margin, within the budget */
+		ac.bytes = zn_plan_pinned_reserve(&e->plan, e->pinned_budget);
 		ac.cuda = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_CUDA;
 		rc = zn_arena_create(&e->arena, &ac);
 		if (rc)
@@ -274,7 +279,9 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		if (e->L[l].sh.padded_numel > maxpad)
 			maxpad = e->L[l].sh.padded_numel;
 	}
-	rc = zn_prefetch_create(e);
+	rc = zn_grads_create(e);
+	if (!rc)
+		rc = zn_prefetch_create(e);
 	if (!rc)
 		rc = zn_frozen_create(e);
 	if (!rc)

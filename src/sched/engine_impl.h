@@ -51,6 +51,7 @@ struct zn_engine {
 
 	struct zn_runtime rt;
 	struct zn_arena *arena;  /* pinned host tier (tiers, swapio) */
+	uint64_t pinned_budget;  /* --pinned-mem, or the default share of RAM */
 	struct zn_layer *L;      /* per layer, tiers.h */
 	struct zn_swapio sw;
 	struct zn_prefetch pf;

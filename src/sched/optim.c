@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
+#include "sched/grads.h"
 #include "sched/lr.h"
 
 int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
@@ -132,7 +133,7 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 	return rc;
 }
 
-static int update_host(struct zn_engine *e, int l)
+int zn_optim_update_host(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
 	struct zn_sbuf *sb = NULL;
@@ -348,7 +349,8 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 {
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
 	bool fp16 = e->cfg.precision.fp16;
-	int rc = zn_swapio_opt_begin(e);
+	/* the pinned gradient ring began the nvme read-ahead with the step (grads.h) */
+	int rc = e->plan.grad_home == ZN_GRAD_PINNED_RING ? 0 : zn_swapio_opt_begin(e);
 
 	if (!rc && (clip > 0 || fp16)) {
 		rc = global_norm(e, &norm);
@@ -383,8 +385,10 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	}
 	e->opt.grad_norm = norm;
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
+		if (zn_grads_updated_in_backward(e, l))
+			continue;
 		if (zn_tiers_optim_on_host(e))
-			rc = update_host(e, l);
+			rc = zn_optim_update_host(e, l);
 		else if (!inline_done && !e->opt.overflow)
 			rc = zn_optim_update_device(e, l);
 	}

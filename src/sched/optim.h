@@ -58,6 +58,9 @@ void zn_optim_destroy(struct zn_engine *e);
 void zn_optim_begin(struct zn_engine *e);
 /* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
 int zn_optim_update_device(struct zn_engine *e, int l);
+/* Layer l's update on the CPU (optimizer cpu or nvme): waits for its gradient shard, reads
+ * its nvme state (read ahead), AdamW, writes behind, the new shard up. */
+int zn_optim_update_host(struct zn_engine *e, int l);
 /* after the backward: the norm (clipping or fp16) and clipping, the fp16 overflow check
  * (an overflow skips every update and lowers the scale), then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */

@@ -222,7 +222,9 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 	if (in->stage < 2)
 		out->grad_d = zn_plan_device_alloc_bytes(full * 4);
 	if (offload) {
-		out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
+		/* the ring's buffers are counted once for the plan (zn_plan_engine) */
+		if (p->grad_home != ZN_GRAD_PINNED_RING || l == 0)
+			out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
 		if (in->stage >= 2 && in->grad_accum > 1)
 			out->grad_recv_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
 		if (host_optim && !p->master_aliases_params)
@@ -303,6 +305,53 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 	}
 }
 
+/* The gradient home (plan.h): the ring when nothing needs a gradient after its update. */
+static void grad_home(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	if (out->pl.optim == ZN_TIER_DEVICE) {
+		out->grad_home = ZN_GRAD_DEVICE;
+		return;
+	}
+	out->grad_home = ZN_GRAD_PINNED_HELD;
+	if (out->pl.optim != ZN_TIER_NVME || in->grad_accum > 1 || in->norm_first)
+		return;
+	out->grad_home = ZN_GRAD_PINNED_RING;
+	out->grad_ring = in->layer_count - 1 < ZN_PLAN_GRAD_RING ? in->layer_count - 1 :
+								   ZN_PLAN_GRAD_RING;
+	for (int l = 1; l < in->layer_count; l++) {
+		struct zn_shard s;
+
+		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
+		if (s.shard_numel > out->grad_ring_numel)
+			out->grad_ring_numel = s.shard_numel;
+	}
+}
+
+const char *zn_plan_grad_home_name(enum zn_grad_home h)
+{
+	switch (h) {
+	case ZN_GRAD_PINNED_RING:
+		return "pinned ring";
+	case ZN_GRAD_PINNED_HELD:
+		return "pinned, held for the step";
+	case ZN_GRAD_DEVICE:
+		break;
+	}
+	return "device";
+}
+
+uint64_t zn_plan_pinned_reserve(const struct zn_engine_plan *p, uint64_t pinned_budget)
+{
+	uint64_t r;
+
+	if (!p->host_bytes)
+		return 0;
+	r = p->host_bytes + ZN_PLAN_PINNED_MARGIN;
+	if (pinned_budget && r > pinned_budget)
+		r = pinned_budget > p->host_bytes ? pinned_budget : p->host_bytes;
+	return r;
+}
+
 int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	int rc = engine_input_check(in);
@@ -349,6 +398,9 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
 			ZN_PLAN_GRAD_SLOTS * zn_plan_device_alloc_bytes(out->slot_numel * 4);
 	}
+	grad_home(in, out);
+	out->host_grad_bytes = (uint64_t)out->grad_ring *
+			       zn_plan_host_alloc_bytes(out->grad_ring_numel * 4);
 	for (int l = 0; l < in->layer_count; l++) {
 		struct zn_layer_buffers b;
 

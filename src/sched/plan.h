@@ -148,6 +148,22 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 #define ZN_PLAN_HOST_ALIGN 4096
 #define ZN_PLAN_GRAD_SLOTS 2
 #define ZN_PLAN_SWAP_STRIPE (1ull << 20)
+/* Pinned gradient ring (docs/memory.md): buffers for layers 1 .. n-1 when the gradients need
+ * not outlive the backward. */
+#define ZN_PLAN_GRAD_RING 2
+/* The arena reserves the plan's pinned bytes plus this margin (within the budget): room for
+ * the page rounding of the mapping, never for an unplanned view. */
+#define ZN_PLAN_PINNED_MARGIN (2ull << 20)
+
+/* Where the gradient shards AdamW reads live between the backward and the update. */
+enum zn_grad_home {
+	ZN_GRAD_DEVICE = 0,  /* on the device (optimizer on the device) */
+	ZN_GRAD_PINNED_RING, /* optimizer on nvme, nothing waits for the norm, one micro-batch:
+			      * each shard lands in one of grad_ring pinned buffers and AdamW
+			      * runs on it during the backward, before the buffer is reused */
+	ZN_GRAD_PINNED_HELD, /* every layer's shard pinned for the whole step (accumulation,
+			      * clipping or fp16 need them after the backward; optimizer cpu) */
+};
 
 struct zn_engine_plan_input {
 	int layer_count;
@@ -159,6 +175,7 @@ struct zn_engine_plan_input {
 	bool bf16;  /* 16-bit stored parameters: bf16 or fp16 (2 bytes, fp32 master) */
 	bool compute16; /* bf16 compute: the layers read the 16-bit parameters themselves */
 	int grad_accum;              /* micro-batches per step, >= 1 */
+	bool norm_first;             /* clipping or fp16: every update waits for the norm */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
 	uint64_t activation_host_bytes; /* pinned bytes of activation checkpoints (host, nvme) */
@@ -194,6 +211,9 @@ struct zn_engine_plan {
 	uint64_t host_swap_bytes;    /* pinned nvme staging (below) */
 	uint64_t host_act_bytes;     /* activation checkpoints on the host, or their staging */
 	uint64_t host_bytes;
+	enum zn_grad_home grad_home;
+	int grad_ring;               /* pinned gradient ring buffers (ZN_GRAD_PINNED_RING) */
+	uint64_t grad_ring_numel;    /* each ring buffer: the largest shard of layers 1 .. n-1 */
 	/* nvme */
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
 	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */
@@ -226,6 +246,10 @@ struct zn_engine_plan {
 void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
+/* What the arena reserves for plan p: host_bytes + ZN_PLAN_PINNED_MARGIN, at most the
+ * budget (0 = none), 0 when the plan has no pinned bytes. Pure. */
+uint64_t zn_plan_pinned_reserve(const struct zn_engine_plan *p, uint64_t pinned_budget);
+const char *zn_plan_grad_home_name(enum zn_grad_home h); /* "device", "pinned ring", ... */
 uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena carves it */
 
 /* Fills out. Returns 0, or ZN_EUSAGE for inputs that make no sense (logged: which one),

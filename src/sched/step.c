@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
+#include "sched/grads.h"
 
 /* One layer's forward or backward, run by the model's ops on the compute stream (the
  * struct is copied by zn_launch). */
@@ -145,8 +146,13 @@ static bool adamw_during_backward(const struct zn_engine *e)
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
 static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
-	int rc = zn_reduce_layer(e, l, bwd_index, micro);
+	int rc = 0;
 
+	/* the pinned gradient ring: the buffer this shard lands in is freed first */
+	if (micro == e->gas - 1)
+		rc = zn_grads_before_reduce(e, l);
+	if (!rc)
+		rc = zn_reduce_layer(e, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
 		rc = zn_optim_update_device(e, l);
 	return rc;
@@ -363,6 +369,8 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_reduce_zero_full(e);
 	}
+	if (!rc)
+		rc = zn_grads_step_begin(e);
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	for (int m = 0; !rc && m < e->gas; m++) {
