@@ -112,4 +112,31 @@ static inline void rc_check(struct rc_case k, const int *everies, int count)
 	free(tok);
 }
 
+/* The device peak stays within the plan with the checkpoints on each home, and is lower
+ * than without checkpointing by exactly what the plan says (the engine allocates what the
+ * plan lists). */
+static inline void rc_check_peak(enum zn_offload_device home, int every, int stage,
+				 const char *dir)
+{
+	struct rc_case k = { .stage = stage, .home = home, .gas = 1, .nvme_dir = dir };
+	int *tok = et_tokens(et_stream_len(RC_STEPS, 1, 1, ET_B), 32, 3);
+	struct et_run off, on;
+
+	rc_train(&off, &k, tok);
+	k.every = every;
+	rc_train(&on, &k, tok);
+	cr_assert_leq(off.peak_bytes, off.plan_bytes);
+	cr_assert_leq(on.peak_bytes, on.plan_bytes, "home %d: peak %llu over the plan %llu",
+		      (int)home, (unsigned long long)on.peak_bytes,
+		      (unsigned long long)on.plan_bytes);
+	cr_assert_lt(on.plan_bytes, off.plan_bytes, "checkpointing plans less device memory");
+	cr_assert_eq(off.peak_bytes - on.peak_bytes, off.plan_bytes - on.plan_bytes,
+		     "home %d every %d: the peak fell by %llu, the plan by %llu", (int)home, every,
+		     (unsigned long long)(off.peak_bytes - on.peak_bytes),
+		     (unsigned long long)(off.plan_bytes - on.plan_bytes));
+	et_run_free(&off);
+	et_run_free(&on);
+	free(tok);
+}
+
 #endif

@@ -6,6 +6,8 @@
 #include <criterion/redirect.h>
 
 #include "engine_recompute.h"
+#include <errno.h>
+
 #include "sched/engine_impl.h"
 
 static const int everies[] = { 1, 2, 3 };
@@ -100,4 +102,76 @@ Test(engine_recompute, config_keys, .init = cr_redirect_stderr)
 		cr_assert_not_null(strstr(buf, "--checkpoint-nvme-path"), "%s", buf);
 		cr_assert_not_null(strstr(buf, "cpu_checkpointing is true but device"), "%s", buf);
 	}
+}
+
+Test(engine_recompute, peak_within_plan_on_the_device) { rc_check_peak(ZN_OFFLOAD_NONE, 1, 0, NULL); }
+Test(engine_recompute, peak_within_plan_on_the_device_every_2) { rc_check_peak(ZN_OFFLOAD_NONE, 2, 3, NULL); }
+Test(engine_recompute, peak_within_plan_in_host_memory) { rc_check_peak(ZN_OFFLOAD_CPU, 1, 3, NULL); }
+
+/* zinc estimate --micro-batch: per layer lines and the totals of each home, the same
+ * function the engine plans with: GPT-2 XL at seq 1024, micro-batch 1 */
+Test(engine_recompute, estimate_counts_activations)
+{
+	char cmd[1024], out[8192];
+	FILE *f;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s estimate --layers 48 --hidden 1600 --heads 25 --vocab "
+		 "50257 --seq 1024 --micro-batch 1 --gradient-checkpointing 2>&1", ZN_ZINC_EXE);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	cr_assert_eq(pclose(f), 0, "%s", out);
+	/* 1 x 1024 x 1600 fp32 = 6.55 MB per output; a block keeps ln1, qkv, atty, res2, ln2,
+	 * fch, fch_gelu (1 + 3 + 1 + 1 + 1 + 4 + 4 = 15 x 6.55 MB) plus row statistics */
+	cr_assert_not_null(strstr(out, "layers 1-48: activations 98.42 MB each, output 6.55 MB"),
+			   "%s", out);
+	cr_assert_not_null(strstr(out, "without checkpointing: device 5.05 GB"), "%s", out);
+	cr_assert_not_null(strstr(out, "checkpoints on host  : device 118.08 MB, pinned host "
+				       "314.57 MB"), "%s", out);
+	cr_assert_not_null(strstr(out, "+ activations (checkpointing, on the device)"), "%s",
+			   out);
+}
+
+/* The plan refuses what does not fit, activations counted: a device budget between the
+ * two plans refuses the run without checkpointing and takes it with; a pinned budget too
+ * small for host checkpoints names them. */
+Test(engine_recompute, plan_refuses_what_does_not_fit, .init = cr_redirect_stderr)
+{
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc = rc_gpt2();
+	struct rc_case k = { .stage = 0, .gas = 1 };
+	int *tok = et_tokens(et_stream_len(RC_STEPS, 1, 1, ET_B), 32, 3);
+	struct et_run off, on;
+	struct zn_config c;
+	struct zn_engine *e = NULL;
+	char buf[8192];
+	size_t n;
+
+	rc_train(&off, &k, tok);
+	k.every = 1;
+	rc_train(&on, &k, tok);
+	k.every = 0;
+	rc_config(&c, &k);
+	c.runtime.device_mem_bytes = (off.plan_bytes + on.plan_bytes) / 2;
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), -ENOMEM);
+	k.every = 1;
+	rc_config(&c, &k);
+	c.runtime.device_mem_bytes = (off.plan_bytes + on.plan_bytes) / 2;
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	zn_engine_destroy(e);
+	k.home = ZN_OFFLOAD_CPU;
+	rc_config(&c, &k);
+	c.runtime.pinned_mem_bytes = 4096;
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), -ENOMEM);
+	fflush(stderr);
+	n = fread(buf, 1, sizeof(buf) - 1, cr_get_redirected_stderr());
+	buf[n] = 0;
+	cr_assert_not_null(strstr(buf, "device budget"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "activations"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "activation checkpoints 0.02 MiB"), "%s", buf);
+	et_run_free(&off);
+	et_run_free(&on);
+	free(tok);
 }

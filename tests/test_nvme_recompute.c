@@ -30,6 +30,15 @@ Test(nvme_recompute, gpt2_stage3_nvme_states) { nvme_case(false, 3, ZN_OFFLOAD_N
 Test(nvme_recompute, llama_stage1) { nvme_case(true, 1, ZN_OFFLOAD_NONE, 1); }
 Test(nvme_recompute, llama_stage3_cpu_states) { nvme_case(true, 3, ZN_OFFLOAD_CPU, 2); }
 
+Test(nvme_recompute, peak_within_plan_on_nvme)
+{
+	char dir[ZN_PATH_MAX];
+
+	nvme_test_dir(dir, sizeof(dir));
+	rc_check_peak(ZN_OFFLOAD_NVME, 1, 3, dir);
+	nvme_test_rmdir(dir);
+}
+
 static bool stderr_has(const char *a, const char *b)
 {
 	static char log[1 << 16];

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/util.h"
+#include "cli/estimate_acts.h"
 #include "core/log.h"
 #include "cli/train_model.h"
 #include "model/gpt2/gpt2.h"
@@ -28,6 +29,7 @@ struct est_opts {
 	int lora_r;
 	const char *lora_targets;
 	uint64_t lora_params;
+	struct zn_est_acts acts; /* --micro-batch (a GPT shape): activations counted */
 };
 
 /* zinc train's model flags beyond the GPT shape ones: any of them (or --model,
@@ -66,14 +68,17 @@ static void usage(FILE *f)
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
 		"                     [--lora-r R --lora-targets c_attn,c_proj,c_fc | --lora-params N]\n"
+		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
 		"\n"
 		"LoRA: the model is the frozen base (parameters only, bf16 or fp32, whole on every\n"
 		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
 		"optimizer state as any parameters').\n"
 		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
-		"parameters x (1 + prefetch depth) and its full gradients). Activations are not\n"
-		"counted. Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
+		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch (and a\n"
+		"GPT shape) the activations at that micro-batch and --seq are counted too, per layer\n"
+		"and in total, without and with activation checkpointing (docs/activations.md).\n"
+		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
 		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n"
 		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
 		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
@@ -121,7 +126,7 @@ static int lora_adapters(struct est_opts *o, bool shape)
 static int parse_args(int argc, char **argv, struct est_opts *o)
 {
 	*o = (struct est_opts){ .gpus = 1, .nodes = 1, .prefetch_depth = 1, .buffer_count = 4,
-				.heads = 0 };
+				.heads = 0, .acts = { .every = 1 } };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int rc = 0;
@@ -161,6 +166,12 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 30, &o->vocab);
 		else if (!strcmp(a, "--seq"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->seq);
+		else if (!strcmp(a, "--micro-batch"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->acts.micro);
+		else if (!strcmp(a, "--checkpoint-every"))
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->acts.every);
+		else if (!strcmp(a, "--gradient-checkpointing"))
+			o->acts.checkpointing = true;
 		else if (!strcmp(a, "--gpus"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
 		else if (!strcmp(a, "--nodes"))
@@ -195,6 +206,11 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		zn_error("give either --params or a model (--model, --model-config, ...), not both");
 		return ZN_EUSAGE;
 	}
+	if (o->model && o->acts.micro) {
+		zn_error("--micro-batch counts activations of a GPT shape (--layers --hidden --heads "
+			 "--vocab --seq); with --model or --model-config it is not supported yet");
+		return ZN_EUSAGE;
+	}
 	if (o->model)
 		return zn_train_model_size(o->margc, o->margv, &o->params, &o->largest_layer,
 					   o->line, sizeof(o->line)) ? ZN_EUSAGE :
@@ -221,6 +237,14 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			 "shape (--layers --hidden --heads --vocab --seq)");
 		return ZN_EUSAGE;
 	}
+	if (o->acts.micro && !shape) {
+		zn_error("--micro-batch counts activations of a GPT shape: give --layers --hidden "
+			 "--heads --vocab --seq");
+		return ZN_EUSAGE;
+	}
+	o->acts = (struct zn_est_acts){ o->layers, o->hidden, o->heads, o->vocab, o->seq,
+					o->acts.micro, o->acts.every, o->acts.checkpointing,
+					o->json };
 	if (o->largest_layer > o->params) {
 		zn_error("--largest-layer is larger than --params");
 		return ZN_EUSAGE;
@@ -272,6 +296,10 @@ int zn_cmd_estimate(int argc, char **argv)
 		return ZN_EXIT_USAGE;
 	n = rows_for(rows);
 	int ranks = o.gpus * o.nodes;
+	uint64_t act_bytes = 0;
+
+	if (o.acts.micro && zn_estimate_acts(&o.acts, &act_bytes))
+		return ZN_EXIT_USAGE;
 
 	if (o.json) {
 		root = cJSON_CreateObject();
@@ -285,6 +313,8 @@ int zn_cmd_estimate(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "prefetch_depth", o.prefetch_depth);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
 		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
+		if (o.acts.micro)
+			cJSON_AddNumberToObject(root, "activation_bytes", (double)act_bytes);
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
 		char p[32], l[32], b0[32], b1[32];
@@ -298,8 +328,10 @@ int zn_cmd_estimate(int argc, char **argv)
 		       zn_cli_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
 		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
 						  "bf16 mixed precision (2+2+12 B/param)");
-		printf("# device = model states on the device + working set (layers in flight); "
-		       "activations not counted\n");
+		printf("# device = model states on the device + working set (layers in flight)%s\n",
+		       o.acts.micro ? (o.acts.checkpointing ?
+				       " + activations (checkpointing, on the device)" :
+				       " + activations") : "; activations not counted");
 		if (o.lora_params)
 			printf("# LoRA: %s adapter params trained; the %s params above are the "
 			       "frozen base (parameters only, on the parameters' tier)\n",
@@ -320,7 +352,7 @@ int zn_cmd_estimate(int argc, char **argv)
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
-			.mixed_precision = !o.fp32,
+			.mixed_precision = !o.fp32, .activation_bytes = act_bytes,
 		};
 		struct zn_estimate e;
 		char b[7][32];

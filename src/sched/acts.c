@@ -41,29 +41,33 @@ static uint64_t x_bytes(const struct zn_engine *e)
 
 uint64_t zn_acts_bytes(const struct zn_engine *e)
 {
-	uint64_t bt = bt_of(e), tok = bt * sizeof(int), total = 0;
+	struct zn_act_shape s;
+	struct zn_act_bytes b;
 
-	if (e->cfg.act_ckpt.enabled) {
-		/* checkpoints, run buffers (recompute.c) */
-		total += zn_ckpt_device_bytes(e);
-	} else {
-		/* every layer's activations, x for layers 0 .. n-2 */
-		for (int l = 0; l < e->n; l++)
-			total += zn_plan_device_alloc_bytes(act_bytes(e, l));
-		total += (uint64_t)(e->n - 1) * zn_plan_device_alloc_bytes(x_bytes(e));
-	}
-	/* two dx buffers, scratch, tokens, targets, losses, and the optimizer's norm results
-	 * (optim.h) */
-	total += 2 * zn_plan_device_alloc_bytes(x_bytes(e));
-	total += zn_plan_device_alloc_bytes(scratch_bytes(e));
-	total += 2 * zn_plan_device_alloc_bytes(tok) + zn_plan_device_alloc_bytes(bt * 4);
-	total += zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
-	return total;
+	zn_act_shape_of(e, &s);
+	zn_act_bytes_of(&s, &b);
+	/* and the optimizer's norm results (optim.h) */
+	return b.device + zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
 }
 
 uint64_t zn_acts_host_bytes(const struct zn_engine *e)
 {
-	return e->cfg.act_ckpt.enabled ? zn_ckpt_host_bytes(e) : 0;
+	struct zn_act_shape s;
+	struct zn_act_bytes b;
+
+	zn_act_shape_of(e, &s);
+	zn_act_bytes_of(&s, &b);
+	return b.host;
+}
+
+uint64_t zn_acts_nvme_bytes(const struct zn_engine *e)
+{
+	struct zn_act_shape s;
+	struct zn_act_bytes b;
+
+	zn_act_shape_of(e, &s);
+	zn_act_bytes_of(&s, &b);
+	return b.nvme;
 }
 
 int zn_acts_create(struct zn_engine *e)

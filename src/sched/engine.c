@@ -101,6 +101,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
 		.activation_bytes = act_bytes,
 		.activation_host_bytes = zn_acts_host_bytes(e),
+		.activation_nvme_bytes = zn_acts_nvme_bytes(e),
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
 		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
 		.param_path_count = c->zero.offload_param.nvme_path_count,

@@ -419,6 +419,7 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
 			    out->dev_working_bytes + out->dev_act_bytes + out->dev_frozen_bytes;
 	out->host_act_bytes = in->activation_host_bytes;
+	out->nvme_act_bytes = in->activation_nvme_bytes;
 	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
 			  out->host_staging_bytes + out->host_swap_bytes + out->host_act_bytes +
 			  out->host_frozen_bytes;

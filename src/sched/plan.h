@@ -129,7 +129,10 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            the resident bf16 layer (no slots), stage 3 only the bf16 gather buffers.
  *            Stage 2-3: full-gradient buffers before the reduce-scatter: layer
  *            0's (alive from the final layer's backward to layer 0's) plus a ring of two.
- *   acts:    activation_bytes as given (the engine sums its own allocations).
+ *   acts:    activation_bytes (device), activation_host_bytes (pinned) and
+ *            activation_nvme_bytes as given: the engine sums its own allocations
+ *            (recompute.h zn_act_bytes_of: every layer's activations, or with activation
+ *            checkpointing the checkpoints on their tier plus the run buffers).
  *   nvme:    offload_optimizer nvme homes master (unless aliased), m and v in swap extents
  *            (one shard each per layer; gradients still come to pinned memory);
  *            offload_param nvme homes the parameter shard there (stage 3). Pinned staging:
@@ -179,6 +182,7 @@ struct zn_engine_plan_input {
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
 	uint64_t activation_host_bytes; /* pinned bytes of activation checkpoints (host, nvme) */
+	uint64_t activation_nvme_bytes; /* swap extents of activation checkpoints (nvme) */
 	/* nvme tiers (ignored otherwise) */
 	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
 	int optim_path_count;        /* offload_optimizer.nvme_path entries (>= 1) */
@@ -220,6 +224,7 @@ struct zn_engine_plan {
 	uint64_t swap_shard_numel;   /* largest shard over all layers: each section's size */
 	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */
+	uint64_t nvme_act_bytes;     /* extents of the activation checkpoints (per rank) */
 	uint64_t nvme_optim_path_bytes; /* file size on each offload_optimizer path */
 	uint64_t nvme_param_path_bytes; /* file size on each offload_param path */
 	uint64_t nvme_step_read_bytes;  /* per rank and step: AdamW's state reads + fetches */

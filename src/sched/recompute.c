@@ -7,20 +7,127 @@
 #include "core/log.h"
 #include "sched/engine_impl.h"
 
-/* ---- shape: pure functions of the config and the model ------------------------------- */
+/* ---- shape: pure functions of the model, B, T and the choice ------------------------- */
 
+void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s)
+{
+	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
+
+	*s = (struct zn_act_shape){ .model = e->model, .ld = e->ld, .n = e->n, .B = e->B,
+				    .T = e->T, .compute16 = e->compute16,
+				    .on = e->cfg.act_ckpt.enabled,
+				    .every = e->cfg.act_ckpt.every,
+				    .home = d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME :
+					    d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST : ZN_TIER_DEVICE };
+}
+
+static int shape_every(const struct zn_act_shape *s)
+{
+	int k = s->every;
+
+	return k < 1 ? 1 : k > s->n - 1 ? s->n - 1 : k;
+}
+
+static int shape_runs(const struct zn_act_shape *s)
+{
+	int k = shape_every(s);
+
+	return (s->n - 1 + k - 1) / k;
+}
+
+uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l)
+{
+	const struct zn_model_ops *o = s->model.ops;
+
+	return (s->compute16 ? o->act_numel_bf16 : o->act_numel)(s->model.config, &s->ld[l], s->B,
+								 s->T) * 4;
+}
+
+static uint64_t scratch_layer_bytes(const struct zn_act_shape *s, int l)
+{
+	const struct zn_model_ops *o = s->model.ops;
+
+	return (s->compute16 ? o->scratch_numel_bf16 : o->scratch_numel)(s->model.config,
+									 &s->ld[l], s->B,
+									 s->T) * 4;
+}
+
+/* checkpoints on the host or nvme: 0 .. R-2 leave the device; pinned buffers for them */
+static int shape_bufs(const struct zn_act_shape *s)
+{
+	int off = s->home == ZN_TIER_DEVICE ? 0 : shape_runs(s) - 1;
+
+	if (s->home == ZN_TIER_NVME && off > ZN_CKPT_STAGES)
+		return ZN_CKPT_STAGES;
+	return off;
+}
+
+void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
+{
+	uint64_t bt = (uint64_t)s->B * (uint64_t)s->T, smax = 0, xa;
+
+	*out = (struct zn_act_bytes){ 0 };
+	out->x = bt * (uint64_t)s->model.ops->width(s->model.config) * 4;
+	xa = zn_plan_device_alloc_bytes(out->x);
+	for (int l = 0; l < s->n; l++) {
+		uint64_t a = zn_act_layer_bytes(s, l);
+		uint64_t sc = scratch_layer_bytes(s, l);
+
+		if (l > 0 && a > out->acts_max)
+			out->acts_max = a;
+		if (sc > smax)
+			smax = sc;
+		out->all_acts += zn_plan_device_alloc_bytes(a);
+	}
+	if (s->on) {
+		int K = shape_every(s), R = shape_runs(s), runs_off;
+		int xn = s->home == ZN_TIER_DEVICE ? R : (R < 2 ? R : 2);
+
+		/* checkpoints (or two slots), K-1 outputs inside a run, the sink, K buffers */
+		xn += K - 1 + (R > 1 ? 1 : 0);
+		out->every = K;
+		out->runs = R;
+		out->device_acts = (uint64_t)xn * xa +
+				   (uint64_t)K * zn_plan_device_alloc_bytes(out->acts_max);
+		runs_off = s->home == ZN_TIER_DEVICE ? 0 : R - 1;
+		/* host: the checkpoints; nvme: their staging, and the extents */
+		out->host = (uint64_t)shape_bufs(s) * zn_plan_host_alloc_bytes(out->x);
+		out->nvme = s->home == ZN_TIER_NVME ?
+			    (uint64_t)runs_off * zn_plan_host_alloc_bytes(out->x) : 0;
+	} else {
+		/* every layer's activations and outputs x[0 .. n-2] */
+		out->device_acts = out->all_acts + (uint64_t)(s->n - 1) * xa;
+	}
+	/* two dx buffers, scratch, tokens, targets, losses */
+	out->device_fixed = 2 * xa + zn_plan_device_alloc_bytes(smax) +
+			    2 * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
+			    zn_plan_device_alloc_bytes(bt * 4);
+	out->device = out->device_acts + out->device_fixed;
+}
+
+/* engine shorthands */
 static int every_of(const struct zn_engine *e)
 {
-	int k = e->cfg.act_ckpt.every;
+	struct zn_act_shape s;
 
-	return k < 1 ? 1 : k > e->n - 1 ? e->n - 1 : k;
+	zn_act_shape_of(e, &s);
+	return shape_every(&s);
 }
 
 static int runs_of(const struct zn_engine *e)
 {
-	int k = every_of(e);
+	struct zn_act_shape s;
 
-	return (e->n - 1 + k - 1) / k;
+	zn_act_shape_of(e, &s);
+	return shape_runs(&s);
+}
+
+static int bufs_of(const struct zn_engine *e)
+{
+	struct zn_act_shape s;
+
+	zn_act_shape_of(e, &s);
+	return shape_bufs(&s);
 }
 
 static int run_of(const struct zn_engine *e, int l)
@@ -38,66 +145,6 @@ static int run_last(const struct zn_engine *e, int r)
 	int l = (r + 1) * e->act.ck.every;
 
 	return l > e->n - 1 ? e->n - 1 : l;
-}
-
-static enum zn_tier home_of(const struct zn_engine *e)
-{
-	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
-
-	return d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME : d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST :
-	       ZN_TIER_DEVICE;
-}
-
-static uint64_t x_bytes_of(const struct zn_engine *e)
-{
-	return (uint64_t)e->B * (uint64_t)e->T * (uint64_t)e->model.ops->width(e->model.config) *
-	       4;
-}
-
-static uint64_t run_acts_bytes(const struct zn_engine *e)
-{
-	uint64_t m = 0;
-
-	for (int l = 1; l < e->n; l++) {
-		const struct zn_model_ops *o = e->model.ops;
-		uint64_t b = (e->compute16 ? o->act_numel_bf16 : o->act_numel)(
-			e->model.config, &e->ld[l], e->B, e->T) * 4; /* bf16 compute's own sizes */
-
-		if (b > m)
-			m = b;
-	}
-	return m;
-}
-
-/* checkpoints on the host or nvme: 0 .. R-2 leave the device */
-static int offloaded(const struct zn_engine *e)
-{
-	return home_of(e) == ZN_TIER_DEVICE ? 0 : runs_of(e) - 1;
-}
-
-static int bufs_of(const struct zn_engine *e)
-{
-	int off = offloaded(e);
-
-	if (home_of(e) == ZN_TIER_NVME && off > ZN_CKPT_STAGES)
-		return ZN_CKPT_STAGES;
-	return off;
-}
-
-uint64_t zn_ckpt_device_bytes(const struct zn_engine *e)
-{
-	int K = every_of(e), R = runs_of(e);
-	int xn = home_of(e) == ZN_TIER_DEVICE ? R : (R < 2 ? R : 2);
-
-	/* checkpoints (or slots), K-1 outputs inside a run, the sink, K activation buffers */
-	xn += K - 1 + (R > 1 ? 1 : 0);
-	return (uint64_t)xn * zn_plan_device_alloc_bytes(x_bytes_of(e)) +
-	       (uint64_t)K * zn_plan_device_alloc_bytes(run_acts_bytes(e));
-}
-
-uint64_t zn_ckpt_host_bytes(const struct zn_engine *e)
-{
-	return (uint64_t)bufs_of(e) * zn_plan_host_alloc_bytes(x_bytes_of(e));
 }
 
 int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use)
@@ -422,17 +469,32 @@ static int make_store(struct zn_engine *e)
 	return rc;
 }
 
+static uint64_t without_bytes(const struct zn_act_shape *s)
+{
+	struct zn_act_shape off = *s;
+	struct zn_act_bytes b;
+
+	off.on = false;
+	zn_act_bytes_of(&off, &b);
+	return b.device;
+}
+
 int zn_ckpt_create(struct zn_engine *e)
 {
 	struct zn_ckpt *ck = &e->act.ck;
 	int K = every_of(e), rc = 0;
 
+	struct zn_act_shape sh;
+	struct zn_act_bytes ab;
+
+	zn_act_shape_of(e, &sh);
+	zn_act_bytes_of(&sh, &ab);
 	ck->on = true;
 	ck->every = K;
 	ck->runs = runs_of(e);
-	ck->home = home_of(e);
-	ck->x_bytes = x_bytes_of(e);
-	ck->acts_bytes = run_acts_bytes(e);
+	ck->home = sh.home;
+	ck->x_bytes = ab.x;
+	ck->acts_bytes = ab.acts_max;
 	ck->x_n = ck->home == ZN_TIER_DEVICE ? ck->runs : (ck->runs < 2 ? ck->runs : 2);
 	ck->buf_n = bufs_of(e);
 	ck->x_d = calloc((size_t)ck->x_n, sizeof(*ck->x_d));
@@ -465,8 +527,13 @@ int zn_ckpt_create(struct zn_engine *e)
 	if (!rc && ck->home == ZN_TIER_NVME && ck->runs > 1)
 		rc = make_store(e);
 	if (!rc)
-		zn_debug("activation checkpointing: %d runs of %d layers, checkpoints on %s",
-			 ck->runs, K, zn_tier_name(ck->home));
+		zn_info("activation checkpointing: %d runs of %d layers, checkpoints on %s; "
+			"activations %.1f MiB on the device (%.1f MiB without), %.1f MiB pinned, "
+			"%.1f MiB nvme", ck->runs, K, zn_tier_name(ck->home),
+			(double)ab.device / 1048576.0,
+			(double)without_bytes(&sh) / 1048576.0,
+			(double)e->plan.host_act_bytes / 1048576.0,
+			(double)e->plan.nvme_act_bytes / 1048576.0);
 	return rc;
 }
 

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "model/model.h"
 #include "nvme/aio.h"
 #include "nvme/swap.h"
 #include "sched/plan.h"
@@ -82,10 +83,34 @@ struct zn_ckpt {
 	struct zn_swap *swap;
 };
 
-/* Bytes of the checkpointing buffers (checkpointing on): device (as the device counts
- * them) and pinned host (as the arena carves them). Pure functions of the engine's shape. */
-uint64_t zn_ckpt_device_bytes(const struct zn_engine *e);
-uint64_t zn_ckpt_host_bytes(const struct zn_engine *e);
+/* What the activation buffers depend on: the model, B, T and the checkpointing choice. */
+struct zn_act_shape {
+	struct zn_model model;
+	const struct zn_layer_desc *ld; /* n descriptors */
+	int n, B, T;
+	bool compute16;          /* bf16 compute: the model's *_bf16 sizes */
+	bool on;                 /* checkpointing */
+	int every;               /* K (clamped to 1 .. n-1) */
+	enum zn_tier home;       /* of the checkpoints */
+};
+
+/* The activation buffers' bytes per tier, as allocated (device sizes rounded as the device
+ * counts them, pinned as the arena carves them). */
+struct zn_act_bytes {
+	uint64_t x;              /* one layer output = one checkpoint (unrounded) */
+	uint64_t acts_max;       /* the largest activations of layers 1 .. n-1 (unrounded) */
+	uint64_t all_acts;       /* every layer's activations, rounded (without checkpointing) */
+	uint64_t device_acts;    /* activations and outputs, or checkpoints and run buffers */
+	uint64_t device_fixed;   /* two dx, scratch, tokens, targets, losses */
+	uint64_t device;         /* device_acts + device_fixed */
+	uint64_t host;           /* pinned: the checkpoints (host) or their staging (nvme) */
+	uint64_t nvme;           /* swap extents of the checkpoints (nvme) */
+	int every, runs;         /* checkpointing: K and R */
+};
+
+void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s);
+void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out); /* pure */
+uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l); /* layer l's, unrounded */
 
 /* The use sequence: forward 1 .. n-1, then the backward's uses; returns the count (use
  * may be NULL to count). */
