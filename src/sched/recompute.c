@@ -130,17 +130,17 @@ static int bufs_of(const struct zn_engine *e)
 	return shape_bufs(&s);
 }
 
-static int run_of(const struct zn_engine *e, int l)
+int zn_ckpt_run_of(const struct zn_engine *e, int l)
 {
 	return (l - 1) / e->act.ck.every;
 }
 
-static int run_first(const struct zn_engine *e, int r)
+int zn_ckpt_run_first(const struct zn_engine *e, int r)
 {
 	return 1 + r * e->act.ck.every;
 }
 
-static int run_last(const struct zn_engine *e, int r)
+int zn_ckpt_run_last(const struct zn_engine *e, int r)
 {
 	int l = (r + 1) * e->act.ck.every;
 
@@ -181,7 +181,7 @@ int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use)
 
 /* ---- the io of a layer ---------------------------------------------------------------- */
 
-static float *ckpt_x(struct zn_engine *e, int c)
+float *zn_ckpt_x(struct zn_engine *e, int c)
 {
 	struct zn_ckpt *ck = &e->act.ck;
 
@@ -196,18 +196,18 @@ void zn_ckpt_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_
 	if (l == 0) {
 		io->acts = NULL;
 		io->x_in = NULL;
-		io->x_out = ckpt_x(e, 0);
+		io->x_out = zn_ckpt_x(e, 0);
 		return;
 	}
-	r = run_of(e, l);
-	i = l - run_first(e, r);
-	t = run_last(e, r);
+	r = zn_ckpt_run_of(e, l);
+	i = l - zn_ckpt_run_first(e, r);
+	t = zn_ckpt_run_last(e, r);
 	io->acts = ck->run_acts_d[i];
-	io->x_in = i == 0 ? ckpt_x(e, r) : ck->run_x_d[i - 1];
+	io->x_in = i == 0 ? zn_ckpt_x(e, r) : ck->run_x_d[i - 1];
 	if (l == e->n - 1)
 		io->x_out = NULL;
 	else if (l == t)
-		io->x_out = recompute ? ck->sink_d : ckpt_x(e, r + 1);
+		io->x_out = recompute ? ck->sink_d : zn_ckpt_x(e, r + 1);
 	else
 		io->x_out = ck->run_x_d[i];
 }
@@ -218,225 +218,6 @@ void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 
 	zn_ckpt_fwd_io(e, l, true, io);
 	io->x_out = x_out;
-}
-
-/* ---- homes: copies down and up, nvme writes and reads ---------------------------------- */
-
-static int ckbuf_of(const struct zn_engine *e, int c)
-{
-	return e->act.ck.home == ZN_TIER_HOST ? c : c % e->act.ck.buf_n;
-}
-
-static int io_fail(struct zn_engine *e, struct zn_ckbuf *b, const char *what, int rc)
-{
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
-	uint64_t off = 0;
-	int path = 0;
-
-	zn_swap_locate(e->act.ck.swap, key, 0, &path, &off);
-	zn_error("activation checkpoint %d (input of layer %d): nvme %s of %s failed: %s", b->ck,
-		 run_first(e, b->ck), what, zn_swap_file(e->act.ck.swap, path), zn_strerror(rc));
-	return rc;
-}
-
-static int ckbuf_write(struct zn_engine *e, struct zn_ckbuf *b)
-{
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
-	int rc = zn_event_synchronize(b->down);
-
-	if (!rc)
-		rc = zn_swap_write(e->act.ck.swap, key, 0, zn_plan_host_alloc_bytes(e->act.ck.x_bytes),
-				   b->h, &b->req);
-	if (rc)
-		return io_fail(e, b, "write", rc);
-	b->state = ZN_CKBUF_WRITING;
-	return 0;
-}
-
-/* Brings buffer b to FREE, waiting whatever it is doing (a copy down is written first). */
-static int ckbuf_settle(struct zn_engine *e, struct zn_ckbuf *b)
-{
-	int rc = 0;
-
-	if (b->state == ZN_CKBUF_DOWN)
-		rc = e->act.ck.home == ZN_TIER_NVME ? ckbuf_write(e, b) : zn_event_synchronize(b->down);
-	if (!rc && (b->state == ZN_CKBUF_WRITING || b->state == ZN_CKBUF_READING)) {
-		rc = zn_swap_wait(&b->req);
-		if (rc)
-			rc = io_fail(e, b, b->state == ZN_CKBUF_WRITING ? "write" : "read", rc);
-	}
-	if (!rc && b->state == ZN_CKBUF_UP)
-		rc = zn_event_synchronize(b->up);
-	b->state = ZN_CKBUF_FREE;
-	return rc;
-}
-
-/* the checkpoint layer l makes in its forward, or -1 */
-static int made_by(const struct zn_engine *e, int l)
-{
-	if (l == 0)
-		return 0;
-	if (l == e->n - 1 || l != run_last(e, run_of(e, l)))
-		return -1;
-	return run_of(e, l) + 1;
-}
-
-int zn_ckpt_fwd_before(struct zn_engine *e, int l)
-{
-	int c;
-
-	if (!e->act.ck.on || e->act.ck.home == ZN_TIER_DEVICE)
-		return 0;
-	/* the slot's previous checkpoint must be down before the layer overwrites it */
-	c = made_by(e, l);
-	if (c < 2)
-		return 0;
-	return zn_stream_wait_event(e->rt.compute, e->act.ck.buf[ckbuf_of(e, c - 2)].down);
-}
-
-int zn_ckpt_fwd_after(struct zn_engine *e, int l)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b;
-	int c, rc;
-
-	if (!ck->on || ck->home == ZN_TIER_DEVICE)
-		return 0;
-	c = made_by(e, l);
-	if (c < 0 || c >= ck->runs - 1)
-		return 0;
-	b = &ck->buf[ckbuf_of(e, c)];
-	rc = ckbuf_settle(e, b);
-	if (!rc)
-		rc = zn_event_record(ck->made[c % 2], e->rt.compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_out, ck->made[c % 2]);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, b->h, ckpt_x(e, c), ck->x_bytes, ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(b->down, e->rt.copy_out);
-	if (rc)
-		return rc;
-	b->ck = c;
-	b->state = ZN_CKBUF_DOWN;
-	/* nvme: checkpoint c - 2 is written behind (its copy down is done by now or soon) */
-	if (ck->home == ZN_TIER_NVME && c >= 2) {
-		struct zn_ckbuf *p = &ck->buf[ckbuf_of(e, c - 2)];
-
-		if (p->ck == c - 2 && p->state == ZN_CKBUF_DOWN)
-			rc = ckbuf_write(e, p);
-	}
-	return rc;
-}
-
-int zn_ckpt_fwd_end(struct zn_engine *e)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	int rc = 0;
-
-	if (!ck->on || ck->home == ZN_TIER_DEVICE)
-		return 0;
-	for (int i = 0; !rc && i < 2; i++)
-		rc = zn_event_record(ck->slot_free[i], e->rt.compute);
-	for (int i = 0; !rc && ck->home == ZN_TIER_NVME && i < ck->buf_n; i++)
-		if (ck->buf[i].state == ZN_CKBUF_DOWN)
-			rc = ckbuf_write(e, &ck->buf[i]);
-	return rc;
-}
-
-/* nvme: starts reading checkpoint c into its staging buffer (unless it is already there) */
-static int read_ahead(struct zn_engine *e, int c)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, c, e->rt.rank };
-	int rc;
-
-	if (ck->home != ZN_TIER_NVME || c < 0 || (b->ck == c && b->state == ZN_CKBUF_READING))
-		return 0;
-	rc = ckbuf_settle(e, b);
-	if (rc)
-		return rc;
-	b->ck = c;
-	rc = zn_swap_read(ck->swap, key, 0, zn_plan_host_alloc_bytes(ck->x_bytes), b->h, &b->req);
-	if (rc)
-		return io_fail(e, b, "read", rc);
-	b->state = ZN_CKBUF_READING;
-	return 0;
-}
-
-/* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
-static int bring_up(struct zn_engine *e, int c)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
-	int rc = read_ahead(e, c);
-
-	if (!rc && ck->home == ZN_TIER_NVME) {
-		rc = zn_swap_wait(&b->req);
-		b->state = ZN_CKBUF_FREE;
-		if (rc)
-			return io_fail(e, b, "read", rc);
-	}
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_in, ck->slot_free[c % 2]);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_in, b->down);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, ckpt_x(e, c), b->h, ck->x_bytes, ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(b->up, e->rt.copy_in);
-	if (!rc && ck->home == ZN_TIER_NVME)
-		b->state = ZN_CKBUF_UP;
-	return rc;
-}
-
-int zn_ckpt_use_before(struct zn_engine *e, int k)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_use u = e->act.use[k];
-	int r, first, rc = 0;
-
-	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1)
-		return 0;
-	r = run_of(e, u.layer);
-	first = r == ck->runs - 1 ? run_last(e, r) : run_first(e, r);
-	if (u.layer != first || (r < ck->runs - 1 && !u.fwd) || (r == ck->runs - 1 && !u.bwd))
-		return 0;
-	/* run r starts: its checkpoint (brought up one run ago) must be in its slot; the
-	 * previous run's comes up now, the one before that is read ahead from nvme */
-	if (r < ck->runs - 1)
-		rc = zn_stream_wait_event(e->rt.compute, ck->buf[ckbuf_of(e, r)].up);
-	if (!rc && r >= 1)
-		rc = bring_up(e, r - 1);
-	if (!rc && r >= 2)
-		rc = read_ahead(e, r - 2);
-	return rc;
-}
-
-int zn_ckpt_use_after(struct zn_engine *e, int k)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_use u = e->act.use[k];
-
-	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1 || !u.bwd ||
-	    u.layer != run_first(e, run_of(e, u.layer)))
-		return 0;
-	return zn_event_record(ck->slot_free[run_of(e, u.layer) % 2], e->rt.compute);
-}
-
-int zn_ckpt_quiesce(struct zn_engine *e)
-{
-	struct zn_ckpt *ck = &e->act.ck;
-	int rc = 0;
-
-	for (int i = 0; ck->buf && i < ck->buf_n; i++) {
-		int x = ckbuf_settle(e, &ck->buf[i]);
-
-		if (!rc)
-			rc = x;
-	}
-	return rc;
 }
 
 /* ---- create and destroy ---------------------------------------------------------------- */

@@ -132,6 +132,12 @@ int zn_ckpt_use_before(struct zn_engine *e, int k);
 int zn_ckpt_use_after(struct zn_engine *e, int k);
 /* every nvme request waited for (end of step, errors) */
 int zn_ckpt_quiesce(struct zn_engine *e);
+/* internal (recompute.c, recompute_home.c): run r of layer l, its first and last layer,
+ * the device buffer of checkpoint c */
+int zn_ckpt_run_of(const struct zn_engine *e, int l);
+int zn_ckpt_run_first(const struct zn_engine *e, int r);
+int zn_ckpt_run_last(const struct zn_engine *e, int r);
+float *zn_ckpt_x(struct zn_engine *e, int c);
 /* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
 
