@@ -5,7 +5,7 @@
 # the device, in pinned host memory and on NVMe (every layer's input kept). The same model,
 # data and seed in each run; rounds alternate the four. LAYERS sets the block count (48 is
 # GPT-2 XL; fewer keep a step within minutes on a small CPU host).
-# usage: [LAYERS=4] [NVME_DIR=/var/tmp] bench/activations.sh [zinc-binary] [rounds] [steps]
+# usage: [LAYERS=4] [NVME_DIR=/var/tmp] [LOG_DIR=dir] bench/activations.sh [zinc] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 zinc=${1:-build/zinc}
@@ -13,16 +13,18 @@ rounds=${2:-1}
 steps=${3:-3}
 layers=${LAYERS:-4}
 nvme_dir=${NVME_DIR:-/var/tmp}
+logs=${LOG_DIR:-}   # when set, each run's output is kept there as <round>-<mode>.log
 model=(--model gpt2-xl --layers "$layers" --seq 1024)
 common=(--device host --device-mem 64G --micro-batch 1 --data data/demo.txt --steps "$steps"
 	--steps-per-print 1 --deterministic --zero-stage 3 --offload-optimizer nvme
 	--offload-param nvme --nvme-path "$nvme_dir")
 modes=(none device cpu nvme)
 
-# "| 31.2 s (fwd 9.1 s, bwd 20.0 s," -> "31200 9100 20000" (ms), one line per step
+# "| 1.2 min (fwd 9.1 s, bwd 50.0 s," -> "72000 9100 50000" (ms), one line per step
 step_ms() {
-	sed -n 's/.*| \([0-9.]*\) \([mu]*s\) (fwd \([0-9.]*\) \([mu]*s\), bwd \([0-9.]*\) \([mu]*s\),.*/\1 \2 \3 \4 \5 \6/p' |
-		awk 'function ms(v, u) { return u == "s" ? v * 1000 : u == "us" ? v / 1000 : v }
+	sed -n 's/.*| \([0-9.]*\) \([a-z]*\) (fwd \([0-9.]*\) \([a-z]*\), bwd \([0-9.]*\) \([a-z]*\),.*/\1 \2 \3 \4 \5 \6/p' |
+		awk 'function ms(v, u) { if (u == "h") return v * 3600e3; if (u == "min") return v * 60e3
+					  if (u == "s") return v * 1000; if (u == "us") return v / 1000; return v }
 		     { print ms($1, $2), ms($3, $4), ms($5, $6) }'
 }
 # median of column c over steps 2.. (step 1 warms up)
@@ -43,6 +45,7 @@ for r in $(seq 1 "$rounds"); do
 		[ "$m" != none ] && extra=(--gradient-checkpointing --checkpoint-device "$m")
 		out=$("$zinc" train "${model[@]}" "${common[@]}" "${extra[@]}" 2>&1) || {
 			echo "$m: failed: $(echo "$out" | grep -m1 error)"; continue; }
+		[ -n "$logs" ] && echo "$out" > "$logs/$r-$m.log"
 		s=$(echo "$out" | step_ms)
 		st=$(echo "$s" | med 1); fw=$(echo "$s" | med 2); bw=$(echo "$s" | med 3)
 		[ -z "$base" ] && base=$st
