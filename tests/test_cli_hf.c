@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_child.h"
 
 static char dir[64];
 
@@ -47,37 +48,20 @@ static int run(const char *args, char *out, size_t size)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static char *read_all(const char *path, long *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *data;
-	long n;
-
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	data = malloc((size_t)n + 1);
-	cr_assert_eq(fread(data, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = n;
-	return data;
-}
-
 #define COMMON "--device host --seq 16 --micro-batch 2 --no-pin-memory --data " \
 	       ZN_TEST_SRC_DIR "/data/demo.txt"
 
 Test(cli_hf, save_dir_init_from_dir_round_trip)
 {
 	char args[1024], out[16384], pa[160], pb[160], *index, *da, *db;
-	long na, nb, ni;
+	size_t na, nb, ni;
 	int shards = 0;
 
 	snprintf(args, sizeof(args), "train " COMMON " --model tiny --vocab 256 --steps 2 "
 		 "--save-final %s/a --save-shard-size 40KB", dir);
 	cr_assert_eq(run(args, out, sizeof(out)), 0, "%s", out);
 	snprintf(pa, sizeof(pa), "%s/a/model.safetensors.index.json", dir);
-	index = read_all(pa, &ni);
+	index = zt_read_all(pa, &ni);
 	cr_assert_not_null(strstr(index, "-of-"), "%s", index);
 	cr_assert_eq(sscanf(strstr(index, "-of-") + 4, "%5d", &shards), 1);
 	cr_expect_gt(shards, 3, "%s", index);
@@ -103,8 +87,8 @@ Test(cli_hf, save_dir_init_from_dir_round_trip)
 					"model.safetensors.index.json");
 		snprintf(pa, sizeof(pa), "%s/a/%s", dir, name);
 		snprintf(pb, sizeof(pb), "%s/b/%s", dir, name);
-		da = read_all(pa, &na);
-		db = read_all(pb, &nb);
+		da = zt_read_all(pa, &na);
+		db = zt_read_all(pb, &nb);
 		cr_expect(na == nb && !memcmp(da, db, (size_t)na), "%s differs", name);
 		free(da);
 		free(db);

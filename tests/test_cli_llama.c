@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_child.h"
 
 static char dir[64];
 
@@ -48,24 +49,6 @@ static int run(const char *args, char *out, size_t size)
 	out[n] = 0;
 	status = pclose(p);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static char *read_all(const char *path, long *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *data;
-	long n;
-
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	data = malloc((size_t)n + 1);
-	cr_assert_eq(fread(data, 1, (size_t)n, f), (size_t)n);
-	data[n] = 0;
-	fclose(f);
-	*len = n;
-	return data;
 }
 
 static void sh(const char *fmt, const char *a, const char *b)
@@ -109,14 +92,14 @@ Test(cli_llama, preset_trains_from_a_uniform_guess)
 static void round_trip(const char *flags, const char *dtype)
 {
 	char args[1024], out[16384], pa[160], pb[160], *index, *da, *db;
-	long na, nb, ni;
+	size_t na, nb, ni;
 	int shards = 0;
 
 	snprintf(args, sizeof(args), "train " COMMON " --model llama-tiny %s --steps 2 "
 		 "--save-final %s/a --save-shard-size 40KB --save-dtype %s", flags, dir, dtype);
 	cr_assert_eq(run(args, out, sizeof(out)), 0, "%s", out);
 	snprintf(pa, sizeof(pa), "%s/a/model.safetensors.index.json", dir);
-	index = read_all(pa, &ni);
+	index = zt_read_all(pa, &ni);
 	cr_assert_not_null(strstr(index, "-of-"), "%s", index);
 	cr_assert_eq(sscanf(strstr(index, "-of-") + 4, "%5d", &shards), 1);
 	cr_expect_gt(shards, 3, "%s", index);
@@ -136,8 +119,8 @@ static void round_trip(const char *flags, const char *dtype)
 					"model.safetensors.index.json");
 		snprintf(pa, sizeof(pa), "%s/a/%s", dir, name);
 		snprintf(pb, sizeof(pb), "%s/b/%s", dir, name);
-		da = read_all(pa, &na);
-		db = read_all(pb, &nb);
+		da = zt_read_all(pa, &na);
+		db = zt_read_all(pb, &nb);
 		cr_expect(na == nb && !memcmp(da, db, (size_t)na), "%s differs", name);
 		free(da);
 		free(db);
@@ -294,7 +277,7 @@ Test(cli_llama, qwen2_and_mistral_from_config)
 	static const char *const want[] = { "model: qwen2, 2 layers, 4 heads (2 kv)",
 					    "model: mistral, 2 layers, 4 heads (1 kv)" };
 	char args[1024], out[16384], p[160], *da, *db;
-	long na, nb;
+	size_t na, nb;
 
 	for (int i = 0; i < 2; i++) {
 		FILE *f;
@@ -313,14 +296,14 @@ Test(cli_llama, qwen2_and_mistral_from_config)
 		cr_assert_eq(run(args, out, sizeof(out)), 0, "%s", out);
 		cr_expect(strstr(out, want[i]), "%s", out);
 		snprintf(p, sizeof(p), "%s/m%d/model.safetensors", dir, i);
-		da = read_all(p, &na);
+		da = zt_read_all(p, &na);
 		snprintf(p, sizeof(p), "%s/n%d/model.safetensors", dir, i);
-		db = read_all(p, &nb);
+		db = zt_read_all(p, &nb);
 		cr_expect(na == nb && !memcmp(da, db, (size_t)na), "config %d: files differ", i);
 		free(da);
 		free(db);
 		snprintf(p, sizeof(p), "%s/m%d/model.safetensors", dir, i);
-		da = read_all(p, &na);
+		da = zt_read_all(p, &na);
 		/* the header (after its 8-byte length): qwen2 saves q/k/v biases, mistral an lm_head */
 		cr_expect_eq(!!strstr(da + 8, "self_attn.q_proj.bias"), i == 0);
 		cr_expect_eq(!!strstr(da + 8, "lm_head.weight"), i == 1);

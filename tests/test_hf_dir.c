@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "model/hf_dir.h"
 #include "model/hf_json.h"
+#include "cli_child.h"
 
 static char dir[64];
 
@@ -45,24 +46,6 @@ static const char *path_of(const char *name)
 
 	snprintf(out, 256, "%s/%s", dir, name);
 	return out;
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *fp = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(fp, "%s", path);
-	fseek(fp, 0, SEEK_END);
-	n = ftell(fp);
-	fseek(fp, 0, SEEK_SET);
-	buf = calloc((size_t)n + 1, 1);
-	cr_assert_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
-	fclose(fp);
-	if (len)
-		*len = (size_t)n;
-	return buf;
 }
 
 static void write_all(const char *path, const char *text, size_t n)
@@ -197,7 +180,7 @@ Test(hf_dir, sharded_round_trip_values_and_bytes)
 	/* save what was read: every file byte for byte the same */
 	{
 		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 1000, tiny_json };
-		char *ia = read_all(path_of("a/model.safetensors.index.json"), NULL);
+		char *ia = zt_read_all(path_of("a/model.safetensors.index.json"), NULL);
 
 		cr_assert_eq(zn_hf_save(b, &m.cfg, &o, e2, m.n), 0);
 		cr_assert_eq(sscanf(strstr(ia, "-of-") + 4, "%5d", &shards), 1);
@@ -215,8 +198,8 @@ Test(hf_dir, sharded_round_trip_values_and_bytes)
 							"model.safetensors.index.json");
 			snprintf(pa, sizeof(pa), "%s/%s", a, name);
 			snprintf(pb, sizeof(pb), "%s/%s", b, name);
-			fa = read_all(pa, &la);
-			fb = read_all(pb, &lb);
+			fa = zt_read_all(pa, &la);
+			fb = zt_read_all(pb, &lb);
 			cr_expect(la == lb && !memcmp(fa, fb, la), "%s differs", name);
 			free(fa);
 			free(fb);
@@ -240,7 +223,7 @@ Test(hf_dir, index_and_shards_as_transformers_writes_them)
 	save(&m, path_of("d"), ZN_DTYPE_F32, 2000);
 	for (int i = 0; i < m.n; i++)
 		total += numel(&m.specs[i]) * 4;
-	index = read_all(path_of("d/model.safetensors.index.json"), NULL);
+	index = zt_read_all(path_of("d/model.safetensors.index.json"), NULL);
 	snprintf(want, sizeof(want), "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  "
 		 "\"weight_map\": {\n    \"lm_head.weight\": \"model-", (unsigned long long)total);
 	cr_expect(!strncmp(index, want, strlen(want)), "%s", index);
@@ -255,7 +238,7 @@ Test(hf_dir, index_and_shards_as_transformers_writes_them)
 	cr_expect(strstr(index, "\"lm_head.weight\": \"model-00022-of-00023.safetensors\",\n"));
 	cr_expect(strstr(index, "\"model.norm.weight\": \"model-00023-of-00023.safetensors\"\n"
 				"  }\n}\n"), "%s", index);
-	config = read_all(path_of("d/config.json"), NULL);
+	config = zt_read_all(path_of("d/config.json"), NULL);
 	cr_expect(strstr(config, "\"architectures\": [\n    \"LlamaForCausalLM\"\n  ],"));
 	cr_expect(strstr(config, "\"bos_token_id\": 7,"), "the original's other keys kept");
 	cr_expect(strstr(config, "\"torch_dtype\": \"float32\","), "%s", config);
@@ -455,7 +438,7 @@ static const char *refusal(const char *path)
 	dup2(saved, 2);
 	close(saved);
 	cr_expect_neq(rc, 0, "%s accepted", path);
-	text = read_all(path_of("stderr.txt"), &n);
+	text = zt_read_all(path_of("stderr.txt"), &n);
 	snprintf(buf, sizeof(buf), "%s", text);
 	free(text);
 	fputs(buf, stderr);
@@ -473,7 +456,7 @@ static void expect_says(const char *err, const char *a, const char *b)
 static void edit(const char *path, const char *from, const char *to)
 {
 	size_t n;
-	char *t = read_all(path, &n), *p = memmem(t, n, from, strlen(from));
+	char *t = zt_read_all(path, &n), *p = memmem(t, n, from, strlen(from));
 	FILE *fp;
 
 	cr_assert_not_null(p, "'%s' not in %s", from, path);
@@ -492,7 +475,7 @@ static const char *shard_of(const char *d, const char *tensor)
 	char f[256], key[128], *text, *p;
 
 	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);
-	text = read_all(f, NULL);
+	text = zt_read_all(f, NULL);
 	snprintf(key, sizeof(key), "\"%s\": \"", tensor);
 	p = strstr(text, key);
 	cr_assert_not_null(p, "%s not in the index", tensor);
@@ -605,7 +588,7 @@ static const char *captured(struct zn_hf_src **s, const char *path, int *rc)
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
-	text = read_all(path_of("stderr2.txt"), &n);
+	text = zt_read_all(path_of("stderr2.txt"), &n);
 	snprintf(buf, sizeof(buf), "%s", text);
 	free(text);
 	return buf;

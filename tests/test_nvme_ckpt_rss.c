@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_child.h"
+
 static char dir[64];
 
 static void make_dir(void)
@@ -43,37 +45,14 @@ TestSuite(nvme_ckpt_rss, .init = make_dir, .fini = remove_dir, .timeout = 300);
  * peak RSS in bytes. Asserts it exits 0. */
 static long long run_rss(const char *extra, const char *env)
 {
-	char words[1024], nv[128], *argv[64], *save = NULL;
-	int argc = 0, status = 0;
-	struct rusage ru;
-	pid_t pid;
+	char words[1024];
 
-	snprintf(nv, sizeof(nv), "%s/nv", dir);
 	snprintf(words, sizeof(words),
 		 "train --device host --layers 24 --heads 4 --d-model 256 --vocab 256 --seq 16 "
 		 "--micro-batch 1 --steps 2 --lr 1e-3 --dtype fp32 --data %s/data/demo.txt "
-		 "--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path %s "
-		 "--pinned-mem 96M %s", ZN_TEST_SRC_DIR, nv, extra);
-	argv[argc++] = (char *)ZN_ZINC_EXE;
-	for (char *w = strtok_r(words, " ", &save); w && argc < 63; w = strtok_r(NULL, " ", &save))
-		argv[argc++] = w;
-	argv[argc] = NULL;
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0", 1);
-		if (env)
-			putenv((char *)env);
-		freopen("/dev/null", "w", stdout);
-		freopen("/dev/null", "w", stderr);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zinc train %s: status %d",
-		  extra, status);
-	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+		 "--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path %s/nv "
+		 "--pinned-mem 96M %s", ZN_TEST_SRC_DIR, dir, extra);
+	return zt_zinc_rss(words, NULL, env);
 }
 
 /* the bytes of the regular files in path (one level) */

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_child.h"
 #include "nvme_test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -52,41 +53,20 @@ TestSuite(nvme_memory, .init = make_dir, .fini = remove_dir, .timeout = 300);
 /* zinc train with the nvme flags and extra; its output in out, its peak RSS returned. */
 static long long run_rss(const char *extra, char *out, size_t size)
 {
-	char args[4096], *argv[96], *save = NULL, log[ZN_PATH_MAX + 16];
-	int argc = 0, status = 0;
-	struct rusage ru;
+	char args[4096], log[ZN_PATH_MAX + 16], *text;
+	long long rss;
 	size_t n;
-	FILE *f;
-	pid_t pid;
 
 	snprintf(args, sizeof(args), "train --device host --vocab 256 --seq 16 --micro-batch 1 "
 		 "--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path %s "
 		 "--data %s/data/demo.txt %s", dir, ZN_TEST_SRC_DIR, extra);
 	snprintf(log, sizeof(log), "%s/out.log", dir);
-	argv[argc++] = (char *)ZN_ZINC_EXE;
-	for (char *w = strtok_r(args, " ", &save); w && argc < 95; w = strtok_r(NULL, " ", &save))
-		argv[argc++] = w;
-	argv[argc] = NULL;
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0", 1);
-		if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
-	f = fopen(log, "r");
-	cr_assert_not_null(f);
-	n = fread(out, 1, size - 1, f);
-	out[n] = 0;
-	fclose(f);
+	rss = zt_zinc_rss(args, log, NULL);
+	text = zt_read_all(log, &n);
+	snprintf(out, size, "%s", text);
+	free(text);
 	remove(log);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zinc train %s: status %d\n%s",
-		  extra, status, out);
-	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+	return rss;
 }
 
 /* the binary's own footprint: the peak RSS of a 1-layer, width-64 run (libraries, a
@@ -143,23 +123,6 @@ Test(nvme_memory, rss_and_pinned_within_the_plan)
 	       pin, base, (long long)ZN_TEST_RSS_OVERHEAD);
 }
 
-static char *read_all(const char *path, long *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *data;
-	long n;
-
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	data = malloc((size_t)n + 1);
-	cr_assert_eq(fread(data, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = n;
-	return data;
-}
-
 Test(nvme_memory, save_and_init_above_the_pinned_budget_hold_less_than_the_model)
 {
 	static char out[1 << 16];
@@ -167,7 +130,7 @@ Test(nvme_memory, save_and_init_above_the_pinned_budget_hold_less_than_the_model
 				   "--pinned-mem 64M";
 	char extra[3 * ZN_PATH_MAX], pa[ZN_PATH_MAX + 32], pb[ZN_PATH_MAX + 32], *da, *db;
 	long long saved, loaded, base = footprint();
-	long na, nb;
+	size_t na, nb;
 
 	snprintf(pa, sizeof(pa), "%s/a", dir);
 	snprintf(pb, sizeof(pb), "%s/b", dir);
@@ -178,18 +141,18 @@ Test(nvme_memory, save_and_init_above_the_pinned_budget_hold_less_than_the_model
 	loaded = run_rss(extra, out, sizeof(out));
 	snprintf(pa, sizeof(pa), "%s/a/model.safetensors", dir);
 	snprintf(pb, sizeof(pb), "%s/b/model.safetensors", dir);
-	da = read_all(pa, &na);
-	db = read_all(pb, &nb);
-	cr_assert_gt(na, 3 * (64ll << 20), "the model (%ld bytes) is over 3x the pinned budget",
+	da = zt_read_all(pa, &na);
+	db = zt_read_all(pb, &nb);
+	cr_assert_gt(na, 3 * (64ll << 20), "the model (%zu bytes) is over 3x the pinned budget",
 		     na);
 	cr_assert_eq(na, nb);
 	cr_assert(!memcmp(da, db, (size_t)na), "the reloaded model saved again differs");
 	free(da);
 	free(db);
-	cr_assert_lt(saved - base, na, "save: peak RSS %lld (footprint %lld), model %ld bytes",
-		     saved, base, na);
-	cr_assert_lt(loaded - base, na, "init and save: peak RSS %lld (footprint %lld), model %ld "
-		     "bytes", loaded, base, na);
-	printf("model %ld bytes, pinned budget 64 MiB, footprint %lld: peak RSS save %lld, "
+	cr_assert_lt(saved - base, (long long)na, "save: peak RSS %lld (footprint %lld), "
+		     "model %zu bytes", saved, base, na);
+	cr_assert_lt(loaded - base, (long long)na, "init and save: peak RSS %lld (footprint "
+		     "%lld), model %zu bytes", loaded, base, na);
+	printf("model %zu bytes, pinned budget 64 MiB, footprint %lld: peak RSS save %lld, "
 	       "init+save %lld\n", na, base, saved, loaded);
 }
