@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/estimate_fit.h"
 #include "cli/util.h"
 #include "cli/estimate_acts.h"
 #include "core/log.h"
@@ -30,6 +31,11 @@ struct est_opts {
 	const char *lora_targets;
 	uint64_t lora_params;
 	struct zn_est_acts acts; /* --micro-batch (a GPT shape): activations counted */
+	bool fit; /* --fit: estimate_fit.c */
+	const char *nvme_path[ZN_FIT_MAX_PATHS];
+	int nvme_path_count;
+	uint64_t nvme_mem;
+	const char *zero_budget; /* a budget flag given as 0 */
 };
 
 /* zinc train's model flags beyond the GPT shape ones: any of them (or --model,
@@ -69,6 +75,7 @@ static void usage(FILE *f)
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
 		"                     [--lora-r R --lora-targets c_attn,c_proj,c_fc | --lora-params N]\n"
 		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
+		"                     [--fit [--nvme-path DIR]... | --nvme-mem SIZE]]\n"
 		"\n"
 		"LoRA: the model is the frozen base (parameters only, bf16 or fp32, whole on every\n"
 		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
@@ -83,7 +90,12 @@ static void usage(FILE *f)
 		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
 		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
 		"model flags of zinc train (--layers --heads --kv-heads --d-model --head-dim\n"
-		"--intermediate --seq --vocab --padded-vocab --tied-embeddings) change it.\n");
+		"--intermediate --seq --vocab --padded-vocab --tied-embeddings) change it.\n"
+		"--fit: for every stage and offload choice, the most layers (and parameters) of\n"
+		"this model that fit --device-mem (default 1 GiB) per rank, --host-mem (default\n"
+		"RAM) per node and --nvme-mem or the free space on the --nvme-path directories per\n"
+		"node (unlimited without either), and which budget one more layer breaks\n"
+		"(device, host, nvme, or the layer cap of 1000000) (docs/memory.md).\n");
 }
 
 /* The adapters' parameters: --lora-params, or r x (in + out) per targeted GPT-2 module. */
@@ -150,6 +162,22 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			rc = zn_cli_count(argc, argv, &i, &o->lora_params);
 		else if (!strcmp(a, "--lora-targets"))
 			rc = (o->lora_targets = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+		else if (!strcmp(a, "--fit"))
+			o->fit = true;
+		else if (!strcmp(a, "--nvme-path")) {
+			const char *v = zn_cli_value(argc, argv, &i);
+
+			if (!v || o->nvme_path_count >= ZN_FIT_MAX_PATHS) {
+				zn_error("--nvme-path takes a directory (at most %d)", ZN_FIT_MAX_PATHS);
+				rc = ZN_EUSAGE;
+			} else {
+				o->nvme_path[o->nvme_path_count++] = v;
+			}
+		} else if (!strcmp(a, "--nvme-mem")) {
+			rc = zn_cli_size(argc, argv, &i, &o->nvme_mem);
+			if (!rc && !o->nvme_mem)
+				o->zero_budget = a;
+		}
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			return 1;
 		else if (!strcmp(a, "--params"))
@@ -180,10 +208,13 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->prefetch_depth);
 		else if (!strcmp(a, "--buffer-count"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1024, &o->buffer_count);
-		else if (!strcmp(a, "--device-mem"))
-			rc = zn_cli_size(argc, argv, &i, &o->device_mem);
-		else if (!strcmp(a, "--host-mem"))
-			rc = zn_cli_size(argc, argv, &i, &o->host_mem);
+		else if (!strcmp(a, "--device-mem") || !strcmp(a, "--host-mem")) {
+			uint64_t *v = a[2] == 'd' ? &o->device_mem : &o->host_mem;
+
+			rc = zn_cli_size(argc, argv, &i, v);
+			if (!rc && !*v)
+				o->zero_budget = a;
+		}
 		else if (!strcmp(a, "--dtype")) {
 			const char *v = zn_cli_value(argc, argv, &i);
 
@@ -201,6 +232,25 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			return rc;
 	}
 	bool shape = o->layers || o->hidden || o->vocab || o->seq;
+
+	if (!o->fit && (o->nvme_path_count || o->nvme_mem)) {
+		zn_error("%s is a budget of --fit: add --fit", o->nvme_mem ? "--nvme-mem" :
+			 "--nvme-path");
+		return ZN_EUSAGE;
+	}
+	if (o->zero_budget) {
+		zn_error("%s 0: a budget must be above 0 (leave it out for the default)",
+			 o->zero_budget);
+		return ZN_EUSAGE;
+	}
+	if (o->fit && (o->params || o->largest_layer || o->lora_r || o->lora_targets ||
+		       o->lora_params || o->acts.micro)) {
+		zn_error("--fit grows a model's layer count: give a model (--model NAME, "
+			 "--model-config FILE) or a GPT shape (--layers --hidden --vocab --seq); "
+			 "%s is not supported with --fit", o->params || o->largest_layer ?
+			 "--params/--largest-layer" : o->acts.micro ? "--micro-batch" : "LoRA");
+		return ZN_EUSAGE;
+	}
 
 	if (o->model && o->params) {
 		zn_error("give either --params or a model (--model, --model-config, ...), not both");
@@ -281,6 +331,23 @@ static const char *offload_name(enum zn_offload_device d)
 	return d == ZN_OFFLOAD_NVME ? "nvme" : d == ZN_OFFLOAD_CPU ? "cpu" : "none";
 }
 
+static int fit(const struct est_opts *o)
+{
+	struct zn_fit_opts f = {
+		.model = o->model, .margc = o->margc, .margv = (char **)o->margv,
+		.hidden = o->hidden, .vocab = o->vocab, .seq = o->seq,
+		.ranks = o->gpus * o->nodes, .ranks_per_node = o->gpus,
+		.prefetch_depth = o->prefetch_depth, .buffer_count = o->buffer_count,
+		.fp32 = o->fp32, .json = o->json, .device_mem = o->device_mem,
+		.host_mem = o->host_mem, .nvme_mem = o->nvme_mem,
+		.nvme_path_count = o->nvme_path_count,
+	};
+
+	for (int i = 0; i < o->nvme_path_count; i++)
+		f.nvme_path[i] = o->nvme_path[i];
+	return zn_estimate_fit(&f) ? ZN_EXIT_USAGE : 0;
+}
+
 int zn_cmd_estimate(int argc, char **argv)
 {
 	struct est_row rows[16];
@@ -294,6 +361,8 @@ int zn_cmd_estimate(int argc, char **argv)
 	}
 	if (rc)
 		return ZN_EXIT_USAGE;
+	if (o.fit)
+		return fit(&o);
 	n = rows_for(rows);
 	int ranks = o.gpus * o.nodes;
 	uint64_t act_bytes = 0;

@@ -106,6 +106,10 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 		/* Stage 1 still reduces full gradients on the device; only the shard moves. */
 		if (!pl.grads_sharded)
 			out->device_model_bytes += grad_b;
+		/* the pinned ring (grads.h): one micro-batch, nothing waits for the norm */
+		if (in->grad_ring && pl.optim == ZN_TIER_NVME &&
+		    (uint64_t)(ZN_PLAN_GRAD_RING + 1) * Ls * b.grad < grad_shard_b)
+			grad_shard_b = (uint64_t)(ZN_PLAN_GRAD_RING + 1) * Ls * b.grad;
 		out->host_bytes += grad_shard_b;
 	}
 

@@ -82,6 +82,8 @@ struct zn_estimate_input {
 	 * layers unless it is fp32 on the device, and with nvme as many pinned read buffers. */
 	uint64_t frozen_params;
 	uint64_t frozen_largest_layer;
+	bool grad_ring;          /* optimizer on nvme: gradient shards through the pinned ring
+				  * (ZN_PLAN_GRAD_RING + 1 of the largest layer's shard), not all */
 };
 
 struct zn_estimate {
