@@ -385,6 +385,12 @@ void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
 		   struct zn_step_stats *st);
 
+/* Forward only over grad_accum micro-batches laid out as zn_engine_step's (validation):
+ * no gradient buffers touched, no optimizer state read or written, the weights unchanged.
+ * *loss: the mean per-token loss over every rank's tokens (the value zn_engine_step would
+ * report for the same tokens before its update). Collective. Returns 0 or a negative code. */
+int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_h, float *loss);
+
 /* The fp32 master weights of layer `layer` (numel floats) gathered from every rank into
  * out_h on every rank. Collective. */
 int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);

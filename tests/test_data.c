@@ -98,12 +98,12 @@ Test(data, token_file_batches_are_windows_with_shifted_targets)
 }
 
 /* world ranks with B each == one rank with world * B, for every step across epochs */
-static void check_split(bool shuffle)
+static void check_split_w(bool shuffle, int W)
 {
 	const char *p = write_tokens("s.bin", 2000, 1, 2000, 0, NULL);
-	enum { W = 3, B = 2, T = 7 };
-	struct zn_data *one, *r[W];
-	int x1[W * B * T], y1[W * B * T], x[B * T], y[B * T];
+	enum { B = 2, T = 7 };
+	struct zn_data *one, *r[8];
+	int x1[8 * B * T], y1[8 * B * T], x[B * T], y[B * T];
 
 	cr_assert_eq(zn_data_open(&one, p, W * B, T, 0, 1, 5, shuffle), 0);
 	for (int i = 0; i < W; i++)
@@ -121,6 +121,13 @@ static void check_split(bool shuffle)
 	zn_data_close(one);
 	for (int i = 0; i < W; i++)
 		zn_data_close(r[i]);
+}
+
+/* 2, 3 and 4 ranks each see their share of one rank's global batch (shuffled or not) */
+static void check_split(bool shuffle)
+{
+	for (int w = 2; w <= 4; w++)
+		check_split_w(shuffle, w);
 }
 
 Test(data, ranks_split_the_global_batch_as_one_rank_sees_it)

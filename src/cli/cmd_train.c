@@ -19,6 +19,7 @@
 #include "cli/train_ckpt.h"
 #include "cli/train_hf.h"
 #include "cli/train_model.h"
+#include "cli/train_eval.h"
 #include "cli/train_lora.h"
 #include "cli/train_io.h"
 #include "cli/train_ranks.h"
@@ -46,6 +47,8 @@ struct train_opts {
 	int64_t trace_first, trace_last; /* --trace-steps (default every step) */
 	struct zn_train_lora lora; /* --lora-* (train_lora.h) */
 	struct zn_train_ckpt_opts ck; /* train_ckpt.h */
+	struct zn_train_eval_opts ev;     /* --shuffle --epochs --val-data --eval-* */
+	bool steps_given;
 };
 
 static void usage(FILE *f)
@@ -91,6 +94,7 @@ static void usage(FILE *f)
 		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
 		"         FILE.safetensors: the merged model)\n");
 	zn_train_ckpt_usage(f);
+	fputs(zn_train_eval_usage, f);
 	fprintf(f, "\n");
 	zn_config_print_flags_help(f);
 }
@@ -102,7 +106,12 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 
 	for (int i = 0; !rc && i < *n; i++) {
 		const char *a = rest[i];
+		int ev = zn_train_eval_flag(*n, rest, &i, &o->ev);
 
+		if (ev < 0)
+			return ev;
+		if (ev > 0)
+			continue;
 		if (!strcmp(a, "--data") || !strcmp(a, "--init-from") ||
 		    !strcmp(a, "--save-final") || !strcmp(a, "--model-config")) {
 			const char *v = zn_cli_value(*n, rest, &i);
@@ -119,6 +128,7 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 				o->save_final = v;
 		} else if (!strcmp(a, "--steps")) {
 			rc = zn_cli_int(*n, rest, &i, 1, 100000000, &o->steps);
+			o->steps_given = true;
 		} else if (!strcmp(a, "--seq")) {
 			/* the training length; also the model's (wpe rows) unless --init-from */
 			rest[m++] = rest[i];
@@ -242,6 +252,11 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 		 o->print_config ? "true" : "false");
 	k = strlen(buf);
 	zn_train_ckpt_text(&o->ck, buf + k, size - k);
+	k = strlen(buf);
+	snprintf(buf + k, size - k, "train.shuffle=%s\ntrain.epochs=%d\ntrain.val_data=%s\n"
+		 "train.eval_steps=%d\ntrain.eval_batches=%d\n", o->ev.shuffle ? "true" : "false",
+		 o->ev.epochs, o->ev.val_data ? "given" : "none", o->ev.eval_steps,
+		 o->ev.eval_batches);
 }
 
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
@@ -251,6 +266,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 {
 	struct zn_engine_options eo = { .seq_len = o->seq ? o->seq : zn_train_model_seq(tm) };
 	struct zn_train_data data = { 0 };
+	struct zn_train_eval val = { 0 };
+	int steps = o->steps;
 	struct zn_monitor mon = { .on = false };
 	struct zn_train_totals tot = { 0 };
 	struct zn_engine *e = NULL;
@@ -289,9 +306,19 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
-				eo.seq_len, cfg->runtime.seed);
+				eo.seq_len, cfg->runtime.seed, o->ev.shuffle);
+	if (!rc && o->ev.epochs) {
+		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
+		steps = (int)(zn_train_data_steps_per_epoch(&data) * (uint64_t)o->ev.epochs /
+			      (uint64_t)data.gas);
+		if (steps < 1)
+			steps = 1;
+	}
 	if (!rc)
 		rc = zn_train_ckpt_resumed(&ck, e, &data);
+	if (!rc)
+		rc = zn_train_eval_open(&val, &o->ev, cfg->runtime.data_format,
+					zn_train_model_vocab(tm), e, eo.seq_len, cfg->runtime.seed);
 	for (int i = 0; i < ZN_MONITOR_FIGURES; i++)
 		mon.fd[i] = -1;
 	if (!rc && zn_engine_rank(e) == 0)
@@ -301,11 +328,11 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		zn_engine_set_trace(e, trace);
 	}
 	if (!rc)
-		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, o->steps);
-	if (!rc && ck.start >= o->steps && zn_engine_rank(e) == 0)
+		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, steps);
+	if (!rc && ck.start >= steps && zn_engine_rank(e) == 0)
 		printf("the checkpoint is at step %lld, --steps %d: no step to train\n",
-		       (long long)ck.start, o->steps);
-	for (int s = (int)ck.start; !rc && !stop && s < o->steps; s++) {
+		       (long long)ck.start, steps);
+	for (int s = (int)ck.start; !rc && !stop && s < steps; s++) {
 		struct zn_step_stats st;
 
 		rc = zn_train_data_next(&data);
@@ -314,12 +341,14 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		if (!rc)
 			zn_train_totals_add(&tot, &st);
 		if (!rc && zn_engine_rank(e) == 0)
-			zn_train_print_step(stdout, &st, o->steps, cfg->steps_per_print,
+			zn_train_print_step(stdout, &st, steps, cfg->steps_per_print,
 					    isatty(STDOUT_FILENO) && zn_engine_world(e) == 1);
 		if (!rc && zn_engine_rank(e) == 0)
 			rc = zn_monitor_step(&mon, &st, (int64_t)(s + 1) * cfg->train_batch_size);
 		if (!rc)
-			rc = zn_train_ckpt_after_step(&ck, e, &data, s + 1, o->steps, &stop);
+			rc = zn_train_eval_after_step(&val, e, s + 1, steps, stdout);
+		if (!rc)
+			rc = zn_train_ckpt_after_step(&ck, e, &data, s + 1, steps, &stop);
 		if (!rc && zn_train_ckpt_hf_due(&ck, s + 1, hf, sizeof(hf))) {
 			rc = zn_train_hf_save(e, tm, hf, o->save_dtype, o->shard_bytes,
 					      o->init_from);
@@ -352,12 +381,15 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 			rc = r;
 	}
 	/* last, so its peak RSS covers the save too */
-	if (!rc && zn_engine_rank(e) == 0)
+	if (!rc && zn_engine_rank(e) == 0) {
 		zn_train_print_summary(stdout, &tot);
+		zn_train_eval_summary(stdout, &val);
+	}
 	if (rc)
 		zn_train_ranks_fail(ranks, 1);
 	zn_monitor_close(&mon);
 	zn_train_data_close(&data);
+	zn_train_eval_close(&val);
 	zn_engine_destroy(e); /* removes the swap files (also after a SIGTERM stop) */
 	zn_train_ckpt_end(&ck);
 	return rc ? 1 : 0;
@@ -388,6 +420,10 @@ int zn_cmd_train(int argc, char **argv)
 	if (ok && !o.data && !o.print_config) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
 			 "--data data/demo.txt)");
+		ok = false;
+	}
+	if (ok && o.ev.epochs && o.steps_given) {
+		zn_error("--epochs and --steps both set the run's length: give one");
 		ok = false;
 	}
 	/* rank 0 writes --save-final: its destination is checked before any step, so no

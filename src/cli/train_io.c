@@ -40,7 +40,7 @@ static int check_vocab(struct zn_data *d, const char *path, int vocab)
 }
 
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
-		       int vocab, const struct zn_engine *e, int T, uint64_t seed)
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle)
 {
 	uint64_t bt;
 	int rc;
@@ -50,9 +50,10 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 	d->gas = zn_engine_grad_accum(e);
 	d->T = T;
 	bt = (uint64_t)d->B * (uint64_t)T;
-	/* consecutive windows, no shuffle: the run is reproducible and matches llm.c */
+	/* consecutive windows (llm.c's order) unless shuffle: a permutation per epoch drawn
+	 * from (seed, epoch), the same on every rank */
 	rc = zn_data_open_as(&d->d, path, format, d->B, T, zn_engine_rank(e),
-			     zn_engine_world(e), seed, false);
+			     zn_engine_world(e), seed, shuffle);
 	if (rc)
 		return rc;
 	rc = check_vocab(d->d, path, vocab);
@@ -78,6 +79,21 @@ int zn_train_data_next(struct zn_train_data *d)
 	for (int k = 0; !rc && k < d->gas; k++)
 		rc = zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
 	return rc;
+}
+
+uint64_t zn_train_data_position(const struct zn_train_data *d)
+{
+	return zn_data_step(d->d);
+}
+
+void zn_train_data_seek(struct zn_train_data *d, uint64_t position)
+{
+	zn_data_seek(d->d, position);
+}
+
+uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d)
+{
+	return zn_data_steps_per_epoch(d->d);
 }
 
 void zn_train_data_close(struct zn_train_data *d)

@@ -23,12 +23,21 @@ struct zn_train_data {
  * (else the error names the token, its position and the --vocab to use). Returns 0 or a
  * negative code (logged). */
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
-		       int vocab, const struct zn_engine *e, int T, uint64_t seed);
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle);
 /* Fills inputs/targets for the next step: one global batch per micro-batch (N x B
  * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). Returns 0
  * or a negative code (logged: the file was truncated or changed during the run). */
 int zn_train_data_next(struct zn_train_data *d);
 void zn_train_data_close(struct zn_train_data *d);
+
+/* The data position, for checkpoint/resume: the data steps (global batches of one
+ * micro-batch each; grad_accum per optimizer step) taken since the start, across epochs.
+ * The epoch is position / zn_train_data_steps_per_epoch. Seeking to a saved position
+ * gives the same batches from there as the run that saved it (the shuffle's permutation
+ * depends only on the seed and the epoch), with any rank count. */
+uint64_t zn_train_data_position(const struct zn_train_data *d);
+void zn_train_data_seek(struct zn_train_data *d, uint64_t position);
+uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d); /* data steps */
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   const struct zn_train_model *tm, const struct zn_engine *e, int T,

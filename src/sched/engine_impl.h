@@ -69,5 +69,8 @@ struct zn_engine {
 /* prefetch.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);
 struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
+/* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen
+ * parameters fetched); eval.c */
+int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro);
 
 #endif

@@ -444,3 +444,9 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;
 }
+
+/* eval.c's forward-only pass runs this same forward (zn_engine_eval). */
+int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro)
+{
+	return forward(e, p0, f0, micro);
+}

@@ -1,0 +1,123 @@
+/* Validation during zinc train and the data-order flags (train_eval.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/train_eval.h"
+#include "cli/util.h"
+#include "core/log.h"
+#include "model/data.h"
+
+const char zn_train_eval_usage[] =
+	"  --shuffle          visit the windows in a permutation drawn per epoch from\n"
+	"                     --seed (the same for any rank count; default: file order)\n"
+	"  --epochs N         train N passes over the data (sets the steps; not with --steps)\n"
+	"  --val-data FILE    validation tokens (zinc tokenize --val-fraction writes them)\n"
+	"  --eval-steps N     a validation pass every N steps (and after the last; default:\n"
+	"                     only after the last)\n"
+	"  --eval-batches K   global batches per validation pass (default 10, at most the\n"
+	"                     file's)\n";
+
+int zn_train_eval_flag(int n, char **rest, int *i, struct zn_train_eval_opts *o)
+{
+	const char *a = rest[*i];
+
+	if (!strcmp(a, "--shuffle")) {
+		o->shuffle = true;
+		return 1;
+	}
+	if (!strcmp(a, "--val-data")) {
+		o->val_data = zn_cli_value(n, rest, i);
+		return o->val_data ? 1 : ZN_EUSAGE;
+	}
+	if (!strcmp(a, "--epochs"))
+		return zn_cli_int(n, rest, i, 1, 1000000, &o->epochs) ? ZN_EUSAGE : 1;
+	if (!strcmp(a, "--eval-steps"))
+		return zn_cli_int(n, rest, i, 1, 100000000, &o->eval_steps) ? ZN_EUSAGE : 1;
+	if (!strcmp(a, "--eval-batches"))
+		return zn_cli_int(n, rest, i, 1, 1000000, &o->eval_batches) ? ZN_EUSAGE : 1;
+	return 0;
+}
+
+int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
+		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
+		       uint64_t seed)
+{
+	uint64_t per_pass;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	v->o = o;
+	if (!o->val_data) {
+		if (o->eval_steps || o->eval_batches)
+			zn_warn("--eval-steps / --eval-batches without --val-data: no validation");
+		return 0;
+	}
+	rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false);
+	if (rc) {
+		zn_error("--val-data %s: cannot be used (see above)", o->val_data);
+		return rc;
+	}
+	/* one batch = grad_accum data steps of the file */
+	per_pass = zn_data_steps_per_epoch(v->d.d) / (uint64_t)v->d.gas;
+	if (per_pass == 0) {
+		zn_error("--val-data %s: fewer tokens than one global batch (%d x %d x %d ranks "
+			 "windows of %d + 1): give more validation data", o->val_data, v->d.gas,
+			 v->d.B, zn_engine_world(e), T);
+		zn_train_data_close(&v->d);
+		return ZN_EUSAGE;
+	}
+	v->batches = o->eval_batches ? o->eval_batches : 10;
+	if ((uint64_t)v->batches > per_pass)
+		v->batches = (int)per_pass;
+	v->on = true;
+	v->best = INFINITY;
+	return 0;
+}
+
+int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
+			     FILE *out)
+{
+	double sum = 0.0;
+	int rc = 0;
+
+	if (!v->on || (step != steps && !(v->o->eval_steps && step % v->o->eval_steps == 0)))
+		return 0;
+	zn_data_seek(v->d.d, 0);
+	for (int b = 0; !rc && b < v->batches; b++) {
+		float loss = 0.0f;
+
+		rc = zn_train_data_next(&v->d);
+		if (!rc)
+			rc = zn_engine_eval(e, v->d.inputs, v->d.targets, &loss);
+		sum += loss;
+	}
+	if (rc)
+		return rc;
+	v->last = (float)(sum / v->batches);
+	v->runs++;
+	if (v->last < v->best) {
+		v->best = v->last;
+		v->best_step = step;
+	}
+	if (zn_engine_rank(e) == 0)
+		fprintf(out, "val loss %.4f | ppl %.2f | step %d | %d batches\n", v->last,
+			exp((double)v->last), step, v->batches);
+	return 0;
+}
+
+void zn_train_eval_summary(FILE *f, const struct zn_train_eval *v)
+{
+	if (!v->on || !v->runs)
+		return;
+	fprintf(f, "val summary: last %.4f (ppl %.2f) | best %.4f (ppl %.2f) at step %d | %d "
+		"passes\n", v->last, exp((double)v->last), v->best, exp((double)v->best),
+		v->best_step, v->runs);
+}
+
+void zn_train_eval_close(struct zn_train_eval *v)
+{
+	if (v->on)
+		zn_train_data_close(&v->d);
+	memset(v, 0, sizeof(*v));
+}

@@ -1,0 +1,48 @@
+/* zinc train's data order and validation flags: --shuffle, --epochs N, --val-data FILE,
+ * --eval-steps N, --eval-batches K. Internal to src/cli.
+ *
+ * Validation: every N optimizer steps and after the last, K global batches of the
+ * validation file (from its start, the same tokens each time, laid out as a training
+ * batch) go through zn_engine_eval (forward only: no gradients, no optimizer I/O);
+ * rank 0 prints "val loss 3.2101 | ppl 24.78 | step 100" and the summary the best and the
+ * last value. */
+#ifndef ZN_CLI_TRAIN_EVAL_H
+#define ZN_CLI_TRAIN_EVAL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli/train_io.h"
+
+struct zn_train_eval_opts {
+	const char *val_data;
+	int eval_steps;   /* 0: only at the end */
+	int eval_batches; /* default 10, at most the file's */
+	bool shuffle;     /* windows in a seeded permutation per epoch */
+	int epochs;       /* 0: --steps decides */
+};
+
+/* Takes rest[*i] (and its value) when it is one of these flags: 1 taken, 0 not one of
+ * them, ZN_EUSAGE a bad value (logged). */
+int zn_train_eval_flag(int n, char **rest, int *i, struct zn_train_eval_opts *o);
+extern const char zn_train_eval_usage[];
+
+struct zn_train_eval {
+	struct zn_train_data d;
+	const struct zn_train_eval_opts *o;
+	int batches;
+	bool on;
+	float best, last;
+	int best_step, runs;
+};
+
+int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
+		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
+		       uint64_t seed);
+/* After optimizer step `step` (1-based) of `steps`: evaluates when due. */
+int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
+			     FILE *out);
+void zn_train_eval_summary(FILE *f, const struct zn_train_eval *v); /* nothing when off */
+void zn_train_eval_close(struct zn_train_eval *v);
+
+#endif

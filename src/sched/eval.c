@@ -1,0 +1,114 @@
+/* zn_engine_eval: the forward of each micro-batch as zn_engine_step runs it (step.c's
+ * forward), the per-token losses down, nothing else: no gradient buffer is prepared or
+ * reduced, no optimizer state read or written. The prefetch sequence (acts.h's uses) is
+ * walked to its end without compute so the ring and any checkpoint store are left as a
+ * step leaves them: with stage 3 that still issues the backward order's parameter fetches
+ * (a forward-only fetch sequence would halve that traffic: not done). */
+#include "core/log.h"
+#include "sched/engine_impl.h"
+#include "sched/frozen.h"
+#include "sched/recompute.h"
+
+static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
+{
+	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
+	const float *p0 = NULL, *f0 = NULL;
+	int rc;
+
+	rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
+	if (rc)
+		return rc;
+	if (micro == 0)
+		rc = zn_fetch_layer0(e, &p0);
+	else
+		p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+	if (!rc && micro == 0)
+		rc = zn_frozen_layer0(e, &f0);
+	else
+		f0 = zn_frozen_layer0_params(e);
+	if (!rc)
+		rc = zn_fetch_layer0_wait(e);
+	if (!rc)
+		rc = zn_frozen_layer0_wait(e);
+	if (!rc)
+		rc = zn_fetch_begin(e);
+	if (!rc)
+		rc = zn_frozen_begin(e);
+	if (!rc)
+		rc = zn_step_forward(e, p0, f0, micro);
+	if (!rc)
+		rc = zn_event_record(e->act.fwd_done, e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d,
+				     bt * 4, ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
+	/* the rest of the use sequence, fetched and released without compute */
+	for (int k = e->n - 1; !rc && k < e->act.use_n; k++) {
+		const float *p, *f;
+
+		rc = zn_fetch_acquire(e, k, e->act.use[k].layer, &p);
+		if (!rc)
+			rc = zn_frozen_acquire(e, k, e->act.use[k].layer, &f);
+		if (!rc)
+			rc = zn_ckpt_use_before(e, k);
+		if (!rc)
+			rc = zn_fetch_release(e, k);
+		if (!rc)
+			rc = zn_frozen_release(e, k);
+		if (!rc)
+			rc = zn_ckpt_use_after(e, k);
+	}
+	if (!rc)
+		rc = zn_event_record(e->act.tok_free, e->rt.compute);
+	if (!rc && micro == e->gas - 1)
+		rc = zn_fetch_layer0_release(e);
+	if (!rc && micro == e->gas - 1)
+		rc = zn_frozen_layer0_release(e);
+	return rc;
+}
+
+int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_h, float *loss)
+{
+	uint64_t n = (uint64_t)e->gas * (uint64_t)e->B * (uint64_t)e->T;
+	double sum = 0.0;
+	float mean = 0.0f;
+	int rc = zn_comm_check(e->rt.comm), r;
+
+	if (!rc)
+		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
+	for (int m = 0; !rc && m < e->gas; m++)
+		rc = eval_micro(e, m, inputs_h, targets_h);
+	r = zn_runtime_drain(&e->rt);
+	if (!rc)
+		rc = r;
+	r = zn_swapio_quiesce(e);
+	if (!rc)
+		rc = r;
+	r = zn_ckpt_quiesce(e);
+	if (!rc)
+		rc = r;
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < n; i++)
+		sum += e->act.loss_h[i];
+	mean = (float)(sum / (double)n);
+	if (e->rt.world > 1) {
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, &mean, 1, ZN_DTYPE_F32);
+		mean /= (float)e->rt.world;
+	}
+	*loss = mean;
+	return rc;
+}
