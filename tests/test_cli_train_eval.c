@@ -18,7 +18,7 @@ static void make_dir(void)
 
 	snprintf(dir, sizeof(dir), "/tmp/zn_test_tev_XXXXXX");
 	cr_assert(mkdtemp(dir), "mkdtemp");
-	snprintf(cmd, sizeof(cmd), "head -c 3000 %s/data/demo.txt > %s/t.txt && head -c 1200 "
+	snprintf(cmd, sizeof(cmd), "head -c 1000 %s/data/demo.txt > %s/t.txt && head -c 1200 "
 		 "%s/data/demo.txt | tail -c 600 > %s/v.txt", ZN_TEST_SRC_DIR, dir,
 		 ZN_TEST_SRC_DIR, dir);
 	cr_assert_eq(system(cmd), 0);
@@ -32,7 +32,7 @@ static void remove_dir(void)
 	cr_expect_eq(system(cmd), 0);
 }
 
-TestSuite(cli_train_eval, .init = make_dir, .fini = remove_dir, .timeout = 120);
+TestSuite(cli_train_eval, .init = make_dir, .fini = remove_dir, .timeout = 300);
 
 /* "zinc train <tiny flags> <args>" in dir with env (a "VAR=value " prefix or "") */
 static int zinc_env(const char *env, char *out, size_t size, const char *fmt, va_list ap)
@@ -43,9 +43,9 @@ static int zinc_env(const char *env, char *out, size_t size, const char *fmt, va
 	int status;
 
 	vsnprintf(args, sizeof(args), fmt, ap);
-	snprintf(cmd, sizeof(cmd), "cd %s && %stimeout 60 %s train --device host --model tiny "
-		 "--vocab 256 --seq 16 --micro-batch 2 --data t.txt %s 2>&1 </dev/null", dir,
-		 env, ZN_ZINC_EXE, args);
+	snprintf(cmd, sizeof(cmd), "cd %s && OMP_NUM_THREADS=1 %stimeout 100 %s train --device "
+		 "host --model tiny --vocab 256 --seq 16 --micro-batch 2 --data t.txt %s 2>&1 "
+		 "</dev/null", dir, env, ZN_ZINC_EXE, args);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = fread(out, 1, size - 1, p);
@@ -101,12 +101,12 @@ Test(cli_train_eval, epochs_set_the_steps_and_validation_runs_every_n)
 {
 	static char out[1 << 16];
 
-	/* 3000 bytes: (3000 - 1) / 16 = 187 windows, 93 steps of 2 per epoch */
-	cr_assert_eq(zinc(out, sizeof(out), "--epochs 2 --val-data v.txt --eval-steps 50 "
+	/* 1000 bytes: (1000 - 1) / 16 = 62 windows, 31 steps of 2 per epoch */
+	cr_assert_eq(zinc(out, sizeof(out), "--epochs 2 --val-data v.txt --eval-steps 20 "
 			  "--eval-batches 3 --steps-per-print 1000"), 0, "%s", out);
-	cr_expect(strstr(out, "; 186 steps"), "%s", out);
-	cr_expect_eq(count(out, "val loss "), 4, "steps 50, 100, 150 and 186: %s", out);
-	cr_expect(strstr(out, "| step 186 | 3 batches"), "%s", out);
+	cr_expect(strstr(out, "; 62 steps"), "%s", out);
+	cr_expect_eq(count(out, "val loss "), 4, "steps 20, 40, 60 and 62: %s", out);
+	cr_expect(strstr(out, "| step 62 | 3 batches"), "%s", out);
 	const char *sum = strstr(out, "val summary: last ");
 
 	cr_assert(sum, "%s", out);
@@ -162,27 +162,27 @@ static const char *from_step(const char *out, int n, int steps)
 	return strstr(out, key);
 }
 
-/* A run stopped after step 60 (SIGTERM hook, checkpoint in --save-dir) and resumed
- * trains steps 61..120 on the batches the straight run did: 187 windows are 93 data steps
- * of 2, 46 optimizer steps of --grad-accum 2 per epoch, so the resume lands in the second
- * epoch's permutation and the run crosses into the third. Losses equal to the printed
- * digits and the final weights byte for byte. */
+/* A run stopped after step 20 (SIGTERM hook, checkpoint in --save-dir) and resumed
+ * trains steps 21..40 on the batches the straight run did: 62 windows are 31 data steps
+ * of 2 per epoch, 2 data steps (--grad-accum 2) per optimizer step, so the resume lands in
+ * the second epoch's permutation (data step 40) and the run crosses into the third. Losses
+ * equal to the printed digits and the final weights byte for byte. */
 Test(cli_train_eval, shuffled_resume_continues_with_the_same_batches)
 {
 	static char a[1 << 17], b[1 << 17], c[1 << 17];
-	const char *flags = "--shuffle --steps 120 --grad-accum 2 --steps-per-print 1 "
-			    "--warmup-steps 3 --total-steps 120 --warmup-max-lr 1e-3";
+	const char *flags = "--shuffle --steps 40 --grad-accum 2 --steps-per-print 1 "
+			    "--warmup-steps 3 --total-steps 40 --warmup-max-lr 1e-3";
 	size_t na = 0, nb = 0;
 	char *wa, *wb;
 
 	cr_assert_eq(zinc(a, sizeof(a), "%s --save-final a.safetensors", flags), 0, "%s", a);
-	cr_assert_eq(zinc_stop_at(60, b, sizeof(b), "%s --save-dir ck", flags), 0, "%s", b);
-	cr_assert(strstr(b, "stopped by SIGTERM after step 60"), "%s", b);
+	cr_assert_eq(zinc_stop_at(20, b, sizeof(b), "%s --save-dir ck", flags), 0, "%s", b);
+	cr_assert(strstr(b, "stopped by SIGTERM after step 20"), "%s", b);
 	cr_assert_eq(zinc(c, sizeof(c), "%s --resume ck --save-final b.safetensors", flags), 0,
 		     "%s", c);
-	cr_assert(strstr(c, "resumed from") && !from_step(c, 60, 120), "%s", c);
-	for (int s = 61; s <= 120; s++) {
-		const char *x = from_step(a, s, 120), *y = from_step(c, s, 120);
+	cr_assert(strstr(c, "resumed from") && !from_step(c, 20, 40), "%s", c);
+	for (int s = 21; s <= 40; s++) {
+		const char *x = from_step(a, s, 40), *y = from_step(c, s, 40);
 		float lx, ly;
 
 		cr_assert(x && y, "step %d missing", s);
