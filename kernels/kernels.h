@@ -245,6 +245,12 @@ struct zn_kernel_table {
 			  int c0, int n);
 	void (*dropout)(void *stream, float *out, const float *inp, float p, uint64_t seed,
 			size_t N);
+	/* LoRA's second GEMM with the add as its epilogue: out[r, c0 + j] += s * sum_q
+	 * t[r, q] w[j, q] for j < n (t [R, k], w [n, k], out [R, ld]). CUDA: one cuBLAS sgemm
+	 * with alpha = s, beta = 1 writing the column block of out in place (ldc = ld): no
+	 * [R, n] intermediate and no separate add pass. */
+	void (*lora_up)(void *stream, float *out, const float *t, const float *w, float s,
+			int64_t R, int k, int ld, int c0, int n);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,43 @@ Test(cli_lora, save_init_round_trip_and_merge)
 		     0, "%s", out);
 	l_merged = step1_loss(out);
 	cr_assert(fabs(l_lora - l_merged) < 1.5e-4, "LoRA %g vs merged %g", l_lora, l_merged);
+}
+
+/* the "lora_params" and the first row's "frozen_bytes" of zinc estimate --json */
+static void estimate_lora(const char *model, const char *lora, uint64_t params,
+			  uint64_t frozen_per_param)
+{
+	static char out[1 << 17];
+	const char *p, *f, *q;
+
+	cr_assert_eq(zinc(out, sizeof(out), "estimate %s %s --json", model, lora), 0, "%s", out);
+	p = strstr(out, "\"lora_params\":");
+	q = strstr(out, "\"params\":");
+	f = strstr(out, "\"frozen_bytes\":");
+	cr_assert(p && q && f, "%s", out);
+	cr_assert_eq((uint64_t)atof(p + 14), params, "%s %s: adapters", model, lora);
+	/* the whole base is frozen, in bf16 (2 B) or fp32 (4 B) */
+	cr_assert_eq((uint64_t)atof(f + 15), (uint64_t)atof(q + 9) * frozen_per_param,
+		     "%s %s: frozen bytes", model, lora);
+}
+
+/* zinc estimate counts the adapters of every family as PEFT's print_trainable_parameters
+ * does (the published counts), the base in bf16 or fp32. */
+Test(cli_lora, estimate_counts_adapters_of_every_family)
+{
+	char m[512];
+
+	estimate_lora("--model gpt2", "--lora-r 8 --lora-targets c_attn,c_proj,c_fc", 1179648,
+		      2);
+	estimate_lora("--model llama-3-8b", "--lora-r 16 --lora-targets "
+		      "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", 41943040, 2);
+	estimate_lora("--model llama-3-8b --dtype fp32", "--lora-r 8 --lora-targets "
+		      "q_proj,v_proj", 3407872, 4);
+	snprintf(m, sizeof(m), "--model-config %s/tests/hf/qwen2-0.5b.json", ZN_TEST_SRC_DIR);
+	estimate_lora(m, "--lora-r 8 --lora-targets q_proj,v_proj", 540672, 2);
+	snprintf(m, sizeof(m), "--model-config %s/tests/hf/mistral-7b-v0.1.json",
+		 ZN_TEST_SRC_DIR);
+	estimate_lora(m, "--lora-r 16 --lora-targets q_proj,v_proj", 6815744, 2);
 }
 
 Test(cli_lora, bad_flags_are_refused_by_name)

@@ -1,6 +1,7 @@
 /* LoRA (src/model/lora, docs/lora.md) and frozen parameters (src/sched/frozen*):
  * - the adapters' forward and gradients against the merged-weights reference (the base
- *   model with W + scale B A, merged in float64), for GPT-2 and Llama;
+ *   model with W + scale B A, merged in float64), for GPT-2 and the Llama family (Llama,
+ *   Qwen2, Mistral, attention_bias, MQA; tied and untied embeddings);
  * - through the engine: frozen parameters come back bit for bit after training at every
  *   stage and home tier, and the adapters agree across stages and tiers;
  * - the plan counts a LoRA run: no gradient or optimizer bytes for the frozen base. */
@@ -118,6 +119,34 @@ Test(lora, llama_matches_merged_weights_every_target_rslora)
 	m = zn_llama_model(&c);
 	check_merged(&m, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", true);
 	check_merged(&m, "q_proj,v_proj", false);
+}
+
+/* The Llama family's other shapes: Qwen2 (q/k/v biases, tied embeddings), Mistral (a
+ * sliding window), Llama with attention_bias (o_proj bias too), MQA. */
+Test(lora, llama_family_variants_match_merged_weights)
+{
+	static const char *const what[] = { "qwen2", "mistral", "llama attention_bias", "mqa" };
+	const char *all = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
+
+	for (int v = 0; v < 4; v++) {
+		struct zn_llama_config c;
+		struct zn_model m;
+
+		cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
+		if (v == 0) {
+			c.qkv_bias = true;
+			c.tied = true;
+		} else if (v == 1) {
+			c.window = c.seq;
+		} else if (v == 2) {
+			c.qkv_bias = c.o_bias = true;
+		} else {
+			c.kv_heads = 1;
+		}
+		cr_assert_eq(zn_llama_config_validate(&c), 0, "%s", what[v]);
+		m = zn_llama_model(&c);
+		check_merged(&m, all, v == 3);
+	}
 }
 
 Test(lora, targets_names_and_init)
@@ -307,6 +336,7 @@ static void check_frozen_bits(int stage, enum zn_offload_device off, bool bf16)
 }
 
 Test(lora, frozen_bit_for_bit_stage0) { check_frozen_bits(0, ZN_OFFLOAD_NONE, false); }
+Test(lora, frozen_bit_for_bit_stage1) { check_frozen_bits(1, ZN_OFFLOAD_NONE, false); }
 Test(lora, frozen_bit_for_bit_stage2) { check_frozen_bits(2, ZN_OFFLOAD_NONE, false); }
 Test(lora, frozen_bit_for_bit_stage3_host) { check_frozen_bits(3, ZN_OFFLOAD_CPU, false); }
 Test(lora, frozen_bit_for_bit_bf16_stage1) { check_frozen_bits(1, ZN_OFFLOAD_NONE, true); }

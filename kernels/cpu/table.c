@@ -254,6 +254,12 @@ static void dropout(void *stream, float *out, const float *inp, float p, uint64_
 	zn_cpu_dropout(out, inp, p, seed, N);
 }
 
+static void lora_up(void *stream, float *out, const float *t, const float *w, float s,
+		    int64_t R, int k, int ld, int c0, int n)
+{
+	zn_cpu_lora_up(out, t, w, s, R, k, ld, c0, n);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -299,4 +305,5 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.cols_add = cols_add,
 	.cols_take = cols_take,
 	.dropout = dropout,
+	.lora_up = lora_up,
 };

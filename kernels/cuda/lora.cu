@@ -1,5 +1,6 @@
-/* LoRA's ops on CUDA (kernels.h: cols_add, cols_take, dropout), grid-stride over the
- * elements. The dropout mask is kernels/dropout.h's hash, the same bits as the CPU's. */
+/* LoRA's ops on CUDA (kernels.h: cols_add, cols_take, dropout: grid-stride over the
+ * elements; lora_up: one cuBLAS GEMM). The dropout mask is kernels/dropout.h's hash, the
+ * same bits as the CPU's. */
 #include "common.cuh"
 
 extern "C" {
@@ -71,4 +72,13 @@ extern "C" void zn_cuda_dropout(void *stream, float *out, const float *inp, floa
 	dropout_kernel<<<zn_cuda_blocks(N, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
 			 (cudaStream_t)stream>>>(out, inp, p, 1.0f / (1.0f - p), seed, N);
 	zn_cuda_note_launch("dropout", __FILE__, __LINE__);
+}
+
+/* out[:, c0 .. c0 + n) += s t w^T as the GEMM's own epilogue: C = out + c0 with ldc = ld
+ * (a column block of a row-major matrix is a strided matrix), alpha = s, beta = 1. */
+extern "C" void zn_cuda_lora_up(void *stream, float *out, const float *t, const float *w,
+				float s, int64_t R, int k, int ld, int c0, int n)
+{
+	zn_cuda_gemm(stream, "lora_up", false, true, (int)R, n, k, s, t, k, 0, w, k, 0, 1.0f,
+		     out + c0, ld, 0, 1);
 }

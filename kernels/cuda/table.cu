@@ -48,9 +48,10 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_cols_add,
 	zn_cuda_cols_take,
 	zn_cuda_dropout,
+	zn_cuda_lora_up,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 43 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 44 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

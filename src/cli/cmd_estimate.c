@@ -9,6 +9,7 @@
 #include "cli/estimate_fit.h"
 #include "cli/util.h"
 #include "cli/estimate_acts.h"
+#include "cli/estimate_lora.h"
 #include "core/log.h"
 #include "cli/train_model.h"
 #include "model/gpt2/gpt2.h"
@@ -26,7 +27,8 @@ struct est_opts {
 	bool model;
 	char line[256];
 	/* LoRA (docs/lora.md): the adapters, given as --lora-params or from --lora-r and
-	 * --lora-targets with a GPT shape; the model above is then the frozen base */
+	 * --lora-targets (a GPT shape, or any model: estimate_lora.c); the model above is
+	 * then the frozen base */
 	int lora_r;
 	const char *lora_targets;
 	uint64_t lora_params;
@@ -73,13 +75,15 @@ static void usage(FILE *f)
 		"--init-from PATH) [zinc train's model flags]\n"
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
-		"                     [--lora-r R --lora-targets c_attn,c_proj,c_fc | --lora-params N]\n"
+		"                     [--lora-r R --lora-targets LIST | --lora-params N]\n"
 		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
 		"                     [--fit [--nvme-path DIR]... | --nvme-mem SIZE]]\n"
 		"\n"
 		"LoRA: the model is the frozen base (parameters only, bf16 or fp32, whole on every\n"
 		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
-		"optimizer state as any parameters').\n"
+		"optimizer state as any parameters'). --lora-targets takes PEFT's names: c_attn,\n"
+		"c_proj, c_fc (GPT-2), q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj\n"
+		"(Llama, Qwen2, Mistral).\n"
 		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
 		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch (and a\n"
@@ -98,7 +102,8 @@ static void usage(FILE *f)
 		"(device, host, nvme, or the layer cap of 1000000) (docs/memory.md).\n");
 }
 
-/* The adapters' parameters: --lora-params, or r x (in + out) per targeted GPT-2 module. */
+/* The adapters' parameters: --lora-params, or r x (in + out) per targeted module: of the
+ * model (--model, --model-config, --init-from: any family) or of a GPT-2 shape. */
 static int lora_adapters(struct est_opts *o, bool shape)
 {
 	uint64_t C = (uint64_t)o->hidden, per = 0;
@@ -110,11 +115,17 @@ static int lora_adapters(struct est_opts *o, bool shape)
 	}
 	if (!o->lora_r && !t)
 		return 0;
-	if (!o->lora_r || !t || !shape) {
-		zn_error("--lora-r R --lora-targets LIST need both, with a GPT shape (--layers "
-			 "--hidden ...); for --model and other models give --lora-params N");
+	if (!o->lora_r || !t || (!shape && !o->model)) {
+		zn_error("--lora-r R --lora-targets LIST need both, with a model (--model, "
+			 "--model-config, --init-from) or a GPT shape (--layers --hidden ...); or "
+			 "give --lora-params N");
 		return ZN_EUSAGE;
 	}
+	if (o->model)
+		return zn_estimate_lora_params(o->margc, o->margv, o->lora_r, t,
+					       &o->lora_params) ?
+			       ZN_EUSAGE :
+			       0;
 	while (*t) {
 		size_t n = strcspn(t, ",");
 

@@ -288,6 +288,19 @@ void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size
 int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
 			char *line, size_t size)
 {
+	struct zn_train_model tm;
+	int rc = zn_train_model_from_flags(argc, argv, &tm);
+
+	if (!rc) {
+		*params = zn_train_model_params(&tm);
+		*largest = zn_train_model_largest_layer(&tm);
+		zn_train_model_line(&tm, line, size);
+	}
+	return rc;
+}
+
+int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out)
+{
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	char **left = calloc((size_t)argc + 1, sizeof(*left));
 	const char *init_from = NULL, *model_config = NULL;
@@ -312,11 +325,8 @@ int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *large
 		zn_error("%s: not a model flag (see zinc estimate --help)", left[0]);
 		rc = -EINVAL;
 	}
-	if (!rc) {
-		*params = zn_train_model_params(&tm);
-		*largest = zn_train_model_largest_layer(&tm);
-		zn_train_model_line(&tm, line, size);
-	}
+	if (!rc)
+		*out = tm;
 	free(args);
 	free(left);
 	return rc;

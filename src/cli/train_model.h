@@ -63,5 +63,7 @@ void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size
  * -EINVAL (logged). */
 int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
 			char *line, size_t size);
+/* The same model as a struct (estimate_lora.c counts its adapters). */
+int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out);
 
 #endif

@@ -44,30 +44,6 @@ static uint64_t extent(const struct zn_engine *e, int l)
 
 /* ---- create, init, read-back -------------------------------------------------------- */
 
-static int open_file(struct zn_engine *e)
-{
-	const struct zn_offload_config *o = &e->cfg.zero.offload_param;
-	char path[ZN_PATH_MAX + 64];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/.zinc-frozen-r%d-XXXXXX",
-		 o->nvme_path_count > 0 ? o->nvme_path[0] : ".", e->rt.rank);
-	fd = mkstemp(path);
-	if (fd < 0) {
-		int rc = -errno;
-
-		zn_error("frozen parameters on nvme: cannot create a file in %s (%s): check "
-			 "offload_param.nvme_path", path, zn_strerror(rc));
-		return rc;
-	}
-	unlink(path); /* anonymous: gone when closed, even after a crash */
-	/* O_DIRECT where the filesystem has it (tmpfs has not: then through the page cache) */
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT))
-		zn_debug("frozen file: no O_DIRECT (%s)", strerror(errno));
-	e->fz.fd = fd;
-	return 0;
-}
-
 static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel)
 {
 	const struct zn_engine_plan *p = &e->plan;
@@ -110,7 +86,7 @@ int zn_frozen_create(struct zn_engine *e)
 	if (!fz->home || !fz->file_off)
 		return -ENOMEM;
 	if (p->frozen_home == ZN_TIER_NVME)
-		rc = open_file(e);
+		rc = zn_frozen_io_open(e);
 	for (int l = 0; !rc && l < e->n; l++) {
 		if (p->frozen_home == ZN_TIER_DEVICE)
 			rc = zn_tiers_dalloc(e, &fz->home[l],
@@ -139,37 +115,15 @@ void zn_frozen_destroy(struct zn_engine *e)
 	if (fz->home && e->plan.frozen_home == ZN_TIER_DEVICE)
 		for (int l = 0; l < e->n; l++)
 			zn_device_free(e->rt.dev, fz->home[l]);
+	if (fz->home) /* create ran */
+		zn_frozen_io_close(e); /* reads in flight into the slots' buffers first */
 	free(fz->file_off);
 	free_slot(e, &fz->slot0);
 	for (int i = 0; fz->ring && i < fz->ring_n; i++)
 		free_slot(e, &fz->ring[i]);
 	free(fz->ring);
-	if (fz->home && fz->fd >= 0) /* create ran (it sets fd first) */
-		close(fz->fd);
 	free(fz->home);
 	*fz = (struct zn_frozen){ .fd = -1 };
-}
-
-static int file_io(struct zn_engine *e, int l, void *buf, bool write)
-{
-	uint64_t len = extent(e, l), done = 0;
-
-	while (done < len) {
-		ssize_t r = write ? pwrite(e->fz.fd, (char *)buf + done, len - done,
-					   (off_t)(e->fz.file_off[l] + done)) :
-				    pread(e->fz.fd, (char *)buf + done, len - done,
-					  (off_t)(e->fz.file_off[l] + done));
-
-		if (r <= 0) {
-			int rc = r < 0 ? -errno : -EIO;
-
-			zn_error("frozen parameters of layer %d: nvme %s failed (%s)", l,
-				 write ? "write" : "read", zn_strerror(rc));
-			return rc;
-		}
-		done += (uint64_t)r;
-	}
-	return 0;
 }
 
 /* A 4 KiB aligned host buffer of layer l's extent (O_DIRECT wants aligned memory). */
@@ -212,7 +166,7 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 	} else if (p->frozen_home == ZN_TIER_HOST) {
 		memcpy(e->fz.home[l], src, bytes);
 	} else {
-		rc = file_io(e, l, src, true);
+		rc = zn_frozen_io_rw(e, l, src, true);
 	}
 	free(buf);
 	return rc;
@@ -235,7 +189,7 @@ int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 	} else if (!rc && p->frozen_home == ZN_TIER_HOST) {
 		memcpy(buf, e->fz.home[l], bytes);
 	} else if (!rc) {
-		rc = file_io(e, l, buf, false);
+		rc = zn_frozen_io_rw(e, l, buf, false);
 	}
 	if (!rc && e->pdt == ZN_DTYPE_BF16)
 		zn_cast_bf16_to_f32(out_h, buf, n);
@@ -263,14 +217,10 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s)
 	if (!n)
 		return 0;
 	if (p->frozen_home == ZN_TIER_NVME) {
-		/* read_h may still be on its way up for the slot's previous layer */
-		if (s->copy_pending)
-			rc = zn_event_synchronize(s->copied);
-		s->copy_pending = false;
+		/* submitted ahead (frozen_io.c), or now */
+		rc = zn_frozen_io_read_begin(e, l, s);
 		if (!rc)
-			rc = file_io(e, l, s->read_h, false);
-		if (!rc)
-			e->fz.bytes_read += extent(e, l);
+			rc = zn_frozen_io_read_end(e, l, s);
 		src = s->read_h;
 	}
 	if (!rc)
@@ -345,7 +295,10 @@ int zn_frozen_begin(struct zn_engine *e)
 {
 	e->fz.seq_len = e->act.use_n;
 	e->fz.seq_issued = 0;
-	return 0;
+	e->fz.seq_read = 0;
+	if (none(e) || e->plan.frozen_direct)
+		return 0;
+	return zn_frozen_io_pump(e);
 }
 
 int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f32_d)
@@ -364,10 +317,15 @@ int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f3
 		last = e->fz.seq_len - 1;
 	/* items item .. item + depth: each waits on the device for its slot's release */
 	while (!rc && e->fz.seq_issued <= last) {
-		int j = e->fz.seq_issued++;
+		int j = e->fz.seq_issued;
 
-		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+		rc = zn_frozen_io_need(e, j);
+		if (!rc)
+			rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+		e->fz.seq_issued++;
 	}
+	if (!rc)
+		rc = zn_frozen_io_pump(e);
 	if (rc)
 		return rc;
 	*f32_d = seq_slot(e, item)->f32_d;
@@ -376,7 +334,10 @@ int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f3
 
 int zn_frozen_release(struct zn_engine *e, int item)
 {
+	int rc;
+
 	if (none(e) || e->plan.frozen_direct || !fnumel(e, seq_layer(e, item)))
 		return 0;
-	return zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+	rc = zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+	return rc ? rc : zn_frozen_io_pump(e);
 }

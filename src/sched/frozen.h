@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "gpu/device.h"
+#include "nvme/aio.h"
 
 struct zn_engine;
 
@@ -23,15 +24,21 @@ struct zn_fslot {
 	struct zn_event *free;   /* compute is done with the slot's previous layer */
 	struct zn_event *copied; /* read_h's copy up is done (it may be read into again) */
 	bool copy_pending;
+	bool reading;            /* home on nvme: a read into read_h is in flight */
+	int read_layer;          /* whose */
+	struct zn_aio_req req;
 };
 
 struct zn_frozen {
 	void **home;             /* per layer: device or pinned host home (NULL: nvme, none) */
 	uint64_t *file_off;      /* home on nvme: byte offset of each layer's extent */
 	int fd;                  /* the frozen file (unlinked at create), or -1 */
+	struct zn_aio *aio;      /* its reads and writes (frozen_io.c) */
+	struct zn_aio_file *af;
 	struct zn_fslot slot0;
 	struct zn_fslot *ring;
 	int ring_n, seq_len, seq_issued;
+	int seq_read;            /* home on nvme: the next item whose read is submitted */
 	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */
 };
 
@@ -51,5 +58,14 @@ int zn_frozen_layer0_release(struct zn_engine *e);
 int zn_frozen_begin(struct zn_engine *e);
 int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f32_d);
 int zn_frozen_release(struct zn_engine *e, int item);
+
+/* frozen_io.c: the frozen file on nvme and its reads ahead (internal to frozen*.c) */
+int zn_frozen_io_open(struct zn_engine *e);
+void zn_frozen_io_close(struct zn_engine *e); /* waits for reads in flight */
+int zn_frozen_io_rw(struct zn_engine *e, int l, void *buf, bool write); /* whole extent */
+int zn_frozen_io_read_begin(struct zn_engine *e, int l, struct zn_fslot *s);
+int zn_frozen_io_read_end(struct zn_engine *e, int l, struct zn_fslot *s);
+int zn_frozen_io_pump(struct zn_engine *e);           /* reads ahead, never blocking */
+int zn_frozen_io_need(struct zn_engine *e, int item); /* item's read submitted */
 
 #endif

@@ -130,10 +130,11 @@ static void lora_matmul_forward(void *st, float *out, const float *inp, const fl
 		if (row0 < 0)
 			continue;
 		x = adapter_input(c, i, st, inp, bt);
-		/* t = x A^T [BT, r]; u = t B^T [BT, out]; out[:, row0 ..] += scale u */
+		/* t = x A^T [BT, r]; out[:, row0 ..] += scale t B^T, accumulated by the GEMM
+		 * itself (lora_up: beta = 1 into the column block, no [BT, out] pass) */
 		c->k->matmul_forward(st, c->t, x, A_of(c, i), NULL, B, T, C, r);
-		c->k->matmul_forward(st, c->u, c->t, B_of(c, i), NULL, B, T, r, (int)a->out);
-		c->k->cols_add(st, out, c->u, c->cfg->scale, bt, OC, (int)row0, (int)a->out);
+		c->k->lora_up(st, out, c->t, B_of(c, i), c->cfg->scale, bt, r, OC, (int)row0,
+			      (int)a->out);
 	}
 }
 
