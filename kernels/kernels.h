@@ -206,7 +206,7 @@ struct zn_kernel_table {
 				    const uint16_t *weight, const float *bias, int B, int T,
 				    int C, int OC);
 	/* dinp += dout16 @ weight16; dweight += dout16^T @ inp16 (fp32 accumulation into the
-	 * fp32 dinp, dweight); dbias += column sums of the fp32 dout (dbias, dout may be
+	 * fp32 dinp, dweight; dweight NULL: skipped); dbias += column sums of the fp32 dout (dbias, dout may be
 	 * NULL together). dout16 is dout rounded to bf16 by the caller. */
 	void (*matmul_backward_bf16)(void *stream, float *dinp, float *dweight, float *dbias,
 				     const uint16_t *dout16, const float *dout,
@@ -251,6 +251,9 @@ struct zn_kernel_table {
 	 * [R, n] intermediate and no separate add pass. */
 	void (*lora_up)(void *stream, float *out, const float *t, const float *w, float s,
 			int64_t R, int k, int ld, int c0, int n);
+	/* cols_take from a bf16 matrix: out[r, j] = s * inp16[r, c0 + j] (out fp32 [R, n]) */
+	void (*cols_take_bf16)(void *stream, float *out, const uint16_t *inp, float s, int64_t R,
+			       int ld, int c0, int n);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "kernels.h"
 #include "model/model.h"
 
@@ -58,9 +59,23 @@ static inline int lc_net_init(struct lc_net *net, const struct zn_model *m, uint
 	return 0;
 }
 
-/* One forward and backward of B x T tokens; grads are zeroed first. Returns the mean loss. */
-static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, const int *tok,
-				const int *tgt, int B, int T, uint64_t seed)
+/* layer l's io with bf16 compute: params16 and the frozen base as bf16 values */
+static inline void lc_io16(struct zn_layer_io *io, uint16_t **p16, uint16_t **f16, int l,
+			   int tied)
+{
+	io->params = io->tied_params = NULL;
+	io->params16 = p16[l];
+	io->tied_params16 = tied ? p16[0] : NULL;
+	io->frozen = io->frozen ? (const float *)(const void *)f16[l] : NULL;
+	io->tied_frozen = tied ? (const float *)(const void *)f16[0] : NULL;
+}
+
+/* One forward and backward of B x T tokens; grads are zeroed first. Returns the mean loss.
+ * bf16: as the engine's bf16 compute (params16, the frozen base as bf16 values, the bf16
+ * activation and scratch sizes): the parameters are rounded to bf16 copies first. */
+static inline double lc_net_run_any(struct lc_net *net, const struct zn_model *m,
+				    const int *tok, const int *tgt, int B, int T, uint64_t seed,
+				    int bf16)
 {
 	const struct zn_kernel_table *k = &zn_kernels_cpu;
 	const void *c = m->config;
@@ -68,13 +83,25 @@ static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, co
 	int n = net->n;
 	float **acts = calloc((size_t)n, sizeof(float *)), **x = calloc((size_t)n, sizeof(float *));
 	float *losses = calloc(bt, sizeof(float)), *dx[2], *scratch;
+	uint16_t **p16 = calloc((size_t)n, sizeof(uint16_t *));
+	uint16_t **f16 = calloc((size_t)n, sizeof(uint16_t *));
 	uint64_t smax = 0;
 	double loss = 0;
 
 	for (int l = 0; l < n; l++) {
-		uint64_t s = m->ops->scratch_numel(c, &net->ld[l], B, T);
+		uint64_t s = (bf16 ? m->ops->scratch_numel_bf16 : m->ops->scratch_numel)(
+			c, &net->ld[l], B, T);
+		uint64_t an = (bf16 ? m->ops->act_numel_bf16 : m->ops->act_numel)(c, &net->ld[l],
+										    B, T);
 
-		acts[l] = calloc(m->ops->act_numel(c, &net->ld[l], B, T) + 1, sizeof(float));
+		acts[l] = calloc(an + 1, sizeof(float));
+		if (bf16) {
+			p16[l] = calloc(net->ld[l].numel + 1, 2);
+			zn_cast_f32_to_bf16(p16[l], net->p[l], net->ld[l].numel);
+			f16[l] = calloc(net->ld[l].frozen_numel + 1, 2);
+			if (net->f[l])
+				zn_cast_f32_to_bf16(f16[l], net->f[l], net->ld[l].frozen_numel);
+		}
 		x[l] = calloc(bt * w, sizeof(float));
 		memset(net->g[l], 0, (net->ld[l].numel + 1) * sizeof(float));
 		smax = s > smax ? s : smax;
@@ -91,6 +118,8 @@ static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, co
 			io.tied_params = net->p[0];
 			io.tied_frozen = net->f[0];
 		}
+		if (bf16)
+			lc_io16(&io, p16, f16, l, net->ld[l].tied_layer == 0);
 		io.x_in = l ? x[l - 1] : NULL;
 		if (l < n - 1)
 			io.x_out = x[l];
@@ -112,6 +141,8 @@ static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, co
 			io.tied_grads = net->g[0];
 			io.tied_frozen = net->f[0];
 		}
+		if (bf16)
+			lc_io16(&io, p16, f16, l, net->ld[l].tied_layer == 0);
 		memset(scratch, 0, (smax + 1) * sizeof(float));
 		io.x_in = l ? x[l - 1] : NULL;
 		if (l < n - 1) {
@@ -124,7 +155,11 @@ static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, co
 	for (int l = 0; l < n; l++) {
 		free(acts[l]);
 		free(x[l]);
+		free(p16[l]);
+		free(f16[l]);
 	}
+	free(p16);
+	free(f16);
 	free(acts);
 	free(x);
 	free(losses);
@@ -132,6 +167,12 @@ static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, co
 	free(dx[0]);
 	free(dx[1]);
 	return loss / (double)bt;
+}
+
+static inline double lc_net_run(struct lc_net *net, const struct zn_model *m, const int *tok,
+				const int *tgt, int B, int T, uint64_t seed)
+{
+	return lc_net_run_any(net, m, tok, tgt, B, T, seed, 0);
 }
 
 #endif

@@ -393,6 +393,132 @@ Test(lora, plan_counts_no_optimizer_state_for_the_base)
 		     2 * 2 * zn_plan_host_alloc_bytes(600000) + 2 * zn_plan_host_alloc_bytes(4000));
 }
 
+/* bf16 compute (docs/lora.md): the frozen base is read as bf16 on the device, never
+ * widened: no fp32 slots in the plan, a bf16 device home read directly. */
+Test(lora, plan_bf16_compute_keeps_the_base_bf16)
+{
+	uint64_t tr[4] = { 0, 5000, 5000, 0 }, fr[4] = { 100000, 300000, 300000, 2000 };
+	struct zn_engine_plan_input in = { .layer_count = 4, .layer_numel = tr, .world = 1,
+					   .stage = 3, .grad_accum = 1, .prefetch_depth = 1,
+					   .frozen_numel = fr, .bf16 = true, .compute16 = true,
+					   .offload_optimizer = ZN_OFFLOAD_CPU,
+					   .offload_param = ZN_OFFLOAD_CPU };
+	struct zn_engine_plan p, w;
+
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.frozen && !p.frozen_wide && !p.frozen_direct);
+	cr_assert_eq(p.frozen_home, ZN_TIER_HOST);
+	/* layer 0's slot and a ring of 2, in bf16 only */
+	cr_assert_eq(p.dev_frozen_bytes, zn_plan_device_alloc_bytes(100000 * 2) +
+		     2 * zn_plan_device_alloc_bytes(300000 * 2));
+	in.compute16 = false;
+	cr_assert_eq(zn_plan_engine(&in, &w), 0);
+	cr_assert(w.frozen_wide);
+	cr_assert_eq(w.dev_frozen_bytes, p.dev_frozen_bytes +
+		     zn_plan_device_alloc_bytes(100000 * 4) +
+		     2 * zn_plan_device_alloc_bytes(300000 * 4));
+	/* the base on the device in bf16: the compute reads the home, no slots */
+	in.compute16 = true;
+	in.offload_param = ZN_OFFLOAD_NONE;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.frozen_direct && !p.frozen_wide);
+	cr_assert_eq(p.dev_frozen_bytes, zn_plan_device_alloc_bytes(100000 * 2) +
+		     2 * zn_plan_device_alloc_bytes(300000 * 2) +
+		     zn_plan_device_alloc_bytes(2000 * 2));
+}
+
+/* bf16 LoRA against the fp32 path on the same bf16-rounded base and adapters: the base's
+ * bf16 GEMMs on the frozen bf16 weights and the adapters' bf16 input-side GEMMs (fp32
+ * accumulation) against fp32 throughout. Stated tolerance: the loss within 1e-3 relative,
+ * every adapter gradient within 2e-2 of its tensor's largest gradient (activations rounded
+ * to bf16 at each GEMM input: 2^-9 relative each); dropout on and off. */
+static void check_bf16(float dropout)
+{
+	struct zn_gpt2_config mc;
+	struct zn_lora_config lc = { .r = 4, .alpha = 8, .dropout = dropout };
+	struct zn_model lm;
+	struct lc_net N = { 0 };
+	int B = 2, T = 8;
+	int *tok;
+	float **g32;
+	double l32, l16, worst = 0;
+
+	et_model(&mc);
+	lc.base = zn_gpt2_model(&mc);
+	tok = et_tokens((uint64_t)B * T + 1, mc.vocab, 3);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_proj,c_fc"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	lm = zn_lora_model(&lc);
+	cr_assert(lm.ops->act_numel_bf16, "GPT-2 has bf16 compute: so has its LoRA");
+	cr_assert_eq(lc_net_init(&N, &lm, 5), 0);
+	randomize(&N, 11);
+	for (int l = 0; l < N.n; l++) { /* both paths on the same bf16 values */
+		for (uint64_t i = 0; i < N.ld[l].numel; i++)
+			N.p[l][i] = zn_bf16_to_f32(zn_f32_to_bf16(N.p[l][i]));
+		for (uint64_t i = 0; i < N.ld[l].frozen_numel; i++)
+			N.f[l][i] = zn_bf16_to_f32(zn_f32_to_bf16(N.f[l][i]));
+	}
+	l32 = lc_net_run_any(&N, &lm, tok, tok + 1, B, T, 9, 0);
+	g32 = calloc((size_t)N.n, sizeof(float *));
+	for (int l = 0; l < N.n; l++) {
+		g32[l] = malloc((N.ld[l].numel + 1) * sizeof(float));
+		memcpy(g32[l], N.g[l], (N.ld[l].numel + 1) * sizeof(float));
+	}
+	l16 = lc_net_run_any(&N, &lm, tok, tok + 1, B, T, 9, 1);
+	cr_assert(fabs(l16 - l32) <= 1e-3 * fabs(l32), "loss bf16 %.9g vs fp32 %.9g", l16, l32);
+	for (int l = 0; l < N.n; l++)
+		for (int t = 0; t < N.ld[l].tensor_count; t++) {
+			const struct zn_tensor_desc *d = &N.ld[l].tensors[t];
+			double big = 0, err = 0;
+
+			for (uint64_t i = 0; i < d->numel; i++) {
+				big = fmax(big, fabs(g32[l][d->offset + i]));
+				err = fmax(err, fabs(g32[l][d->offset + i] - N.g[l][d->offset + i]));
+			}
+			cr_assert(big > 0, "layer %d %s: no gradient", l, d->name);
+			worst = fmax(worst, err / big);
+		}
+	cr_log_info("bf16 LoRA (dropout %g): loss %.3g relative, gradients %.3g of the largest",
+		    dropout, fabs(l16 - l32) / fabs(l32), worst);
+	cr_assert(worst <= 2e-2, "adapter gradients bf16 vs fp32: %.3g of the largest", worst);
+	for (int l = 0; l < N.n; l++)
+		free(g32[l]);
+	free(g32);
+	lc_net_free(&N);
+	zn_lora_release(&lc);
+	free(tok);
+}
+
+Test(lora, bf16_compute_within_tolerance_of_fp32) { check_bf16(0); }
+Test(lora, bf16_compute_with_dropout_within_tolerance_of_fp32) { check_bf16(0.25f); }
+
+/* Through the engine: bf16 LoRA with bf16 compute (the base read as bf16 on the device, on
+ * the device and in host memory) gives the losses of bf16 storage with fp32 compute within
+ * 1e-2. */
+Test(lora, engine_bf16_compute_losses_match)
+{
+	static const enum zn_offload_device homes[] = { ZN_OFFLOAD_NONE, ZN_OFFLOAD_CPU };
+	struct zn_config cfg;
+	struct lrun w, b;
+
+	et_config(&cfg, 3, ZN_OFFLOAD_NONE, ET_B, 1);
+	cfg.precision.bf16 = true;
+	cfg.runtime.compute_dtype = ZN_COMPUTE_FP32;
+	lora_train(&w, &cfg, 0);
+	for (size_t h = 0; h < sizeof(homes) / sizeof(homes[0]); h++) {
+		et_config(&cfg, 3, homes[h], ET_B, 1);
+		cfg.precision.bf16 = true;
+		cfg.runtime.compute_dtype = ZN_COMPUTE_BF16;
+		lora_train(&b, &cfg, 0);
+		for (int s = 0; s < 3; s++)
+			cr_assert(fabs(b.r.loss[s] - w.r.loss[s]) <= 1e-2 * fabs(w.r.loss[s]),
+				  "home %d step %d: loss %.9g vs %.9g", (int)homes[h], s + 1,
+				  b.r.loss[s], w.r.loss[s]);
+		lrun_free(&b);
+	}
+	lrun_free(&w);
+}
+
 Test(lora, estimate_counts_the_frozen_base_per_tier)
 {
 	struct zn_estimate_input in = { .params = 1000000, .largest_layer = 100000, .ranks = 2,

@@ -1,4 +1,5 @@
 /* LoRA's ops on the CPU (kernels.h: cols_add, cols_take, dropout, lora_up). */
+#include "core/dtype.h"
 #include "dropout.h"
 #include "ops.h"
 #include "par.h"
@@ -17,6 +18,15 @@ void zn_cpu_cols_take(float *out, const float *inp, float s, int64_t R, int ld, 
 	for (int64_t r = 0; r < R; r++)
 		for (int j = 0; j < n; j++)
 			out[r * n + j] = s * inp[r * ld + c0 + j];
+}
+
+void zn_cpu_cols_take_bf16(float *out, const uint16_t *inp, float s, int64_t R, int ld, int c0,
+			   int n)
+{
+#pragma omp parallel for schedule(static) if (R * n > ZN_CPU_PAR_MIN)
+	for (int64_t r = 0; r < R; r++)
+		for (int j = 0; j < n; j++)
+			out[r * n + j] = s * zn_bf16_to_f32(inp[r * ld + c0 + j]);
 }
 
 void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t N)

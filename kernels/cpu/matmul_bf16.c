@@ -133,8 +133,8 @@ void zn_cpu_matmul_backward_bf16(float *dinp, float *dweight, float *dbias,
 
 	/* dinp[BT,C] += dout[BT,OC] @ weight[OC,C] */
 	rc = gemm_bf16_tiled(0, 0, BT, C, OC, dout16, OC, weight, C, 1.0f, dinp, C);
-	/* dweight[OC,C] += dout^T[OC,BT] @ inp[BT,C] */
-	if (!rc)
+	/* dweight[OC,C] += dout^T[OC,BT] @ inp[BT,C] (NULL: a frozen weight, skipped) */
+	if (!rc && dweight)
 		rc = gemm_bf16_tiled(1, 0, OC, C, BT, dout16, OC, inp, C, 1.0f, dweight, C);
 	if (rc)
 		zn_cpu_kernel_oom("matmul_backward_bf16");

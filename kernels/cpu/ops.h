@@ -135,6 +135,8 @@ void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout
 /* LoRA (kernels/cpu/lora.c) */
 void zn_cpu_cols_add(float *out, const float *inp, float s, int64_t R, int ld, int c0, int n);
 void zn_cpu_cols_take(float *out, const float *inp, float s, int64_t R, int ld, int c0, int n);
+void zn_cpu_cols_take_bf16(float *out, const uint16_t *inp, float s, int64_t R, int ld, int c0,
+			   int n);
 void zn_cpu_lora_up(float *out, const float *t, const float *w, float s, int64_t R, int k,
 		    int ld, int c0, int n);
 void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t N);

@@ -260,6 +260,12 @@ static void lora_up(void *stream, float *out, const float *t, const float *w, fl
 	zn_cpu_lora_up(out, t, w, s, R, k, ld, c0, n);
 }
 
+static void cols_take_bf16(void *stream, float *out, const uint16_t *inp, float s, int64_t R,
+			   int ld, int c0, int n)
+{
+	zn_cpu_cols_take_bf16(out, inp, s, R, ld, c0, n);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -306,4 +312,5 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.cols_take = cols_take,
 	.dropout = dropout,
 	.lora_up = lora_up,
+	.cols_take_bf16 = cols_take_bf16,
 };

@@ -90,9 +90,10 @@ extern "C" void zn_cuda_matmul_backward_bf16(void *stream, float *dinp, float *d
 	/* dinp[BT,C] += dout[BT,OC] @ weight[OC,C] */
 	zn_cuda_gemm_bf16(stream, "matmul_backward_bf16", false, false, BT, C, OC, 1.0f, dout16,
 			  OC, weight, C, 1.0f, dinp, C);
-	/* dweight[OC,C] += dout^T @ inp */
-	zn_cuda_gemm_bf16(stream, "matmul_backward_bf16", true, false, OC, C, BT, 1.0f, dout16,
-			  OC, inp, C, 1.0f, dweight, C);
+	/* dweight[OC,C] += dout^T @ inp (NULL: a frozen weight, skipped) */
+	if (dweight)
+		zn_cuda_gemm_bf16(stream, "matmul_backward_bf16", true, false, OC, C, BT, 1.0f,
+				  dout16, OC, inp, C, 1.0f, dweight, C);
 	if (dbias)
 		zn_cuda_column_sum((cudaStream_t)stream, "matmul_backward_bf16", dbias, dout, BT,
 				   OC);

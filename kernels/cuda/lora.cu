@@ -36,6 +36,21 @@ static __global__ void cols_take_kernel(float *out, const float *inp, float s, s
 	}
 }
 
+static __device__ __forceinline__ float bf16_to_f32(uint16_t h)
+{
+	return __uint_as_float((unsigned)h << 16);
+}
+
+static __global__ void cols_take_bf16_kernel(float *out, const uint16_t *inp, float s,
+					     size_t total, int ld, int c0, int n)
+{
+	for (size_t i = first_index(); i < total; i += grid_step()) {
+		size_t r = i / (size_t)n, j = i % (size_t)n;
+
+		out[i] = s * bf16_to_f32(inp[r * (size_t)ld + (size_t)c0 + j]);
+	}
+}
+
 static __global__ void dropout_kernel(float *out, const float *inp, float p, float s,
 				      uint64_t seed, size_t n)
 {
@@ -64,6 +79,16 @@ extern "C" void zn_cuda_cols_take(void *stream, float *out, const float *inp, fl
 	cols_take_kernel<<<zn_cuda_blocks(total, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
 			   (cudaStream_t)stream>>>(out, inp, s, total, ld, c0, n);
 	zn_cuda_note_launch("cols_take", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_cols_take_bf16(void *stream, float *out, const uint16_t *inp, float s,
+				       int64_t R, int ld, int c0, int n)
+{
+	size_t total = (size_t)R * (size_t)n;
+
+	cols_take_bf16_kernel<<<zn_cuda_blocks(total, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
+				(cudaStream_t)stream>>>(out, inp, s, total, ld, c0, n);
+	zn_cuda_note_launch("cols_take_bf16", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_dropout(void *stream, float *out, const float *inp, float p,

@@ -130,6 +130,8 @@ void zn_cuda_cols_take(void *stream, float *out, const float *inp, float s, int6
 		       int c0, int n);
 void zn_cuda_dropout(void *stream, float *out, const float *inp, float p, uint64_t seed,
 		     size_t N);
+void zn_cuda_cols_take_bf16(void *stream, float *out, const uint16_t *inp, float s, int64_t R,
+			    int ld, int c0, int n);
 void zn_cuda_lora_up(void *stream, float *out, const float *t, const float *w, float s,
 		     int64_t R, int k, int ld, int c0, int n);
 

@@ -74,7 +74,8 @@ struct zn_layer_io {
 	float dloss_scale;                 /* gradient of sum(losses) x dloss_scale */
 	int B, T;
 	/* frozen_numel > 0: the layer's frozen fp32 parameters (read only); tied_frozen: the
-	 * tied layer's, or NULL */
+	 * tied layer's, or NULL. With bf16 compute (params16 set) they point at the stored
+	 * bf16 values instead (read as uint16_t; docs/lora.md) */
 	const float *frozen, *tied_frozen;
 	uint64_t seed;                     /* this step and micro-batch's random stream */
 };

@@ -47,8 +47,10 @@ static uint64_t extent(const struct zn_engine *e, int l)
 static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel)
 {
 	const struct zn_engine_plan *p = &e->plan;
-	int rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+	int rc = 0;
 
+	if (p->frozen_wide)
+		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
 	if (!rc && p->frozen_home != ZN_TIER_DEVICE && p->frozen_elem_bytes == 2)
 		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(numel * 2));
 	if (!rc && p->frozen_home == ZN_TIER_NVME)
@@ -236,13 +238,19 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s)
 		}
 		src = s->stage_d;
 	}
-	if (!rc && !wide) {
+	if (!rc && !wide && p->frozen_wide) {
 		ca = (struct fcast){ s->f32_d, src, n, e->pdt };
 		rc = zn_launch(e->rt.copy_in, fcast_fn, &ca, sizeof(ca));
 	}
 	if (!rc)
 		rc = zn_event_record(s->ready, e->rt.copy_in);
 	return rc;
+}
+
+/* what the compute reads of a slot: the fp32 copy, or with bf16 compute the bf16 one */
+static const float *work(const struct zn_engine *e, const struct zn_fslot *s)
+{
+	return e->plan.frozen_wide ? s->f32_d : (const float *)s->stage_d;
 }
 
 static bool none(const struct zn_engine *e)
@@ -266,7 +274,7 @@ const float *zn_frozen_layer0_params(struct zn_engine *e)
 {
 	if (none(e) || !fnumel(e, 0))
 		return NULL;
-	return e->plan.frozen_direct ? e->fz.home[0] : e->fz.slot0.f32_d;
+	return e->plan.frozen_direct ? e->fz.home[0] : work(e, &e->fz.slot0);
 }
 
 int zn_frozen_layer0(struct zn_engine *e, const float **f32_d)
@@ -328,7 +336,7 @@ int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f3
 		rc = zn_frozen_io_pump(e);
 	if (rc)
 		return rc;
-	*f32_d = seq_slot(e, item)->f32_d;
+	*f32_d = work(e, seq_slot(e, item));
 	return zn_stream_wait_event(e->rt.compute, seq_slot(e, item)->ready);
 }
 

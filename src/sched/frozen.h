@@ -2,7 +2,8 @@
  * frozen_numel), read by the compute and never trained. Homed on the plan's frozen_home
  * (frozen_plan.c) in the stored dtype; fetched ahead into fp32 working slots on the
  * device in the prefetcher's order (forward 1 .. n-1, backward n-1 .. 1, layer 0's slot
- * held for the step). No gradient, master, m, v or optimizer I/O exists for them.
+ * held for the step; with bf16 compute the stored bf16 values, never widened). No
+ * gradient, master, m, v or optimizer I/O exists for them.
  * State: struct zn_frozen (engine field fz). */
 #ifndef ZN_SCHED_FROZEN_H
 #define ZN_SCHED_FROZEN_H
@@ -17,8 +18,9 @@
 struct zn_engine;
 
 struct zn_fslot {
-	float *f32_d;            /* the working copy the compute reads */
-	void *stage_d;           /* 16-bit copy come up from the host (home off the device) */
+	float *f32_d;            /* the fp32 working copy the compute reads (frozen_wide) */
+	void *stage_d;           /* 16-bit copy come up from the host (home off the device);
+				  * with bf16 compute the working copy itself */
 	void *read_h;            /* home on nvme: the pinned buffer the layer is read into */
 	struct zn_event *ready;  /* the fetch into this slot is complete */
 	struct zn_event *free;   /* compute is done with the slot's previous layer */
@@ -50,7 +52,7 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h);
 int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h);
 
 /* As prefetch.h's layer-0 and sequence calls; *f32_d NULL for a layer without frozen
- * parameters. */
+ * parameters; with bf16 compute (plan frozen_wide false) it points at bf16 values. */
 int zn_frozen_layer0(struct zn_engine *e, const float **f32_d);
 const float *zn_frozen_layer0_params(struct zn_engine *e);
 int zn_frozen_layer0_wait(struct zn_engine *e);

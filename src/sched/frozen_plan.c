@@ -3,11 +3,13 @@
  * A frozen layer has parameters only: no gradient, master, m, v or optimizer I/O. Its home
  * is the parameters' tier (the device, or with stage 3 offload_param cpu / nvme pinned host
  * memory / the frozen file on nvme), in the run's stored dtype (bf16 / fp16: 2 bytes, else
- * 4), whole on every rank. The compute reads an fp32 working copy on the device: the home
- * itself when it is fp32 on the device (frozen_direct), else a slot: layer 0's (held for
+ * 4), whole on every rank. The compute reads a working copy on the device, fp32, or with
+ * bf16 compute the stored bf16 values (frozen_wide false: never widened): the home itself
+ * when it is on the device in that dtype (frozen_direct), else a slot: layer 0's (held for
  * the step, as a later layer may tie to it) and a ring of prefetch_depth + 1 for the others,
  * each slot with a 16-bit staging buffer on the device when the home is off the device and
- * 16-bit (the copy up, then the cast), and with the home on nvme a pinned read buffer.
+ * 16-bit (the copy up, then the cast; with bf16 compute the staging buffer is the working
+ * copy), and with the home on nvme a pinned read buffer.
  */
 #include "sched/plan.h"
 
@@ -55,7 +57,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 			out->frozen_step_read_bytes +=
 				(l == 0 ? 1 : 2 * (uint64_t)in->grad_accum) * host(n * fb);
 	}
-	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && fb == 4;
+	out->frozen_wide = !(in->compute16 && fb == 2);
+	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);
 	if (out->frozen_direct)
 		return;
 	ring = in->prefetch_depth + 1;
@@ -68,7 +71,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	s0 = out->frozen_layer0_numel;
 	sl = out->frozen_slot_numel;
 	staged = out->frozen_home != ZN_TIER_DEVICE && fb == 2;
-	out->dev_frozen_bytes += dev(s0 * 4) + (uint64_t)ring * dev(sl * 4);
+	if (out->frozen_wide)
+		out->dev_frozen_bytes += dev(s0 * 4) + (uint64_t)ring * dev(sl * 4);
 	if (staged)
 		out->dev_frozen_bytes += dev(s0 * 2) + (uint64_t)ring * dev(sl * 2);
 	if (out->frozen_home == ZN_TIER_NVME)

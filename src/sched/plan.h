@@ -235,7 +235,10 @@ struct zn_engine_plan {
 	bool frozen;                 /* some layer has frozen parameters */
 	enum zn_tier frozen_home;    /* pl.params: device, or with offload_param host / nvme */
 	unsigned frozen_elem_bytes;  /* 2 (bf16 / fp16 run) or 4 */
-	bool frozen_direct;          /* fp32 home on the device: compute reads it, no slots */
+	bool frozen_direct;          /* the home on the device is what the compute reads: fp32,
+				      * or bf16 with bf16 compute; no slots */
+	bool frozen_wide;            /* working copies in fp32 (else the stored bf16 values:
+				      * bf16 compute never widens the base) */
 	int frozen_slots;            /* working-copy ring for layers 1 .. n-1 */
 	int frozen_depth;            /* layers fetched ahead (ring - 1) */
 	uint64_t frozen_numel_total; /* floats over all layers */

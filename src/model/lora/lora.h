@@ -77,9 +77,10 @@ int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_de
 /* PEFT's initialization of elements [first, first + count) of layer L's adapters. */
 void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,
 			uint64_t first, uint64_t count, float *out_h, uint64_t seed);
-/* Extra scratch floats of the adapters of layer L (after the base's scratch). */
+/* Extra scratch floats of the adapters of layer L (after the base's scratch; bf16: with
+ * bf16 compute). */
 uint64_t zn_lora_scratch_extra(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,
-			       int B, int T);
+			       int B, int T, bool bf16);
 void zn_lora_forward(const struct zn_kernel_table *k, void *stream,
 		     const struct zn_lora_config *cfg, const struct zn_layer_io *io);
 void zn_lora_backward(const struct zn_kernel_table *k, void *stream,
@@ -103,7 +104,11 @@ int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
 int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
 			    float *params_h);
 
-extern const struct zn_model_ops zn_lora_ops;
-struct zn_model zn_lora_model(const struct zn_lora_config *cfg); /* { &zn_lora_ops, cfg } */
+/* zn_lora_ops, or where the base family has bf16 compute (act_numel_bf16) zn_lora_ops_bf16,
+ * which has it too: then the engine's bf16 compute calls the layers with io->params16 (the
+ * adapters in bf16) and io->frozen pointing at the stored bf16 base (read as uint16_t; never
+ * widened to fp32), see lora_layer.c. */
+extern const struct zn_model_ops zn_lora_ops, zn_lora_ops_bf16;
+struct zn_model zn_lora_model(const struct zn_lora_config *cfg); /* { ops, cfg } */
 
 #endif

@@ -5,10 +5,19 @@
  * thread that enqueues, or the host stream's worker): thread-local, so engines on other
  * threads never see it.
  *
- * Scratch after the base's: t [BT, r], u [BT, max out] (forward: t B^T; backward: the
- * output-gradient columns of the target, scaled), xd [BT, max in] (dropout only: the
- * dropped input), then per adapter dt [BT, r] and, with dropout, dxd [BT, in] (both
- * accumulated into: the engine zeroes the scratch before a backward).
+ * Scratch after the base's: t [BT, r], u [BT, max out] (backward: the output-gradient
+ * columns of the target, scaled), xd [BT, max in] (dropout only: the dropped input), then
+ * per adapter dt [BT, r] and, with dropout, dxd [BT, in] (both accumulated into: the engine
+ * zeroes the scratch before a backward); with bf16 compute also ab (fp32 copies of the
+ * layer's A and B, r (in + out) per adapter) and t16 (dt rounded to bf16, [BT, r]).
+ *
+ * bf16 compute (the engine's compute16: io->params16 holds the adapters in bf16, io->frozen
+ * points at the bf16 base): the base layer runs its bf16 path on the frozen bf16 weights
+ * directly (never cast to fp32), and the adapters' input-side GEMMs run as the base's do,
+ * bf16 inputs with fp32 accumulation (forward t = x A^T; backward dx += dt A, dA += dt^T x
+ * with dt rounded to bf16), while the rank-side ones (out += scale t B^T through lora_up;
+ * dB += u^T t, dt += u B) run in fp32 on fp32 copies of B (r x out: tiny). With dropout the
+ * adapter's input is the bf16 input widened to fp32 and dropped, and its GEMMs run in fp32.
  */
 #include <stdint.h>
 
@@ -21,6 +30,8 @@ struct lora_ctx {
 	const struct zn_layer_desc *L;    /* the wrapper's descriptor (adapters) */
 	const struct zn_layer_io *io;     /* the wrapper's call: adapters and their grads */
 	float *t, *u, *xd, *dt0, *dxd0;   /* scratch (see above) */
+	float *ab;                        /* bf16 compute: fp32 copies of A and B */
+	uint16_t *t16;
 	int64_t maxin;
 };
 
@@ -28,13 +39,15 @@ static _Thread_local const struct lora_ctx *cur;
 
 struct sizes {
 	int64_t maxin, maxout, dxd; /* dxd: sum of in over the adapters (dropout) */
+	int64_t ab;                 /* sum of in + out over the adapters */
 };
 
 static struct sizes sizes_of(const struct zn_lora_config *cfg, const struct zn_lora_layer *ly)
 {
-	struct sizes s = { 0, 0, 0 };
+	struct sizes s = { 0, 0, 0, 0 };
 
 	for (int i = 0; i < ly->count; i++) {
+		s.ab += ly->ad[i].in + ly->ad[i].out;
 		if (ly->ad[i].in > s.maxin)
 			s.maxin = ly->ad[i].in;
 		if (ly->ad[i].out > s.maxout)
@@ -47,7 +60,7 @@ static struct sizes sizes_of(const struct zn_lora_config *cfg, const struct zn_l
 }
 
 uint64_t zn_lora_scratch_extra(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,
-			       int B, int T)
+			       int B, int T, bool bf16)
 {
 	const struct zn_lora_layer *ly = &cfg->lay[L->index];
 	struct sizes s = sizes_of(cfg, ly);
@@ -56,7 +69,8 @@ uint64_t zn_lora_scratch_extra(const struct zn_lora_config *cfg, const struct zn
 	if (!ly->count)
 		return 0;
 	return bt * (r + (uint64_t)s.maxout + (uint64_t)s.maxin +
-		     (uint64_t)ly->count * r + (uint64_t)s.dxd);
+		     (uint64_t)ly->count * r + (uint64_t)s.dxd) +
+	       (bf16 ? r * (uint64_t)s.ab + (bt * r + 1) / 2 : 0);
 }
 
 static void carve(struct lora_ctx *c, float *extra, int B, int T)
@@ -69,20 +83,23 @@ static void carve(struct lora_ctx *c, float *extra, int B, int T)
 	c->xd = c->u + bt * s.maxout;
 	c->dt0 = c->xd + bt * s.maxin;
 	c->dxd0 = c->dt0 + bt * r * c->ly->count;
+	c->ab = c->dxd0 + bt * s.dxd;
+	c->t16 = (uint16_t *)(void *)(c->ab + r * s.ab);
 	c->maxin = s.maxin;
 }
 
-/* Row offset of adapter a's weight inside the matmul weight w [OC, C], or -1. */
+/* Row offset of adapter a's weight inside the matmul weight w [OC, C] of elements of
+ * `elem` bytes (4, or 2 with bf16 compute), or -1. */
 static int64_t rows_in(const struct lora_ctx *c, const struct zn_lora_adapter *a,
-		       const float *w, int C, int OC)
+		       const void *w, int C, int OC, uintptr_t elem)
 {
-	const float *p = c->io->frozen + c->ly->base.tensors[a->base_tensor].offset;
-	uintptr_t pp = (uintptr_t)p, wp = (uintptr_t)w;
-	uintptr_t span = (uintptr_t)OC * (uintptr_t)C * sizeof(float);
+	uintptr_t pp = (uintptr_t)c->io->frozen +
+		       (uintptr_t)c->ly->base.tensors[a->base_tensor].offset * elem;
+	uintptr_t wp = (uintptr_t)w, span = (uintptr_t)OC * (uintptr_t)C * elem;
 
 	if (a->in != C || pp < wp || pp >= wp + span)
 		return -1;
-	return (int64_t)((pp - wp) / sizeof(float) / (uintptr_t)C);
+	return (int64_t)((pp - wp) / elem / (uintptr_t)C);
 }
 
 static uint64_t adapter_seed(const struct lora_ctx *c, int i)
@@ -124,7 +141,7 @@ static void lora_matmul_forward(void *st, float *out, const float *inp, const fl
 	c->k->matmul_forward(st, out, inp, weight, bias, B, T, C, OC);
 	for (int i = 0; i < c->ly->count; i++) {
 		const struct zn_lora_adapter *a = &c->ly->ad[i];
-		int64_t row0 = rows_in(c, a, weight, C, OC);
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(float));
 		const float *x;
 
 		if (row0 < 0)
@@ -152,7 +169,7 @@ static void lora_matmul_backward(void *st, float *dinp, float *dweight, float *d
 	c->k->matmul_backward(st, dinp, NULL, NULL, dout, inp, weight, B, T, C, OC);
 	for (int i = 0; i < c->ly->count; i++) {
 		const struct zn_lora_adapter *a = &c->ly->ad[i];
-		int64_t row0 = rows_in(c, a, weight, C, OC), dxo = 0;
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(float)), dxo = 0;
 		float *gA = c->io->grads + c->L->tensors[a->a_tensor].offset;
 		float *gB = c->io->grads + c->L->tensors[a->a_tensor + 1].offset;
 		float *dt = c->dt0 + bt * r * i, *dxd;
@@ -178,6 +195,117 @@ static void lora_matmul_backward(void *st, float *dinp, float *dweight, float *d
 		/* through the dropout: the same mask, the same 1 / (1 - p) */
 		c->k->dropout(st, dxd, dxd, c->cfg->dropout, adapter_seed(c, i),
 			      (size_t)(bt * C));
+		c->k->residual_forward(st, dinp, dinp, dxd, (size_t)(bt * C));
+	}
+}
+
+/* ---- bf16 compute --------------------------------------------------------------------- */
+
+static const uint16_t *A16_of(const struct lora_ctx *c, int i)
+{
+	return c->io->params16 + c->L->tensors[c->ly->ad[i].a_tensor].offset;
+}
+
+static const uint16_t *B16_of(const struct lora_ctx *c, int i)
+{
+	return c->io->params16 + c->L->tensors[c->ly->ad[i].a_tensor + 1].offset;
+}
+
+/* fp32 copy of adapter i's A (b false) or B (true) in the ab scratch */
+static const float *wide(const struct lora_ctx *c, void *st, int i, bool b)
+{
+	int64_t off = 0, r = c->cfg->r;
+	const struct zn_lora_adapter *a = &c->ly->ad[i];
+	float *dst;
+
+	for (int j = 0; j < i; j++)
+		off += r * (c->ly->ad[j].in + c->ly->ad[j].out);
+	dst = c->ab + off + (b ? r * a->in : 0);
+	c->k->cast_bf16_to_f32(st, dst, b ? B16_of(c, i) : A16_of(c, i),
+			       (size_t)(r * (b ? a->out : a->in)));
+	return dst;
+}
+
+/* t = x A^T: bf16 x bf16 with fp32 accumulation, or with dropout x widened into xd, dropped,
+ * and an fp32 GEMM */
+static void t_bf16(const struct lora_ctx *c, void *st, int i, const uint16_t *inp, int B,
+		   int T, int C)
+{
+	int64_t bt = (int64_t)B * T;
+
+	if (!(c->cfg->dropout > 0)) {
+		c->k->matmul_forward_bf16(st, c->t, inp, A16_of(c, i), NULL, B, T, C, c->cfg->r);
+		return;
+	}
+	c->k->cast_bf16_to_f32(st, c->xd, inp, (size_t)(bt * C));
+	c->k->dropout(st, c->xd, c->xd, c->cfg->dropout, adapter_seed(c, i), (size_t)(bt * C));
+	c->k->matmul_forward(st, c->t, c->xd, wide(c, st, i, false), NULL, B, T, C, c->cfg->r);
+}
+
+static void lora_matmul_forward_bf16(void *st, float *out, const uint16_t *inp,
+				     const uint16_t *weight, const float *bias, int B, int T,
+				     int C, int OC)
+{
+	const struct lora_ctx *c = cur;
+
+	c->k->matmul_forward_bf16(st, out, inp, weight, bias, B, T, C, OC);
+	for (int i = 0; i < c->ly->count; i++) {
+		const struct zn_lora_adapter *a = &c->ly->ad[i];
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(uint16_t));
+
+		if (row0 < 0)
+			continue;
+		t_bf16(c, st, i, inp, B, T, C);
+		c->k->lora_up(st, out, c->t, wide(c, st, i, true), c->cfg->scale,
+			      (int64_t)B * T, c->cfg->r, OC, (int)row0, (int)a->out);
+	}
+}
+
+static void lora_matmul_backward_bf16(void *st, float *dinp, float *dweight, float *dbias,
+				      const uint16_t *dout16, const float *dout,
+				      const uint16_t *inp, const uint16_t *weight, int B, int T,
+				      int C, int OC)
+{
+	const struct lora_ctx *c = cur;
+	int64_t bt = (int64_t)B * T;
+	int r = c->cfg->r;
+
+	(void)dweight;
+	(void)dbias;
+	c->k->matmul_backward_bf16(st, dinp, NULL, NULL, dout16, NULL, inp, weight, B, T, C, OC);
+	for (int i = 0; i < c->ly->count; i++) {
+		const struct zn_lora_adapter *a = &c->ly->ad[i];
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(uint16_t)), dxo = 0;
+		float *gA = c->io->grads + c->L->tensors[a->a_tensor].offset;
+		float *gB = c->io->grads + c->L->tensors[a->a_tensor + 1].offset;
+		float *dt = c->dt0 + bt * r * i, *dxd;
+
+		if (row0 < 0)
+			continue;
+		for (int j = 0; j < i; j++)
+			dxo += c->ly->ad[j].in;
+		dxd = c->dxd0 + bt * dxo;
+		t_bf16(c, st, i, inp, B, T, C);
+		/* u = scale x dout's target columns (fp32 dout when the base has it) */
+		if (dout)
+			c->k->cols_take(st, c->u, dout, c->cfg->scale, bt, OC, (int)row0,
+					(int)a->out);
+		else
+			c->k->cols_take_bf16(st, c->u, dout16, c->cfg->scale, bt, OC, (int)row0,
+					     (int)a->out);
+		/* dB += u^T t, dt += u B (fp32) */
+		c->k->matmul_backward(st, dt, gB, NULL, c->u, c->t, wide(c, st, i, true), B, T, r,
+				      (int)a->out);
+		if (!(c->cfg->dropout > 0)) {
+			/* dx += dt A, dA += dt^T x: bf16 inputs, fp32 accumulation */
+			c->k->cast_f32_to_bf16(st, c->t16, dt, (size_t)(bt * r));
+			c->k->matmul_backward_bf16(st, dinp, gA, NULL, c->t16, NULL, inp,
+						   A16_of(c, i), B, T, C, r);
+			continue;
+		}
+		c->k->matmul_backward(st, dxd, gA, NULL, dt, c->xd, wide(c, st, i, false), B, T,
+				      C, r);
+		c->k->dropout(st, dxd, dxd, c->cfg->dropout, adapter_seed(c, i), (size_t)(bt * C));
 		c->k->residual_forward(st, dinp, dinp, dxd, (size_t)(bt * C));
 	}
 }
@@ -223,8 +351,10 @@ static void run(const struct zn_kernel_table *k, void *stream, const struct zn_l
 	struct zn_layer_io b = *io;
 	struct lora_ctx c = { .k = k, .cfg = cfg, .ly = ly, .L = io->L, .io = io };
 	const struct lora_ctx *prev = cur;
-	uint64_t base_scratch = cfg->base.ops->scratch_numel(cfg->base.config, &ly->base, io->B,
-							      io->T);
+	bool bf16 = io->params16 != NULL;
+	uint64_t base_scratch = (bf16 ? cfg->base.ops->scratch_numel_bf16 :
+					cfg->base.ops->scratch_numel)(cfg->base.config, &ly->base,
+								      io->B, io->T);
 
 	carve(&c, io->scratch + base_scratch, io->B, io->T);
 	kt.matmul_forward = lora_matmul_forward;
@@ -239,8 +369,14 @@ static void run(const struct zn_kernel_table *k, void *stream, const struct zn_l
 	b.grads = (float *)(uintptr_t)io->frozen;
 	b.tied_grads = (float *)(uintptr_t)io->tied_frozen;
 	b.frozen = b.tied_frozen = NULL;
-	/* the LoRA family has no bf16 compute (no act_numel_bf16): the base runs in fp32 */
 	b.params16 = b.tied_params16 = NULL;
+	if (bf16) { /* the frozen base is bf16 (lora.h): the base's bf16 path reads it */
+		kt.matmul_forward_bf16 = lora_matmul_forward_bf16;
+		kt.matmul_backward_bf16 = lora_matmul_backward_bf16;
+		b.params16 = (const uint16_t *)(const void *)io->frozen;
+		b.tied_params16 = (const uint16_t *)(const void *)io->tied_frozen;
+		b.params = b.tied_params = NULL;
+	}
 	cur = &c;
 	if (bwd)
 		cfg->base.ops->backward(&kt, stream, cfg->base.config, &b);

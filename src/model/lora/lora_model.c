@@ -304,7 +304,23 @@ static uint64_t scratch_numel(const void *config, const struct zn_layer_desc *L,
 	const struct zn_lora_config *c = config;
 
 	return c->base.ops->scratch_numel(c->base.config, &c->lay[L->index].base, B, T) +
-	       zn_lora_scratch_extra(c, L, B, T);
+	       zn_lora_scratch_extra(c, L, B, T, false);
+}
+
+static uint64_t act_numel_bf16(const void *config, const struct zn_layer_desc *L, int B, int T)
+{
+	const struct zn_lora_config *c = config;
+
+	return c->base.ops->act_numel_bf16(c->base.config, &c->lay[L->index].base, B, T);
+}
+
+static uint64_t scratch_numel_bf16(const void *config, const struct zn_layer_desc *L, int B,
+				   int T)
+{
+	const struct zn_lora_config *c = config;
+
+	return c->base.ops->scratch_numel_bf16(c->base.config, &c->lay[L->index].base, B, T) +
+	       zn_lora_scratch_extra(c, L, B, T, true);
 }
 
 static void init(const void *config, const struct zn_layer_desc *L, uint64_t first,
@@ -349,7 +365,29 @@ const struct zn_model_ops zn_lora_ops = {
 	.init_frozen = init_frozen,
 };
 
+const struct zn_model_ops zn_lora_ops_bf16 = {
+	.family = "lora",
+	.validate = validate,
+	.layer_count = layer_count,
+	.describe = describe,
+	.max_seq = max_seq,
+	.vocab = vocab,
+	.width = width,
+	.act_numel = act_numel,
+	.scratch_numel = scratch_numel,
+	.init = init,
+	.forward = forward,
+	.backward = backward,
+	.act_numel_bf16 = act_numel_bf16,
+	.scratch_numel_bf16 = scratch_numel_bf16,
+	.init_frozen = init_frozen,
+};
+
 struct zn_model zn_lora_model(const struct zn_lora_config *cfg)
 {
-	return (struct zn_model){ .ops = &zn_lora_ops, .config = cfg };
+	const struct zn_model_ops *b = cfg->base.ops;
+	bool bf16 = b && b->act_numel_bf16 && b->scratch_numel_bf16;
+
+	return (struct zn_model){ .ops = bf16 ? &zn_lora_ops_bf16 : &zn_lora_ops,
+				  .config = cfg };
 }
