@@ -95,10 +95,20 @@ Test(nvme_bench_step, json_has_a_row_per_cap_and_a_bound_no_larger_than_the_step
 		bound = num(r, "bound_ms");
 		cr_assert_float_eq(bound, max2(max2(num(r, "nvme_ms"), num(r, "copy_ms")), other),
 				   1e-9);
-		cr_assert_str_eq(cJSON_GetObjectItem(r, "bound_by")->valuestring, "nvme");
 		step = num(r, "step_ms");
-		cr_assert_leq(bound, step + 0.01, "cap %s: bound %.3f ms > step %.3f ms", caps[i],
-			      bound, step);
+		/* The NVMe term can never exceed the step, whatever else runs on the machine:
+		 * the bucket passes at most cap x (t + burst) bytes in t. At these caps it is
+		 * the bound on a quiet machine; on a loaded one the compute-only baseline
+		 * (measured at another moment) can come out larger, and then that term is the
+		 * bound (docs/bench-step.md: read those rows with the load average). */
+		cr_assert_leq(num(r, "nvme_ms"), step + 0.01, "cap %s: nvme %.3f ms > step %.3f ms",
+			      caps[i], num(r, "nvme_ms"), step);
+		if (!strcmp(cJSON_GetObjectItem(r, "bound_by")->valuestring, "nvme"))
+			cr_assert_leq(bound, step + 0.01, "cap %s: bound %.3f ms > step %.3f ms",
+				      caps[i], bound, step);
+		else
+			cr_assert_str_eq(cJSON_GetObjectItem(r, "bound_by")->valuestring,
+					 "compute+adamw", "%s", out);
 		cr_assert_float_eq(num(r, "efficiency"), bound / step, 1e-9);
 	}
 	cJSON_Delete(root);

@@ -408,6 +408,11 @@ static int check_io(const struct zn_aio_io *io)
 	const char *what = NULL;
 	uint64_t v = 0;
 
+	if (io->prio != ZN_AIO_PRIO_NORMAL && io->prio != ZN_AIO_PRIO_BACKGROUND) {
+		zn_error("zn_aio_submit: prio %d: use ZN_AIO_PRIO_NORMAL or ZN_AIO_PRIO_BACKGROUND",
+			 (int)io->prio);
+		return -EINVAL;
+	}
 	if (!io->file || (io->op != ZN_AIO_READ && io->op != ZN_AIO_WRITE)) {
 		zn_error("zn_aio_submit: %s", io->file ? "op must be ZN_AIO_READ or ZN_AIO_WRITE" :
 			 "no file: add the descriptor with zn_aio_file_add()");
@@ -463,6 +468,17 @@ int zn_aio_submit(struct zn_aio *aio, const struct zn_aio_io *io, struct zn_aio_
 	aio->ops->wake_locked(aio);
 	pthread_mutex_unlock(&aio->lock);
 	return 0;
+}
+
+void zn_aio_promote(struct zn_aio_req *req)
+{
+	struct zn_aio *aio = req->aio;
+
+	if (!aio || __atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&aio->lock);
+	req->io.prio = ZN_AIO_PRIO_NORMAL;
+	pthread_mutex_unlock(&aio->lock);
 }
 
 void zn_aio_set_bandwidth_cap(struct zn_aio *aio, uint64_t bytes_per_s)
@@ -589,12 +605,31 @@ static uint64_t next_piece_locked(struct zn_aio *aio, struct zn_aio_req *req, ch
 	return len;
 }
 
-/* Requests are taken in order, except that with a bandwidth cap a request held back by its
- * direction's bucket does not hold back the other direction: then the first request of the
- * other direction goes (each direction stays in order; the caps are per direction). */
+/* The request of direction op (-1: either) whose piece goes next: the first normal request
+ * in queue order, else the first background one while fewer than ZN_AIO_BACKGROUND_INFLIGHT
+ * background pieces are in flight; NULL when none may go (lock held). */
+static struct zn_aio_req *first_of_locked(struct zn_aio *aio, int op)
+{
+	struct zn_aio_req *q, *bg = NULL;
+
+	for (q = aio->head; q; q = q->next) {
+		if (op >= 0 && (int)q->io.op != op)
+			continue;
+		if (q->io.prio != ZN_AIO_PRIO_BACKGROUND)
+			return q;
+		if (!bg)
+			bg = q;
+	}
+	return bg && aio->background_inflight < ZN_AIO_BACKGROUND_INFLIGHT ? bg : NULL;
+}
+
+/* Requests are taken in order, normal before background (enum zn_aio_prio), except that
+ * with a bandwidth cap a request held back by its direction's bucket does not hold back the
+ * other direction: then the other direction's request goes (the caps are per direction;
+ * each direction keeps this order). */
 bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wait_ns)
 {
-	struct zn_aio_req *req = aio->head, *other;
+	struct zn_aio_req *req = first_of_locked(aio, -1), *other;
 	const struct zn_aio_io *io;
 	uint64_t len, wait2;
 	char *mem;
@@ -605,8 +640,7 @@ bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wa
 		return false;
 	len = next_piece_locked(aio, req, &mem, &buf_index, wait_ns);
 	if (!len) {
-		for (other = req->next; other && other->io.op == req->io.op; other = other->next)
-			;
+		other = first_of_locked(aio, req->io.op == ZN_AIO_READ ? ZN_AIO_WRITE : ZN_AIO_READ);
 		if (!other)
 			return false;
 		len = next_piece_locked(aio, other, &mem, &buf_index, &wait2);
@@ -628,6 +662,9 @@ bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wa
 	p->offset = io->offset + req->issued_bytes;
 	p->mem = mem;
 	p->bytes = (uint32_t)len;
+	p->background = io->prio == ZN_AIO_PRIO_BACKGROUND;
+	if (p->background)
+		aio->background_inflight++;
 	req->issued_bytes += len;
 	req->pieces_inflight++;
 	if (req->issued_bytes == io->bytes)
@@ -702,13 +739,17 @@ bool zn_aio_finish_locked(struct zn_aio *aio, struct zn_aio_piece *p)
 	char msg[ZN_PATH_MAX + 160];
 
 	req->pieces_inflight--;
+	if (p->background) {
+		aio->background_inflight--;
+		p->background = false;
+	}
 	if (p->err && !req->err) {
 		req->err = p->err;
 		req->err_offset = p->offset + p->done;
 		zn_error("%s", zn_aio_req_strerror(req, msg, sizeof(msg)));
 		aio->failed_requests++;
 		/* Stop handing out the rest. A request has pieces left to issue only while it
-		 * is in the queue (the head, or the first of its direction under a cap). */
+		 * is in the queue. */
 		if (req->issued_bytes < req->io.bytes) {
 			req->issued_bytes = req->io.bytes;
 			unlink_locked(aio, req);

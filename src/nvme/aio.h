@@ -61,6 +61,19 @@ enum zn_aio_op {
 	ZN_AIO_WRITE = 1,
 };
 
+/* Queue priority (zn_aio_io.prio). A background request's pieces are taken only when no
+ * normal request of its direction is queued, and at most ZN_AIO_BACKGROUND_INFLIGHT of them
+ * are in flight at once (so a normal request that arrives later waits behind at most that
+ * many background pieces, not behind a whole queue of them). The swap tier reads the
+ * optimizer's state ahead as background work: a parameter read that the compute waits for
+ * overtakes it. */
+enum zn_aio_prio {
+	ZN_AIO_PRIO_NORMAL = 0,
+	ZN_AIO_PRIO_BACKGROUND = 1,
+};
+
+#define ZN_AIO_BACKGROUND_INFLIGHT 2
+
 enum zn_aio_backend {
 	ZN_AIO_BACKEND_AUTO = 0, /* io_uring, else the pool (ZINC_AIO_BACKEND may force one) */
 	ZN_AIO_BACKEND_URING = 1,
@@ -82,6 +95,7 @@ struct zn_aio_io {
 	uint64_t map_unit_bytes;
 	uint64_t map_stride_bytes;
 	int64_t map_bias_bytes;
+	enum zn_aio_prio prio;
 };
 
 /* Completion handle. Caller-owned; the fields are private to the engine. */
@@ -172,6 +186,9 @@ int zn_aio_read(struct zn_aio *aio, struct zn_aio_file *f, uint64_t offset, uint
 int zn_aio_write(struct zn_aio *aio, struct zn_aio_file *f, uint64_t offset, uint64_t bytes,
 		 const void *buf_h, struct zn_aio_req *req);
 
+/* A queued background request becomes normal (someone waits for it now): its pieces not yet
+ * taken go before later background work. No-op on a finished request. */
+void zn_aio_promote(struct zn_aio_req *req);
 /* Blocks until req is finished; returns 0 or the request's -errno. */
 int zn_aio_wait(struct zn_aio_req *req);
 /* -EINPROGRESS while in flight, else what zn_aio_wait() returns. Never blocks. */

@@ -48,6 +48,7 @@ struct zn_aio_piece {
 	uint32_t bytes;
 	uint32_t done;
 	uint32_t retries;
+	bool background; /* counted in aio->background_inflight until finished */
 	bool fault;      /* this submission was picked by fault injection */
 	int err;
 };
@@ -82,6 +83,7 @@ struct zn_aio {
 	bool stopping;
 
 	struct zn_aio_cap cap[2]; /* [ZN_AIO_READ], [ZN_AIO_WRITE] */
+	int background_inflight;  /* pieces of background requests in flight */
 	atomic_bool timing;       /* stamp req->done_ns (zn_aio_set_timing) */
 
 	atomic_uint_fast64_t seq; /* pieces issued */

@@ -355,7 +355,8 @@ static int check_range(const struct zn_swap *s, const struct zn_swap_ext *e,
 }
 
 static int submit(struct zn_swap *s, enum zn_aio_op op, struct zn_swap_key key,
-		  uint64_t offset, uint64_t bytes, void *buf, struct zn_swap_req *req)
+		  uint64_t offset, uint64_t bytes, void *buf, enum zn_aio_prio prio,
+		  struct zn_swap_req *req)
 {
 	struct zn_swap_ext *e = find(s, key);
 	uint64_t a, b;
@@ -387,7 +388,8 @@ static int submit(struct zn_swap *s, enum zn_aio_op op, struct zn_swap_key key,
 	a = e->logical + offset;
 	b = a + bytes;
 	for (p = 0; p < s->path_count; p++) {
-		struct zn_aio_io io = { .op = op, .file = s->paths[p].af, .buf_h = buf };
+		struct zn_aio_io io = { .op = op, .file = s->paths[p].af, .buf_h = buf,
+					.prio = prio };
 
 		if (s->path_count == 1) {
 			io.offset = a;
@@ -412,13 +414,25 @@ static int submit(struct zn_swap *s, enum zn_aio_op op, struct zn_swap_key key,
 int zn_swap_read(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, uint64_t bytes,
 		 void *buf_h, struct zn_swap_req *req)
 {
-	return submit(s, ZN_AIO_READ, key, offset, bytes, buf_h, req);
+	return submit(s, ZN_AIO_READ, key, offset, bytes, buf_h, ZN_AIO_PRIO_NORMAL, req);
+}
+
+void zn_swap_promote(struct zn_swap_req *req)
+{
+	for (int p = 0; p < req->part_count; p++)
+		zn_aio_promote(&req->parts[p]);
+}
+
+int zn_swap_read_prio(struct zn_swap *s, struct zn_swap_key key, uint64_t offset,
+		      uint64_t bytes, void *buf_h, enum zn_aio_prio prio, struct zn_swap_req *req)
+{
+	return submit(s, ZN_AIO_READ, key, offset, bytes, buf_h, prio, req);
 }
 
 int zn_swap_write(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, uint64_t bytes,
 		  const void *buf_h, struct zn_swap_req *req)
 {
-	return submit(s, ZN_AIO_WRITE, key, offset, bytes, (void *)buf_h, req);
+	return submit(s, ZN_AIO_WRITE, key, offset, bytes, (void *)buf_h, ZN_AIO_PRIO_NORMAL, req);
 }
 
 /* All parts are done: record or check the checksum. */

@@ -110,6 +110,12 @@ void zn_swap_destroy(struct zn_swap *s);
 
 int zn_swap_read(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, uint64_t bytes,
 		 void *buf_h, struct zn_swap_req *req);
+/* A read at a queue priority (enum zn_aio_prio): ZN_AIO_PRIO_BACKGROUND for read-ahead
+ * that must not delay reads someone waits for. */
+int zn_swap_read_prio(struct zn_swap *s, struct zn_swap_key key, uint64_t offset,
+		      uint64_t bytes, void *buf_h, enum zn_aio_prio prio, struct zn_swap_req *req);
+/* The parts of a background read not yet under way become normal (zn_aio_promote). */
+void zn_swap_promote(struct zn_swap_req *req);
 int zn_swap_write(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, uint64_t bytes,
 		  const void *buf_h, struct zn_swap_req *req);
 /* 0, the first I/O error, or -EBADMSG for a checksum mismatch. */

@@ -203,7 +203,30 @@ void zn_optim_begin(struct zn_engine *e)
 	e->opt.overflow = false;
 	e->opt.scale = e->cfg.precision.fp16 ? (float)e->opt.ls.scale : 1.0f;
 	e->opt.host_opt_ms = 0.0;
+	e->opt.early_next = e->n - 1;
 	atomic_store(&e->opt.opt_ns, 0);
+}
+
+int zn_optim_update_early(struct zn_engine *e, int l)
+{
+	int rc = 0;
+
+	/* the ring (one micro-batch) has its own rule (grads.h); the norm (clipping, fp16)
+	 * must come before any update */
+	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(e) ||
+	    e->plan.grad_home == ZN_GRAD_PINNED_RING || e->cfg.gradient_clipping > 0 ||
+	    e->cfg.precision.fp16)
+		return 0;
+	/* layers >= l were reduced in this micro-batch: their grad_ev is this one's */
+	while (!rc && e->opt.early_next >= l && e->opt.early_next > 0) {
+		int u = e->opt.early_next;
+
+		if (!zn_event_query(e->L[u].grad_ev) || !zn_swapio_opt_ready(e, u))
+			break;
+		rc = zn_optim_update_host(e, u);
+		e->opt.early_next--;
+	}
+	return rc;
 }
 
 int zn_optim_create(struct zn_engine *e)
@@ -385,7 +408,7 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	}
 	e->opt.grad_norm = norm;
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
-		if (zn_grads_updated_in_backward(e, l))
+		if (zn_grads_updated_in_backward(e, l) || l > e->opt.early_next)
 			continue;
 		if (zn_tiers_optim_on_host(e))
 			rc = zn_optim_update_host(e, l);

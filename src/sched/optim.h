@@ -34,6 +34,8 @@ struct zn_optim {
 	int inject_rank;
 	atomic_uint_fast64_t opt_ns;  /* AdamW time on the device's workers */
 	double host_opt_ms;           /* CPU AdamW this step */
+	int early_next;               /* layers above it had their CPU AdamW during the
+				       * backward (zn_optim_update_early); n - 1 at the start */
 	/* the optimizer on the device (every step checks its gradients are finite): per layer squared sums and non-finite
 	 * flags, then the reduction's scratch; norm_h takes the copy back */
 	void *norm_d;
@@ -65,6 +67,13 @@ int zn_optim_update_host(struct zn_engine *e, int l);
  * (an overflow skips every update and lowers the scale), then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */
 int zn_optim_step(struct zn_engine *e, bool inline_done);
+/* Held gradients (several micro-batches) with the optimizer's state on nvme and nothing
+ * waiting for the norm: during the last micro-batch's backward, once layer l's reduction is
+ * enqueued, the CPU AdamW of the layers from the top down to l whose gradient shard has
+ * landed and whose state is read, top-down and without blocking, so their write-behind
+ * starts as early as the gradients allow; zn_optim_step does the rest. Order and results
+ * are those of zn_optim_step. */
+int zn_optim_update_early(struct zn_engine *e, int l);
 /* After the step's streams drained: without clipping the global norm from the squared
  * sums taken beside the updates into opt.grad_norm; then *layer = the lowest layer whose
  * gradient is not finite on any rank (-1: none). Every rank calls it (all-reduces). The

@@ -155,6 +155,9 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 		rc = zn_reduce_layer(e, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
 		rc = zn_optim_update_device(e, l);
+	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
+	if (!rc && micro == e->gas - 1 && l > 0)
+		rc = zn_optim_update_early(e, l);
 	return rc;
 }
 
@@ -371,6 +374,10 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	}
 	if (!rc)
 		rc = zn_grads_step_begin(e);
+	/* nvme: the optimizer's first staging buffers read ahead from now on, as background
+	 * I/O behind the parameter reads (swapio.c) */
+	if (!rc)
+		rc = zn_swapio_opt_begin(e);
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	for (int m = 0; !rc && m < e->gas; m++) {

@@ -10,9 +10,11 @@
  * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
  * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
- * without blocking (begin, acquire and release each try), else only when acquired; with
- * parameters on nvme too, positions 0 .. K-1 also go one at a time during the forward and
- * backward whenever no parameter read is in flight (read_ahead_idle). After
+ * without blocking (the step's start issues positions 0 .. K-1, whose buffers the previous
+ * step's end left free: zn_swapio_opt_begin; acquire and release each try), else only when acquired. These reads
+ * are background work in the I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read
+ * stream's gaps during the forward and backward, and a parameter read that the compute
+ * waits for overtakes them; the read AdamW waits for is promoted to normal. After
  * AdamW the state is written back (and the new parameter shard, parameters on nvme):
  * behind, with pipeline_write, waited for before the buffer is reused and at the end of the
  * step (zn_swapio_quiesce), else at once.
@@ -149,9 +151,11 @@ static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
 	return rc;
 }
 
-/* waits for a staging buffer's reads (traced) */
+/* waits for a staging buffer's reads (traced), promoted first: someone waits for them */
 static int wait_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
+	for (int i = 0; i < sb->rd_n; i++)
+		zn_swap_promote(&sb->rd[i]);
 	int n = sb->rd_n, rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 
 	if (!rc && e->tr.on)
@@ -389,22 +393,6 @@ int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 
 static int issue_reads(struct zn_engine *e, int upto, bool block);
 
-/* The optimizer's read-ahead also fills the gaps of the parameter fetches: when no fetch
- * read is in flight (the compute holds the fetch buffers), the next of the first K
- * positions' state reads goes, one at a time, so the read stream is busy during the
- * forward and backward and the reads left after them are fewer. A layer's state changes
- * only in its own AdamW, later in the step. */
-static int read_ahead_idle(struct zn_engine *e)
-{
-	if (!e->sw.sbuf || !zn_swapio_optim(e) || !e->cfg.zero.offload_optimizer.pipeline_read ||
-	    e->sw.opt_next_read >= e->plan.swap_buffers)
-		return 0;
-	for (int i = 0; i < e->plan.fetch_buffers; i++)
-		if (e->sw.fbuf[i].reading)
-			return 0;
-	return issue_reads(e, e->sw.opt_next_read, false);
-}
-
 void zn_swapio_step_begin(struct zn_engine *e)
 {
 	e->sw.opt_next_read = 0;
@@ -443,8 +431,6 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
 	}
 	*shard_h = f->h;
-	if (!rc)
-		rc = read_ahead_idle(e);
 	return rc;
 }
 
@@ -474,8 +460,8 @@ static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
-		rc = zn_swap_read(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4, p[i].buf_h,
-				  &sb->rd[sb->rd_n]);
+		rc = zn_swap_read_prio(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4,
+				       p[i].buf_h, ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
 		if (!rc)
 			sb->rd_n++;
 	}
@@ -505,6 +491,9 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 	return rc;
 }
 
+/* the step's start (step.c) and the optimizer's: the first K positions' state, read ahead in
+ * the background (a layer's state changes only in its own AdamW, later in the step); a
+ * second call issues nothing new */
 int zn_swapio_opt_begin(struct zn_engine *e)
 {
 	if (!e->sw.sbuf)
@@ -531,6 +520,19 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 	if (!rc)
 		*out = sb;
 	return rc;
+}
+
+bool zn_swapio_opt_ready(struct zn_engine *e, int l)
+{
+	int pos = e->n - 1 - l;
+	struct zn_sbuf *sb;
+
+	if (!e->sw.sbuf || !zn_swapio_optim(e))
+		return true;
+	if (pos >= e->sw.opt_next_read)
+		return false;
+	sb = sbuf_of(e, pos);
+	return sb->layer == l && !reqs_busy(sb->rd, sb->rd_n);
 }
 
 int zn_swapio_opt_release(struct zn_engine *e, int l)

@@ -63,6 +63,9 @@ int zn_swapio_opt_begin(struct zn_engine *e);
 void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read yet */
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
 int zn_swapio_opt_release(struct zn_engine *e, int l);
+/* layer l's state is in its staging buffer (its read issued and finished), so acquiring it
+ * would not block; true without optimizer state on nvme */
+bool zn_swapio_opt_ready(struct zn_engine *e, int l);
 int zn_swapio_quiesce(struct zn_engine *e);
 
 #endif
