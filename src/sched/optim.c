@@ -212,10 +212,14 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	int rc = 0;
 
 	/* the ring (one micro-batch) has its own rule (grads.h); the norm (clipping, fp16)
-	 * must come before any update */
+	 * must come before any update; which layers go early depends on timing, so only
+	 * where an update enqueues nothing on the device's streams and no collective (its
+	 * order must be the same on every rank): parameters not on the device, no all-gather
+	 * of the new shards (stage 1-2 with several ranks) */
 	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(e) ||
 	    e->plan.grad_home == ZN_GRAD_PINNED_RING || e->cfg.gradient_clipping > 0 ||
-	    e->cfg.precision.fp16)
+	    e->cfg.precision.fp16 || e->plan.pl.params == ZN_TIER_DEVICE ||
+	    (e->rt.world > 1 && e->cfg.zero.stage != 3 && e->cfg.zero.stage != 0))
 		return 0;
 	/* layers >= l were reduced in this micro-batch: their grad_ev is this one's */
 	while (!rc && e->opt.early_next >= l && e->opt.early_next > 0) {
