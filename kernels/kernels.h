@@ -254,6 +254,17 @@ struct zn_kernel_table {
 	/* cols_take from a bf16 matrix: out[r, j] = s * inp16[r, c0 + j] (out fp32 [R, n]) */
 	void (*cols_take_bf16)(void *stream, float *out, const uint16_t *inp, float s, int64_t R,
 			       int ld, int c0, int n);
+
+	/* Inference with a KV cache (zinc generate, docs/generate.md), batch 1. qkv [T,S] holds
+	 * T new tokens at positions pos0 .. pos0+T-1 in gqa_attention's layout (after RoPE);
+	 * their key and value heads are first written into kcache, vcache [maxT, KV*hd] at
+	 * rows pos0 .. pos0+T-1, then query t attends keys 0 .. pos0+t of the caches (with
+	 * window > 0 only those with pos0 + t - t2 < window). out [T, NH*hd]. Every output
+	 * row is summed by one thread (CPU) or warp (CUDA) over the keys in order: the same
+	 * values as gqa_attention of the whole sequence within fp32 rounding. */
+	void (*kv_attention_forward)(void *stream, float *out, float *kcache, float *vcache,
+				     const float *qkv, int pos0, int T, int NH, int KV, int hd,
+				     int window);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

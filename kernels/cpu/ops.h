@@ -141,4 +141,8 @@ void zn_cpu_lora_up(float *out, const float *t, const float *w, float s, int64_t
 		    int ld, int c0, int n);
 void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t N);
 
+/* KV-cache attention for inference (kernels/cpu/kv_attention.c) */
+void zn_cpu_kv_attention_forward(float *out, float *kcache, float *vcache, const float *qkv,
+				 int pos0, int T, int NH, int KV, int hd, int window);
+
 #endif

@@ -242,6 +242,14 @@ static void cols_add(void *stream, float *out, const float *inp, float s, int64_
 	zn_cpu_cols_add(out, inp, s, R, ld, c0, n);
 }
 
+static void kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,
+				 const float *qkv, int pos0, int T, int NH, int KV, int hd,
+				 int window)
+{
+	(void)stream;
+	zn_cpu_kv_attention_forward(out, kcache, vcache, qkv, pos0, T, NH, KV, hd, window);
+}
+
 static void cols_take(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
 		      int c0, int n)
 {
@@ -313,4 +321,5 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.dropout = dropout,
 	.lora_up = lora_up,
 	.cols_take_bf16 = cols_take_bf16,
+	.kv_attention_forward = kv_attention_forward,
 };

@@ -124,6 +124,9 @@ void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, float *drow,
 					 int window);
 
 /* LoRA (kernels/cuda/lora.cu) */
+void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,
+				  const float *qkv, int pos0, int T, int NH, int KV, int hd,
+				  int window);
 void zn_cuda_cols_add(void *stream, float *out, const float *inp, float s, int64_t R, int ld,
 		      int c0, int n);
 void zn_cuda_cols_take(void *stream, float *out, const float *inp, float s, int64_t R, int ld,

@@ -50,9 +50,10 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_dropout,
 	zn_cuda_lora_up,
 	zn_cuda_cols_take_bf16,
+	zn_cuda_kv_attention_forward,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 45 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 46 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -14,6 +14,7 @@ static void usage(FILE *f)
 		"  train      train a GPT model with ZeRO stages 0-3 and offload\n"
 		"  estimate   model-state bytes per rank for every ZeRO stage and offload choice\n"
 		"  tokenize   text or JSONL to llm.c token files with a Hugging Face tokenizer.json\n"
+		"  generate   text from a model with a KV cache (layers on the device, cpu or nvme)\n"
 		"  info       the machine as zinc sees it (CPU, NUMA, memory, GPUs, io_uring, nvme)\n"
 		"  bench nvme NVMe read/write bandwidth with zinc's io_uring engine\n"
 		"  bench adam CPU AdamW throughput against the memory-bandwidth bound\n"
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
 		return zn_cmd_estimate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "tokenize"))
 		return zn_cmd_tokenize(argc - 1, argv + 1);
+	if (!strcmp(cmd, "generate"))
+		return zn_cmd_generate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "info"))
 		return zn_cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "bench")) {

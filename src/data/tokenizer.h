@@ -54,6 +54,13 @@ int zn_tok_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, const char
  * Metaspace replacement as a space) to buf; returns its length or -1 for a bad id. */
 int zn_tok_decode_one(const struct zn_tok *tok, int32_t id, char *buf, size_t size);
 
+/* The text of ids[0 .. n) (tok_decode.c) in a new NUL-terminated buffer *out (free it), its
+ * length in *len: special added tokens left out when skip_special; with at_start (ids
+ * begin the text) a SentencePiece tokenizer's prepended space is dropped, as Hugging
+ * Face's decoders do. 0, -EINVAL for an id outside the vocabulary, or -ENOMEM. */
+int zn_tok_decode(const struct zn_tok *tok, const int32_t *ids, size_t n, bool skip_special,
+		  bool at_start, char **out, size_t *len);
+bool zn_tok_is_special(const struct zn_tok *tok, int32_t id); /* a special added token */
 int64_t zn_tok_vocab(const struct zn_tok *tok);   /* largest id + 1 */
 int32_t zn_tok_bos(const struct zn_tok *tok);     /* -1 when none */
 int32_t zn_tok_eos(const struct zn_tok *tok);     /* -1 when none */

@@ -80,6 +80,23 @@ struct zn_layer_io {
 	uint64_t seed;                     /* this step and micro-batch's random stream */
 };
 
+/* Inference of one layer with a KV cache (zinc generate, docs/generate.md): batch 1, T new
+ * tokens at positions pos0 .. pos0+T-1 appended to the cache. Device pointers, as above. */
+struct zn_decode_io {
+	const struct zn_layer_desc *L;
+	const float *params, *tied_params; /* tied_params: layer L->tied_layer's, else NULL */
+	float *kv;            /* decode_kv_numel floats: this layer's key and value caches */
+	int max_t;            /* positions the cache holds (pos0 + T <= max_t) */
+	float *scratch;       /* decode_scratch_numel floats, any contents */
+	const float *x_in;    /* layer 0: NULL */
+	float *x_out;         /* [T, width]; last layer: NULL */
+	const int *tokens;    /* layer 0: [T] */
+	const int *pos;       /* [T]: pos0 .. pos0+T-1 (RoPE) */
+	float *logits;        /* last layer: [n_logits, vocab], the last n_logits rows */
+	int n_logits;         /* 1 .. T */
+	int pos0, T;
+};
+
 struct zn_model_ops {
 	const char *family;                                    /* "gpt2" */
 	int (*validate)(const void *config);                   /* 0 or -EINVAL (logged) */
@@ -116,6 +133,16 @@ struct zn_model_ops {
 	 * layer's initial frozen parameters (as init) */
 	void (*init_frozen)(const void *config, const struct zn_layer_desc *L, uint64_t first,
 			    uint64_t count, float *out_h, uint64_t seed);
+	/* optional (NULL: zinc generate refuses the family): inference with a KV cache
+	 * (struct zn_decode_io); the sizes in floats for T new tokens and a cache of max_t
+	 * positions (0 for a layer without a cache) */
+	uint64_t (*decode_scratch_numel)(const void *config, const struct zn_layer_desc *L,
+					 int T);
+	uint64_t (*decode_kv_numel)(const void *config, const struct zn_layer_desc *L,
+				    int max_t);
+	void (*decode)(const struct zn_kernel_table *k, void *stream, const void *config,
+		       const struct zn_decode_io *io);
+	int (*decode_max_t)(const void *config); /* the most positions a sequence may reach */
 };
 
 struct zn_model {

@@ -341,4 +341,11 @@ int zn_gpt2_save_safetensors(const struct zn_gpt2_config *cfg, const struct zn_l
 			     const float *const *layer_params_h, const char *path,
 			     enum zn_dtype dtype);
 
+/* Inference with a KV cache (gpt2_decode.c; the model ops' decode entries, model.h) */
+uint64_t zn_gpt2_decode_scratch_numel(const void *config, const struct zn_layer_desc *L, int T);
+uint64_t zn_gpt2_decode_kv_numel(const void *config, const struct zn_layer_desc *L, int max_t);
+int zn_gpt2_decode_max_t(const void *config);
+void zn_gpt2_decode(const struct zn_kernel_table *k, void *stream, const void *config,
+		    const struct zn_decode_io *io);
+
 #endif

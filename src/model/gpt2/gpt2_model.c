@@ -142,6 +142,10 @@ const struct zn_model_ops zn_gpt2_ops = {
 	.backward = backward,
 	.load_layer = load_layer,
 	.save = save,
+	.decode_scratch_numel = zn_gpt2_decode_scratch_numel,
+	.decode_kv_numel = zn_gpt2_decode_kv_numel,
+	.decode = zn_gpt2_decode,
+	.decode_max_t = zn_gpt2_decode_max_t,
 };
 
 struct zn_model zn_gpt2_model(const struct zn_gpt2_config *cfg)

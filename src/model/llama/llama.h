@@ -125,4 +125,12 @@ void zn_llama_layer_backward(const struct zn_kernel_table *k, void *stream,
 extern const struct zn_model_ops zn_llama_ops;
 struct zn_model zn_llama_model(const struct zn_llama_config *cfg); /* { &zn_llama_ops, cfg } */
 
+/* Inference with a KV cache (llama_decode.c; the model ops' decode entries, model.h) */
+uint64_t zn_llama_decode_scratch_numel(const void *config, const struct zn_layer_desc *L,
+				       int T);
+uint64_t zn_llama_decode_kv_numel(const void *config, const struct zn_layer_desc *L, int max_t);
+int zn_llama_decode_max_t(const void *config);
+void zn_llama_decode(const struct zn_kernel_table *k, void *stream, const void *config,
+		     const struct zn_decode_io *io);
+
 #endif

@@ -102,6 +102,10 @@ const struct zn_model_ops zn_llama_ops = {
 	.backward = backward,
 	.load_layer = load_layer,
 	.save = save,
+	.decode_scratch_numel = zn_llama_decode_scratch_numel,
+	.decode_kv_numel = zn_llama_decode_kv_numel,
+	.decode = zn_llama_decode,
+	.decode_max_t = zn_llama_decode_max_t,
 };
 
 struct zn_model zn_llama_model(const struct zn_llama_config *cfg)

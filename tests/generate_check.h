@@ -1,0 +1,79 @@
+/* Shared by test_generate.c and test_gpu_generate.c: a small GPT-2 and Llama (GQA, biases,
+ * tied head, window), parameters large enough to spread the logits, a token sequence, and
+ * the generation of every position's logits (a prefill of 5, then one token at a time). */
+#ifndef ZN_TESTS_GENERATE_CHECK_H
+#define ZN_TESTS_GENERATE_CHECK_H
+
+#include <criterion/criterion.h>
+
+#include "model/gpt2/gpt2.h"
+#include "model/llama/llama.h"
+#include "sched/generate.h"
+
+#define T_ALL 12
+
+/* every parameter uniform in [-0.5, 0.5) from (layer, element): large enough that the
+ * logits spread far from uniform */
+static inline int init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *p)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < L->numel; i++) {
+		uint64_t z = (uint64_t)layer * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 7;
+
+		z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
+		z ^= z >> 29;
+		p[i] = (float)((double)(z >> 11) / 9007199254740992.0) - 0.5f;
+	}
+	return 0;
+}
+
+static const int tokens[T_ALL] __attribute__((unused)) = { 3, 17, 5, 0, 42, 9, 9, 31, 1, 60, 2, 44 };
+
+static inline struct zn_gen *make_on(const struct zn_model *m, enum zn_gen_home home, const char *dir,
+			      enum zn_device_kind kind)
+{
+	struct zn_gen_opts o = { .max_t = T_ALL, .max_chunk = 5, .home = home, .nvme_path = dir,
+				 .device = kind, .init_layer = init_layer };
+	struct zn_gen *g = NULL;
+
+	cr_assert_eq(zn_gen_create(&g, m, &o), 0);
+	return g;
+}
+
+/* logits of every position: a prefill of 5 (all 5 rows), then 7 steps of one token */
+static inline void decode_all(struct zn_gen *g, int V, float *logits)
+{
+	cr_assert_eq(zn_gen_forward(g, tokens, 5, 5, logits), 0);
+	for (int t = 5; t < T_ALL; t++)
+		cr_assert_eq(zn_gen_forward(g, tokens + t, 1, 1, logits + (size_t)t * V), 0);
+	cr_assert_eq(zn_gen_pos(g), T_ALL);
+}
+
+static inline struct zn_gen *make(const struct zn_model *m, enum zn_gen_home home,
+				  const char *dir)
+{
+	return make_on(m, home, dir, ZN_DEVICE_HOST);
+}
+
+static inline struct zn_gpt2_config gpt2_cfg(void)
+{
+	struct zn_gpt2_config c = { .layers = 2, .heads = 4, .d_model = 32, .seq = T_ALL,
+				    .vocab = 64, .padded_vocab = 128 };
+
+	cr_assert_eq(zn_gpt2_config_validate(&c), 0);
+	return c;
+}
+
+static inline struct zn_llama_config llama_cfg(bool bias, bool tied, int window)
+{
+	struct zn_llama_config c;
+
+	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
+	c.hidden = 32, c.intermediate = 48, c.heads = 4, c.kv_heads = 2, c.head_dim = 8;
+	c.vocab = 64, c.seq = T_ALL, c.max_positions = T_ALL;
+	c.qkv_bias = bias, c.o_bias = bias, c.tied = tied, c.window = window;
+	cr_assert_eq(zn_llama_config_validate(&c), 0);
+	return c;
+}
+
+#endif
