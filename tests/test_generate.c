@@ -155,6 +155,7 @@ static void check_streamed(const struct zn_model *m)
 		zn_gen_destroy(g);
 	}
 	cr_expect_eq(rmdir(dir), 0, "the nvme layer file was left in %s", dir);
+	free(want), free(got);
 }
 
 Test(generate, streamed_cpu_and_nvme_equal_on_device_gpt2)
