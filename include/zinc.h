@@ -371,8 +371,10 @@ struct zn_engine_memory {
 	uint64_t pinned_reserved_bytes; /* the arena: the plan + the margin, within the budget */
 	uint64_t pinned_budget_bytes;   /* --pinned-mem, or the default share of RAM */
 	uint64_t grad_pinned_bytes;     /* of the plan's pinned bytes: gradient shards */
-	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step" */
+	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step",
+					 * "nvme, held for the step" */
 	int grad_ring;                  /* buffers of the pinned ring (0 otherwise) */
+	uint64_t grad_nvme_bytes;       /* gradient extents on nvme (nvme, held for the step) */
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 
@@ -401,9 +403,7 @@ int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
 uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer);
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
 
-/* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
- * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or
- * infinite. */
-int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype);
+/* Saving streams one layer at a time (src/sched/save_stream.h: zn_engine_save_safetensors,
+ * zinc train's --save-final): no whole-model buffer in host memory (docs/memory.md). */
 
 #endif

@@ -121,7 +121,7 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   int steps)
 {
 	struct zn_engine_memory m;
-	char line[256], b[6][32];
+	char line[256], b[7][32];
 
 	if (zn_engine_rank(e) != 0)
 		return;
@@ -146,7 +146,11 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		zn_format_bytes(b[4], sizeof(b[4]), m.pinned_budget_bytes), m.grad_home);
 	if (m.grad_ring)
 		fprintf(f, " (%d buffers)", m.grad_ring);
-	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
+	fprintf(f, ", %s", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
+	if (m.grad_nvme_bytes) /* pinned: the ring, a read-back buffer and layer 0's */
+		fprintf(f, " pinned + %s on nvme (the pinned ones would not fit the budget)",
+			zn_format_bytes(b[6], sizeof(b[6]), m.grad_nvme_bytes));
+	fprintf(f, "\n");
 	fflush(f);
 }
 

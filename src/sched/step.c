@@ -148,9 +148,8 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 {
 	int rc = 0;
 
-	/* the pinned gradient ring: the buffer this shard lands in is freed first */
-	if (micro == e->gas - 1)
-		rc = zn_grads_before_reduce(e, l);
+	/* the gradient ring (pinned or nvme): the buffer this shard lands in is freed first */
+	rc = zn_grads_before_reduce(e, l, micro);
 	if (!rc)
 		rc = zn_reduce_layer(e, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
@@ -382,6 +381,8 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	for (int m = 0; !rc && m < e->gas; m++) {
 		rc = micro_batch(e, m, inputs_h, targets_h);
+		if (!rc) /* nvme-held gradients: the last buffers to their extents */
+			rc = zn_grads_micro_end(e);
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */
 		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)

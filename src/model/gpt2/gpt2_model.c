@@ -119,10 +119,15 @@ static int load_layer(const void *config, const struct zn_layer_desc *L, const c
 	return rc;
 }
 
-static int save(const void *config, const struct zn_layer_desc *layers,
-		const float *const *params_h, const char *path, enum zn_dtype dtype)
+/* one .safetensors file with GPT-2's metadata, as zn_gpt2_save_safetensors writes it */
+static int save(const void *config, const struct zn_st_entry *entries, int count,
+		const char *path, enum zn_dtype dtype)
 {
-	return zn_gpt2_save_safetensors(config, layers, params_h, path, dtype);
+	const char *values[ZN_GPT2_META_COUNT];
+	char nums[ZN_GPT2_META_COUNT][24];
+	const char *const *keys = zn_gpt2_safetensors_meta(config, values, nums);
+
+	return zn_st_write(path, dtype, entries, count, keys, values, ZN_GPT2_META_COUNT);
 }
 
 const struct zn_model_ops zn_gpt2_ops = {
