@@ -217,7 +217,9 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	 * order must be the same on every rank): parameters not on the device, no all-gather
 	 * of the new shards (stage 1-2 with several ranks) */
 	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(e) ||
-	    e->plan.grad_home == ZN_GRAD_PINNED_RING || e->cfg.gradient_clipping > 0 ||
+	    e->plan.grad_home == ZN_GRAD_PINNED_RING ||
+	    e->plan.grad_home == ZN_GRAD_NVME_HELD || /* read back in zn_optim_step (grads.h) */
+	    e->cfg.gradient_clipping > 0 ||
 	    e->cfg.precision.fp16 || e->plan.pl.params == ZN_TIER_DEVICE ||
 	    (e->rt.world > 1 && e->cfg.zero.stage != 3 && e->cfg.zero.stage != 0))
 		return 0;
