@@ -145,6 +145,15 @@ enum zn_data_format {
 	ZN_DATA_FORMAT_TOKENS = 2,
 };
 
+/* How sequences are cut from --data (zinc.packing, docs/packing.md): windows = consecutive
+ * windows of T + 1 tokens across document boundaries (llm.c's layout); documents = whole
+ * documents packed into rows, attention inside each document, positions restarting at
+ * each, the token before a boundary not predicted. */
+enum zn_packing {
+	ZN_PACKING_WINDOWS = 0,
+	ZN_PACKING_DOCUMENTS = 1,
+};
+
 /* The GEMMs' input dtype (zinc.compute_dtype, --compute-dtype): auto = bf16 when the
  * parameters are bf16 (and the model family has bf16 compute), else fp32; fp32 = fp32
  * working copies of 16-bit parameters (the exact fp32 path); bf16 = bf16 GEMM inputs with
@@ -169,6 +178,7 @@ struct zn_runtime_config {
 	char run_id[ZN_RUN_ID_MAX + 1];
 	enum zn_data_format data_format;
 	enum zn_compute_dtype compute_dtype;
+	enum zn_packing packing;
 };
 
 /* Activation checkpointing (docs/activations.md): "activation_checkpointing" and
@@ -371,10 +381,8 @@ struct zn_engine_memory {
 	uint64_t pinned_reserved_bytes; /* the arena: the plan + the margin, within the budget */
 	uint64_t pinned_budget_bytes;   /* --pinned-mem, or the default share of RAM */
 	uint64_t grad_pinned_bytes;     /* of the plan's pinned bytes: gradient shards */
-	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step",
-					 * "nvme, held for the step" */
+	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step" */
 	int grad_ring;                  /* buffers of the pinned ring (0 otherwise) */
-	uint64_t grad_nvme_bytes;       /* gradient extents on nvme (nvme, held for the step) */
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 
@@ -386,6 +394,13 @@ void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
  * already ran: do not save them). */
 int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
 		   struct zn_step_stats *st);
+/* zn_engine_step with packed documents (docs/packing.md): pos_h [gas, B, T] each token's
+ * position in its document (NULL: zn_engine_step). Targets < 0 are not predicted: the
+ * loss and its gradient average over the predicted targets of every rank and micro-batch
+ * (with pos_h or any negative target). Needs zinc.packing documents at create (for
+ * pos_h), and fp32 compute. */
+int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		       const int *pos_h, struct zn_step_stats *st);
 
 /* Forward only over grad_accum micro-batches laid out as zn_engine_step's (validation):
  * no gradient buffers touched, no optimizer state read or written, the weights unchanged.
@@ -403,7 +418,9 @@ int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
 uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer);
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
 
-/* Saving streams one layer at a time (src/sched/save_stream.h: zn_engine_save_safetensors,
- * zinc train's --save-final): no whole-model buffer in host memory (docs/memory.md). */
+/* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
+ * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or
+ * infinite. */
+int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype);
 
 #endif

@@ -35,6 +35,10 @@ struct zn_kernel_adamw {
 	int32_t l2;          /* 0: AdamW; 1: L2-regularised Adam (weight_decay into the gradient) */
 };
 
+/* a target that is not predicted (no loss, no gradient): Hugging Face's -100 label; any
+ * negative target is read so */
+#define ZN_TARGET_IGNORE (-1)
+
 /* doubles of device scratch `grad_sumsq` needs in work_d (the CUDA reduction's partials) */
 #define ZN_KERNEL_SUMSQ_WORK_COUNT 1024
 
@@ -86,7 +90,8 @@ struct zn_kernel_table {
 	/* Fused softmax + cross-entropy over logits [B,T,Vp] (first V columns are real):
 	 * losses[B,T] = -log softmax(logits)[target]; probs [B,T,Vp] saved.
 	 * Backward writes (not accumulates) dlogits = (probs - onehot) * dloss_scale, zero in
-	 * padded columns; dloss_scale is typically 1/(B*T). */
+	 * padded columns; dloss_scale is typically 1/(B*T). A negative target
+	 * (ZN_TARGET_IGNORE) is a token not predicted: loss 0, dlogits row 0. */
 	void (*crossentropy_forward)(void *stream, float *losses, float *probs,
 				     const float *logits, const int *targets, int B, int T, int V,
 				     int Vp);
@@ -265,6 +270,26 @@ struct zn_kernel_table {
 	void (*kv_attention_forward)(void *stream, float *out, float *kcache, float *vcache,
 				     const float *qkv, int pos0, int T, int NH, int KV, int hd,
 				     int window);
+
+	/* Packed documents (--packing documents, docs/packing.md). pos [B,T] (device memory)
+	 * is each token's position in its document: 0 at a document's first token, then
+	 * +1 (documents contiguous, so t - pos[t], the start of t's document, never
+	 * decreases along a row); NULL is the plain op (pos = t).
+	 * flash_attention_doc: flash_attention with key t2 visible from t only when also
+	 * t - pos[t] <= t2 (attention stays inside a document).
+	 * encoder_pos: out[B,T,C] = wte[inp[b,t]] + wpe[pos[b,t]]; backward dwte, dwpe +=
+	 * (deterministic: each element summed in (b, t) order). */
+	void (*flash_attention_doc_forward)(void *stream, float *out, float *lse,
+					    const float *qkv, const int *pos, int B, int T,
+					    int NH, int KV, int hd, int window);
+	void (*flash_attention_doc_backward)(void *stream, float *dqkv, float *drow,
+					     const float *dout, const float *qkv,
+					     const float *out, const float *lse, const int *pos,
+					     int B, int T, int NH, int KV, int hd, int window);
+	void (*encoder_pos_forward)(void *stream, float *out, const int *inp, const int *pos,
+				    const float *wte, const float *wpe, int B, int T, int C);
+	void (*encoder_pos_backward)(void *stream, float *dwte, float *dwpe, const float *dout,
+				     const int *inp, const int *pos, int B, int T, int C);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

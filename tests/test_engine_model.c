@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "engine_common.h"
-#include "sched/save_stream.h"
 #include "toy_model.h"
 
 #define TOY_STEPS 3
@@ -114,8 +113,7 @@ Test(engine_model, missing_op_refused, .init = cr_redirect_stderr)
 	cr_assert_null(e);
 }
 
-/* GPT-2's optional ops: what the streaming save (save_stream.h) writes, load_layer reads
- * back layer by layer. */
+/* GPT-2's optional ops: what zn_engine_save writes, load_layer reads back layer by layer. */
 Test(engine_model, gpt2_save_then_load_layer_round_trip)
 {
 	struct zn_gpt2_config mc;
@@ -133,14 +131,7 @@ Test(engine_model, gpt2_save_then_load_layer_round_trip)
 	cr_assert_not_null(m.ops->load_layer);
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
 	cr_assert_eq(zn_engine_create(&e, &c, &m, &o), 0);
-	{
-		const char *values[ZN_GPT2_META_COUNT];
-		char nums[ZN_GPT2_META_COUNT][24];
-		const char *const *keys = zn_gpt2_safetensors_meta(&mc, values, nums);
-
-		cr_assert_eq(zn_engine_save_safetensors(e, path, ZN_DTYPE_F32, keys, values,
-							ZN_GPT2_META_COUNT), 0);
-	}
+	cr_assert_eq(zn_engine_save(e, path, ZN_DTYPE_F32), 0);
 	for (int l = 0; l < zn_engine_layer_count(e); l++) {
 		uint64_t n = zn_engine_layer_numel(e, l);
 		float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));

@@ -2,7 +2,9 @@
  *
  * Only the first V columns are real; probs and dlogits are written 0 in the padding.
  * The loss is log(sum exp(l - max)) - (l[target] - max), which stays finite where the
- * target's probability underflows. A target outside [0, V) gives a NaN loss and zero
+ * target's probability underflows. A negative target (ZN_TARGET_IGNORE: a token not
+ * predicted, Hugging Face's -100 label) gives loss 0 and a zero gradient row. A target
+ * >= V gives a NaN loss and zero
  * gradient row, and one error line per call naming the first bad position: the data has a
  * token id the vocab does not hold.
  */
@@ -17,7 +19,7 @@
 static void report_bad_target(const int *targets, long BT, int T, int V)
 {
 	for (long bt = 0; bt < BT; bt++) {
-		if (targets[bt] < 0 || targets[bt] >= V) {
+		if (targets[bt] >= V) {
 			zn_error("crossentropy: target %d at (b %ld, t %ld) is outside the vocab "
 				 "[0, %d): check the data's vocab size against the model's",
 				 targets[bt], bt / T, bt % T, V);
@@ -52,7 +54,11 @@ void zn_cpu_crossentropy_forward(float *losses, float *probs, const float *logit
 			p[i] *= inv;
 		for (int i = V; i < Vp; i++)
 			p[i] = 0.0f;
-		if (tg < 0 || tg >= V) {
+		if (tg < 0) {
+			losses[bt] = 0.0f; /* not predicted */
+			continue;
+		}
+		if (tg >= V) {
 			losses[bt] = NAN;
 			bad = 1;
 			continue;
@@ -78,7 +84,7 @@ void zn_cpu_crossentropy_backward(float *dlogits, const float *probs, const int 
 		if (tg < 0 || tg >= V) {
 			for (int i = 0; i < Vp; i++)
 				d[i] = 0.0f;
-			bad = 1;
+			bad |= tg >= V;
 			continue;
 		}
 		for (int i = 0; i < V; i++)

@@ -17,6 +17,13 @@
  * sum(dout * out); per (b, g, key tile) dK and dV over the group's query heads in order,
  * then query tiles in order; per (b, h, query tile) dQ over key tiles in order. dS =
  * P (dP - drow) with dP = dout . v.
+ *
+ * Packed documents (the _doc ops, docs/packing.md): pos [B,T] is each token's position in
+ * its document (0 at a document's first token, +1 after), so t - pos[t] is the first
+ * token of t's document and key t2 is visible from t only when t - pos[t] <= t2 as well.
+ * Documents are contiguous: t - pos[t] never decreases along a row, which bounds the key
+ * tiles a query tile sees (from its first row's document start) and the query tiles a
+ * key tile is seen by (up to the end of its last key's document). pos NULL: plain causal.
  */
 #include "ops.h"
 
@@ -27,6 +34,7 @@
 #define TILE ZN_FLASH_TILE
 
 struct fl {
+	const int *pos; /* [T] of the current batch row, or NULL */
 	int T, NH, KV, hd, G, window;
 	long S, C; /* row strides of qkv and out */
 	float scale;
@@ -34,7 +42,7 @@ struct fl {
 
 static struct fl fl_make(int T, int NH, int KV, int hd, int window)
 {
-	struct fl a = { T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd, (long)NH * hd,
+	struct fl a = { NULL, T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd, (long)NH * hd,
 			(float)(1.0 / sqrt((double)hd)) };
 
 	return a;
@@ -56,7 +64,8 @@ static int imin(int a, int b)
 
 static int visible(const struct fl *a, int t, int t2)
 {
-	return t2 <= t && (a->window <= 0 || t - t2 < a->window);
+	return t2 <= t && (a->window <= 0 || t - t2 < a->window) &&
+	       (!a->pos || t2 >= t - a->pos[t]);
 }
 
 /* first key tile a query tile starting at i0 sees (0 without a window) */
@@ -64,15 +73,23 @@ static int first_key_tile(const struct fl *a, int i0)
 {
 	int j = a->window > 0 ? i0 - a->window + 1 : 0;
 
+	if (a->pos && i0 - a->pos[i0] > j)
+		j = i0 - a->pos[i0]; /* the document of row i0 starts there */
 	return j <= 0 ? 0 : j - j % TILE;
 }
 
 /* end (exclusive) of the query rows that see a key tile ending at key j1 - 1 */
 static int query_end(const struct fl *a, int j1)
 {
-	if (a->window <= 0 || (long)j1 - 1 + a->window >= a->T)
-		return a->T;
-	return j1 - 1 + a->window;
+	int end = a->T;
+
+	if (a->window > 0 && (long)j1 - 1 + a->window < a->T)
+		end = j1 - 1 + a->window;
+	if (a->pos) /* the end of key j1 - 1's document */
+		for (int t = j1; t < end; t++)
+			if (t - a->pos[t] > j1 - 1)
+				return t;
+	return end;
 }
 
 /* s[r][c] = q_(i0+r) . k_(j0+c) * scale for the visible pairs, -INFINITY elsewhere */
@@ -146,7 +163,14 @@ static void fwd_tile(float *o, float *ls, const float *x, const struct fl *a, in
 void zn_cpu_flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T,
 				    int NH, int KV, int hd, int window)
 {
-	struct fl a = fl_make(T, NH, KV, hd, window);
+	zn_cpu_flash_attention_doc_forward(out, lse, qkv, NULL, B, T, NH, KV, hd, window);
+}
+
+void zn_cpu_flash_attention_doc_forward(float *out, float *lse, const float *qkv,
+					const int *pos, int B, int T, int NH, int KV, int hd,
+					int window)
+{
+	struct fl a0 = fl_make(T, NH, KV, hd, window);
 	long nt = (T + TILE - 1) / TILE, n = (long)B * NH * nt;
 
 #pragma omp parallel for schedule(dynamic, 1) if ((long)B * NH * T * T * hd > ZN_CPU_PAR_MIN)
@@ -155,7 +179,9 @@ void zn_cpu_flash_attention_forward(float *out, float *lse, const float *qkv, in
 		int h = (int)(j / nt % NH);
 		long b = j / nt / NH;
 		int i0 = it * TILE;
+		struct fl a = a0;
 
+		a.pos = pos ? pos + b * T : NULL;
 		fwd_tile(out + b * T * a.C + (long)h * hd, lse + (b * NH + h) * T,
 			 qkv + b * T * a.S, &a, h, i0, imin(TILE, T - i0));
 	}
@@ -255,6 +281,15 @@ void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout
 				     const float *qkv, const float *out, const float *lse, int B,
 				     int T, int NH, int KV, int hd, int window)
 {
+	zn_cpu_flash_attention_doc_backward(dqkv, drow, dout, qkv, out, lse, NULL, B, T, NH, KV,
+					    hd, window);
+}
+
+void zn_cpu_flash_attention_doc_backward(float *dqkv, float *drow, const float *dout,
+					 const float *qkv, const float *out, const float *lse,
+					 const int *pos, int B, int T, int NH, int KV, int hd,
+					 int window)
+{
 	struct fl a = fl_make(T, NH, KV, hd, window);
 	long nt = (T + TILE - 1) / TILE, n = (long)B * NH * T;
 	long work = (long)B * NH * T * T * hd;
@@ -275,9 +310,11 @@ void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout
 		int g = (int)(j / nt % KV);
 		long b = j / nt / KV;
 		int j0 = jt * TILE;
+		struct fl ab = a;
 
+		ab.pos = pos ? pos + b * T : NULL;
 		bwd_kv_tile(dqkv + b * T * a.S, qkv + b * T * a.S, dout + b * T * a.C,
-			    lse + b * NH * T, drow + b * NH * T, &a, g, j0, imin(TILE, T - j0));
+			    lse + b * NH * T, drow + b * NH * T, &ab, g, j0, imin(TILE, T - j0));
 	}
 	long q = (long)B * NH * nt;
 
@@ -287,9 +324,11 @@ void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout
 		int h = (int)(j / nt % NH);
 		long b = j / nt / NH;
 		int i0 = it * TILE;
+		struct fl ab = a;
 
+		ab.pos = pos ? pos + b * T : NULL;
 		bwd_q_tile(dqkv + b * T * a.S, qkv + b * T * a.S, dout + b * T * a.C,
-			   lse + (b * NH + h) * T, drow + (b * NH + h) * T, &a, h, i0,
+			   lse + (b * NH + h) * T, drow + (b * NH + h) * T, &ab, h, i0,
 			   imin(TILE, T - i0));
 	}
 }

@@ -131,6 +131,20 @@ void zn_cpu_flash_attention_forward(float *out, float *lse, const float *qkv, in
 void zn_cpu_flash_attention_backward(float *dqkv, float *drow, const float *dout,
 				     const float *qkv, const float *out, const float *lse, int B,
 				     int T, int NH, int KV, int hd, int window);
+/* Packed documents (docs/packing.md): as above with key t2 visible from t only when
+ * t - pos[t] <= t2 (t's document); pos [B,T] or NULL (plain causal). */
+void zn_cpu_flash_attention_doc_forward(float *out, float *lse, const float *qkv,
+					const int *pos, int B, int T, int NH, int KV, int hd,
+					int window);
+void zn_cpu_flash_attention_doc_backward(float *dqkv, float *drow, const float *dout,
+					 const float *qkv, const float *out, const float *lse,
+					 const int *pos, int B, int T, int NH, int KV, int hd,
+					 int window);
+/* encoder with positions: out = wte[inp] + wpe[pos[b,t]] (pos NULL: t) */
+void zn_cpu_encoder_pos_forward(float *out, const int *inp, const int *pos, const float *wte,
+				const float *wpe, int B, int T, int C);
+void zn_cpu_encoder_pos_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+				 const int *pos, int B, int T, int C);
 
 /* LoRA (kernels/cpu/lora.c) */
 void zn_cpu_cols_add(float *out, const float *inp, float s, int64_t R, int ld, int c0, int n);

@@ -274,6 +274,34 @@ static void cols_take_bf16(void *stream, float *out, const uint16_t *inp, float 
 	zn_cpu_cols_take_bf16(out, inp, s, R, ld, c0, n);
 }
 
+static void flash_attention_doc_forward(void *stream, float *out, float *lse, const float *qkv,
+					const int *pos, int B, int T, int NH, int KV, int hd,
+					int window)
+{
+	zn_cpu_flash_attention_doc_forward(out, lse, qkv, pos, B, T, NH, KV, hd, window);
+}
+
+static void flash_attention_doc_backward(void *stream, float *dqkv, float *drow,
+					 const float *dout, const float *qkv, const float *out,
+					 const float *lse, const int *pos, int B, int T, int NH,
+					 int KV, int hd, int window)
+{
+	zn_cpu_flash_attention_doc_backward(dqkv, drow, dout, qkv, out, lse, pos, B, T, NH, KV,
+					    hd, window);
+}
+
+static void encoder_pos_forward(void *stream, float *out, const int *inp, const int *pos,
+				const float *wte, const float *wpe, int B, int T, int C)
+{
+	zn_cpu_encoder_pos_forward(out, inp, pos, wte, wpe, B, T, C);
+}
+
+static void encoder_pos_backward(void *stream, float *dwte, float *dwpe, const float *dout,
+				 const int *inp, const int *pos, int B, int T, int C)
+{
+	zn_cpu_encoder_pos_backward(dwte, dwpe, dout, inp, pos, B, T, C);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -322,4 +350,8 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.lora_up = lora_up,
 	.cols_take_bf16 = cols_take_bf16,
 	.kv_attention_forward = kv_attention_forward,
+	.flash_attention_doc_forward = flash_attention_doc_forward,
+	.flash_attention_doc_backward = flash_attention_doc_backward,
+	.encoder_pos_forward = encoder_pos_forward,
+	.encoder_pos_backward = encoder_pos_backward,
 };

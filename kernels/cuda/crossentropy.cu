@@ -51,7 +51,9 @@ static __global__ void crossentropy_forward_kernel(float *losses, float *probs, 
 	if (threadIdx.x == 0) {
 		int tg = targets[bt];
 
-		losses[bt] = tg >= 0 && tg < V ? logf(sum) - (l[tg] - mx) : __int_as_float(0x7fc00000);
+		/* a negative target is not predicted (loss 0); one >= V is bad data (NaN) */
+		losses[bt] = tg < 0 ? 0.0f : tg < V ? logf(sum) - (l[tg] - mx) :
+						      __int_as_float(0x7fc00000);
 	}
 }
 

@@ -4,6 +4,8 @@
  * in (b, t) order adding into dwte (so repeated tokens add in the CPU's order, and the
  * result matches kernels/cpu bit for bit), and one thread per (t, channel) sums over b for
  * dwpe. Only C threads for dwte: slow for long batches, but it runs once per step.
+ * With positions (packed documents, pos [B,T]): wpe[pos[b,t]]; dwpe as dwte, one thread
+ * per channel in (b, t) order (the CPU's order: bit-identical).
  */
 #include "common.cuh"
 
@@ -11,8 +13,8 @@ extern "C" {
 #include "ops.h"
 }
 
-static __global__ void encoder_forward_kernel(float *out, const int *inp, const float *wte,
-				       const float *wpe, long BT, int T, int C)
+static __global__ void encoder_forward_kernel(float *out, const int *inp, const int *pos,
+				       const float *wte, const float *wpe, long BT, int T, int C)
 {
 	size_t n = (size_t)BT * C;
 
@@ -20,7 +22,9 @@ static __global__ void encoder_forward_kernel(float *out, const int *inp, const 
 		long bt = (long)(idx / C);
 		int i = (int)(idx % C);
 
-		out[idx] = wte[(long)inp[bt] * C + i] + wpe[(bt % T) * C + i];
+		long p = pos ? (long)pos[bt] : bt % T;
+
+		out[idx] = wte[(long)inp[bt] * C + i] + wpe[p * C + i];
 	}
 }
 
@@ -33,6 +37,17 @@ static __global__ void encoder_backward_wte_kernel(float *dwte, const float *dou
 		return;
 	for (long bt = 0; bt < BT; bt++)
 		dwte[(long)inp[bt] * C + i] += dout[bt * C + i];
+}
+
+static __global__ void encoder_backward_wpe_pos_kernel(float *dwpe, const float *dout,
+						       const int *pos, long BT, int C)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= C)
+		return;
+	for (long bt = 0; bt < BT; bt++)
+		dwpe[(long)pos[bt] * C + i] += dout[bt * C + i];
 }
 
 static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
@@ -51,16 +66,30 @@ static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dou
 extern "C" void zn_cuda_encoder_forward(void *stream, float *out, const int *inp,
 					const float *wte, const float *wpe, int B, int T, int C)
 {
+	zn_cuda_encoder_pos_forward(stream, out, inp, NULL, wte, wpe, B, T, C);
+}
+
+extern "C" void zn_cuda_encoder_pos_forward(void *stream, float *out, const int *inp,
+					    const int *pos, const float *wte, const float *wpe,
+					    int B, int T, int C)
+{
 	long BT = (long)B * T;
 	size_t n = (size_t)BT * C;
 
 	encoder_forward_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-				 (cudaStream_t)stream>>>(out, inp, wte, wpe, BT, T, C);
+				 (cudaStream_t)stream>>>(out, inp, pos, wte, wpe, BT, T, C);
 	zn_cuda_note_launch("encoder_forward", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe,
 					 const float *dout, const int *inp, int B, int T, int C)
+{
+	zn_cuda_encoder_pos_backward(stream, dwte, dwpe, dout, inp, NULL, B, T, C);
+}
+
+extern "C" void zn_cuda_encoder_pos_backward(void *stream, float *dwte, float *dwpe,
+					     const float *dout, const int *inp, const int *pos,
+					     int B, int T, int C)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	long BT = (long)B * T;
@@ -68,6 +97,12 @@ extern "C" void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe,
 
 	encoder_backward_wte_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwte, dout, inp, BT, C);
 	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+	if (pos) {
+		encoder_backward_wpe_pos_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwpe, dout,
+										 pos, BT, C);
+		zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+		return;
+	}
 	encoder_backward_wpe_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(
 		dwpe, dout, B, T, C);
 	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);

@@ -12,6 +12,9 @@
  * Sliding window (window > 0): query t sees keys first_key(t) = max(0, t - window + 1)
  * .. t, so its key tiles start there; key t2 is seen by queries t2 .. t2 + window - 1.
  * window 0 runs exactly the loops of the causal kernel (first_key 0, every later query).
+ * Packed documents (the _doc ops, pos [B,T] non-NULL): query t's keys start no earlier
+ * than its document's first token t - pos[t]; key t2's queries stop at the end of its
+ * document (the first t with t - pos[t] > t2; documents are contiguous).
  */
 #include <math.h>
 
@@ -24,23 +27,28 @@ extern "C" {
 #define WARPS 8 /* rows per block */
 
 struct fl_view {
+	const int *pos; /* [B,T] or NULL */
 	int T, NH, KV, hd, G, window;
 	long S, C;
 	float scale;
 };
 
-static struct fl_view fl_view_make(int T, int NH, int KV, int hd, int window)
+static struct fl_view fl_view_make(const int *pos, int T, int NH, int KV, int hd, int window)
 {
-	struct fl_view a = { T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd,
+	struct fl_view a = { pos, T, NH, KV, hd, NH / KV, window, (long)(NH + 2 * KV) * hd,
 			     (long)NH * hd, (float)(1.0 / sqrt((double)hd)) };
 
 	return a;
 }
 
-/* the first key query t sees */
-static __device__ __forceinline__ int first_key(const struct fl_view &a, int t)
+/* the first key query t of batch row b sees */
+static __device__ __forceinline__ int first_key(const struct fl_view &a, long b, int t)
 {
-	return a.window > 0 && t - a.window + 1 > 0 ? t - a.window + 1 : 0;
+	int j = a.window > 0 && t - a.window + 1 > 0 ? t - a.window + 1 : 0;
+
+	if (a.pos && t - a.pos[b * a.T + t] > j)
+		j = t - a.pos[b * a.T + t];
+	return j;
 }
 
 /* one past the last query that sees key t2 */
@@ -77,7 +85,7 @@ static __global__ void flash_forward_kernel(float *out, float *lse, const float 
 
 	for (int i = lane; i < a.hd; i += 32)
 		o[i] = 0.0f;
-	for (int j0 = first_key(a, t); j0 <= t; j0 += 32) {
+	for (int j0 = first_key(a, b, t); j0 <= t; j0 += 32) {
 		int c = j0 + lane, nj = t - j0 + 1 < 32 ? t - j0 + 1 : 32;
 		float s = c <= t ? fl_dot(q, k + c * a.S, a.hd) * a.scale : -INFINITY;
 		float mx = zn_warp_max(fmaxf(m, s));
@@ -147,7 +155,7 @@ static __global__ void flash_dq_kernel(float *dqkv, const float *dout, const flo
 	float *dq = dqkv + b * a.T * a.S + t * a.S + (long)h * a.hd;
 	float ls = lse[r], dr = drow[r];
 
-	for (int j0 = first_key(a, t); j0 <= t; j0 += 32) {
+	for (int j0 = first_key(a, b, t); j0 <= t; j0 += 32) {
 		int c = j0 + lane, nj = t - j0 + 1 < 32 ? t - j0 + 1 : 32;
 		float ds = 0.0f;
 
@@ -189,6 +197,7 @@ static __global__ void flash_dkv_kernel(float *dqkv, const float *dout, const fl
 	const float *v = x + t2 * a.S + (long)(a.NH + a.KV + g) * a.hd;
 	float *dk = dqkv + b * a.T * a.S + t2 * a.S + (long)(a.NH + g) * a.hd;
 	float *dv = dk + (long)a.KV * a.hd;
+	const int *ps = a.pos ? a.pos + b * a.T : NULL;
 	int tend = query_end(a, t2);
 
 	for (int h = g * a.G; h < (g + 1) * a.G; h++) {
@@ -200,7 +209,9 @@ static __global__ void flash_dkv_kernel(float *dqkv, const float *dout, const fl
 			int t = i0 + lane, ni = tend - i0 < 32 ? tend - i0 : 32;
 			float p = 0.0f, ds = 0.0f;
 
-			if (t < tend) {
+			if (ps && i0 - ps[i0] > t2)
+				break; /* past key t2's document */
+			if (t < tend && (!ps || t - ps[t] <= t2)) {
 				p = expf(fl_dot(q + t * a.S, k, a.hd) * a.scale - ls[t]);
 				ds = p * (fl_dot(d + t * a.C, v, a.hd) - dr[t]) * a.scale;
 			}
@@ -235,7 +246,14 @@ extern "C" void zn_cuda_flash_attention_forward(void *stream, float *out, float 
 						const float *qkv, int B, int T, int NH, int KV,
 						int hd, int window)
 {
-	struct fl_view a = fl_view_make(T, NH, KV, hd, window);
+	zn_cuda_flash_attention_doc_forward(stream, out, lse, qkv, NULL, B, T, NH, KV, hd, window);
+}
+
+extern "C" void zn_cuda_flash_attention_doc_forward(void *stream, float *out, float *lse,
+						    const float *qkv, const int *pos, int B,
+						    int T, int NH, int KV, int hd, int window)
+{
+	struct fl_view a = fl_view_make(pos, T, NH, KV, hd, window);
 	long rows = (long)B * NH * T;
 
 	flash_forward_kernel<<<warp_blocks(rows), 32 * WARPS, 0, (cudaStream_t)stream>>>(
@@ -248,8 +266,18 @@ extern "C" void zn_cuda_flash_attention_backward(void *stream, float *dqkv, floa
 						 const float *out, const float *lse, int B, int T,
 						 int NH, int KV, int hd, int window)
 {
+	zn_cuda_flash_attention_doc_backward(stream, dqkv, drow, dout, qkv, out, lse, NULL, B, T,
+					     NH, KV, hd, window);
+}
+
+extern "C" void zn_cuda_flash_attention_doc_backward(void *stream, float *dqkv, float *drow,
+						     const float *dout, const float *qkv,
+						     const float *out, const float *lse,
+						     const int *pos, int B, int T, int NH, int KV,
+						     int hd, int window)
+{
 	const char *op = "flash_attention_backward";
-	struct fl_view a = fl_view_make(T, NH, KV, hd, window);
+	struct fl_view a = fl_view_make(pos, T, NH, KV, hd, window);
 	long rows = (long)B * NH * T, krows = (long)B * KV * T;
 	cudaStream_t s = (cudaStream_t)stream;
 

@@ -105,6 +105,17 @@ void zn_cuda_flash_attention_backward(void *stream, float *dqkv, float *drow,
 				      const float *dout, const float *qkv, const float *out,
 				      const float *lse, int B, int T, int NH, int KV, int hd,
 				      int window);
+void zn_cuda_flash_attention_doc_forward(void *stream, float *out, float *lse,
+					 const float *qkv, const int *pos, int B, int T, int NH,
+					 int KV, int hd, int window);
+void zn_cuda_flash_attention_doc_backward(void *stream, float *dqkv, float *drow,
+					  const float *dout, const float *qkv, const float *out,
+					  const float *lse, const int *pos, int B, int T, int NH,
+					  int KV, int hd, int window);
+void zn_cuda_encoder_pos_forward(void *stream, float *out, const int *inp, const int *pos,
+				 const float *wte, const float *wpe, int B, int T, int C);
+void zn_cuda_encoder_pos_backward(void *stream, float *dwte, float *dwpe, const float *dout,
+				  const int *inp, const int *pos, int B, int T, int C);
 void zn_cuda_matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
 				 const uint16_t *weight, const float *bias, int B, int T, int C,
 				 int OC);

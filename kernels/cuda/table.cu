@@ -51,9 +51,13 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_lora_up,
 	zn_cuda_cols_take_bf16,
 	zn_cuda_kv_attention_forward,
+	zn_cuda_flash_attention_doc_forward,
+	zn_cuda_flash_attention_doc_backward,
+	zn_cuda_encoder_pos_forward,
+	zn_cuda_encoder_pos_backward,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 46 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 50 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

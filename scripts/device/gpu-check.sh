@@ -308,7 +308,7 @@ train() {
 # The GPU tests, each Criterion binary once, optimizer tests first, a CUDA context held
 # meanwhile. Binaries that are not built (a test still being written) are left out.
 gpu_tests() {
-	local t rc=0 order="test_gpu_optim test_gpu_kernels test_gpu_kernels_llama test_gpu_kernels_bf16 test_gpu_kernels_flash test_gpu_kernels_flash_tc test_gpu_kernels_lora test_gpu_device"
+	local t rc=0 order="test_gpu_optim test_gpu_kernels test_gpu_kernels_llama test_gpu_kernels_bf16 test_gpu_kernels_flash test_gpu_kernels_flash_doc test_gpu_kernels_flash_tc test_gpu_kernels_lora test_gpu_device"
 	for t in "$B"/test_gpu_* "$B"/test_cuda_*; do
 		[ -x "$t" ] || continue
 		t=${t##*/}

@@ -354,6 +354,9 @@ int zn_cmd_tokenize(int argc, char **argv)
 		val_open = true;
 	if (rc)
 		goto out;
+	/* the token each document starts with, recorded for --packing documents */
+	z.train.doc_token = zn_tok_adds_bos(tok) ? zn_tok_bos(tok) : zn_tok_eos(tok);
+	z.val.doc_token = z.train.doc_token;
 	z.progress = !quiet && (z.total_bytes >= ((uint64_t)16 << 20) || isatty(2));
 	z.t0 = now_s();
 	rc = run_inputs(&z, inputs, n_in);

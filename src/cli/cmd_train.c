@@ -307,6 +307,13 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
 				eo.seq_len, cfg->runtime.seed, o->ev.shuffle);
+	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS && o->ev.shuffle) {
+		zn_error("--shuffle with --packing documents: packed rows keep the file's order "
+			 "(docs/packing.md); drop --shuffle");
+		rc = -EINVAL;
+	}
+	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
+		rc = zn_train_data_pack(&data, e);
 	if (!rc && o->ev.epochs) {
 		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
 		steps = (int)(zn_train_data_steps_per_epoch(&data) * (uint64_t)o->ev.epochs /
@@ -337,7 +344,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 
 		rc = zn_train_data_next(&data);
 		if (!rc)
-			rc = zn_engine_step(e, data.inputs, data.targets, &st);
+			rc = zn_engine_step_pos(e, data.inputs, data.targets, data.pos, &st);
 		if (!rc)
 			zn_train_totals_add(&tot, &st);
 		if (!rc && zn_engine_rank(e) == 0)

@@ -12,7 +12,6 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
-#include "sched/save_stream.h"
 
 /* mem [rows, cols] = transpose of file [cols, rows] */
 static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
@@ -161,6 +160,50 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 	return rc;
 }
 
+/* The engine's layers, one at a time: every rank reads layers 0 .. n-1 in order (the read
+ * is collective); on rank 0 the writer asks for the tensors in layer order and each fill
+ * reads its layer into the one buffer when it is not there yet. */
+struct layer_stream {
+	struct zn_engine *e;
+	const struct zn_layer_desc *ld;
+	int n, have; /* the layer in buf, or the last one read; -1 none */
+	float *buf;  /* the largest layer's numel floats */
+};
+
+struct tensor_ref {
+	struct layer_stream *ls;
+	int layer;
+	const struct zn_tensor_desc *d;
+};
+
+static int stream_to(struct layer_stream *ls, int l)
+{
+	int rc = 0;
+
+	while (!rc && ls->have < l)
+		rc = zn_engine_read_layer(ls->e, ++ls->have, ls->buf);
+	return rc;
+}
+
+static int fill_tensor(void *ctx, float *out)
+{
+	const struct tensor_ref *t = ctx;
+	const float *src = t->ls->buf + t->d->offset;
+	int rc;
+
+	if (t->layer < t->ls->have)
+		return -EINVAL; /* out of order: the writer's contract is in order */
+	rc = stream_to(t->ls, t->layer);
+	if (rc)
+		return rc;
+	if (t->d->transpose)
+		transpose(out, src, t->d->shape[1], t->d->shape[0]);
+	else /* wte: its first V rows */
+		memcpy(out, src, (size_t)(t->d->file_shape[0] * t->d->file_shape[1]) *
+		       sizeof(float));
+	return 0;
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
@@ -170,51 +213,72 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* path ending in .safetensors: one file (GPT-2: its metadata; Llama: the config.json text
  * in the metadata); else a directory */
-static int write_out(const struct zn_train_model *tm, const struct zn_save_stream *s,
+static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 		     const char *path, const struct zn_hf_save_opts *o)
 {
+	int n = ls->n, count = 0, rc;
+	struct zn_st_entry *e = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*e));
+	struct tensor_ref *tr = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr));
 	const struct zn_gpt2_config *mc = &tm->gpt2;
 	struct zn_hf_config c;
 
 	zn_train_model_hf(tm, &c);
-	if (!tm->is_llama && ends_with(path, ".safetensors")) {
+	rc = e && tr ? 0 : -ENOMEM;
+	for (int l = 0; !rc && l < n; l++) {
+		for (int i = 0; i < ls->ld[l].tensor_count; i++, count++) {
+			const struct zn_tensor_desc *d = &ls->ld[l].tensors[i];
+
+			e[count].name = d->name;
+			e[count].ndim = d->ndim;
+			e[count].shape[0] = d->file_shape[0];
+			e[count].shape[1] = d->file_shape[1];
+			tr[count] = (struct tensor_ref){ ls, l, d };
+			e[count].fill = fill_tensor;
+			e[count].ctx = &tr[count];
+		}
+	}
+	if (!rc && !tm->is_llama && ends_with(path, ".safetensors")) {
 		const char *values[ZN_GPT2_META_COUNT];
 		char nums[ZN_GPT2_META_COUNT][24];
 		const char *const *keys = zn_gpt2_safetensors_meta(mc, values, nums);
 
 		/* one file as zn_gpt2_save_safetensors writes it */
-		return zn_st_write(path, o->dtype, s->entries, s->count, keys, values,
-				   ZN_GPT2_META_COUNT);
+		rc = zn_st_write(path, o->dtype, e, count, keys, values, ZN_GPT2_META_COUNT);
+	} else if (!rc) {
+		rc = zn_hf_save(path, &c, o, e, count);
 	}
-	return zn_hf_save(path, &c, o, s->entries, s->count);
+	free(tr);
+	free(e);
+	return rc;
 }
 
-/* The engine's layers one at a time (sched/save_stream.h): never the whole model. */
 int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
 		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from)
 {
 	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
 	struct zn_hf_src *src = NULL;
-	struct zn_save_stream s;
+	struct layer_stream ls = { e, NULL, 0, -1, NULL };
 	struct zn_layer_desc *ld = NULL;
-	int n = 0, rc;
+	uint64_t max = 0;
+	int rc, rc2;
 
-	rc = describe_all(tm, &ld, &n);
-	if (!rc)
-		rc = zn_save_stream_open(&s, e, ld, n, path, NULL, NULL);
-	if (rc) {
-		free(ld);
-		return rc;
-	}
+	rc = describe_all(tm, &ld, &ls.n);
+	for (int l = 0; !rc && l < ls.n; l++)
+		max = ld[l].numel > max ? ld[l].numel : max;
+	ls.ld = ld;
+	ls.buf = rc ? NULL : malloc(max * sizeof(float) + 1);
+	rc = rc ? rc : ls.buf ? 0 : -ENOMEM;
 	/* the config the run started from, for its other keys */
-	if (zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
+	if (!rc && zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
 		o.base_config = zn_hf_src_config_json(src);
-	if (zn_engine_rank(e) == 0)
-		rc = write_out(tm, &s, path, &o);
-	rc = zn_save_stream_finish(&s, rc);
+	if (!rc && zn_engine_rank(e) == 0)
+		rc = write_out(tm, &ls, path, &o);
+	/* every rank reads every layer, whatever rank 0's writing did */
+	rc2 = ls.buf ? stream_to(&ls, ls.n - 1) : 0;
 	zn_hf_close(src);
+	free(ls.buf);
 	free(ld);
-	return rc;
+	return rc ? rc : rc2;
 }
 
 int zn_train_hf_output_check(const char *path)

@@ -13,6 +13,7 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/units.h"
+#include "data/pack.h"
 #include "model/data.h"
 
 /* Every token below the model's vocabulary, or an error naming the first one, its
@@ -70,6 +71,27 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 	return 0;
 }
 
+int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e)
+{
+	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T, rows, toks;
+	int rc = zn_pack_open(&d->pack, d->d, d->B, d->T, zn_engine_rank(e), zn_engine_world(e));
+
+	if (rc)
+		return rc;
+	d->pos = malloc(bt * (uint64_t)d->gas * sizeof(int));
+	if (!d->pos)
+		return -ENOMEM;
+	rows = zn_pack_rows(d->pack);
+	toks = zn_data_token_count(d->d);
+	if (zn_engine_rank(e) == 0)
+		printf("packing documents: %llu documents in %llu rows of %d tokens (%.1f%% "
+		       "padding), %llu steps per epoch\n",
+		       (unsigned long long)zn_pack_documents(d->pack), (unsigned long long)rows,
+		       d->T, rows ? 100.0 * (1.0 - (double)toks / ((double)rows * d->T)) : 0.0,
+		       (unsigned long long)zn_pack_steps_per_epoch(d->pack));
+	return 0;
+}
+
 int zn_train_data_next(struct zn_train_data *d)
 {
 	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T;
@@ -77,7 +99,9 @@ int zn_train_data_next(struct zn_train_data *d)
 
 	/* one global batch per micro-batch */
 	for (int k = 0; !rc && k < d->gas; k++)
-		rc = zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
+		rc = d->pack ? zn_pack_next(d->pack, d->inputs + k * bt, d->targets + k * bt,
+					    d->pos + k * bt) :
+			       zn_data_next(d->d, d->inputs + k * bt, d->targets + k * bt);
 	return rc;
 }
 
@@ -93,11 +117,15 @@ void zn_train_data_seek(struct zn_train_data *d, uint64_t position)
 
 uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d)
 {
+	if (d->pack)
+		return zn_pack_steps_per_epoch(d->pack);
 	return zn_data_steps_per_epoch(d->d);
 }
 
 void zn_train_data_close(struct zn_train_data *d)
 {
+	zn_pack_close(d->pack);
+	free(d->pos);
 	zn_data_close(d->d);
 	free(d->inputs);
 	free(d->targets);
@@ -121,7 +149,7 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   int steps)
 {
 	struct zn_engine_memory m;
-	char line[256], b[7][32];
+	char line[256], b[6][32];
 
 	if (zn_engine_rank(e) != 0)
 		return;
@@ -146,11 +174,7 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		zn_format_bytes(b[4], sizeof(b[4]), m.pinned_budget_bytes), m.grad_home);
 	if (m.grad_ring)
 		fprintf(f, " (%d buffers)", m.grad_ring);
-	fprintf(f, ", %s", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
-	if (m.grad_nvme_bytes) /* pinned: the ring, a read-back buffer and layer 0's */
-		fprintf(f, " pinned + %s on nvme (the pinned ones would not fit the budget)",
-			zn_format_bytes(b[6], sizeof(b[6]), m.grad_nvme_bytes));
-	fprintf(f, "\n");
+	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
 	fflush(f);
 }
 

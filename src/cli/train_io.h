@@ -11,11 +11,16 @@
 #include "zinc.h"
 
 struct zn_data;
+struct zn_pack;
 
 struct zn_train_data {
 	struct zn_data *d;
 	int *inputs, *targets; /* this rank's gas x B x T for the current step */
 	int B, T, gas;
+	/* --packing documents (docs/packing.md): the rows, and each token's position in its
+	 * document [gas x B x T]; NULL with --packing windows */
+	struct zn_pack *pack;
+	int *pos;
 };
 
 /* Opens path (an llm.c token file, or UTF-8 text: one token per byte; `format` as
@@ -24,6 +29,9 @@ struct zn_train_data {
  * negative code (logged). */
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
 		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle);
+/* --packing documents: packs the open file's documents into rows (data/pack.h) and says
+ * so on rank 0; zn_train_data_next then fills pos too. 0 or a negative code (logged). */
+int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e);
 /* Fills inputs/targets for the next step: one global batch per micro-batch (N x B
  * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). Returns 0
  * or a negative code (logged: the file was truncated or changed during the run). */

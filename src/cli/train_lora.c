@@ -7,7 +7,6 @@
 #include "cli/util.h"
 #include "core/log.h"
 #include "model/safetensors.h"
-#include "sched/save_stream.h"
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
 {
@@ -151,48 +150,32 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 	return 0;
 }
 
-/* The merged model, one layer at a time (sched/save_stream.h): the frozen base layer read,
- * its adapters merged in, written; never the whole model in host memory. */
-struct merge_ctx {
-	struct zn_train_lora *tl;
-	struct zn_engine *e;
-	float *const *ad;
-};
-
-static int merged_layer(void *ctx, int l, float *out_h)
-{
-	const struct merge_ctx *m = ctx;
-	int rc = zn_engine_read_frozen(m->e, l, out_h);
-
-	if (!rc)
-		zn_lora_merge_layer(&m->tl->lc, l, m->ad[l], out_h);
-	return rc;
-}
-
 static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad,
 		       const char *path, enum zn_dtype dtype)
 {
 	const struct zn_lora_config *c = &tl->lc;
-	struct merge_ctx m = { tl, e, ad };
-	struct zn_layer_desc *bd = calloc((size_t)c->layers, sizeof(*bd));
-	struct zn_save_stream s;
-	int rc = bd ? 0 : -ENOMEM;
+	int n = c->layers, rc = 0;
+	float **w = calloc((size_t)n, sizeof(*w));
+	struct zn_layer_desc *bd = calloc((size_t)n, sizeof(*bd));
 
+	if (!w || !bd)
+		rc = -ENOMEM;
+	for (int l = 0; !rc && l < n; l++) {
+		bd[l] = c->lay[l].base;
+		w[l] = malloc((bd[l].numel + 1) * sizeof(float));
+		rc = w[l] ? zn_engine_read_frozen(e, l, w[l]) : -ENOMEM;
+		if (!rc)
+			zn_lora_merge_layer(c, l, ad[l], w[l]);
+	}
 	if (!rc && !c->base.ops->save) {
 		zn_error("--merge-adapter: model %s cannot be saved", c->base.ops->family);
 		rc = -EINVAL;
 	}
-	for (int l = 0; !rc && l < c->layers; l++)
-		bd[l] = c->lay[l].base;
-	if (!rc)
-		rc = zn_save_stream_open(&s, e, bd, c->layers, path, merged_layer, &m);
-	if (rc) {
-		free(bd);
-		return rc;
-	}
-	if (zn_engine_rank(e) == 0)
-		rc = c->base.ops->save(c->base.config, s.entries, s.count, path, dtype);
-	rc = zn_save_stream_finish(&s, rc);
+	if (!rc && zn_engine_rank(e) == 0)
+		rc = c->base.ops->save(c->base.config, bd, (const float *const *)w, path, dtype);
+	for (int l = 0; w && l < n; l++)
+		free(w[l]);
+	free(w);
 	free(bd);
 	return rc;
 }

@@ -24,6 +24,7 @@ static const char *const optim_names[] = { "AdamW", "Adam", NULL };
 static const char *const warmup_names[] = { "linear", "log", NULL };
 static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
 static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
+static const char *const packing_names[] = { "windows", "documents", NULL };
 
 static const char *const ckpt_home_names[] = { "device", "cpu", "nvme", NULL };
 
@@ -242,6 +243,10 @@ const struct zn_key zn_config_keys[] = {
 	  compute_dtype_names, 0,
 	  "GEMM inputs: auto (bf16 with bf16 parameters), fp32 (exact fp32 path) or bf16 "
 	  "(fp32 accumulation)", NULL, 0 },
+	{ "zinc.packing", "packing", ZN_KEY_ENUM, OFF(runtime.packing), packing_names, 0,
+	  "sequences from --data: windows (consecutive windows across documents) or "
+	  "documents (whole documents packed, attention and positions per document; "
+	  "docs/packing.md)", NULL, 0 },
 };
 const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
 

@@ -17,6 +17,10 @@ static int write_header(struct zn_tokfile *w, uint64_t count)
 	h[0] = w->u32 ? ZN_DATA_MAGIC_LLAMA3 : ZN_DATA_MAGIC;
 	h[1] = w->u32 ? 7 : 1;
 	h[2] = (int32_t)count;
+	if (w->doc_token >= 0) { /* the document delimiter, for --packing documents */
+		h[3] = ZN_DATA_DOC_MARK;
+		h[4] = (int32_t)w->doc_token;
+	}
 	if (pwrite(w->af.fd, h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		return zn_check_errno(-1, "pwrite header", __FILE__, __LINE__);
 	return 0;
@@ -31,6 +35,7 @@ int zn_tokfile_begin(struct zn_tokfile *w, const char *path, int64_t vocab)
 	w->af.dir_fd = -1;
 	w->path = path;
 	w->u32 = vocab > 65536;
+	w->doc_token = -1;
 	w->cap = TOKFILE_BUF;
 	if (!(w->buf = malloc(w->cap)))
 		return -ENOMEM;

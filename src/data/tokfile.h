@@ -20,6 +20,8 @@ struct zn_tokfile {
 	unsigned char *buf;
 	size_t n, cap;
 	const char *path;
+	int64_t doc_token; /* the document delimiter for the header (ZN_DATA_DOC_MARK), or
+			    * -1 (begin sets it; the caller may set it before commit) */
 };
 
 int zn_tokfile_begin(struct zn_tokfile *w, const char *path, int64_t vocab);

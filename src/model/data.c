@@ -32,6 +32,7 @@ struct zn_data {
 	int64_t max_token;
 	int64_t vocab_limit; /* 0: none; else zn_data_next refuses tokens >= it */
 	int64_t known_vocab; /* the tokenizer's vocabulary for this header, 0 if none */
+	int64_t doc_token;   /* the document delimiter (zn_data_doc_token), -1 if none */
 	unsigned char *win;  /* one window of T + 1 tokens as read */
 	uint64_t *perm;      /* windows entries when shuffling */
 	uint64_t perm_epoch; /* epoch perm was drawn for; UINT64_MAX: none yet */
@@ -102,6 +103,12 @@ static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t
 	}
 	d->tok_count = (uint64_t)count;
 	d->data_off = ZN_DATA_HEADER_INTS * 4;
+	/* the document delimiter: zinc tokenize's record, else the header's tokenizer's */
+	if (le32(hb + 12) == ZN_DATA_DOC_MARK && le32(hb + 16) >= 0)
+		d->doc_token = le32(hb + 16);
+	else
+		d->doc_token = magic == ZN_DATA_MAGIC_LLAMA3 ? 128000 :
+			       version == 1 ? 50256 : -1;
 	want = d->data_off + d->tok_count * (uint64_t)d->tok_bytes;
 	if (d->file_bytes != want) {
 		zn_error("%s: the header says %llu tokens (%llu bytes in all) but the file has "
@@ -261,7 +268,8 @@ int zn_data_open_as(struct zn_data **out, const char *path, enum zn_data_format 
 	if (!d)
 		return -ENOMEM;
 	*d = (struct zn_data){ .B = B, .T = T, .rank = rank, .world = world, .seed = seed,
-			       .shuffle = shuffle, .perm_epoch = UINT64_MAX, .fd = -1 };
+			       .shuffle = shuffle, .perm_epoch = UINT64_MAX, .fd = -1,
+			       .doc_token = -1 };
 	d->path = strdup(path);
 	if (!d->path) {
 		rc = -ENOMEM;
@@ -455,4 +463,48 @@ int64_t zn_data_vocab(const struct zn_data *d)
 const char *zn_data_path(const struct zn_data *d)
 {
 	return d->path;
+}
+
+int64_t zn_data_doc_token(const struct zn_data *d)
+{
+	return d->kind == ZN_DATA_TOKENS ? d->doc_token : -1;
+}
+
+int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out)
+{
+	unsigned char *buf;
+	uint64_t done = 0;
+	int rc = 0;
+
+	if (first > d->tok_count || count > d->tok_count - first) {
+		zn_error("%s: tokens %llu .. %llu asked, the file holds %llu", d->path,
+			 (unsigned long long)first, (unsigned long long)(first + count),
+			 (unsigned long long)d->tok_count);
+		return -EINVAL;
+	}
+	buf = malloc(count < SCAN_CHUNK / 4 ? count * 4 + 4 : SCAN_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	while (!rc && done < count) {
+		uint64_t n = count - done, cap = SCAN_CHUNK / 4;
+
+		n = n < cap ? n : cap;
+		rc = zn_pread_all(d->fd, buf, (size_t)(n * (uint64_t)d->tok_bytes),
+				  d->data_off + (first + done) * (uint64_t)d->tok_bytes, d->path);
+		for (uint64_t i = 0; !rc && i < n; i++) {
+			uint32_t v = token_in(buf, d->tok_bytes, i);
+
+			if (v > INT32_MAX || (d->vocab_limit && v >= d->vocab_limit)) {
+				zn_error("%s: token %u at position %llu is not below the vocabulary "
+					 "%lld: the file changed while training", d->path, v,
+					 (unsigned long long)(first + done + i),
+					 (long long)(d->vocab_limit ? d->vocab_limit : INT32_MAX));
+				rc = -EINVAL;
+			}
+			out[done + i] = (int)v;
+		}
+		done += n;
+	}
+	free(buf);
+	return rc;
 }

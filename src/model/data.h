@@ -46,6 +46,9 @@
 #define ZN_DATA_MAGIC 20240520        /* llm.c GPT-2 token files (version 1, uint16) */
 #define ZN_DATA_MAGIC_LLAMA3 20240801 /* llm.c Llama 3 token files (version 7, uint32) */
 #define ZN_DATA_HEADER_INTS 256
+/* header int 3 == this: int 4 is the document delimiter token (zinc tokenize writes it;
+ * llm.c leaves both 0) */
+#define ZN_DATA_DOC_MARK 20241203
 
 enum zn_data_kind {
 	ZN_DATA_TOKENS = 0, /* llm.c token file */
@@ -87,6 +90,14 @@ int64_t zn_data_vocab(const struct zn_data *d);
  * position (token index in the file) in *tok and *pos; negative on a read error. On 0,
  * zn_data_next also refuses any token >= vocab it reads later (the file changed). */
 int zn_data_limit_vocab(struct zn_data *d, int64_t vocab, uint64_t *pos, int64_t *tok);
+/* The token that starts each document (--packing documents, docs/packing.md): the
+ * header's record (zinc tokenize), else 50256 (<|endoftext|>) for GPT-2 files and 128000
+ * (<|begin_of_text|>) for Llama 3 files; -1 for text and other files. */
+int64_t zn_data_doc_token(const struct zn_data *d);
+/* tokens [first, first + count) of the file into out (checked against the vocabulary
+ * limit, as zn_data_next). 0 or a negative code (logged). */
+int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out);
+
 /* The path given to open. */
 const char *zn_data_path(const struct zn_data *d);
 

@@ -27,8 +27,6 @@
 #include "kernels.h"
 #include "zinc.h"
 
-struct zn_st_entry; /* model/safetensors.h */
-
 #define ZN_MODEL_MAX_TENSORS 16
 #define ZN_MODEL_NAME_MAX 96
 
@@ -72,6 +70,10 @@ struct zn_layer_io {
 	const float *dx_out;               /* backward in; last layer: NULL (starts at the loss) */
 	float *dx_in;                      /* backward out (overwritten); layer 0: NULL */
 	const int *tokens, *targets;
+	/* [B,T] each token's position in its document (--packing documents, docs/packing.md:
+	 * 0 at a document's first token, then +1; attention stays inside a document), or
+	 * NULL: position t, one sequence per row. A target < 0 is not predicted (no loss) */
+	const int *pos;
 	float *losses;                     /* last layer's forward: B x T losses */
 	float dloss_scale;                 /* gradient of sum(losses) x dloss_scale */
 	int B, T;
@@ -125,15 +127,12 @@ struct zn_model_ops {
 				   int T);
 	uint64_t (*scratch_numel_bf16)(const void *config, const struct zn_layer_desc *L, int B,
 				       int T);
-	/* optional (NULL: not supported): one layer's parameters from a checkpoint file, and
-	 * the model's file format (metadata, config) around the tensors of every layer given
-	 * in layer order as safetensors entries (names and file shapes from the descriptors;
-	 * values from each entry's data_h or fill: a streaming save, sched/save_stream.h,
-	 * fills them one layer at a time, so no whole-model buffer is needed) */
+	/* optional (NULL: not supported): one layer's parameters from / every layer's into a
+	 * checkpoint file */
 	int (*load_layer)(const void *config, const struct zn_layer_desc *L, const char *path,
 			  float *params_h);
-	int (*save)(const void *config, const struct zn_st_entry *entries, int count,
-		    const char *path, enum zn_dtype dtype);
+	int (*save)(const void *config, const struct zn_layer_desc *layers,
+		    const float *const *params_h, const char *path, enum zn_dtype dtype);
 	/* required when a layer has frozen_numel > 0: elements [first, first + count) of the
 	 * layer's initial frozen parameters (as init) */
 	void (*init_frozen)(const void *config, const struct zn_layer_desc *L, uint64_t first,

@@ -90,6 +90,8 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tok_h, bt * (uint64_t)e->gas * 4);
 	if (!rc)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, bt * (uint64_t)e->gas * 4);
+	if (!rc && e->cfg.runtime.packing == ZN_PACKING_DOCUMENTS)
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->pos_h, bt * (uint64_t)e->gas * 4);
 	if (e->cfg.act_ckpt.enabled) {
 		if (!rc)
 			rc = zn_ckpt_create(e);
@@ -112,6 +114,8 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &a->tgt_d, tok);
 	if (!rc)
 		rc = zn_tiers_dalloc(e, &a->loss_d, bt * 4);
+	if (!rc && a->pos_h)
+		rc = zn_tiers_dalloc(e, &a->pos_d, tok);
 	for (int i = 0; !rc && i < 3 * e->gas; i++)
 		rc = zn_event_create(e->rt.dev, &a->tev[i]);
 	if (!rc)
@@ -142,6 +146,7 @@ void zn_acts_destroy(struct zn_engine *e)
 	zn_device_free(e->rt.dev, a->tok_d);
 	zn_device_free(e->rt.dev, a->tgt_d);
 	zn_device_free(e->rt.dev, a->loss_d);
+	zn_device_free(e->rt.dev, a->pos_d);
 	zn_event_destroy(a->tok_ready);
 	zn_event_destroy(a->tok_free);
 	zn_event_destroy(a->loss_done);
@@ -153,6 +158,7 @@ void zn_acts_destroy(struct zn_engine *e)
 	zn_device_host_free(e->rt.dev, a->loss_h);
 	zn_device_host_free(e->rt.dev, a->tok_h);
 	zn_device_host_free(e->rt.dev, a->tgt_h);
+	zn_device_host_free(e->rt.dev, a->pos_h);
 	*a = (struct zn_acts){ 0 };
 }
 

@@ -23,6 +23,11 @@ struct zn_acts {
 	float *loss_d;
 	float *loss_h;           /* gas x B x T; zn_device_host_alloc, as tok_h and tgt_h */
 	int *tok_h, *tgt_h;      /* gas x B x T: the step's tokens and targets, staged */
+	/* --packing documents (docs/packing.md): positions [B,T] on the device and staged
+	 * [gas,B,T]; NULL otherwise. pred: the step's predicted targets (>= 0) over every
+	 * rank and micro-batch, the loss's denominator; 0 = every target (B T gas world) */
+	int *pos_d, *pos_h;
+	double pred;
 	struct zn_event *tok_ready, *tok_free, *loss_done, *fwd_done;
 	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
 	struct zn_use *use;      /* a micro-batch's layer uses: forward 1 .. n-1, backward */

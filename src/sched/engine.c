@@ -55,7 +55,6 @@ void zn_engine_destroy(struct zn_engine *e)
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	zn_runtime_sync(&e->rt);
 	zn_tracer_destroy(e);
-	zn_grads_destroy(e);
 	zn_swapio_destroy(e);
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);
@@ -294,8 +293,6 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		rc = zn_optim_create(e);
 	if (!rc)
 		rc = zn_swapio_create(e);
-	if (!rc)
-		rc = zn_grads_nvme_create(e);
 	if (rc)
 		return rc;
 	e->tmp_h = malloc(maxpad * sizeof(float));
@@ -330,6 +327,16 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
 		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
+	/* packed documents run on the fp32 layers (docs/packing.md): auto means fp32 */
+	if (cfg->runtime.packing == ZN_PACKING_DOCUMENTS && e->compute16) {
+		e->compute16 = false;
+		if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16) {
+			zn_error("--compute-dtype bf16 with --packing documents: packed documents "
+				 "run on the fp32 layers; use --compute-dtype fp32 or auto");
+			rc = -EINVAL;
+			goto destroy;
+		}
+	}
 	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
 		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
 			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",
@@ -421,3 +428,48 @@ int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)
 	return zn_frozen_read_layer(e, layer, out_h);
 }
 
+/* Weights that are not finite are never written: -ERANGE naming the tensor. */
+static int check_finite_layer(const struct zn_engine *e, int l, const float *w,
+			      const char *path)
+{
+	const struct zn_layer_desc *L = &e->ld[l];
+
+	for (int t = 0; t < L->tensor_count; t++) {
+		for (uint64_t i = 0; i < L->tensors[t].numel; i++) {
+			float x = w[L->tensors[t].offset + i];
+
+			if (isfinite(x))
+				continue;
+			zn_error("not saving %s: %s element %llu is %s (the run diverged)", path,
+				 L->tensors[t].name, (unsigned long long)i,
+				 isnan(x) ? "NaN" : "infinite");
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
+{
+	float **p = calloc((size_t)e->n, sizeof(*p));
+	int rc = p ? 0 : -ENOMEM;
+
+	for (int l = 0; !rc && l < e->n; l++) {
+		p[l] = malloc((e->numel[l] + 1) * sizeof(float)); /* + 1: a frozen layer's 0 */
+		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
+	}
+	/* every rank holds every layer now: all see the same answer */
+	for (int l = 0; !rc && l < e->n; l++)
+		rc = check_finite_layer(e, l, p[l], path);
+	if (!rc && !e->model.ops->save) {
+		zn_error("model %s cannot be saved: its ops have no save", e->model.ops->family);
+		rc = -EINVAL;
+	}
+	if (!rc && e->rt.rank == 0)
+		rc = e->model.ops->save(e->model.config, e->ld, (const float *const *)p, path,
+					dtype);
+	for (int l = 0; p && l < e->n; l++)
+		free(p[l]);
+	free(p);
+	return rc;
+}

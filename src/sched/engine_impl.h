@@ -24,7 +24,6 @@
 #include "model/model.h"
 #include "sched/acts.h"
 #include "sched/frozen.h"
-#include "sched/grads.h"
 #include "sched/optim.h"
 #include "sched/plan.h"
 #include "sched/prefetch.h"
@@ -55,7 +54,6 @@ struct zn_engine {
 	uint64_t pinned_budget;  /* --pinned-mem, or the default share of RAM */
 	struct zn_layer *L;      /* per layer, tiers.h */
 	struct zn_swapio sw;
-	struct zn_grads gr;      /* gradient homes' shared buffers, grads.h */
 	struct zn_prefetch pf;
 	struct zn_reduce rd;
 	struct zn_optim opt;

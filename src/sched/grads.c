@@ -10,39 +10,23 @@ static bool ring_on(const struct zn_engine *e)
 	return e->plan.grad_home == ZN_GRAD_PINNED_RING && e->plan.grad_ring > 0;
 }
 
-static bool nvme_on(const struct zn_engine *e)
-{
-	return e->plan.grad_home == ZN_GRAD_NVME_HELD && e->plan.grad_ring > 0;
-}
-
 int zn_grads_create(struct zn_engine *e)
 {
-	struct zn_grads *g = &e->gr;
+	float *ring[ZN_PLAN_GRAD_RING] = { 0 };
 	int rc = 0;
 
-	g->rd_layer = -1;
-	for (int i = 0; i < ZN_PLAN_GRAD_RING; i++)
-		g->slot_layer[i] = -1;
-	if (!ring_on(e) && !nvme_on(e))
+	if (!ring_on(e))
 		return 0;
 	for (int i = 0; !rc && i < e->plan.grad_ring; i++)
-		rc = zn_tiers_halloc(e, &g->buf[i], e->plan.grad_ring_numel * 4);
-	if (!rc && nvme_on(e))
-		rc = zn_tiers_halloc(e, &g->back, e->plan.grad_ring_numel * 4);
-	for (int l = 1; !rc && l < e->n; l++) {
-		e->L[l].grad_h = g->buf[(e->n - 1 - l) % e->plan.grad_ring];
-		/* nvme: later micro-batches land in the same buffer (grads_nvme.c adds) */
-		if (nvme_on(e))
-			e->L[l].grad_recv_h = e->L[l].grad_h;
-	}
+		rc = zn_tiers_halloc(e, &ring[i], e->plan.grad_ring_numel * 4);
+	for (int l = 1; !rc && l < e->n; l++)
+		e->L[l].grad_h = ring[(e->n - 1 - l) % e->plan.grad_ring];
 	return rc;
 }
 
 int zn_grads_step_begin(struct zn_engine *e)
 {
-	int rc = nvme_on(e) ? zn_grads_nvme_step_begin(e) : 0;
-
-	return !rc && ring_on(e) ? zn_swapio_opt_begin(e) : rc;
+	return ring_on(e) ? zn_swapio_opt_begin(e) : 0;
 }
 
 bool zn_grads_updated_in_backward(const struct zn_engine *e, int l)
@@ -51,13 +35,11 @@ bool zn_grads_updated_in_backward(const struct zn_engine *e, int l)
 	return ring_on(e) && l - e->plan.grad_ring >= 1;
 }
 
-int zn_grads_before_reduce(struct zn_engine *e, int l, int micro)
+int zn_grads_before_reduce(struct zn_engine *e, int l)
 {
 	int prev = l + e->plan.grad_ring;
 
-	if (nvme_on(e))
-		return zn_grads_nvme_land(e, l, micro);
-	if (!ring_on(e) || micro != e->gas - 1 || l < 1 || prev > e->n - 1)
+	if (!ring_on(e) || l < 1 || prev > e->n - 1)
 		return 0;
 	return zn_optim_update_host(e, prev);
 }
@@ -71,7 +53,6 @@ void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out)
 		.pinned_budget_bytes = e->pinned_budget,
 		.grad_pinned_bytes = e->plan.host_grad_bytes,
 		.grad_home = zn_plan_grad_home_name(e->plan.grad_home),
-		.grad_ring = ring_on(e) || nvme_on(e) ? e->plan.grad_ring : 0,
-		.grad_nvme_bytes = nvme_on(e) ? e->plan.nvme_grad_bytes : 0,
+		.grad_ring = ring_on(e) ? e->plan.grad_ring : 0,
 	};
 }

@@ -217,9 +217,7 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	 * order must be the same on every rank): parameters not on the device, no all-gather
 	 * of the new shards (stage 1-2 with several ranks) */
 	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(e) ||
-	    e->plan.grad_home == ZN_GRAD_PINNED_RING ||
-	    e->plan.grad_home == ZN_GRAD_NVME_HELD || /* read back in zn_optim_step (grads.h) */
-	    e->cfg.gradient_clipping > 0 ||
+	    e->plan.grad_home == ZN_GRAD_PINNED_RING || e->cfg.gradient_clipping > 0 ||
 	    e->cfg.precision.fp16 || e->plan.pl.params == ZN_TIER_DEVICE ||
 	    (e->rt.world > 1 && e->cfg.zero.stage != 3 && e->cfg.zero.stage != 0))
 		return 0;
@@ -284,8 +282,6 @@ static int layer_sumsq(struct zn_engine *e, int l)
 	bool nonfinite = false;
 	int rc;
 
-	if (zn_grads_sumsq_done(e, l)) /* nvme-held gradients: taken before the write */
-		return 0;
 	ly->sumsq = 0.0;
 	if (!zn_tiers_optim_on_host(e)) /* n = 0 too: the op writes 0, every result is fresh */
 		return zn_devops_sumsq(e, e->rt.comm_s, l, g, n);
@@ -295,11 +291,6 @@ static int layer_sumsq(struct zn_engine *e, int l)
 	if (nonfinite)
 		ly->sumsq = INFINITY;
 	return rc;
-}
-
-int zn_optim_layer_sumsq(struct zn_engine *e, int l)
-{
-	return layer_sumsq(e, l);
 }
 
 /* The global norm from every layer's L[l].sumsq: summed here, all-reduced. */
@@ -423,11 +414,8 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
 		if (zn_grads_updated_in_backward(e, l) || l > e->opt.early_next)
 			continue;
-		if (zn_tiers_optim_on_host(e)) {
-			rc = zn_grads_before_update(e, l);
-			if (!rc)
-				rc = zn_optim_update_host(e, l);
-		}
+		if (zn_tiers_optim_on_host(e))
+			rc = zn_optim_update_host(e, l);
 		else if (!inline_done && !e->opt.overflow)
 			rc = zn_optim_update_device(e, l);
 	}

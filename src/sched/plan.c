@@ -227,13 +227,9 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 		out->grad_d = zn_plan_device_alloc_bytes(full * 4);
 	if (offload) {
 		/* the ring's buffers are counted once for the plan (zn_plan_engine) */
-		bool shared = p->grad_home == ZN_GRAD_PINNED_RING ||
-			      p->grad_home == ZN_GRAD_NVME_HELD;
-
-		if (!shared || l == 0)
+		if (p->grad_home != ZN_GRAD_PINNED_RING || l == 0)
 			out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
-		if (in->stage >= 2 && in->grad_accum > 1 &&
-		    (p->grad_home != ZN_GRAD_NVME_HELD || l == 0))
+		if (in->stage >= 2 && in->grad_accum > 1)
 			out->grad_recv_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
 		if (host_optim && !p->master_aliases_params)
 			out->master_h = zn_plan_host_alloc_bytes(opt * 4);
@@ -296,19 +292,6 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 				out->nvme_step_write_bytes += s.shard_numel * pb;
 		}
 	}
-	/* held gradients on nvme: every micro-batch that brings a shard down writes it
-	 * (stage 2-3: each one; stage 1: the last), each after the first reads the sum so
-	 * far back, and the update reads it once */
-	for (int l = 1; out->grad_home == ZN_GRAD_NVME_HELD && l < in->layer_count; l++) {
-		struct zn_shard s;
-		uint64_t ext, downs = in->stage >= 2 ? (uint64_t)in->grad_accum : 1;
-
-		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
-		ext = zn_plan_host_alloc_bytes(s.shard_numel * 4);
-		out->nvme_grad_bytes += ext;
-		out->nvme_step_write_bytes += downs * ext;
-		out->nvme_step_read_bytes += downs * ext;
-	}
 	out->nvme_optim_path_bytes = opt_nvme ? path_bytes(out->nvme_optim_bytes,
 							   in->optim_path_count) : 0;
 	out->nvme_param_path_bytes = prm_nvme ? path_bytes(out->nvme_param_bytes,
@@ -334,18 +317,11 @@ static void grad_home(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		return;
 	}
 	out->grad_home = ZN_GRAD_PINNED_HELD;
-	if (out->pl.optim != ZN_TIER_NVME)
+	if (out->pl.optim != ZN_TIER_NVME || in->grad_accum > 1 || in->norm_first)
 		return;
-	if (in->grad_accum > 1 || in->norm_first) {
-		if (!in->grad_nvme)
-			return;
-		out->grad_home = ZN_GRAD_NVME_HELD;
-	} else {
-		out->grad_home = ZN_GRAD_PINNED_RING;
-	}
+	out->grad_home = ZN_GRAD_PINNED_RING;
 	out->grad_ring = in->layer_count - 1 < ZN_PLAN_GRAD_RING ? in->layer_count - 1 :
 								   ZN_PLAN_GRAD_RING;
-	out->grad_bufs = out->grad_ring + (out->grad_home == ZN_GRAD_NVME_HELD);
 	for (int l = 1; l < in->layer_count; l++) {
 		struct zn_shard s;
 
@@ -362,8 +338,6 @@ const char *zn_plan_grad_home_name(enum zn_grad_home h)
 		return "pinned ring";
 	case ZN_GRAD_PINNED_HELD:
 		return "pinned, held for the step";
-	case ZN_GRAD_NVME_HELD:
-		return "nvme, held for the step";
 	case ZN_GRAD_DEVICE:
 		break;
 	}
@@ -429,7 +403,7 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 			ZN_PLAN_GRAD_SLOTS * zn_plan_device_alloc_bytes(out->slot_numel * 4);
 	}
 	grad_home(in, out);
-	out->host_grad_bytes = (uint64_t)out->grad_bufs *
+	out->host_grad_bytes = (uint64_t)out->grad_ring *
 			       zn_plan_host_alloc_bytes(out->grad_ring_numel * 4);
 	for (int l = 0; l < in->layer_count; l++) {
 		struct zn_layer_buffers b;
@@ -531,14 +505,6 @@ int zn_plan_engine_fit(const struct zn_engine_plan_input *in, bool auto_depth,
 	while (auto_depth && out->gathers && t.prefetch_depth > 0 && device_budget &&
 	       out->device_bytes > device_budget) {
 		t.prefetch_depth--;
-		rc = zn_plan_engine(&t, out);
-		if (rc)
-			return rc;
-	}
-	/* held gradients over the pinned budget go to nvme when the optimizer is there */
-	if (pinned_budget && out->host_bytes > pinned_budget &&
-	    out->grad_home == ZN_GRAD_PINNED_HELD && out->pl.optim == ZN_TIER_NVME) {
-		t.grad_nvme = true;
 		rc = zn_plan_engine(&t, out);
 		if (rc)
 			return rc;

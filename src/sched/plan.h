@@ -168,10 +168,6 @@ enum zn_grad_home {
 			      * runs on it during the backward, before the buffer is reused */
 	ZN_GRAD_PINNED_HELD, /* every layer's shard pinned for the whole step (accumulation,
 			      * clipping or fp16 need them after the backward; optimizer cpu) */
-	ZN_GRAD_NVME_HELD,   /* optimizer on nvme, held gradients over the pinned budget:
-			      * layers 1 .. n-1 land in grad_ring pinned buffers and go to a
-			      * gradient extent of their own swap store (accumulated there over
-			      * the micro-batches), read back for the update (grads.h) */
 };
 
 struct zn_engine_plan_input {
@@ -185,8 +181,6 @@ struct zn_engine_plan_input {
 	bool compute16; /* bf16 compute: the layers read the 16-bit parameters themselves */
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	bool norm_first;             /* clipping or fp16: every update waits for the norm */
-	bool grad_nvme;              /* held gradients on nvme (ZN_GRAD_NVME_HELD); set by
-				      * zn_plan_engine_fit when the pinned ones do not fit */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
 	uint64_t activation_host_bytes; /* pinned bytes of activation checkpoints (host, nvme) */
@@ -224,12 +218,8 @@ struct zn_engine_plan {
 	uint64_t host_act_bytes;     /* activation checkpoints on the host, or their staging */
 	uint64_t host_bytes;
 	enum zn_grad_home grad_home;
-	int grad_ring;               /* pinned gradient ring buffers (ZN_GRAD_PINNED_RING,
-				      * ZN_GRAD_NVME_HELD: the landing buffers) */
-	int grad_bufs;               /* shared pinned gradient buffers: the ring, + 1 read-back
-				      * buffer with ZN_GRAD_NVME_HELD */
+	int grad_ring;               /* pinned gradient ring buffers (ZN_GRAD_PINNED_RING) */
 	uint64_t grad_ring_numel;    /* each ring buffer: the largest shard of layers 1 .. n-1 */
-	uint64_t nvme_grad_bytes;    /* ZN_GRAD_NVME_HELD: the gradient extents (per rank) */
 	/* nvme */
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
 	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */

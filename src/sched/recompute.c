@@ -17,6 +17,7 @@ void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s)
 				    .T = e->T, .compute16 = e->compute16,
 				    .on = e->cfg.act_ckpt.enabled,
 				    .every = e->cfg.act_ckpt.every,
+				    .pos = e->cfg.runtime.packing == ZN_PACKING_DOCUMENTS,
 				    .home = d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME :
 					    d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST : ZN_TIER_DEVICE };
 }
@@ -98,9 +99,9 @@ void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
 		/* every layer's activations and outputs x[0 .. n-2] */
 		out->device_acts = out->all_acts + (uint64_t)(s->n - 1) * xa;
 	}
-	/* two dx buffers, scratch, tokens, targets, losses */
+	/* two dx buffers, scratch, tokens, targets (and positions), losses */
 	out->device_fixed = 2 * xa + zn_plan_device_alloc_bytes(smax) +
-			    2 * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
+			    (s->pos ? 3 : 2) * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
 			    zn_plan_device_alloc_bytes(bt * 4);
 	out->device = out->device_acts + out->device_fixed;
 }

@@ -92,6 +92,7 @@ struct zn_act_shape {
 	bool on;                 /* checkpointing */
 	int every;               /* K (clamped to 1 .. n-1) */
 	enum zn_tier home;       /* of the checkpoints */
+	bool pos;                /* --packing documents: a positions buffer beside the tokens */
 };
 
 /* The activation buffers' bytes per tier, as allocated (device sizes rounded as the device

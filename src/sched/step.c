@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
@@ -69,6 +70,12 @@ static void set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
 	io->tied_params16 = e->compute16 ? (const uint16_t *)(const void *)tied : NULL;
 }
 
+/* the device positions when this step has them (packed documents), else NULL */
+static const int *step_pos(const struct zn_engine *e)
+{
+	return e->act.pred > 0 ? e->act.pos_d : NULL;
+}
+
 /* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
 static uint64_t micro_seed(const struct zn_engine *e, int micro)
 {
@@ -84,7 +91,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
-					.T = e->T, .scratch = e->act.scratch_d,
+					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
 					.seed = micro_seed(e, micro) } };
 	int n = e->n, rc;
 
@@ -148,8 +155,9 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 {
 	int rc = 0;
 
-	/* the gradient ring (pinned or nvme): the buffer this shard lands in is freed first */
-	rc = zn_grads_before_reduce(e, l, micro);
+	/* the pinned gradient ring: the buffer this shard lands in is freed first */
+	if (micro == e->gas - 1)
+		rc = zn_grads_before_reduce(e, l);
 	if (!rc)
 		rc = zn_reduce_layer(e, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
@@ -168,7 +176,7 @@ static int recompute(struct zn_engine *e, int l, const float *p, const float *p0
 	struct layer_call a = { .model = e->model,
 				.io = { .L = &e->ld[l], .tokens = e->act.tok_d,
 					.targets = e->act.tgt_d, .scratch = e->act.scratch_d,
-					.B = e->B, .T = e->T, .frozen = f,
+					.B = e->B, .T = e->T, .frozen = f, .pos = step_pos(e),
 					.tied_frozen = tied_params(e, l, f0), .seed = seed } };
 
 	set_params(e, &a.io, l, p, p0);
@@ -180,13 +188,16 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
-					.T = e->T, .scratch = e->act.scratch_d,
+					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
 					.seed = micro_seed(e, micro) } };
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
-	/* the mean over every token of the global batch, times the fp16 loss scale (1 else) */
+	/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
+	 * with targets not predicted (packed documents), over the predicted ones */
 	a.io.dloss_scale = e->opt.scale /
 			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	if (e->act.pred > 0)
+		a.io.dloss_scale = e->opt.scale / (float)e->act.pred;
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
@@ -239,7 +250,8 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				     .grads = zn_reduce_grad_full(e, 0, 0),
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
-				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed };
+				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
+				     .pos = step_pos(e) };
 	set_params(e, &a.io, 0, p0, NULL);
 	rc = launch_layer(e, false, 0, &a);
 	if (!rc)
@@ -266,6 +278,9 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 				     ZN_COPY_H2D);
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc && step_pos(e))
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.pos_d, e->act.pos_h + micro * bt,
 				     bt * sizeof(int), ZN_COPY_H2D);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
@@ -321,6 +336,15 @@ static int mean_loss(struct zn_engine *e, float *loss)
 
 	for (uint64_t i = 0; i < n; i++)
 		sum += e->act.loss_h[i];
+	if (e->act.pred > 0) {
+		/* the sum over the predicted targets of every rank, over their count */
+		float s = (float)sum;
+
+		if (e->rt.world > 1)
+			rc = zn_comm_all_reduce(e->rt.comm, NULL, &s, 1, ZN_DTYPE_F32);
+		*loss = (float)((double)s / e->act.pred);
+		return rc;
+	}
 	mean = (float)(sum / (double)n);
 	if (e->rt.world > 1) {
 		rc = zn_comm_all_reduce(e->rt.comm, NULL, &mean, 1, ZN_DTYPE_F32);
@@ -344,8 +368,42 @@ static void timings(struct zn_engine *e, struct zn_step_stats *st)
 	st->host_wait_ms = e->rt.wait_ms;
 }
 
+/* Packed documents (pos_h): positions staged, and e->act.pred, the predicted targets
+ * (>= 0) of the global batch: this rank's counted, summed over the ranks (exact in fp32
+ * up to 2^24 tokens per step). Without positions pred stays 0 (every target). */
+static int stage_positions(struct zn_engine *e, const int *targets_h, const int *pos_h)
+{
+	uint64_t n = (uint64_t)e->gas * (uint64_t)e->B * (uint64_t)e->T, count = 0;
+	float c;
+	int rc = 0;
+
+	e->act.pred = 0;
+	if (!pos_h)
+		return 0;
+	if (!e->act.pos_h) {
+		zn_error("engine: positions given, but the engine was created without "
+			 "zinc.packing documents (--packing documents)");
+		return -EINVAL;
+	}
+	memcpy(e->act.pos_h, pos_h, n * sizeof(int));
+	for (uint64_t i = 0; i < n; i++)
+		count += targets_h[i] >= 0;
+	c = (float)count;
+	if (e->rt.world > 1)
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, &c, 1, ZN_DTYPE_F32);
+	/* none predicted (every document one token long): loss 0, no gradient */
+	e->act.pred = c > 0 ? c : 1;
+	return rc;
+}
+
 int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_h,
 		   struct zn_step_stats *st)
+{
+	return zn_engine_step_pos(e, inputs_h, targets_h, NULL, st);
+}
+
+int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		       const int *pos_h, struct zn_step_stats *st)
 {
 	double t0 = zn_runtime_now_ms();
 	struct zn_aio_stats io0 = { 0 }, io1 = { 0 };
@@ -367,6 +425,8 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
 	if (!rc)
 		rc = zn_comm_check(e->rt.comm);
+	if (!rc)
+		rc = stage_positions(e, targets_h, pos_h);
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_reduce_zero_full(e);
@@ -381,8 +441,6 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	for (int m = 0; !rc && m < e->gas; m++) {
 		rc = micro_batch(e, m, inputs_h, targets_h);
-		if (!rc) /* nvme-held gradients: the last buffers to their extents */
-			rc = zn_grads_micro_end(e);
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */
 		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)

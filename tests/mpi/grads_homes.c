@@ -3,10 +3,7 @@
  *   - pinned ring (optimizer on nvme, one micro-batch, no clipping): a six-block model, so
  *     the two ring buffers are reused several times a step;
  *   - pinned, held for the step: the same with gradient accumulation, with clipping, and
- *     with both;
- *   - nvme, held for the step: the same held cases with --pinned-mem one byte under what the
- *     held plan pins, so the plan moves the gradients to their nvme extent (accumulated
- *     there, read back for the update), at stages 1, 2 and 3.
+ *     with both.
  * Each case first checks which home the plan chose (zn_engine_memory). Each rank keeps its
  * swap files in its own directory under $ZN_TEST_NVME_DIR or the current directory (the
  * program says so and passes when that has no O_DIRECT). Exit status 1 on any mismatch.
@@ -26,21 +23,15 @@ struct gcase {
 	int gas;
 	float clip;
 	const char *home; /* what the plan must choose */
-	bool squeeze;     /* pinned budget just under the held plan's pinned bytes */
 };
 
 static const struct gcase cases[] = {
-	{ 3, true, 1, 0.0f, "pinned ring", false },
-	{ 2, false, 1, 0.0f, "pinned ring", false },
-	{ 3, false, 1, 0.0f, "pinned ring", false },
-	{ 3, true, 2, 0.0f, "pinned, held for the step", false },
-	{ 3, true, 1, 0.05f, "pinned, held for the step", false },
-	{ 2, false, 2, 0.05f, "pinned, held for the step", false },
-	{ 3, true, 2, 0.0f, "nvme, held for the step", true },
-	{ 3, true, 1, 0.05f, "nvme, held for the step", true },
-	{ 3, false, 3, 0.05f, "nvme, held for the step", true },
-	{ 2, false, 2, 0.05f, "nvme, held for the step", true },
-	{ 1, false, 2, 0.05f, "nvme, held for the step", true },
+	{ 3, true, 1, 0.0f, "pinned ring" },
+	{ 2, false, 1, 0.0f, "pinned ring" },
+	{ 3, false, 1, 0.0f, "pinned ring" },
+	{ 3, true, 2, 0.0f, "pinned, held for the step" },
+	{ 3, true, 1, 0.05f, "pinned, held for the step" },
+	{ 2, false, 2, 0.05f, "pinned, held for the step" },
 };
 
 static char dir[ZN_PATH_MAX + 32];
@@ -80,7 +71,7 @@ static void config_of(struct zn_config *c, const struct gcase *k, bool nvme, con
 
 /* The plan's gradient home for cfg (an engine made and destroyed; collective). */
 static int home_of(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
-		   char *home, size_t size, uint64_t *grad_bytes, uint64_t *pinned)
+		   char *home, size_t size, uint64_t *grad_bytes)
 {
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_AUTO };
 	struct zn_engine_memory m;
@@ -92,7 +83,6 @@ static int home_of(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	zn_engine_memory(e, &m);
 	snprintf(home, size, "%s", m.grad_home);
 	*grad_bytes = m.grad_pinned_bytes;
-	*pinned = m.pinned_plan_bytes;
 	zn_engine_destroy(e);
 	return 0;
 }
@@ -135,21 +125,13 @@ int main(void)
 		struct zn_config cpu, nv;
 		struct et_run a, b;
 		char what[160], home[64];
-		uint64_t gbytes = 0, pinned = 0, held_grads = 0;
+		uint64_t gbytes = 0;
 
 		snprintf(what, sizeof(what), "rank %d/%d: stage %d params %s gas %d clip %g", rank,
 			 world, k->stage, k->params_nvme ? "nvme" : "device", k->gas, k->clip);
 		config_of(&cpu, k, false, d);
 		config_of(&nv, k, true, d);
-		if (k->squeeze) { /* the held plan first: its pinned bytes, less one */
-			if (home_of(&nv, &mc, home, sizeof(home), &held_grads, &pinned) ||
-			    strcmp(home, "pinned, held for the step")) {
-				fprintf(stderr, "%s: the unsqueezed plan is '%s'\n", what, home);
-				return 1;
-			}
-			nv.runtime.pinned_mem_bytes = pinned - 1;
-		}
-		if (home_of(&nv, &mc, home, sizeof(home), &gbytes, &pinned) ||
+		if (home_of(&nv, &mc, home, sizeof(home), &gbytes) ||
 		    et_train_model(&a, &cpu, &mc, ZN_COMM_AUTO, tok, ET_STEPS) ||
 		    et_train_model(&b, &nv, &mc, ZN_COMM_AUTO, tok, ET_STEPS)) {
 			fprintf(stderr, "%s: failed\n", what);
@@ -157,10 +139,6 @@ int main(void)
 		}
 		if (strcmp(home, k->home)) {
 			fprintf(stderr, "%s: the plan chose '%s', not '%s'\n", what, home, k->home);
-			failed++;
-		} else if (k->squeeze && gbytes >= held_grads) {
-			fprintf(stderr, "%s: %llu pinned gradient bytes on nvme, %llu held\n", what,
-				(unsigned long long)gbytes, (unsigned long long)held_grads);
 			failed++;
 		} else if (identical(what, &a, &b)) {
 			failed++;

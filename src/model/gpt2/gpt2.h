@@ -226,6 +226,23 @@ void zn_gpt2_layer_backward(const struct zn_kernel_table *k, void *stream,
 			    const int *tokens, const int *targets, float dloss_scale, int B,
 			    int T);
 
+/* The same with packed documents (docs/packing.md): pos [B,T] each token's position in
+ * its document (wpe[pos], attention inside each document), NULL: as above; a target < 0
+ * has no loss and no gradient. */
+void zn_gpt2_layer_forward_pos(const struct zn_kernel_table *k, void *stream,
+			       const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+			       const float *params, const float *tied_params, float *acts,
+			       float *scratch, const float *x_in, float *x_out,
+			       const int *tokens, const int *pos, const int *targets,
+			       float *losses, int B, int T);
+void zn_gpt2_layer_backward_pos(const struct zn_kernel_table *k, void *stream,
+				const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+				const float *params, const float *tied_params, float *grads,
+				float *tied_grads, const float *acts, float *scratch,
+				const float *x_in, const float *dx_out, float *dx_in,
+				const int *tokens, const int *pos, const int *targets,
+				float dloss_scale, int B, int T);
+
 /* Rows per lm_head + cross-entropy chunk (kernels/lmhead_ce.h) for bt rows: logits of at
  * most 2^24 floats per chunk. */
 int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt);

@@ -164,7 +164,7 @@ static float *tensor_mut(float *base, const struct zn_layer_desc *L, int t)
 static void block_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 			  const float *p, float *acts, float *scratch, const float *x_in,
-			  float *x_out, int B, int T)
+			  float *x_out, const int *pos, int B, int T)
 {
 	const int C = cfg->d_model, NH = cfg->heads;
 	struct sizes s = sizes_of(cfg, B, T);
@@ -176,8 +176,13 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 			     tensor(p, L, ZN_GPT2_LN1_B), B, T, C);
 	k->matmul_forward(st, a.qkv, a.ln1, tensor(p, L, ZN_GPT2_QKV_W),
 			  tensor(p, L, ZN_GPT2_QKV_B), B, T, C, 3 * C);
-	/* fused (FlashAttention-2): GPT-2's qkv [B,T,3C] is KV = NH heads of C/NH */
-	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
+	/* fused (FlashAttention-2): GPT-2's qkv [B,T,3C] is KV = NH heads of C/NH; packed
+	 * documents (pos) keep attention inside each document */
+	if (pos)
+		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, pos, B, T, NH, NH,
+					       C / NH, 0);
+	else
+		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
 	k->matmul_forward(st, branch, a.atty, tensor(p, L, ZN_GPT2_ATTPROJ_W),
 			  tensor(p, L, ZN_GPT2_ATTPROJ_B), B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, branch, s.btc);
@@ -215,14 +220,30 @@ void zn_gpt2_layer_forward(const struct zn_kernel_table *k, void *stream,
 			   float *scratch, const float *x_in, float *x_out, const int *tokens,
 			   const int *targets, float *losses, int B, int T)
 {
+	zn_gpt2_layer_forward_pos(k, stream, cfg, L, params, tied_params, acts, scratch, x_in,
+				  x_out, tokens, NULL, targets, losses, B, T);
+}
+
+void zn_gpt2_layer_forward_pos(const struct zn_kernel_table *k, void *stream,
+			       const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+			       const float *params, const float *tied_params, float *acts,
+			       float *scratch, const float *x_in, float *x_out,
+			       const int *tokens, const int *pos, const int *targets,
+			       float *losses, int B, int T)
+{
 	assert(B > 0 && T > 0 && T <= cfg->seq);
 	switch (L->kind) {
 	case ZN_GPT2_LAYER_EMBED:
-		k->encoder_forward(stream, x_out, tokens, tensor(params, L, ZN_GPT2_WTE),
-				   tensor(params, L, ZN_GPT2_WPE), B, T, cfg->d_model);
+		if (pos)
+			k->encoder_pos_forward(stream, x_out, tokens, pos,
+					       tensor(params, L, ZN_GPT2_WTE),
+					       tensor(params, L, ZN_GPT2_WPE), B, T, cfg->d_model);
+		else
+			k->encoder_forward(stream, x_out, tokens, tensor(params, L, ZN_GPT2_WTE),
+					   tensor(params, L, ZN_GPT2_WPE), B, T, cfg->d_model);
 		break;
 	case ZN_GPT2_LAYER_BLOCK:
-		block_forward(k, stream, cfg, L, params, acts, scratch, x_in, x_out, B, T);
+		block_forward(k, stream, cfg, L, params, acts, scratch, x_in, x_out, pos, B, T);
 		break;
 	case ZN_GPT2_LAYER_FINAL:
 		assert(tied_params && targets && losses);
@@ -237,7 +258,8 @@ void zn_gpt2_layer_forward(const struct zn_kernel_table *k, void *stream,
 static void block_backward(const struct zn_kernel_table *k, void *st,
 			   const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 			   const float *p, float *g, float *acts, float *scratch,
-			   const float *x_in, const float *dx_out, float *dx_in, int B, int T)
+			   const float *x_in, const float *dx_out, float *dx_in, const int *pos,
+			   int B, int T)
 {
 	const int C = cfg->d_model, NH = cfg->heads;
 	struct sizes s = sizes_of(cfg, B, T);
@@ -264,8 +286,12 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->matmul_backward(st, d.datty, tensor_mut(g, L, ZN_GPT2_ATTPROJ_W),
 			   tensor_mut(g, L, ZN_GPT2_ATTPROJ_B), dres2, a.atty,
 			   tensor(p, L, ZN_GPT2_ATTPROJ_W), B, T, C, C);
-	k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B, T, NH,
-				    NH, C / NH, 0);
+	if (pos)
+		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+						pos, B, T, NH, NH, C / NH, 0);
+	else
+		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
+					    T, NH, NH, C / NH, 0);
 	k->matmul_backward(st, d.dln1, tensor_mut(g, L, ZN_GPT2_QKV_W),
 			   tensor_mut(g, L, ZN_GPT2_QKV_B), d.dqkv, a.ln1,
 			   tensor(p, L, ZN_GPT2_QKV_W), B, T, C, 3 * C);
@@ -309,19 +335,37 @@ void zn_gpt2_layer_backward(const struct zn_kernel_table *k, void *stream,
 			    const int *tokens, const int *targets, float dloss_scale, int B,
 			    int T)
 {
+	zn_gpt2_layer_backward_pos(k, stream, cfg, L, params, tied_params, grads, tied_grads,
+				   acts, scratch, x_in, dx_out, dx_in, tokens, NULL, targets,
+				   dloss_scale, B, T);
+}
+
+void zn_gpt2_layer_backward_pos(const struct zn_kernel_table *k, void *stream,
+				const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+				const float *params, const float *tied_params, float *grads,
+				float *tied_grads, const float *acts, float *scratch,
+				const float *x_in, const float *dx_out, float *dx_in,
+				const int *tokens, const int *pos, const int *targets,
+				float dloss_scale, int B, int T)
+{
 	/* acts are only read; the carving helpers take a mutable base for reuse */
 	float *acts_rw = (float *)acts;
 
 	assert(B > 0 && T > 0 && T <= cfg->seq);
 	switch (L->kind) {
 	case ZN_GPT2_LAYER_EMBED:
-		k->encoder_backward(stream, tensor_mut(grads, L, ZN_GPT2_WTE),
-				    tensor_mut(grads, L, ZN_GPT2_WPE), dx_out, tokens, B, T,
-				    cfg->d_model);
+		if (pos)
+			k->encoder_pos_backward(stream, tensor_mut(grads, L, ZN_GPT2_WTE),
+						tensor_mut(grads, L, ZN_GPT2_WPE), dx_out, tokens,
+						pos, B, T, cfg->d_model);
+		else
+			k->encoder_backward(stream, tensor_mut(grads, L, ZN_GPT2_WTE),
+					    tensor_mut(grads, L, ZN_GPT2_WPE), dx_out, tokens, B,
+					    T, cfg->d_model);
 		break;
 	case ZN_GPT2_LAYER_BLOCK:
 		block_backward(k, stream, cfg, L, params, grads, acts_rw, scratch, x_in, dx_out,
-			       dx_in, B, T);
+			       dx_in, pos, B, T);
 		break;
 	case ZN_GPT2_LAYER_FINAL:
 		assert(tied_params && tied_grads && targets);

@@ -87,9 +87,9 @@ static void forward(const struct zn_kernel_table *k, void *stream, const void *c
 					   io->T);
 		return;
 	}
-	zn_gpt2_layer_forward(k, stream, config, io->L, io->params, io->tied_params, io->acts,
-			      io->scratch, io->x_in, io->x_out, io->tokens, io->targets,
-			      io->losses, io->B, io->T);
+	zn_gpt2_layer_forward_pos(k, stream, config, io->L, io->params, io->tied_params,
+				  io->acts, io->scratch, io->x_in, io->x_out, io->tokens, io->pos,
+				  io->targets, io->losses, io->B, io->T);
 }
 
 static void backward(const struct zn_kernel_table *k, void *stream, const void *config,
@@ -102,9 +102,10 @@ static void backward(const struct zn_kernel_table *k, void *stream, const void *
 					    io->tokens, io->targets, io->dloss_scale, io->B, io->T);
 		return;
 	}
-	zn_gpt2_layer_backward(k, stream, config, io->L, io->params, io->tied_params, io->grads,
-			       io->tied_grads, io->acts, io->scratch, io->x_in, io->dx_out,
-			       io->dx_in, io->tokens, io->targets, io->dloss_scale, io->B, io->T);
+	zn_gpt2_layer_backward_pos(k, stream, config, io->L, io->params, io->tied_params,
+				   io->grads, io->tied_grads, io->acts, io->scratch, io->x_in,
+				   io->dx_out, io->dx_in, io->tokens, io->pos, io->targets,
+				   io->dloss_scale, io->B, io->T);
 }
 
 static int load_layer(const void *config, const struct zn_layer_desc *L, const char *path,
@@ -119,15 +120,10 @@ static int load_layer(const void *config, const struct zn_layer_desc *L, const c
 	return rc;
 }
 
-/* one .safetensors file with GPT-2's metadata, as zn_gpt2_save_safetensors writes it */
-static int save(const void *config, const struct zn_st_entry *entries, int count,
-		const char *path, enum zn_dtype dtype)
+static int save(const void *config, const struct zn_layer_desc *layers,
+		const float *const *params_h, const char *path, enum zn_dtype dtype)
 {
-	const char *values[ZN_GPT2_META_COUNT];
-	char nums[ZN_GPT2_META_COUNT][24];
-	const char *const *keys = zn_gpt2_safetensors_meta(config, values, nums);
-
-	return zn_st_write(path, dtype, entries, count, keys, values, ZN_GPT2_META_COUNT);
+	return zn_gpt2_save_safetensors(config, layers, params_h, path, dtype);
 }
 
 const struct zn_model_ops zn_gpt2_ops = {

@@ -152,9 +152,15 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->rmsnorm_forward(st, a.h1, a.rstd1, io->x_in, p + w.ln1, c->eps, B, T, d.H);
 	k->matmul_forward(st, a.qkv, a.h1, p + w.wqkv, w.has_bqkv ? p + w.bqkv : NULL, B, T,
 			  d.H, d.S);
-	k->rope_forward(st, a.qkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
-	/* fused (FlashAttention-2) with Mistral's sliding window: no [T,T] buffer */
-	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, d.NH, d.KV, d.D, c->window);
+	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, d.NH, d.KV, d.D);
+	/* fused (FlashAttention-2) with Mistral's sliding window: no [T,T] buffer; packed
+	 * documents (io->pos): positions restart and attention stays in each document */
+	if (io->pos)
+		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, io->pos, B, T, d.NH,
+					       d.KV, d.D, c->window);
+	else
+		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, d.NH, d.KV, d.D,
+					   c->window);
 	k->matmul_forward(st, branch, a.atty, p + w.wo, w.has_bo ? p + w.bo : NULL, B, T, d.Q,
 			  d.H);
 	k->residual_forward(st, a.res2, io->x_in, branch, d.bth);
@@ -188,9 +194,13 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, dres2, io->dx_out, s.dres2_n, d.bth);
 	k->matmul_backward(st, s.datty, g + w.wo, w.has_bo ? g + w.bo : NULL, dres2, a.atty,
 			   p + w.wo, B, T, d.Q, d.H);
-	k->flash_attention_backward(st, s.dqkv, s.drow, s.datty, a.qkv, a.atty, a.lse, B, T,
-				    d.NH, d.KV, d.D, c->window);
-	k->rope_backward(st, s.dqkv, c->inv_freq, NULL, B, T, d.NH, d.KV, d.D);
+	if (io->pos)
+		k->flash_attention_doc_backward(st, s.dqkv, s.drow, s.datty, a.qkv, a.atty, a.lse,
+						io->pos, B, T, d.NH, d.KV, d.D, c->window);
+	else
+		k->flash_attention_backward(st, s.dqkv, s.drow, s.datty, a.qkv, a.atty, a.lse, B,
+					    T, d.NH, d.KV, d.D, c->window);
+	k->rope_backward(st, s.dqkv, c->inv_freq, io->pos, B, T, d.NH, d.KV, d.D);
 	k->matmul_backward(st, s.dh1, g + w.wqkv, w.has_bqkv ? g + w.bqkv : NULL, s.dqkv, a.h1,
 			   p + w.wqkv, B, T, d.H, d.S);
 	k->rmsnorm_backward(st, s.dx_n, g + w.ln1, s.dh1, io->x_in, p + w.ln1, a.rstd1, B, T,

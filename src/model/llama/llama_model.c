@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/hf_dir.h"
 #include "model/llama/llama.h"
 
 static int validate(const void *config)
@@ -82,15 +81,10 @@ static int load_layer(const void *config, const struct zn_layer_desc *L, const c
 	return zn_llama_load_layer(config, L, path, params_h);
 }
 
-/* as zn_llama_save: a Hugging Face directory, or one .safetensors file */
-static int save(const void *config, const struct zn_st_entry *entries, int count,
-		const char *path, enum zn_dtype dtype)
+static int save(const void *config, const struct zn_layer_desc *layers,
+		const float *const *params_h, const char *path, enum zn_dtype dtype)
 {
-	struct zn_hf_save_opts o = { dtype, 0, NULL };
-	struct zn_hf_config hf;
-
-	zn_llama_config_to_hf(config, &hf);
-	return zn_hf_save(path, &hf, &o, entries, count);
+	return zn_llama_save(config, layers, params_h, path, dtype);
 }
 
 const struct zn_model_ops zn_llama_ops = {

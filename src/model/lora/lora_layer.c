@@ -334,6 +334,13 @@ static void lora_encoder_backward(void *st, float *dwte, float *dwpe, const floa
 	(void)st, (void)dwte, (void)dwpe, (void)dout, (void)inp, (void)B, (void)T, (void)C;
 }
 
+static void lora_encoder_pos_backward(void *st, float *dwte, float *dwpe, const float *dout,
+				      const int *inp, const int *pos, int B, int T, int C)
+{
+	(void)st, (void)dwte, (void)dwpe, (void)dout, (void)inp, (void)pos, (void)B, (void)T;
+	(void)C;
+}
+
 static void lora_embedding_backward(void *st, float *dwte, const float *dout, const int *inp,
 				    int B, int T, int C)
 {
@@ -362,6 +369,7 @@ static void run(const struct zn_kernel_table *k, void *stream, const struct zn_l
 	kt.layernorm_backward = lora_layernorm_backward;
 	kt.rmsnorm_backward = lora_rmsnorm_backward;
 	kt.encoder_backward = lora_encoder_backward;
+	kt.encoder_pos_backward = lora_encoder_pos_backward; /* packed documents */
 	kt.embedding_backward = lora_embedding_backward;
 	b.L = &ly->base;
 	b.params = io->frozen;

@@ -1,0 +1,178 @@
+/* kernels/cuda's packed-document ops (flash_attention_doc_*, encoder_pos_*) against
+ * kernels/cpu's (themselves checked against a double loop, finite differences and the
+ * documents run separately in test_kernels_flash_doc.c): GQA, MHA, MQA, head_dim 24..128,
+ * documents of length 1, across the 32-key tile, a row that is one document, with and
+ * without a sliding window. dqkv starts from the same random values on both sides
+ * (accumulate semantics); reruns bit-identical; encoder_pos equal bit for bit (the same
+ * (b, t) order). Skips, with the reason, without CUDA or a usable GPU. Tolerance 1e-4.
+ */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "gpu_kernel_check.h"
+#include "gpu_test_util.h"
+#include "kernels.h"
+#include "kernels_check.h"
+
+#define RTOL 1e-4
+
+struct fshape {
+	int B, T, NH, KV, hd, W, doc; /* doc: the longest document (random lengths 1..doc) */
+};
+
+static const struct fshape shapes[] = {
+	{ 2, 64, 8, 2, 32, 0, 20 },   /* GQA */
+	{ 3, 37, 6, 3, 24, 0, 3 },    /* short documents */
+	{ 1, 45, 4, 1, 40, 0, 45 },   /* MQA */
+	{ 2, 33, 4, 4, 64, 0, 40 },   /* MHA (GPT-2's layout) */
+	{ 1, 300, 4, 2, 128, 0, 90 }, /* hd 128, documents across tiles */
+	{ 1, 300, 8, 2, 64, 70, 200 }, /* window across tiles */
+	{ 2, 50, 2, 1, 24, 0, 1000 }, /* one document per row */
+};
+#define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
+
+static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
+
+static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
+{
+	float *p = malloc((n ? n : 1) * sizeof(float));
+
+	cr_assert(p);
+	kc_fill(r, p, n, lo, hi);
+	return p;
+}
+
+/* positions of random document lengths 1..doc in each row */
+static int *rand_pos(struct kc_rng *r, int B, int T, int doc)
+{
+	int *pos = malloc((size_t)B * T * sizeof(int));
+
+	cr_assert(pos);
+	for (int b = 0; b < B; b++)
+		for (int t = 0, n = 0, len = 0; t < T; t++) {
+			if (n == len) {
+				len = 1 + (int)(kc_next(r) % (uint64_t)doc);
+				n = 0;
+			}
+			pos[b * T + t] = n++;
+		}
+	return pos;
+}
+
+static void same(const char *what, const struct fshape *s, const float *d, const float *cpu_h,
+		 size_t n, double rtol)
+{
+	float *g = malloc((n ? n : 1) * sizeof(float));
+	double *ref = malloc((n ? n : 1) * sizeof(double));
+	char name[200];
+
+	cr_assert(g && ref);
+	snprintf(name, sizeof(name), "%s (B %d T %d NH %d KV %d hd %d window %d doc %d)", what,
+		 s->B, s->T, s->NH, s->KV, s->hd, s->W, s->doc);
+	down(g, d, n * sizeof(float), name);
+	for (size_t i = 0; i < n; i++)
+		ref[i] = cpu_h[i];
+	if (rtol > 0)
+		cr_assert(kc_close(name, g, ref, n, rtol));
+	else
+		cr_assert(!memcmp(g, cpu_h, n * sizeof(float)), "%s: not bit-identical", name);
+	free(g);
+	free(ref);
+}
+
+static void *fetch(const void *d, size_t bytes, const char *what)
+{
+	void *h = malloc(bytes ? bytes : 1);
+
+	cr_assert(h);
+	down(h, d, bytes, what);
+	return h;
+}
+
+Test(kernels_gpu_flash_doc, flash_attention_doc)
+{
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	cr_assert(gpu->flash_attention_doc_forward && gpu->flash_attention_doc_backward);
+	for (size_t k = 0; k < NSHAPES; k++) {
+		const struct fshape *s = &shapes[k];
+		struct kc_rng r = { 901 + k };
+		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd, W = s->W;
+		size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
+		size_t nr = (size_t)B * NH * T;
+		float *x = frand(&r, ni, -2, 2), *dout = frand(&r, no, -1, 1);
+		float *dx = frand(&r, ni, -1, 1), *out = malloc(no * 4), *lse = malloc(nr * 4);
+		float *drow = malloc(nr * 4);
+		int *pos = rand_pos(&r, B, T, s->doc);
+		int *pos_d = up(pos, (size_t)B * T * sizeof(int));
+		float *x_d = up(x, ni * 4), *dout_d = up(dout, no * 4), *dx_d = up(dx, ni * 4);
+		float *dx2_d = up(dx, ni * 4), *out_d = up(NULL, no * 4), *lse_d = up(NULL, nr * 4);
+		float *drow_d = up(NULL, nr * 4);
+
+		cr_assert(out && lse && drow);
+		gpu->flash_attention_doc_forward(st, out_d, lse_d, x_d, pos_d, B, T, NH, KV, hd, W);
+		cpu->flash_attention_doc_forward(NULL, out, lse, x, pos, B, T, NH, KV, hd, W);
+		same("flash_attention_doc_forward out", s, out_d, out, no, RTOL);
+		same("flash_attention_doc_forward lse", s, lse_d, lse, nr, RTOL);
+		float *o1 = fetch(out_d, no * 4, "doc out");
+
+		gpu->flash_attention_doc_forward(st, out_d, lse_d, x_d, pos_d, B, T, NH, KV, hd, W);
+		float *o2 = fetch(out_d, no * 4, "doc out rerun");
+
+		cr_assert(!memcmp(o1, o2, no * 4), "doc out: not bit-identical run to run");
+		gpu->flash_attention_doc_backward(st, dx_d, drow_d, dout_d, x_d, out_d, lse_d,
+						  pos_d, B, T, NH, KV, hd, W);
+		cpu->flash_attention_doc_backward(NULL, dx, drow, dout, x, out, lse, pos, B, T, NH,
+						  KV, hd, W);
+		same("flash_attention_doc_backward dqkv", s, dx_d, dx, ni, RTOL);
+		float *g1 = fetch(dx_d, ni * 4, "doc dqkv");
+
+		gpu->flash_attention_doc_backward(st, dx2_d, drow_d, dout_d, x_d, out_d, lse_d,
+						  pos_d, B, T, NH, KV, hd, W);
+		float *g2 = fetch(dx2_d, ni * 4, "doc dqkv rerun");
+
+		cr_assert(!memcmp(g1, g2, ni * 4), "doc dqkv: not bit-identical run to run");
+		free(x), free(dout), free(dx), free(out), free(lse), free(drow), free(o1), free(o2);
+		free(g1), free(g2), free(pos);
+		gt_free(x_d), gt_free(dout_d), gt_free(dx_d), gt_free(dx2_d), gt_free(out_d);
+		gt_free(lse_d), gt_free(drow_d), gt_free(pos_d);
+	}
+	close_gpu(st);
+}
+
+Test(kernels_gpu_flash_doc, encoder_pos)
+{
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+	enum { B = 3, T = 70, C = 48, V = 50 };
+	struct fshape s = { B, T, 0, 0, C, 0, 9 };
+	struct kc_rng r = { 950 };
+	float *wte = frand(&r, V * C, -1, 1), *wpe = frand(&r, T * C, -1, 1);
+	float *dout = frand(&r, B * T * C, -1, 1), *dwte = frand(&r, V * C, -1, 1);
+	float *dwpe = frand(&r, T * C, -1, 1), *out = malloc(B * T * C * 4);
+	int *inp = malloc(B * T * sizeof(int)), *pos = rand_pos(&r, B, T, s.doc);
+
+	cr_assert(out && inp);
+	kc_fill_int(&r, inp, B * T, V);
+	int *inp_d = up(inp, B * T * sizeof(int)), *pos_d = up(pos, B * T * sizeof(int));
+	float *wte_d = up(wte, V * C * 4), *wpe_d = up(wpe, T * C * 4);
+	float *dout_d = up(dout, B * T * C * 4), *dwte_d = up(dwte, V * C * 4);
+	float *dwpe_d = up(dwpe, T * C * 4), *out_d = up(NULL, B * T * C * 4);
+
+	gpu->encoder_pos_forward(st, out_d, inp_d, pos_d, wte_d, wpe_d, B, T, C);
+	cpu->encoder_pos_forward(NULL, out, inp, pos, wte, wpe, B, T, C);
+	same("encoder_pos_forward", &s, out_d, out, B * T * C, 0);
+	gpu->encoder_pos_backward(st, dwte_d, dwpe_d, dout_d, inp_d, pos_d, B, T, C);
+	cpu->encoder_pos_backward(NULL, dwte, dwpe, dout, inp, pos, B, T, C);
+	same("encoder_pos_backward dwte", &s, dwte_d, dwte, V * C, 0);
+	same("encoder_pos_backward dwpe", &s, dwpe_d, dwpe, T * C, 0);
+	free(wte), free(wpe), free(dout), free(dwte), free(dwpe), free(out), free(inp), free(pos);
+	gt_free(inp_d), gt_free(pos_d), gt_free(wte_d), gt_free(wpe_d), gt_free(dout_d);
+	gt_free(dwte_d), gt_free(dwpe_d), gt_free(out_d);
+	close_gpu(st);
+}
