@@ -5,7 +5,10 @@
 # the device, in pinned host memory and on NVMe (every layer's input kept). The same model,
 # data and seed in each run; rounds alternate the four. LAYERS sets the block count (48 is
 # GPT-2 XL; fewer keep a step within minutes on a small CPU host).
-# usage: [LAYERS=4] [NVME_DIR=/var/tmp] [LOG_DIR=dir] bench/activations.sh [zinc] [rounds] [steps]
+# MODES picks some of the four (a 48-block step takes minutes on a small host: run one mode per
+# call). With steps = 2 the figures are step 2's (step 1 warms up).
+# usage: [LAYERS=4] [MODES="none device cpu nvme"] [NVME_DIR=/var/tmp] [LOG_DIR=dir]
+#        bench/activations.sh [zinc] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 zinc=${1:-build/zinc}
@@ -18,7 +21,7 @@ model=(--model gpt2-xl --layers "$layers" --seq 1024)
 common=(--device host --device-mem 64G --micro-batch 1 --data data/demo.txt --steps "$steps"
 	--steps-per-print 1 --deterministic --zero-stage 3 --offload-optimizer nvme
 	--offload-param nvme --nvme-path "$nvme_dir")
-modes=(none device cpu nvme)
+read -r -a modes <<< "${MODES:-none device cpu nvme}"
 
 # "| 1.2 min (fwd 9.1 s, bwd 50.0 s," -> "72000 9100 50000" (ms), one line per step
 step_ms() {

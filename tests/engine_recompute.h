@@ -12,8 +12,15 @@
 
 #define RC_STEPS 3
 
+/* Llama relatives (rc_case.relative): Qwen2's q/k/v biases and tied embeddings, Llama's
+ * attention_bias (o_proj bias too), Mistral's sliding window */
+#define RC_QWEN2 1
+#define RC_ATTENTION_BIAS 2
+#define RC_MISTRAL 4
+
 struct rc_case {
 	bool llama;
+	int relative;                  /* llama: RC_* bits, 0 plain Llama (untied, GQA) */
 	int stage;
 	enum zn_offload_device off;
 	int gas;
@@ -32,13 +39,19 @@ static inline struct zn_gpt2_config rc_gpt2(void)
 	return mc;
 }
 
-static inline struct zn_llama_config rc_llama(void)
+static inline struct zn_llama_config rc_llama(int relative)
 {
 	struct zn_llama_config c;
 
 	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
 	c.layers = 3, c.hidden = 16, c.intermediate = 24, c.heads = 4, c.kv_heads = 2;
 	c.head_dim = 6, c.vocab = 32, c.seq = 16;
+	if (relative & RC_QWEN2)
+		c.qkv_bias = c.tied = true;
+	if (relative & RC_ATTENTION_BIAS)
+		c.qkv_bias = c.o_bias = true;
+	if (relative & RC_MISTRAL)
+		c.window = 8; /* shorter than seq 16: the attention masks older keys */
 	cr_assert_eq(zn_llama_config_validate(&c), 0);
 	return c;
 }
@@ -67,7 +80,7 @@ static inline void rc_config(struct zn_config *c, const struct rc_case *k)
 static inline void rc_train(struct et_run *r, const struct rc_case *k, const int *tok)
 {
 	struct zn_gpt2_config g = rc_gpt2();
-	struct zn_llama_config l = rc_llama();
+	struct zn_llama_config l = rc_llama(k->relative);
 	struct zn_model m = k->llama ? zn_llama_model(&l) : zn_gpt2_model(&g);
 	struct zn_config c;
 
@@ -92,7 +105,25 @@ static inline void rc_assert_same(const struct et_run *a, const struct et_run *b
 			     k->llama ? "llama" : "gpt2", k->stage, k->every, (int)k->home, l);
 }
 
-/* the case without checkpointing, then with every given `every` */
+/* The device peak within the plan, and lower than without checkpointing by exactly what
+ * the plan says (the engine allocates what the plan lists). */
+static inline void rc_assert_peak(const struct et_run *off, const struct et_run *on,
+				  const struct rc_case *k)
+{
+	cr_assert_leq(off->peak_bytes, off->plan_bytes);
+	cr_assert_leq(on->peak_bytes, on->plan_bytes, "%s stage %d every %d home %d: peak %llu "
+		      "over the plan %llu", k->llama ? "llama" : "gpt2", k->stage, k->every,
+		      (int)k->home, (unsigned long long)on->peak_bytes,
+		      (unsigned long long)on->plan_bytes);
+	cr_assert_eq(off->peak_bytes - on->peak_bytes, off->plan_bytes - on->plan_bytes,
+		     "%s stage %d every %d home %d: the peak fell by %llu, the plan by %llu",
+		     k->llama ? "llama" : "gpt2", k->stage, k->every, (int)k->home,
+		     (unsigned long long)(off->peak_bytes - on->peak_bytes),
+		     (unsigned long long)(off->plan_bytes - on->plan_bytes));
+}
+
+/* the case without checkpointing, then with every given `every`: the same bits, the peak
+ * within the plan and lower by the planned amount */
 static inline void rc_check(struct rc_case k, const int *everies, int count)
 {
 	struct et_run ref, got;
@@ -106,6 +137,7 @@ static inline void rc_check(struct rc_case k, const int *everies, int count)
 		k.every = everies[i];
 		rc_train(&got, &k, tok);
 		rc_assert_same(&ref, &got, &k);
+		rc_assert_peak(&ref, &got, &k);
 		et_run_free(&got);
 	}
 	et_run_free(&ref);
@@ -115,25 +147,19 @@ static inline void rc_check(struct rc_case k, const int *everies, int count)
 /* The device peak stays within the plan with the checkpoints on each home, and is lower
  * than without checkpointing by exactly what the plan says (the engine allocates what the
  * plan lists). */
-static inline void rc_check_peak(enum zn_offload_device home, int every, int stage,
+static inline void rc_check_peak(bool llama, enum zn_offload_device home, int every, int stage,
 				 const char *dir)
 {
-	struct rc_case k = { .stage = stage, .home = home, .gas = 1, .nvme_dir = dir };
+	struct rc_case k = { .llama = llama, .stage = stage, .home = home, .gas = 1,
+			     .nvme_dir = dir };
 	int *tok = et_tokens(et_stream_len(RC_STEPS, 1, 1, ET_B), 32, 3);
 	struct et_run off, on;
 
 	rc_train(&off, &k, tok);
 	k.every = every;
 	rc_train(&on, &k, tok);
-	cr_assert_leq(off.peak_bytes, off.plan_bytes);
-	cr_assert_leq(on.peak_bytes, on.plan_bytes, "home %d: peak %llu over the plan %llu",
-		      (int)home, (unsigned long long)on.peak_bytes,
-		      (unsigned long long)on.plan_bytes);
 	cr_assert_lt(on.plan_bytes, off.plan_bytes, "checkpointing plans less device memory");
-	cr_assert_eq(off.peak_bytes - on.peak_bytes, off.plan_bytes - on.plan_bytes,
-		     "home %d every %d: the peak fell by %llu, the plan by %llu", (int)home, every,
-		     (unsigned long long)(off.peak_bytes - on.peak_bytes),
-		     (unsigned long long)(off.plan_bytes - on.plan_bytes));
+	rc_assert_peak(&off, &on, &k);
 	et_run_free(&off);
 	et_run_free(&on);
 	free(tok);

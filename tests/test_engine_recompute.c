@@ -1,12 +1,16 @@
 /* Activation checkpointing (src/sched/recompute.c, docs/activations.md): GPT-2 and Llama
  * at ZeRO stages 0-3, with offload and gradient accumulation, give bit-identical losses and
- * weights with checkpoints on the device and in host memory, every 1, 2 or 3 layers; the
- * use sequence recomputes each run but the last; the config keys. */
+ * weights with checkpoints on the device and in host memory, every 1, 2 or 3 layers, and
+ * in every case a device peak within the plan and lower than without checkpointing by
+ * the planned amount; Llama's relatives (Qwen2, attention_bias, Mistral); the use sequence
+ * recomputes each run but the last; the config keys; zinc estimate's activation figures
+ * for a GPT shape, a Llama preset and a Qwen2 config.json, against hand-computed ones. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 
 #include "engine_recompute.h"
 #include <errno.h>
+#include <unistd.h>
 
 #include "sched/engine_impl.h"
 
@@ -32,6 +36,21 @@ Test(engine_recompute, llama_stage0) { both_homes(true, 0, ZN_OFFLOAD_NONE, 1); 
 Test(engine_recompute, llama_stage1) { both_homes(true, 1, ZN_OFFLOAD_NONE, 1); }
 Test(engine_recompute, llama_stage2_accum) { both_homes(true, 2, ZN_OFFLOAD_NONE, 2); }
 Test(engine_recompute, llama_stage3_offload) { both_homes(true, 3, ZN_OFFLOAD_CPU, 1); }
+
+/* Llama's relatives through the same model ops: Qwen2 (q/k/v biases, tied embeddings: the
+ * lm_head reads layer 0's parameters), attention_bias (o_proj bias too), Mistral's window */
+Test(engine_recompute, llama_relatives)
+{
+	static const int rel[] = { RC_QWEN2, RC_ATTENTION_BIAS, RC_MISTRAL };
+
+	for (int i = 0; i < 3; i++) {
+		struct rc_case k = { .llama = true, .relative = rel[i], .stage = 1 + i,
+				     .off = i == 2 ? ZN_OFFLOAD_CPU : ZN_OFFLOAD_NONE, .gas = 1 };
+
+		k.home = i == 1 ? ZN_OFFLOAD_CPU : ZN_OFFLOAD_NONE;
+		rc_check(k, everies, NEV);
+	}
+}
 
 /* 6 layers, runs of 2: [1 2] [3 4] [5]; forward 1..5, the last run's backward, then each
  * run recomputed (forward of all but its last layer, that one forward + backward) */
@@ -104,9 +123,11 @@ Test(engine_recompute, config_keys, .init = cr_redirect_stderr)
 	}
 }
 
-Test(engine_recompute, peak_within_plan_on_the_device) { rc_check_peak(ZN_OFFLOAD_NONE, 1, 0, NULL); }
-Test(engine_recompute, peak_within_plan_on_the_device_every_2) { rc_check_peak(ZN_OFFLOAD_NONE, 2, 3, NULL); }
-Test(engine_recompute, peak_within_plan_in_host_memory) { rc_check_peak(ZN_OFFLOAD_CPU, 1, 3, NULL); }
+Test(engine_recompute, peak_within_plan_on_the_device) { rc_check_peak(false, ZN_OFFLOAD_NONE, 1, 0, NULL); }
+Test(engine_recompute, peak_within_plan_on_the_device_every_2) { rc_check_peak(false, ZN_OFFLOAD_NONE, 2, 3, NULL); }
+Test(engine_recompute, peak_within_plan_in_host_memory) { rc_check_peak(false, ZN_OFFLOAD_CPU, 1, 3, NULL); }
+Test(engine_recompute, llama_peak_within_plan_on_the_device) { rc_check_peak(true, ZN_OFFLOAD_NONE, 1, 2, NULL); }
+Test(engine_recompute, llama_peak_within_plan_in_host_memory) { rc_check_peak(true, ZN_OFFLOAD_CPU, 2, 1, NULL); }
 
 /* zinc estimate --micro-batch: per layer lines and the totals of each home, the same
  * function the engine plans with: GPT-2 XL at seq 1024, micro-batch 1 */
@@ -132,6 +153,86 @@ Test(engine_recompute, estimate_counts_activations)
 				       "314.57 MB"), "%s", out);
 	cr_assert_not_null(strstr(out, "+ activations (checkpointing, on the device)"), "%s",
 			   out);
+}
+
+static void estimate(const char *args, char *out, size_t size)
+{
+	char cmd[1024];
+	FILE *f;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s estimate %s 2>&1", ZN_ZINC_EXE, args);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, size - 1, f);
+	out[n] = 0;
+	cr_assert_eq(pclose(f), 0, "%s: %s", args, out);
+}
+
+/* --model llama-3-8b --seq 2048, micro-batch 1, by hand: x = 2048 x 4096 x 4 B = 33.55 MB.
+ * A block keeps h1, res2, h2 (3 x BTH), rstd1, rstd2 (2 x BT), qkv (BT x (32 + 2 x 8) x
+ * 128), atty (BT x 4096), lse (32 x BT), gate/up (BT x 2 x 14336), m (BT x 14336):
+ * 134,287,360 floats = 537.15 MB; the final layer hn (BTH), rstd (BT), probs (BT x 128256):
+ * 271,058,944 floats = 1.08 GB. Without checkpointing 32 blocks + final + 33 outputs =
+ * 19.38 GB; every layer kept (33 runs): 33 checkpoints + the largest run buffer (the final
+ * layer's) + the sink = 2.23 GB on the device; host or nvme: 2 slots instead of 33
+ * checkpoints = 1.18 GB, the other 32 checkpoints 1.07 GB pinned (host) or on nvme with 4
+ * staging buffers (134.22 MB). */
+Test(engine_recompute, estimate_counts_llama_activations)
+{
+	char out[8192];
+
+	estimate("--model llama-3-8b --seq 2048 --micro-batch 1 --gradient-checkpointing", out,
+		 sizeof(out));
+	cr_assert_not_null(strstr(out, "layer 0: activations 0 B, output 33.55 MB"), "%s", out);
+	cr_assert_not_null(strstr(out, "layers 1-32: activations 537.15 MB each, output "
+				       "33.55 MB each"), "%s", out);
+	cr_assert_not_null(strstr(out, "layer 33: activations 1.08 GB, output 0 B"), "%s", out);
+	cr_assert_not_null(strstr(out, "without checkpointing: device 19.38 GB"), "%s", out);
+	cr_assert_not_null(strstr(out, "checkpoints on device: device 2.23 GB, pinned host 0 B, "
+				       "nvme 0 B (33 runs)"), "%s", out);
+	cr_assert_not_null(strstr(out, "checkpoints on host  : device 1.18 GB, pinned host "
+				       "1.07 GB, nvme 0 B"), "%s", out);
+	cr_assert_not_null(strstr(out, "checkpoints on nvme  : device 1.18 GB, pinned host "
+				       "134.22 MB, nvme 1.07 GB"), "%s", out);
+	cr_assert_not_null(strstr(out, "+ activations (checkpointing, on the device)"), "%s",
+			   out);
+}
+
+/* A Qwen2 config.json (q/k/v biases, tied), micro-batch 2, seq 256, every 2 layers, by
+ * hand: BT = 512, x = 512 x 64 x 4 B = 131.07 KB; a block 396,288 floats (h1, res2, h2
+ * 3 x 32768, rstd 2 x 512, qkv 512 x 128, atty 512 x 64, lse 4 x 512, gate/up 512 x 256,
+ * m 512 x 128) = 1.59 MB; the final layer 32768 + 512 + 512 x 1000 floats = 2.18 MB.
+ * Without: 3 blocks + final + 4 outputs = 7.46 MB. Every 2 (layers 1-4: runs [1 2] [3 4],
+ * 2 checkpoints): device 2 checkpoints + 2 run buffers of the largest (final) layer + 1
+ * run output + the sink = 4.89 MB; json: the device column's activations are those. */
+Test(engine_recompute, estimate_counts_qwen2_config_activations)
+{
+	char dir[] = "/tmp/zn-est-acts-XXXXXX", path[64], args[256], out[8192];
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+	      " \"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+	      " \"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rms_norm_eps\": 1e-6,"
+	      " \"rope_theta\": 1000000.0, \"tie_word_embeddings\": true}", f);
+	fclose(f);
+	snprintf(args, sizeof(args), "--model-config %s --seq 256 --micro-batch 2 "
+		 "--checkpoint-every 2", path);
+	estimate(args, out, sizeof(out));
+	cr_assert_not_null(strstr(out, "qwen2, 3 layers"), "%s", out);
+	cr_assert_not_null(strstr(out, "layers 1-3: activations 1.59 MB each, output 131.07 KB "
+				       "each"), "%s", out);
+	cr_assert_not_null(strstr(out, "layer 4: activations 2.18 MB, output 0 B"), "%s", out);
+	cr_assert_not_null(strstr(out, "without checkpointing: device 7.46 MB"), "%s", out);
+	cr_assert_not_null(strstr(out, "--checkpoint-every 2, checkpoints on device: device "
+				       "4.89 MB, pinned host 0 B, nvme 0 B (2 runs)"), "%s", out);
+	cr_assert_not_null(strstr(out, "+ activations\n"), "%s", out);
+	remove(path);
+	rmdir(dir);
 }
 
 /* The plan refuses what does not fit, activations counted: a device budget between the

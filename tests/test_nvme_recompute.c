@@ -1,5 +1,6 @@
 /* Activation checkpoints on nvme (src/sched/recompute.c): bit-identical losses and weights
- * for GPT-2 and Llama at stages 0-3 (with the model states on nvme too), each checkpoint
+ * for GPT-2 and Llama at stages 0-3 (with the model states on cpu or nvme too), the device
+ * peak within the plan and lower than without by the planned amount, each checkpoint
  * written once and read once per micro-batch, and an injected read or write error on a
  * checkpoint stops the step naming the checkpoint and the swap file. */
 #include <criterion/criterion.h>
@@ -25,9 +26,12 @@ static void nvme_case(bool llama, int stage, enum zn_offload_device off, int gas
 }
 
 Test(nvme_recompute, gpt2_stage0) { nvme_case(false, 0, ZN_OFFLOAD_NONE, 1); }
+Test(nvme_recompute, gpt2_stage1_cpu_states) { nvme_case(false, 1, ZN_OFFLOAD_CPU, 1); }
 Test(nvme_recompute, gpt2_stage2_accum) { nvme_case(false, 2, ZN_OFFLOAD_NONE, 2); }
 Test(nvme_recompute, gpt2_stage3_nvme_states) { nvme_case(false, 3, ZN_OFFLOAD_NVME, 1); }
+Test(nvme_recompute, llama_stage0) { nvme_case(true, 0, ZN_OFFLOAD_NONE, 1); }
 Test(nvme_recompute, llama_stage1) { nvme_case(true, 1, ZN_OFFLOAD_NONE, 1); }
+Test(nvme_recompute, llama_stage2_nvme_states) { nvme_case(true, 2, ZN_OFFLOAD_NVME, 2); }
 Test(nvme_recompute, llama_stage3_cpu_states) { nvme_case(true, 3, ZN_OFFLOAD_CPU, 2); }
 
 Test(nvme_recompute, peak_within_plan_on_nvme)
@@ -35,7 +39,8 @@ Test(nvme_recompute, peak_within_plan_on_nvme)
 	char dir[ZN_PATH_MAX];
 
 	nvme_test_dir(dir, sizeof(dir));
-	rc_check_peak(ZN_OFFLOAD_NVME, 1, 3, dir);
+	rc_check_peak(false, ZN_OFFLOAD_NVME, 1, 3, dir);
+	rc_check_peak(true, ZN_OFFLOAD_NVME, 2, 0, dir);
 	nvme_test_rmdir(dir);
 }
 

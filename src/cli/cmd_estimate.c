@@ -32,7 +32,8 @@ struct est_opts {
 	int lora_r;
 	const char *lora_targets;
 	uint64_t lora_params;
-	struct zn_est_acts acts; /* --micro-batch (a GPT shape): activations counted */
+	struct zn_est_acts acts; /* --micro-batch: activations counted */
+	struct zn_train_model tm; /* the model (a GPT shape: GPT-2) */
 	bool fit; /* --fit: estimate_fit.c */
 	const char *nvme_path[ZN_FIT_MAX_PATHS];
 	int nvme_path_count;
@@ -86,9 +87,10 @@ static void usage(FILE *f)
 		"(Llama, Qwen2, Mistral).\n"
 		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
-		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch (and a\n"
-		"GPT shape) the activations at that micro-batch and --seq are counted too, per layer\n"
-		"and in total, without and with activation checkpointing (docs/activations.md).\n"
+		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch the\n"
+		"activations at that micro-batch and --seq (GPT shape or any --model) are counted\n"
+		"too, per layer and in total, without and with activation checkpointing on each\n"
+		"home (docs/activations.md).\n"
 		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
 		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n"
 		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
@@ -267,15 +269,12 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		zn_error("give either --params or a model (--model, --model-config, ...), not both");
 		return ZN_EUSAGE;
 	}
-	if (o->model && o->acts.micro) {
-		zn_error("--micro-batch counts activations of a GPT shape (--layers --hidden --heads "
-			 "--vocab --seq); with --model or --model-config it is not supported yet");
-		return ZN_EUSAGE;
-	}
+	o->acts.quiet = o->json;
 	if (o->model)
 		return zn_train_model_size(o->margc, o->margv, &o->params, &o->largest_layer,
-					   o->line, sizeof(o->line)) ? ZN_EUSAGE :
-		       lora_adapters(o, false);
+					   o->line, sizeof(o->line)) ||
+			       zn_train_model_from_flags(o->margc, o->margv, &o->tm) ?
+			       ZN_EUSAGE : lora_adapters(o, false);
 	if (shape && o->params) {
 		zn_error("give either --params or a GPT shape (--layers --hidden --heads --vocab "
 			 "--seq), not both");
@@ -299,13 +298,14 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		return ZN_EUSAGE;
 	}
 	if (o->acts.micro && !shape) {
-		zn_error("--micro-batch counts activations of a GPT shape: give --layers --hidden "
-			 "--heads --vocab --seq");
+		zn_error("--micro-batch counts the activations of a model: give a GPT shape "
+			 "(--layers --hidden --heads --vocab --seq) or --model, --model-config, "
+			 "--init-from (with --params the layers are unknown)");
 		return ZN_EUSAGE;
 	}
-	o->acts = (struct zn_est_acts){ o->layers, o->hidden, o->heads, o->vocab, o->seq,
-					o->acts.micro, o->acts.every, o->acts.checkpointing,
-					o->json };
+	if (o->acts.micro && zn_estimate_gpt_shape(&o->tm, o->layers, o->hidden, o->heads,
+						   o->vocab, o->seq))
+		return ZN_EUSAGE;
 	if (o->largest_layer > o->params) {
 		zn_error("--largest-layer is larger than --params");
 		return ZN_EUSAGE;
@@ -378,7 +378,7 @@ int zn_cmd_estimate(int argc, char **argv)
 	int ranks = o.gpus * o.nodes;
 	uint64_t act_bytes = 0;
 
-	if (o.acts.micro && zn_estimate_acts(&o.acts, &act_bytes))
+	if (o.acts.micro && zn_estimate_acts(&o.acts, &o.tm, &act_bytes))
 		return ZN_EXIT_USAGE;
 
 	if (o.json) {
