@@ -5,9 +5,11 @@
 # the device, in pinned host memory and on NVMe (every layer's input kept). The same model,
 # data and seed in each run; rounds alternate the four. LAYERS sets the block count (48 is
 # GPT-2 XL; fewer keep a step within minutes on a small CPU host).
-# MODES picks some of the four (a 48-block step takes minutes on a small host: run one mode per
+# STATES=device keeps the model states on the device instead (ZeRO stage 0, no offload:
+# a step without NVMe traffic, so the recompute's compute cost shows; needs fewer LAYERS to
+# fit). MODES picks some of the four (a 48-block step takes minutes on a small host: run one mode per
 # call). With steps = 2 the figures are step 2's (step 1 warms up).
-# usage: [LAYERS=4] [MODES="none device cpu nvme"] [NVME_DIR=/var/tmp] [LOG_DIR=dir]
+# usage: [LAYERS=4] [STATES=nvme|device] [MODES="none device cpu nvme"] [NVME_DIR=/var/tmp] [LOG_DIR=dir]
 #        bench/activations.sh [zinc] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +21,12 @@ nvme_dir=${NVME_DIR:-/var/tmp}
 logs=${LOG_DIR:-}   # when set, each run's output is kept there as <round>-<mode>.log
 model=(--model gpt2-xl --layers "$layers" --seq 1024)
 common=(--device host --device-mem 64G --micro-batch 1 --data data/demo.txt --steps "$steps"
-	--steps-per-print 1 --deterministic --zero-stage 3 --offload-optimizer nvme
-	--offload-param nvme --nvme-path "$nvme_dir")
+	--steps-per-print 1 --deterministic)
+if [ "${STATES:-nvme}" = nvme ]; then
+	common+=(--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path "$nvme_dir")
+else
+	common+=(--zero-stage 0 --checkpoint-nvme-path "$nvme_dir")
+fi
 read -r -a modes <<< "${MODES:-none device cpu nvme}"
 
 # "| 1.2 min (fwd 9.1 s, bwd 50.0 s," -> "72000 9100 50000" (ms), one line per step
@@ -48,7 +54,7 @@ for r in $(seq 1 "$rounds"); do
 		[ "$m" != none ] && extra=(--gradient-checkpointing --checkpoint-device "$m")
 		out=$("$zinc" train "${model[@]}" "${common[@]}" "${extra[@]}" 2>&1) || {
 			echo "$m: failed: $(echo "$out" | grep -m1 error)"; continue; }
-		[ -n "$logs" ] && echo "$out" > "$logs/$r-$m.log"
+		[ -n "$logs" ] && echo "$out" > "$logs/${STATES:-nvme}-$layers-$r-$m.log"
 		s=$(echo "$out" | step_ms)
 		st=$(echo "$s" | med 1); fw=$(echo "$s" | med 2); bw=$(echo "$s" | med 3)
 		[ -z "$base" ] && base=$st

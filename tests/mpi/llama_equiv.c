@@ -6,8 +6,9 @@
  *     mpirun -np 4 --oversubscribe ./mpi_llama_equiv
  *     ./mpi_llama_equiv                       # no mpirun: one rank, the same checks
  *
- * Each distributed run again with activation checkpointing (every 1 or 2 layers, the
- * checkpoints on the device, in host memory or on nvme by turns) gives the same bits, its
+ * One distributed run per stage and model again with activation checkpointing (every 1 or
+ * 2 layers, the checkpoints on the device, in host memory or on nvme by turns, the
+ * offload by turns) gives the same bits, its
  * device peak within the plan and lower than without by what the plan says.
  * With offload nvme (optimizer state and, at stage 3, parameters on nvme) each rank keeps
  * its swap files in its own directory under $ZN_TEST_NVME_DIR or the current directory
@@ -165,8 +166,9 @@ int main(void)
 				else if (rank == 0)
 					printf("ok  %s (loss %.6f -> %.6f)\n", what, r.loss[0],
 					       r.loss[ET_STEPS - 1]);
-				failed += check_recompute(&cfg, &m, &r, tok, stage + 2 * off + v,
-							  rank, what);
+				if (off == (stage + v) % 3 || stage == 0)
+					failed += check_recompute(&cfg, &m, &r, tok, stage + v, rank,
+								  what);
 				et_run_free(&r);
 			}
 		}
