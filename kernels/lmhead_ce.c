@@ -10,6 +10,17 @@ size_t zn_lmhead_ce_work_count(int chunk, int Vp)
 	return 2 * (size_t)chunk * (size_t)Vp + (size_t)chunk;
 }
 
+int zn_lmhead_ce_chunk(int64_t BT, int Vp)
+{
+	int chunk = Vp > 0 ? (1 << 24) / Vp : 1;
+
+	if (chunk < 1)
+		chunk = 1;
+	if ((int64_t)chunk > BT)
+		chunk = BT > 0 ? (int)BT : 1;
+	return chunk;
+}
+
 static int check(const char *op, int64_t BT, int C, int V, int Vp, int chunk)
 {
 	if (chunk < 1 || BT < 0 || C < 1 || V < 1 || Vp < V) {

@@ -24,6 +24,10 @@
 /* floats of work the two calls need for chunks of `chunk` rows */
 size_t zn_lmhead_ce_work_count(int chunk, int Vp);
 
+/* The models' chunk for BT rows: logits of at most 2^24 floats per chunk (64 MiB of fp32
+ * logits and as much of probs), at least 1 row, at most BT (1 when BT is 0). */
+int zn_lmhead_ce_chunk(int64_t BT, int Vp);
+
 int zn_lmhead_ce_forward(const struct zn_kernel_table *k, void *stream, float *losses,
 			 float *work, const float *x, const float *wte, const int *targets,
 			 int64_t BT, int C, int V, int Vp, int chunk);

@@ -31,13 +31,7 @@ struct sizes {
 int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt)
 {
 	/* logits of at most 2^24 floats per chunk: never [BT, Vp] at once */
-	int chunk = (1 << 24) / cfg->padded_vocab;
-
-	if (chunk < 1)
-		chunk = 1;
-	if ((uint64_t)chunk > bt)
-		chunk = (int)bt;
-	return chunk;
+	return zn_lmhead_ce_chunk((int64_t)bt, cfg->padded_vocab);
 }
 
 static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)

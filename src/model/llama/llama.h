@@ -116,11 +116,29 @@ uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_l
 			    int B, int T);
 uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 				const struct zn_layer_desc *L, int B, int T);
+/* Rows per chunk of the final layer's lm_head + cross-entropy (kernels/lmhead_ce.h) for bt
+ * rows: logits of at most 2^24 floats per chunk, never [bt, vocab] at once. */
+int zn_llama_ce_chunk(int vocab, uint64_t bt);
 /* The model interface's forward/backward (zn_layer_io as model.h describes it). */
 void zn_llama_layer_forward(const struct zn_kernel_table *k, void *stream,
 			    const struct zn_llama_config *cfg, const struct zn_layer_io *io);
 void zn_llama_layer_backward(const struct zn_kernel_table *k, void *stream,
 			     const struct zn_llama_config *cfg, const struct zn_layer_io *io);
+
+/* bf16 compute (llama_layer_bf16.c, docs/kernels.md "bf16 compute"): the same layers
+ * reading the stored bf16 parameters io->params16 / tied_params16 directly (no fp32
+ * working copy), GEMMs on bf16 inputs with fp32 accumulation (matmul_*_bf16); RMSNorm,
+ * RoPE, attention, SwiGLU, softmax statistics, residuals, the loss and every gradient
+ * fp32. The sizes are the acts/scratch floats of such calls. */
+uint64_t zn_llama_act_numel_bf16(const struct zn_llama_config *cfg,
+				 const struct zn_layer_desc *L, int B, int T);
+uint64_t zn_llama_scratch_numel_bf16(const struct zn_llama_config *cfg,
+				     const struct zn_layer_desc *L, int B, int T);
+void zn_llama_layer_forward_bf16(const struct zn_kernel_table *k, void *stream,
+				 const struct zn_llama_config *cfg, const struct zn_layer_io *io);
+void zn_llama_layer_backward_bf16(const struct zn_kernel_table *k, void *stream,
+				  const struct zn_llama_config *cfg,
+				  const struct zn_layer_io *io);
 
 extern const struct zn_model_ops zn_llama_ops;
 struct zn_model zn_llama_model(const struct zn_llama_config *cfg); /* { &zn_llama_ops, cfg } */

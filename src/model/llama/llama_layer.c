@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <stddef.h>
 
+#include "lmhead_ce.h"
 #include "model/llama/llama.h"
 
 struct dims {
@@ -69,16 +70,37 @@ static uint64_t block_grads_carve(const struct dims *d, float *s, struct block_g
 	return carve(s, bufs, numel, 9);
 }
 
+/* The final layer saves hn and rstd only: lm_head + cross-entropy run in chunks of rows
+ * (kernels/lmhead_ce.h), so no [BT, V] logits or probs exist at once, and the backward
+ * recomputes each chunk's logits. Scratch: the chunks' work, dhn, dx_n, a zero [BTH]. */
 struct final_acts {
-	float *hn, *rstd, *probs;
+	float *hn, *rstd;
+};
+
+struct final_scr {
+	float *work, *dhn, *dx_n, *zero;
 };
 
 static uint64_t final_acts_carve(const struct dims *d, float *acts, struct final_acts *a)
 {
-	float **const bufs[] = { &a->hn, &a->rstd, &a->probs };
-	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->V };
+	float **const bufs[] = { &a->hn, &a->rstd };
+	const uint64_t numel[] = { d->bth, d->bt };
 
-	return carve(acts, bufs, numel, 3);
+	return carve(acts, bufs, numel, 2);
+}
+
+static uint64_t final_scr_carve(const struct dims *d, float *s, struct final_scr *f)
+{
+	float **const bufs[] = { &f->work, &f->dhn, &f->dx_n, &f->zero };
+	const uint64_t numel[] = { zn_lmhead_ce_work_count(zn_llama_ce_chunk(d->V, d->bt), d->V),
+				   d->bth, d->bth, d->bth };
+
+	return carve(s, bufs, numel, 4);
+}
+
+int zn_llama_ce_chunk(int vocab, uint64_t bt)
+{
+	return zn_lmhead_ce_chunk((int64_t)bt, vocab);
 }
 
 uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
@@ -100,6 +122,7 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 {
 	struct dims d = dims_of(cfg, B, T);
 	struct block_grads g;
+	struct final_scr f;
 	uint64_t fwd, bwd;
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK) {
@@ -107,8 +130,8 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 		bwd = block_grads_carve(&d, NULL, &g);
 		return fwd > bwd ? fwd : bwd;
 	}
-	if (L->kind == ZN_LLAMA_LAYER_FINAL) /* logits/dlogits, dhn, dx_n, a zero [BTH] */
-		return d.bt * (uint64_t)d.V + 3 * d.bth;
+	if (L->kind == ZN_LLAMA_LAYER_FINAL)
+		return final_scr_carve(&d, NULL, &f);
 	return 0;
 }
 
@@ -219,14 +242,14 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 {
 	struct dims d = dims_of(c, io->B, io->T);
 	struct final_acts a;
-	float *logits = io->scratch;
+	struct final_scr f;
 
 	final_acts_carve(&d, io->acts, &a);
+	final_scr_carve(&d, io->scratch, &f);
 	k->rmsnorm_forward(st, a.hn, a.rstd, io->x_in, io->params, c->eps, io->B, io->T, d.H);
-	k->matmul_forward(st, logits, a.hn, lm_head(io, io->params, io->tied_params), NULL,
-			  io->B, io->T, d.H, d.V);
-	k->crossentropy_forward(st, io->losses, a.probs, logits, io->targets, io->B, io->T, d.V,
-				d.V);
+	(void)zn_lmhead_ce_forward(k, st, io->losses, f.work, a.hn,
+				   lm_head(io, io->params, io->tied_params), io->targets,
+				   (int64_t)d.bt, d.H, d.V, d.V, zn_llama_ce_chunk(d.V, d.bt));
 }
 
 static void final_backward(const struct zn_kernel_table *k, void *st,
@@ -234,20 +257,21 @@ static void final_backward(const struct zn_kernel_table *k, void *st,
 {
 	struct dims d = dims_of(c, io->B, io->T);
 	struct final_acts a;
-	float *dlogits = io->scratch, *dhn = dlogits + d.bt * (uint64_t)d.V;
-	float *dx_n = dhn + d.bth;
-	const float *zero = dx_n + d.bth; /* stays zero: residual_forward copies */
+	struct final_scr f;
 	float *dlm = io->L->tied_layer >= 0 ? io->tied_grads :
 					      io->grads + io->L->tensors[1].offset;
 
 	final_acts_carve(&d, io->acts, &a);
-	k->crossentropy_backward(st, dlogits, a.probs, io->targets, io->dloss_scale, io->B,
-				 io->T, d.V, d.V);
-	k->matmul_backward(st, dhn, dlm, NULL, dlogits, a.hn,
-			   lm_head(io, io->params, io->tied_params), io->B, io->T, d.H, d.V);
-	k->rmsnorm_backward(st, dx_n, io->grads, dhn, io->x_in, io->params, a.rstd, io->B,
+	final_scr_carve(&d, io->scratch, &f);
+	/* dhn (zero on entry) += the chunks' dlogits @ lm_head; dlm += dlogits^T @ hn */
+	(void)zn_lmhead_ce_backward(k, st, f.dhn, dlm, f.work, a.hn,
+				    lm_head(io, io->params, io->tied_params), io->targets,
+				    io->dloss_scale, (int64_t)d.bt, d.H, d.V, d.V,
+				    zn_llama_ce_chunk(d.V, d.bt));
+	k->rmsnorm_backward(st, f.dx_n, io->grads, f.dhn, io->x_in, io->params, a.rstd, io->B,
 			    io->T, d.H);
-	k->residual_forward(st, io->dx_in, dx_n, zero, d.bth);
+	/* f.zero stays zero: residual_forward copies */
+	k->residual_forward(st, io->dx_in, f.dx_n, f.zero, d.bth);
 }
 
 void zn_llama_layer_forward(const struct zn_kernel_table *k, void *stream,

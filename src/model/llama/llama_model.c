@@ -57,6 +57,18 @@ static uint64_t scratch_numel(const void *config, const struct zn_layer_desc *L,
 	return zn_llama_scratch_numel(config, L, B, T);
 }
 
+static uint64_t act_numel_bf16(const void *config, const struct zn_layer_desc *L, int B,
+			       int T)
+{
+	return zn_llama_act_numel_bf16(config, L, B, T);
+}
+
+static uint64_t scratch_numel_bf16(const void *config, const struct zn_layer_desc *L, int B,
+				   int T)
+{
+	return zn_llama_scratch_numel_bf16(config, L, B, T);
+}
+
 static void init(const void *config, const struct zn_layer_desc *L, uint64_t first,
 		 uint64_t count, float *out_h, uint64_t seed)
 {
@@ -66,12 +78,20 @@ static void init(const void *config, const struct zn_layer_desc *L, uint64_t fir
 static void forward(const struct zn_kernel_table *k, void *stream, const void *config,
 		    const struct zn_layer_io *io)
 {
+	if (io->params16) {
+		zn_llama_layer_forward_bf16(k, stream, config, io);
+		return;
+	}
 	zn_llama_layer_forward(k, stream, config, io);
 }
 
 static void backward(const struct zn_kernel_table *k, void *stream, const void *config,
 		     const struct zn_layer_io *io)
 {
+	if (io->params16) {
+		zn_llama_layer_backward_bf16(k, stream, config, io);
+		return;
+	}
 	zn_llama_layer_backward(k, stream, config, io);
 }
 
@@ -97,6 +117,8 @@ const struct zn_model_ops zn_llama_ops = {
 	.width = width,
 	.act_numel = act_numel,
 	.scratch_numel = scratch_numel,
+	.act_numel_bf16 = act_numel_bf16,
+	.scratch_numel_bf16 = scratch_numel_bf16,
 	.init = init,
 	.forward = forward,
 	.backward = backward,
