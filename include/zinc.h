@@ -386,8 +386,15 @@ struct zn_engine_memory {
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 
+/* A target that is no label (Hugging Face's -100): no loss, no gradient, not counted. */
+#define ZN_IGNORE_INDEX (-100)
+
 /* One optimizer step over grad_accum micro-batches: inputs_h and targets_h hold this rank's
- * grad_accum x micro x T tokens (micro-batch k at offset k x micro x T). Returns 0 or a
+ * grad_accum x micro x T tokens (micro-batch k at offset k x micro x T). Targets equal to
+ * ZN_IGNORE_INDEX are masked: the loss (reported and differentiated) is the sum over the
+ * other targets of every micro-batch and rank divided by their global count, as Hugging
+ * Face's mean over labels != -100 (a step without any label has loss 0 and no gradient:
+ * AdamW still moves by its momentum). Returns 0 or a
  * negative code (logged); after an error destroy the engine. A loss or gradient norm that
  * is not finite is -ERANGE, logged with the step and the first layer whose gradient is not
  * finite (with gradient_clipping the weights are left as they were; without, the update
@@ -404,8 +411,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 
 /* Forward only over grad_accum micro-batches laid out as zn_engine_step's (validation):
  * no gradient buffers touched, no optimizer state read or written, the weights unchanged.
- * *loss: the mean per-token loss over every rank's tokens (the value zn_engine_step would
- * report for the same tokens before its update). Collective. Returns 0 or a negative code. */
+ * *loss: the mean per-label loss over every rank's tokens (the value zn_engine_step would
+ * report for the same tokens before its update; ZN_IGNORE_INDEX targets masked as there).
+ * Collective. Returns 0 or a negative code. */
 int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_h, float *loss);
 
 /* The fp32 master weights of layer `layer` (numel floats) gathered from every rank into

@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef ZN_IGNORE_INDEX
+#define ZN_IGNORE_INDEX (-100) /* as zinc.h: a target that is no label */
+#endif
+
 /* Hyperparameters of one `adamw` call (src/cpu/adamw.h's struct zn_adamw_params minus the
  * thread count). The op reads them when it is called (enqueued): they may go away after. */
 struct zn_kernel_adamw {
@@ -88,7 +92,8 @@ struct zn_kernel_table {
 				  size_t N);
 
 	/* Fused softmax + cross-entropy over logits [B,T,Vp] (first V columns are real):
-	 * losses[B,T] = -log softmax(logits)[target]; probs [B,T,Vp] saved.
+	 * losses[B,T] = -log softmax(logits)[target]; probs [B,T,Vp] saved. A target of
+	 * ZN_IGNORE_INDEX (-100: a masked token) has loss 0 and a zero dlogits row.
 	 * Backward writes (not accumulates) dlogits = (probs - onehot) * dloss_scale, zero in
 	 * padded columns; dloss_scale is typically 1/(B*T). A negative target
 	 * (ZN_TARGET_IGNORE) is a token not predicted: loss 0, dlogits row 0. */

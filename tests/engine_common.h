@@ -89,6 +89,10 @@ static inline void et_run_free(struct et_run *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* Loss masks: when set, the target at stream position p is a label only when et_label(p)
+ * (else ZN_IGNORE_INDEX); the same positions for any rank count. */
+static bool (*et_label)(uint64_t pos);
+
 /* Trains `steps` steps with cfg on the stream (world ranks of this launch, or one rank
  * under comm_kind single); returns 0 or the first error. */
 static inline int et_train_any(struct et_run *r, const struct zn_config *cfg,
@@ -120,6 +124,9 @@ static inline int et_train_any(struct et_run *r, const struct zn_config *cfg,
 
 			memcpy(in + k * bt, stream + base, bt * sizeof(int));
 			memcpy(tg + k * bt, stream + base + 1, bt * sizeof(int));
+			for (uint64_t i = 0; et_label && i < bt; i++)
+				if (!et_label(base + 1 + i))
+					tg[k * bt + i] = ZN_IGNORE_INDEX;
 		}
 		rc = zn_engine_step(e, in, tg, &st);
 		r->loss[s] = st.loss;

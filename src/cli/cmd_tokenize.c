@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "data/sft.h"
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
 #include "zinc.h"
@@ -29,12 +30,13 @@ struct doc {
 	bool jsonl;
 	const char *file;
 	uint64_t line;
-	struct zn_ids ids;
+	struct zn_ids ids, mask; /* mask: --template */
 	int rc;
 };
 
 struct tz {
 	const struct zn_tok *tok;
+	enum zn_sft_template tmpl;
 	struct zn_tok_scratch **scratch;
 	int threads;
 	double val_fraction;
@@ -79,6 +81,10 @@ static void usage(FILE *f)
 		"  --val-output FILE   the validation file (default: OUT with _val before .bin)\n"
 		"  --seed N            which documents go to validation (default 1234)\n"
 		"  --threads N         encoding threads (default: every core)\n"
+		"  --template NAME     .jsonl lines are conversations, {\"messages\": [{\"role\",\n"
+		"                      \"content\"}, ...]}, rendered with the built-in template\n"
+		"                      llama3 or chatml (not the Jinja chat_template) into a masked\n"
+		"                      token file: only the assistant's tokens are labels\n"
 		"  --quiet             no progress bar\n");
 }
 
@@ -89,6 +95,13 @@ static int encode_doc(struct tz *z, struct zn_tok_scratch *s, struct doc *d)
 	cJSON *root = NULL;
 	int rc = 0;
 
+	if (z->tmpl && !d->jsonl) {
+		zn_error("%s: --template reads conversations from .jsonl files", d->file);
+		return -EINVAL;
+	}
+	if (z->tmpl)
+		return zn_sft_encode(z->tok, s, z->tmpl, d->text, d->len, d->file, d->line, &d->ids,
+				     &d->mask);
 	if (d->jsonl) {
 		const cJSON *t;
 
@@ -145,12 +158,16 @@ static int flush_batch(struct tz *z, struct doc *docs, size_t n)
 
 		if (!rc)
 			rc = docs[i].rc;
-		if (!rc)
+		if (!rc && z->tmpl)
+			rc = zn_tokfile_append_masked(val ? &z->val : &z->train, docs[i].ids.v,
+						      docs[i].mask.v, docs[i].ids.n);
+		else if (!rc)
 			rc = zn_tokfile_append(val ? &z->val : &z->train, docs[i].ids.v, docs[i].ids.n);
 		z->docs++;
 		z->val_docs += val;
 		z->bytes += docs[i].len + (docs[i].jsonl ? 1 : 0);
 		zn_ids_free(&docs[i].ids);
+		zn_ids_free(&docs[i].mask);
 		free(docs[i].text);
 		docs[i].text = NULL;
 	}
@@ -229,6 +246,7 @@ static int run_inputs(struct tz *z, char **inputs, int n_inputs)
 	for (size_t i = 0; i < nd; i++) {
 		free(docs[i].text);
 		zn_ids_free(&docs[i].ids);
+		zn_ids_free(&docs[i].mask);
 	}
 	free(docs);
 	return rc;
@@ -311,6 +329,10 @@ int zn_cmd_tokenize(int argc, char **argv)
 			z.seed = s;
 		} else if (!strcmp(a, "--threads")) {
 			rc = zn_cli_int(argc, argv, &i, 1, 4096, &z.threads);
+		} else if (!strcmp(a, "--template")) {
+			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			if (!rc)
+				rc = zn_sft_template_parse(v, &z.tmpl);
 		} else if (!strcmp(a, "--quiet")) {
 			quiet = true;
 		} else if (a[0] == '-' && a[1]) {
@@ -340,6 +362,8 @@ int zn_cmd_tokenize(int argc, char **argv)
 		rc = ZN_EUSAGE;
 		goto out;
 	}
+	if (z.tmpl && (rc = zn_sft_check(tok, z.tmpl, tok_path)))
+		goto out;
 	if (!val_out && z.val_fraction > 0)
 		val_out = val_default = default_val_path(out);
 	z.scratch = calloc((size_t)z.threads, sizeof(*z.scratch));
@@ -348,9 +372,12 @@ int zn_cmd_tokenize(int argc, char **argv)
 			rc = -ENOMEM;
 	if (!z.scratch)
 		rc = -ENOMEM;
-	if (!rc && !(rc = zn_tokfile_begin(&z.train, out, zn_tok_vocab(tok))))
+	if (!rc && !(rc = z.tmpl ? zn_tokfile_begin_masked(&z.train, out) :
+			  zn_tokfile_begin(&z.train, out, zn_tok_vocab(tok))))
 		train_open = true;
-	if (!rc && z.val_fraction > 0 && !(rc = zn_tokfile_begin(&z.val, val_out, zn_tok_vocab(tok))))
+	if (!rc && z.val_fraction > 0 &&
+	    !(rc = z.tmpl ? zn_tokfile_begin_masked(&z.val, val_out) :
+		   zn_tokfile_begin(&z.val, val_out, zn_tok_vocab(tok))))
 		val_open = true;
 	if (rc)
 		goto out;
@@ -377,7 +404,11 @@ int zn_cmd_tokenize(int argc, char **argv)
 
 		printf("tokenize: %llu documents, %llu tokens -> %s (%s, %s header)\n",
 		       (unsigned long long)(z.docs - z.val_docs), (unsigned long long)z.train.count,
-		       out, z.train.u32 ? "uint32" : "uint16", z.train.u32 ? "Llama 3" : "GPT-2");
+		       out, z.train.u32 ? "uint32" : "uint16", z.tmpl ? "masked" :
+		       z.train.u32 ? "Llama 3" : "GPT-2");
+		if (z.tmpl)
+			printf("tokenize: template %s: %llu of the tokens are labels (assistant)\n",
+			       zn_sft_template_name(z.tmpl), (unsigned long long)z.train.labels);
 		if (z.val_fraction > 0)
 			printf("tokenize: %llu documents, %llu tokens -> %s (validation)\n",
 			       (unsigned long long)z.val_docs, (unsigned long long)z.val.count, val_out);

@@ -139,6 +139,11 @@ int zn_pack_open(struct zn_pack **out, struct zn_data *d, int B, int T, int rank
 			 zn_data_path(d));
 		return -EINVAL;
 	}
+	if (zn_data_masked(d)) {
+		zn_error("--packing documents: %s is a masked (SFT) token file, whose conversations "
+			 "are not packed yet: use --packing windows", zn_data_path(d));
+		return -EINVAL;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;

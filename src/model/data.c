@@ -25,6 +25,7 @@ struct zn_data {
 	uint64_t file_bytes;
 	uint64_t data_off; /* byte offset of token 0 */
 	int tok_bytes;     /* 1 (text), 2 or 4 */
+	bool masked;       /* ZN_DATA_MAGIC_MASKED: bit 31 of an entry marks no label */
 	uint64_t tok_count;
 	uint64_t windows;
 	uint64_t steps_per_epoch;
@@ -90,11 +91,15 @@ static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t
 	} else if (magic == ZN_DATA_MAGIC_LLAMA3 && version == 7) {
 		d->tok_bytes = 4;
 		d->known_vocab = 128256;
+	} else if (magic == ZN_DATA_MAGIC_MASKED && version == 1) {
+		d->tok_bytes = 4;
+		d->masked = true;
 	} else {
 		zn_error("%s: token file magic %d with version %d: zinc reads llm.c's GPT-2 files "
-			 "(magic %d, version 1, uint16 tokens) and Llama 3 files (magic %d, "
-			 "version 7, uint32 tokens)", d->path, magic, version, ZN_DATA_MAGIC,
-			 ZN_DATA_MAGIC_LLAMA3);
+			 "(magic %d, version 1, uint16 tokens), Llama 3 files (magic %d, "
+			 "version 7, uint32 tokens) and its masked files (magic %d, version 1)",
+			 d->path, magic, version, ZN_DATA_MAGIC, ZN_DATA_MAGIC_LLAMA3,
+			 ZN_DATA_MAGIC_MASKED);
 		return -EINVAL;
 	}
 	if (count < 0) {
@@ -122,8 +127,16 @@ static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t
 
 /* The largest of cnt tokens at p (aligned for tok_bytes; little-endian host). Plain loops
  * of one type each, which the compiler vectorizes: faster than the pread feeding them. */
-static uint32_t chunk_max(const unsigned char *p, int tok_bytes, uint64_t cnt)
+static uint32_t chunk_max(const unsigned char *p, int tok_bytes, bool masked, uint64_t cnt)
 {
+	if (masked) {
+		const uint32_t *q = (const uint32_t *)(const void *)p;
+		uint32_t mx = 0;
+
+		for (uint64_t i = 0; i < cnt; i++)
+			mx = (q[i] & ~ZN_DATA_NOT_LABEL) > mx ? (q[i] & ~ZN_DATA_NOT_LABEL) : mx;
+		return mx;
+	}
 	if (tok_bytes == 1) {
 		unsigned char mx = 0;
 
@@ -169,7 +182,7 @@ static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 
 		rc = zn_pread_all(d->fd, buf + carry, n, d->data_off + off, d->path);
 		if (!rc) {
-			int64_t t = chunk_max(buf + carry, d->tok_bytes, cnt);
+			int64_t t = chunk_max(buf + carry, d->tok_bytes, d->masked, cnt);
 
 			mx = t > mx ? t : mx;
 		}
@@ -215,8 +228,8 @@ static int read_format(struct zn_data *d, enum zn_data_format format, bool *chec
 	*magic = got >= 4 ? le32(hb) : 0;
 	if (rc)
 		return rc;
-	if (format != ZN_DATA_FORMAT_TEXT &&
-	    (*magic == ZN_DATA_MAGIC || *magic == ZN_DATA_MAGIC_LLAMA3)) {
+	if (format != ZN_DATA_FORMAT_TEXT && (*magic == ZN_DATA_MAGIC ||
+	    *magic == ZN_DATA_MAGIC_LLAMA3 || *magic == ZN_DATA_MAGIC_MASKED)) {
 		d->kind = ZN_DATA_TOKENS;
 		return parse_token_header(d, hb, got);
 	}
@@ -362,7 +375,10 @@ int zn_data_next(struct zn_data *d, int *tokens_h, int *targets_h)
 			return rc;
 		for (int t = 0; t <= d->T; t++) {
 			uint32_t v = token_in(d->win, d->tok_bytes, (uint64_t)t);
+			bool label = !d->masked || !(v & ZN_DATA_NOT_LABEL);
 
+			if (d->masked)
+				v &= ~ZN_DATA_NOT_LABEL;
 			if (v > INT32_MAX || (d->vocab_limit && v >= d->vocab_limit)) {
 				/* an int holds every token below a vocabulary zinc can have */
 				zn_error("%s: token %u at position %llu is not below the vocabulary "
@@ -375,7 +391,7 @@ int zn_data_next(struct zn_data *d, int *tokens_h, int *targets_h)
 			if (t < d->T)
 				tokens_h[b * d->T + t] = (int)v;
 			if (t > 0)
-				targets_h[b * d->T + t - 1] = (int)v;
+				targets_h[b * d->T + t - 1] = label ? (int)v : ZN_IGNORE_INDEX;
 		}
 	}
 	d->step++;
@@ -402,7 +418,8 @@ int zn_data_limit_vocab(struct zn_data *d, int64_t vocab, uint64_t *pos, int64_t
 
 		rc = zn_pread_all(d->fd, buf, n, d->data_off + off, d->path);
 		for (uint64_t i = 0; !rc && i < cnt; i++) {
-			int64_t t = token_in(buf, d->tok_bytes, i);
+			int64_t t = token_in(buf, d->tok_bytes, i) &
+				    (d->masked ? ~ZN_DATA_NOT_LABEL : 0xffffffffu);
 
 			if (t >= vocab) {
 				*pos = off / (uint64_t)d->tok_bytes + i;
@@ -507,4 +524,9 @@ int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out)
 	}
 	free(buf);
 	return rc;
+}
+
+bool zn_data_masked(const struct zn_data *d)
+{
+	return d->masked;
 }

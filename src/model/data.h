@@ -30,6 +30,13 @@
  *             ... the file shrank or changed: stop
  *     zn_data_close(d);
  *
+ * Masked token files (zinc tokenize --template writes them; supervised fine-tuning): the
+ * same 256-int header with magic 20251264, version 1, the token count, and in int 5 the
+ * number of labels; then uint32 entries: the token id in bits 0-30, bit 31
+ * (ZN_DATA_NOT_LABEL) set when the token is no label. A window's target t is then
+ * ZN_IGNORE_INDEX (zinc.h: Hugging Face's -100) where entry t + 1 has the bit; its input
+ * is the id either way.
+ *
  * The file is only an input: it must be a regular file (a FIFO, directory or device is
  * refused at open, naming the path). It is read with pread, never mapped, so a file
  * truncated while a run uses it is an error from zn_data_next, not a SIGBUS. A zn_data
@@ -45,6 +52,8 @@
 
 #define ZN_DATA_MAGIC 20240520        /* llm.c GPT-2 token files (version 1, uint16) */
 #define ZN_DATA_MAGIC_LLAMA3 20240801 /* llm.c Llama 3 token files (version 7, uint32) */
+#define ZN_DATA_MAGIC_MASKED 20251264 /* zinc's ids + loss mask (version 1, uint32) */
+#define ZN_DATA_NOT_LABEL 0x80000000u  /* masked files: the entry's token is no label */
 #define ZN_DATA_HEADER_INTS 256
 /* header int 3 == this: int 4 is the document delimiter token (zinc tokenize writes it;
  * llm.c leaves both 0) */
@@ -100,5 +109,7 @@ int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out);
 
 /* The path given to open. */
 const char *zn_data_path(const struct zn_data *d);
+/* A masked token file (its targets may be ZN_IGNORE_INDEX). */
+bool zn_data_masked(const struct zn_data *d);
 
 #endif

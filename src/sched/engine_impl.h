@@ -62,6 +62,11 @@ struct zn_engine {
 	struct zn_frozen fz;     /* frozen parameters, frozen.h */
 	uint64_t *frozen_numel;  /* per layer (descriptors' frozen_numel) */
 
+	/* this step's labels (targets not ZN_IGNORE_INDEX) over every micro-batch and rank,
+	 * and whether every target is one (eval.c zn_engine_count_labels) */
+	float labels;
+	bool all_labels;
+
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;
 };
@@ -72,5 +77,11 @@ struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 /* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen
  * parameters fetched); eval.c */
 int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro);
+/* eval.c: e->labels and e->all_labels for this step's targets (grad_accum x B x T on the
+ * host); collective */
+int zn_engine_count_labels(struct zn_engine *e, const int *targets_h);
+/* eval.c: *loss = (the sum of every rank's token losses) / e->labels (0 without labels),
+ * given this rank's sum; collective */
+int zn_engine_label_mean(struct zn_engine *e, double sum, float *loss);
 
 #endif

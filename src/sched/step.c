@@ -193,11 +193,14 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
 	/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
-	 * with targets not predicted (packed documents), over the predicted ones */
+	 * with targets not predicted (packed documents, masked tokens), over the predicted
+	 * ones of every micro-batch and rank */
 	a.io.dloss_scale = e->opt.scale /
 			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 	if (e->act.pred > 0)
 		a.io.dloss_scale = e->opt.scale / (float)e->act.pred;
+	else if (!e->all_labels)
+		a.io.dloss_scale = e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
@@ -345,6 +348,8 @@ static int mean_loss(struct zn_engine *e, float *loss)
 		*loss = (float)((double)s / e->act.pred);
 		return rc;
 	}
+	if (!e->all_labels) /* masked targets: their losses are 0 (eval.c) */
+		return zn_engine_label_mean(e, sum, loss);
 	mean = (float)(sum / (double)n);
 	if (e->rt.world > 1) {
 		rc = zn_comm_all_reduce(e->rt.comm, NULL, &mean, 1, ZN_DTYPE_F32);
@@ -429,8 +434,10 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		rc = stage_positions(e, targets_h, pos_h);
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
-		rc = zn_reduce_zero_full(e);
+		rc = zn_engine_count_labels(e, targets_h);
 	}
+	if (!rc)
+		rc = zn_reduce_zero_full(e);
 	if (!rc)
 		rc = zn_grads_step_begin(e);
 	/* nvme: the optimizer's first staging buffers read ahead from now on, as background

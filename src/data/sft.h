@@ -1,0 +1,46 @@
+/* Supervised fine-tuning data: a conversation ({"messages": [{"role": "...", "content":
+ * "..."}, ...]}, one JSONL line) rendered with a built-in chat template into token ids and
+ * a loss mask (1: the token is a label, 0: Hugging Face's -100). docs/data.md.
+ *
+ * Templates (Hugging Face's, written out; the Jinja chat_template of tokenizer_config.json
+ * is not interpreted):
+ *   llama3: bos_token, then per message
+ *           <|start_header_id|>ROLE<|end_header_id|>\n\n CONTENT(stripped) <|eot_id|>
+ *   chatml: per message <|im_start|>ROLE\n CONTENT <|im_end|>\n  (Qwen2's default system
+ *           message is not added), after the document delimiter zinc tokenize writes
+ *           (the tokenizer's BOS when it adds one, else its EOS)
+ * The rendered text is tokenized whole (exactly the ids the tokenizer gives for that text)
+ * and a token counts when any of its bytes lies in an assistant message's content or in
+ * that message's end-of-turn token (<|eot_id|>, <|im_end|>), as transformers'
+ * return_assistant_tokens_mask marks tokens from its offset mapping. Byte offsets come
+ * from decoding each id, so the tokenizer must spell the text back byte for byte: byte-level
+ * BPE (Llama 3, Qwen2, GPT-2); SentencePiece tokenizers are refused.
+ */
+#ifndef ZN_DATA_SFT_H
+#define ZN_DATA_SFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/tokenizer.h"
+
+enum zn_sft_template {
+	ZN_SFT_NONE = 0,
+	ZN_SFT_LLAMA3,
+	ZN_SFT_CHATML,
+};
+
+/* "llama3" / "chatml": 0, else ZN_EUSAGE naming --template and the choices */
+int zn_sft_template_parse(const char *name, enum zn_sft_template *t);
+const char *zn_sft_template_name(enum zn_sft_template t);
+/* The tokenizer has the template's special tokens and is byte-level: 0, or ZN_EUSAGE with
+ * a line naming what is missing (tok_path for the message). */
+int zn_sft_check(const struct zn_tok *tok, enum zn_sft_template t, const char *tok_path);
+
+/* One conversation: json[0..len) is a JSONL line. Appends its ids to *ids and as many 0/1
+ * to *mask (same indexing). Errors (-EINVAL) name file:line and the field. */
+int zn_sft_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, enum zn_sft_template t,
+		  const char *json, size_t len, const char *file, uint64_t line,
+		  struct zn_ids *ids, struct zn_ids *mask);
+
+#endif
