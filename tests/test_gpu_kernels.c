@@ -376,6 +376,29 @@ Test(kernels_gpu, crossentropy_bad_target)
 	close_gpu(st);
 }
 
+/* ZN_IGNORE_INDEX (-100, a masked token): loss 0 and a zero dlogits row, no NaN */
+Test(kernels_gpu, crossentropy_ignore_index)
+{
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+	int tg[2] = { ZN_IGNORE_INDEX, 3 };
+	float l[32] = { 0 }, loss[2], d[32];
+	int *tg_d = up(tg, sizeof(tg));
+	float *l_d = up(l, sizeof(l)), *loss_d = up(NULL, sizeof(loss));
+	float *p_d = up(NULL, sizeof(l)), *d_d = up(NULL, sizeof(d));
+
+	gpu->crossentropy_forward(st, loss_d, p_d, l_d, tg_d, 1, 2, 11, 16);
+	gpu->crossentropy_backward(st, d_d, p_d, tg_d, 1.0f, 1, 2, 11, 16);
+	down(loss, loss_d, sizeof(loss), "crossentropy losses");
+	down(d, d_d, sizeof(d), "crossentropy dlogits");
+	cr_assert(loss[0] == 0.0f, "a masked target's loss is 0, got %g", loss[0]);
+	cr_assert(fabsf(loss[1] - logf(11.0f)) < 1e-5f, "loss %g, want log(11)", loss[1]);
+	for (int i = 0; i < 16; i++)
+		cr_assert(d[i] == 0.0f, "masked row must get zero gradient, [%d] = %g", i, d[i]);
+	gt_free(tg_d), gt_free(l_d), gt_free(loss_d), gt_free(p_d), gt_free(d_d);
+	close_gpu(st);
+}
+
 Test(kernels_gpu, casts_bit_exact)
 {
 	void *st;
