@@ -170,7 +170,7 @@ Test(sft, tokenize_writes_the_masked_file_and_train_reads_it)
 	struct zn_ids want = { 0 }, wmask = { 0 };
 	char path[128], *buf = NULL;
 	size_t len = 0;
-	int32_t h[4];
+	int32_t h[6];
 	int convs, labels = 0;
 	struct zn_data *d = NULL;
 
@@ -218,6 +218,12 @@ Test(sft, tokenize_writes_the_masked_file_and_train_reads_it)
 			  "--padded-vocab 384 --seq 16 --micro-batch 2 --steps 6 --steps-per-print 1 "
 			  "--data sft.bin"), 0, "%s", out);
 	cr_expect(strstr(out, "step 6/6"), "%s", out);
+	/* --packing documents would lose the masks: refused, naming the file and the fix */
+	cr_expect_neq(zinc(out, sizeof(out), "train --device host --model tiny --vocab 314 "
+			   "--padded-vocab 384 --seq 16 --micro-batch 2 --steps 1 --data sft.bin "
+			   "--packing documents"), 0);
+	cr_expect(strstr(out, "masked (SFT) token file") && strstr(out, "--packing windows"),
+		  "%s", out);
 	/* refusals: a text input, an unknown template */
 	cr_expect_neq(zinc(out, sizeof(out), "tokenize --tokenizer %s --template chatml -o x.bin "
 			   "%s --quiet", REF "tok/qwen2", REF "gen_sft_fixtures.py"), 0);
