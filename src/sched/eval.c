@@ -28,22 +28,7 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
 	if (rc)
 		return rc;
-	if (micro == 0)
-		rc = zn_fetch_layer0(e, &p0);
-	else
-		p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
-	if (!rc && micro == 0)
-		rc = zn_frozen_layer0(e, &f0);
-	else
-		f0 = zn_frozen_layer0_params(e);
-	if (!rc)
-		rc = zn_fetch_layer0_wait(e);
-	if (!rc)
-		rc = zn_frozen_layer0_wait(e);
-	if (!rc)
-		rc = zn_fetch_begin(e);
-	if (!rc)
-		rc = zn_frozen_begin(e);
+	rc = zn_step_layer0(e, micro, &p0, &f0);
 	if (!rc)
 		rc = zn_step_forward(e, p0, f0, micro);
 	if (!rc)

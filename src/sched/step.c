@@ -268,6 +268,32 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	return rc;
 }
 
+/* A micro-batch's layer 0 (parameters and frozen parameters: fetched on the first
+ * micro-batch, kept for the others) ready on the device, and the prefetch of the layers
+ * after it begun; step.c and eval.c */
+int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float **f0)
+{
+	int rc = 0;
+
+	if (micro == 0)
+		rc = zn_fetch_layer0(e, p0);
+	else
+		*p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+	if (!rc && micro == 0)
+		rc = zn_frozen_layer0(e, f0);
+	else
+		*f0 = zn_frozen_layer0_params(e);
+	if (!rc)
+		rc = zn_fetch_layer0_wait(e);
+	if (!rc)
+		rc = zn_frozen_layer0_wait(e);
+	if (!rc)
+		rc = zn_fetch_begin(e);
+	if (!rc)
+		rc = zn_frozen_begin(e);
+	return rc;
+}
+
 static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
 {
 	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
@@ -293,22 +319,7 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 		rc = zn_event_record(e->act.tev[3 * micro], e->rt.compute);
 	if (rc)
 		return rc;
-	if (micro == 0)
-		rc = zn_fetch_layer0(e, &p0);
-	else
-		p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
-	if (!rc && micro == 0)
-		rc = zn_frozen_layer0(e, &f0);
-	else
-		f0 = zn_frozen_layer0_params(e);
-	if (!rc)
-		rc = zn_fetch_layer0_wait(e);
-	if (!rc)
-		rc = zn_frozen_layer0_wait(e);
-	if (!rc)
-		rc = zn_fetch_begin(e);
-	if (!rc)
-		rc = zn_frozen_begin(e);
+	rc = zn_step_layer0(e, micro, &p0, &f0);
 	if (!rc)
 		rc = forward(e, p0, f0, micro);
 	if (!rc)
