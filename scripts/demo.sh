@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs, builds, shows the machine and the plan for a 70B model, then
 # trains a GPT with ZeRO stage 3 and CPU offload on the text shipped in data/, then the NVMe
-# tier: a short traced run with the state on NVMe and zinc bench step at two caps (all under
-# a temp dir unless ZINC_DEMO_DIR is set).
+# tier: a short traced run with the state on NVMe, zinc bench step at two caps, and zinc
+# generate from the trained model with its layers streamed from NVMe (all under a temp dir
+# unless ZINC_DEMO_DIR is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -56,6 +57,14 @@ echo "== zinc bench step at 64M and 256M per direction"
 "$zinc" bench step "${model[@]}" "${budget[@]}" "${nvme[@]}" "${pin[@]}" --bw 64M,256M \
 	--warmup 1 --steps 3 --plot "$dir/bench-step.png" --csv "$dir/bench-step.csv" \
 	--trace "$dir/bench-step-trace.json"
+echo "== zinc generate: the trained model continues a line (sampled, seeded, KV cache), its"
+echo "   layers streamed from NVMe through two device slots (docs/generate.md); after 300"
+echo "   steps on 2 cores it has learned letter statistics, not words"
+"$zinc" generate --init-from "$dir/demo-final.safetensors" --tokenizer bytes \
+	--prompt "When in the Course of human events," --max-new-tokens 28 \
+	--temperature 0.8 --top-k 20 --seed 1 \
+	--device host --device-mem 20M --offload-param nvme --nvme-path "$dir"
+echo
 echo "== open the traces in ui.perfetto.dev (docs/trace.md):"
 echo "   $dir/train-trace.json"
 echo "   $dir/bench-step-trace.json"
