@@ -422,6 +422,37 @@ Test(nvme_aio, fault_is_logged_with_file_and_offset, .init = cr_redirect_stderr)
 	cr_assert(found, "no log line with '%s ... Input/output error'", want);
 }
 
+/* writes_only: reads issued before and between do not count; the first write fails */
+Test(nvme_aio, fault_writes_only_skips_the_reads, .init = cr_redirect_stderr)
+{
+	struct zn_aio_config c = small_cfg(1, 65536, 4);
+	struct zn_aio *aio;
+	char path[ZN_PATH_MAX + 32];
+	struct zn_aio_file *f;
+	struct zn_aio_req r1, r2, w1, w2;
+	char *buf = nvme_test_alloc(4 * 65536);
+	int fd;
+
+	setup();
+	aio = make_engine(ZN_AIO_BACKEND_URING, &c);
+	fd = nvme_test_open(dir, "wo.bin", 4 * 65536, path, sizeof(path));
+	cr_assert_eq(zn_aio_file_add(aio, fd, path, &f), 0);
+	zn_aio_set_fault(aio, &(struct zn_aio_fault){ .nth = 2, .err = EIO, .writes_only = true });
+	cr_assert_eq(zn_aio_read(aio, f, 0, 65536, buf, &r1), 0);
+	cr_assert_eq(zn_aio_wait(&r1), 0, "a read is not counted");
+	cr_assert_eq(zn_aio_write(aio, f, 65536, 65536, buf + 65536, &w1), 0);
+	cr_assert_eq(zn_aio_wait(&w1), 0, "the first write is not the second");
+	cr_assert_eq(zn_aio_read(aio, f, 0, 65536, buf, &r2), 0);
+	cr_assert_eq(zn_aio_wait(&r2), 0, "a read between is not counted");
+	cr_assert_eq(zn_aio_write(aio, f, 2 * 65536, 65536, buf + 2 * 65536, &w2), 0);
+	cr_assert_eq(zn_aio_wait(&w2), -EIO, "the second write fails");
+	zn_aio_file_remove(aio, f);
+	zn_aio_destroy(aio);
+	close(fd);
+	free(buf);
+	teardown();
+}
+
 Test(nvme_aio, read_past_end_of_file_fails, .init = cr_redirect_stderr)
 {
 	struct zn_aio_config c = small_cfg(1, 65536, 4);

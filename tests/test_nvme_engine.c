@@ -217,7 +217,8 @@ static bool stderr_has(const char *a, const char *b)
 
 /* The nth I/O piece from now fails with EIO: the step fails naming the swap file, the
  * engine is destroyed cleanly and its files are gone. */
-static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op)
+static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_only,
+			const char *op)
 {
 	char dir[ZN_PATH_MAX];
 	const char *dirs[1] = { dir };
@@ -235,7 +236,8 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op
 	set_paths(&c, dirs, 1);
 	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
 	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
-	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
+	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO,
+								 .writes_only = writes_only });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
 	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
@@ -249,19 +251,21 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, const char *op
 
 Test(nvme_engine, read_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	check_fault(ZN_OFFLOAD_NVME, 1, "read of");
+	check_fault(ZN_OFFLOAD_NVME, 1, false, "read of");
 }
 
 Test(nvme_engine, late_fault_fails_the_step, .init = cr_redirect_stderr)
 {
 	/* parameters on cpu: the optimizer's reads */
-	check_fault(ZN_OFFLOAD_CPU, 5, "read of");
+	check_fault(ZN_OFFLOAD_CPU, 5, false, "read of");
 }
 
 Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	/* 4 layers, 4 buffers: 12 reads ahead, then the writes behind */
-	check_fault(ZN_OFFLOAD_CPU, 14, "write of");
+	/* the second write piece of the step, whatever order the queue's priorities and the
+	 * early AdamW give the reads and writes (counting every piece made this timing
+	 * dependent: the 14th piece was a read in a slower, sanitized run) */
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of");
 }
 
 static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,

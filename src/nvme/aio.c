@@ -674,11 +674,13 @@ bool zn_aio_take_locked(struct zn_aio *aio, struct zn_aio_piece *p, uint64_t *wa
 
 void zn_aio_set_fault(struct zn_aio *aio, const struct zn_aio_fault *f)
 {
-	uint64_t base = atomic_load(&aio->seq);
+	uint64_t base;
 
 	atomic_store(&aio->fault_hi, 0);
 	if (!f || !f->nth)
 		return;
+	atomic_store(&aio->fault_writes, f->writes_only);
+	base = atomic_load(f->writes_only ? &aio->wseq : &aio->seq);
 	atomic_store(&aio->fault_err, f->err);
 	atomic_store(&aio->fault_short_bytes, f->short_bytes);
 	atomic_store(&aio->fault_lo, base + f->nth);
@@ -689,6 +691,14 @@ void zn_aio_piece_issue(struct zn_aio *aio, struct zn_aio_piece *p)
 {
 	uint64_t s = atomic_fetch_add(&aio->seq, 1) + 1;
 
+	if (p->op == ZN_AIO_WRITE) {
+		uint64_t w = atomic_fetch_add(&aio->wseq, 1) + 1;
+
+		if (atomic_load(&aio->fault_writes))
+			s = w;
+	} else if (atomic_load(&aio->fault_writes)) {
+		s = 0; /* reads are not counted */
+	}
 	p->fault = s >= atomic_load(&aio->fault_lo) && s < atomic_load(&aio->fault_hi);
 	if (p->buf_index >= 0)
 		atomic_fetch_add(&aio->fixed_buffer_pieces, 1);

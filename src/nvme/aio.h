@@ -115,12 +115,14 @@ struct zn_aio_req {
 /* Fault injection for tests: the nth piece sent to the kernel from now on (1-based;
  * 0 = off) completes with -err, or, when err is 0, as if only short_bytes of it had moved
  * (a short transfer, which the engine must complete). repeat > 1 hits that many pieces in
- * a row. */
+ * a row. writes_only: count write pieces only (the nth write from now on), for a fault
+ * that must hit a write whatever order the queue's priorities give reads and writes. */
 struct zn_aio_fault {
 	uint64_t nth;
 	int err;
 	uint32_t short_bytes;
 	uint32_t repeat;
+	bool writes_only;
 };
 
 /* What the kernel offers, for zinc info. Never fails: unsupported things are false with

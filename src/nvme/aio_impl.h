@@ -87,6 +87,8 @@ struct zn_aio {
 	atomic_bool timing;       /* stamp req->done_ns (zn_aio_set_timing) */
 
 	atomic_uint_fast64_t seq; /* pieces issued */
+	atomic_uint_fast64_t wseq; /* write pieces issued */
+	atomic_bool fault_writes; /* the fault range counts write pieces (wseq) */
 	atomic_uint_fast64_t fixed_buffer_pieces;
 	atomic_uint_fast64_t resubmits;
 	uint64_t bytes_done[2];   /* lock */
