@@ -263,6 +263,24 @@ Test(pack, engine_loss_is_mean_over_predicted)
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
 	cr_assert_eq(zn_engine_step_pos(e, tok, tgt, pos, &st), 0);
 	zn_engine_destroy(e);
+	/* validation reads windows: after a packed step its forward uses no positions (a
+	 * stale pos_d from the step would restart them), so at lr 0 it equals a fresh
+	 * engine's validation of the same windows, bit for bit */
+	{
+		float fresh, after;
+
+		cfg.optimizer.lr = 0.0f;
+		cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+		cr_assert_eq(zn_engine_eval(e, tok, r + 1, &fresh), 0);
+		zn_engine_destroy(e);
+		cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+		cr_assert_eq(zn_engine_step_pos(e, tok, tgt, pos, &st), 0);
+		cr_assert_eq(zn_engine_eval(e, tok, r + 1, &after), 0);
+		zn_engine_destroy(e);
+		cr_assert(fresh == after, "validation after a packed step %.9g, fresh %.9g", after,
+			  fresh);
+		cfg.optimizer.lr = 3e-3f;
+	}
 	net_init(&net, &m);
 	for (int l = 0; l < net.n; l++)
 		m.ops->init(m.config, &net.ld[l], 0, net.ld[l].numel, net.p[l], cfg.runtime.seed);

@@ -101,6 +101,8 @@ int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_
 	float mean = 0.0f;
 	int rc = zn_comm_check(e->rt.comm), r;
 
+	/* validation reads windows: no positions, whatever the last training step staged */
+	e->act.pred = 0;
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_engine_count_labels(e, targets_h);
