@@ -77,6 +77,9 @@ struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 /* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen
  * parameters fetched); eval.c */
 int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro);
+/* step.c: micro-batch `micro`'s tokens and targets (positions when packed) on the device,
+ * the compute waiting for them; eval.c */
+int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h);
 /* step.c: layer 0 of micro-batch `micro` on the device (*p0, *f0) and the prefetch begun;
  * eval.c */
 int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float **f0);

@@ -15,17 +15,7 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 	const float *p0 = NULL, *f0 = NULL;
 	int rc;
 
-	rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
+	rc = zn_step_tokens(e, micro, inputs_h, targets_h);
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);

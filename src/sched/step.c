@@ -268,6 +268,30 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	return rc;
 }
 
+/* A micro-batch's tokens, targets (and positions, packed documents) up, once the previous
+ * micro-batch's backward is done with the last ones; the compute waits for them. step.c
+ * and eval.c */
+int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
+{
+	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
+	int rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
+
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt, bt * sizeof(int),
+				     ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc && step_pos(e))
+		rc = zn_memcpy_async(e->rt.copy_in, e->act.pos_d, e->act.pos_h + micro * bt,
+				     bt * sizeof(int), ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
+	return rc;
+}
+
 /* A micro-batch's layer 0 (parameters and frozen parameters: fetched on the first
  * micro-batch, kept for the others) ready on the device, and the prefetch of the layers
  * after it begun; step.c and eval.c */
@@ -300,21 +324,7 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	const float *p0 = NULL, *f0 = NULL;
 	int rc;
 
-	/* tokens up, once the previous micro-batch's backward is done with the last ones */
-	rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt, bt * sizeof(int),
-				     ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc && step_pos(e))
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.pos_d, e->act.pos_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
+	rc = zn_step_tokens(e, micro, inputs_h, targets_h);
 	if (!rc)
 		rc = zn_event_record(e->act.tev[3 * micro], e->rt.compute);
 	if (rc)
