@@ -405,7 +405,7 @@ int zn_engine_step(struct zn_engine *e, const int *inputs_h, const int *targets_
  * position in its document (NULL: zn_engine_step). Targets < 0 are not predicted: the
  * loss and its gradient average over the predicted targets of every rank and micro-batch
  * (with pos_h or any negative target). Needs zinc.packing documents at create (for
- * pos_h), and fp32 compute. */
+ * pos_h); fp32 or bf16 compute. */
 int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targets_h,
 		       const int *pos_h, struct zn_step_stats *st);
 
@@ -415,6 +415,10 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
  * report for the same tokens before its update; ZN_IGNORE_INDEX targets masked as there).
  * Collective. Returns 0 or a negative code. */
 int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_h, float *loss);
+/* zn_engine_eval of packed rows (zinc.packing documents): pos_h as zn_engine_step_pos's
+ * (NULL: zn_engine_eval); the loss is the mean over the predicted targets. */
+int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		       const int *pos_h, float *loss);
 
 /* The fp32 master weights of layer `layer` (numel floats) gathered from every rank into
  * out_h on every rank. Collective. */

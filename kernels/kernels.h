@@ -295,6 +295,11 @@ struct zn_kernel_table {
 				    const float *wte, const float *wpe, int B, int T, int C);
 	void (*encoder_pos_backward)(void *stream, float *dwte, float *dwpe, const float *dout,
 				     const int *inp, const int *pos, int B, int T, int C);
+	/* encoder_pos_forward reading bf16 tables (bf16 compute with packed documents);
+	 * pos NULL: encoder_forward_bf16. The backward is encoder_pos_backward. */
+	void (*encoder_pos_forward_bf16)(void *stream, float *out, const int *inp,
+					 const int *pos, const uint16_t *wte,
+					 const uint16_t *wpe, int B, int T, int C);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -3,8 +3,8 @@
  * documents run separately in test_kernels_flash_doc.c): GQA, MHA, MQA, head_dim 24..128,
  * documents of length 1, across the 32-key tile, a row that is one document, with and
  * without a sliding window. dqkv starts from the same random values on both sides
- * (accumulate semantics); reruns bit-identical; encoder_pos equal bit for bit (the same
- * (b, t) order). Skips, with the reason, without CUDA or a usable GPU. Tolerance 1e-4.
+ * (accumulate semantics); reruns bit-identical; encoder_pos (and its bf16-table forward)
+ * equal bit for bit (the same (b, t) order). Skips, with the reason, without CUDA or a usable GPU. Tolerance 1e-4.
  */
 #include <criterion/criterion.h>
 
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "cuda_kernels.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
@@ -171,6 +172,23 @@ Test(kernels_gpu_flash_doc, encoder_pos)
 	cpu->encoder_pos_backward(NULL, dwte, dwpe, dout, inp, pos, B, T, C);
 	same("encoder_pos_backward dwte", &s, dwte_d, dwte, V * C, 0);
 	same("encoder_pos_backward dwpe", &s, dwpe_d, dwpe, T * C, 0);
+	/* bf16 tables (bf16 compute): the same bits as the CPU op */
+	{
+		uint16_t *wte16 = malloc(V * C * 2), *wpe16 = malloc(T * C * 2);
+
+		cr_assert(wte16 && wpe16);
+		for (int i = 0; i < V * C; i++)
+			wte16[i] = zn_f32_to_bf16(wte[i]);
+		for (int i = 0; i < T * C; i++)
+			wpe16[i] = zn_f32_to_bf16(wpe[i]);
+		uint16_t *wte16_d = up(wte16, V * C * 2), *wpe16_d = up(wpe16, T * C * 2);
+
+		gpu->encoder_pos_forward_bf16(st, out_d, inp_d, pos_d, wte16_d, wpe16_d, B, T, C);
+		cpu->encoder_pos_forward_bf16(NULL, out, inp, pos, wte16, wpe16, B, T, C);
+		same("encoder_pos_forward_bf16", &s, out_d, out, B * T * C, 0);
+		free(wte16), free(wpe16);
+		gt_free(wte16_d), gt_free(wpe16_d);
+	}
 	free(wte), free(wpe), free(dout), free(dwte), free(dwpe), free(out), free(inp), free(pos);
 	gt_free(inp_d), gt_free(pos_d), gt_free(wte_d), gt_free(wpe_d), gt_free(dout_d);
 	gt_free(dwte_d), gt_free(dwpe_d), gt_free(out_d);

@@ -218,12 +218,22 @@ Test(sft, tokenize_writes_the_masked_file_and_train_reads_it)
 			  "--padded-vocab 384 --seq 16 --micro-batch 2 --steps 6 --steps-per-print 1 "
 			  "--data sft.bin"), 0, "%s", out);
 	cr_expect(strstr(out, "step 6/6"), "%s", out);
-	/* --packing documents would lose the masks: refused, naming the file and the fix */
-	cr_expect_neq(zinc(out, sizeof(out), "train --device host --model tiny --vocab 314 "
-			   "--padded-vocab 384 --seq 16 --micro-batch 2 --steps 1 --data sft.bin "
-			   "--packing documents"), 0);
-	cr_expect(strstr(out, "masked (SFT) token file") && strstr(out, "--packing windows"),
-		  "%s", out);
+	/* --packing documents: each conversation a document, the masks kept (test_pack_mask);
+	 * the validation file packed the same way: at lr 0 its loss over the first global
+	 * batch is the first step's loss */
+	cr_assert_eq(zinc(out, sizeof(out), "train --device host --model tiny --vocab 314 "
+			  "--padded-vocab 384 --seq 16 --micro-batch 8 --steps 1 --data sft.bin "
+			  "--packing documents --val-data sft.bin --eval-batches 1 --lr 0"), 0,
+		     "%s", out);
+	{
+		char want[64], *at = strstr(out, "| loss ");
+		float loss = at ? strtof(at + 7, NULL) : -1.0f;
+
+		snprintf(want, sizeof(want), "val loss %.4f |", loss);
+		cr_expect(strstr(out, "packing documents: 4 documents") &&
+			  strstr(out, "val data: packing documents: 4 documents"), "%s", out);
+		cr_expect(loss > 0 && strstr(out, want), "want \"%s\": %s", want, out);
+	}
 	/* refusals: a text input, an unknown template */
 	cr_expect_neq(zinc(out, sizeof(out), "tokenize --tokenizer %s --template chatml -o x.bin "
 			   "%s --quiet", REF "tok/qwen2", REF "gen_sft_fixtures.py"), 0);

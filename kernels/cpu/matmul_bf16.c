@@ -145,11 +145,19 @@ void zn_cpu_matmul_backward_bf16(float *dinp, float *dweight, float *dbias,
 void zn_cpu_encoder_forward_bf16(float *out, const int *inp, const uint16_t *wte,
 				 const uint16_t *wpe, int B, int T, int C)
 {
+	zn_cpu_encoder_pos_forward_bf16(out, inp, NULL, wte, wpe, B, T, C);
+}
+
+void zn_cpu_encoder_pos_forward_bf16(float *out, const int *inp, const int *pos,
+				     const uint16_t *wte, const uint16_t *wpe, int B, int T,
+				     int C)
+{
 	long BT = (long)B * T;
 
 #pragma omp parallel for schedule(static) if (BT * C > ZN_CPU_PAR_MIN)
 	for (long bt = 0; bt < BT; bt++) {
-		const uint16_t *e = wte + (long)inp[bt] * C, *p = wpe + (bt % T) * C;
+		const uint16_t *e = wte + (long)inp[bt] * C;
+		const uint16_t *p = wpe + (pos ? (long)pos[bt] : bt % T) * C;
 		float *o = out + bt * C;
 
 		for (int c = 0; c < C; c++)

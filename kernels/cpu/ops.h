@@ -67,6 +67,10 @@ void zn_cpu_matmul_backward_bf16(float *dinp, float *dweight, float *dbias,
 				 const uint16_t *weight, int B, int T, int C, int OC);
 void zn_cpu_encoder_forward_bf16(float *out, const int *inp, const uint16_t *wte,
 				 const uint16_t *wpe, int B, int T, int C);
+/* pos [B,T] (packed documents) or NULL: t */
+void zn_cpu_encoder_pos_forward_bf16(float *out, const int *inp, const int *pos,
+				     const uint16_t *wte, const uint16_t *wpe, int B, int T,
+				     int C);
 void zn_cpu_embedding_forward_bf16(float *out, const int *inp, const uint16_t *wte, int B,
 				   int T, int C);
 /* logs "op: out of memory for its conversion buffers" (the op's output is then invalid) */

@@ -302,6 +302,13 @@ static void encoder_pos_backward(void *stream, float *dwte, float *dwpe, const f
 	zn_cpu_encoder_pos_backward(dwte, dwpe, dout, inp, pos, B, T, C);
 }
 
+static void encoder_pos_forward_bf16(void *stream, float *out, const int *inp,
+				     const int *pos, const uint16_t *wte, const uint16_t *wpe,
+				     int B, int T, int C)
+{
+	zn_cpu_encoder_pos_forward_bf16(out, inp, pos, wte, wpe, B, T, C);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -354,4 +361,5 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.flash_attention_doc_backward = flash_attention_doc_backward,
 	.encoder_pos_forward = encoder_pos_forward,
 	.encoder_pos_backward = encoder_pos_backward,
+	.encoder_pos_forward_bf16 = encoder_pos_forward_bf16,
 };

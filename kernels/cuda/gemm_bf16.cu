@@ -99,8 +99,10 @@ extern "C" void zn_cuda_matmul_backward_bf16(void *stream, float *dinp, float *d
 				   OC);
 }
 
-static __global__ void encoder_bf16_kernel(float *out, const int *inp, const uint16_t *wte,
-					   const uint16_t *wpe, size_t n, int T, int C)
+/* wpe NULL: no position table (embedding); pos NULL: position t, else pos[b,t] */
+static __global__ void encoder_bf16_kernel(float *out, const int *inp, const int *pos,
+					   const uint16_t *wte, const uint16_t *wpe, size_t n,
+					   int T, int C)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		size_t bt = i / C;
@@ -108,7 +110,7 @@ static __global__ void encoder_bf16_kernel(float *out, const int *inp, const uin
 		float v = bf16_f32(wte[(size_t)inp[bt] * C + c]);
 
 		if (wpe)
-			v += bf16_f32(wpe[(bt % T) * C + c]);
+			v += bf16_f32(wpe[(pos ? (size_t)pos[bt] : bt % T) * C + c]);
 		out[i] = v;
 	}
 }
@@ -117,10 +119,17 @@ extern "C" void zn_cuda_encoder_forward_bf16(void *stream, float *out, const int
 					     const uint16_t *wte, const uint16_t *wpe, int B,
 					     int T, int C)
 {
+	zn_cuda_encoder_pos_forward_bf16(stream, out, inp, NULL, wte, wpe, B, T, C);
+}
+
+extern "C" void zn_cuda_encoder_pos_forward_bf16(void *stream, float *out, const int *inp,
+						 const int *pos, const uint16_t *wte,
+						 const uint16_t *wpe, int B, int T, int C)
+{
 	size_t n = (size_t)B * T * C;
 
 	encoder_bf16_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-			      (cudaStream_t)stream>>>(out, inp, wte, wpe, n, T, C);
+			      (cudaStream_t)stream>>>(out, inp, pos, wte, wpe, n, T, C);
 	zn_cuda_note_launch("encoder_forward_bf16", __FILE__, __LINE__);
 }
 
@@ -130,6 +139,6 @@ extern "C" void zn_cuda_embedding_forward_bf16(void *stream, float *out, const i
 	size_t n = (size_t)B * T * C;
 
 	encoder_bf16_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-			      (cudaStream_t)stream>>>(out, inp, wte, NULL, n, T, C);
+			      (cudaStream_t)stream>>>(out, inp, NULL, wte, NULL, n, T, C);
 	zn_cuda_note_launch("embedding_forward_bf16", __FILE__, __LINE__);
 }

@@ -126,6 +126,9 @@ void zn_cuda_encoder_forward_bf16(void *stream, float *out, const int *inp,
 				  const uint16_t *wte, const uint16_t *wpe, int B, int T, int C);
 void zn_cuda_embedding_forward_bf16(void *stream, float *out, const int *inp,
 				    const uint16_t *wte, int B, int T, int C);
+void zn_cuda_encoder_pos_forward_bf16(void *stream, float *out, const int *inp,
+				      const int *pos, const uint16_t *wte, const uint16_t *wpe,
+				      int B, int T, int C);
 void zn_cuda_flash_attention_tc_forward(void *stream, float *out, float *lse,
 					const float *qkv, int B, int T, int NH, int KV, int hd,
 					int window);

@@ -313,7 +313,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		rc = -EINVAL;
 	}
 	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
-		rc = zn_train_data_pack(&data, e);
+		rc = zn_train_data_pack(&data, e, NULL);
 	if (!rc && o->ev.epochs) {
 		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
 		steps = (int)(zn_train_data_steps_per_epoch(&data) * (uint64_t)o->ev.epochs /
@@ -325,7 +325,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		rc = zn_train_ckpt_resumed(&ck, e, &data);
 	if (!rc)
 		rc = zn_train_eval_open(&val, &o->ev, cfg->runtime.data_format,
-					zn_train_model_vocab(tm), e, eo.seq_len, cfg->runtime.seed);
+					zn_train_model_vocab(tm), e, eo.seq_len, cfg->runtime.seed,
+					cfg->runtime.packing == ZN_PACKING_DOCUMENTS);
 	for (int i = 0; i < ZN_MONITOR_FIGURES; i++)
 		mon.fd[i] = -1;
 	if (!rc && zn_engine_rank(e) == 0)

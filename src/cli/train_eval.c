@@ -41,7 +41,7 @@ int zn_train_eval_flag(int n, char **rest, int *i, struct zn_train_eval_opts *o)
 
 int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
 		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
-		       uint64_t seed)
+		       uint64_t seed, bool packed)
 {
 	uint64_t per_pass;
 	int rc;
@@ -54,16 +54,22 @@ int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts 
 		return 0;
 	}
 	rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false);
+	/* --packing documents: validation rows packed as the training rows are */
+	if (!rc && packed)
+		rc = zn_train_data_pack(&v->d, e, "val data");
 	if (rc) {
 		zn_error("--val-data %s: cannot be used (see above)", o->val_data);
+		if (v->d.d)
+			zn_train_data_close(&v->d);
 		return rc;
 	}
 	/* one batch = grad_accum data steps of the file */
-	per_pass = zn_data_steps_per_epoch(v->d.d) / (uint64_t)v->d.gas;
+	per_pass = zn_train_data_steps_per_epoch(&v->d) / (uint64_t)v->d.gas;
 	if (per_pass == 0) {
-		zn_error("--val-data %s: fewer tokens than one global batch (%d x %d x %d ranks "
-			 "windows of %d + 1): give more validation data", o->val_data, v->d.gas,
-			 v->d.B, zn_engine_world(e), T);
+		zn_error("--val-data %s: fewer %s than one global batch (%d x %d x %d ranks "
+			 "of %d tokens): give more validation data", o->val_data,
+			 packed ? "packed rows" : "windows", v->d.gas, v->d.B, zn_engine_world(e),
+			 T);
 		zn_train_data_close(&v->d);
 		return ZN_EUSAGE;
 	}
@@ -89,7 +95,7 @@ int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int s
 
 		rc = zn_train_data_next(&v->d);
 		if (!rc)
-			rc = zn_engine_eval(e, v->d.inputs, v->d.targets, &loss);
+			rc = zn_engine_eval_pos(e, v->d.inputs, v->d.targets, v->d.pos, &loss);
 		sum += loss;
 	}
 	if (rc)

@@ -5,7 +5,8 @@
  * validation file (from its start, the same tokens each time, laid out as a training
  * batch) go through zn_engine_eval (forward only: no gradients, no optimizer I/O);
  * rank 0 prints "val loss 3.2101 | ppl 24.78 | step 100" and the summary the best and the
- * last value. */
+ * last value. With --packing documents the validation file is packed as the training
+ * data is (its rows, positions and predicted targets; zn_engine_eval_pos). */
 #ifndef ZN_CLI_TRAIN_EVAL_H
 #define ZN_CLI_TRAIN_EVAL_H
 
@@ -38,7 +39,7 @@ struct zn_train_eval {
 
 int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
 		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
-		       uint64_t seed);
+		       uint64_t seed, bool packed);
 /* After optimizer step `step` (1-based) of `steps`: evaluates when due. */
 int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
 			     FILE *out);

@@ -71,7 +71,7 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 	return 0;
 }
 
-int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e)
+int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e, const char *what)
 {
 	uint64_t bt = (uint64_t)d->B * (uint64_t)d->T, rows, toks;
 	int rc = zn_pack_open(&d->pack, d->d, d->B, d->T, zn_engine_rank(e), zn_engine_world(e));
@@ -84,8 +84,8 @@ int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e)
 	rows = zn_pack_rows(d->pack);
 	toks = zn_data_token_count(d->d);
 	if (zn_engine_rank(e) == 0)
-		printf("packing documents: %llu documents in %llu rows of %d tokens (%.1f%% "
-		       "padding), %llu steps per epoch\n",
+		printf("%s%spacking documents: %llu documents in %llu rows of %d tokens (%.1f%% "
+		       "padding), %llu steps per epoch\n", what ? what : "", what ? ": " : "",
 		       (unsigned long long)zn_pack_documents(d->pack), (unsigned long long)rows,
 		       d->T, rows ? 100.0 * (1.0 - (double)toks / ((double)rows * d->T)) : 0.0,
 		       (unsigned long long)zn_pack_steps_per_epoch(d->pack));

@@ -30,8 +30,9 @@ struct zn_train_data {
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
 		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle);
 /* --packing documents: packs the open file's documents into rows (data/pack.h) and says
- * so on rank 0; zn_train_data_next then fills pos too. 0 or a negative code (logged). */
-int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e);
+ * so on rank 0 ("<what>: packing documents: ..."; what NULL: no prefix);
+ * zn_train_data_next then fills pos too. 0 or a negative code (logged). */
+int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e, const char *what);
 /* Fills inputs/targets for the next step: one global batch per micro-batch (N x B
  * consecutive windows of the file, rank r's the r-th B of them; llm.c's layout). Returns 0
  * or a negative code (logged: the file was truncated or changed during the run). */

@@ -20,10 +20,12 @@ struct zn_pack {
 	uint64_t rows, cap, docs;
 	uint64_t steps_per_epoch;
 	int *buf;           /* T + 1 tokens */
+	bool *lab;          /* and whether each is a label (masked files; else all true) */
 	uint64_t row_start; /* the open row while scanning */
 	uint64_t fill;
 	int pad;            /* padding token: the delimiter when the file has one, else 0 */
 	uint64_t found;     /* delimiters in the file */
+	uint64_t delim_at;  /* masked files: a delimiter that is a label (+ 1; 0: none) */
 };
 
 void zn_pack_close(struct zn_pack *p)
@@ -32,6 +34,7 @@ void zn_pack_close(struct zn_pack *p)
 		return;
 	free(p->start);
 	free(p->buf);
+	free(p->lab);
 	free(p);
 }
 
@@ -85,18 +88,25 @@ static int add_document(struct zn_pack *p, uint64_t ds, uint64_t de)
 static int scan(struct zn_pack *p)
 {
 	int *chunk = malloc(PACK_CHUNK * sizeof(int));
+	bool *lab = malloc(PACK_CHUNK * sizeof(bool));
 	uint64_t ds = 0;
 	int rc = 0;
 
-	if (!chunk)
+	if (!chunk || !lab) {
+		free(chunk);
+		free(lab);
 		return -ENOMEM;
+	}
 	for (uint64_t off = 0; !rc && off < p->tokens; off += PACK_CHUNK) {
 		uint64_t n = p->tokens - off < PACK_CHUNK ? p->tokens - off : PACK_CHUNK;
 
-		rc = zn_data_read(p->d, off, n, chunk);
+		rc = zn_data_read_labels(p->d, off, n, chunk, lab);
 		for (uint64_t i = 0; !rc && i < n; i++) {
 			if (chunk[i] != p->delim)
 				continue;
+			/* a masked file's delimiter is no label (it starts a conversation) */
+			if (zn_data_masked(p->d) && lab[i] && !p->delim_at)
+				p->delim_at = off + i + 1;
 			p->found++;
 			if (off + i > ds) {
 				rc = add_document(p, ds, off + i);
@@ -117,6 +127,7 @@ static int scan(struct zn_pack *p)
 			"one document, cut into pieces of %d tokens", zn_data_path(p->d),
 			(long long)p->delim, p->T);
 	free(chunk);
+	free(lab);
 	return rc;
 }
 
@@ -139,21 +150,28 @@ int zn_pack_open(struct zn_pack **out, struct zn_data *d, int B, int T, int rank
 			 zn_data_path(d));
 		return -EINVAL;
 	}
-	if (zn_data_masked(d)) {
-		zn_error("--packing documents: %s is a masked (SFT) token file, whose conversations "
-			 "are not packed yet: use --packing windows", zn_data_path(d));
-		return -EINVAL;
-	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	*p = (struct zn_pack){ .d = d, .B = B, .T = T, .rank = rank, .world = world,
 			       .delim = zn_data_doc_token(d), .tokens = zn_data_token_count(d) };
 	p->buf = malloc(((size_t)T + 1) * sizeof(int));
-	rc = p->buf ? push_row(p, 0) : -ENOMEM; /* room for the end offset */
+	p->lab = malloc(((size_t)T + 1) * sizeof(bool));
+	rc = p->buf && p->lab ? push_row(p, 0) : -ENOMEM; /* room for the end offset */
 	p->rows = 0;
 	if (!rc)
 		rc = scan(p);
+	if (!rc && p->delim_at) {
+		/* chatml with a tokenizer whose EOS is <|im_end|> (Qwen2-Instruct): the
+		 * delimiter also ends every turn, so conversations cannot be told apart */
+		zn_error("--packing documents: %s is a masked file whose document delimiter "
+			 "(token %lld) is also a label (token %llu): it ends turns inside the "
+			 "conversations, so they cannot be packed; re-tokenize with a tokenizer "
+			 "whose BOS or EOS is not the end-of-turn token (docs/packing.md), or use "
+			 "--packing windows", zn_data_path(d), (long long)p->delim,
+			 (unsigned long long)(p->delim_at - 1));
+		rc = -EINVAL;
+	}
 	if (!rc && p->rows < per_step) {
 		zn_error("--packing documents: %s packs into %llu rows of %d tokens (%llu "
 			 "documents), fewer than one step's world x B = %llu: use more data or a "
@@ -175,7 +193,7 @@ static int fill_row(struct zn_pack *p, uint64_t r, int *tok, int *tgt, int *pos)
 {
 	uint64_t a = p->start[r], e = p->start[r + 1];
 	int n = (int)(e - a), more = e < p->tokens; /* the token after the row, if any */
-	int rc = zn_data_read(p->d, a, (uint64_t)(n + more), p->buf);
+	int rc = zn_data_read_labels(p->d, a, (uint64_t)(n + more), p->buf, p->lab);
 
 	if (rc)
 		return rc;
@@ -184,7 +202,9 @@ static int fill_row(struct zn_pack *p, uint64_t r, int *tok, int *tgt, int *pos)
 
 		tok[t] = p->buf[t];
 		pos[t] = t == 0 || p->buf[t] == p->delim ? 0 : pos[t - 1] + 1;
-		tgt[t] = next >= 0 && next != p->delim ? next : ZN_TARGET_IGNORE;
+		/* across a boundary: not predicted; a masked file's non-label: -100 */
+		tgt[t] = next < 0 || next == p->delim ? ZN_TARGET_IGNORE :
+			 p->lab[t + 1] ? next : ZN_IGNORE_INDEX;
 	}
 	for (int t = n; t < p->T; t++) { /* padding: a segment of its own, not predicted */
 		tok[t] = p->pad;

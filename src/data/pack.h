@@ -13,7 +13,9 @@
  * In a row: pos restarts at 0 at the row's start and at each delimiter; target t is the
  * file's next token when it belongs to the same document (a piece cut inside a long
  * document keeps its last target: the next piece's first token), else ZN_TARGET_IGNORE
- * (the token before a document boundary, and the file's last token). Padding: the
+ * (the token before a document boundary, and the file's last token); in a masked file
+ * (SFT: each conversation a document) a next token of the same document that is no label
+ * gives ZN_IGNORE_INDEX, as the window loader does. Padding: the
  * delimiter as token (0 without one), targets ignored, positions 0, 1, ... of a segment of
  * its own, so it never reaches a real token's attention.
  *
@@ -38,7 +40,7 @@ struct zn_pack;
 
 /* Scans the file for documents and cuts the rows. Returns 0, -ENOMEM, or -EINVAL (logged:
  * no document delimiter known for the file (text), fewer rows than one step's world x B,
- * bad arguments). */
+ * a masked file whose delimiter is also a label, bad arguments). */
 int zn_pack_open(struct zn_pack **out, struct zn_data *d, int B, int T, int rank, int world);
 void zn_pack_close(struct zn_pack *p); /* accepts NULL; the zn_data stays open */
 

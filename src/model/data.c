@@ -489,6 +489,12 @@ int64_t zn_data_doc_token(const struct zn_data *d)
 
 int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out)
 {
+	return zn_data_read_labels(d, first, count, out, NULL);
+}
+
+int zn_data_read_labels(struct zn_data *d, uint64_t first, uint64_t count, int *out,
+			bool *label)
+{
 	unsigned char *buf;
 	uint64_t done = 0;
 	int rc = 0;
@@ -511,6 +517,10 @@ int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out)
 		for (uint64_t i = 0; !rc && i < n; i++) {
 			uint32_t v = token_in(buf, d->tok_bytes, i);
 
+			if (label)
+				label[done + i] = !d->masked || !(v & ZN_DATA_NOT_LABEL);
+			if (d->masked)
+				v &= ~ZN_DATA_NOT_LABEL;
 			if (v > INT32_MAX || (d->vocab_limit && v >= d->vocab_limit)) {
 				zn_error("%s: token %u at position %llu is not below the vocabulary "
 					 "%lld: the file changed while training", d->path, v,

@@ -104,8 +104,13 @@ int zn_data_limit_vocab(struct zn_data *d, int64_t vocab, uint64_t *pos, int64_t
  * (<|begin_of_text|>) for Llama 3 files; -1 for text and other files. */
 int64_t zn_data_doc_token(const struct zn_data *d);
 /* tokens [first, first + count) of the file into out (checked against the vocabulary
- * limit, as zn_data_next). 0 or a negative code (logged). */
+ * limit, as zn_data_next; a masked file's ids without bit 31). 0 or a negative code
+ * (logged). */
 int zn_data_read(struct zn_data *d, uint64_t first, uint64_t count, int *out);
+/* The same, and label[i] = whether token first + i is a label (always true in an unmasked
+ * file); label may be NULL. */
+int zn_data_read_labels(struct zn_data *d, uint64_t first, uint64_t count, int *out,
+			bool *label);
 
 /* The path given to open. */
 const char *zn_data_path(const struct zn_data *d);

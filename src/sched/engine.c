@@ -327,16 +327,6 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
 		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
-	/* packed documents run on the fp32 layers (docs/packing.md): auto means fp32 */
-	if (cfg->runtime.packing == ZN_PACKING_DOCUMENTS && e->compute16) {
-		e->compute16 = false;
-		if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16) {
-			zn_error("--compute-dtype bf16 with --packing documents: packed documents "
-				 "run on the fp32 layers; use --compute-dtype fp32 or auto");
-			rc = -EINVAL;
-			goto destroy;
-		}
-	}
 	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
 		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
 			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",

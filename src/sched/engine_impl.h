@@ -86,6 +86,10 @@ int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float
 /* eval.c: e->labels and e->all_labels for this step's targets (grad_accum x B x T on the
  * host); collective */
 int zn_engine_count_labels(struct zn_engine *e, const int *targets_h);
+/* Packed documents: pos_h [gas, B, T] staged for zn_step_tokens and e->act.pred set to
+ * the predicted targets of every rank (NULL: pred 0, no positions). step.c; step.c and
+ * eval.c */
+int zn_step_positions(struct zn_engine *e, const int *targets_h, const int *pos_h);
 /* eval.c: *loss = (the sum of every rank's token losses) / e->labels (0 without labels),
  * given this rank's sum; collective */
 int zn_engine_label_mean(struct zn_engine *e, double sum, float *loss);

@@ -86,13 +86,21 @@ int zn_engine_label_mean(struct zn_engine *e, double sum, float *loss)
 
 int zn_engine_eval(struct zn_engine *e, const int *inputs_h, const int *targets_h, float *loss)
 {
+	return zn_engine_eval_pos(e, inputs_h, targets_h, NULL, loss);
+}
+
+int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targets_h,
+		       const int *pos_h, float *loss)
+{
 	uint64_t n = (uint64_t)e->gas * (uint64_t)e->B * (uint64_t)e->T;
 	double sum = 0.0;
 	float mean = 0.0f;
 	int rc = zn_comm_check(e->rt.comm), r;
 
-	/* validation reads windows: no positions, whatever the last training step staged */
-	e->act.pred = 0;
+	/* packed rows: their positions; windows (pos_h NULL): none, whatever the last
+	 * training step staged */
+	if (!rc)
+		rc = zn_step_positions(e, targets_h, pos_h);
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_engine_count_labels(e, targets_h);

@@ -397,7 +397,7 @@ static void timings(struct zn_engine *e, struct zn_step_stats *st)
 /* Packed documents (pos_h): positions staged, and e->act.pred, the predicted targets
  * (>= 0) of the global batch: this rank's counted, summed over the ranks (exact in fp32
  * up to 2^24 tokens per step). Without positions pred stays 0 (every target). */
-static int stage_positions(struct zn_engine *e, const int *targets_h, const int *pos_h)
+int zn_step_positions(struct zn_engine *e, const int *targets_h, const int *pos_h)
 {
 	uint64_t n = (uint64_t)e->gas * (uint64_t)e->B * (uint64_t)e->T, count = 0;
 	float c;
@@ -452,7 +452,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc)
 		rc = zn_comm_check(e->rt.comm);
 	if (!rc)
-		rc = stage_positions(e, targets_h, pos_h);
+		rc = zn_step_positions(e, targets_h, pos_h);
 	if (!rc) {
 		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
 		rc = zn_engine_count_labels(e, targets_h);

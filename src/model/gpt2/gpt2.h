@@ -252,7 +252,8 @@ int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt);
  * accumulation (matmul_*_bf16), layernorm, softmax statistics, residuals, loss and every
  * gradient fp32. The GEMM inputs ln_1, ln_2, GELU(fc) and ln_f are saved as bf16; 1-D
  * tensors (layernorm weights, biases) are cast to fp32 into scratch per call. Sizes and
- * contract as the fp32 functions above, with their own act/scratch counts. */
+ * contract as the fp32 functions above (pos: the _pos variants' packed documents, or
+ * NULL), with their own act/scratch counts. */
 uint64_t zn_gpt2_act_numel_bf16(const struct zn_gpt2_config *cfg,
 				const struct zn_layer_desc *L, int B, int T);
 uint64_t zn_gpt2_scratch_numel_bf16(const struct zn_gpt2_config *cfg,
@@ -261,15 +262,16 @@ void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *stream,
 				const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 				const uint16_t *params, const uint16_t *tied_params,
 				float *acts, float *scratch, const float *x_in, float *x_out,
-				const int *tokens, const int *targets, float *losses, int B,
-				int T);
+				const int *tokens, const int *pos, const int *targets,
+				float *losses, int B, int T);
 void zn_gpt2_layer_backward_bf16(const struct zn_kernel_table *k, void *stream,
 				 const struct zn_gpt2_config *cfg,
 				 const struct zn_layer_desc *L, const uint16_t *params,
 				 const uint16_t *tied_params, float *grads, float *tied_grads,
 				 const float *acts, float *scratch, const float *x_in,
 				 const float *dx_out, float *dx_in, const int *tokens,
-				 const int *targets, float dloss_scale, int B, int T);
+				 const int *pos, const int *targets, float dloss_scale, int B,
+				 int T);
 
 /* ---- the model interface (model.h) -------------------------------------------------------
  *

@@ -209,7 +209,7 @@ static const uint16_t *cu16(const float *p)
 static void block_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 			  const uint16_t *p, float *acts, float *scratch, const float *x_in,
-			  float *x_out, int B, int T)
+			  float *x_out, const int *pos, int B, int T)
 {
 	const int C = cfg->d_model, NH = cfg->heads;
 	struct sizes s = sizes_of(cfg, L, B, T);
@@ -225,7 +225,11 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->cast_f32_to_bf16(st, u16(a.ln1), f.tmp, s.btc);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.ln1), w.b[ZN_GPT2_QKV_W], w.f[ZN_GPT2_QKV_B],
 			       B, T, C, 3 * C);
-	k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
+	if (pos) /* packed documents, as gpt2_layer.c */
+		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, pos, B, T, NH, NH,
+					       C / NH, 0);
+	else
+		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
 	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.btc);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[ZN_GPT2_ATTPROJ_W],
 			       w.f[ZN_GPT2_ATTPROJ_B], B, T, C, C);
@@ -246,8 +250,8 @@ void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *st,
 				const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 				const uint16_t *params, const uint16_t *tied_params,
 				float *acts, float *scratch, const float *x_in, float *x_out,
-				const int *tokens, const int *targets, float *losses, int B,
-				int T)
+				const int *tokens, const int *pos, const int *targets,
+				float *losses, int B, int T)
 {
 	const int C = cfg->d_model;
 	struct sizes s = sizes_of(cfg, L, B, T);
@@ -258,11 +262,12 @@ void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *st,
 	assert(B > 0 && T > 0 && T <= cfg->seq);
 	switch (L->kind) {
 	case ZN_GPT2_LAYER_EMBED:
-		k->encoder_forward_bf16(st, x_out, tokens, params + L->tensors[ZN_GPT2_WTE].offset,
-					params + L->tensors[ZN_GPT2_WPE].offset, B, T, C);
+		k->encoder_pos_forward_bf16(st, x_out, tokens, pos,
+					    params + L->tensors[ZN_GPT2_WTE].offset,
+					    params + L->tensors[ZN_GPT2_WPE].offset, B, T, C);
 		break;
 	case ZN_GPT2_LAYER_BLOCK:
-		block_forward(k, st, cfg, L, params, acts, scratch, x_in, x_out, B, T);
+		block_forward(k, st, cfg, L, params, acts, scratch, x_in, x_out, pos, B, T);
 		break;
 	case ZN_GPT2_LAYER_FINAL:
 		assert(tied_params && targets && losses);
@@ -296,7 +301,8 @@ static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct w
 static void block_backward(const struct zn_kernel_table *k, void *st,
 			   const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
 			   const uint16_t *p, float *g, float *acts, float *scratch,
-			   const float *x_in, const float *dx_out, float *dx_in, int B, int T)
+			   const float *x_in, const float *dx_out, float *dx_in, const int *pos,
+			   int B, int T)
 {
 	const int C = cfg->d_model, NH = cfg->heads;
 	struct sizes s = sizes_of(cfg, L, B, T);
@@ -320,8 +326,12 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, dres2, dx_out, d.dres2_ln, s.btc);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
 		   d.dout16, a.atty16, B, T, C, C);
-	k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B, T, NH,
-				    NH, C / NH, 0);
+	if (pos)
+		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+						pos, B, T, NH, NH, C / NH, 0);
+	else
+		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
+					    T, NH, NH, C / NH, 0);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
 		   a.ln1, B, T, C, 3 * C);
 	k->layernorm_backward(st, d.dx_ln, g + L->tensors[ZN_GPT2_LN1_W].offset,
@@ -336,7 +346,8 @@ void zn_gpt2_layer_backward_bf16(const struct zn_kernel_table *k, void *st,
 				 const uint16_t *tied_params, float *grads, float *tied_grads,
 				 const float *acts, float *scratch, const float *x_in,
 				 const float *dx_out, float *dx_in, const int *tokens,
-				 const int *targets, float dloss_scale, int B, int T)
+				 const int *pos, const int *targets, float dloss_scale, int B,
+				 int T)
 {
 	const int C = cfg->d_model;
 	float *acts_rw = (float *)acts; /* only read; the carving takes a mutable base */
@@ -349,13 +360,13 @@ void zn_gpt2_layer_backward_bf16(const struct zn_kernel_table *k, void *st,
 	switch (L->kind) {
 	case ZN_GPT2_LAYER_EMBED:
 		/* the embedding backward reads no parameters */
-		k->encoder_backward(st, grads + L->tensors[ZN_GPT2_WTE].offset,
-				    grads + L->tensors[ZN_GPT2_WPE].offset, dx_out, tokens, B, T,
-				    C);
+		k->encoder_pos_backward(st, grads + L->tensors[ZN_GPT2_WTE].offset,
+					grads + L->tensors[ZN_GPT2_WPE].offset, dx_out, tokens, pos,
+					B, T, C);
 		break;
 	case ZN_GPT2_LAYER_BLOCK:
 		block_backward(k, st, cfg, L, params, grads, acts_rw, scratch, x_in, dx_out,
-			       dx_in, B, T);
+			       dx_in, pos, B, T);
 		break;
 	case ZN_GPT2_LAYER_FINAL:
 		assert(tied_params && tied_grads && targets);

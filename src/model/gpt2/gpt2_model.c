@@ -83,8 +83,8 @@ static void forward(const struct zn_kernel_table *k, void *stream, const void *c
 	if (io->params16) {
 		zn_gpt2_layer_forward_bf16(k, stream, config, io->L, io->params16,
 					   io->tied_params16, io->acts, io->scratch, io->x_in,
-					   io->x_out, io->tokens, io->targets, io->losses, io->B,
-					   io->T);
+					   io->x_out, io->tokens, io->pos, io->targets,
+					   io->losses, io->B, io->T);
 		return;
 	}
 	zn_gpt2_layer_forward_pos(k, stream, config, io->L, io->params, io->tied_params,
@@ -99,7 +99,8 @@ static void backward(const struct zn_kernel_table *k, void *stream, const void *
 		zn_gpt2_layer_backward_bf16(k, stream, config, io->L, io->params16,
 					    io->tied_params16, io->grads, io->tied_grads, io->acts,
 					    io->scratch, io->x_in, io->dx_out, io->dx_in,
-					    io->tokens, io->targets, io->dloss_scale, io->B, io->T);
+					    io->tokens, io->pos, io->targets, io->dloss_scale,
+					    io->B, io->T);
 		return;
 	}
 	zn_gpt2_layer_backward_pos(k, stream, config, io->L, io->params, io->tied_params,
