@@ -28,6 +28,7 @@ struct net {
 static inline void net_init(struct net *net, const struct zn_model *m, uint64_t seed)
 {
 	net->n = m->ops->layer_count(m->config);
+	net->bf16 = false; /* fp32 compute unless the caller sets it */
 	net->ld = calloc((size_t)net->n, sizeof(*net->ld));
 	net->p = calloc((size_t)net->n, sizeof(float *));
 	net->g = calloc((size_t)net->n, sizeof(float *));
