@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "core/fsio.h"
@@ -244,4 +245,48 @@ Test(sft, tokenize_writes_the_masked_file_and_train_reads_it)
 	free(buf);
 	zn_ids_free(&want);
 	zn_ids_free(&wmask);
+}
+
+/* chatml with a tokenizer whose EOS is <|im_end|> (Qwen2-Instruct's tokenizer_config.json):
+ * conversations still start with <|endoftext|> (zn_sft_delimiter), recorded as the file's
+ * delimiter, so the file is the one the EOS <|endoftext|> fixture gives, byte for byte, and
+ * --packing documents finds the 4 conversations, not a document per turn. */
+Test(sft, im_end_eos_keeps_endoftext_as_the_delimiter)
+{
+	static char out[1 << 16];
+	char a[256], b[256], *ta = NULL, *tb = NULL;
+	size_t la = 0, lb = 0;
+	FILE *f;
+
+	snprintf(a, sizeof(a), "%s/tok", dir);
+	cr_assert_eq(mkdir(a, 0700), 0);
+	snprintf(a, sizeof(a), "%s/tok/tokenizer_config.json", dir);
+	f = fopen(a, "w");
+	cr_assert_not_null(f);
+	fputs("{\"tokenizer_class\": \"PreTrainedTokenizerFast\", \"eos_token\": \"<|im_end|>\"}\n",
+	      f);
+	fclose(f);
+	cr_assert_eq(zn_read_input_file(REF "tok/qwen2/tokenizer.json", "tok", 1 << 24, &ta, &la),
+		     0);
+	snprintf(a, sizeof(a), "%s/tok/tokenizer.json", dir);
+	f = fopen(a, "w");
+	cr_assert(f && fwrite(ta, 1, la, f) == la);
+	fclose(f);
+	free(ta);
+	ta = NULL;
+	cr_assert_eq(zinc(out, sizeof(out), "tokenize --tokenizer tok --template chatml -o a.bin "
+			  "%s --quiet", REF "sft/chats.jsonl"), 0, "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), "tokenize --tokenizer %s --template chatml -o b.bin "
+			  "%s --quiet", REF "tok/qwen2", REF "sft/chats.jsonl"), 0, "%s", out);
+	snprintf(a, sizeof(a), "%s/a.bin", dir);
+	snprintf(b, sizeof(b), "%s/b.bin", dir);
+	cr_assert_eq(zn_read_input_file(a, "a", 1 << 20, &ta, &la), 0);
+	cr_assert_eq(zn_read_input_file(b, "b", 1 << 20, &tb, &lb), 0);
+	cr_assert(la == lb && !memcmp(ta, tb, la), "the files differ");
+	cr_assert_eq(zinc(out, sizeof(out), "train --device host --model tiny --vocab 314 "
+			  "--padded-vocab 384 --seq 16 --micro-batch 2 --steps 1 --data a.bin "
+			  "--packing documents"), 0, "%s", out);
+	cr_expect(strstr(out, "packing documents: 4 documents"), "%s", out);
+	free(ta);
+	free(tb);
 }

@@ -382,7 +382,8 @@ int zn_cmd_tokenize(int argc, char **argv)
 	if (rc)
 		goto out;
 	/* the token each document starts with, recorded for --packing documents */
-	z.train.doc_token = zn_tok_adds_bos(tok) ? zn_tok_bos(tok) : zn_tok_eos(tok);
+	z.train.doc_token = z.tmpl ? zn_sft_delimiter(tok, z.tmpl) :
+			    zn_tok_adds_bos(tok) ? zn_tok_bos(tok) : zn_tok_eos(tok);
 	z.val.doc_token = z.train.doc_token;
 	z.progress = !quiet && (z.total_bytes >= ((uint64_t)16 << 20) || isatty(2));
 	z.t0 = now_s();

@@ -74,6 +74,20 @@ int zn_sft_check(const struct zn_tok *tok, enum zn_sft_template t, const char *t
 	return 0;
 }
 
+int32_t zn_sft_delimiter(const struct zn_tok *tok, enum zn_sft_template t)
+{
+	int32_t d, alt;
+
+	if (t == ZN_SFT_LLAMA3)
+		return zn_tok_bos(tok);
+	d = zn_tok_adds_bos(tok) || zn_tok_eos(tok) < 0 ? zn_tok_bos(tok) : zn_tok_eos(tok);
+	/* an end-of-turn delimiter would split conversations at every turn */
+	alt = zn_tok_id(tok, "<|endoftext|>");
+	if (d == zn_tok_id(tok, "<|im_end|>") && alt >= 0)
+		return alt;
+	return d;
+}
+
 static int put(struct render *r, const char *s, size_t n)
 {
 	if (r->n + n + 1 > r->cap) {
@@ -170,11 +184,7 @@ static int render(const struct zn_tok *tok, enum zn_sft_template t, const cJSON 
 	const cJSON *m;
 	int i = 0, rc;
 
-	if (t == ZN_SFT_LLAMA3)
-		rc = token_text(tok, zn_tok_bos(tok), r);
-	else /* zinc tokenize's document delimiter */
-		rc = token_text(tok, zn_tok_adds_bos(tok) || zn_tok_eos(tok) < 0 ? zn_tok_bos(tok) :
-				zn_tok_eos(tok), r);
+	rc = token_text(tok, zn_sft_delimiter(tok, t), r); /* zinc tokenize's delimiter */
 	cJSON_ArrayForEach(m, msgs) {
 		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");

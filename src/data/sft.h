@@ -7,8 +7,7 @@
  *   llama3: bos_token, then per message
  *           <|start_header_id|>ROLE<|end_header_id|>\n\n CONTENT(stripped) <|eot_id|>
  *   chatml: per message <|im_start|>ROLE\n CONTENT <|im_end|>\n  (Qwen2's default system
- *           message is not added), after the document delimiter zinc tokenize writes
- *           (the tokenizer's BOS when it adds one, else its EOS)
+ *           message is not added), after the document delimiter (zn_sft_delimiter)
  * The rendered text is tokenized whole (exactly the ids the tokenizer gives for that text)
  * and a token counts when any of its bytes lies in an assistant message's content or in
  * that message's end-of-turn token (<|eot_id|>, <|im_end|>), as transformers'
@@ -36,6 +35,12 @@ const char *zn_sft_template_name(enum zn_sft_template t);
 /* The tokenizer has the template's special tokens and is byte-level: 0, or ZN_EUSAGE with
  * a line naming what is missing (tok_path for the message). */
 int zn_sft_check(const struct zn_tok *tok, enum zn_sft_template t, const char *tok_path);
+/* The token each conversation starts with, which zinc tokenize records as the document
+ * delimiter (--packing documents): llama3 its bos_token; chatml the tokenizer's BOS when
+ * it adds one, else its EOS, except that an EOS which is <|im_end|> (Qwen2-Instruct's
+ * tokenizer_config.json) would also end every turn, so <|endoftext|> is taken instead when
+ * the tokenizer has it. */
+int32_t zn_sft_delimiter(const struct zn_tok *tok, enum zn_sft_template t);
 
 /* One conversation: json[0..len) is a JSONL line. Appends its ids to *ids and as many 0/1
  * to *mask (same indexing). Errors (-EINVAL) name file:line and the field. */
