@@ -306,7 +306,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
-				eo.seq_len, cfg->runtime.seed, o->ev.shuffle);
+				eo.seq_len, cfg->runtime.seed, o->ev.shuffle,
+				cfg->runtime.packing == ZN_PACKING_DOCUMENTS);
 	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS && o->ev.shuffle) {
 		zn_error("--shuffle with --packing documents: packed rows keep the file's order "
 			 "(docs/packing.md); drop --shuffle");

@@ -53,7 +53,7 @@ int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts 
 			zn_warn("--eval-steps / --eval-batches without --val-data: no validation");
 		return 0;
 	}
-	rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false);
+	rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false, packed);
 	/* --packing documents: validation rows packed as the training rows are */
 	if (!rc && packed)
 		rc = zn_train_data_pack(&v->d, e, "val data");

@@ -41,7 +41,8 @@ static int check_vocab(struct zn_data *d, const char *path, int vocab)
 }
 
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
-		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle)
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle,
+		       bool packed)
 {
 	uint64_t bt;
 	int rc;
@@ -53,8 +54,11 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 	bt = (uint64_t)d->B * (uint64_t)T;
 	/* consecutive windows (llm.c's order) unless shuffle: a permutation per epoch drawn
 	 * from (seed, epoch), the same on every rank */
-	rc = zn_data_open_as(&d->d, path, format, d->B, T, zn_engine_rank(e),
-			     zn_engine_world(e), seed, shuffle);
+	/* packed: the rows are the packer's (data/pack.h), which counts them against
+	 * world x B itself; the windows need only exist (one of T + 1 tokens) */
+	rc = zn_data_open_as(&d->d, path, format, packed ? 1 : d->B, T,
+			     packed ? 0 : zn_engine_rank(e), packed ? 1 : zn_engine_world(e), seed,
+			     shuffle);
 	if (rc)
 		return rc;
 	rc = check_vocab(d->d, path, vocab);

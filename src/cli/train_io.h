@@ -25,10 +25,13 @@ struct zn_train_data {
 
 /* Opens path (an llm.c token file, or UTF-8 text: one token per byte; `format` as
  * zinc.data_format says) for this engine's ranks and checks every token is below vocab
- * (else the error names the token, its position and the --vocab to use). Returns 0 or a
- * negative code (logged). */
+ * (else the error names the token, its position and the --vocab to use). packed: the
+ * file will be packed (zn_train_data_pack, which checks its rows against world x B), so
+ * the window loader's check of world x B windows is not made. Returns 0 or a negative
+ * code (logged). */
 int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_format format,
-		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle);
+		       int vocab, const struct zn_engine *e, int T, uint64_t seed, bool shuffle,
+		       bool packed);
 /* --packing documents: packs the open file's documents into rows (data/pack.h) and says
  * so on rank 0 ("<what>: packing documents: ..."; what NULL: no prefix);
  * zn_train_data_next then fills pos too. 0 or a negative code (logged). */
