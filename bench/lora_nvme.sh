@@ -7,7 +7,8 @@
 # the step's measured read bytes / the read bandwidth zinc bench nvme measures on the same
 # directory in the same run), the base in host memory (--offload-param cpu) as a second
 # reference, and peak RSS against the base's size.
-# usage: [NVME_DIR=DIR] bench/lora_nvme.sh [zinc-binary] [steps] [seq]
+# usage: [NVME_DIR=DIR] [ZINC_ARGS="--frozen-read-buffers N ..."] bench/lora_nvme.sh
+#        [zinc-binary] [steps] [seq]      (ZINC_ARGS: added to both runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 zinc=${1:-build/zinc}
@@ -19,14 +20,15 @@ model=(--model gpt2 --layers 48 --d-model 1600 --heads 25 --vocab 50257 --seq "$
 lora=(--lora-r 8 --lora-alpha 16 --lora-targets c_attn,c_proj,c_fc)
 common=(--device host --device-mem 1G --micro-batch 1 --data data/demo.txt --steps "$steps"
 	--steps-per-print 1 --zero-stage 3 --offload-optimizer cpu --nvme-path "$dir")
+read -r -a extra <<< "${ZINC_ARGS:-}"
 
 echo "# zinc LoRA, base on nvme: $("$zinc" --version), $(nproc) cores, $(date -u +%F)"
-echo "# model: ${model[*]}; ${lora[*]}; ${common[*]}"
+echo "# model: ${model[*]}; ${lora[*]}; ${common[*]} ${extra[*]}"
 bw=$("$zinc" bench nvme --path "$dir" --op read --size 2G --block 8M --depth 8 --json |
 	sed -n "s/.*\"read_gbps\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" | sort -g | tail -1)
 echo "# nvme read bandwidth (zinc bench nvme --op read --block 8M --depth 8): $bw GB/s"
 run() { # prints the step lines and the summary of one run
-	"$zinc" train "${model[@]}" "${lora[@]}" "${common[@]}" "$@" 2>&1 |
+	"$zinc" train "${model[@]}" "${lora[@]}" "${common[@]}" "${extra[@]}" "$@" 2>&1 |
 		grep -E '^step|^summary|error'
 }
 echo "## base on nvme (--offload-param nvme)"

@@ -173,6 +173,9 @@ struct zn_runtime_config {
 	uint64_t seed;
 	bool deterministic;
 	int prefetch_depth; /* 0 = derived from stage3 limits and the device budget */
+	/* a frozen base on nvme (LoRA): pinned read buffers, 0 = working slots + 4, fewer
+	 * when the pinned budget is short (docs/lora.md) */
+	int frozen_read_buffers;
 	/* names this run's swap directories, so runs sharing an nvme path keep apart:
 	 * letters, digits, '.', '_', '-'; "" = p<pid> */
 	char run_id[ZN_RUN_ID_MAX + 1];

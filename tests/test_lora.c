@@ -365,6 +365,7 @@ Test(lora, plan_counts_no_optimizer_state_for_the_base)
 					   .stage = 0, .grad_accum = 1, .prefetch_depth = 1,
 					   .frozen_numel = fr };
 	struct zn_engine_plan p, q;
+	char msg[512];
 
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert(p.frozen && p.frozen_direct);
@@ -387,8 +388,23 @@ Test(lora, plan_counts_no_optimizer_state_for_the_base)
 	cr_assert_eq(p.nvme_frozen_bytes, zn_plan_host_alloc_bytes(200000) +
 		     2 * zn_plan_host_alloc_bytes(600000) + zn_plan_host_alloc_bytes(4000));
 	cr_assert_eq(p.frozen_slots, 2);
+	/* read buffers beyond the slots: 2 + ZN_PLAN_FROZEN_READ_AHEAD, at most the 6 items
+	 * of the sequence; a count given is used */
+	cr_assert_eq(p.frozen_read_buffers, 6);
 	cr_assert_eq(p.host_frozen_bytes, zn_plan_host_alloc_bytes(200000) +
-		     2 * zn_plan_host_alloc_bytes(600000));
+		     6 * zn_plan_host_alloc_bytes(600000));
+	in.frozen_read_buffers = 3;
+	cr_assert_eq(zn_plan_engine(&in, &q), 0);
+	cr_assert_eq(q.frozen_read_buffers, 3);
+	cr_assert_eq(p.host_bytes - q.host_bytes, 3 * zn_plan_host_alloc_bytes(600000));
+	cr_assert_eq(q.host_frozen_bytes, zn_plan_host_alloc_bytes(200000) +
+		     3 * zn_plan_host_alloc_bytes(600000));
+	/* automatic: as many as the pinned budget leaves room for */
+	in.frozen_read_buffers = 0;
+	cr_assert_eq(zn_plan_engine_fit(&in, false, 0, q.host_bytes, &p, msg, sizeof(msg)), 0);
+	cr_assert_eq(p.frozen_read_buffers, 3);
+	cr_assert_eq(zn_plan_engine_fit(&in, false, 0, q.host_bytes - 1, &p, msg, sizeof(msg)), 0);
+	cr_assert_eq(p.frozen_read_buffers, 2);
 	cr_assert_eq(p.frozen_step_read_bytes, zn_plan_host_alloc_bytes(200000) +
 		     2 * 2 * zn_plan_host_alloc_bytes(600000) + 2 * zn_plan_host_alloc_bytes(4000));
 }
@@ -541,8 +557,13 @@ Test(lora, estimate_counts_the_frozen_base_per_tier)
 	in.frozen_params = 0;
 	cr_assert_eq(zn_plan_estimate(&in, &full), 0);
 	cr_assert_eq(lora.nvme_bytes - full.nvme_bytes, 2000000000ull);
-	cr_assert_eq(lora.pinned_staging_bytes - full.pinned_staging_bytes, 3 * 50000000ull * 2);
+	/* layer 0's and 1 + prefetch depth + ZN_PLAN_FROZEN_READ_AHEAD = 6 */
+	cr_assert_eq(lora.pinned_staging_bytes - full.pinned_staging_bytes, 7 * 50000000ull * 2);
 	cr_assert_eq(lora.device_model_bytes, full.device_model_bytes);
+	in.frozen_params = 1000000000;
+	in.frozen_read_buffers = 2;
+	cr_assert_eq(zn_plan_estimate(&in, &lora), 0);
+	cr_assert_eq(lora.pinned_staging_bytes - full.pinned_staging_bytes, 3 * 50000000ull * 2);
 }
 
 /* With activation checkpointing the backward recomputes forwards: the frozen base is

@@ -1,6 +1,8 @@
 /* Frozen parameters homed on nvme (docs/lora.md): a LoRA run whose base lives in the frozen
  * file (stage 3, offload_param nvme) gives the same bits as with the base in host memory,
- * reads the base back unchanged, counts its reads in the plan and leaves no file behind. */
+ * whatever its read buffers (one: each read waits for the previous copy up; more than the
+ * working slots: reads run ahead of them), reads the base back unchanged, counts its reads
+ * and its pinned bytes as the plan does and leaves no file behind. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 
@@ -8,6 +10,7 @@
 #include "engine_common.h"
 #include "model/lora/lora.h"
 #include "nvme_test_util.h"
+#include "sched/engine_impl.h"
 
 static int entries(const char *dir)
 {
@@ -40,8 +43,9 @@ static void res_free(struct res *r)
 	free(r->f);
 }
 
-static void run(struct res *r, enum zn_offload_device opt, enum zn_offload_device prm,
-		bool bf16, const char *dir)
+/* rbufs: zinc.frozen_read_buffers (0 = automatic); depth: prefetch depth (ring depth + 1) */
+static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, const char *dir, int rbufs, int depth)
 {
 	struct zn_gpt2_config mc;
 	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
@@ -60,7 +64,8 @@ static void run(struct res *r, enum zn_offload_device opt, enum zn_offload_devic
 	cfg.zero.offload_optimizer.device = opt;
 	cfg.zero.offload_param.device = prm;
 	cfg.precision.bf16 = bf16;
-	cfg.runtime.prefetch_depth = 2;
+	cfg.runtime.prefetch_depth = depth;
+	cfg.runtime.frozen_read_buffers = rbufs;
 	cfg.zero.offload_optimizer.nvme_path_count = cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_optimizer.nvme_path[0], ZN_PATH_MAX, "%s", dir);
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
@@ -69,6 +74,24 @@ static void run(struct res *r, enum zn_offload_device opt, enum zn_offload_devic
 	cr_assert_eq(zn_lora_prepare(&lc), 0);
 	m = zn_lora_model(&lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	/* the pinned bytes allocated are the plan's (homes, or layer 0's and the read buffers) */
+	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes, "%llu vs plan %llu",
+		     (unsigned long long)zn_frozen_pinned_bytes(e),
+		     (unsigned long long)e->plan.host_frozen_bytes);
+	cr_assert_eq(e->plan.frozen_slots, depth + 1);
+	if (prm == ZN_OFFLOAD_NVME) {
+		/* the count given or slots + 4, at most the 2 (n - 1) items of a micro-batch
+		 * (the pinned budget of 64 MiB is not short here) */
+		int most = 2 * (zn_engine_layer_count(e) - 1);
+		int want = rbufs ? rbufs : depth + 1 + ZN_PLAN_FROZEN_READ_AHEAD;
+
+		cr_assert_eq(e->plan.frozen_read_buffers, want < most ? want : most);
+		cr_assert_eq(e->fz.rd_n, e->plan.frozen_read_buffers);
+		cr_assert_eq(e->plan.host_frozen_bytes,
+			     zn_plan_host_alloc_bytes(e->plan.frozen_layer0_numel * (bf16 ? 2 : 4)) +
+			     (uint64_t)e->fz.rd_n *
+			     zn_plan_host_alloc_bytes(e->plan.frozen_slot_numel * (bf16 ? 2 : 4)));
+	}
 	for (int s = 0; s < 4; s++) {
 		struct zn_step_stats st;
 
@@ -107,6 +130,12 @@ static void run(struct res *r, enum zn_offload_device opt, enum zn_offload_devic
 	free(stream);
 }
 
+static void run(struct res *r, enum zn_offload_device opt, enum zn_offload_device prm,
+		bool bf16, const char *dir)
+{
+	run_with(r, opt, prm, bf16, dir, 0, 2);
+}
+
 static void same(const struct res *a, const struct res *b, const char *what)
 {
 	for (int s = 0; s < 4; s++)
@@ -139,3 +168,32 @@ static void check(bool bf16)
 
 Test(nvme_lora, base_on_nvme_fp32) { check(false); }
 Test(nvme_lora, base_on_nvme_bf16) { check(true); }
+
+/* Read buffers beyond the working slots: two slots (prefetch depth 1) with one read buffer
+ * (each read waits for the previous copy up: the reads are synchronous with the
+ * sequence) and with one per item of a micro-batch's sequence (64 asked: the whole
+ * sequence read ahead of the two slots), and three slots with the automatic count: the same losses and adapters bit for
+ * bit, as with the base in host memory; every byte read once per use, as planned. */
+Test(nvme_lora, read_ahead_beyond_the_slots)
+{
+	char dir[ZN_PATH_MAX];
+	struct res host = { 0 }, sync = { 0 }, deep = { 0 }, autom = { 0 };
+
+	nvme_test_dir(dir, sizeof(dir));
+	run_with(&host, ZN_OFFLOAD_CPU, ZN_OFFLOAD_CPU, true, dir, 0, 1);
+	run_with(&sync, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, true, dir, 1, 1);
+	run_with(&deep, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, true, dir, 64, 1);
+	run_with(&autom, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, true, dir, 0, 2);
+	same(&host, &sync, "one read buffer");
+	same(&sync, &deep, "a read buffer per item, two slots");
+	same(&sync, &autom, "automatic read buffers, three slots");
+	cr_assert_eq(sync.nvme_read, sync.plan_read);
+	cr_assert_eq(deep.nvme_read, deep.plan_read);
+	cr_assert_eq(autom.nvme_read, autom.plan_read);
+	cr_assert_eq(entries(dir), 0, "files left in %s", dir);
+	res_free(&host);
+	res_free(&sync);
+	res_free(&deep);
+	res_free(&autom);
+	nvme_test_rmdir(dir);
+}

@@ -19,6 +19,7 @@ struct est_opts {
 	uint64_t params, largest_layer;
 	int layers, hidden, heads, vocab, seq;
 	int gpus, nodes, prefetch_depth, buffer_count;
+	int frozen_read_buffers; /* LoRA, base on nvme: 0 = the engine's automatic count */
 	bool fp32, json;
 	uint64_t device_mem, host_mem;
 	/* a model by name, config or zinc train's model flags (train_model.h) */
@@ -77,6 +78,7 @@ static void usage(FILE *f)
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
 		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
 		"                     [--lora-r R --lora-targets LIST | --lora-params N]\n"
+		"                     [--frozen-read-buffers N]\n"
 		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
 		"                     [--fit [--nvme-path DIR]... | --nvme-mem SIZE]]\n"
 		"\n"
@@ -84,7 +86,9 @@ static void usage(FILE *f)
 		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
 		"optimizer state as any parameters'). --lora-targets takes PEFT's names: c_attn,\n"
 		"c_proj, c_fc (GPT-2), q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj\n"
-		"(Llama, Qwen2, Mistral).\n"
+		"(Llama, Qwen2, Mistral). With the base on nvme, pinned read buffers of its largest\n"
+		"layer: layer 0's and --frozen-read-buffers N (default 0: 1 + prefetch depth + 4,\n"
+		"as zinc train plans them; docs/lora.md).\n"
 		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
 		"offload choice, plus the working set offload needs (the largest layer's full\n"
 		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch the\n"
@@ -221,6 +225,8 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->prefetch_depth);
 		else if (!strcmp(a, "--buffer-count"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1024, &o->buffer_count);
+		else if (!strcmp(a, "--frozen-read-buffers"))
+			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->frozen_read_buffers);
 		else if (!strcmp(a, "--device-mem") || !strcmp(a, "--host-mem")) {
 			uint64_t *v = a[2] == 'd' ? &o->device_mem : &o->host_mem;
 
@@ -391,6 +397,10 @@ int zn_cmd_estimate(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "gpus_per_node", o.gpus);
 		cJSON_AddNumberToObject(root, "nodes", o.nodes);
 		cJSON_AddNumberToObject(root, "prefetch_depth", o.prefetch_depth);
+		if (o.lora_params)
+			cJSON_AddNumberToObject(root, "frozen_read_buffers",
+						o.frozen_read_buffers > 0 ? o.frozen_read_buffers :
+						1 + o.prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
 		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
 		if (o.acts.micro)
@@ -429,6 +439,7 @@ int zn_cmd_estimate(int argc, char **argv)
 			.params = o.params, .largest_layer = o.largest_layer, .ranks = ranks,
 			.frozen_params = o.lora_params ? o.params : 0,
 			.frozen_largest_layer = o.lora_params ? o.largest_layer : 0,
+			.frozen_read_buffers = o.frozen_read_buffers,
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,

@@ -233,6 +233,10 @@ const struct zn_key zn_config_keys[] = {
 	  "deterministic always)", NULL, 0 },
 	{ "zinc.prefetch_depth", "prefetch-depth", ZN_KEY_INT, OFF(runtime.prefetch_depth), NULL,
 	  0, "layers fetched ahead (0 = from the stage3 limits and the budget)", NULL, 0 },
+	{ "zinc.frozen_read_buffers", "frozen-read-buffers", ZN_KEY_INT,
+	  OFF(runtime.frozen_read_buffers), NULL, 0,
+	  "a frozen base on nvme (LoRA): pinned layer buffers its reads run ahead into (0 = "
+	  "working slots + 4, fewer when the pinned budget is short)", NULL, 0 },
 	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
 	  "names the swap directories: runs sharing an nvme path need different ids "
 	  "(default p<pid>)", NULL, 0 },

@@ -365,6 +365,11 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 		zn_error("zinc.prefetch_depth must be >= 0 (0 = automatic)");
 		return ZN_EUSAGE;
 	}
+	if (cfg->runtime.frozen_read_buffers < 0) {
+		zn_error("zinc.frozen_read_buffers (--frozen-read-buffers) must be >= 0 (0 = "
+			 "automatic), is %d", cfg->runtime.frozen_read_buffers);
+		return ZN_EUSAGE;
+	}
 	rc = validate_batch(cfg, world_size);
 	if (!rc)
 		rc = validate_offload(&cfg->zero.offload_optimizer, "offload_optimizer",

@@ -106,6 +106,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
 		.param_path_count = c->zero.offload_param.nvme_path_count,
 		.frozen_numel = e->frozen_numel,
+		.frozen_read_buffers = c->runtime.frozen_read_buffers,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :

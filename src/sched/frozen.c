@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
+#include "sched/trace_dev.h"
 
 struct fcast {
 	float *out;
@@ -53,14 +54,10 @@ static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel)
 		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
 	if (!rc && p->frozen_home != ZN_TIER_DEVICE && p->frozen_elem_bytes == 2)
 		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(numel * 2));
-	if (!rc && p->frozen_home == ZN_TIER_NVME)
-		rc = zn_tiers_halloc(e, &s->read_h, numel * p->frozen_elem_bytes);
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &s->ready);
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &s->free);
-	if (!rc)
-		rc = zn_event_create(e->rt.dev, &s->copied);
 	return rc;
 }
 
@@ -70,7 +67,11 @@ static void free_slot(struct zn_engine *e, struct zn_fslot *s)
 	zn_device_free(e->rt.dev, s->stage_d);
 	zn_event_destroy(s->ready);
 	zn_event_destroy(s->free);
-	zn_event_destroy(s->copied);
+}
+
+uint64_t zn_frozen_pinned_bytes(const struct zn_engine *e)
+{
+	return e->fz.pinned_bytes;
 }
 
 int zn_frozen_create(struct zn_engine *e)
@@ -95,6 +96,8 @@ int zn_frozen_create(struct zn_engine *e)
 					     zn_plan_device_alloc_bytes(stored_bytes(e, l)));
 		else if (p->frozen_home == ZN_TIER_HOST)
 			rc = zn_tiers_halloc(e, &fz->home[l], stored_bytes(e, l));
+		if (!rc && p->frozen_home == ZN_TIER_HOST && stored_bytes(e, l))
+			fz->pinned_bytes += extent(e, l);
 		fz->file_off[l] = off;
 		off += extent(e, l);
 	}
@@ -205,37 +208,34 @@ int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 
 /* ---- the fetch sequence ------------------------------------------------------------- */
 
-/* Enqueues layer l's working copy into slot s: [nvme read into read_h] -> [copy up] ->
- * [cast]; ready recorded on copy_in. */
-static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s)
+/* Enqueues layer l's working copy into slot s for item (-1: layer 0): [nvme read into
+ * its pinned read buffer] -> [copy up] -> [cast]; ready recorded on copy_in. */
+static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 {
 	const struct zn_engine_plan *p = &e->plan;
 	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
 	bool wide = p->frozen_elem_bytes == 4;
 	const void *src = e->fz.home[l];
 	struct fcast ca;
-	int rc = 0;
+	int h = -1, rc = 0;
 
 	if (!n)
 		return 0;
-	if (p->frozen_home == ZN_TIER_NVME) {
-		/* submitted ahead (frozen_io.c), or now */
-		rc = zn_frozen_io_read_begin(e, l, s);
-		if (!rc)
-			rc = zn_frozen_io_read_end(e, l, s);
-		src = s->read_h;
-	}
+	if (p->frozen_home == ZN_TIER_NVME) /* submitted ahead (frozen_io.c), or now */
+		rc = zn_frozen_io_take(e, item, l, &src);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_in, s->free);
+	if (!rc && p->frozen_home != ZN_TIER_DEVICE)
+		rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "frozen up", l, bytes, &h);
 	if (rc)
 		return rc;
 	if (p->frozen_home != ZN_TIER_DEVICE) {
 		rc = zn_memcpy_async(e->rt.copy_in, wide ? (void *)s->f32_d : s->stage_d, src,
 				     bytes, ZN_COPY_H2D);
-		if (!rc && p->frozen_home == ZN_TIER_NVME) {
-			rc = zn_event_record(s->copied, e->rt.copy_in);
-			s->copy_pending = !rc;
-		}
+		if (!rc && p->frozen_home == ZN_TIER_NVME)
+			rc = zn_frozen_io_copied(e, item);
+		if (!rc)
+			rc = zn_tr_end(e, e->rt.copy_in, h);
 		src = s->stage_d;
 	}
 	if (!rc && !wide && p->frozen_wide) {
@@ -270,6 +270,15 @@ static int seq_layer(const struct zn_engine *e, int item)
 	return e->act.use[item].layer;
 }
 
+/* a micro-batch's sequence from its first item */
+static void seq_reset(struct zn_engine *e)
+{
+	e->fz.seq_len = e->act.use_n;
+	e->fz.seq_issued = 0;
+	e->fz.seq_read = 0;
+	e->fz.seq_cur = -1;
+}
+
 const float *zn_frozen_layer0_params(struct zn_engine *e)
 {
 	if (none(e) || !fnumel(e, 0))
@@ -279,10 +288,16 @@ const float *zn_frozen_layer0_params(struct zn_engine *e)
 
 int zn_frozen_layer0(struct zn_engine *e, const float **f32_d)
 {
+	int rc;
+
 	*f32_d = zn_frozen_layer0_params(e);
 	if (none(e) || e->plan.frozen_direct)
 		return 0;
-	return fetch_into(e, 0, &e->fz.slot0);
+	/* the sequence begins here: its first reads queue behind layer 0's */
+	seq_reset(e);
+	e->fz.seq_begun = true;
+	rc = zn_frozen_io_start0(e);
+	return rc ? rc : fetch_into(e, 0, &e->fz.slot0, -1);
 }
 
 int zn_frozen_layer0_wait(struct zn_engine *e)
@@ -301,17 +316,37 @@ int zn_frozen_layer0_release(struct zn_engine *e)
 
 int zn_frozen_begin(struct zn_engine *e)
 {
-	e->fz.seq_len = e->act.use_n;
-	e->fz.seq_issued = 0;
-	e->fz.seq_read = 0;
+	if (!e->fz.seq_begun) /* else zn_frozen_layer0 began it (and its reads) */
+		seq_reset(e);
+	e->fz.seq_begun = false;
 	if (none(e) || e->plan.frozen_direct)
 		return 0;
 	return zn_frozen_io_pump(e);
 }
 
+/* Items up to the one acquired (seq_cur), then those up to frozen_depth after it whose
+ * read is done: a read not yet done never holds up the enqueueing of an item before it. */
+static int issue(struct zn_engine *e)
+{
+	struct zn_frozen *fz = &e->fz;
+	int last = fz->seq_cur + e->plan.frozen_depth, rc = 0;
+
+	if (last >= fz->seq_len)
+		last = fz->seq_len - 1;
+	while (!rc && fz->seq_issued <= last) {
+		int j = fz->seq_issued;
+
+		if (j > fz->seq_cur && !zn_frozen_io_ready(e, j))
+			break;
+		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j), j);
+		fz->seq_issued++;
+	}
+	return rc;
+}
+
 int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f32_d)
 {
-	int last, rc = 0;
+	int rc;
 
 	*f32_d = NULL;
 	if (none(e) || !fnumel(e, layer))
@@ -320,18 +355,11 @@ int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f3
 		*f32_d = e->fz.home[layer];
 		return 0;
 	}
-	last = item + e->plan.frozen_depth;
-	if (last >= e->fz.seq_len)
-		last = e->fz.seq_len - 1;
-	/* items item .. item + depth: each waits on the device for its slot's release */
-	while (!rc && e->fz.seq_issued <= last) {
-		int j = e->fz.seq_issued;
-
-		rc = zn_frozen_io_need(e, j);
-		if (!rc)
-			rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
-		e->fz.seq_issued++;
-	}
+	/* items .. item + depth: each waits on the device for its slot's release */
+	e->fz.seq_cur = item;
+	rc = zn_frozen_io_pump(e);
+	if (!rc)
+		rc = issue(e);
 	if (!rc)
 		rc = zn_frozen_io_pump(e);
 	if (rc)
@@ -347,5 +375,7 @@ int zn_frozen_release(struct zn_engine *e, int item)
 	if (none(e) || e->plan.frozen_direct || !fnumel(e, seq_layer(e, item)))
 		return 0;
 	rc = zn_event_record(seq_slot(e, item)->free, e->rt.compute);
-	return rc ? rc : zn_frozen_io_pump(e);
+	if (!rc)
+		rc = zn_frozen_io_pump(e);
+	return rc ? rc : issue(e);
 }

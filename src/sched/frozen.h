@@ -21,13 +21,18 @@ struct zn_fslot {
 	float *f32_d;            /* the fp32 working copy the compute reads (frozen_wide) */
 	void *stage_d;           /* 16-bit copy come up from the host (home off the device);
 				  * with bf16 compute the working copy itself */
-	void *read_h;            /* home on nvme: the pinned buffer the layer is read into */
 	struct zn_event *ready;  /* the fetch into this slot is complete */
 	struct zn_event *free;   /* compute is done with the slot's previous layer */
-	struct zn_event *copied; /* read_h's copy up is done (it may be read into again) */
+};
+
+/* Home on nvme: a pinned buffer a layer is read into, then copied up (frozen_io.c). */
+struct zn_fread {
+	void *buf;
+	struct zn_event *copied; /* its copy up is done (it may be read into again) */
 	bool copy_pending;
-	bool reading;            /* home on nvme: a read into read_h is in flight */
-	int read_layer;          /* whose */
+	bool reading;            /* a read into buf is in flight or done, not yet taken */
+	int layer;               /* whose */
+	uint64_t t0_ns;          /* submission (--trace) */
 	struct zn_aio_req req;
 };
 
@@ -40,8 +45,18 @@ struct zn_frozen {
 	struct zn_fslot slot0;
 	struct zn_fslot *ring;
 	int ring_n, seq_len, seq_issued;
+	int seq_cur;             /* the item last acquired: later items are issued early only
+				  * when their read is done */
+	bool seq_begun;          /* zn_frozen_layer0 began this micro-batch's sequence */
+	/* home on nvme: layer 0's read buffer, and rd_n (the plan's frozen_read_buffers) for
+	 * the sequence, item j reading into rd[j % rd_n], so reads run up to rd_n items ahead
+	 * of the copies up, whatever the working-slot ring */
+	struct zn_fread rd0;
+	struct zn_fread *rd;
+	int rd_n;
 	int seq_read;            /* home on nvme: the next item whose read is submitted */
 	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */
+	uint64_t pinned_bytes;   /* pinned host bytes allocated (the plan's host_frozen_bytes) */
 };
 
 int zn_frozen_create(struct zn_engine *e);   /* the plan's buffers (none without frozen) */
@@ -61,13 +76,20 @@ int zn_frozen_begin(struct zn_engine *e);
 int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f32_d);
 int zn_frozen_release(struct zn_engine *e, int item);
 
+/* Pinned host bytes the frozen part allocated (homes, read buffers): the plan's
+ * host_frozen_bytes, which tests compare. */
+uint64_t zn_frozen_pinned_bytes(const struct zn_engine *e);
+
 /* frozen_io.c: the frozen file on nvme and its reads ahead (internal to frozen*.c) */
-int zn_frozen_io_open(struct zn_engine *e);
+int zn_frozen_io_open(struct zn_engine *e);   /* the file, the aio engine, read buffers */
 void zn_frozen_io_close(struct zn_engine *e); /* waits for reads in flight */
 int zn_frozen_io_rw(struct zn_engine *e, int l, void *buf, bool write); /* whole extent */
-int zn_frozen_io_read_begin(struct zn_engine *e, int l, struct zn_fslot *s);
-int zn_frozen_io_read_end(struct zn_engine *e, int l, struct zn_fslot *s);
+/* item's layer l read complete in its buffer (item -1: layer 0's), blocking as needed;
+ * *src the pinned bytes to copy up */
+int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src);
+int zn_frozen_io_copied(struct zn_engine *e, int item); /* its copy up enqueued on copy_in */
+bool zn_frozen_io_ready(struct zn_engine *e, int item); /* its read done (never blocks) */
 int zn_frozen_io_pump(struct zn_engine *e);           /* reads ahead, never blocking */
-int zn_frozen_io_need(struct zn_engine *e, int item); /* item's read submitted */
+int zn_frozen_io_start0(struct zn_engine *e);         /* layer 0's read, then the pump */
 
 #endif

@@ -6,12 +6,15 @@
  * block_size_bytes pieces with queue_depth of them in flight, so a single layer's read
  * moves at the device's bandwidth, not at one synchronous pread's.
  *
- * Reads run ahead of use: a working slot's pinned read buffer takes the read of the next
- * item that will use the slot as soon as the copy up of its previous item is complete
- * (zn_frozen_io_pump, called at the sequence's begin, acquire and release, never blocking);
- * zn_frozen_io_need makes sure an item's read has been submitted, blocking only when its
- * buffer is still being copied up. The bytes read are the same whichever way they arrive,
- * so the results are bit for bit those of the synchronous reads.
+ * Reads run ahead of use through their own pinned read buffers, apart from the device's
+ * working slots: layer 0's, and the plan's frozen_read_buffers for the sequence, item j
+ * reading into rd[j % rd_n]. A buffer takes the read of its next item as soon as the copy
+ * up of its previous item is complete (zn_frozen_io_pump, called at the sequence's begin,
+ * acquire and release, never blocking), so the reads run up to rd_n items ahead of the
+ * copies up, however few working slots the device budget allows; zn_frozen_io_take blocks
+ * only for a read that has not finished (or a buffer still being copied up). The bytes
+ * read are the same whichever way they arrive, so the results are bit for bit those of
+ * synchronous reads (rd_n 1; test_nvme_lora).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,11 +23,25 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/trace.h"
 #include "sched/engine_impl.h"
+#include "sched/trace_dev.h"
 
 static uint64_t extent(const struct zn_engine *e, int l)
 {
 	return zn_plan_host_alloc_bytes(e->ld[l].frozen_numel * e->plan.frozen_elem_bytes);
+}
+
+/* a pinned read buffer of numel stored elements, counted in pinned_bytes */
+static int alloc_read(struct zn_engine *e, struct zn_fread *r, uint64_t numel)
+{
+	uint64_t bytes = numel * e->plan.frozen_elem_bytes;
+	int rc = zn_tiers_halloc(e, &r->buf, bytes);
+
+	if (!rc && bytes)
+		e->fz.pinned_bytes += zn_plan_host_alloc_bytes(bytes);
+	r->layer = -1;
+	return rc ? rc : zn_event_create(e->rt.dev, &r->copied);
 }
 
 int zn_frozen_io_open(struct zn_engine *e)
@@ -52,24 +69,39 @@ int zn_frozen_io_open(struct zn_engine *e)
 	if (!rc)
 		rc = zn_aio_file_add(fz->aio, fd, "the frozen parameters' file", &fz->af);
 	if (!rc)
-		zn_debug("frozen parameters on nvme through %s", zn_aio_describe(fz->aio));
+		zn_debug("frozen parameters on nvme through %s, %d read buffers",
+			 zn_aio_describe(fz->aio), e->plan.frozen_read_buffers);
+	if (!rc)
+		rc = alloc_read(e, &fz->rd0, e->plan.frozen_layer0_numel);
+	fz->rd_n = e->plan.frozen_read_buffers > 0 ? e->plan.frozen_read_buffers : 1;
+	fz->rd = rc ? NULL : calloc((size_t)fz->rd_n, sizeof(*fz->rd));
+	if (!rc && !fz->rd)
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < fz->rd_n; i++)
+		rc = alloc_read(e, &fz->rd[i], e->plan.frozen_slot_numel);
 	return rc;
 }
 
-static void wait_slot(struct zn_fslot *s)
+static void wait_read(struct zn_fread *r)
 {
-	if (s->reading)
-		(void)zn_aio_wait(&s->req);
-	s->reading = false;
+	if (r->reading)
+		(void)zn_aio_wait(&r->req);
+	r->reading = false;
 }
 
 void zn_frozen_io_close(struct zn_engine *e)
 {
 	struct zn_frozen *fz = &e->fz;
 
-	wait_slot(&fz->slot0);
-	for (int i = 0; fz->ring && i < fz->ring_n; i++)
-		wait_slot(&fz->ring[i]);
+	wait_read(&fz->rd0);
+	zn_event_destroy(fz->rd0.copied);
+	for (int i = 0; fz->rd && i < fz->rd_n; i++) {
+		wait_read(&fz->rd[i]);
+		zn_event_destroy(fz->rd[i].copied);
+	}
+	free(fz->rd);
+	fz->rd = NULL;
+	fz->rd_n = 0;
 	if (fz->af)
 		zn_aio_file_remove(fz->aio, fz->af);
 	zn_aio_destroy(fz->aio);
@@ -100,72 +132,48 @@ int zn_frozen_io_rw(struct zn_engine *e, int l, void *buf, bool write)
 	return rc ? failed(l, write, rc) : 0;
 }
 
-/* Submits layer l's read into s->read_h; with block, first waits for the buffer's previous
+/* Submits layer l's read into r->buf; with block, first waits for the buffer's previous
  * copy up, else returns -EAGAIN while it is pending. */
-static int submit(struct zn_engine *e, int l, struct zn_fslot *s, bool block)
+static int submit(struct zn_engine *e, int l, struct zn_fread *r, bool block)
 {
 	int rc = 0;
 
-	if (s->reading) /* left from a step that failed: its bytes are not wanted */
-		(void)zn_aio_wait(&s->req);
-	s->reading = false;
-	if (s->copy_pending) {
-		if (!block && !zn_event_query(s->copied))
+	wait_read(r); /* left from a step that failed: its bytes are not wanted */
+	if (r->copy_pending) {
+		if (!block && !zn_event_query(r->copied))
 			return -EAGAIN;
-		rc = zn_event_synchronize(s->copied);
+		rc = zn_event_synchronize(r->copied);
 		if (rc)
 			return rc;
-		s->copy_pending = false;
+		r->copy_pending = false;
 	}
-	rc = zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], extent(e, l), s->read_h,
-			 &s->req);
+	r->t0_ns = e->tr.on ? zn_trace_now_ns() : 0;
+	rc = zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], extent(e, l), r->buf, &r->req);
 	if (rc)
 		return failed(l, false, rc);
-	s->reading = true;
-	s->read_layer = l;
+	r->reading = true;
+	r->layer = l;
 	return 0;
 }
 
-int zn_frozen_io_read_begin(struct zn_engine *e, int l, struct zn_fslot *s)
+/* item's read buffer; item -1: layer 0's */
+static struct zn_fread *rbuf(struct zn_engine *e, int item)
 {
-	if (s->reading)
-		return 0;
-	return submit(e, l, s, true);
-}
-
-int zn_frozen_io_read_end(struct zn_engine *e, int l, struct zn_fslot *s)
-{
-	int rc;
-
-	if (!s->reading || s->read_layer != l) {
-		zn_error("frozen parameters of layer %d: no read in flight for it (internal)", l);
-		return -EINVAL;
-	}
-	rc = zn_aio_wait(&s->req);
-	s->reading = false;
-	if (rc)
-		return failed(l, false, rc);
-	e->fz.bytes_read += extent(e, l);
-	return 0;
-}
-
-static struct zn_fslot *slot_of(struct zn_engine *e, int item)
-{
-	return &e->fz.ring[item % e->fz.ring_n];
+	return item < 0 ? &e->fz.rd0 : &e->fz.rd[item % e->fz.rd_n];
 }
 
 /* The next item's read, if its buffer is free: its previous item's copy up enqueued
- * (item - ring_n < seq_issued) and, unless block, already complete. */
+ * (item - rd_n < seq_issued) and, unless block, already complete. */
 static int next_read(struct zn_engine *e, bool block)
 {
 	struct zn_frozen *fz = &e->fz;
 	int j = fz->seq_read, l, rc;
 
-	if (j >= fz->seq_len || j - fz->ring_n >= fz->seq_issued)
+	if (j >= fz->seq_len || j - fz->rd_n >= fz->seq_issued)
 		return -EAGAIN;
 	l = e->act.use[j].layer;
 	if (e->ld[l].frozen_numel) {
-		rc = submit(e, l, slot_of(e, j), block);
+		rc = submit(e, l, rbuf(e, j), block);
 		if (rc)
 			return rc;
 	}
@@ -184,13 +192,64 @@ int zn_frozen_io_pump(struct zn_engine *e)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-int zn_frozen_io_need(struct zn_engine *e, int item)
+int zn_frozen_io_start0(struct zn_engine *e)
 {
 	int rc = 0;
 
 	if (e->plan.frozen_home != ZN_TIER_NVME)
 		return 0;
-	while (!rc && e->fz.seq_read <= item)
-		rc = next_read(e, true);
-	return rc == -EAGAIN ? 0 : rc;
+	zn_aio_set_timing(e->fz.aio, e->tr.on);
+	if (e->ld[0].frozen_numel && !e->fz.rd0.reading)
+		rc = submit(e, 0, &e->fz.rd0, true);
+	return rc ? rc : zn_frozen_io_pump(e);
+}
+
+int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src)
+{
+	struct zn_fread *r = rbuf(e, item);
+	int rc = 0;
+
+	*src = NULL;
+	if (item >= 0) /* every read up to item's submitted, in order */
+		while (!rc && e->fz.seq_read <= item)
+			rc = next_read(e, true);
+	else if (!r->reading)
+		rc = submit(e, l, r, true);
+	if (rc && rc != -EAGAIN)
+		return rc;
+	if (!r->reading || r->layer != l) {
+		zn_error("frozen parameters of layer %d: no read in flight for it (internal)", l);
+		return -EINVAL;
+	}
+	rc = zn_aio_wait(&r->req);
+	r->reading = false;
+	if (rc)
+		return failed(l, false, rc);
+	e->fz.bytes_read += extent(e, l);
+	if (e->tr.on)
+		zn_tracer_host(e, ZN_TRACE_NVME_READ, 0, "read frozen", l, r->t0_ns,
+			       r->req.done_ns ? r->req.done_ns : zn_trace_now_ns(), extent(e, l));
+	*src = r->buf;
+	return 0;
+}
+
+int zn_frozen_io_copied(struct zn_engine *e, int item)
+{
+	struct zn_fread *r = rbuf(e, item);
+	int rc = zn_event_record(r->copied, e->rt.copy_in);
+
+	r->copy_pending = !rc;
+	return rc;
+}
+
+bool zn_frozen_io_ready(struct zn_engine *e, int item)
+{
+	struct zn_fread *r;
+
+	if (e->plan.frozen_home != ZN_TIER_NVME || !e->ld[e->act.use[item].layer].frozen_numel)
+		return true;
+	if (item >= e->fz.seq_read)
+		return false;
+	r = rbuf(e, item);
+	return r->reading && zn_aio_poll(&r->req) != -EINPROGRESS;
 }

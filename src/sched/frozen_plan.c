@@ -9,7 +9,9 @@
  * the step, as a later layer may tie to it) and a ring of prefetch_depth + 1 for the others,
  * each slot with a 16-bit staging buffer on the device when the home is off the device and
  * 16-bit (the copy up, then the cast; with bf16 compute the staging buffer is the working
- * copy), and with the home on nvme a pinned read buffer.
+ * copy); with the home on nvme, pinned read buffers apart from the slots: layer 0's and
+ * frozen_read_buffers for the others (ring + ZN_PLAN_FROZEN_READ_AHEAD unless given, fewer
+ * where the pinned budget is short), so the reads run further ahead than the slot ring.
  */
 #include "sched/plan.h"
 
@@ -75,6 +77,20 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 		out->dev_frozen_bytes += dev(s0 * 4) + (uint64_t)ring * dev(sl * 4);
 	if (staged)
 		out->dev_frozen_bytes += dev(s0 * 2) + (uint64_t)ring * dev(sl * 2);
-	if (out->frozen_home == ZN_TIER_NVME)
-		out->host_frozen_bytes += host(s0 * fb) + (uint64_t)ring * host(sl * fb);
+	if (out->frozen_home == ZN_TIER_NVME) {
+		out->frozen_read_buffers = zn_plan_frozen_read_buffers(in->frozen_read_buffers,
+								       ring, in->layer_count);
+		out->host_frozen_bytes += host(s0 * fb) +
+					  (uint64_t)out->frozen_read_buffers * host(sl * fb);
+	}
+}
+
+int zn_plan_frozen_read_buffers(int requested, int ring, int layer_count)
+{
+	int n = requested > 0 ? requested : ring + ZN_PLAN_FROZEN_READ_AHEAD;
+	int most = 2 * (layer_count - 1);
+
+	if (n > most)
+		n = most;
+	return n < 1 ? 1 : n;
 }

@@ -149,8 +149,13 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 		if (!(pl.params == ZN_TIER_DEVICE && b.param == 4))
 			out->device_working_bytes += slots * 4;
 		if (pl.params == ZN_TIER_NVME) {
-			out->pinned_staging_bytes += slots * b.param;
-			out->host_bytes += slots * b.param;
+			int rb = in->frozen_read_buffers > 0 ?
+					 in->frozen_read_buffers :
+					 1 + in->prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD;
+			uint64_t reads = (uint64_t)(1 + rb) * in->frozen_largest_layer * b.param;
+
+			out->pinned_staging_bytes += reads;
+			out->host_bytes += reads;
 		}
 	}
 
@@ -505,6 +510,14 @@ int zn_plan_engine_fit(const struct zn_engine_plan_input *in, bool auto_depth,
 	while (auto_depth && out->gathers && t.prefetch_depth > 0 && device_budget &&
 	       out->device_bytes > device_budget) {
 		t.prefetch_depth--;
+		rc = zn_plan_engine(&t, out);
+		if (rc)
+			return rc;
+	}
+	/* fewer frozen read buffers only cost read-ahead; a count given is kept */
+	while (in->frozen_read_buffers == 0 && out->frozen_read_buffers > 1 && pinned_budget &&
+	       out->host_bytes > pinned_budget) {
+		t.frozen_read_buffers = out->frozen_read_buffers - 1;
 		rc = zn_plan_engine(&t, out);
 		if (rc)
 			return rc;

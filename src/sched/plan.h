@@ -79,9 +79,12 @@ struct zn_estimate_input {
 	 * frozen_largest_layer); params are then the trainable adapters. The base has
 	 * parameters only, 2 (mixed precision) or 4 bytes each, whole on every rank on the
 	 * parameters' tier, plus fp32 working copies on the device of (2 + prefetch_depth)
-	 * layers unless it is fp32 on the device, and with nvme as many pinned read buffers. */
+	 * layers unless it is fp32 on the device, and with nvme pinned read buffers: layer 0's
+	 * and frozen_read_buffers (0 = automatic: 1 + prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD,
+	 * as the engine plans without a pinned budget short). */
 	uint64_t frozen_params;
 	uint64_t frozen_largest_layer;
+	int frozen_read_buffers;
 	bool grad_ring;          /* optimizer on nvme: gradient shards through the pinned ring
 				  * (ZN_PLAN_GRAD_RING + 1 of the largest layer's shard), not all */
 };
@@ -191,6 +194,7 @@ struct zn_engine_plan_input {
 	int param_path_count;        /* offload_param.nvme_path entries (>= 1) */
 	/* frozen parameters (docs/lora.md): floats per layer, or NULL for none */
 	const uint64_t *frozen_numel;
+	int frozen_read_buffers;     /* home on nvme: pinned read buffers (0 = automatic) */
 };
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
@@ -241,6 +245,8 @@ struct zn_engine_plan {
 				      * bf16 compute never widens the base) */
 	int frozen_slots;            /* working-copy ring for layers 1 .. n-1 */
 	int frozen_depth;            /* layers fetched ahead (ring - 1) */
+	int frozen_read_buffers;     /* home on nvme: pinned read buffers for layers 1 .. n-1
+				      * (reads run this many items ahead of the copies up) */
 	uint64_t frozen_numel_total; /* floats over all layers */
 	uint64_t frozen_slot_numel;  /* largest frozen layer among 1 .. n-1 */
 	uint64_t frozen_layer0_numel;
@@ -254,6 +260,13 @@ struct zn_engine_plan {
  * device_bytes and host_bytes include them). The frozen base is not sharded: every rank
  * holds it on the home tier, stored in the run's parameter dtype. */
 void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
+/* Read buffers beyond the working slots that frozen_read_buffers 0 (automatic) plans,
+ * fewer when the pinned budget is short (zn_plan_engine_fit), and zinc estimate counts. */
+#define ZN_PLAN_FROZEN_READ_AHEAD 4
+/* The read buffers planned for n layers, ring working slots and a request (0 = automatic):
+ * the request, or ring + ZN_PLAN_FROZEN_READ_AHEAD; at most the 2 (n - 1) items of a
+ * micro-batch's sequence, at least 1. Pure. */
+int zn_plan_frozen_read_buffers(int requested, int ring, int layer_count);
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
 /* What the arena reserves for plan p: host_bytes + ZN_PLAN_PINNED_MARGIN, at most the
