@@ -405,7 +405,8 @@ Test(lora, plan_counts_no_optimizer_state_for_the_base)
 	cr_assert_eq(p.frozen_read_buffers, 3);
 	cr_assert_eq(zn_plan_engine_fit(&in, false, 0, q.host_bytes - 1, &p, msg, sizeof(msg)), 0);
 	cr_assert_eq(p.frozen_read_buffers, 2);
-	cr_assert_eq(p.frozen_step_read_bytes, zn_plan_host_alloc_bytes(200000) +
+	/* layer 0 at the first step only (its working copy kept), the others at every use */
+	cr_assert_eq(p.frozen_step_read_bytes,
 		     2 * 2 * zn_plan_host_alloc_bytes(600000) + 2 * zn_plan_host_alloc_bytes(4000));
 }
 

@@ -31,6 +31,7 @@ struct res {
 	uint64_t numel[16];
 	int n;
 	uint64_t nvme_read, plan_read;
+	uint64_t first_read, layer0_read; /* step 1's reads; layer 0's extent (nvme home) */
 };
 
 static void res_free(struct res *r)
@@ -87,6 +88,8 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 
 		cr_assert_eq(e->plan.frozen_read_buffers, want < most ? want : most);
 		cr_assert_eq(e->fz.rd_n, e->plan.frozen_read_buffers);
+		r->layer0_read =
+			zn_plan_host_alloc_bytes(e->plan.frozen_layer0_numel * (bf16 ? 2 : 4));
 		cr_assert_eq(e->plan.host_frozen_bytes,
 			     zn_plan_host_alloc_bytes(e->plan.frozen_layer0_numel * (bf16 ? 2 : 4)) +
 			     (uint64_t)e->fz.rd_n *
@@ -99,6 +102,8 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 		r->loss[s] = st.loss;
 		r->nvme_read = st.nvme_read_bytes;
 		r->plan_read = st.plan_nvme_read_bytes;
+		if (s == 0)
+			r->first_read = st.nvme_read_bytes;
 	}
 	r->n = zn_engine_layer_count(e);
 	r->w = calloc((size_t)r->n, sizeof(float *));
@@ -155,10 +160,13 @@ static void check(bool bf16)
 	run(&both, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, bf16, dir);
 	same(&host, &nv, "base on nvme");
 	same(&host, &both, "base and optimizer on nvme");
-	/* the base is read from nvme every step, as the plan says */
+	/* the base is read from nvme every step, as the plan says: layers 1 .. n-1 at every
+	 * use; layer 0 at the first step only (its working copy is kept) */
 	cr_assert(nv.nvme_read > 0);
 	cr_assert_eq(nv.nvme_read, nv.plan_read, "read %llu, plan %llu",
 		     (unsigned long long)nv.nvme_read, (unsigned long long)nv.plan_read);
+	cr_assert(nv.layer0_read > 0);
+	cr_assert_eq(nv.first_read, nv.plan_read + nv.layer0_read);
 	cr_assert_eq(entries(dir), 0, "files left in %s", dir);
 	res_free(&host);
 	res_free(&nv);

@@ -152,6 +152,8 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 
 	if (!n)
 		return 0;
+	if (l == 0)
+		e->fz.slot0_valid = false; /* fetched anew at the next step */
 	if (e->pdt != ZN_DTYPE_F32 || p->frozen_home == ZN_TIER_NVME) {
 		rc = aligned_buf(e, l, &buf);
 		if (rc)
@@ -296,8 +298,12 @@ int zn_frozen_layer0(struct zn_engine *e, const float **f32_d)
 	/* the sequence begins here: its first reads queue behind layer 0's */
 	seq_reset(e);
 	e->fz.seq_begun = true;
-	rc = zn_frozen_io_start0(e);
-	return rc ? rc : fetch_into(e, 0, &e->fz.slot0, -1);
+	/* the base never changes: layer 0's working copy, once fetched, stays for later steps */
+	rc = zn_frozen_io_start0(e, !e->fz.slot0_valid);
+	if (!rc && !e->fz.slot0_valid)
+		rc = fetch_into(e, 0, &e->fz.slot0, -1);
+	e->fz.slot0_valid = !rc;
+	return rc;
 }
 
 int zn_frozen_layer0_wait(struct zn_engine *e)
@@ -324,19 +330,22 @@ int zn_frozen_begin(struct zn_engine *e)
 	return zn_frozen_io_pump(e);
 }
 
-/* Items up to the one acquired (seq_cur), then those up to frozen_depth after it whose
- * read is done: a read not yet done never holds up the enqueueing of an item before it. */
-static int issue(struct zn_engine *e)
+/* Items up to upto (waiting for their reads), then those up to frozen_depth after the one
+ * acquired (seq_cur) whose read is done: a read not yet done never holds up the
+ * enqueueing of an item before it. */
+static int issue(struct zn_engine *e, int upto)
 {
 	struct zn_frozen *fz = &e->fz;
 	int last = fz->seq_cur + e->plan.frozen_depth, rc = 0;
 
+	if (last < upto) /* one slot: upto's previous item is the one just released */
+		last = upto;
 	if (last >= fz->seq_len)
 		last = fz->seq_len - 1;
 	while (!rc && fz->seq_issued <= last) {
 		int j = fz->seq_issued;
 
-		if (j > fz->seq_cur && !zn_frozen_io_ready(e, j))
+		if (j > upto && !zn_frozen_io_ready(e, j))
 			break;
 		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j), j);
 		fz->seq_issued++;
@@ -359,7 +368,7 @@ int zn_frozen_acquire(struct zn_engine *e, int item, int layer, const float **f3
 	e->fz.seq_cur = item;
 	rc = zn_frozen_io_pump(e);
 	if (!rc)
-		rc = issue(e);
+		rc = issue(e, item);
 	if (!rc)
 		rc = zn_frozen_io_pump(e);
 	if (rc)
@@ -377,5 +386,8 @@ int zn_frozen_release(struct zn_engine *e, int item)
 	rc = zn_event_record(seq_slot(e, item)->free, e->rt.compute);
 	if (!rc)
 		rc = zn_frozen_io_pump(e);
-	return rc ? rc : issue(e);
+	/* item + 1's copy up now, its read waited for if need be: the compute of item is
+	 * enqueued, and item + 1 is the next it needs (so its copy runs during item's compute,
+	 * not after whatever the caller does before the next acquire) */
+	return rc ? rc : issue(e, item + 1);
 }

@@ -48,6 +48,8 @@ struct zn_frozen {
 	int seq_cur;             /* the item last acquired: later items are issued early only
 				  * when their read is done */
 	bool seq_begun;          /* zn_frozen_layer0 began this micro-batch's sequence */
+	bool slot0_valid;        /* slot0 holds layer 0's working copy (kept across steps:
+				  * the base never changes; zn_frozen_init_layer(0) clears it) */
 	/* home on nvme: layer 0's read buffer, and rd_n (the plan's frozen_read_buffers) for
 	 * the sequence, item j reading into rd[j % rd_n], so reads run up to rd_n items ahead
 	 * of the copies up, whatever the working-slot ring */
@@ -90,6 +92,7 @@ int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src);
 int zn_frozen_io_copied(struct zn_engine *e, int item); /* its copy up enqueued on copy_in */
 bool zn_frozen_io_ready(struct zn_engine *e, int item); /* its read done (never blocks) */
 int zn_frozen_io_pump(struct zn_engine *e);           /* reads ahead, never blocking */
-int zn_frozen_io_start0(struct zn_engine *e);         /* layer 0's read, then the pump */
+/* a step's start: layer 0's read (with read0), then the sequence's first ones */
+int zn_frozen_io_start0(struct zn_engine *e, bool read0);
 
 #endif

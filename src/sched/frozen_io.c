@@ -192,14 +192,14 @@ int zn_frozen_io_pump(struct zn_engine *e)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-int zn_frozen_io_start0(struct zn_engine *e)
+int zn_frozen_io_start0(struct zn_engine *e, bool read0)
 {
 	int rc = 0;
 
 	if (e->plan.frozen_home != ZN_TIER_NVME)
 		return 0;
 	zn_aio_set_timing(e->fz.aio, e->tr.on);
-	if (e->ld[0].frozen_numel && !e->fz.rd0.reading)
+	if (read0 && e->ld[0].frozen_numel && !e->fz.rd0.reading)
 		rc = submit(e, 0, &e->fz.rd0, true);
 	return rc ? rc : zn_frozen_io_pump(e);
 }

@@ -55,9 +55,10 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 			out->host_frozen_bytes += host(n * fb);
 		else
 			out->nvme_frozen_bytes += host(n * fb); /* 4 KiB extents */
-		if (out->frozen_home == ZN_TIER_NVME && n)
-			out->frozen_step_read_bytes +=
-				(l == 0 ? 1 : 2 * (uint64_t)in->grad_accum) * host(n * fb);
+		/* layer 0's working copy is fetched at the first step and kept (the base never
+		 * changes); the others' are read for each use */
+		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
+			out->frozen_step_read_bytes += 2 * (uint64_t)in->grad_accum * host(n * fb);
 	}
 	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);

@@ -253,7 +253,8 @@ struct zn_engine_plan {
 	uint64_t dev_frozen_bytes;   /* device homes + working copies (+ 16-bit staging) */
 	uint64_t host_frozen_bytes;  /* pinned homes, or the nvme read buffers */
 	uint64_t nvme_frozen_bytes;  /* the frozen file (per rank; every rank holds all) */
-	uint64_t frozen_step_read_bytes; /* nvme: layer 0 once, the others 2 x grad_accum */
+	uint64_t frozen_step_read_bytes; /* nvme: layers 1 .. n-1 2 x grad_accum (layer 0 is
+					  * read at the first step only, its copy kept) */
 };
 
 /* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:
