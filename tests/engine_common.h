@@ -35,6 +35,7 @@ struct et_run {
 	uint64_t *numel;
 	uint64_t peak_bytes; /* device peak */
 	uint64_t plan_bytes;
+	uint64_t nvme_read[16], plan_nvme_read; /* per step; the plan's figure */
 };
 
 static inline void et_model(struct zn_gpt2_config *mc)
@@ -132,6 +133,8 @@ static inline int et_train_any(struct et_run *r, const struct zn_config *cfg,
 		r->loss[s] = st.loss;
 		r->peak_bytes = st.device_peak_bytes;
 		r->plan_bytes = st.plan_device_bytes;
+		r->nvme_read[s] = st.nvme_read_bytes;
+		r->plan_nvme_read = st.plan_nvme_read_bytes;
 	}
 	r->steps = steps;
 	n = zn_engine_layer_count(e);

@@ -31,9 +31,10 @@ static int zinc(const char *args)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* prefetch depth 1: layers 0-2 hot (plan.h), 3-5 fetched from nvme (reads > writes) */
 #define TINY "bench step --device host --model tiny --layers 4 --vocab 256 --seq 16 " \
-	     "--micro-batch 2 --grad-accum 2 --zero-stage 3 --offload-optimizer nvme " \
-	     "--offload-param nvme --warmup 1 --steps 2"
+	     "--prefetch-depth 1 --micro-batch 2 --grad-accum 2 --zero-stage 3 " \
+	     "--offload-optimizer nvme --offload-param nvme --warmup 1 --steps 2"
 
 static double num(const cJSON *o, const char *key)
 {
@@ -71,6 +72,11 @@ Test(nvme_bench_step, json_has_a_row_per_cap_and_a_bound_no_larger_than_the_step
 	m = cJSON_GetObjectItem(root, "machine");
 	cr_assert_gt(num(m, "h2d_bytes_per_s"), 0);
 	cr_assert_gt(num(m, "baseline_step_ms"), 0);
+	/* the baseline: a round before the first cap and one after each, the median of all
+	 * their steps, so between the fastest and the slowest round's median */
+	cr_assert_eq(num(m, "baseline_rounds"), 3);
+	cr_assert_leq(num(m, "baseline_round_min_ms"), num(m, "baseline_step_ms"));
+	cr_assert_leq(num(m, "baseline_step_ms"), num(m, "baseline_round_max_ms"));
 	rows = cJSON_GetObjectItem(root, "rows");
 	cr_assert_eq(cJSON_GetArraySize(rows), 2, "%s", out);
 	for (const cJSON *r = rows->child; r; r = r->next, i++) {

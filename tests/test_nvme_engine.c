@@ -170,6 +170,64 @@ Test(nvme_engine, six_layers_two_buffers_read_ahead_and_write_behind)
 	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 1, 2, 2, true, 0, 4);
 }
 
+/* Hot layers (plan.h): the layers a micro-batch's forward fetches first keep their current
+ * shard in pinned memory, refreshed as AdamW writes the extent, and their fetches copy it
+ * up instead of reading nvme. At prefetch depths 4 .. 1 (hot layers 0 .. depth + 1: all
+ * of them down to 0 .. 2) the losses and weights are cpu offload's bit for bit, and every step reads
+ * exactly the plan's bytes, fewer the more layers are hot. */
+static void check_hot(bool bf16)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_gpt2_config mc;
+	struct zn_config c;
+	struct et_run cpu, nv;
+	int *tok = stream_for(ET_STEPS, 2);
+	uint64_t prev = 0;
+
+	et_model(&mc);
+	mc.layers = 4; /* 6 engine layers */
+	zn_gpt2_config_validate(&mc);
+	nvme_test_dir(dir, sizeof(dir));
+	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 2);
+	c.zero.offload_param.device = ZN_OFFLOAD_CPU;
+	c.precision.bf16 = bf16;
+	cr_assert_eq(et_train_model(&cpu, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	c.zero.offload_optimizer.device = ZN_OFFLOAD_NVME;
+	c.zero.offload_param.device = ZN_OFFLOAD_NVME;
+	set_paths(&c, dirs, 1);
+	for (int depth = 4; depth >= 1; depth--) { /* 0 would be the automatic depth */
+		char what[64];
+
+		snprintf(what, sizeof(what), "%s prefetch depth %d", bf16 ? "bf16" : "fp32", depth);
+		c.runtime.prefetch_depth = depth;
+		cr_assert_eq(et_train_model(&nv, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0,
+			     "%s failed", what);
+		assert_identical(what, &cpu, &nv);
+		for (int s = 0; s < ET_STEPS; s++)
+			cr_assert_eq(nv.nvme_read[s], nv.plan_nvme_read, "%s: step %d read %llu B, "
+				     "plan %llu B", what, s + 1, (unsigned long long)nv.nvme_read[s],
+				     (unsigned long long)nv.plan_nvme_read);
+		/* fewer hot layers (lower depth), more reads; depth 4 makes all 5 hot */
+		cr_assert_gt(nv.plan_nvme_read, prev, "%s", what);
+		prev = nv.plan_nvme_read;
+		et_run_free(&nv);
+	}
+	et_run_free(&cpu);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_engine, hot_layers_at_every_prefetch_depth_equal_cpu_offload)
+{
+	check_hot(false);
+}
+
+Test(nvme_engine, bf16_hot_layers_at_every_prefetch_depth_equal_cpu_offload)
+{
+	check_hot(true);
+}
+
 /* zinc train end to end with everything on nvme, one path */
 Test(nvme_engine, zinc_train_with_state_on_nvme)
 {

@@ -44,9 +44,10 @@ static void run_traced(struct run *r, const char *extra)
 
 	nvme_test_dir(r->dir, sizeof(r->dir));
 	snprintf(r->trace, sizeof(r->trace), "%s/t.json", r->dir);
+	/* prefetch depth 1: layers 0-2 hot (plan.h), 3-5 fetched from nvme */
 	snprintf(args, sizeof(args), "train --device host --model tiny --layers 4 --vocab 256 "
-		 "--seq 16 --micro-batch 2 --grad-accum 2 --steps 2 --zero-stage 3 "
-		 "--offload-optimizer nvme --offload-param nvme --nvme-path %s --data "
+		 "--prefetch-depth 1 --seq 16 --micro-batch 2 --grad-accum 2 --steps 2 "
+		 "--zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path %s --data "
 		 "%s/data/demo.txt --trace %s %s", r->dir, ZN_TEST_SRC_DIR, r->trace, extra);
 	cr_assert_eq(zinc(out, sizeof(out), args), 0, "%s\n%s", args, out);
 	cr_assert_not_null(strstr(out, "trace "), "%s", out);

@@ -270,8 +270,11 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	cr_assert_eq(p.nvme_param_bytes, prm);
 	cr_assert_eq(p.swap_buffers, 2);
 	cr_assert_eq(p.fetch_buffers, p.param_slots + 1);
+	/* hot layers: prefetch depth 1 + 1 = layers 1 and 2 keep their bf16 shard pinned
+	 * (layer 0's is its fetch buffer) */
+	cr_assert_eq(p.hot_layers, 2);
 	cr_assert_eq(p.host_swap_bytes, 2 * (14 * shard_max) + (uint64_t)p.fetch_buffers * 2 *
-					 shard_max);
+					 shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
 	cr_assert_eq(p.nvme_optim_path_bytes,
 		     ((opt + ZN_PLAN_SWAP_STRIPE - 1) / ZN_PLAN_SWAP_STRIPE + 1) / 2 *
 			     ZN_PLAN_SWAP_STRIPE);
@@ -291,16 +294,23 @@ Test(plan, engine_nvme_bytes_per_step)
 	struct zn_engine_plan p;
 
 	in.grad_accum = 3;
-	/* bf16: reads 12 x 278528 + 2 x 151552 (layer 0 once) + 2 x 3 x 2 x 126976; writes
-	 * 12 x 278528 + 2 x 278528 (the new bf16 shards) */
+	/* bf16: reads 12 x 278528 + 2 x 3 x 2 x 4096 (layer 3; layers 0, 1 and 2 are hot:
+	 * prefetch depth 1 + 1); writes 12 x 278528 + 2 x 278528 (the new bf16 shards) */
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
-	cr_assert_eq(p.nvme_step_read_bytes, 5169152);
+	cr_assert_eq(p.hot_layers, 2);
+	cr_assert_eq(p.nvme_step_read_bytes, 3391488);
 	cr_assert_eq(p.nvme_step_write_bytes, 3899392);
 	/* fp32: the parameter extent is the master, fetched at 4 bytes, not written twice */
 	in.bf16 = false;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
-	cr_assert_eq(p.nvme_step_read_bytes, 6995968);
+	cr_assert_eq(p.nvme_step_read_bytes, 3440640);
 	cr_assert_eq(p.nvme_step_write_bytes, 3342336);
+	/* no prefetch: layers 0 and 1 hot; layer 2's 2 x 3 x 61440 fp32 fetches read too */
+	in.prefetch_depth = 0;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.hot_layers, 1);
+	cr_assert_eq(p.nvme_step_read_bytes, 3440640 + 4 * 6 * 61440);
+	in.prefetch_depth = 1;
 	/* optimizer only: master, m, v read and written once */
 	in.offload_param = ZN_OFFLOAD_CPU;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);

@@ -5,8 +5,11 @@
  * model is built with the given ZeRO/offload flags (state on NVMe), warmed up, and for each
  * --bw cap (the engine's aio bandwidth cap, per direction) one settling step and N timed
  * steps run; for `max` the step's own NVMe reads and writes are also timed at once, uncapped,
- * through a swap store on the same paths. Last, the same model with the NVMe classes in
- * pinned memory gives the compute-only baseline. cmd_bench_step_out.c prints the rows.
+ * through a swap store on the same paths. The same model with the NVMe classes in pinned
+ * memory gives the compute-only baseline: built next to the NVMe model, timed in rounds
+ * before the first cap and after each, its figure the median of every round's steps (the
+ * machine drifts during a run; the rounds sample it where the caps run).
+ * cmd_bench_step_out.c prints the rows.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -406,14 +409,60 @@ static int warm(struct bench *b, int n)
 	return rc;
 }
 
-/* the NVMe model at every cap, the mix for max */
+/* the compute-only baseline's samples over its rounds */
+struct base_samples {
+	double *step, *comp, *round;
+	int n, rounds;
+};
+
+/* one baseline round: a settling step, then `steps` timed steps into s */
+static int base_round(struct bench *bb, int steps, struct base_samples *s)
+{
+	double *v = calloc((size_t)steps, sizeof(double));
+	int rc = v ? warm(bb, 1) : -ENOMEM;
+
+	for (int i = 0; !rc && i < steps; i++) {
+		struct zn_step_stats st;
+
+		rc = bench_step(bb, &st);
+		v[i] = s->step[s->n] = st.step_ms;
+		s->comp[s->n++] = st.fwd_ms + st.bwd_ms;
+	}
+	if (!rc)
+		s->round[s->rounds++] = median(v, steps);
+	free(v);
+	return rc;
+}
+
+/* the same model with the NVMe classes in pinned memory */
+static int base_create(struct bench *bb, const struct zn_config *cfg0,
+		       const struct zn_train_model *tm, int seq)
+{
+	struct zn_config cfg = *cfg0;
+
+	if (cfg.zero.offload_optimizer.device == ZN_OFFLOAD_NVME)
+		cfg.zero.offload_optimizer.device = ZN_OFFLOAD_CPU;
+	if (cfg.zero.offload_param.device == ZN_OFFLOAD_NVME)
+		cfg.zero.offload_param.device = ZN_OFFLOAD_CPU;
+	return bench_create(bb, &cfg, tm, seq);
+}
+
+/* the NVMe model at every cap, the mix for max; the baseline's rounds between the caps */
 static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm, int seq,
 		    struct opts *o, struct zn_bs_env *env, struct zn_trace *trace)
 {
-	struct bench b = { 0 };
-	int rc = bench_create(&b, cfg, tm, seq);
+	struct bench b = { 0 }, bb = { 0 };
+	int rounds = o->caps + 1, rc = bench_create(&b, cfg, tm, seq);
+	struct base_samples s = { 0 };
 	uint64_t numel = 0;
 
+	if (!rc)
+		rc = base_create(&bb, cfg, tm, seq);
+	s.step = calloc((size_t)(rounds * o->steps), sizeof(double));
+	s.comp = calloc((size_t)(rounds * o->steps), sizeof(double));
+	s.round = calloc((size_t)rounds, sizeof(double));
+	if (!rc && (!s.step || !s.comp || !s.round))
+		rc = -ENOMEM;
 	for (int l = 0; !rc && l < zn_engine_layer_count(b.e); l++)
 		numel += zn_engine_layer_numel(b.e, l);
 	if (!rc)
@@ -421,6 +470,10 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 					cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32, env);
 	if (!rc)
 		rc = warm(&b, o->warmup);
+	if (!rc)
+		rc = warm(&bb, o->warmup);
+	if (!rc)
+		rc = base_round(&bb, o->steps, &s);
 	for (int c = 0; !rc && c < o->caps; c++) {
 		struct zn_bs_row *r = &o->rows[c];
 
@@ -433,31 +486,23 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 			rc = measure_mix(cfg, r->read_bytes, r->write_bytes, env);
 		if (!rc && !o->json)
 			fprintf(stderr, "bench step: cap %s: step %.1f ms\n", r->cap, r->step_ms);
+		if (!rc)
+			rc = base_round(&bb, o->steps, &s);
 	}
-	bench_destroy(&b);
-	return rc;
-}
-
-/* the same model with the NVMe classes in pinned memory */
-static int run_baseline(const struct zn_config *cfg0, const struct zn_train_model *tm, int seq,
-			const struct opts *o, struct zn_bs_env *env)
-{
-	struct zn_config cfg = *cfg0;
-	struct zn_bs_row r = { 0 };
-	struct bench b = { 0 };
-	int rc;
-
-	if (cfg.zero.offload_optimizer.device == ZN_OFFLOAD_NVME)
-		cfg.zero.offload_optimizer.device = ZN_OFFLOAD_CPU;
-	if (cfg.zero.offload_param.device == ZN_OFFLOAD_NVME)
-		cfg.zero.offload_param.device = ZN_OFFLOAD_CPU;
-	rc = bench_create(&b, &cfg, tm, seq);
-	if (!rc)
-		rc = warm(&b, o->warmup + 1);
-	if (!rc)
-		rc = timed_steps(&b, o->steps, &r, NULL);
-	env->base_step_ms = r.step_ms;
-	env->base_compute_ms = r.fwd_ms + r.bwd_ms;
+	if (!rc) {
+		env->base_rounds = s.rounds;
+		env->base_step_ms = median(s.step, s.n);
+		env->base_compute_ms = median(s.comp, s.n);
+		env->base_round_min_ms = fastest(s.round, s.rounds);
+		env->base_round_max_ms = s.round[0];
+		for (int i = 1; i < s.rounds; i++)
+			if (s.round[i] > env->base_round_max_ms)
+				env->base_round_max_ms = s.round[i];
+	}
+	free(s.step);
+	free(s.comp);
+	free(s.round);
+	bench_destroy(&bb);
 	bench_destroy(&b);
 	return rc;
 }
@@ -540,8 +585,6 @@ int zn_cmd_bench_step(int argc, char **argv)
 		if (!rc)
 			rc = r;
 	}
-	if (!rc)
-		rc = run_baseline(&cfg, &tm, o.seq ? o.seq : zn_train_model_seq(&tm), &o, &env);
 	if (rc)
 		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
 	load_avg(env.load, sizeof(env.load));

@@ -34,6 +34,8 @@ struct zn_bs_env {
 	double h2d_bps, d2h_bps;  /* measured pinned copy bandwidth */
 	double adamw_ms;          /* CPU AdamW over this rank's whole shard, alone */
 	double base_step_ms, base_compute_ms; /* state in pinned memory: step, fwd + bwd */
+	int base_rounds;          /* baseline rounds: before the first cap and after each */
+	double base_round_min_ms, base_round_max_ms; /* the rounds' median steps: min, max */
 	double mixed_ms, mixed_bps; /* the step's NVMe reads and writes at once, uncapped */
 	uint64_t mix_read_bytes, mix_write_bytes;
 	char load[64];            /* /proc/loadavg at the end */

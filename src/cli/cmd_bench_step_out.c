@@ -108,9 +108,11 @@ void zn_bs_print_table(FILE *f, const struct zn_bs_env *env, const struct zn_bs_
 	fprintf(f, "# device %s; %d warm-up steps, %d timed steps per cap (median; spread = "
 		"max - min)\n", env->device, env->warmup, env->steps);
 	fprintf(f, "# pinned copy h2d %.2f GB/s, d2h %.2f GB/s | cpu adamw alone %.2f ms | "
-		"compute-only (state in pinned memory) step %.2f ms, fwd+bwd %.2f ms\n",
+		"compute-only (state in pinned memory) step %.2f ms, fwd+bwd %.2f ms (median "
+		"of %d rounds between the caps; rounds %.2f-%.2f ms)\n",
 		env->h2d_bps / 1e9, env->d2h_bps / 1e9, env->adamw_ms, env->base_step_ms,
-		env->base_compute_ms);
+		env->base_compute_ms, env->base_rounds, env->base_round_min_ms,
+		env->base_round_max_ms);
 	if (env->mixed_ms > 0)
 		fprintf(f, "# nvme uncapped, the step's reads (%.1f MB) and writes (%.1f MB) at "
 			"once: %.2f ms (%.2f GB/s together)\n", (double)env->mix_read_bytes / 1e6,
@@ -153,6 +155,9 @@ int zn_bs_print_json(FILE *f, const struct zn_bs_env *env, const struct zn_bs_ro
 	cJSON_AddNumberToObject(m, "adamw_ms", env->adamw_ms);
 	cJSON_AddNumberToObject(m, "baseline_step_ms", env->base_step_ms);
 	cJSON_AddNumberToObject(m, "baseline_compute_ms", env->base_compute_ms);
+	cJSON_AddNumberToObject(m, "baseline_rounds", env->base_rounds);
+	cJSON_AddNumberToObject(m, "baseline_round_min_ms", env->base_round_min_ms);
+	cJSON_AddNumberToObject(m, "baseline_round_max_ms", env->base_round_max_ms);
 	cJSON_AddNumberToObject(m, "nvme_mixed_ms", env->mixed_ms);
 	cJSON_AddNumberToObject(m, "nvme_mixed_bytes_per_s", env->mixed_bps);
 	cJSON_AddStringToObject(m, "load_average", env->load);

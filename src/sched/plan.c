@@ -270,6 +270,14 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 
 	if (!opt_nvme && !prm_nvme)
 		return;
+	/* hot layers (plan.h): 0 and the first forward's prefetch batch, 1 .. depth + 1 */
+	if (prm_nvme && out->gathers) {
+		out->hot_layers = out->prefetch_depth + 1;
+		if (out->hot_layers > out->param_slots)
+			out->hot_layers = out->param_slots;
+		if (out->hot_layers > in->layer_count - 1)
+			out->hot_layers = in->layer_count - 1;
+	}
 	for (int l = 0; l < in->layer_count; l++) {
 		struct zn_shard s;
 
@@ -292,7 +300,11 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		if (prm_nvme) {
 			uint64_t uses = l == 0 ? 1 : 2 * (uint64_t)in->grad_accum;
 
-			out->nvme_step_read_bytes += uses * s.shard_numel * pb;
+			/* a hot layer's fetches copy its pinned shard: no reads */
+			if (l > out->hot_layers)
+				out->nvme_step_read_bytes += uses * s.shard_numel * pb;
+			else if (l > 0)
+				out->host_swap_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
 			if (!(opt_nvme && out->master_aliases_params))
 				out->nvme_step_write_bytes += s.shard_numel * pb;
 		}
@@ -306,7 +318,7 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		per_buf += 3 * zn_plan_host_alloc_bytes(out->swap_shard_numel * 4);
 	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
 		per_buf += zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
-	out->host_swap_bytes = (uint64_t)out->swap_buffers * per_buf;
+	out->host_swap_bytes += (uint64_t)out->swap_buffers * per_buf;
 	if (prm_nvme) {
 		out->fetch_buffers = out->param_slots + 1;
 		out->host_swap_bytes += (uint64_t)out->fetch_buffers *

@@ -145,12 +145,19 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            nvme) and parameter shard (parameters on nvme, not aliased), which AdamW uses
  *            in turn (read ahead, written behind); with parameters on nvme also one fetch
  *            buffer per working slot (ring + layer 0's), the shard read before its copy up.
+ *            Hot layers (parameters on nvme, stage 3): layer 0 and layers 1 .. H, H =
+ *            prefetch depth + 1 (at most the ring, at most n - 1): the layers the forward
+ *            fetches first, at the step's start and at each micro-batch's. Their current
+ *            shard stays in pinned memory (layer 0's in its own fetch buffer, layers 1 .. H
+ *            in a buffer each, their shard's size), refreshed by AdamW as it writes the
+ *            extent; their fetches copy it up without reading nvme (swapio.c).
  *            Extents are 4 KiB multiples; per path the swap store stripes them in 1 MiB
  *            units (ZN_PLAN_SWAP_STRIPE), so a path holds ceil(stripes / paths) stripes.
  *            NVMe bytes per step (per rank, shard bytes as transferred): reads = 12 B per
  *            optimizer element (master, m, v) + with parameters on nvme the shard per
- *            fetch (layer 0 once, the others 2 x grad_accum); writes = 12 B per optimizer
- *            element + the parameter shard unless it is the master (fp32, both on nvme).
+ *            fetch of a layer that is not hot (layers above H, 2 x grad_accum each);
+ *            writes = 12 B per optimizer element + the parameter shard unless it is the
+ *            master (fp32, both on nvme).
  */
 #define ZN_PLAN_DEVICE_ALIGN 256
 #define ZN_PLAN_HOST_ALIGN 4096
@@ -227,6 +234,7 @@ struct zn_engine_plan {
 	/* nvme */
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
 	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */
+	int hot_layers;              /* parameters on nvme: layers 1 .. hot_layers (and 0) hot */
 	uint64_t swap_shard_numel;   /* largest shard over all layers: each section's size */
 	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */

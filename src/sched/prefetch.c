@@ -11,6 +11,11 @@
  * sequence goes to ring slot j mod R (R = prefetch depth + 1); while item k computes, items
  * k+1 .. k+d are being fetched. A fetch into a slot waits (on the device, not the host) for
  * the release of the item that used the slot before, so R slots bound the working set.
+ * With parameters on nvme a fetch has two halves: the shard's read (staged: submitted for
+ * items up to k+d when item k is acquired) and its copy up (enqueued in item order once the
+ * read is in: for item k itself the host waits for it; a later item's goes as soon as a
+ * poll at an acquire or release finds its read done), so the host never waits for a read
+ * ahead of the item the compute needs next while that compute's stream runs dry.
  * Without gathers (fp32, stage 0-2) the compute reads the resident full layer directly.
  * Layer 0's own slot exists because a later layer ties to it (tied_layer in the model's
  * layer descriptors).
@@ -171,9 +176,42 @@ int zn_fetch_layer0_release(struct zn_engine *e)
 
 int zn_fetch_begin(struct zn_engine *e)
 {
+	int rc = 0;
+
+	/* a sequence cut short (an error): reads staged and never copied up end here */
+	for (int j = e->pf.seq_issued; j < e->pf.seq_staged && zn_swapio_params(e); j++) {
+		void *h;
+		int x = zn_swapio_fetch_end(e, fbuf_of(e, seq_slot(e, j)), &h);
+
+		if (!rc)
+			rc = x;
+	}
 	e->pf.seq_len = e->act.use_n;
+	e->pf.seq_staged = 0;
 	e->pf.seq_issued = 0;
-	return 0;
+	return rc;
+}
+
+/* item j's read is in (or it has none): its copy up would not block the host */
+static bool item_ready(struct zn_engine *e, int j)
+{
+	return !zn_swapio_params(e) || zn_swapio_fetch_ready(e, fbuf_of(e, seq_slot(e, j)));
+}
+
+/* enqueues the fetches of staged items in order: every one up to `upto` (waiting for its
+ * read), then those whose read is already in */
+static int issue_ready(struct zn_engine *e, int upto)
+{
+	int rc = 0;
+
+	while (!rc && e->pf.seq_issued < e->pf.seq_staged &&
+	       (e->pf.seq_issued <= upto || item_ready(e, e->pf.seq_issued))) {
+		int j = e->pf.seq_issued;
+
+		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
+		e->pf.seq_issued++;
+	}
+	return rc;
 }
 
 int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d)
@@ -190,21 +228,16 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 	last = item + depth;
 	if (last >= e->pf.seq_len)
 		last = e->pf.seq_len - 1;
-	/* Issue item..item+d: each waits on the device for its slot's previous release,
-	 * which compute recorded for item - 1 or earlier. With parameters on nvme the reads
-	 * of a batch (at most one per slot) are all submitted before the first copy up. */
-	while (!rc && e->pf.seq_issued <= last) {
-		int first = e->pf.seq_issued, end = last;
-
-		if (end - first + 1 > e->pf.ring_n)
-			end = first + e->pf.ring_n - 1;
-		for (int j = first; !rc && j <= end; j++)
-			rc = fetch_stage(e, seq_layer(e, j), seq_slot(e, j));
-		for (int j = first; !rc && j <= end; j++) {
-			rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
-			e->pf.seq_issued++;
-		}
+	/* Stage item..item+d (with parameters on nvme: submit the reads; a fetch buffer's
+	 * previous copy up, of item j - R <= item - 1, is enqueued by then), then enqueue the
+	 * fetches up to item and those ahead whose read is in. Each waits on the device for
+	 * its slot's previous release, which compute recorded for item - 1 or earlier. */
+	while (!rc && e->pf.seq_staged <= last) {
+		rc = fetch_stage(e, seq_layer(e, e->pf.seq_staged), seq_slot(e, e->pf.seq_staged));
+		e->pf.seq_staged++;
 	}
+	if (!rc)
+		rc = issue_ready(e, item);
 	if (rc)
 		return rc;
 	*params_d = zn_slot_params(e, seq_slot(e, item));
@@ -213,9 +246,15 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 
 int zn_fetch_release(struct zn_engine *e, int item)
 {
+	int rc;
+
 	if (!e->plan.gathers)
 		return 0;
-	return zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+	rc = zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+	/* reads ahead that landed while the item was enqueued: their copies up go now */
+	if (!rc)
+		rc = issue_ready(e, item);
+	return rc;
 }
 
 /* ---- create and destroy ------------------------------------------------------------------ */

@@ -23,7 +23,8 @@ struct zn_prefetch {
 	struct zn_slot *ring;
 	int ring_n;
 	int seq_len;             /* acts.h use_n: 2 x (n - 1) without recompute */
-	int seq_issued;          /* items fetched so far */
+	int seq_staged;          /* items whose shard is read (parameters on nvme) or ready */
+	int seq_issued;          /* items whose fetch is enqueued (<= seq_staged) */
 };
 
 int zn_prefetch_create(struct zn_engine *e);   /* slots of the plan (none without gathers) */

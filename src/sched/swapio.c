@@ -24,6 +24,13 @@
  * host shard would be. The reads of one prefetch batch are all submitted before the first
  * is waited for.
  *
+ * Hot layers (plan.h: layer 0 and 1 .. H, the forward's first fetches at the step's and
+ * each micro-batch's start): their current shard stays in pinned memory (layer 0's in its
+ * own fetch buffer, the others in sw.hot), written there when the extent is (the initial
+ * state; AdamW's release, the same bytes it writes), so their fetches copy it up at once
+ * instead of waiting for the previous step's write-behind and a read. The extent stays
+ * the home (checkpoints, AdamW's aliased master read it).
+ *
  * Errors: the aio engine logs the failed transfer with its file and offset; here one more
  * line says which layer and state; the step returns the error.
  */
@@ -69,6 +76,31 @@ static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
 static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
 {
 	return e->L[l].sh.shard_numel * e->plan.param_bytes;
+}
+
+/* the pinned buffer holding hot layer l's current shard, or NULL (l not hot) */
+static struct zn_fbuf *hot_of(struct zn_engine *e, int l)
+{
+	if (!zn_swapio_params(e) || !e->plan.gathers || !e->sw.fbuf || l > e->plan.hot_layers)
+		return NULL;
+	return l == 0 ? &e->sw.fbuf[e->plan.fetch_buffers - 1] : &e->sw.hot[l - 1];
+}
+
+/* hot layer l's shard := src (bytes), once no copy up reads the buffer */
+static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
+{
+	struct zn_fbuf *h = hot_of(e, l);
+	int rc = 0;
+
+	if (!h)
+		return 0;
+	if (h->copy_pending)
+		rc = zn_runtime_wait(&e->rt, h->copied);
+	h->copy_pending = false;
+	if (!rc)
+		memcpy(h->h, src, bytes);
+	h->layer = l;
+	return rc;
 }
 
 /* The three optimizer-state extents of layer l and their staging sections. */
@@ -252,6 +284,19 @@ static int make_staging(struct zn_engine *e)
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &e->sw.fbuf[i].copied);
 	}
+	if (!rc && zn_swapio_params(e) && e->plan.hot_layers > 0) {
+		e->sw.hot = calloc((size_t)e->plan.hot_layers, sizeof(*e->sw.hot));
+		if (!e->sw.hot)
+			return -ENOMEM;
+	}
+	for (int l = 1; !rc && zn_swapio_params(e) && l <= e->plan.hot_layers; l++) {
+		struct zn_fbuf *h = &e->sw.hot[l - 1];
+
+		h->layer = l;
+		rc = zn_tiers_halloc(e, &h->h, param_shard_bytes(e, l));
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &h->copied);
+	}
 	return rc;
 }
 
@@ -285,9 +330,13 @@ void zn_swapio_destroy(struct zn_engine *e)
 	zn_swapio_quiesce(e);
 	for (int i = 0; e->sw.fbuf && i < e->plan.fetch_buffers; i++)
 		zn_event_destroy(e->sw.fbuf[i].copied);
+	for (int i = 0; e->sw.hot && i < e->plan.hot_layers; i++)
+		zn_event_destroy(e->sw.hot[i].copied);
 	free(e->sw.fbuf);
+	free(e->sw.hot);
 	free(e->sw.sbuf);
 	e->sw.fbuf = NULL;
+	e->sw.hot = NULL;
 	e->sw.sbuf = NULL;
 	zn_swap_destroy(e->sw.swap_opt);
 	zn_swap_destroy(e->sw.swap_param);
@@ -358,6 +407,8 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 			memcpy(buf, src, n * 4);
 		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),
 				param_shard_bytes(e, l), buf);
+		if (!rc)
+			rc = hot_put(e, l, buf, param_shard_bytes(e, l));
 	}
 	if (!rc && zn_swapio_optim(e)) {
 		struct zn_sbuf *sb = &e->sw.sbuf[0];
@@ -400,9 +451,12 @@ void zn_swapio_step_begin(struct zn_engine *e)
 
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 {
-	struct zn_fbuf *f = &e->sw.fbuf[i];
+	struct zn_fbuf *f = &e->sw.fbuf[i], *h = hot_of(e, l);
 	int rc = 0;
 
+	f->src = h ? h : f;
+	if (h) /* its pinned shard is current: nothing to read */
+		return 0;
 	if (f->copy_pending) {
 		/* the buffer's previous shard must be up on the device first */
 		rc = zn_runtime_wait(&e->rt, f->copied);
@@ -424,6 +478,10 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 	struct zn_fbuf *f = &e->sw.fbuf[i];
 	int n = 1, rc = 0;
 
+	if (f->src && f->src != f) {
+		*shard_h = f->src->h;
+		return 0;
+	}
 	if (f->reading) {
 		rc = wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
 		f->reading = false;
@@ -434,11 +492,20 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 	return rc;
 }
 
+bool zn_swapio_fetch_ready(struct zn_engine *e, int i)
+{
+	struct zn_fbuf *f = &e->sw.fbuf[i];
+
+	return (f->src && f->src != f) || !f->reading || zn_swap_poll(&f->req) != -EINPROGRESS;
+}
+
+/* the copy up read the buffer fetch_end returned: it is busy until `copied` */
 int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 {
-	int rc = zn_event_record(e->sw.fbuf[i].copied, e->rt.copy_in);
+	struct zn_fbuf *f = e->sw.fbuf[i].src ? e->sw.fbuf[i].src : &e->sw.fbuf[i];
+	int rc = zn_event_record(f->copied, e->rt.copy_in);
 
-	e->sw.fbuf[i].copy_pending = !rc;
+	f->copy_pending = !rc;
 	return rc;
 }
 
@@ -567,6 +634,10 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 		if (!rc)
 			sb->wr_n++;
 	}
+	/* a hot layer keeps what its parameter extent now gets: the new shard, or the
+	 * master it aliases */
+	if (!rc && zn_swapio_params(e))
+		rc = hot_put(e, l, sb->param_h ? sb->param_h : (void *)sb->master_h, n * pb);
 	if (rc)
 		return rc;
 	if (!e->cfg.zero.offload_optimizer.pipeline_write)

@@ -30,6 +30,7 @@ struct zn_fbuf {
 	void *h;
 	bool reading, copy_pending;
 	int layer;               /* whose shard it holds */
+	struct zn_fbuf *src;     /* what the fetch copies up: itself, or a hot layer's buffer */
 	struct zn_swap_req req;
 	uint64_t t0;             /* --trace: when the read was submitted */
 	struct zn_event *copied;
@@ -41,6 +42,7 @@ struct zn_swapio {
 	bool arena_registered;
 	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
 	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
+	struct zn_fbuf *hot;     /* plan.hot_layers: layers 1 .. H's current shards (hot[l-1]) */
 	int opt_next_read;       /* optimizer position (0 = layer n-1) whose read is next */
 };
 
@@ -53,10 +55,12 @@ int zn_swapio_init_layer(struct zn_engine *e, int l);
 /* this rank's fp32 master shard of layer l (shard_numel) into a staging view */
 int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h);
 /* fetch of layer l's parameter shard into fetch buffer i: begin submits the read (after
- * the buffer's previous copy up is done), end waits for it and returns the buffer */
+ * the buffer's previous copy up is done), end waits for it and returns the buffer; a hot
+ * layer's fetch reads nothing and returns its pinned shard */
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l);
 int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h);
 int zn_swapio_fetch_copied(struct zn_engine *e, int i); /* copy up enqueued on copy_in */
+bool zn_swapio_fetch_ready(struct zn_engine *e, int i);  /* fetch_end would not block */
 /* optimizer step: begin (reads ahead), acquire layer l's buffer with its state read,
  * release (writes it back behind), quiesce (waits every request; end of step) */
 int zn_swapio_opt_begin(struct zn_engine *e);
