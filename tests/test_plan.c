@@ -311,6 +311,25 @@ Test(plan, engine_nvme_bytes_per_step)
 	cr_assert_eq(p.hot_layers, 1);
 	cr_assert_eq(p.nvme_step_read_bytes, 3440640 + 4 * 6 * 61440);
 	in.prefetch_depth = 1;
+	/* a pinned budget short of the hot layers' shards: fewer hot layers, then none */
+	{
+		struct zn_engine_plan q;
+		char msg[512];
+		uint64_t hot1 = zn_plan_host_alloc_bytes(61440 * 4);
+
+		cr_assert_eq(zn_plan_engine(&in, &p), 0);
+		cr_assert_eq(p.hot_layers, 2);
+		cr_assert_eq(zn_plan_engine_fit(&in, false, 0, p.host_bytes - 1, &q, msg,
+						sizeof(msg)), 0, "%s", msg);
+		cr_assert_eq(q.hot_layers, 1);
+		cr_assert_eq(q.host_bytes, p.host_bytes - hot1);
+		cr_assert_eq(q.nvme_step_read_bytes, p.nvme_step_read_bytes + 4 * 6 * 61440);
+		cr_assert_eq(zn_plan_engine_fit(&in, false, 0, p.host_bytes - hot1 - 1, &q, msg,
+						sizeof(msg)), 0, "%s", msg);
+		cr_assert_eq(q.hot_layers, 0);
+		cr_assert_eq(zn_plan_engine_fit(&in, false, 0, p.host_bytes - 2 * hot1 - 1, &q,
+						msg, sizeof(msg)), -ENOMEM);
+	}
 	/* optimizer only: master, m, v read and written once */
 	in.offload_param = ZN_OFFLOAD_CPU;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);

@@ -277,6 +277,8 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 			out->hot_layers = out->param_slots;
 		if (out->hot_layers > in->layer_count - 1)
 			out->hot_layers = in->layer_count - 1;
+		if (in->hot_cap < 0 || (in->hot_cap > 0 && out->hot_layers > in->hot_cap))
+			out->hot_layers = in->hot_cap < 0 ? 0 : in->hot_cap;
 	}
 	for (int l = 0; l < in->layer_count; l++) {
 		struct zn_shard s;
@@ -530,6 +532,13 @@ int zn_plan_engine_fit(const struct zn_engine_plan_input *in, bool auto_depth,
 	while (in->frozen_read_buffers == 0 && out->frozen_read_buffers > 1 && pinned_budget &&
 	       out->host_bytes > pinned_budget) {
 		t.frozen_read_buffers = out->frozen_read_buffers - 1;
+		rc = zn_plan_engine(&t, out);
+		if (rc)
+			return rc;
+	}
+	/* hot layers (plan.h) only save reads: fewer of them before refusing the run */
+	while (pinned_budget && out->host_bytes > pinned_budget && out->hot_layers > 0) {
+		t.hot_cap = out->hot_layers > 1 ? out->hot_layers - 1 : -1;
 		rc = zn_plan_engine(&t, out);
 		if (rc)
 			return rc;

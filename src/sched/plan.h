@@ -197,6 +197,7 @@ struct zn_engine_plan_input {
 	uint64_t activation_nvme_bytes; /* swap extents of activation checkpoints (nvme) */
 	/* nvme tiers (ignored otherwise) */
 	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
+	int hot_cap;                 /* hot layers 1 .. H at most (0: no cap; < 0: none) */
 	int optim_path_count;        /* offload_optimizer.nvme_path entries (>= 1) */
 	int param_path_count;        /* offload_param.nvme_path entries (>= 1) */
 	/* frozen parameters (docs/lora.md): floats per layer, or NULL for none */
