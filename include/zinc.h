@@ -176,6 +176,9 @@ struct zn_runtime_config {
 	/* a frozen base on nvme (LoRA): pinned read buffers, 0 = working slots + 4, fewer
 	 * when the pinned budget is short (docs/lora.md) */
 	int frozen_read_buffers;
+	/* offload_param nvme: layers after layer 0 whose shard stays pinned (hot); -1 =
+	 * prefetch depth + 1 within the pinned budget, 0 = none */
+	int hot_layers;
 	/* names this run's swap directories, so runs sharing an nvme path keep apart:
 	 * letters, digits, '.', '_', '-'; "" = p<pid> */
 	char run_id[ZN_RUN_ID_MAX + 1];

@@ -213,6 +213,15 @@ static void check_hot(bool bf16)
 		prev = nv.plan_nvme_read;
 		et_run_free(&nv);
 	}
+	/* --hot-layers 0: only layer 0 (its own fetch buffer) stays; more reads again */
+	c.runtime.prefetch_depth = 1;
+	c.runtime.hot_layers = 0;
+	cr_assert_eq(et_train_model(&nv, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	assert_identical("--hot-layers 0", &cpu, &nv);
+	for (int s = 0; s < ET_STEPS; s++)
+		cr_assert_eq(nv.nvme_read[s], nv.plan_nvme_read, "--hot-layers 0: step %d", s + 1);
+	cr_assert_gt(nv.plan_nvme_read, prev);
+	et_run_free(&nv);
 	et_run_free(&cpu);
 	free(tok);
 	nvme_test_rmdir(dir);

@@ -55,6 +55,7 @@ void zn_config_defaults(struct zn_config *cfg)
 	cfg->aio = (struct zn_aio_config){ .block_size_bytes = 1 << 20, .queue_depth = 32,
 					   .intra_op_parallelism = 1, .overlap_events = true };
 	cfg->runtime.numa_node = -1;
+	cfg->runtime.hot_layers = -1;
 	cfg->runtime.seed = 1337;
 	cfg->act_ckpt.every = 1;
 }

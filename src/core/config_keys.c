@@ -237,6 +237,9 @@ const struct zn_key zn_config_keys[] = {
 	  OFF(runtime.frozen_read_buffers), NULL, 0,
 	  "a frozen base on nvme (LoRA): pinned layer buffers its reads run ahead into (0 = "
 	  "working slots + 4, fewer when the pinned budget is short)", NULL, 0 },
+	{ "zinc.hot_layers", "hot-layers", ZN_KEY_INT, OFF(runtime.hot_layers), NULL, 0,
+	  "parameters on nvme: layers after layer 0 whose shard stays pinned, fetched without "
+	  "a read (-1 = prefetch depth + 1 within the pinned budget, 0 = none)", NULL, 0 },
 	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
 	  "names the swap directories: runs sharing an nvme path need different ids "
 	  "(default p<pid>)", NULL, 0 },

@@ -370,6 +370,11 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 			 "automatic), is %d", cfg->runtime.frozen_read_buffers);
 		return ZN_EUSAGE;
 	}
+	if (cfg->runtime.hot_layers < -1) {
+		zn_error("zinc.hot_layers (--hot-layers) is %d: use -1 (automatic), 0 (none) or a "
+			 "layer count", cfg->runtime.hot_layers);
+		return ZN_EUSAGE;
+	}
 	rc = validate_batch(cfg, world_size);
 	if (!rc)
 		rc = validate_offload(&cfg->zero.offload_optimizer, "offload_optimizer",

@@ -103,6 +103,8 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		.activation_host_bytes = zn_acts_host_bytes(e),
 		.activation_nvme_bytes = zn_acts_nvme_bytes(e),
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
+		.hot_cap = c->runtime.hot_layers < 0 ? 0 : c->runtime.hot_layers == 0 ? -1 :
+			   c->runtime.hot_layers,
 		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
 		.param_path_count = c->zero.offload_param.nvme_path_count,
 		.frozen_numel = e->frozen_numel,
