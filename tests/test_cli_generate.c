@@ -126,12 +126,14 @@ Test(cli_generate, greedy_says_back_a_memorized_line_from_file_checkpoint_and_st
 	expect_out(want, "streamed from cpu memory, prompt in chunks of 2");
 	cr_assert_eq(zinc("generate", "--init-from", path("m.safetensors"), "--tokenizer", "bytes",
 			  "--prompt", "hello", "--max-new-tokens", "26", "--offload-param", "nvme",
-			  "--nvme-path", dir, NULL), 0);
+			  "--nvme-path", dir, "--prefetch-depth", "1", NULL), 0);
 	expect_out(want, "streamed from an nvme file");
 	char *err = file("err");
 
 	cr_expect(strstr(err, "prefill: 5 tokens") && strstr(err, "decode: 26 tokens") &&
 		  strstr(err, "tok/s"), "%s", err);
+	cr_expect(strstr(err, "layers on nvme,") && strstr(err, "streamed (1 ahead),") &&
+		  strstr(err, "read from nvme"), "%s", err);
 	free(err);
 	/* a checkpoint needs the run's model flags */
 	cr_expect_eq(zinc("generate", "--init-from", path("ck"), "--tokenizer", "bytes", "--prompt",
@@ -256,6 +258,8 @@ Test(cli_generate, bad_inputs_are_refused_naming_what_to_change)
 		"--temperature", "-1", NULL);
 	refused("needs --nvme-path", "--init-from", m, "--tokenizer", "bytes", "--prompt", "x",
 		"--offload-param", "nvme", NULL);
+	refused("--prefetch-depth", "--init-from", m, "--tokenizer", "bytes", "--prompt", "x",
+		"--prefetch-depth", "-1", NULL);
 	refused("--offload-param 'disk'", "--init-from", m, "--tokenizer", "bytes", "--prompt",
 		"x", "--offload-param", "disk", NULL);
 	refused("unknown option '--bogus'", "--init-from", m, "--tokenizer", "bytes", "--prompt",

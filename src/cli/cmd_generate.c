@@ -20,7 +20,7 @@
 
 struct gen_args {
 	const char *init_from, *prompt, *tokenizer, *nvme_path;
-	int max_new, top_k, chunk, max_seq;
+	int max_new, top_k, chunk, max_seq, depth;
 	float temperature, top_p;
 	uint64_t seed, device_mem;
 	enum zn_gen_home home;
@@ -53,6 +53,8 @@ static void usage(FILE *f)
 		"                          page-locked host memory or in a file under --nvme-path,\n"
 		"                          streamed to the device layer by layer (ZeRO-Inference)\n"
 		"  --nvme-path DIR         the directory for --offload-param nvme\n"
+		"  --prefetch-depth N      streamed layers fetched ahead of the one computing\n"
+		"                          (default: as zinc train, lowered to fit --device-mem)\n"
 		"  --print-ids             the generated token ids on stderr\n");
 }
 
@@ -93,6 +95,9 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 			rc = zn_cli_int(argc, argv, &i, 0, 1 << 24, &a->max_new);
 		} else if (!strcmp(f, "--max-seq")) {
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &a->max_seq);
+		} else if (!strcmp(f, "--prefetch-depth")) {
+			rc = zn_cli_int(argc, argv, &i, 0, 1 << 10, &a->depth);
+			a->depth = a->depth ? a->depth : -1; /* zn_gen_opts: < 0 is none */
 		} else if (!strcmp(f, "--prefill-chunk")) {
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &a->chunk);
 		} else if (!strcmp(f, "--top-k")) {
@@ -201,7 +206,7 @@ static void report(const struct gen_args *a, struct zn_gen *g, int n_prompt, dou
 		   int n_new, double dec_ms)
 {
 	struct zn_gen_stats s;
-	char b1[32], b2[32];
+	char b1[32], b2[32], b3[32];
 	static const char *home[] = { "device", "cpu", "nvme" };
 
 	zn_gen_stats(g, &s);
@@ -210,9 +215,15 @@ static void report(const struct gen_args *a, struct zn_gen *g, int n_prompt, dou
 		"(%.1f tok/s)\n",
 		n_prompt, pre_ms, pre_ms > 0 ? 1e3 * n_prompt / pre_ms : 0.0, n_new, dec_ms,
 		dec_ms > 0 && n_new ? 1e3 * n_new / dec_ms : 0.0);
-	fprintf(stderr, "device %s: %s used; layers on %s, %s streamed\n", s.device_name,
+	fprintf(stderr, "device %s: %s used; layers on %s, %s streamed", s.device_name,
 		zn_cli_fmt_ibytes(s.device_bytes, b1, sizeof(b1)), home[a->home],
 		zn_cli_fmt_ibytes(s.streamed_bytes, b2, sizeof(b2)));
+	if (a->home != ZN_GEN_DEVICE)
+		fprintf(stderr, " (%d ahead)", s.prefetch_depth);
+	if (a->home == ZN_GEN_NVME)
+		fprintf(stderr, ", %s read from nvme",
+			zn_cli_fmt_ibytes(s.nvme_read_bytes, b3, sizeof(b3)));
+	fputc('\n', stderr);
 }
 
 /* prompt through the model in chunks; then the new tokens one at a time */
@@ -247,6 +258,7 @@ static int generate(const struct gen_args *a, struct zn_gen_model *gm)
 	o.nvme_path = a->nvme_path;
 	o.device = a->device;
 	o.device_mem = a->device_mem;
+	o.prefetch_depth = a->depth;
 	o.init_layer = gm->init_layer;
 	o.init_ctx = gm->init_ctx;
 	rc = zn_gen_create(&g, &gm->m, &o);

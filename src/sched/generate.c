@@ -63,10 +63,8 @@ static int make_layers(struct zn_gen *g)
 	g->vocab = ops->vocab(g->m.config);
 	g->L = calloc((size_t)g->n, sizeof(*g->L));
 	g->params_d = calloc((size_t)g->n, sizeof(float *));
-	g->params_h = calloc((size_t)g->n, sizeof(float *));
 	g->kv_d = calloc((size_t)g->n, sizeof(float *));
-	g->file_off = calloc((size_t)g->n, sizeof(uint64_t));
-	if (!g->L || !g->params_d || !g->params_h || !g->kv_d || !g->file_off)
+	if (!g->L || !g->params_d || !g->kv_d)
 		return -ENOMEM;
 	for (int l = 0; l < g->n && !rc; l++) {
 		rc = ops->describe(g->m.config, l, &g->L[l]);
@@ -119,34 +117,23 @@ static int make_io(struct zn_gen *g)
 	return rc;
 }
 
-/* resident layers: read on the host one at a time, copied to the device */
-static int load_resident(struct zn_gen *g)
+/* layer 0 (the embeddings; a tied head reads them again): read on the host, copied to
+ * the device for the run */
+static int load_layer0(struct zn_gen *g)
 {
-	uint64_t most = 0;
-	float *h = NULL;
-	int rc = 0;
+	uint64_t b = g->L[0].numel * sizeof(float);
+	float *h = malloc(b ? b : 1);
+	int rc;
 
-	for (int l = 0; l < g->n; l++)
-		if (!zn_gen_streamed(g, l) && g->L[l].numel > most)
-			most = g->L[l].numel;
-	if (!most)
-		return 0;
-	h = malloc(most * sizeof(float));
 	if (!h)
 		return -ENOMEM;
-	for (int l = 0; l < g->n && !rc; l++) {
-		uint64_t b = g->L[l].numel * sizeof(float);
-
-		if (zn_gen_streamed(g, l))
-			continue;
-		rc = dalloc(g, (void **)&g->params_d[l], b, "a layer's parameters");
-		if (!rc)
-			rc = g->o.init_layer(g->o.init_ctx, l, &g->L[l], h);
-		if (!rc)
-			rc = zn_memcpy_async(g->copy, g->params_d[l], h, b, ZN_COPY_H2D);
-		if (!rc)
-			rc = zn_stream_synchronize(g->copy); /* h is reused */
-	}
+	rc = dalloc(g, (void **)&g->params_d[0], b, "layer 0's parameters");
+	if (!rc)
+		rc = g->o.init_layer(g->o.init_ctx, 0, &g->L[0], h);
+	if (!rc)
+		rc = zn_memcpy_async(g->copy, g->params_d[0], h, b, ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_stream_synchronize(g->copy);
 	free(h);
 	return rc;
 }
@@ -166,7 +153,6 @@ int zn_gen_create(struct zn_gen **out, const struct zn_model *m, const struct zn
 		return -ENOMEM;
 	g->m = *m;
 	g->o = *o;
-	g->fd = -1;
 	rc = zn_device_create(&g->dev, &dc);
 	if (!rc)
 		rc = zn_stream_create(g->dev, &g->compute);
@@ -177,9 +163,9 @@ int zn_gen_create(struct zn_gen **out, const struct zn_model *m, const struct zn
 	if (!rc)
 		rc = make_io(g);
 	if (!rc)
-		rc = load_resident(g);
+		rc = load_layer0(g);
 	if (!rc)
-		rc = zn_gen_stream_create(g);
+		rc = zn_gen_fz_create(g);
 	if (rc) {
 		zn_gen_destroy(g);
 		return rc;
@@ -196,7 +182,7 @@ void zn_gen_destroy(struct zn_gen *g)
 		(void)zn_stream_synchronize(g->compute);
 	if (g->copy)
 		(void)zn_stream_synchronize(g->copy);
-	zn_gen_stream_destroy(g);
+	zn_gen_fz_destroy(g);
 	for (int l = 0; l < g->n; l++) {
 		if (g->params_d)
 			zn_device_free(g->dev, g->params_d[l]);
@@ -218,9 +204,7 @@ void zn_gen_destroy(struct zn_gen *g)
 	zn_device_destroy(g->dev);
 	free(g->L);
 	free(g->params_d);
-	free(g->params_h);
 	free(g->kv_d);
-	free(g->file_off);
 	free(g);
 }
 
@@ -243,7 +227,7 @@ static int layer(struct zn_gen *g, int l, int T, int n_logits)
 	const float *p = NULL;
 	int rc;
 
-	rc = zn_gen_stream_acquire(g, l, &p);
+	rc = zn_gen_fz_acquire(g, l, &p);
 	if (rc)
 		return rc;
 	a.io.L = &g->L[l];
@@ -262,7 +246,7 @@ static int layer(struct zn_gen *g, int l, int T, int n_logits)
 	a.io.T = T;
 	rc = zn_launch(g->compute, run_layer, &a, sizeof(a));
 	if (!rc)
-		rc = zn_gen_stream_release(g, l);
+		rc = zn_gen_fz_release(g, l);
 	return rc;
 }
 
@@ -291,14 +275,10 @@ int zn_gen_forward(struct zn_gen *g, const int *tokens, int T, int n_logits, flo
 	if (!rc)
 		rc = zn_memcpy_async(g->compute, g->pos_d, g->pos_h, (uint64_t)T * sizeof(int),
 				     ZN_COPY_H2D);
-	if (!rc && g->n > 1)
-		rc = zn_gen_stream_issue(g, 1);
-	for (int l = 0; l < g->n && !rc; l++) {
-		if (l + 1 < g->n && l + 1 >= 2) /* layer 1 went above */
-			rc = zn_gen_stream_issue(g, l + 1);
-		if (!rc)
-			rc = layer(g, l, T, n_logits);
-	}
+	if (!rc)
+		rc = zn_gen_fz_begin(g);
+	for (int l = 0; l < g->n && !rc; l++)
+		rc = layer(g, l, T, n_logits);
 	if (!rc)
 		rc = zn_memcpy_async(g->compute, logits_h, g->logits_d,
 				     (uint64_t)n_logits * (uint64_t)g->vocab * sizeof(float),
@@ -314,9 +294,11 @@ int zn_gen_pos(const struct zn_gen *g) { return g->pos; }
 void zn_gen_reset(struct zn_gen *g) { g->pos = 0; }
 int zn_gen_vocab(const struct zn_gen *g) { return g->vocab; }
 
-void zn_gen_stats(const struct zn_gen *g, struct zn_gen_stats *s)
+void zn_gen_stats(struct zn_gen *g, struct zn_gen_stats *s)
 {
 	s->device_bytes = zn_device_used_bytes(g->dev);
 	s->streamed_bytes = g->streamed_bytes;
+	s->nvme_read_bytes = zn_gen_fz_read_bytes(g);
+	s->prefetch_depth = g->o.home == ZN_GEN_DEVICE ? 0 : zn_gen_fz_depth(g);
 	s->device_name = zn_device_name(g->dev);
 }

@@ -9,15 +9,16 @@
  *     rc = zn_gen_forward(g, &next, 1, 1, logits);   // one decode step, and so on
  *     zn_gen_destroy(g);
  *
- * Where the parameters live (home):
- *   ZN_GEN_DEVICE  every layer on the device for the whole run;
- *   ZN_GEN_CPU     layer 0 (read by the tied head) on the device, layers 1 .. n-1 in
- *                  page-locked host memory, copied into a ring of two device slots ahead
- *                  of the compute (copy stream, events: layer l+1 comes in while layer l
- *                  runs): what DeepSpeed calls ZeRO-Inference;
- *   ZN_GEN_NVME    as CPU, but layers 1 .. n-1 live in a file under nvme_path (written
- *                  at create, unlinked at once so nothing is left behind) and are read
- *                  with pread into two page-locked staging buffers ahead of the copies.
+ * Where the parameters live (home): layer 0 (read again by a tied head) always on the
+ * device; layers 1 .. n-1 are the training engine's frozen parameters (frozen.h,
+ * generate_fz.c), homed on
+ *   ZN_GEN_DEVICE  the device, read in place;
+ *   ZN_GEN_CPU     pinned host memory, copied into the frozen part's ring of working slots
+ *                  prefetch_depth layers ahead of the compute: what DeepSpeed calls
+ *                  ZeRO-Inference;
+ *   ZN_GEN_NVME    the frozen file under nvme_path (unlinked at once: nothing is left
+ *                  behind), read through the aio engine (io_uring) into the slots' pinned
+ *                  read buffers as soon as they are free, then copied up.
  * The KV caches (one per layer that has one), activations and logits stay on the device.
  * Results are the same bits in every home (the same kernels on the same values).
  */
@@ -38,6 +39,10 @@ struct zn_gen_opts {
 	const char *nvme_path;  /* ZN_GEN_NVME: a directory */
 	enum zn_device_kind device;
 	uint64_t device_mem;    /* 0: the backend's default budget */
+	/* streamed layers fetched ahead of the one computing: 0 = the training default
+	 * (zn_plan_prefetch_depth) lowered to what fits the budget; > 0 that many; < 0 none */
+	int prefetch_depth;
+	int fz_forwards;        /* forwards per use sequence of the frozen part (0: 64) */
 	/* layer l's L->numel fp32 parameters into params_h (one layer in host memory) */
 	int (*init_layer)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
 	void *init_ctx;
@@ -46,6 +51,8 @@ struct zn_gen_opts {
 struct zn_gen_stats {
 	uint64_t device_bytes;   /* allocated on the device */
 	uint64_t streamed_bytes; /* parameter bytes copied to the device by forwards */
+	uint64_t nvme_read_bytes; /* read from the layers' file (the aio engine's count) */
+	int prefetch_depth;      /* streamed layers fetched ahead (0 on the device) */
 	const char *device_name;
 };
 
@@ -60,6 +67,8 @@ int zn_gen_forward(struct zn_gen *g, const int *tokens, int T, int n_logits, flo
 int zn_gen_pos(const struct zn_gen *g);   /* tokens in the cache */
 void zn_gen_reset(struct zn_gen *g);      /* empties the cache (position 0) */
 int zn_gen_vocab(const struct zn_gen *g);
-void zn_gen_stats(const struct zn_gen *g, struct zn_gen_stats *s);
+void zn_gen_stats(struct zn_gen *g, struct zn_gen_stats *s);
+/* tests: the aio engine of the layers' file (fault injection), NULL unless ZN_GEN_NVME */
+struct zn_aio *zn_gen_aio(struct zn_gen *g);
 
 #endif

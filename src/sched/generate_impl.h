@@ -1,9 +1,14 @@
-/* Private to src/sched/generate*.c: struct zn_gen and the layer streaming. */
+/* Private to src/sched/generate*.c: struct zn_gen and the layers' fetches (generate_fz.c:
+ * layers 1 .. n-1 as the training engine's frozen parameters). */
 #ifndef ZN_SCHED_GENERATE_IMPL_H
 #define ZN_SCHED_GENERATE_IMPL_H
 
+#include <stdbool.h>
+
 #include "gpu/device.h"
 #include "sched/generate.h"
+
+struct zn_engine;
 
 struct zn_gen {
 	struct zn_model m;
@@ -12,16 +17,12 @@ struct zn_gen {
 	struct zn_layer_desc *L;
 	struct zn_device *dev;
 	struct zn_stream *compute, *copy;
-	/* parameters: params_d[l] for resident layers (all with ZN_GEN_DEVICE, layer 0
-	 * otherwise); streamed layers in params_h[l] (CPU) or at file_off[l] of fd (NVMe) */
-	float **params_d, **params_h;
-	uint64_t *file_off;
-	int fd;
-	/* the ring of streamed layers: layer l >= 1 runs from slot l % 2 */
-	float *slot_d[2];
-	float *stage_h[2];              /* NVMe: pread lands here, then the copy */
-	struct zn_event *ready[2], *free_[2];
-	uint64_t slot_numel;
+	float **params_d;               /* layer 0's parameters (params_d[0]) on the device */
+	/* layers 1 .. n-1: the frozen part of an engine of their own (generate_fz.c) */
+	struct zn_engine *fe;
+	int fz_forwards;                /* forwards per use sequence */
+	int fz_item;                    /* the next item of the use sequence */
+	bool fz_restart;                /* the next forward begins a fresh sequence */
 	/* the rest, on the device */
 	float **kv_d;
 	float *x_d[2], *scratch_d, *logits_d;
@@ -30,13 +31,13 @@ struct zn_gen {
 	uint64_t streamed_bytes;
 };
 
-int zn_gen_stream_create(struct zn_gen *g);   /* params of layers >= 1 to host or file */
-void zn_gen_stream_destroy(struct zn_gen *g);
-/* enqueues the copy of streamed layer l into its slot (after the slot's previous layer) */
-int zn_gen_stream_issue(struct zn_gen *g, int l);
+int zn_gen_fz_create(struct zn_gen *g);  /* layers 1 .. n-1 onto their home */
+void zn_gen_fz_destroy(struct zn_gen *g);
+int zn_gen_fz_begin(struct zn_gen *g);   /* a forward starts */
 /* the compute stream waits for layer l; its params on the device */
-int zn_gen_stream_acquire(struct zn_gen *g, int l, const float **params_d);
-int zn_gen_stream_release(struct zn_gen *g, int l); /* compute is done with layer l */
-int zn_gen_streamed(const struct zn_gen *g, int l);
+int zn_gen_fz_acquire(struct zn_gen *g, int l, const float **params_d);
+int zn_gen_fz_release(struct zn_gen *g, int l); /* compute is done with layer l */
+int zn_gen_fz_depth(const struct zn_gen *g);
+uint64_t zn_gen_fz_read_bytes(struct zn_gen *g);
 
 #endif
