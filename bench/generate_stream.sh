@@ -13,7 +13,7 @@ dir=${NVME_DIR:-/var/tmp}
 new=${NEW:-24}
 if [ ! -f "$model" ]; then
 	head -c 20000 "$(dirname "$0")/../README.md" > "$model.txt"
-	"$1" train --model gpt2-medium --seq 16 --micro-batch 1 --steps 1 --data "$model.txt" \
+	"$1" train --model gpt2-medium --seq 64 --micro-batch 1 --steps 1 --data "$model.txt" \
 		--device-mem 8G --save-final "$model" > /dev/null
 	rm -f "$model.txt"
 fi
