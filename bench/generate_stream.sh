@@ -5,6 +5,8 @@
 # its layers 1 .. 24 in host memory (--offload-param cpu) and in a file under NVME_DIR
 # (--offload-param nvme). Prints each run's figures (prefill, decode tok/s, bytes streamed)
 # and its peak RSS, for each zinc binary given (e.g. one before a change and one after).
+# The nvme read bandwidth of NVME_DIR (zinc bench nvme, with the last binary) bounds the
+# nvme decode at bandwidth / (bytes read per token = the streamed layers' extents).
 # usage: [NVME_DIR=DIR] [NEW=N] bench/generate_stream.sh MODEL.safetensors zinc [zinc ...]
 set -euo pipefail
 model=$1
@@ -18,6 +20,9 @@ if [ ! -f "$model" ]; then
 	rm -f "$model.txt"
 fi
 echo "# zinc generate, layers streamed: $(nproc) cores, $(date -u '+%F %H:%M UTC'), $(uptime)"
+bw=$("${@: -1}" bench nvme --path "$dir" --op read --size 1G --block 1M --depth 32 --json |
+	sed -n "s/.*\"read_gbps\":[[:space:]]*\([0-9.e+-]*\).*/\1/p" | sort -g | tail -1)
+echo "# nvme read bandwidth of $dir (zinc bench nvme --op read --block 1M --depth 32): $bw GB/s"
 for zinc in "$@"; do
 	for home in cpu nvme; do
 		extra=()
