@@ -130,6 +130,14 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 			free(want);
 		}
 	}
+	/* the read buffers are in the pinned arena, registered with the frozen reads' engine:
+	 * io_uring reads into them as fixed buffers where the kernel has them */
+	if (prm == ZN_OFFLOAD_NVME && zn_aio_fixed_buffers(e->fz.aio)) {
+		struct zn_aio_stats as;
+
+		zn_aio_get_stats(e->fz.aio, &as);
+		cr_assert(as.fixed_buffer_pieces > 0);
+	}
 	zn_engine_destroy(e);
 	zn_lora_release(&lc);
 	free(stream);

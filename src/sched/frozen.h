@@ -42,6 +42,7 @@ struct zn_frozen {
 	int fd;                  /* the frozen file (unlinked at create), or -1 */
 	struct zn_aio *aio;      /* its reads and writes (frozen_io.c) */
 	struct zn_aio_file *af;
+	bool arena_registered;   /* the pinned arena is fixed buffers of aio */
 	struct zn_fslot slot0;
 	struct zn_fslot *ring;
 	int ring_n, seq_len, seq_issued;

@@ -68,6 +68,12 @@ int zn_frozen_io_open(struct zn_engine *e)
 	rc = zn_aio_create(&fz->aio, &e->cfg.aio);
 	if (!rc)
 		rc = zn_aio_file_add(fz->aio, fd, "the frozen parameters' file", &fz->af);
+	/* the whole pinned arena (the read buffers are in it) as fixed buffers: no page
+	 * pinning per request */
+	if (!rc && e->arena)
+		rc = zn_aio_register_buffer(fz->aio, zn_arena_base(e->arena),
+					    zn_arena_size(e->arena) / ZN_AIO_ALIGN * ZN_AIO_ALIGN);
+	fz->arena_registered = !rc && e->arena;
 	if (!rc)
 		zn_debug("frozen parameters on nvme through %s, %d read buffers",
 			 zn_aio_describe(fz->aio), e->plan.frozen_read_buffers);
@@ -104,6 +110,9 @@ void zn_frozen_io_close(struct zn_engine *e)
 	fz->rd_n = 0;
 	if (fz->af)
 		zn_aio_file_remove(fz->aio, fz->af);
+	if (fz->arena_registered)
+		zn_aio_unregister_buffer(fz->aio, zn_arena_base(e->arena));
+	fz->arena_registered = false;
 	zn_aio_destroy(fz->aio);
 	fz->af = NULL;
 	fz->aio = NULL;
