@@ -15,7 +15,9 @@
  * items up to k+d when item k is acquired) and its copy up (enqueued in item order once the
  * read is in: for item k itself the host waits for it; a later item's goes as soon as a
  * poll at an acquire or release finds its read done), so the host never waits for a read
- * ahead of the item the compute needs next while that compute's stream runs dry.
+ * ahead of the item the compute needs next while that compute's stream runs dry. That
+ * holds on one rank only (early_ok): with several, a fetch ends in an all-gather, whose
+ * order must not depend on when a read lands, so item k's acquire enqueues k .. k+d.
  * Without gathers (fp32, stage 0-2) the compute reads the resident full layer directly.
  * Layer 0's own slot exists because a later layer ties to it (tied_layer in the model's
  * layer descriptors).
@@ -198,14 +200,23 @@ static bool item_ready(struct zn_engine *e, int j)
 	return !zn_swapio_params(e) || zn_swapio_fetch_ready(e, fbuf_of(e, seq_slot(e, j)));
 }
 
+/* A stage 3 fetch ends in an all-gather, and every rank must enqueue its collectives (these
+ * and the backward's reduce-scatters) in the same order: with more than one rank, only the
+ * program's order may decide when a fetch is enqueued, never when its read landed. */
+static bool early_ok(const struct zn_engine *e)
+{
+	return e->rt.world == 1 || e->cfg.zero.stage < 3;
+}
+
 /* enqueues the fetches of staged items in order: every one up to `upto` (waiting for its
- * read), then those whose read is already in */
+ * read), then, where early_ok, those whose read is already in */
 static int issue_ready(struct zn_engine *e, int upto)
 {
 	int rc = 0;
 
 	while (!rc && e->pf.seq_issued < e->pf.seq_staged &&
-	       (e->pf.seq_issued <= upto || item_ready(e, e->pf.seq_issued))) {
+	       (e->pf.seq_issued <= upto ||
+		(early_ok(e) && item_ready(e, e->pf.seq_issued)))) {
 		int j = e->pf.seq_issued;
 
 		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
@@ -236,8 +247,9 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 		rc = fetch_stage(e, seq_layer(e, e->pf.seq_staged), seq_slot(e, e->pf.seq_staged));
 		e->pf.seq_staged++;
 	}
+	/* with several ranks the whole batch, as its order is the same on every rank */
 	if (!rc)
-		rc = issue_ready(e, item);
+		rc = issue_ready(e, early_ok(e) ? item : last);
 	if (rc)
 		return rc;
 	*params_d = zn_slot_params(e, seq_slot(e, item));
