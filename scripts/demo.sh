@@ -58,8 +58,9 @@ echo "== zinc bench step at 64M and 256M per direction"
 	--warmup 1 --steps 3 --plot "$dir/bench-step.png" --csv "$dir/bench-step.csv" \
 	--trace "$dir/bench-step-trace.json"
 echo "== zinc generate: the trained model continues a line (sampled, seeded, KV cache), its"
-echo "   layers streamed from NVMe through two device slots (docs/generate.md); after 300"
-echo "   steps on 2 cores it has learned letter statistics, not words"
+echo "   layers streamed from NVMe through training's frozen-parameter prefetch, read ahead"
+echo "   with io_uring (docs/generate.md); after 300 steps on 2 cores it has learned letter"
+echo "   statistics, not words"
 "$zinc" generate --init-from "$dir/demo-final.safetensors" --tokenizer bytes \
 	--prompt "When in the Course of human events," --max-new-tokens 28 \
 	--temperature 0.8 --top-k 20 --seed 1 \
