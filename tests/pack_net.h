@@ -1,7 +1,7 @@
 /* A direct runner of a model's layer ops on the CPU table, fp32 or bf16 compute, for the
- * packed-document tests (test_pack_bf16.c, test_pack_mask.c): forward and backward of
- * B x T tokens with optional positions, returning the summed loss and accumulating the
- * gradients of d sum(losses). Static functions: test code only, one includer per test. */
+ * packed-document tests (test_pack.c, test_pack_bf16.c, test_pack_mask.c): forward and
+ * backward of B x T tokens with optional positions, returning the summed loss and
+ * accumulating the gradients of d sum(losses). Static functions: test code only, one includer per test. */
 #ifndef ZN_TESTS_PACK_NET_H
 #define ZN_TESTS_PACK_NET_H
 

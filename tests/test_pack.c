@@ -28,104 +28,7 @@
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
 #include "model/model.h"
-
-/* ---- a direct runner of a model's ops (CPU table): sum of losses, grads += ---------- */
-
-struct net {
-	int n;
-	struct zn_layer_desc *ld;
-	float **p, **g;
-};
-
-static void net_init(struct net *net, const struct zn_model *m)
-{
-	net->n = m->ops->layer_count(m->config);
-	net->ld = calloc((size_t)net->n, sizeof(*net->ld));
-	net->p = calloc((size_t)net->n, sizeof(float *));
-	net->g = calloc((size_t)net->n, sizeof(float *));
-	for (int l = 0; l < net->n; l++) {
-		cr_assert_eq(m->ops->describe(m->config, l, &net->ld[l]), 0);
-		net->p[l] = calloc(net->ld[l].numel + 1, sizeof(float));
-		net->g[l] = calloc(net->ld[l].numel + 1, sizeof(float));
-		m->ops->init(m->config, &net->ld[l], 0, net->ld[l].numel, net->p[l], 7);
-	}
-}
-
-static void net_zero_grads(struct net *net)
-{
-	for (int l = 0; l < net->n; l++)
-		memset(net->g[l], 0, (net->ld[l].numel + 1) * sizeof(float));
-}
-
-static void net_free(struct net *net)
-{
-	for (int l = 0; l < net->n; l++)
-		free(net->p[l]), free(net->g[l]);
-	free(net->p), free(net->g), free(net->ld);
-}
-
-/* forward and backward of B x T; returns sum(losses); grads += d sum(losses) */
-static double net_run(struct net *net, const struct zn_model *m, const int *tok,
-		      const int *tgt, const int *pos, int B, int T)
-{
-	const struct zn_kernel_table *k = &zn_kernels_cpu;
-	const void *c = m->config;
-	uint64_t bt = (uint64_t)B * T, w = (uint64_t)m->ops->width(c), smax = 0;
-	int n = net->n;
-	float **acts = calloc((size_t)n, sizeof(float *)), **x = calloc((size_t)n, sizeof(float *));
-	float *losses = calloc(bt, sizeof(float)), *dx[2], *scratch;
-	double sum = 0;
-
-	for (int l = 0; l < n; l++) {
-		uint64_t s = m->ops->scratch_numel(c, &net->ld[l], B, T);
-
-		acts[l] = calloc(m->ops->act_numel(c, &net->ld[l], B, T) + 1, sizeof(float));
-		x[l] = calloc(bt * w, sizeof(float));
-		smax = s > smax ? s : smax;
-	}
-	scratch = calloc(smax + 1, sizeof(float));
-	dx[0] = calloc(bt * w, sizeof(float));
-	dx[1] = calloc(bt * w, sizeof(float));
-	for (int l = 0; l < n; l++) {
-		struct zn_layer_io io = { .L = &net->ld[l], .params = net->p[l], .acts = acts[l],
-					  .scratch = scratch, .tokens = tok, .targets = tgt,
-					  .pos = pos, .B = B, .T = T };
-
-		if (net->ld[l].tied_layer == 0)
-			io.tied_params = net->p[0];
-		io.x_in = l ? x[l - 1] : NULL;
-		if (l < n - 1)
-			io.x_out = x[l];
-		else
-			io.losses = losses;
-		m->ops->forward(k, NULL, c, &io);
-	}
-	for (uint64_t i = 0; i < bt; i++)
-		sum += losses[i];
-	for (int l = n - 1, cur = 0; l >= 0; l--) {
-		struct zn_layer_io io = { .L = &net->ld[l], .params = net->p[l],
-					  .grads = net->g[l], .acts = acts[l], .scratch = scratch,
-					  .tokens = tok, .targets = tgt, .pos = pos, .B = B, .T = T,
-					  .dloss_scale = 1.0f };
-
-		if (net->ld[l].tied_layer == 0) {
-			io.tied_params = net->p[0];
-			io.tied_grads = net->g[0];
-		}
-		memset(scratch, 0, (smax + 1) * sizeof(float));
-		io.x_in = l ? x[l - 1] : NULL;
-		if (l < n - 1) {
-			io.dx_out = dx[cur];
-			cur ^= 1;
-		}
-		io.dx_in = l ? dx[cur] : NULL;
-		m->ops->backward(k, NULL, c, &io);
-	}
-	for (int l = 0; l < n; l++)
-		free(acts[l]), free(x[l]);
-	free(acts), free(x), free(losses), free(scratch), free(dx[0]), free(dx[1]);
-	return sum;
-}
+#include "pack_net.h"
 
 /* ---- packed rows vs each document on its own ----------------------------------------- */
 
@@ -143,7 +46,7 @@ static void check_packed(const struct zn_model *m, int vocab)
 	int *doc[NDOC];
 	uint64_t seed = 3;
 
-	net_init(&net, m);
+	net_init(&net, m, 7);
 	/* documents of random tokens, packed by hand; padding: token 0, not predicted */
 	for (int i = 0; i < NROW * T_ROW; i++)
 		tok[i] = 0, tgt[i] = ZN_TARGET_IGNORE, pos[i] = 0;
@@ -281,7 +184,7 @@ Test(pack, engine_loss_is_mean_over_predicted)
 			  fresh);
 		cfg.optimizer.lr = 3e-3f;
 	}
-	net_init(&net, &m);
+	net_init(&net, &m, 7);
 	for (int l = 0; l < net.n; l++)
 		m.ops->init(m.config, &net.ld[l], 0, net.ld[l].numel, net.p[l], cfg.runtime.seed);
 	double want = net_run(&net, &m, tok, tgt, pos, B, ET_T) / count;
