@@ -28,6 +28,7 @@
 
 #include "../engine_common.h"
 #include "nvme/aio.h"
+#include "nvme_dir.h"
 
 struct variant {
 	int stage;
@@ -51,30 +52,6 @@ static const struct variant variants[] = {
 static const char *off_name(enum zn_offload_device d)
 {
 	return d == ZN_OFFLOAD_NVME ? "nvme" : d == ZN_OFFLOAD_CPU ? "cpu" : "none";
-}
-
-/* This rank's swap directory (made once), or NULL when the base has no O_DIRECT. */
-static const char *nvme_dir(int rank)
-{
-	static char dir[ZN_PATH_MAX + 32];
-	static int state; /* 0 unknown, 1 made, -1 unavailable */
-	const char *base = getenv("ZN_TEST_NVME_DIR");
-	struct zn_nvme_path_probe p;
-	char real[ZN_PATH_MAX];
-
-	if (state)
-		return state > 0 ? dir : NULL;
-	state = -1;
-	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
-		fprintf(stderr, "engine_equiv: rank %d: no O_DIRECT under %s: nvme variants "
-			"skipped\n", rank, base ? base : ".");
-		return NULL;
-	}
-	snprintf(dir, sizeof(dir), "%s/zn-equiv-r%d-XXXXXX", real, rank);
-	if (!mkdtemp(dir))
-		return NULL;
-	state = 1;
-	return dir;
 }
 
 static void set_nvme_paths(struct zn_config *c, const char *dir)
@@ -140,10 +117,10 @@ static int check_recompute(const struct zn_config *base, const struct et_run *wa
 	cfg.act_ckpt.every = 1 + i % 2;
 	cfg.act_ckpt.home.device = homes[i % 3];
 	if (homes[i % 3] == ZN_OFFLOAD_NVME) {
-		if (!nvme_dir(rank))
+		if (!mpi_nvme_dir("engine_equiv", rank))
 			cfg.act_ckpt.home.device = ZN_OFFLOAD_CPU;
 		else
-			set_nvme_paths(&cfg, nvme_dir(rank));
+			set_nvme_paths(&cfg, mpi_nvme_dir("engine_equiv", rank));
 		cfg.act_ckpt.home.nvme_path_count = cfg.zero.offload_optimizer.nvme_path_count;
 		memcpy(cfg.act_ckpt.home.nvme_path, cfg.zero.offload_optimizer.nvme_path,
 		       sizeof(cfg.act_ckpt.home.nvme_path));
@@ -208,7 +185,7 @@ int main(void)
 		cfg.gradient_clipping = v->clip;
 		set_precision(&cfg, v->bf16, v->compute16);
 		if (v->off == ZN_OFFLOAD_NVME) {
-			const char *dir = nvme_dir(rank);
+			const char *dir = mpi_nvme_dir("engine_equiv", rank);
 
 			if (!dir)
 				continue;
@@ -241,8 +218,8 @@ int main(void)
 	}
 	for (int c = 0; c < REFS; c++)
 		et_run_free(&ref[c]);
-	if (nvme_dir(rank))
-		rmdir(nvme_dir(rank)); /* the engines removed their swap directories */
+	if (mpi_nvme_dir("engine_equiv", rank))
+		rmdir(mpi_nvme_dir("engine_equiv", rank)); /* the engines removed their files */
 	free(tok);
 	zn_comm_destroy(anchor);
 	if (failed)

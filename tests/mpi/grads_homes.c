@@ -16,6 +16,7 @@
 
 #include "../engine_common.h"
 #include "nvme/aio.h"
+#include "nvme_dir.h"
 
 struct gcase {
 	int stage;
@@ -33,24 +34,6 @@ static const struct gcase cases[] = {
 	{ 3, true, 1, 0.05f, "pinned, held for the step" },
 	{ 2, false, 2, 0.05f, "pinned, held for the step" },
 };
-
-static char dir[ZN_PATH_MAX + 32];
-
-/* This rank's swap directory, or NULL (said once) when the base has no O_DIRECT. */
-static const char *nvme_dir(int rank)
-{
-	const char *base = getenv("ZN_TEST_NVME_DIR");
-	struct zn_nvme_path_probe p;
-	char real[ZN_PATH_MAX];
-
-	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
-		fprintf(stderr, "grads_homes: rank %d: no O_DIRECT under %s: skipped\n", rank,
-			base ? base : ".");
-		return NULL;
-	}
-	snprintf(dir, sizeof(dir), "%s/zn-grads-r%d-XXXXXX", real, rank);
-	return mkdtemp(dir);
-}
 
 static void config_of(struct zn_config *c, const struct gcase *k, bool nvme, const char *d)
 {
@@ -115,7 +98,7 @@ int main(void)
 		return 1;
 	if (world > 1 && zn_comm_create(&anchor, &acfg))
 		return 1;
-	d = nvme_dir(rank);
+	d = mpi_nvme_dir("grads_homes", rank);
 	et_model(&mc);
 	mc.layers = 6; /* 8 engine layers: the ring of 2 turns over three times a step */
 	zn_gpt2_config_validate(&mc);

@@ -21,34 +21,11 @@
 #include "../engine_common.h"
 #include "model/llama/llama.h"
 #include "nvme/aio.h"
+#include "nvme_dir.h"
 
 static const char *off_name(enum zn_offload_device d)
 {
 	return d == ZN_OFFLOAD_NVME ? "nvme" : d == ZN_OFFLOAD_CPU ? "cpu" : "none";
-}
-
-/* This rank's swap directory (made once), or NULL when the base has no O_DIRECT. */
-static const char *nvme_dir(int rank)
-{
-	static char dir[ZN_PATH_MAX + 32];
-	static int state; /* 0 unknown, 1 made, -1 unavailable */
-	const char *base = getenv("ZN_TEST_NVME_DIR");
-	struct zn_nvme_path_probe p;
-	char real[ZN_PATH_MAX];
-
-	if (state)
-		return state > 0 ? dir : NULL;
-	state = -1;
-	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
-		fprintf(stderr, "llama_equiv: rank %d: no O_DIRECT under %s: nvme variants "
-			"skipped\n", rank, base ? base : ".");
-		return NULL;
-	}
-	snprintf(dir, sizeof(dir), "%s/zn-lequiv-r%d-XXXXXX", real, rank);
-	if (!mkdtemp(dir))
-		return NULL;
-	state = 1;
-	return dir;
 }
 
 /* llama-tiny narrowed: 2 layers, hidden 32, 4 heads of 8, 2 kv heads, vocab 96 */
@@ -74,14 +51,15 @@ static int check_recompute(const struct zn_config *base, const struct zn_model *
 	struct et_run r;
 	bool bad;
 
-	if (home == ZN_OFFLOAD_NVME && !nvme_dir(rank))
+	if (home == ZN_OFFLOAD_NVME && !mpi_nvme_dir("llama_equiv", rank))
 		home = ZN_OFFLOAD_CPU;
 	cfg.act_ckpt.enabled = true;
 	cfg.act_ckpt.every = 1 + turn % 2;
 	cfg.act_ckpt.home.device = home;
 	if (home == ZN_OFFLOAD_NVME) {
 		cfg.act_ckpt.home.nvme_path_count = 1;
-		snprintf(cfg.act_ckpt.home.nvme_path[0], ZN_PATH_MAX, "%s", nvme_dir(rank));
+		snprintf(cfg.act_ckpt.home.nvme_path[0], ZN_PATH_MAX, "%s",
+			 mpi_nvme_dir("llama_equiv", rank));
 	}
 	if (et_train_any(&r, &cfg, m, ZN_COMM_AUTO, tok, ET_STEPS)) {
 		fprintf(stderr, "%s: with activation checkpointing: failed\n", what);
@@ -142,7 +120,7 @@ int main(void)
 					continue;
 				et_config(&cfg, stage, off, ET_B, 1);
 				if (off == ZN_OFFLOAD_NVME) {
-					const char *dir = nvme_dir(rank);
+					const char *dir = mpi_nvme_dir("llama_equiv", rank);
 
 					if (!dir)
 						continue;
@@ -174,8 +152,8 @@ int main(void)
 		}
 		et_run_free(&ref);
 	}
-	if (nvme_dir(rank))
-		rmdir(nvme_dir(rank));
+	if (mpi_nvme_dir("llama_equiv", rank))
+		rmdir(mpi_nvme_dir("llama_equiv", rank));
 	free(tok);
 	zn_comm_destroy(anchor);
 	if (failed)

@@ -17,6 +17,7 @@
 #include "../engine_common.h"
 #include "model/lora/lora.h"
 #include "nvme/aio.h"
+#include "nvme_dir.h"
 
 static const struct {
 	int stage;
@@ -26,29 +27,6 @@ static const struct {
 	{ 3, ZN_OFFLOAD_NONE }, { 1, ZN_OFFLOAD_CPU },  { 2, ZN_OFFLOAD_CPU },
 	{ 3, ZN_OFFLOAD_CPU },  { 3, ZN_OFFLOAD_NVME },
 };
-
-static const char *nvme_dir(int rank)
-{
-	static char dir[ZN_PATH_MAX + 32];
-	static int state; /* 0 unknown, 1 made, -1 unavailable */
-	const char *base = getenv("ZN_TEST_NVME_DIR");
-	struct zn_nvme_path_probe p;
-	char real[ZN_PATH_MAX];
-
-	if (state)
-		return state > 0 ? dir : NULL;
-	state = -1;
-	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
-		fprintf(stderr, "lora_equiv: rank %d: no O_DIRECT under %s: nvme skipped\n", rank,
-			base ? base : ".");
-		return NULL;
-	}
-	snprintf(dir, sizeof(dir), "%s/zn-lora-r%d-XXXXXX", real, rank);
-	if (!mkdtemp(dir))
-		return NULL;
-	state = 1;
-	return dir;
-}
 
 int main(void)
 {
@@ -84,7 +62,7 @@ int main(void)
 
 		et_config(&cfg, variants[i].stage, variants[i].off, ET_B, 1);
 		if (variants[i].off == ZN_OFFLOAD_NVME) {
-			const char *dir = nvme_dir(rank);
+			const char *dir = mpi_nvme_dir("lora_equiv", rank);
 			struct zn_offload_config *o[] = { &cfg.zero.offload_optimizer,
 							  &cfg.zero.offload_param };
 
@@ -114,8 +92,8 @@ int main(void)
 		et_run_free(&r);
 	}
 	et_run_free(&ref);
-	if (nvme_dir(rank))
-		rmdir(nvme_dir(rank));
+	if (mpi_nvme_dir("lora_equiv", rank))
+		rmdir(mpi_nvme_dir("lora_equiv", rank));
 	free(tok);
 	zn_lora_release(&lc);
 	zn_comm_destroy(anchor);

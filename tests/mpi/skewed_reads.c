@@ -13,24 +13,7 @@
 
 #include "../engine_common.h"
 #include "nvme/aio.h"
-
-static char dir[ZN_PATH_MAX + 32];
-
-/* This rank's swap directory, or NULL (said once) when the base has no O_DIRECT. */
-static const char *nvme_dir(int rank)
-{
-	const char *base = getenv("ZN_TEST_NVME_DIR");
-	struct zn_nvme_path_probe p;
-	char real[ZN_PATH_MAX];
-
-	if (!realpath(base ? base : ".", real) || zn_nvme_path_probe(real, &p) || !p.o_direct) {
-		fprintf(stderr, "skewed_reads: rank %d: no O_DIRECT under %s: skipped\n", rank,
-			base ? base : ".");
-		return NULL;
-	}
-	snprintf(dir, sizeof(dir), "%s/zn-skew-r%d-XXXXXX", real, rank);
-	return mkdtemp(dir);
-}
+#include "nvme_dir.h"
 
 static void config_of(struct zn_config *c, bool nvme, const char *d, int rank, int depth)
 {
@@ -57,13 +40,13 @@ int main(void)
 	int rank = 0, world = 1, failed = 0;
 	const char *d;
 
-	alarm(60);  /* a hang (ranks' collectives out of order) fails before ctest's timeout */
+	alarm(60); /* a hang (ranks' collectives out of order) fails before ctest's timeout */
 	omp_set_num_threads(1);
 	if (zn_comm_world_hint(&rank, &world, NULL))
 		return 1;
 	if (world > 1 && zn_comm_create(&anchor, &acfg))
 		return 1;
-	d = nvme_dir(rank);
+	d = mpi_nvme_dir("skewed_reads", rank);
 	et_model(&mc);
 	mc.layers = 6;
 	zn_gpt2_config_validate(&mc);
