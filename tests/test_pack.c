@@ -28,79 +28,18 @@
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
 #include "model/model.h"
+#include "pack_docs.h"
 #include "pack_net.h"
 
 /* ---- packed rows vs each document on its own ----------------------------------------- */
 
-#define T_ROW 24
-/* documents by length; rows: {7, 9, 5} + 3 padding, {24}, {1, 12, 10} + 1 padding */
-static const int doc_len[] = { 7, 9, 5, 24, 1, 12, 10 };
-static const int row_of[] = { 0, 0, 0, 1, 2, 2, 2 };
-#define NDOC 7
-#define NROW 3
-
-static void check_packed(const struct zn_model *m, int vocab)
+static void check_fp32(const struct zn_model *m, int vocab)
 {
 	struct net net;
-	int tok[NROW * T_ROW], tgt[NROW * T_ROW], pos[NROW * T_ROW], fill[NROW] = { 0 };
-	int *doc[NDOC];
-	uint64_t seed = 3;
+	struct pack_rows rw;
 
 	net_init(&net, m, 7);
-	/* documents of random tokens, packed by hand; padding: token 0, not predicted */
-	for (int i = 0; i < NROW * T_ROW; i++)
-		tok[i] = 0, tgt[i] = ZN_TARGET_IGNORE, pos[i] = 0;
-	for (int d = 0; d < NDOC; d++) {
-		doc[d] = et_tokens((uint64_t)doc_len[d], vocab, seed++);
-		int r = row_of[d], *t = tok + r * T_ROW + fill[r];
-
-		for (int i = 0; i < doc_len[d]; i++) {
-			t[i] = doc[d][i];
-			pos[r * T_ROW + fill[r] + i] = i;
-			if (i + 1 < doc_len[d])
-				tgt[r * T_ROW + fill[r] + i] = doc[d][i + 1];
-		}
-		fill[r] += doc_len[d];
-	}
-	for (int r = 0; r < NROW; r++)
-		for (int i = fill[r]; i < T_ROW; i++)
-			pos[r * T_ROW + i] = i - fill[r];
-	double packed = net_run(&net, m, tok, tgt, pos, NROW, T_ROW);
-	float **gp = calloc((size_t)net.n, sizeof(float *));
-
-	for (int l = 0; l < net.n; l++) {
-		gp[l] = net.g[l];
-		net.g[l] = calloc(net.ld[l].numel + 1, sizeof(float));
-	}
-	/* each document alone: inputs its first n - 1 tokens, targets its last n - 1 */
-	double alone = 0;
-
-	for (int d = 0; d < NDOC; d++)
-		if (doc_len[d] > 1)
-			alone += net_run(&net, m, doc[d], doc[d] + 1, NULL, 1, doc_len[d] - 1);
-	cr_assert(fabs(packed - alone) <= 1e-5 * fabs(alone), "%s: packed loss %.9g, alone %.9g",
-		  m->ops->family, packed, alone);
-	for (int l = 0; l < net.n; l++) {
-		double *want = calloc(net.ld[l].numel + 1, sizeof(double));
-		char what[64];
-
-		for (uint64_t i = 0; i < net.ld[l].numel; i++)
-			want[i] = net.g[l][i];
-		snprintf(what, sizeof(what), "%s layer %d gradient", m->ops->family, l);
-		cr_assert(kc_close(what, gp[l], want, net.ld[l].numel, 1e-5), "%s", what);
-		free(want);
-	}
-	/* the same rows without positions attend across documents: another loss */
-	net_zero_grads(&net);
-	double crossed = net_run(&net, m, tok, tgt, NULL, NROW, T_ROW);
-
-	cr_assert(fabs(crossed - alone) > 1e-4 * fabs(alone), "%s: documents made no difference",
-		  m->ops->family);
-	for (int l = 0; l < net.n; l++)
-		free(gp[l]);
-	free(gp);
-	for (int d = 0; d < NDOC; d++)
-		free(doc[d]);
+	check_packed(&net, m, vocab, 1e-4, &rw);
 	net_free(&net);
 }
 
@@ -112,7 +51,7 @@ Test(pack, gpt2_packed_equals_documents_alone)
 	cr_assert_eq(zn_gpt2_config_validate(&mc), 0);
 	struct zn_model m = zn_gpt2_model(&mc);
 
-	check_packed(&m, mc.vocab);
+	check_fp32(&m, mc.vocab);
 }
 
 Test(pack, llama_packed_equals_documents_alone)
@@ -126,7 +65,7 @@ Test(pack, llama_packed_equals_documents_alone)
 	cr_assert_eq(zn_llama_config_validate(&c), 0);
 	struct zn_model m = zn_llama_model(&c);
 
-	check_packed(&m, c.vocab);
+	check_fp32(&m, c.vocab);
 }
 
 /* ---- the engine: the loss is the mean over the predicted targets --------------------- */

@@ -30,86 +30,28 @@
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
 #include "model/model.h"
+#include "pack_docs.h"
 #include "pack_net.h"
 
 /* ---- packed rows vs each document on its own, bf16 compute ---------------------------- */
 
-#define T_ROW 24
-/* documents by length; rows: {7, 9, 5} + 3 padding, {24}, {1, 12, 10} + 1 padding */
-static const int doc_len[] = { 7, 9, 5, 24, 1, 12, 10 };
-static const int row_of[] = { 0, 0, 0, 1, 2, 2, 2 };
-#define NDOC 7
-#define NROW 3
-
 static void check_packed_bf16(const struct zn_model *m, int vocab)
 {
 	struct net net;
-	int tok[NROW * T_ROW], tgt[NROW * T_ROW], pos[NROW * T_ROW], fill[NROW] = { 0 };
-	int *doc[NDOC];
-	uint64_t seed = 3;
+	struct pack_rows rw;
 
 	net_init(&net, m, 7);
 	net.bf16 = true;
-	for (int i = 0; i < NROW * T_ROW; i++)
-		tok[i] = 0, tgt[i] = ZN_TARGET_IGNORE, pos[i] = 0;
-	for (int d = 0; d < NDOC; d++) {
-		doc[d] = et_tokens((uint64_t)doc_len[d], vocab, seed++);
-		int r = row_of[d], *t = tok + r * T_ROW + fill[r];
+	double packed = check_packed(&net, m, vocab, 1e-3, &rw);
 
-		for (int i = 0; i < doc_len[d]; i++) {
-			t[i] = doc[d][i];
-			pos[r * T_ROW + fill[r] + i] = i;
-			if (i + 1 < doc_len[d])
-				tgt[r * T_ROW + fill[r] + i] = doc[d][i + 1];
-		}
-		fill[r] += doc_len[d];
-	}
-	for (int r = 0; r < NROW; r++)
-		for (int i = fill[r]; i < T_ROW; i++)
-			pos[r * T_ROW + i] = i - fill[r];
-	double packed = net_run(&net, m, tok, tgt, pos, NROW, T_ROW);
-	float **gp = calloc((size_t)net.n, sizeof(float *));
-
-	for (int l = 0; l < net.n; l++) {
-		gp[l] = net.g[l];
-		net.g[l] = calloc(net.ld[l].numel + 1, sizeof(float));
-	}
-	double alone = 0;
-
-	for (int d = 0; d < NDOC; d++)
-		if (doc_len[d] > 1)
-			alone += net_run(&net, m, doc[d], doc[d] + 1, NULL, 1, doc_len[d] - 1);
-	cr_assert(fabs(packed - alone) <= 1e-5 * fabs(alone),
-		  "%s bf16: packed loss %.9g, alone %.9g", m->ops->family, packed, alone);
-	for (int l = 0; l < net.n; l++) {
-		double *want = calloc(net.ld[l].numel + 1, sizeof(double));
-		char what[64];
-
-		for (uint64_t i = 0; i < net.ld[l].numel; i++)
-			want[i] = net.g[l][i];
-		snprintf(what, sizeof(what), "%s bf16 layer %d gradient", m->ops->family, l);
-		cr_assert(kc_close(what, gp[l], want, net.ld[l].numel, 1e-5), "%s", what);
-		free(want);
-	}
-	/* the same rows without positions attend across documents: another loss */
-	net_zero_grads(&net);
-	double crossed = net_run(&net, m, tok, tgt, NULL, NROW, T_ROW);
-
-	cr_assert(fabs(crossed - alone) > 1e-3 * fabs(alone),
-		  "%s bf16: documents made no difference", m->ops->family);
 	/* and the fp32 layers on the same bf16 parameters agree to bf16 rounding */
 	net.bf16 = false;
 	net_zero_grads(&net);
-	double f32 = net_run(&net, m, tok, tgt, pos, NROW, T_ROW);
+	double f32 = net_run(&net, m, rw.tok, rw.tgt, rw.pos, NROW, T_ROW);
 
 	cr_assert(fabs(f32 - packed) <= 1e-2 * fabs(f32), "%s: bf16 packed %.9g, fp32 %.9g",
 		  m->ops->family, packed, f32);
 	cr_assert(fabs(f32 - packed) > 0, "%s: bf16 compute gave the fp32 bits", m->ops->family);
-	for (int l = 0; l < net.n; l++)
-		free(gp[l]);
-	free(gp);
-	for (int d = 0; d < NDOC; d++)
-		free(doc[d]);
 	net_free(&net);
 }
 
