@@ -368,9 +368,13 @@ void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
 
 int zn_engine_rank(const struct zn_engine *e);
 /* Traces the steps t wants into t (src/core/trace.h; NULL: off). t stays the caller's and
- * must outlive the engine's steps. */
+ * must outlive the engine's steps; a change waits for the write-behind first. */
 struct zn_trace;
 void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t);
+/* Waits for the NVMe write-behind of the last step (zn_engine_step returns with its state
+ * writes still in flight; the next step, a checkpoint, a read-back, eval and destroy wait
+ * for them as they need). Returns 0 or the first write's error, logged with its layer. */
+int zn_engine_flush(struct zn_engine *e);
 /* Sets aio.bandwidth_cap_bytes_per_s (per direction, 0 = none) of the engine's NVMe I/O
  * from now on; -EINVAL when no state is on NVMe. */
 int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s);

@@ -31,7 +31,8 @@ static int swap_entries(const char *dir)
 	return n;
 }
 
-static void exact(int stage, enum zn_offload_device prm, bool bf16, int k)
+static void exact_capped(int stage, enum zn_offload_device prm, bool bf16, int k,
+			 uint64_t cap)
 {
 	char dir[ZN_PATH_MAX], sd[ZN_PATH_MAX + 16];
 	struct zn_config c;
@@ -40,11 +41,24 @@ static void exact(int stage, enum zn_offload_device prm, bool bf16, int k)
 	ck_config(&c, stage, ZN_OFFLOAD_NVME);
 	c.zero.offload_param.device = prm;
 	c.precision.bf16 = bf16;
+	c.aio.bandwidth_cap_bytes_per_s = cap;
 	set_paths(&c, dir);
 	snprintf(sd, sizeof(sd), "%s/save", dir);
 	ck_exact(&c, sd, k);
 	cr_assert_eq(swap_entries(dir), 0);
 	ck_rmtree(dir);
+}
+
+static void exact(int stage, enum zn_offload_device prm, bool bf16, int k)
+{
+	exact_capped(stage, prm, bf16, k, 0);
+}
+
+/* NVMe at 2 MB/s: the save comes while the last step's write-behind is still writing (the
+ * save waits for it before reading the extents or using the staging buffer) */
+Test(nvme_ckpt, exact_resume_after_slow_write_behind)
+{
+	exact_capped(3, ZN_OFFLOAD_NVME, false, 2, 2000000);
 }
 
 Test(nvme_ckpt, exact_resume_stage1_optimizer_nvme) { exact(1, ZN_OFFLOAD_NONE, false, 2); }

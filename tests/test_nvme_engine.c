@@ -237,6 +237,57 @@ Test(nvme_engine, bf16_hot_layers_at_every_prefetch_depth_equal_cpu_offload)
 	check_hot(true);
 }
 
+/* Write-behind: a step returns with its state writes in flight; the next step's fetch of a
+ * layer waits for that layer's write (else it reads the old shard). Writes capped at 1 MB/s
+ * and reads uncapped make each layer's write outlast the next forward's read of it (the
+ * writes of layers n-1 .. 0 queue behind each other), so without the wait the losses and
+ * weights differ from cpu offload. */
+Test(nvme_engine, write_behind_is_waited_for_by_the_next_fetch)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc;
+	struct zn_config c;
+	struct et_run cpu;
+	struct zn_engine *e;
+	int *tok = stream_for(3, 1);
+
+	et_model(&mc);
+	mc.layers = 4;
+	zn_gpt2_config_validate(&mc);
+	nvme_test_dir(dir, sizeof(dir));
+	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 1);
+	c.runtime.prefetch_depth = 1;
+	c.runtime.hot_layers = 0;
+	cr_assert_eq(et_train_model(&cpu, &c, &mc, ZN_COMM_SINGLE, tok, 3), 0);
+	c.zero.offload_optimizer.device = ZN_OFFLOAD_NVME;
+	c.zero.offload_param.device = ZN_OFFLOAD_NVME;
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	zn_aio_set_write_cap(zn_engine_aio(e), 1000000);
+	for (int s = 0; s < 3; s++) {
+		const int *in = tok + (size_t)s * ET_B * ET_T;
+		struct zn_step_stats st;
+
+		cr_assert_eq(zn_engine_step(e, in, in + 1, &st), 0);
+		cr_assert_eq(memcmp(&st.loss, &cpu.loss[s], 4), 0, "step %d loss %.9g vs cpu "
+			     "offload %.9g", s + 1, st.loss, cpu.loss[s]);
+	}
+	for (int l = 0; l < cpu.layer_count; l++) {
+		float *w = malloc(cpu.numel[l] * sizeof(float));
+
+		cr_assert_eq(zn_engine_read_layer(e, l, w), 0);
+		cr_assert_eq(memcmp(w, cpu.w[l], cpu.numel[l] * sizeof(float)), 0,
+			     "layer %d differs from cpu offload", l);
+		free(w);
+	}
+	zn_engine_destroy(e);
+	et_run_free(&cpu);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
 /* zinc train end to end with everything on nvme, one path */
 Test(nvme_engine, zinc_train_with_state_on_nvme)
 {
@@ -282,10 +333,11 @@ static bool stderr_has(const char *a, const char *b)
 	return false;
 }
 
-/* The nth I/O piece from now fails with EIO: the step fails naming the swap file, the
- * engine is destroyed cleanly and its files are gone. */
+/* The nth I/O piece from now fails with EIO: the step (or, for a write behind it, the next
+ * step or, with `flush`, zn_engine_flush) fails naming the swap file, the engine is destroyed cleanly and its
+ * files are gone. */
 static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_only,
-			const char *op)
+			const char *op, bool flush)
 {
 	char dir[ZN_PATH_MAX];
 	const char *dirs[1] = { dir };
@@ -294,7 +346,7 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 	struct zn_step_stats st;
 	struct zn_config c;
 	struct zn_engine *e;
-	int *tok = stream_for(2, 1), rc;
+	int *tok = stream_for(3, 1), rc;
 
 	nvme_test_dir(dir, sizeof(dir));
 	et_model(&mc);
@@ -303,9 +355,14 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 	set_paths(&c, dirs, 1);
 	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
 	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
+	cr_assert_eq(zn_engine_flush(e), 0, "its write-behind lands");
 	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO,
 								 .writes_only = writes_only });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
+	/* a write behind the step fails the step, or what waits for it next */
+	if (!rc && writes_only)
+		rc = flush ? zn_engine_flush(e) :
+			     zn_engine_step(e, tok + 2 * ET_B * ET_T, tok + 2 * ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
 	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
 		  "the error names the %s and the swap file", op);
@@ -318,13 +375,13 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 
 Test(nvme_engine, read_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	check_fault(ZN_OFFLOAD_NVME, 1, false, "read of");
+	check_fault(ZN_OFFLOAD_NVME, 1, false, "read of", false);
 }
 
 Test(nvme_engine, late_fault_fails_the_step, .init = cr_redirect_stderr)
 {
 	/* parameters on cpu: the optimizer's reads */
-	check_fault(ZN_OFFLOAD_CPU, 5, false, "read of");
+	check_fault(ZN_OFFLOAD_CPU, 5, false, "read of", false);
 }
 
 Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
@@ -332,7 +389,13 @@ Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
 	/* the second write piece of the step, whatever order the queue's priorities and the
 	 * early AdamW give the reads and writes (counting every piece made this timing
 	 * dependent: the 14th piece was a read in a slower, sanitized run) */
-	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of");
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", false);
+}
+
+Test(nvme_engine, write_behind_fault_fails_the_flush, .init = cr_redirect_stderr)
+{
+	/* the same write fault, waited for by zn_engine_flush (zinc train's end) */
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", true);
 }
 
 static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,

@@ -321,6 +321,7 @@ struct bench {
 	uint64_t tokens;
 	int vocab;
 	uint64_t rng;
+	int64_t last_step; /* the last step taken (warm) */
 };
 
 static int bench_create(struct bench *b, const struct zn_config *cfg,
@@ -360,18 +361,30 @@ static int bench_step(struct bench *b, struct zn_step_stats *st)
 	return zn_engine_step(b->e, b->in, b->tgt, st);
 }
 
-/* N timed steps into row r (medians), the first traced when trace is set */
-static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_trace *trace)
+/* N timed steps into row r (medians), the first traced when trace is set; `next` is the
+ * first one's step number. The last step's time includes the wait for its NVMe
+ * write-behind (each step's writes otherwise go on into the next step). */
+static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_trace *trace,
+		       int64_t next)
 {
 	double *v = calloc((size_t)n * 9, sizeof(double));
 	int rc = v ? 0 : -ENOMEM;
 
+	if (trace) {
+		zn_trace_set_steps(trace, next, next);
+		zn_engine_set_trace(b->e, trace);
+	}
 	for (int i = 0; !rc && i < n; i++) {
 		struct zn_step_stats st;
 
-		zn_engine_set_trace(b->e, i == 0 ? trace : NULL);
 		rc = bench_step(b, &st);
 		v[i] = st.step_ms;
+		if (!rc && i == n - 1) {
+			double t0 = now_ms();
+
+			rc = zn_engine_flush(b->e);
+			v[i] += now_ms() - t0;
+		}
 		v[n + i] = st.fwd_ms;
 		v[2 * n + i] = st.bwd_ms;
 		v[3 * n + i] = st.opt_ms;
@@ -406,6 +419,7 @@ static int warm(struct bench *b, int n)
 
 	for (int i = 0; !rc && i < n; i++)
 		rc = bench_step(b, &st);
+	b->last_step = st.step;
 	return rc;
 }
 
@@ -481,7 +495,7 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 		if (!rc)
 			rc = warm(&b, 1); /* the bucket settles to the new rate */
 		if (!rc)
-			rc = timed_steps(&b, o->steps, r, trace);
+			rc = timed_steps(&b, o->steps, r, trace, b.last_step + 1);
 		if (!rc && !r->cap_bps && !env->mixed_ms)
 			rc = measure_mix(cfg, r->read_bytes, r->write_bytes, env);
 		if (!rc && !o->json)

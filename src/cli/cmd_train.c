@@ -365,6 +365,13 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 				printf("saved %s\n", hf);
 		}
 	}
+	/* the last step's NVMe write-behind: a failed write fails the run */
+	{
+		int r = zn_engine_flush(e);
+
+		if (!rc)
+			rc = r;
+	}
 	if (!rc && o->lora.on && !stop) {
 		/* --save-adapter, and the merged model for --save-final */
 		rc = zn_train_lora_save(&o->lora, e, o->save_final, o->save_dtype, o->init_from);

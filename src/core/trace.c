@@ -25,6 +25,7 @@ struct span {
 	int track, sub, layer;
 	const char *what;
 	uint64_t t0, t1, bytes;
+	int64_t step; /* < 0: the step zn_trace_end_step names */
 };
 
 struct zn_trace {
@@ -120,6 +121,18 @@ bool zn_trace_wants(const struct zn_trace *t, int64_t step)
 int zn_trace_add(struct zn_trace *t, int track, int sub, const char *what, int layer,
 		 uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes)
 {
+	return zn_trace_add_step(t, -1, track, sub, what, layer, t0_ns, t1_ns, bytes);
+}
+
+void zn_trace_set_steps(struct zn_trace *t, int64_t first, int64_t last)
+{
+	t->first = first;
+	t->last = last;
+}
+
+int zn_trace_add_step(struct zn_trace *t, int64_t step, int track, int sub, const char *what,
+		      int layer, uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes)
+{
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 256;
 		struct span *sp = realloc(t->sp, cap * sizeof(*sp));
@@ -132,7 +145,7 @@ int zn_trace_add(struct zn_trace *t, int track, int sub, const char *what, int l
 	if (sub < 0 || sub >= ZN_TRACE_MAX_SUB)
 		sub = ZN_TRACE_MAX_SUB - 1;
 	t->sp[t->n++] = (struct span){ track, sub, layer, what, t0_ns,
-				       t1_ns > t0_ns ? t1_ns : t0_ns, bytes };
+				       t1_ns > t0_ns ? t1_ns : t0_ns, bytes, step };
 	return 0;
 }
 
@@ -218,6 +231,7 @@ int zn_trace_end_step(struct zn_trace *t, int64_t step)
 	qsort(t->sp, t->n, sizeof(*t->sp), by_track_start);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct span *s = &t->sp[i];
+		int64_t sstep = s->step >= 0 ? s->step : step;
 		int lane = 0, tid;
 
 		if (s->track != group_track || s->sub != group_sub) {
@@ -238,12 +252,12 @@ int zn_trace_end_step(struct zn_trace *t, int64_t step)
 		     t->any ? ",\n" : "", t->rank, tid, us_of(t, s->t0),
 		     (double)(s->t1 - s->t0) / 1e3);
 		if (s->track == ZN_TRACE_STEP)
-			emit(t, "step %" PRId64 "\"", step);
+			emit(t, "step %" PRId64 "\"", sstep);
 		else if (s->layer >= 0)
 			emit(t, "%s %d\"", s->what, s->layer);
 		else
 			emit(t, "%s\"", s->what);
-		emit(t, ",\"args\":{\"step\":%" PRId64, step);
+		emit(t, ",\"args\":{\"step\":%" PRId64, sstep);
 		if (s->layer >= 0 && s->track != ZN_TRACE_STEP)
 			emit(t, ",\"layer\":%d", s->layer);
 		if (s->bytes)
@@ -261,6 +275,9 @@ int zn_trace_close(struct zn_trace *t)
 
 	if (!t)
 		return 0;
+	/* spans added after the last traced step (its write-behind, waited for later) */
+	if (t->n)
+		zn_trace_end_step(t, -1);
 	emit(t, "%s{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":"
 	     "\"zinc rank %d\"}}", t->any ? ",\n" : "", t->rank, t->rank);
 	for (int tid = 0; tid < TIDS; tid++) {

@@ -52,7 +52,15 @@ bool zn_trace_wants(const struct zn_trace *t, int64_t step); /* t may be NULL: f
  * sub: the worker of ZN_TRACE_ADAMW (0 elsewhere). */
 int zn_trace_add(struct zn_trace *t, int track, int sub, const char *what, int layer,
 		 uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes);
-/* Writes the spans added since the last call as belonging to `step`. */
+/* zn_trace_add of a span that belongs to `step` (>= 0), whichever step's end writes it:
+ * NVMe write-behind waited for after its step ended (written at the next end_step or at
+ * close). */
+int zn_trace_add_step(struct zn_trace *t, int64_t step, int track, int sub, const char *what,
+		      int layer, uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes);
+/* The steps zn_trace_wants from now on (as zn_trace_open's first and last). */
+void zn_trace_set_steps(struct zn_trace *t, int64_t first, int64_t last);
+/* Writes the spans added since the last call as belonging to `step` (those added with
+ * zn_trace_add_step: to theirs). */
 int zn_trace_end_step(struct zn_trace *t, int64_t step);
 /* Drops the spans added since the last end_step (a failed step). */
 void zn_trace_drop_step(struct zn_trace *t);

@@ -280,6 +280,7 @@ void zn_aio_get_stats(struct zn_aio *aio, struct zn_aio_stats *out)
 	pthread_mutex_lock(&aio->lock);
 	out->bytes_read = aio->bytes_done[ZN_AIO_READ];
 	out->bytes_written = aio->bytes_done[ZN_AIO_WRITE];
+	out->bytes_write_submitted = aio->bytes_submitted[ZN_AIO_WRITE];
 	out->failed_requests = aio->failed_requests;
 	pthread_mutex_unlock(&aio->lock);
 }
@@ -465,6 +466,7 @@ int zn_aio_submit(struct zn_aio *aio, const struct zn_aio_io *io, struct zn_aio_
 	else
 		aio->head = req;
 	aio->tail = req;
+	aio->bytes_submitted[io->op] += io->bytes;
 	aio->ops->wake_locked(aio);
 	pthread_mutex_unlock(&aio->lock);
 	return 0;
@@ -486,6 +488,13 @@ void zn_aio_set_bandwidth_cap(struct zn_aio *aio, uint64_t bytes_per_s)
 	pthread_mutex_lock(&aio->lock);
 	aio->cfg.bandwidth_cap_bytes_per_s = bytes_per_s;
 	zn_aio_cap_init(&aio->cap[ZN_AIO_READ], bytes_per_s, 10000000);
+	zn_aio_cap_init(&aio->cap[ZN_AIO_WRITE], bytes_per_s, 10000000);
+	pthread_mutex_unlock(&aio->lock);
+}
+
+void zn_aio_set_write_cap(struct zn_aio *aio, uint64_t bytes_per_s)
+{
+	pthread_mutex_lock(&aio->lock);
 	zn_aio_cap_init(&aio->cap[ZN_AIO_WRITE], bytes_per_s, 10000000);
 	pthread_mutex_unlock(&aio->lock);
 }

@@ -201,6 +201,8 @@ const char *zn_aio_req_strerror(const struct zn_aio_req *req, char *buf, size_t 
 /* Changes bandwidth_cap_bytes_per_s (per direction; 0 = uncapped) of a live engine: pieces
  * taken from now on see the new rate (zinc bench step sweeps caps in one process). */
 void zn_aio_set_bandwidth_cap(struct zn_aio *aio, uint64_t bytes_per_s);
+/* The writes' cap alone (a disk that writes slower than it reads; tests of write-behind). */
+void zn_aio_set_write_cap(struct zn_aio *aio, uint64_t bytes_per_s);
 /* With on, every request records its completion time in req->done_ns (tracing); off by
  * default, so the engine reads no clock for it. */
 void zn_aio_set_timing(struct zn_aio *aio, bool on);
@@ -217,6 +219,7 @@ struct zn_aio_stats {
 	uint64_t resubmits;
 	uint64_t bytes_read;
 	uint64_t bytes_written;
+	uint64_t bytes_write_submitted; /* handed to zn_aio_submit, done or not */
 	uint64_t failed_requests;
 };
 void zn_aio_get_stats(struct zn_aio *aio, struct zn_aio_stats *out);

@@ -92,6 +92,7 @@ struct zn_aio {
 	atomic_uint_fast64_t fixed_buffer_pieces;
 	atomic_uint_fast64_t resubmits;
 	uint64_t bytes_done[2];   /* lock */
+	uint64_t bytes_submitted[2]; /* lock */
 	uint64_t failed_requests; /* lock */
 	atomic_uint_fast64_t fault_lo, fault_hi; /* seq range [lo, hi) to hit */
 	atomic_int fault_err;

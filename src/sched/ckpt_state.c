@@ -79,9 +79,13 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
 		struct zn_sbuf *sb = &e->sw.sbuf[0];
 		bool alias = e->plan.master_aliases_params;
 
+		/* the last step's write-behind is in the extents and in the buffer read into */
+		rc = zn_swapio_quiesce(e);
 		/* whole extents: the swap store checks their CRC32C as they come in */
-		rc = swap_sync(e, alias ? e->sw.swap_param : e->sw.swap_opt,
-			       alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l, sb->master_h, false);
+		if (!rc)
+			rc = swap_sync(e, alias ? e->sw.swap_param : e->sw.swap_opt,
+				       alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l, sb->master_h,
+				       false);
 		if (!rc)
 			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG, l, sb->m_h, false);
 		if (!rc)
@@ -111,6 +115,10 @@ int zn_ckpt_state_put(struct zn_engine *e, int l, const float *m, const float *v
 		struct zn_sbuf *sb = &e->sw.sbuf[0];
 		uint64_t whole = ly->sh.shard_numel;
 
+		/* the last step's write-behind may still be writing from this buffer */
+		rc = zn_swapio_quiesce(e);
+		if (rc)
+			return rc;
 		/* the padding beyond the real elements stays zero, as at create */
 		memset(sb->m_h, 0, whole * 4);
 		memset(sb->v_h, 0, whole * 4);
@@ -183,7 +191,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes
 		   k == 1 ? ZN_SWAP_EXP_AVG : ZN_SWAP_EXP_AVG_SQ;
 	struct zn_swap_key key = { .kind = kind, .layer = l, .rank = e->rt.rank };
 	uint64_t done = 0;
-	int rc = 0;
+	int rc = zn_swapio_quiesce(e); /* the last step's write-behind is in the extent */
 
 	while (!rc && done < bytes) {
 		uint64_t fo, n;

@@ -477,14 +477,15 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
 	if (!rc)
 		rc = zn_optim_step(e, adamw_during_backward(e));
-	/* 5. the end: every stream drained, comm errors collected, nvme writes waited for */
+	/* 5. the end: every stream drained, comm errors collected, nvme reads waited for */
 	{
 		int r = zn_runtime_drain(&e->rt);
 
 		if (!rc)
 			rc = r;
-		/* nvme write-behind (and, after a failure, anything still in flight) */
-		r = zn_swapio_quiesce(e);
+		/* the step's nvme reads; its write-behind goes on into the next step (anything
+		 * still in flight after a failure) */
+		r = rc ? zn_swapio_quiesce(e) : zn_swapio_step_end(e);
 		if (!rc)
 			rc = r;
 		r = zn_ckpt_quiesce(e);
@@ -531,7 +532,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io1);
 	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read + (e->fz.bytes_read - frozen0);
-	st->nvme_write_bytes = io1.bytes_written - io0.bytes_written;
+	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted;
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;

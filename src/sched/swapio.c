@@ -163,14 +163,37 @@ static void trace_reqs(struct zn_engine *e, int track, const char *what, int l,
 
 /* --trace: a staging buffer's n finished writes: the optimizer state's, then the new
  * parameter shard's */
+static void trace_write(struct zn_engine *e, struct zn_sbuf *sb, const char *what,
+			struct zn_swap_req *r, int n)
+{
+	uint64_t t1 = 0, bytes = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t d = zn_swap_done_ns(&r[i]);
+
+		bytes += r[i].bytes;
+		if (d > t1)
+			t1 = d;
+	}
+	if (n && zn_trace_add_step(e->tr.t, sb->wr_step, ZN_TRACE_NVME_WRITE, 0, what, sb->layer,
+				   sb->wr_t0, t1 ? t1 : zn_trace_now_ns(), bytes))
+		e->tr.on = false;
+}
+
+/* --trace: a staging buffer's n finished writes: the optimizer state's, then the new
+ * parameter shard's, in the trace of the step that issued them (write-behind is waited for
+ * in the next step, or at the end) */
 static void trace_writes(struct zn_engine *e, struct zn_sbuf *sb, int n)
 {
 	int k = zn_swapio_optim(e) ? 3 : 0;
 
+	if (!sb->wr_traced || !e->tr.t)
+		return;
 	if (k > n)
 		k = n;
-	trace_reqs(e, ZN_TRACE_NVME_WRITE, "write optim", sb->layer, sb->wr, k, sb->wr_t0);
-	trace_reqs(e, ZN_TRACE_NVME_WRITE, "write param", sb->layer, sb->wr + k, n - k, sb->wr_t0);
+	trace_write(e, sb, "write optim", sb->wr, k);
+	trace_write(e, sb, "write param", sb->wr + k, n - k);
+	sb->wr_traced = false;
 }
 
 /* waits for a staging buffer's writes (traced) */
@@ -178,9 +201,21 @@ static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
 	int n = sb->wr_n, rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
 
-	if (!rc && e->tr.on)
+	if (!rc && n)
 		trace_writes(e, sb, n);
 	return rc;
+}
+
+/* layer l's write-behind, if its staging buffer still has it in flight (a position's
+ * buffer is reused only after its writes are waited for) */
+static int wait_layer_writes(struct zn_engine *e, int l)
+{
+	struct zn_sbuf *sb;
+
+	if (!e->sw.sbuf)
+		return 0;
+	sb = &e->sw.sbuf[(e->n - 1 - l) % e->plan.swap_buffers];
+	return sb->layer == l && sb->wr_n ? wait_writes(e, sb, l) : 0;
 }
 
 /* waits for a staging buffer's reads (traced), promoted first: someone waits for them */
@@ -348,7 +383,7 @@ void zn_swapio_destroy(struct zn_engine *e)
 	e->sw.aio = NULL;
 }
 
-int zn_swapio_quiesce(struct zn_engine *e)
+static int wait_all(struct zn_engine *e, bool writes)
 {
 	int rc = 0, x;
 
@@ -358,7 +393,7 @@ int zn_swapio_quiesce(struct zn_engine *e)
 		x = wait_reads(e, sb, sb->layer);
 		if (!rc)
 			rc = x;
-		x = wait_writes(e, sb, sb->layer);
+		x = writes ? wait_writes(e, sb, sb->layer) : 0;
 		if (!rc)
 			rc = x;
 	}
@@ -374,6 +409,18 @@ int zn_swapio_quiesce(struct zn_engine *e)
 			rc = x;
 	}
 	return rc;
+}
+
+int zn_swapio_quiesce(struct zn_engine *e)
+{
+	e->sw.in_step = false;
+	return wait_all(e, true);
+}
+
+int zn_swapio_step_end(struct zn_engine *e)
+{
+	e->sw.in_step = false;
+	return wait_all(e, !e->cfg.zero.offload_optimizer.pipeline_write);
 }
 
 /* ---- initial state and read-back ------------------------------------------------------- */
@@ -432,6 +479,10 @@ int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
 	struct zn_swap_req r;
 	int n = 1, rc;
 
+	/* the write-behind first: it is in the extents and in the buffer read into */
+	rc = zn_swapio_quiesce(e);
+	if (rc)
+		return rc;
 	opt_parts(e, l, sb, p);
 	rc = zn_swap_read(p[0].store, p[0].key, 0, e->L[l].sh.shard_numel * 4, sb->master_h, &r);
 	if (!rc)
@@ -447,6 +498,7 @@ static int issue_reads(struct zn_engine *e, int upto, bool block);
 void zn_swapio_step_begin(struct zn_engine *e)
 {
 	e->sw.opt_next_read = 0;
+	e->sw.in_step = true;
 }
 
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
@@ -455,13 +507,20 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 	int rc = 0;
 
 	f->src = h ? h : f;
-	if (h) /* its pinned shard is current: nothing to read */
-		return 0;
+	/* the optimizer's first read-ahead positions whose buffers the previous step's
+	 * write-behind has freed since the step began (zn_swapio_opt_begin) */
+	if (e->sw.in_step)
+		rc = zn_swapio_opt_begin(e);
+	if (rc || h) /* a hot layer's pinned shard is current: nothing to read */
+		return rc;
 	if (f->copy_pending) {
 		/* the buffer's previous shard must be up on the device first */
 		rc = zn_runtime_wait(&e->rt, f->copied);
 		f->copy_pending = false;
 	}
+	/* the previous step's write-behind of this extent lands first */
+	if (!rc)
+		rc = wait_layer_writes(e, l);
 	if (e->tr.on)
 		f->t0 = zn_trace_now_ns();
 	if (!rc)
@@ -613,6 +672,8 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 		return 0;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
+	sb->wr_traced = e->tr.on;
+	sb->wr_step = e->step;
 	if (e->tr.on)
 		sb->wr_t0 = zn_trace_now_ns();
 	if (zn_swapio_optim(e)) {

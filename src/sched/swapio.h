@@ -22,6 +22,8 @@ struct zn_sbuf {
 	int layer;                   /* whose state it holds */
 	struct zn_swap_req rd[3], wr[4];
 	uint64_t rd_t0, wr_t0;       /* --trace: when the reads / writes were submitted */
+	bool wr_traced;              /* --trace: the writes' step was traced ... */
+	int64_t wr_step;             /* ... and which step that was */
 };
 
 /* A parameter fetch staging buffer (parameters on nvme): the shard read from nvme, then
@@ -44,6 +46,7 @@ struct zn_swapio {
 	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
 	struct zn_fbuf *hot;     /* plan.hot_layers: layers 1 .. H's current shards (hot[l-1]) */
 	int opt_next_read;       /* optimizer position (0 = layer n-1) whose read is next */
+	bool in_step;            /* between zn_swapio_step_begin and the step's end */
 };
 
 int zn_swapio_create(struct zn_engine *e);       /* after the arena; no-op without nvme */
@@ -62,7 +65,10 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h);
 int zn_swapio_fetch_copied(struct zn_engine *e, int i); /* copy up enqueued on copy_in */
 bool zn_swapio_fetch_ready(struct zn_engine *e, int i);  /* fetch_end would not block */
 /* optimizer step: begin (reads ahead), acquire layer l's buffer with its state read,
- * release (writes it back behind), quiesce (waits every request; end of step) */
+ * release (writes it back behind); step_end waits for the step's reads, and for its
+ * writes too without offload_optimizer.pipeline_write (with it they go on into the next
+ * step: write-behind); quiesce waits for every request (before anything else reads the
+ * extents: checkpoints, read-back, eval's end, destroy) */
 int zn_swapio_opt_begin(struct zn_engine *e);
 void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read yet */
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
@@ -70,6 +76,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l);
 /* layer l's state is in its staging buffer (its read issued and finished), so acquiring it
  * would not block; true without optimizer state on nvme */
 bool zn_swapio_opt_ready(struct zn_engine *e, int l);
+int zn_swapio_step_end(struct zn_engine *e);
 int zn_swapio_quiesce(struct zn_engine *e);
 
 #endif

@@ -97,8 +97,6 @@ int zn_tracer_step_begin(struct zn_engine *e)
 	tr->p_n = 0;
 	tr->dev = e->rt.dev;
 	tr->step_t0_ns = zn_trace_now_ns();
-	if (e->sw.aio)
-		zn_aio_set_timing(e->sw.aio, true);
 	rc = tr->ref ? 0 : zn_event_create(tr->dev, &tr->ref);
 	/* the reference: the compute stream is idle between steps, so this returns at once */
 	t0 = zn_trace_now_ns();
@@ -128,8 +126,6 @@ int zn_tracer_step_end(struct zn_engine *e, int rc)
 	if (!tr->t || !tr->on)
 		return 0;
 	tr->on = false;
-	if (e->sw.aio)
-		zn_aio_set_timing(e->sw.aio, false);
 	if (rc) {
 		zn_trace_drop_step(tr->t);
 		return 0;
