@@ -10,14 +10,17 @@
  * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
  * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
- * without blocking (the step's start issues positions 0 .. K-1, whose buffers the previous
- * step's end left free: zn_swapio_opt_begin; acquire and release each try), else only when acquired. These reads
- * are background work in the I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read
- * stream's gaps during the forward and backward, and a parameter read that the compute
- * waits for overtakes them; the read AdamW waits for is promoted to normal. After
- * AdamW the state is written back (and the new parameter shard, parameters on nvme):
- * behind, with pipeline_write, waited for before the buffer is reused and at the end of the
- * step (zn_swapio_quiesce), else at once.
+ * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
+ * buffers the previous step's write-behind has freed, each fetch and each acquire and
+ * release try again), else only when acquired. These reads are background work in the
+ * I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read stream's gaps during the
+ * forward and backward, and a parameter read that the compute waits for overtakes them;
+ * the read AdamW waits for is promoted to normal. After AdamW the state is written back
+ * (and the new parameter shard, parameters on nvme): behind, with pipeline_write, waited
+ * for before the buffer is reused, before a fetch reads the same layer's extent, and
+ * before anything else reads the extents (zn_swapio_quiesce: checkpoints, read-back,
+ * eval's end, zn_engine_flush, destroy), so it runs on into the next step's forward;
+ * else at once.
  *
  * Parameter fetch (prefetch.c): the shard of the layer going into working slot i is read into
  * fetch buffer i (after that buffer's previous copy up has completed), then copied up as a
