@@ -108,7 +108,9 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		int l = k + 1;
 		const float *p;
 
-		rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_swapio_opt_poke(e);
+		if (!rc)
+			rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (rc)
@@ -208,7 +210,9 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		int l = u.layer;
 		const float *p;
 
-		rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_swapio_opt_poke(e);
+		if (!rc)
+			rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)

@@ -11,8 +11,8 @@
  * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
  * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
- * buffers the previous step's write-behind has freed, each fetch and each acquire and
- * release try again), else only when acquired. These reads are background work in the
+ * buffers the previous step's write-behind has freed; step.c tries again before each
+ * layer's forward and backward, and each acquire and release), else only when acquired. These reads are background work in the
  * I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read stream's gaps during the
  * forward and backward, and a parameter read that the compute waits for overtakes them;
  * the read AdamW waits for is promoted to normal. After AdamW the state is written back
@@ -510,12 +510,8 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 	int rc = 0;
 
 	f->src = h ? h : f;
-	/* the optimizer's first read-ahead positions whose buffers the previous step's
-	 * write-behind has freed since the step began (zn_swapio_opt_begin) */
-	if (e->sw.in_step)
-		rc = zn_swapio_opt_begin(e);
-	if (rc || h) /* a hot layer's pinned shard is current: nothing to read */
-		return rc;
+	if (h) /* its pinned shard is current: nothing to read */
+		return 0;
 	if (f->copy_pending) {
 		/* the buffer's previous shard must be up on the device first */
 		rc = zn_runtime_wait(&e->rt, f->copied);
@@ -630,6 +626,11 @@ int zn_swapio_opt_begin(struct zn_engine *e)
 	if (!e->cfg.zero.offload_optimizer.pipeline_read)
 		return 0;
 	return issue_reads(e, e->plan.swap_buffers - 1, false);
+}
+
+int zn_swapio_opt_poke(struct zn_engine *e)
+{
+	return e->sw.in_step ? zn_swapio_opt_begin(e) : 0;
 }
 
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)

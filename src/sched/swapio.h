@@ -71,6 +71,9 @@ bool zn_swapio_fetch_ready(struct zn_engine *e, int i);  /* fetch_end would not 
  * extents: checkpoints, read-back, eval's end, destroy) */
 int zn_swapio_opt_begin(struct zn_engine *e);
 void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read yet */
+/* during a step: zn_swapio_opt_begin again, for the first positions whose buffers the
+ * previous step's write-behind has freed since (step.c, before each layer) */
+int zn_swapio_opt_poke(struct zn_engine *e);
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
 int zn_swapio_opt_release(struct zn_engine *e, int l);
 /* layer l's state is in its staging buffer (its read issued and finished), so acquiring it
