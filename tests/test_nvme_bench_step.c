@@ -96,6 +96,11 @@ Test(nvme_bench_step, json_has_a_row_per_cap_and_a_bound_no_larger_than_the_step
 		cr_assert_float_eq(num(r, "nvme_ms"),
 				   max2(num(r, "nvme_read_bytes"), num(r, "nvme_write_bytes")) /
 					   num(r, "cap_bytes_per_s") * 1e3 - 10.0, 1e-6);
+		/* host device: the compute term is the baseline step of the rounds just before
+		 * and after this cap (their median: within those rounds' range) */
+		cr_assert_eq(num(r, "compute_ms"), num(r, "baseline_step_ms"));
+		cr_assert_gt(num(r, "baseline_compute_ms"), 0);
+		cr_assert_geq(num(r, "baseline_step_ms"), num(m, "baseline_round_min_ms") * 0.5);
 		/* the bound is the largest term (host device: compute and AdamW are one term) */
 		other = num(r, "compute_ms");
 		bound = num(r, "bound_ms");

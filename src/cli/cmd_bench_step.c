@@ -503,6 +503,21 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 		if (!rc)
 			rc = base_round(&bb, o->steps, &s);
 	}
+	/* each cap against the rounds just before and after it (median sorts: first) */
+	for (int c = 0; !rc && c < o->caps; c++) {
+		size_t k = (size_t)2 * o->steps;
+		double *t = malloc(k * sizeof(double));
+
+		if (!t) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(t, s.step + (size_t)c * o->steps, k * sizeof(double));
+		o->rows[c].base_step_ms = median(t, (int)k);
+		memcpy(t, s.comp + (size_t)c * o->steps, k * sizeof(double));
+		o->rows[c].base_compute_ms = median(t, (int)k);
+		free(t);
+	}
 	if (!rc) {
 		env->base_rounds = s.rounds;
 		env->base_step_ms = median(s.step, s.n);

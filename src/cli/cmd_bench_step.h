@@ -19,6 +19,7 @@ struct zn_bs_row {
 	double fwd_ms, bwd_ms, opt_ms, wait_ms;   /* medians */
 	uint64_t read_bytes, write_bytes;         /* NVMe per step (median) */
 	uint64_t h2d_bytes, d2h_bytes;            /* host-device copies per step */
+	double base_step_ms, base_compute_ms; /* the baseline rounds just before and after */
 	double nvme_ms, copy_ms, adamw_ms, compute_ms;
 	double bound_ms, efficiency;
 	const char *bound_by;     /* "nvme", "copy", "compute+adamw", "compute", "adamw" */

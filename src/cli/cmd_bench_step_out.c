@@ -79,7 +79,7 @@ void zn_bs_finish_rows(const struct zn_bs_env *env, struct zn_bs_row *rows, int 
 		r->adamw_ms = env->adamw_ms;
 		/* host device: compute and CPU AdamW share the cores, so they count as one: the
 		 * baseline step, measured with both running */
-		r->compute_ms = env->host_device ? env->base_step_ms : env->base_compute_ms;
+		r->compute_ms = env->host_device ? r->base_step_ms : r->base_compute_ms;
 		other = env->host_device ? r->compute_ms : max2(r->compute_ms, r->adamw_ms);
 		r->bound_ms = max2(max2(r->nvme_ms, r->copy_ms), other);
 		r->bound_by = r->bound_ms == r->nvme_ms ? "nvme" : r->bound_ms == r->copy_ms ? "copy" :
@@ -109,7 +109,8 @@ void zn_bs_print_table(FILE *f, const struct zn_bs_env *env, const struct zn_bs_
 		"max - min)\n", env->device, env->warmup, env->steps);
 	fprintf(f, "# pinned copy h2d %.2f GB/s, d2h %.2f GB/s | cpu adamw alone %.2f ms | "
 		"compute-only (state in pinned memory) step %.2f ms, fwd+bwd %.2f ms (median "
-		"of %d rounds between the caps; rounds %.2f-%.2f ms)\n",
+		"of %d rounds between the caps; rounds %.2f-%.2f ms; each cap's comp_ms: the "
+		"rounds just before and after it)\n",
 		env->h2d_bps / 1e9, env->d2h_bps / 1e9, env->adamw_ms, env->base_step_ms,
 		env->base_compute_ms, env->base_rounds, env->base_round_min_ms,
 		env->base_round_max_ms);
@@ -193,6 +194,8 @@ int zn_bs_print_json(FILE *f, const struct zn_bs_env *env, const struct zn_bs_ro
 		cJSON_AddNumberToObject(o, "nvme_ms", r->nvme_ms);
 		cJSON_AddNumberToObject(o, "copy_ms", r->copy_ms);
 		cJSON_AddNumberToObject(o, "adamw_ms", r->adamw_ms);
+		cJSON_AddNumberToObject(o, "baseline_step_ms", r->base_step_ms);
+		cJSON_AddNumberToObject(o, "baseline_compute_ms", r->base_compute_ms);
 		cJSON_AddNumberToObject(o, "compute_ms", r->compute_ms);
 		cJSON_AddNumberToObject(o, "bound_ms", r->bound_ms);
 		cJSON_AddStringToObject(o, "bound_by", r->bound_by);
