@@ -334,8 +334,8 @@ static bool stderr_has(const char *a, const char *b)
 }
 
 /* The nth I/O piece from now fails with EIO: the step (or, for a write behind it, the next
- * step or, with `flush`, zn_engine_flush) fails naming the swap file, the engine is destroyed cleanly and its
- * files are gone. */
+ * step or, with `flush`, zn_engine_flush) fails naming the swap file, the engine is
+ * destroyed cleanly and its files are gone. */
 static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_only,
 			const char *op, bool flush)
 {

@@ -147,39 +147,40 @@ static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const c
 	return rc;
 }
 
+/* --trace: finished requests r[0 .. n-1]: their bytes, and when the last completed */
+static uint64_t reqs_end(struct zn_swap_req *r, int n, uint64_t *bytes)
+{
+	uint64_t t1 = 0;
+
+	*bytes = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t d = zn_swap_done_ns(&r[i]);
+
+		*bytes += r[i].bytes;
+		if (d > t1)
+			t1 = d;
+	}
+	return t1 ? t1 : zn_trace_now_ns();
+}
+
 /* --trace: requests r[0 .. n-1], finished, as one span from t0 to the last completion */
 static void trace_reqs(struct zn_engine *e, int track, const char *what, int l,
 		       struct zn_swap_req *r, int n, uint64_t t0)
 {
-	uint64_t t1 = 0, bytes = 0;
+	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
 
-	for (int i = 0; i < n; i++) {
-		uint64_t d = zn_swap_done_ns(&r[i]);
-
-		bytes += r[i].bytes;
-		if (d > t1)
-			t1 = d;
-	}
 	if (n)
-		zn_tracer_host(e, track, 0, what, l, t0, t1 ? t1 : zn_trace_now_ns(), bytes);
+		zn_tracer_host(e, track, 0, what, l, t0, t1, bytes);
 }
 
-/* --trace: a staging buffer's n finished writes: the optimizer state's, then the new
- * parameter shard's */
+/* trace_reqs of writes, in the step that issued them */
 static void trace_write(struct zn_engine *e, struct zn_sbuf *sb, const char *what,
 			struct zn_swap_req *r, int n)
 {
-	uint64_t t1 = 0, bytes = 0;
+	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
 
-	for (int i = 0; i < n; i++) {
-		uint64_t d = zn_swap_done_ns(&r[i]);
-
-		bytes += r[i].bytes;
-		if (d > t1)
-			t1 = d;
-	}
 	if (n && zn_trace_add_step(e->tr.t, sb->wr_step, ZN_TRACE_NVME_WRITE, 0, what, sb->layer,
-				   sb->wr_t0, t1 ? t1 : zn_trace_now_ns(), bytes))
+				   sb->wr_t0, t1, bytes))
 		e->tr.on = false;
 }
 
