@@ -14,16 +14,13 @@
 
 #include "core/dtype.h"
 #include "cuda_kernels.h"
+#include "gpu_flash_check.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
 #include "kernels.h"
 #include "kernels_check.h"
 
 #define RTOL 1e-4
-
-struct fshape {
-	int B, T, NH, KV, hd, W, doc; /* doc: the longest document (random lengths 1..doc) */
-};
 
 static const struct fshape shapes[] = {
 	{ 2, 64, 8, 2, 32, 0, 20 },   /* GQA */
@@ -36,113 +33,14 @@ static const struct fshape shapes[] = {
 };
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
 
-static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
-
-/* positions of random document lengths 1..doc in each row */
-static int *rand_pos(struct kc_rng *r, int B, int T, int doc)
-{
-	int *pos = malloc((size_t)B * T * sizeof(int));
-
-	cr_assert(pos);
-	for (int b = 0; b < B; b++)
-		for (int t = 0, n = 0, len = 0; t < T; t++) {
-			if (n == len) {
-				len = 1 + (int)(kc_next(r) % (uint64_t)doc);
-				n = 0;
-			}
-			pos[b * T + t] = n++;
-		}
-	return pos;
-}
-
-static void same(const char *what, const struct fshape *s, const float *d, const float *cpu_h,
-		 size_t n, double rtol)
-{
-	float *g = malloc((n ? n : 1) * sizeof(float));
-	double *ref = malloc((n ? n : 1) * sizeof(double));
-	char name[200];
-
-	cr_assert(g && ref);
-	snprintf(name, sizeof(name), "%s (B %d T %d NH %d KV %d hd %d window %d doc %d)", what,
-		 s->B, s->T, s->NH, s->KV, s->hd, s->W, s->doc);
-	down(g, d, n * sizeof(float), name);
-	for (size_t i = 0; i < n; i++)
-		ref[i] = cpu_h[i];
-	if (rtol > 0)
-		cr_assert(kc_close(name, g, ref, n, rtol));
-	else
-		cr_assert(!memcmp(g, cpu_h, n * sizeof(float)), "%s: not bit-identical", name);
-	free(g);
-	free(ref);
-}
-
-static void *fetch(const void *d, size_t bytes, const char *what)
-{
-	void *h = malloc(bytes ? bytes : 1);
-
-	cr_assert(h);
-	down(h, d, bytes, what);
-	return h;
-}
-
 Test(kernels_gpu_flash_doc, flash_attention_doc)
 {
 	void *st;
 	const struct zn_kernel_table *gpu = open_gpu(&st);
 
 	cr_assert(gpu->flash_attention_doc_forward && gpu->flash_attention_doc_backward);
-	for (size_t k = 0; k < NSHAPES; k++) {
-		const struct fshape *s = &shapes[k];
-		struct kc_rng r = { 901 + k };
-		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd, W = s->W;
-		size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
-		size_t nr = (size_t)B * NH * T;
-		float *x = frand(&r, ni, -2, 2), *dout = frand(&r, no, -1, 1);
-		float *dx = frand(&r, ni, -1, 1), *out = malloc(no * 4), *lse = malloc(nr * 4);
-		float *drow = malloc(nr * 4);
-		int *pos = rand_pos(&r, B, T, s->doc);
-		int *pos_d = up(pos, (size_t)B * T * sizeof(int));
-		float *x_d = up(x, ni * 4), *dout_d = up(dout, no * 4), *dx_d = up(dx, ni * 4);
-		float *dx2_d = up(dx, ni * 4), *out_d = up(NULL, no * 4), *lse_d = up(NULL, nr * 4);
-		float *drow_d = up(NULL, nr * 4);
-
-		cr_assert(out && lse && drow);
-		gpu->flash_attention_doc_forward(st, out_d, lse_d, x_d, pos_d, B, T, NH, KV, hd, W);
-		cpu->flash_attention_doc_forward(NULL, out, lse, x, pos, B, T, NH, KV, hd, W);
-		same("flash_attention_doc_forward out", s, out_d, out, no, RTOL);
-		same("flash_attention_doc_forward lse", s, lse_d, lse, nr, RTOL);
-		float *o1 = fetch(out_d, no * 4, "doc out");
-
-		gpu->flash_attention_doc_forward(st, out_d, lse_d, x_d, pos_d, B, T, NH, KV, hd, W);
-		float *o2 = fetch(out_d, no * 4, "doc out rerun");
-
-		cr_assert(!memcmp(o1, o2, no * 4), "doc out: not bit-identical run to run");
-		gpu->flash_attention_doc_backward(st, dx_d, drow_d, dout_d, x_d, out_d, lse_d,
-						  pos_d, B, T, NH, KV, hd, W);
-		cpu->flash_attention_doc_backward(NULL, dx, drow, dout, x, out, lse, pos, B, T, NH,
-						  KV, hd, W);
-		same("flash_attention_doc_backward dqkv", s, dx_d, dx, ni, RTOL);
-		float *g1 = fetch(dx_d, ni * 4, "doc dqkv");
-
-		gpu->flash_attention_doc_backward(st, dx2_d, drow_d, dout_d, x_d, out_d, lse_d,
-						  pos_d, B, T, NH, KV, hd, W);
-		float *g2 = fetch(dx2_d, ni * 4, "doc dqkv rerun");
-
-		cr_assert(!memcmp(g1, g2, ni * 4), "doc dqkv: not bit-identical run to run");
-		free(x), free(dout), free(dx), free(out), free(lse), free(drow), free(o1), free(o2);
-		free(g1), free(g2), free(pos);
-		gt_free(x_d), gt_free(dout_d), gt_free(dx_d), gt_free(dx2_d), gt_free(out_d);
-		gt_free(lse_d), gt_free(drow_d), gt_free(pos_d);
-	}
+	for (size_t k = 0; k < NSHAPES; k++)
+		check_flash(gpu, st, &shapes[k], 901 + k, RTOL);
 	close_gpu(st);
 }
 

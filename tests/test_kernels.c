@@ -3,8 +3,9 @@
  * (or write) semantics of each backward, determinism across thread counts, and the table.
  *
  * Loss for gradients: L = sum(out * w) with random w, so every gradient is nontrivial.
- * Tolerances: forwards 64 fp32 eps, backwards 512 fp32 eps, relative to each element plus
- * the array's max (kc_close); the shapes are small (sums of at most a few dozen terms).
+ * Tolerances (kernels_grad.h): forwards 64 fp32 eps, backwards 512 fp32 eps, relative to
+ * each element plus the array's max (kc_close); the shapes are small (sums of at most a few
+ * dozen terms).
  */
 #include <criterion/criterion.h>
 
@@ -19,114 +20,10 @@
 #include "cpu/ops.h"
 #include "kernels.h"
 #include "kernels_check.h"
-
-#define RTOL_FWD (64 * FLT_EPSILON)
-#define RTOL_BWD (512 * FLT_EPSILON)
-#define FD_H 1e-5
+#include "kernels_grad.h"
 
 /* small shapes: B=2, T=5, C=8, NH=2, V=11 padded to Vp=16 */
 enum { SB = 2, ST = 5, SC = 8, SNH = 2, SV = 11, SVP = 16, SOC = 12 };
-
-static float *falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof(float));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static double *dalloc(size_t n)
-{
-	double *p = calloc(n ? n : 1, sizeof(double));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = falloc(n);
-
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
-
-static double *todouble(const float *x, size_t n)
-{
-	double *p = dalloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		p[i] = x[i];
-	return p;
-}
-
-static double dot_d(const double *a, const double *b, size_t n)
-{
-	double s = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-/* central finite differences of f with respect to x[0..n) */
-typedef double (*loss_fn)(void *ctx);
-
-static void fd_grad(double *grad, double *x, size_t n, loss_fn f, void *ctx)
-{
-	for (size_t i = 0; i < n; i++) {
-		double save = x[i];
-
-		x[i] = save + FD_H;
-		double lp = f(ctx);
-
-		x[i] = save - FD_H;
-		double lm = f(ctx);
-
-		x[i] = save;
-		grad[i] = (lp - lm) / (2 * FD_H);
-	}
-}
-
-/* random prefill (scaled to the gradient) so a backward that writes instead of adding fails */
-static float *prefill(struct kc_rng *r, const double *ref, size_t n)
-{
-	double m = 1e-3;
-	float *p = falloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		if (fabs(ref[i]) > m)
-			m = fabs(ref[i]);
-	for (size_t i = 0; i < n; i++)
-		p[i] = (float)(m * kc_uniform(r, -1.0f, 1.0f));
-	return p;
-}
-
-/* got - base must equal times * ref */
-static int close_accum(const char *what, const float *got, const float *base, const double *ref,
-		       size_t n, int times)
-{
-	float *d = falloc(n);
-	double *want = dalloc(n);
-
-	for (size_t i = 0; i < n; i++) {
-		d[i] = got[i] - base[i];
-		want[i] = times * ref[i];
-	}
-	int ok = kc_close(what, d, want, n, RTOL_BWD * times);
-
-	free(d);
-	free(want);
-	return ok;
-}
-
-static float *fcopy(const float *x, size_t n)
-{
-	float *p = falloc(n);
-
-	memcpy(p, x, n * sizeof(float));
-	return p;
-}
 
 /* ---- encoder ------------------------------------------------------------------------- */
 

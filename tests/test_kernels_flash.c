@@ -14,44 +14,12 @@
 #include <string.h>
 
 #include "cpu/ops.h"
+#include "flash_ref.h"
 #include "kernels.h"
+#include "kernels_buf.h"
 #include "kernels_check.h"
 
 #define RTOL 1e-5
-#define FD_H 1e-5
-
-static float *falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof(float));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static double *dalloc(size_t n)
-{
-	double *p = calloc(n ? n : 1, sizeof(double));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = falloc(n);
-
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
-
-static double *todouble(const float *x, size_t n)
-{
-	double *p = dalloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		p[i] = x[i];
-	return p;
-}
 
 static int same_bits(const float *a, const float *b, size_t n, const char *what)
 {
@@ -59,73 +27,6 @@ static int same_bits(const float *a, const float *b, size_t n, const char *what)
 		return 1;
 	fprintf(stderr, "%s: reruns differ\n", what);
 	return 0;
-}
-
-struct shape {
-	int B, T, NH, KV, hd;
-};
-
-static size_t n_qkv(struct shape s)
-{
-	return (size_t)s.B * s.T * (s.NH + 2 * s.KV) * s.hd;
-}
-
-static size_t n_out(struct shape s)
-{
-	return (size_t)s.B * s.T * s.NH * s.hd;
-}
-
-static size_t n_row(struct shape s)
-{
-	return (size_t)s.B * s.NH * s.T;
-}
-
-/* double reference: out and lse; loss = sum(out * w) when w */
-static double ref_attention(double *out, double *lse, const double *qkv, const double *w,
-			    struct shape s, int W)
-{
-	long S = (long)(s.NH + 2 * s.KV) * s.hd, C = (long)s.NH * s.hd;
-	double scale = 1.0 / sqrt((double)s.hd), loss = 0.0;
-	double *p = dalloc(s.T);
-
-	for (int b = 0; b < s.B; b++)
-		for (int h = 0; h < s.NH; h++)
-			for (int t = 0; t < s.T; t++) {
-				int g = h / (s.NH / s.KV);
-				const double *x = qkv + (long)b * s.T * S;
-				const double *q = x + t * S + (long)h * s.hd;
-				double mx = -INFINITY, sum = 0.0;
-				int lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
-
-				for (int t2 = lo; t2 <= t; t2++) {
-					const double *k = x + t2 * S + (long)(s.NH + g) * s.hd;
-					double d = 0.0;
-
-					for (int i = 0; i < s.hd; i++)
-						d += q[i] * k[i];
-					p[t2] = d * scale;
-					mx = fmax(mx, p[t2]);
-				}
-				for (int t2 = lo; t2 <= t; t2++)
-					sum += (p[t2] = exp(p[t2] - mx));
-				if (lse)
-					lse[((long)b * s.NH + h) * s.T + t] = mx + log(sum);
-				for (int i = 0; i < s.hd; i++) {
-					double o = 0.0;
-
-					for (int t2 = lo; t2 <= t; t2++)
-						o += p[t2] / sum *
-						     x[t2 * S + (long)(s.NH + s.KV + g) * s.hd + i];
-					long oi = ((long)b * s.T + t) * C + (long)h * s.hd + i;
-
-					if (out)
-						out[oi] = o;
-					if (w)
-						loss += o * w[oi];
-				}
-			}
-	free(p);
-	return loss;
 }
 
 /* forward and backward vs the naive gqa kernel (window W, 0 = none); backward vs finite
@@ -150,7 +51,7 @@ static void check_window(struct shape s, int W, uint64_t seed, int fd)
 	cr_assert(kc_close(what, out, want, no, RTOL), "%s: out vs naive", what);
 	double *dx = todouble(qkv, ni), *rl = dalloc(nr), *ro = dalloc(no);
 
-	ref_attention(ro, rl, dx, NULL, s, W);
+	ref_attention(ro, rl, dx, NULL, NULL, s, W);
 	cr_assert(kc_close(what, out, ro, no, RTOL), "%s: out vs double", what);
 	cr_assert(kc_close(what, lse, rl, nr, RTOL), "%s: lse vs double", what);
 
@@ -177,16 +78,7 @@ static void check_window(struct shape s, int W, uint64_t seed, int fd)
 	if (fd) {
 		double *wd = todouble(dout, ni < no ? no : no), *g = dalloc(ni);
 
-		for (size_t i = 0; i < ni; i++) {
-			double save = dx[i], lp, lm;
-
-			dx[i] = save + FD_H;
-			lp = ref_attention(NULL, NULL, dx, wd, s, W);
-			dx[i] = save - FD_H;
-			lm = ref_attention(NULL, NULL, dx, wd, s, W);
-			dx[i] = save;
-			g[i] = (lp - lm) / (2 * FD_H);
-		}
+		ref_attention_grad(g, dx, wd, NULL, s, W);
 		memset(dq, 0, ni * sizeof(float));
 		zn_cpu_flash_attention_backward(dq, drow, dout, qkv, out, lse, s.B, s.T, s.NH,
 						s.KV, s.hd, W);

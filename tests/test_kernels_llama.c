@@ -8,7 +8,8 @@
  * random w; accumulate semantics (prefilled gradients, backward run twice = 2x); written
  * scratch starts as garbage. Shapes cover MHA (KV = NH), GQA, MQA (KV = 1), a head_dim
  * that is not hidden / heads, and a sliding window shorter than the sequence.
- * Tolerances as tests/test_kernels.c: forwards 64 fp32 eps, backwards 512 fp32 eps.
+ * Tolerances as tests/test_kernels.c (kernels_grad.h): forwards 64 fp32 eps, backwards
+ * 512 fp32 eps.
  */
 #include <criterion/criterion.h>
 
@@ -22,110 +23,9 @@
 #include "cpu/ops.h"
 #include "kernels.h"
 #include "kernels_check.h"
+#include "kernels_grad.h"
 #include "ref/llama_kernels_ref.h"
 #include "rope.h"
-
-#define RTOL_FWD (64 * FLT_EPSILON)
-#define RTOL_BWD (512 * FLT_EPSILON)
-#define FD_H 1e-5
-
-static float *falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof(float));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static double *dalloc(size_t n)
-{
-	double *p = calloc(n ? n : 1, sizeof(double));
-
-	cr_assert(p, "out of memory");
-	return p;
-}
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = falloc(n);
-
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
-
-static float *fcopy(const float *x, size_t n)
-{
-	float *p = falloc(n);
-
-	memcpy(p, x, n * sizeof(float));
-	return p;
-}
-
-static double *todouble(const float *x, size_t n)
-{
-	double *p = dalloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		p[i] = x[i];
-	return p;
-}
-
-static double dot_d(const double *a, const double *b, size_t n)
-{
-	double s = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-typedef double (*loss_fn)(void *ctx);
-
-static void fd_grad(double *grad, double *x, size_t n, loss_fn f, void *ctx)
-{
-	for (size_t i = 0; i < n; i++) {
-		double save = x[i];
-
-		x[i] = save + FD_H;
-		double lp = f(ctx);
-
-		x[i] = save - FD_H;
-		double lm = f(ctx);
-
-		x[i] = save;
-		grad[i] = (lp - lm) / (2 * FD_H);
-	}
-}
-
-static float *prefill(struct kc_rng *r, const double *ref, size_t n)
-{
-	double m = 1e-3;
-	float *p = falloc(n);
-
-	for (size_t i = 0; i < n; i++)
-		if (fabs(ref[i]) > m)
-			m = fabs(ref[i]);
-	for (size_t i = 0; i < n; i++)
-		p[i] = (float)(m * kc_uniform(r, -1.0f, 1.0f));
-	return p;
-}
-
-static int close_accum(const char *what, const float *got, const float *base, const double *ref,
-		       size_t n, int times)
-{
-	float *d = falloc(n);
-	double *want = dalloc(n);
-
-	for (size_t i = 0; i < n; i++) {
-		d[i] = got[i] - base[i];
-		want[i] = times * ref[i];
-	}
-	int ok = kc_close(what, d, want, n, RTOL_BWD * times);
-
-	free(d);
-	free(want);
-	return ok;
-}
 
 static int same_bits(const float *a, const float *b, size_t n, const char *what)
 {
