@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_buf.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
 #include "kernels.h"
@@ -24,15 +25,6 @@ struct fshape {
 };
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
 
 /* positions of random document lengths 1..doc in each row */
 static int *rand_pos(struct kc_rng *r, int B, int T, int doc)
@@ -75,15 +67,6 @@ static void same(const char *what, const struct fshape *s, const float *d, const
 		cr_assert(!memcmp(g, cpu_h, n * sizeof(float)), "%s: not bit-identical", name);
 	free(g);
 	free(ref);
-}
-
-static void *fetch(const void *d, size_t bytes, const char *what)
-{
-	void *h = malloc(bytes ? bytes : 1);
-
-	cr_assert(h);
-	down(h, d, bytes, what);
-	return h;
 }
 
 /* t's forward (the doc op when pos, else the causal op); the CPU table takes st NULL */

@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "cuda_kernels.h"
+#include "gpu_buf.h"
 #include "gpu_kernel_check.h"
 #include "gemm_split.h"
 #include "gpu_test_util.h"
@@ -39,15 +40,6 @@ static const struct shape shapes[] = {
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
 
 /* One line per comparison for gpu-check.sh's summary: the largest absolute error and the
  * worst element's error as a multiple of kc_close's tolerance (<= 1 passes). */

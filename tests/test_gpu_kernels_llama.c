@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cuda_kernels.h"
+#include "gpu_buf.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
 #include "kernels.h"
@@ -40,15 +41,6 @@ static const struct lshape shapes[] = {
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
-
-static float *frand(struct kc_rng *r, size_t n, float lo, float hi)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, lo, hi);
-	return p;
-}
 
 static void same(const char *op, const char *what, const struct lshape *s, const float *d,
 		 const float *cpu_h, size_t n, double rtol)
@@ -77,15 +69,6 @@ static void same_bits(const char *what, const void *d, const void *before, size_
 	down(g, d, bytes, what);
 	cr_assert(!memcmp(g, before, bytes), "%s: not bit-identical run to run", what);
 	free(g);
-}
-
-static void *fetch(const void *d, size_t bytes, const char *what)
-{
-	void *h = malloc(bytes ? bytes : 1);
-
-	cr_assert(h);
-	down(h, d, bytes, what);
-	return h;
 }
 
 Test(kernels_gpu_llama, table_has_llama_ops)
