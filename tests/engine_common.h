@@ -177,6 +177,23 @@ static inline uint64_t et_stream_len(int steps, int gas, int world, int micro)
 	return (uint64_t)steps * gas * world * micro * ET_T + 1;
 }
 
+/* b equals the reference a bit for bit: every step's loss and every weight. Prints the
+ * first difference. Returns 0 if identical, 1 if not. */
+static inline int et_identical(const char *what, const struct et_run *a, const struct et_run *b)
+{
+	if (memcmp(a->loss, b->loss, sizeof(a->loss))) {
+		fprintf(stderr, "%s: losses differ from the reference (last %.9g vs %.9g)\n", what,
+			b->loss[a->steps - 1], a->loss[a->steps - 1]);
+		return 1;
+	}
+	for (int l = 0; l < a->layer_count; l++)
+		if (memcmp(a->w[l], b->w[l], a->numel[l] * sizeof(float))) {
+			fprintf(stderr, "%s: layer %d's weights differ from the reference\n", what, l);
+			return 1;
+		}
+	return 0;
+}
+
 /* Compares b with the reference a: losses within rel (relative), weights within
  * atol + rel x |w|. Prints the worst element. Returns 0 if equal enough, 1 if not. */
 static inline int et_compare(const char *what, const struct et_run *a, const struct et_run *b,

@@ -70,21 +70,6 @@ static int home_of(const struct zn_config *cfg, const struct zn_gpt2_config *mc,
 	return 0;
 }
 
-static int identical(const char *what, const struct et_run *a, const struct et_run *b)
-{
-	if (memcmp(a->loss, b->loss, sizeof(a->loss))) {
-		fprintf(stderr, "%s: losses differ from cpu offload (last %.9g vs %.9g)\n", what,
-			b->loss[ET_STEPS - 1], a->loss[ET_STEPS - 1]);
-		return 1;
-	}
-	for (int l = 0; l < a->layer_count; l++)
-		if (memcmp(a->w[l], b->w[l], a->numel[l] * sizeof(float))) {
-			fprintf(stderr, "%s: layer %d's weights differ from cpu offload\n", what, l);
-			return 1;
-		}
-	return 0;
-}
-
 int main(void)
 {
 	struct zn_comm_config acfg = { .kind = ZN_COMM_AUTO };
@@ -123,7 +108,7 @@ int main(void)
 		if (strcmp(home, k->home)) {
 			fprintf(stderr, "%s: the plan chose '%s', not '%s'\n", what, home, k->home);
 			failed++;
-		} else if (identical(what, &a, &b)) {
+		} else if (et_identical(what, &a, &b)) {
 			failed++;
 		} else if (a.loss[ET_STEPS - 1] == a.loss[0]) {
 			fprintf(stderr, "%s: the weights did not move\n", what);

@@ -54,6 +54,7 @@ int main(void)
 		int *tok = et_tokens(et_stream_len(ET_STEPS, 2, world, ET_B), mc.vocab, 9);
 		struct zn_config cpu, nv;
 		struct et_run a, b;
+		char what[64];
 
 		config_of(&cpu, false, d, rank, depth);
 		config_of(&nv, true, d, rank, depth);
@@ -63,16 +64,8 @@ int main(void)
 				depth);
 			return 1;
 		}
-		if (memcmp(a.loss, b.loss, sizeof(a.loss))) {
-			fprintf(stderr, "skewed_reads: rank %d depth %d: losses differ\n", rank, depth);
-			failed++;
-		}
-		for (int l = 0; l < a.layer_count; l++)
-			if (memcmp(a.w[l], b.w[l], a.numel[l] * sizeof(float))) {
-				fprintf(stderr, "skewed_reads: rank %d depth %d: layer %d differs\n",
-					rank, depth, l);
-				failed++;
-			}
+		snprintf(what, sizeof(what), "skewed_reads: rank %d depth %d", rank, depth);
+		failed += et_identical(what, &a, &b);
 		if (!failed && rank == 0)
 			printf("ok  %d ranks, prefetch depth %d, rank 0's reads capped: bit-identical "
 			       "to cpu offload (loss %.6f -> %.6f)\n", world, depth, b.loss[0],
