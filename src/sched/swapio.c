@@ -210,6 +210,11 @@ static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
 	return rc;
 }
 
+static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
+{
+	return &e->sw.sbuf[pos % e->plan.swap_buffers];
+}
+
 /* layer l's write-behind, if its staging buffer still has it in flight (a position's
  * buffer is reused only after its writes are waited for) */
 static int wait_layer_writes(struct zn_engine *e, int l)
@@ -218,7 +223,7 @@ static int wait_layer_writes(struct zn_engine *e, int l)
 
 	if (!e->sw.sbuf)
 		return 0;
-	sb = &e->sw.sbuf[(e->n - 1 - l) % e->plan.swap_buffers];
+	sb = sbuf_of(e, e->n - 1 - l);
 	return sb->layer == l && sb->wr_n ? wait_writes(e, sb, l) : 0;
 }
 
@@ -569,11 +574,6 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 }
 
 /* ---- optimizer step ---------------------------------------------------------------------- */
-
-static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
-{
-	return &e->sw.sbuf[pos % e->plan.swap_buffers];
-}
 
 static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
