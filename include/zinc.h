@@ -368,9 +368,10 @@ void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
 
 int zn_engine_rank(const struct zn_engine *e);
 /* Traces the steps t wants into t (src/core/trace.h; NULL: off). t stays the caller's and
- * must outlive the engine's steps; a change waits for the write-behind first. */
+ * must outlive the engine's steps. Leaving a trace waits for the write-behind first (its
+ * spans are the old trace's): returns 0 or that wait's error, as zn_engine_flush. */
 struct zn_trace;
-void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t);
+int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t);
 /* Waits for the NVMe write-behind of the last step (zn_engine_step returns with its state
  * writes still in flight; the next step, a checkpoint, a read-back, eval and destroy wait
  * for them as they need). Returns 0 or the first write's error, logged with its layer. */

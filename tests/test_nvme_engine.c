@@ -333,12 +333,18 @@ static bool stderr_has(const char *a, const char *b)
 	return false;
 }
 
-/* The nth I/O piece from now fails with EIO: the step (or, for a write behind it, the next
- * step or, with `flush`, zn_engine_flush) fails naming the swap file, the engine is
- * destroyed cleanly and its files are gone. */
+/* What waits for a write that failed behind its step: the next step, zn_engine_flush, or
+ * leaving the trace the step was traced into (zn_engine_set_trace) */
+enum then { NEXT_STEP, FLUSH, LEAVE_TRACE };
+
+/* The nth I/O piece from now fails with EIO: the step (or, for a write behind it, what
+ * `then` names) fails naming the swap file, the engine is destroyed cleanly and its files
+ * are gone. */
 static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_only,
-			const char *op, bool flush)
+			const char *op, enum then then)
 {
+	char tpath[ZN_PATH_MAX + 16];
+	struct zn_trace *trace = NULL;
 	char dir[ZN_PATH_MAX];
 	const char *dirs[1] = { dir };
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
@@ -356,18 +362,26 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
 	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
 	cr_assert_eq(zn_engine_flush(e), 0, "its write-behind lands");
+	if (then == LEAVE_TRACE) {
+		snprintf(tpath, sizeof(tpath), "%s/t.json", dir);
+		cr_assert_eq(zn_trace_open(&trace, tpath, 1, 0, 0), 0);
+		cr_assert_eq(zn_engine_set_trace(e, trace), 0);
+	}
 	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO,
 								 .writes_only = writes_only });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
 	/* a write behind the step fails the step, or what waits for it next */
 	if (!rc && writes_only)
-		rc = flush ? zn_engine_flush(e) :
-			     zn_engine_step(e, tok + 2 * ET_B * ET_T, tok + 2 * ET_B * ET_T + 1, &st);
+		rc = then == FLUSH	 ? zn_engine_flush(e) :
+		     then == LEAVE_TRACE ? zn_engine_set_trace(e, NULL) :
+					   zn_engine_step(e, tok + 2 * ET_B * ET_T,
+							  tok + 2 * ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
 	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
 		  "the error names the %s and the swap file", op);
 	cr_assert(stderr_has("nvme: ", "layer"), "the error names the layer");
 	zn_engine_destroy(e);
+	zn_trace_close(trace);
 	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
 	free(tok);
 	nvme_test_rmdir(dir);
@@ -375,13 +389,13 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 
 Test(nvme_engine, read_fault_fails_the_step, .init = cr_redirect_stderr)
 {
-	check_fault(ZN_OFFLOAD_NVME, 1, false, "read of", false);
+	check_fault(ZN_OFFLOAD_NVME, 1, false, "read of", NEXT_STEP);
 }
 
 Test(nvme_engine, late_fault_fails_the_step, .init = cr_redirect_stderr)
 {
 	/* parameters on cpu: the optimizer's reads */
-	check_fault(ZN_OFFLOAD_CPU, 5, false, "read of", false);
+	check_fault(ZN_OFFLOAD_CPU, 5, false, "read of", NEXT_STEP);
 }
 
 Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
@@ -389,13 +403,20 @@ Test(nvme_engine, write_behind_fault_fails_the_step, .init = cr_redirect_stderr)
 	/* the second write piece of the step, whatever order the queue's priorities and the
 	 * early AdamW give the reads and writes (counting every piece made this timing
 	 * dependent: the 14th piece was a read in a slower, sanitized run) */
-	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", false);
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", NEXT_STEP);
 }
 
 Test(nvme_engine, write_behind_fault_fails_the_flush, .init = cr_redirect_stderr)
 {
 	/* the same write fault, waited for by zn_engine_flush (zinc train's end) */
-	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", true);
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", FLUSH);
+}
+
+Test(nvme_engine, write_behind_fault_fails_leaving_the_trace, .init = cr_redirect_stderr)
+{
+	/* traced: zn_engine_set_trace(NULL) waits for the write and returns its error (zinc
+	 * train and bench step check it) */
+	check_fault(ZN_OFFLOAD_CPU, 2, true, "write of", LEAVE_TRACE);
 }
 
 static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,

@@ -372,7 +372,7 @@ static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_tr
 
 	if (trace) {
 		zn_trace_set_steps(trace, next, next);
-		zn_engine_set_trace(b->e, trace);
+		rc = zn_engine_set_trace(b->e, trace);
 	}
 	for (int i = 0; !rc && i < n; i++) {
 		struct zn_step_stats st;
@@ -394,7 +394,12 @@ static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_tr
 		v[7 * n + i] = (double)st.copy_h2d_bytes;
 		v[8 * n + i] = (double)st.copy_d2h_bytes;
 	}
-	zn_engine_set_trace(b->e, NULL);
+	{
+		int x = zn_engine_set_trace(b->e, NULL);
+
+		if (!rc)
+			rc = x;
+	}
 	if (!rc) {
 		r->step_ms = median(v, n);
 		r->step_min_ms = v[0];

@@ -334,7 +334,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		rc = zn_monitor_open(&mon, cfg);
 	if (!rc && o->trace && zn_engine_rank(e) == 0) {
 		rc = zn_trace_open(&trace, o->trace, o->trace_first, o->trace_last, 0);
-		zn_engine_set_trace(e, trace);
+		if (!rc)
+			rc = zn_engine_set_trace(e, trace);
 	}
 	if (!rc)
 		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, steps);
@@ -386,9 +387,10 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	/* the trace is put in place even after a failure: it shows the steps before it */
 	if (trace) {
-		int r;
+		int r = zn_engine_set_trace(e, NULL);
 
-		zn_engine_set_trace(e, NULL);
+		if (!rc)
+			rc = r;
 		r = zn_trace_close(trace);
 
 		if (!r && !rc)

@@ -18,15 +18,18 @@ int zn_engine_rank(const struct zn_engine *e)
 	return e->rt.rank;
 }
 
-void zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
+int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 {
+	int rc = 0;
+
 	/* traced write-behind still in flight belongs to the old trace */
-	if (t != e->tr.t)
-		(void)zn_swapio_quiesce(e); /* a failure is the next step's, logged now */
+	if (e->tr.t && t != e->tr.t)
+		rc = zn_swapio_quiesce(e);
 	e->tr.t = t;
 	/* completion times while a trace is attached (write-behind ends after its step) */
 	if (e->sw.aio)
 		zn_aio_set_timing(e->sw.aio, t != NULL);
+	return rc;
 }
 
 int zn_engine_flush(struct zn_engine *e)
