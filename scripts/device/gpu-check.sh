@@ -46,6 +46,8 @@ dry=""
 hold_pid=""
 cuda_line=""
 measuring=""
+step_ran=""
+jobs=$(nproc)
 # the sysroot, the configure and their checks
 . "$(dirname "${BASH_SOURCE[0]}")/sysroot.sh"
 
@@ -165,10 +167,12 @@ left_s() {
 
 # step NAME LIMIT_S LOG CMD...: runs CMD under timeout (at most what the budget has left),
 # appending its output to $OUT/LOG, says its line in the summary and returns its exit
-# status (1 when the budget was spent or ZN_GPU_CHECK_STEPS leaves it out).
+# status (1 when the budget was spent or ZN_GPU_CHECK_STEPS leaves it out). step_ran
+# says whether it ran (if_ran).
 step() {
 	local name=$1 limit=$2 logname=$3 log=$OUT/$3 rc start left took verdict
 	shift 3
+	step_ran=""
 	if [ -n "$measuring" ] && [ -n "${ZN_GPU_CHECK_STEPS:-}" ] &&
 	   ! grep -qw -- "$name" <<< "$ZN_GPU_CHECK_STEPS"; then
 		return 1
@@ -179,6 +183,7 @@ step() {
 		say "$(printf '%-22s SKIP (budget spent)' "$name")"
 		return 1
 	fi
+	step_ran=1
 	start=$(now)
 	printf '\n===== %s (limit %ss): %s\n' "$name" "$limit" "$*" >> "$log"
 	if declare -F "$1" > /dev/null; then
@@ -195,6 +200,11 @@ step() {
 	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || verdict="TIMEOUT after ${limit}s"
 	say "$(printf '%-22s %-22s %4ss  %s' "$name" "$verdict" "$took" "$logname")"
 	return "$rc"
+}
+
+# if_ran CMD...: CMD (a figure of the step just run) unless that step was left out
+if_ran() {
+	[ -z "$step_ran" ] || "$@"
 }
 
 # section LOG NAME: the output of step NAME's last run in $OUT/LOG
@@ -262,6 +272,7 @@ gpu_tests() {
 		"$B/$t" --jobs 1 --timeout 60 --verbose -S 2>&1 | tee "$f"
 		r=${PIPESTATUS[0]}
 		[ "$r" -eq 0 ] || rc=1
+		echo "gpu-tests: $t: rc $r, $(grep -m1 -o 'Tested: .*' "$f" || echo 'no Synthesis line')"
 		skips=$(grep -c '^\[SKIP\]' "$f")
 		if [ -z "$dry" ] && [ "$skips" -gt 0 ]; then
 			echo "gpu-tests: $t: $skips tests SKIPPED, a failure in GPU mode: $(grep -m1 '^\[SKIP\]' "$f")"
@@ -290,7 +301,7 @@ release_gpu() {
 say_gpu_tests() {
 	local log=$OUT/ctest-gpu.log
 	say "--- GPU tests (one line per binary; in GPU mode a skip fails)"
-	say "$(grep -hE '^gpu-tests: .*(SKIPPED|not built)|Synthesis|gpu-hold:' "$log" 2> /dev/null | sed 's/^/  /')"
+	say "$(grep -hE '^gpu-tests: [^ ]+: |gpu-hold:' "$log" 2> /dev/null | sed 's/^gpu-tests: //; s/^/  /')"
 	say "--- CUDA vs CPU: worst error per op (x tolerance; <= 1 passes)"
 	say "$(awk '/^gpu-vs-cpu: / { op = $2; v = $NF + 0; if (!(op in w) || v > w[op]) { w[op] = v; l[op] = $0 } }
 	     END { for (op in l) print l[op] }' "$log" 2> /dev/null | sort | sed 's/^gpu-vs-cpu: /  /')"
@@ -360,6 +371,14 @@ trim_logs() {
 	done
 }
 
+# export_env: what the steps' child processes (functions run under timeout, mfu.sh) use
+export_env() {
+	export OUT S B D dry repo nvme_dir
+	export ZN_SYSROOT=$S ZN_BUILD=$B ZN_MFU_DRY=$dry
+	export -f make_sysroot relink_to_system deb_data deb_list deb_unpack deb_sonames \
+		show_env pc_modules pc_libs configure check_sysroot_use train nvme_step gpu_tests
+}
+
 # ---- the plan -------------------------------------------------------------------------
 
 # prepare: the sysroot, the configure and the build, each stopping the run when it fails
@@ -384,8 +403,12 @@ prepare() {
 		say "gpu-check: configured from $D alone; stopping there (ZN_GPU_CHECK_UNTIL=configure)"
 		exit 0
 	fi
-	# -k: a test that does not compile costs that test only
-	step build 260 build.log cmake --build "$B" -j"$jobs" -- -k
+	# -k: a test that does not compile costs that test only. No limit of its own: nothing
+	# runs without the build, so it may take what the budget has left.
+	local rc=0
+	step build "$budget_s" build.log cmake --build "$B" -j"$jobs" -- -k || rc=$?
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
+		stop "the build ran past the budget ($budget_s s, ZN_GPU_CHECK_BUDGET_S): $(last_line "$OUT/build.log") (build.log)"
 	[ -x "$B/zinc" ] || stop "build failed, no $B/zinc: $(grep -m1 -E 'error' "$OUT/build.log") (build.log)"
 }
 
@@ -393,53 +416,53 @@ prepare() {
 # figures as soon as it ends
 measure() {
 	measuring=1
+	export_env
 	# 1. the GPU kernels against the CPU reference, copy bandwidth pinned and pageable
 	[ -n "$dry" ] || hold_gpu
 	step gpu-tests 150 ctest-gpu.log gpu_tests
 	release_gpu
-	say_gpu_tests
+	if_ran say_gpu_tests
 	# 2. a Llama step: MFU
 	step mfu-llama-1b 75 mfu.log bash scripts/device/mfu.sh llama-1b
-	say_mfu llama-1b
+	if_ran say_mfu llama-1b
 	# 3. GPT-2: zinc train on cuda against the host device, stage 3 with cpu offload, MFU
 	step train-stage0 45 train.log train --zero-stage 0
-	say_train train-stage0
+	if_ran say_train train-stage0
 	if [ -z "$dry" ]; then
 		step train-host-stage0 30 train.log train --host --zero-stage 0
-		say_train train-host-stage0
+		if_ran say_train train-host-stage0
 	fi
 	step train-stage3-offload 60 train.log train --zero-stage 3 --offload-optimizer cpu \
 		--offload-param cpu
-	say_train train-stage3-offload
-	say_pinning train.log train-stage3-offload
+	if_ran say_train train-stage3-offload
+	if_ran say_pinning train.log train-stage3-offload
 	step mfu-gpt2-xl 75 mfu.log bash scripts/device/mfu.sh gpt2-xl
-	say_mfu gpt2-xl
+	if_ran say_mfu gpt2-xl
 	# 4. an NVMe-offloaded training step next to its bound
 	step nvme-step 90 bench.log nvme_step
-	say_nvme_step
-	say_pinning bench.log nvme-step
+	if_ran say_nvme_step
+	if_ran say_pinning bench.log nvme-step
 	# 5. the 8B-shaped Llama, 2 layers: tok/s and MFU
 	step mfu-llama-8b-2l 90 mfu.log bash scripts/device/mfu.sh llama-8b-2l
-	say_mfu llama-8b-2l
+	if_ran say_mfu llama-8b-2l
 	# 6. as the budget allows
 	step mfu-gpt2-xl-offload 75 mfu.log bash scripts/device/mfu.sh gpt2-xl-offload
-	say_mfu gpt2-xl-offload
+	if_ran say_mfu gpt2-xl-offload
 	step mfu-gpt2-xl-fp32 75 mfu.log bash scripts/device/mfu.sh gpt2-xl-fp32
-	say_mfu gpt2-xl-fp32
+	if_ran say_mfu gpt2-xl-fp32
 	step sysroot-used 20 setup.log check_sysroot_use
 	step bench-adam 45 bench.log "$B/zinc" bench adam --params 64M
-	say "$(section bench.log bench-adam | grep -E '^ +[0-9]|^# (engine|best|arena|machine)' | cut -c1-150 | head -8)"
+	if_ran say "$(section bench.log bench-adam | grep -E '^ +[0-9]|^# (engine|best|arena|machine)' | cut -c1-150 | head -8)"
 	# shellcheck disable=SC2086 # ZN_GPU_CHECK_CTEST is a list of ctest arguments
 	step ctest-all 400 ctest-all.log ctest --test-dir "$B" --output-on-failure -j"$jobs" \
 		--timeout 300 -LE gpu ${ZN_GPU_CHECK_CTEST:-}
-	say "$(grep -hE 'tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run|\*\*\*Skipped' \
+	if_ran say "$(grep -hE 'tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run|\*\*\*Skipped' \
 		"$OUT"/ctest-all.log 2>/dev/null | head -20)"
 }
 
 main() {
 	cd "$(dirname "$0")/../.." || exit 1
 	repo=$PWD
-	jobs=$(nproc)
 	pick_mode
 	mkdir -p "$OUT"
 	rm -f "$OUT/summary.txt"
@@ -450,10 +473,7 @@ main() {
 	[ -z "$m" ] ||
 		stop "$D lacks ${m% } of scripts/device/debs.list: run scripts/device/fetch-debs.sh again here and carry .debs"
 	[ -n "$dry" ] || gpu_prereqs
-	export OUT S B D dry repo nvme_dir
-	export ZN_SYSROOT=$S ZN_BUILD=$B ZN_MFU_DRY=$dry
-	export -f make_sysroot relink_to_system deb_data deb_list deb_unpack deb_sonames \
-		show_env pc_modules pc_libs configure check_sysroot_use train nvme_step gpu_tests
+	export_env
 
 	say "zinc gpu-check $(git -C "$repo" rev-parse --short HEAD 2>/dev/null): dry=${dry:-0}, budget $budget_s s for the whole call, $(nproc) cores"
 	[ -n "$dry" ] || say "cuda: $cuda_line"

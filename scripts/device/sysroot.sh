@@ -5,11 +5,27 @@
 # and the build took every pkg-config module of CMakeLists.txt from the sysroot alone.
 # Variables from gpu-check.sh: S (sysroot), B (build dir), D (.debs), OUT, dry, repo.
 
+# debs_listed: the packages of debs.list, one a line
+debs_listed() {
+	grep -v '^#' scripts/device/debs.list | awk '{ for (i = 2; i <= NF; i++) print $i }'
+}
+
 # debs_missing: the packages of debs.list without a .deb in $D, on one line
 debs_missing() {
 	local p
-	for p in $(grep -v '^#' scripts/device/debs.list | awk '{ for (i = 2; i <= NF; i++) print $i }'); do
+	for p in $(debs_listed); do
 		ls "$D/$p"_*.deb > /dev/null 2>&1 || printf '%s ' "$p"
+	done
+}
+
+# debs_extra: the .debs in $D of packages debs.list does not name, on one line (the
+# sysroot unpacks them too, so a test that must see the list alone refetches)
+debs_extra() {
+	local f p
+	for f in "$D"/*.deb; do
+		[ -e "$f" ] || continue
+		p=${f##*/}
+		debs_listed | grep -qxF "${p%%_*}" || printf '%s ' "${p%%_*}"
 	done
 }
 
@@ -60,9 +76,9 @@ link_escape() {
 # configure_error LOG: the configure's reason, a missing pkg-config package first
 configure_error() {
 	local p
-	p=$(grep -m1 -E "Package '[^']*'.* not found" "$1")
+	p=$(grep -m1 -oE "Package '[^']*'[^:]* not found" "$1")
 	if [ -n "$p" ]; then
-		echo "$(echo $p): add its -dev package to scripts/device/debs.list"
+		echo "$p: add its -dev package to scripts/device/debs.list"
 	else
 		grep -m1 -A1 'CMake Error' "$1" | tail -1 | sed 's/^ *//' | grep . || last_line "$1"
 	fi
