@@ -358,10 +358,10 @@ Test(devcheck, each_figure_is_in_the_summary_before_the_next_step, .fini = clean
 		  "the worst CUDA-vs-CPU error is not in the summary yet: %s", seen);
 	cr_assert(strstr(seen, "  H2D pinned 50.1 GB/s, pageable 20.3 GB/s (256 MiB)"),
 		  "the copy bandwidth is not in the summary yet: %s", seen);
-	cr_assert(!strstr(seen, "llama-1b "), "%s", seen);
+	cr_assert(!strstr(seen, "mfu: llama-1b "), "%s", seen);
 	/* the Llama MFU line before the NVMe step ran: 12.5k tok/s x (6 N + 12 L d T) */
 	seen = tree_file("out/seen-1-bench");
-	cr_assert(strstr(seen, "  llama-1b           N 1.03e+09  flops/token 7.31e+09  12500 tok/s  "
+	cr_assert(strstr(seen, "  mfu: llama-1b           N 1.03e+09  flops/token 7.31e+09  12500 tok/s  "
 			       "MFU 9.2 % of 989 TFLOP/s  dev peak 1.5 MiB"),
 		  "no MFU line before the next step: %s", seen);
 	sum = tree_file("out/summary.txt");
@@ -401,7 +401,7 @@ Test(devcheck, one_budget_cuts_the_steps_in_order_keeping_what_ran, .fini = clea
 	cr_assert(cut && ran >= 2, "%d steps ran, cut %d: %s", ran, cut, sum);
 	/* what ran before the cut is reported */
 	cr_assert(strstr(sum, "  H2D pinned 50.1 GB/s"), "%s", sum);
-	cr_assert(strstr(sum, "  llama-1b  "), "%s", sum);
+	cr_assert(strstr(sum, "  mfu: llama-1b  "), "%s", sum);
 	free(sum);
 }
 

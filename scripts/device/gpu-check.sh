@@ -312,8 +312,8 @@ say_gpu_tests() {
 # say_mfu RUN: the run's MFU line (scripts/device/mfu.sh)
 say_mfu() {
 	local l
-	l=$(grep "^$1 " "$OUT/mfu.txt" 2> /dev/null | tail -1)
-	say "  ${l:-$1: no figure (mfu.log)}"
+	l=$(section mfu.log "mfu-$1" | grep "^mfu: $1 " | tail -1)
+	say "  ${l:-mfu: $1: no figure (mfu.log)}"
 }
 
 # say_train STEP: loss first -> last, tok/s of the last step, device peak vs plan

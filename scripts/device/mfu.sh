@@ -12,40 +12,38 @@
 #   bash scripts/device/mfu.sh [RUN]...      (no RUN: every run, in this order)
 #
 # Runs, each ZN_MFU_STEPS steps (default 12; tok/s is the mean of the steps after the first
-# 2, from the step lines), bf16 parameters and compute unless said otherwise:
+# 2, from the step lines: --steps-per-print 1), bf16 parameters and compute unless said
+# otherwise:
 #   llama-1b          TinyLlama-1.1B's shape, stage 0, seq 2048, micro-batch 4
 #   gpt2-xl           GPT-2 XL, stage 0, seq 1024, micro-batch ZN_MFU_MB (default 8)
 #   llama-8b-2l       Llama-3-8B's shape with 2 layers, stage 0, seq 2048, micro-batch 4
 #   gpt2-xl-offload   gpt2-xl at stage 3, optimizer and parameters offloaded to cpu
 #   gpt2-xl-fp32      gpt2-xl with --compute-dtype fp32, for the bf16 gain
 # scripts/device/gpu-check.sh runs each as a step of its one time budget, in the order it
-# documents (docs/gpu-check.md), and puts each run's line into its summary at once.
+# documents (docs/gpu-check.md), and puts each run's line into its summary at once; alone,
+# e.g. `bash scripts/device/mfu.sh llama-8b-2l | tee mfu.log` after gpu-check.sh.
 # ZN_MFU_DRY=1 (gpu-check's dry run) runs each on the host device at the shape of llama-tiny
 # or tiny (seq 64, micro-batch 1, 4 steps): the plumbing, not a figure.
 #
 # Uses the zinc that gpu-check.sh built ($ZN_BUILD, default build-gpu) and its sysroot
-# ($ZN_SYSROOT). Appends one line per run to $OUT/mfu.txt and the runs' output to
-# $OUT/mfu.log.
+# ($ZN_SYSROOT). Prints each run's output, then its line "mfu: NAME N ... MFU x % ..."
+# (gpu-check.sh keeps both in $OUT/mfu.log); the training text is $ZN_BUILD/mfu-data.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-OUT=${OUT:-/tmp/zn-gpu-check-out}
 S=${ZN_SYSROOT:-/tmp/zsys}
 B=${ZN_BUILD:-build-gpu}
 steps=${ZN_MFU_STEPS:-12}
 mb=${ZN_MFU_MB:-8}
 peak=${ZN_MFU_PEAK_TFLOPS:-989}
 dry=${ZN_MFU_DRY:-}
-mkdir -p "$OUT"
-log=$OUT/mfu.log
-res=$OUT/mfu.txt
 ma=x86_64-linux-gnu
 export PATH=/usr/local/cuda/bin:$PATH:$S/usr/bin
 export LD_LIBRARY_PATH=$S/usr/lib/$ma:$S/usr/lib/$ma/openblas-pthread:$S/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ ! -x "$B/zinc" ]; then
-	echo "mfu: no $B/zinc: run scripts/device/gpu-check.sh first (it builds zinc)" | tee -a "$res"
+	echo "mfu: no $B/zinc: run scripts/device/gpu-check.sh first (it builds zinc)"
 	exit 1
 fi
-data=$OUT/mfu-data.txt
+data=$B/mfu-data.txt
 # UTF-8 text read as bytes (--data-format text): tokens < 256, valid for any vocab
 [ -s "$data" ] || for _ in $(seq 1 40); do cat README.md docs/*.md; done > "$data"
 
@@ -69,24 +67,25 @@ mean_tps() {
 }
 
 # train NAME N L DATTN T ARGS...: one training run and its MFU line; fails when the run
-# failed or gave no step line past the warm-up
+# failed or gave no step line past the warm-up. --foreground keeps timeout in the caller's
+# process group, so gpu-check.sh's step timeout ends zinc too.
 train() {
-	local name=$1 n=$2 l=$3 da=$4 t=$5 f=$OUT/mfu-$1.log tps dev=cuda rc
+	local name=$1 n=$2 l=$3 da=$4 t=$5 f tps dev=cuda rc
 	shift 5
 	[ -z "$dry" ] || dev=host
-	echo "===== $name: zinc train --device $dev $*" >> "$log"
-	timeout "${ZN_MFU_TIMEOUT_S:-240}" "$B/zinc" train --device $dev --data "$data" \
-		--data-format text --steps "$steps" "$@" > "$f" 2>&1
-	rc=$?
-	cat "$f" >> "$log"
+	f=$(mktemp)
+	echo "===== $name: zinc train --device $dev $*"
+	timeout --foreground "${ZN_MFU_TIMEOUT_S:-240}" "$B/zinc" train --device $dev \
+		--data "$data" --data-format text --steps "$steps" --steps-per-print 1 "$@" 2>&1 |
+		tee "$f"
+	rc=${PIPESTATUS[0]}
 	tps=$(mean_tps "$f")
 	awk -v name="$name" -v tps="$tps" -v n="$n" -v l="$l" -v da="$da" -v t="$t" -v pk="$peak" \
 	    -v peakline="$(grep -o 'dev peak [0-9.]* [KMG]iB' "$f" | tail -1)" -v rc="$rc" \
 	    -v note="${dry:+  (dry run: host device, tiny shape)}" \
 	    'BEGIN { fl = 6 * n + 12 * l * da * t; mfu = tps * fl / (pk * 1e12);
-	             printf "%-18s N %.3g  flops/token %.3g  %s tok/s  MFU %.1f %% of %g TFLOP/s  %s%s%s\n",
-	                    name, n, fl, tps, 100 * mfu, pk, peakline, rc ? "  FAILED rc " rc : "", note }' |
-		tee -a "$res"
+	             printf "mfu: %-18s N %.3g  flops/token %.3g  %s tok/s  MFU %.1f %% of %g TFLOP/s  %s%s%s\n",
+	                    name, n, fl, tps, 100 * mfu, pk, peakline, rc ? "  FAILED rc " rc : "", note }'
 	rm -f "$f"
 	[ "$rc" -eq 0 ] && [ "$tps" != 0 ]
 }
