@@ -19,9 +19,9 @@
 # short still reports what it measured.
 #
 # Every .deb in $ZN_DEBS (default .debs) is unpacked with dpkg -x into a private sysroot
-# ($ZN_SYSROOT, default /tmp/zsys; never /; scripts/device/sysroot.sh). pkgconf from the sysroot sees ONLY the
-# sysroot's .pc files (PKG_CONFIG_LIBDIR) and prefixes their /usr paths with the sysroot
-# (PKG_CONFIG_SYSROOT_DIR).
+# ($ZN_SYSROOT, default /tmp/zsys; never /; scripts/device/sysroot.sh). pkgconf from the
+# sysroot sees ONLY the sysroot's .pc files (PKG_CONFIG_LIBDIR) and prefixes their /usr
+# paths with the sysroot (PKG_CONFIG_SYSROOT_DIR).
 #
 # ZN_GPU_CHECK_DRY: 1 or true = dry run (build with CUDA off from the sysroot, prove the
 # sysroot was used, train and measure on the host device at tiny shapes; the GPU tests run
@@ -320,7 +320,7 @@ say_mfu() {
 say_train() {
 	section train.log "$1" | awk -v run="$1" '
 	     /plan: device [0-9]+ bytes/ { for (i = 1; i <= NF; i++) if ($i == "device") plan = $(i + 1) / 1048576 }
-	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ tok\/s */, "", f[3]);
+	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ *$/, "", f[2]); sub(/ tok\/s */, "", f[3]);
 	                sub(/^ *dev peak /, "", f[5]); sub(/ MiB */, "", f[5]);
 	                if (first == "") first = f[2]; last = f[2]; tps = f[3]; peak = f[5] }
 	     END { if (first == "") { printf "  %-22s no step line\n", run; exit }
@@ -479,12 +479,14 @@ main() {
 	[ -n "$dry" ] || say "cuda: $cuda_line"
 	say "nccl: not tested: one GPU, and the check builds -DZINC_MPI=OFF (zinc's NCCL backend needs MPI); multi-rank and NCCL stay unverified"
 	prepare
+	mkdir -p "$nvme_dir" # zinc info says its filesystem and O_DIRECT; nvme-step uses it
 	if [ -n "$dry" ]; then
-		step zinc-info 20 setup.log "$B/zinc" info --nvme-path /var/tmp
+		step zinc-info 20 setup.log "$B/zinc" info --nvme-path "$nvme_dir"
 	else
 		cuda_device_seen
 	fi
 	measure
+	rm -rf "$nvme_dir"
 	say "gpu-check: done in $(($(now) - t0)) s of $budget_s s"
 	trim_logs
 }
