@@ -567,6 +567,28 @@ Test(hf_dir, malformed_directories_refused)
 
 		cr_expect_eq(zn_hf_save(path_of("plain"), &m.cfg, &o, m.e, m.n), -EINVAL);
 	}
+	/* a link to another model's directory (planted where --save-hf-steps writes hf-N):
+	 * refused, that directory's files untouched */
+	d = fresh(&m, "m11", 0);
+	cr_assert_eq(symlink(d, path_of("hf-2")), 0);
+	{
+		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 1000, NULL, "--save-hf-steps" };
+		struct zn_hf_src *s = NULL;
+		char *before, *after;
+		size_t n1 = 0, n2 = 0;
+
+		snprintf(f, sizeof(f), "%s/config.json", d);
+		before = zt_read_all(f, &n1);
+		cr_expect_eq(zn_hf_save(path_of("hf-2"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		cr_expect_eq(zn_hf_save(path_of("hf-2/"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		after = zt_read_all(f, &n2);
+		cr_expect(n1 == n2 && !memcmp(before, after, n1), "config.json was rewritten");
+		cr_expect_eq(zn_hf_open(&s, d), 0, "the linked model still opens");
+		cr_expect_eq(zn_hf_check_layout(s), 0, "with its shard and no index");
+		zn_hf_close(s);
+		free(before);
+		free(after);
+	}
 	free_model(&m);
 }
 

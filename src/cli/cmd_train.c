@@ -471,6 +471,10 @@ int zn_cmd_train(int argc, char **argv)
 	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    rank == 0 && zn_output_check(o.trace, "--trace"))
 		ok = false;
+	if (ok && o.lora.save_adapter && !o.print_config &&
+	    zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    zn_output_check_dir(o.lora.save_adapter, "--save-adapter"))
+		ok = false;
 	/* no output may be an input or another output (by identity), before anything is
 	 * made; then the save directory is made and locked */
 	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
