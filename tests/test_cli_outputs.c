@@ -281,9 +281,12 @@ Test(cli_outputs, train_refuses_outputs_inside_what_it_reads)
 	/* a model directory to start from */
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --save-final %s",
 				 at("m")), 0, "%s", out);
+	/* the model saved over the one it started from (as save_pretrained allows) is fine;
+	 * a single file in its place, or anything else in it, is not */
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --init-from %s "
-				 "--save-final %s", at("m"), at("m")), 2, "%s", out);
-	cr_expect(strstr(out, "same directory"), "%s", out);
+				 "--save-final %s/", at("m"), at("m")), 0, "%s", out);
+	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --init-from %s "
+				 "--trace %s", at("m"), at("m/config.json")), 2, "%s", out);
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --init-from %s "
 				 "--save-final %s", at("m"), at("m/model.safetensors")), 2, "%s",
 		     out);
@@ -295,12 +298,12 @@ Test(cli_outputs, train_refuses_outputs_inside_what_it_reads)
 				 "--save-dir %s --save-hf-steps 2", at("ck/hf-2"), at("ck")), 2,
 		     "%s", out);
 	cr_expect(strstr(out, "lies inside --save-dir"), "%s", out);
-	/* --save-adapter over --init-adapter (refused before the adapter is read) */
+	/* the merged model over --init-adapter's weights (refused before they are read) */
 	cr_assert_eq(mkdir(at("ad"), 0755), 0);
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --lora-r 2 --lora-targets "
-				 "c_attn --init-adapter %s --save-adapter %s/", at("ad"), at("ad")),
-		     2, "%s", out);
-	cr_expect(strstr(out, "--save-adapter") && strstr(out, "--init-adapter"), "%s", out);
+				 "c_attn --init-adapter %s --merge-adapter --save-final "
+				 "%s/adapter_model.safetensors", at("ad"), at("ad")), 2, "%s", out);
+	cr_expect(strstr(out, "--save-final") && strstr(out, "--init-adapter"), "%s", out);
 	/* a save directory resumed from and saved to is the normal case */
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 3 --resume %s --save-dir %s",
 				 at("ck"), at("ck")), 0, "%s", out);

@@ -378,12 +378,12 @@ Test(fsio, output_directories_are_made_but_never_a_link)
 
 static struct zn_io in(const char *path)
 {
-	return (struct zn_io){ path, "--data", false, NULL, false };
+	return (struct zn_io){ .path = path, .what = "--data" };
 }
 
 static struct zn_io out(const char *path)
 {
-	return (struct zn_io){ path, "-o", true, NULL, false };
+	return (struct zn_io){ .path = path, .what = "-o", .out = true };
 }
 
 static int check2(struct zn_io a, struct zn_io b)
@@ -422,8 +422,8 @@ Test(fsio, outputs_are_compared_with_inputs_by_identity)
 	/* a directory's names: an output inside an input directory at a name it reads, an
 	 * input inside an output directory at a name it writes, the directories themselves */
 	put(at("model/config.json"), "{}", 0644);
-	struct zn_io in_dir = { sub, "--init-from", false, hf, false };
-	struct zn_io out_dir = { sub, "--save-final", true, hf, false };
+	struct zn_io in_dir = { .path = sub, .what = "--init-from", .names = hf };
+	struct zn_io out_dir = { .path = sub, .what = "--save-final", .out = true, .names = hf };
 
 	cr_expect_eq(check2(out(at("model/model.safetensors")), in_dir), ZN_EUSAGE);
 	cr_expect_eq(check2(out(at("model/notes.txt")), in_dir), 0, "a name it does not read");
@@ -431,10 +431,16 @@ Test(fsio, outputs_are_compared_with_inputs_by_identity)
 	cr_expect_eq(check2(out_dir, in(at("in.txt"))), 0);
 	cr_expect_eq(check2(out_dir, in_dir), ZN_EUSAGE, "the same directory");
 	/* --save-dir and --resume (both shared) are the same directory by design */
-	struct zn_io save = { sub, "--save-dir", true, hf, true };
-	struct zn_io resume = { sub, "--resume", false, hf, true };
+	struct zn_io save = { .path = sub, .what = "--save-dir", .out = true, .names = hf,
+			      .shared = true };
+	struct zn_io resume = { .path = sub, .what = "--resume", .names = hf, .shared = true };
 
 	cr_expect_eq(check2(save, resume), 0);
 	cr_expect_eq(check2(save, in(at("model/config.json"))), ZN_EUSAGE, "but not other inputs");
 	cr_expect_eq(check2(out(NULL), in(at("in.txt"))), 0, "a flag not given");
+	/* an output over an input of its own kind (a model over the one it started from) */
+	in_dir.kind = out_dir.kind = "model";
+	cr_expect_eq(check2(out_dir, in_dir), 0);
+	out_dir.kind = "adapter";
+	cr_expect_eq(check2(out_dir, in_dir), ZN_EUSAGE, "another kind");
 }

@@ -578,12 +578,12 @@ static int check_paths(const struct opts *o, int argc, char **argv)
 {
 	char csv[ZN_PATH_MAX + 8];
 	struct zn_io io[16] = {
-		{ o->csv, "--csv", true, NULL, false },
-		{ o->plot, "--plot", true, NULL, false },
-		{ o->plot ? zn_bs_plot_fallback(o->plot, csv, sizeof(csv)) : NULL,
-		  "--plot (its CSV, gnuplot missing)", true, NULL, false },
-		{ o->trace, "--trace", true, NULL, false },
-		{ o->model_config, "--model-config", false, NULL, false },
+		{ .path = o->csv, .what = "--csv", .out = true },
+		{ .path = o->plot, .what = "--plot", .out = true },
+		{ .path = o->plot ? zn_bs_plot_fallback(o->plot, csv, sizeof(csv)) : NULL,
+		  .what = "--plot (its CSV, gnuplot missing)", .out = true },
+		{ .path = o->trace, .what = "--trace", .out = true },
+		{ .path = o->model_config, .what = "--model-config" },
 	};
 	int n = 5;
 

@@ -299,17 +299,17 @@ static int check_paths(const char *tok, const char *out, const char *val_out, ch
 
 	if (!io)
 		return -ENOMEM;
-	io[n++] = (struct zn_io){ out, "-o", true, NULL, false };
-	io[n++] = (struct zn_io){ val_out, "--val-output", true, NULL, false };
-	io[n++] = (struct zn_io){ tok, "--tokenizer", false, tok_names, false };
+	io[n++] = (struct zn_io){ .path = out, .what = "-o", .out = true };
+	io[n++] = (struct zn_io){ .path = val_out, .what = "--val-output", .out = true };
+	io[n++] = (struct zn_io){ .path = tok, .what = "--tokenizer", .names = tok_names };
 	/* a tokenizer.json file is read with the tokenizer_config.json beside it */
 	if ((stat(tok, &st) || !S_ISDIR(st.st_mode)) &&
 	    asprintf(&sibling, "%.*s%stokenizer_config.json", slash ? (int)(slash - tok) : 0,
 		     tok, slash ? "/" : "") < 0)
 		sibling = NULL;
-	io[n++] = (struct zn_io){ sibling, "--tokenizer", false, NULL, false };
+	io[n++] = (struct zn_io){ .path = sibling, .what = "--tokenizer" };
 	for (int i = 0; i < n_in; i++)
-		io[n++] = (struct zn_io){ inputs[i], "input", false, NULL, false };
+		io[n++] = (struct zn_io){ .path = inputs[i], .what = "input" };
 	rc = zn_io_check(io, n);
 	free(sibling);
 	free(io);

@@ -33,24 +33,33 @@ static bool is_file_path(const char *p)
 
 int zn_train_paths_check(const struct zn_train_paths *p)
 {
+	const char *const *final_names =
+		p->save_final && !is_file_path(p->save_final) ? hf_names : NULL;
 	struct zn_io io[MAX_PATHS];
 	int n = 0;
 
-	io[n++] = (struct zn_io){ p->data, "--data", false, NULL, false };
-	io[n++] = (struct zn_io){ p->val_data, "--val-data", false, NULL, false };
-	io[n++] = (struct zn_io){ p->model_config, "--model-config", false, NULL, false };
-	io[n++] = (struct zn_io){ p->init_from, "--init-from", false, hf_names, false };
-	io[n++] = (struct zn_io){ p->init_adapter, "--init-adapter", false, adapter_names, false };
+	io[n++] = (struct zn_io){ .path = p->data, .what = "--data" };
+	io[n++] = (struct zn_io){ .path = p->val_data, .what = "--val-data" };
+	io[n++] = (struct zn_io){ .path = p->model_config, .what = "--model-config" };
+	/* a model (or adapter) saved over the one the run started from: updated in place,
+	 * as transformers' and PEFT's save_pretrained allow; it was read whole at start */
+	io[n++] = (struct zn_io){ .path = p->init_from, .what = "--init-from", .names = hf_names,
+				  .kind = "model" };
+	io[n++] = (struct zn_io){ .path = p->init_adapter, .what = "--init-adapter",
+				  .names = adapter_names, .kind = "adapter" };
 	/* a --resume of the save directory is read and written by design */
-	io[n++] = (struct zn_io){ p->resume, "--resume", false, ckpt_names, true };
+	io[n++] = (struct zn_io){ .path = p->resume, .what = "--resume", .names = ckpt_names,
+				  .shared = true };
 	zn_cli_config_inputs(p->argc, p->argv, io, &n, MAX_PATHS - 6);
-	io[n++] = (struct zn_io){ p->save_final, "--save-final", true,
-				  p->save_final && !is_file_path(p->save_final) ? hf_names : NULL,
-				  false };
-	io[n++] = (struct zn_io){ p->save_adapter, "--save-adapter", true, adapter_names, false };
-	io[n++] = (struct zn_io){ p->trace, "--trace", true, NULL, false };
-	io[n++] = (struct zn_io){ p->save_dir, "--save-dir", true,
-				  p->save_hf ? save_dir_hf_names : ckpt_names, true };
-	io[n++] = (struct zn_io){ p->csv_dir, "csv_monitor.output_path", true, csv_names, false };
+	io[n++] = (struct zn_io){ .path = p->save_final, .what = "--save-final", .out = true,
+				  .names = final_names, .kind = "model" };
+	io[n++] = (struct zn_io){ .path = p->save_adapter, .what = "--save-adapter", .out = true,
+				  .names = adapter_names, .kind = "adapter" };
+	io[n++] = (struct zn_io){ .path = p->trace, .what = "--trace", .out = true };
+	io[n++] = (struct zn_io){ .path = p->save_dir, .what = "--save-dir", .out = true,
+				  .names = p->save_hf ? save_dir_hf_names : ckpt_names,
+				  .shared = true };
+	io[n++] = (struct zn_io){ .path = p->csv_dir, .what = "csv_monitor.output_path",
+				  .out = true, .names = csv_names };
 	return zn_io_check(io, n);
 }

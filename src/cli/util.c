@@ -117,6 +117,6 @@ void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int m
 		else if (!strncmp(argv[i], "--config=", 9))
 			path = argv[i] + 9;
 		if (path)
-			io[(*n)++] = (struct zn_io){ path, "--config", false, NULL, false };
+			io[(*n)++] = (struct zn_io){ .path = path, .what = "--config" };
 	}
 }

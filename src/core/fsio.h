@@ -115,7 +115,14 @@ int zn_output_dir_make(const char *path, const char *what);
  * (same device and inode after resolving links, so hard links and symlinks count; for a
  * path that does not exist yet, the same resolved parent directory and name), or that
  * lies inside another entry's directory at a name that entry reads or writes (or contains
- * one). */
+ * one). Two exceptions, both declared by the command: entries of one `kind` (an output
+ * replacing an input of its own kind) and two `shared` entries.
+ *
+ *     struct zn_io io[] = { { .path = in, .what = "input" },
+ *                           { .path = out, .what = "-o", .out = true } };
+ *     if (zn_io_check(io, 2))
+ *             return ZN_EUSAGE;            // "-o x and input ./x are the same file: ..."
+ */
 struct zn_io {
 	const char *path;  /* NULL: not given (skipped) */
 	const char *what;  /* the flag, for the message */
@@ -127,6 +134,10 @@ struct zn_io {
 	 * --resume that reads it): two shared entries are not compared with each other, and
 	 * a shared one is compared with others only by the names inside it */
 	bool shared;
+	/* an output may be the same file or directory as an input of the same kind, which
+	 * the command has read whole before it writes (a model saved over the one a run
+	 * started from, as transformers' save_pretrained allows); NULL: never */
+	const char *kind;
 };
 
 /* 0, or ZN_EUSAGE after a line naming both flags and paths and what to change. */

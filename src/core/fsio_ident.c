@@ -135,6 +135,12 @@ static bool inside(const struct ident *inner, const struct zn_io *io, const stru
 	return found;
 }
 
+/* out may be other: an input of its own kind, read whole before out is written */
+static bool replaces_own_kind(const struct zn_io *out, const struct zn_io *other)
+{
+	return out->kind && other->kind && !other->out && !strcmp(out->kind, other->kind);
+}
+
 /* out (an output) against other: 0 or ZN_EUSAGE after the line. */
 static int pair(const struct zn_io *out, const struct ident *a, const struct zn_io *other,
 		const struct ident *b)
@@ -143,7 +149,7 @@ static int pair(const struct zn_io *out, const struct ident *a, const struct zn_
 
 	if (out->shared && other->shared)
 		return 0; /* --save-dir and the --resume that reads it */
-	if (!out->shared && !other->shared && same(a, b)) {
+	if (!out->shared && !other->shared && !replaces_own_kind(out, other) && same(a, b)) {
 		zn_error("%s %s and %s %s are the same %s: the %s would %s; give %s another path",
 			 out->what, out->path, other->what, other->path, a->dir || b->dir ?
 			 "directory" : "file", other->out ? "two outputs" : "output",
