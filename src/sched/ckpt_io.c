@@ -1,5 +1,5 @@
 /* Checkpoint files: the counted file operations of a save (ZINC_CKPT_FAIL_AT kills the
- * process at one of them), CRC-32 through zlib, and the rank file: written layer by layer
+ * process at one of them, or fails it with ZINC_CKPT_FAIL_ERRNO), CRC-32 through zlib, and the rank file: written layer by layer
  * from the engine's tiers, verified whole before a resume uses it. */
 #include <dirent.h>
 #include <errno.h>
@@ -129,9 +129,9 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
 	unlink(tmp); /* a dead save's (same pid only after a pid wrap); a link itself */
 	rc = zn_ckpt_fault_point("create", tmp);
-	fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (rc)
 		return rc;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = -errno;
 		zn_error("checkpoint: cannot create %s: %s", tmp, zn_strerror(rc));
