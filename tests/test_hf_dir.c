@@ -115,7 +115,7 @@ static void free_model(struct model *m)
 
 static void save(const struct model *m, const char *path, enum zn_dtype dt, uint64_t shard)
 {
-	struct zn_hf_save_opts o = { dt, shard, tiny_json };
+	struct zn_hf_save_opts o = { dt, shard, tiny_json, NULL };
 
 	cr_assert_eq(zn_hf_save(path, &m->cfg, &o, m->e, m->n), 0, "save %s", path);
 }
@@ -179,7 +179,7 @@ Test(hf_dir, sharded_round_trip_values_and_bytes)
 	zn_hf_close(s);
 	/* save what was read: every file byte for byte the same */
 	{
-		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 1000, tiny_json };
+		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 1000, tiny_json, NULL };
 		char *ia = zt_read_all(path_of("a/model.safetensors.index.json"), NULL);
 
 		cr_assert_eq(zn_hf_save(b, &m.cfg, &o, e2, m.n), 0);
@@ -272,7 +272,7 @@ Test(hf_dir, single_file_config_from_metadata_or_beside)
 {
 	struct model m;
 	struct zn_hf_src *s;
-	struct zn_hf_save_opts o = { ZN_DTYPE_F16, 0, NULL };
+	struct zn_hf_save_opts o = { ZN_DTYPE_F16, 0, NULL, NULL };
 	const struct zn_st_tensor *t;
 	char cfgpath[256];
 
@@ -354,7 +354,7 @@ Test(hf_dir, python_reads_the_directories)
 		cr_skip_test("python3 is not installed");
 	for (int i = 0; i < 3; i++) {
 		struct model m;
-		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 600, cfgs[i] };
+		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 600, cfgs[i], NULL };
 		const char *d = path_of(i == 0 ? "py0" : i == 1 ? "py1" : "py2");
 
 		make_model(&m, cfgs[i]);
@@ -563,9 +563,31 @@ Test(hf_dir, malformed_directories_refused)
 	/* saving over a file that is not a directory */
 	write_all(path_of("plain"), "x", 1);
 	{
-		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 0, NULL };
+		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 0, NULL, NULL };
 
 		cr_expect_eq(zn_hf_save(path_of("plain"), &m.cfg, &o, m.e, m.n), -EINVAL);
+	}
+	/* a link to another model's directory (planted where --save-hf-steps writes hf-N):
+	 * refused, that directory's files untouched */
+	d = fresh(&m, "m11", 0);
+	cr_assert_eq(symlink(d, path_of("hf-2")), 0);
+	{
+		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 1000, NULL, "--save-hf-steps" };
+		struct zn_hf_src *s = NULL;
+		char *before, *after;
+		size_t n1 = 0, n2 = 0;
+
+		snprintf(f, sizeof(f), "%s/config.json", d);
+		before = zt_read_all(f, &n1);
+		cr_expect_eq(zn_hf_save(path_of("hf-2"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		cr_expect_eq(zn_hf_save(path_of("hf-2/"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		after = zt_read_all(f, &n2);
+		cr_expect(n1 == n2 && !memcmp(before, after, n1), "config.json was rewritten");
+		cr_expect_eq(zn_hf_open(&s, d), 0, "the linked model still opens");
+		cr_expect_eq(zn_hf_check_layout(s), 0, "with its shard and no index");
+		zn_hf_close(s);
+		free(before);
+		free(after);
 	}
 	free_model(&m);
 }

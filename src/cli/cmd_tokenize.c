@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/util.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "data/sft.h"
 #include "data/tokenizer.h"
@@ -282,6 +283,39 @@ static int total_size(char **inputs, int n, uint64_t *total)
 	return 0;
 }
 
+/* The outputs are neither an input nor each other, by identity (core/fsio.h): -o equal
+ * to an input would replace the text with its tokens, -o equal to --val-output would
+ * keep one split only. */
+static int check_paths(const char *tok, const char *out, const char *val_out, char **inputs,
+		       int n_in)
+{
+	static const char *const tok_names[] = { "tokenizer.json", "tokenizer_config.json",
+						 NULL };
+	struct zn_io *io = calloc((size_t)n_in + 4, sizeof(*io));
+	char *sibling = NULL;
+	const char *slash = strrchr(tok, '/');
+	struct stat st;
+	int n = 0, rc;
+
+	if (!io)
+		return -ENOMEM;
+	io[n++] = (struct zn_io){ .path = out, .what = "-o", .out = true };
+	io[n++] = (struct zn_io){ .path = val_out, .what = "--val-output", .out = true };
+	io[n++] = (struct zn_io){ .path = tok, .what = "--tokenizer", .names = tok_names };
+	/* a tokenizer.json file is read with the tokenizer_config.json beside it */
+	if ((stat(tok, &st) || !S_ISDIR(st.st_mode)) &&
+	    asprintf(&sibling, "%.*s%stokenizer_config.json", slash ? (int)(slash - tok) : 0,
+		     tok, slash ? "/" : "") < 0)
+		sibling = NULL;
+	io[n++] = (struct zn_io){ .path = sibling, .what = "--tokenizer" };
+	for (int i = 0; i < n_in; i++)
+		io[n++] = (struct zn_io){ .path = inputs[i], .what = "input" };
+	rc = zn_io_check(io, n);
+	free(sibling);
+	free(io);
+	return rc;
+}
+
 int zn_cmd_tokenize(int argc, char **argv)
 {
 	const char *tok_path = NULL, *out = NULL, *val_out = NULL;
@@ -347,6 +381,12 @@ int zn_cmd_tokenize(int argc, char **argv)
 			 "input file (zinc tokenize --help)");
 		rc = ZN_EUSAGE;
 	}
+	if (!rc && !val_out && z.val_fraction > 0) {
+		val_out = val_default = default_val_path(out);
+		rc = val_out ? 0 : -ENOMEM;
+	}
+	if (!rc)
+		rc = check_paths(tok_path, out, z.val_fraction > 0 ? val_out : NULL, inputs, n_in);
 	if (!rc)
 		rc = total_size(inputs, n_in, &z.total_bytes);
 	if (rc)
@@ -364,8 +404,6 @@ int zn_cmd_tokenize(int argc, char **argv)
 	}
 	if (z.tmpl && (rc = zn_sft_check(tok, z.tmpl, tok_path)))
 		goto out;
-	if (!val_out && z.val_fraction > 0)
-		val_out = val_default = default_val_path(out);
 	z.scratch = calloc((size_t)z.threads, sizeof(*z.scratch));
 	for (int t = 0; z.scratch && t < z.threads; t++)
 		if (!(z.scratch[t] = zn_tok_scratch_new(tok)))

@@ -22,6 +22,7 @@
 #include "cli/train_eval.h"
 #include "cli/train_lora.h"
 #include "cli/train_io.h"
+#include "cli/train_paths.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
 #include "comm/comm.h"
@@ -259,6 +260,24 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 		 o->ev.eval_batches);
 }
 
+/* Every file the run reads or writes, by identity (train_paths.h). */
+static int check_paths(const struct train_opts *o, const struct zn_config *cfg, int argc,
+		       char **argv)
+{
+	const struct zn_monitor_config *m = &cfg->monitor;
+	char csv[ZN_PATH_MAX + 300];
+
+	snprintf(csv, sizeof(csv), "%s/%s", m->csv_output_path[0] ? m->csv_output_path :
+		 "csv_monitor", m->csv_job_name);
+	return zn_train_paths_check(&(struct zn_train_paths){
+		.data = o->data, .val_data = o->ev.val_data, .model_config = o->model_config,
+		.init_from = o->init_from, .init_adapter = o->lora.init_adapter,
+		.resume = o->ck.resume, .save_final = o->save_final,
+		.save_adapter = o->lora.save_adapter, .trace = o->trace, .save_dir = o->ck.save_dir,
+		.csv_dir = m->csv_enabled ? csv : NULL, .save_hf = o->ck.save_hf_steps > 0,
+		.argc = argc, .argv = argv });
+}
+
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
  * anything waits for the other ranks. */
 static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
@@ -360,8 +379,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		if (!rc)
 			rc = zn_train_ckpt_after_step(&ck, e, &data, s + 1, steps, &stop);
 		if (!rc && zn_train_ckpt_hf_due(&ck, s + 1, hf, sizeof(hf))) {
-			rc = zn_train_hf_save(e, tm, hf, o->save_dtype, o->shard_bytes,
-					      o->init_from);
+			rc = zn_train_hf_save(e, tm, hf, "--save-hf-steps", o->save_dtype,
+					      o->shard_bytes, o->init_from);
 			if (!rc && zn_engine_rank(e) == 0)
 				printf("saved %s\n", hf);
 		}
@@ -380,8 +399,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 			printf("saved %s\n", o->save_final);
 	} else if (!rc && o->save_final && !stop) {
 		/* streamed layer by layer, a file or a directory */
-		rc = zn_train_hf_save(e, tm, o->save_final, o->save_dtype, o->shard_bytes,
-				      o->init_from);
+		rc = zn_train_hf_save(e, tm, o->save_final, "--save-final", o->save_dtype,
+				      o->shard_bytes, o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
@@ -421,7 +440,7 @@ int zn_cmd_train(int argc, char **argv)
 	struct zn_config cfg;
 	char own[1024];
 	bool help = false, ok;
-	int rc, rank = 0;
+	int rc, rank = 0, save_lock = -1;
 
 	memset(&tm, 0, sizeof(tm));
 	ok = !parse(argc, argv, &cfg, &tm, &o, &help);
@@ -452,8 +471,17 @@ int zn_cmd_train(int argc, char **argv)
 	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    rank == 0 && zn_output_check(o.trace, "--trace"))
 		ok = false;
+	if (ok && o.lora.save_adapter && !o.print_config &&
+	    zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    zn_output_check_dir(o.lora.save_adapter, "--save-adapter"))
+		ok = false;
+	/* no output may be an input or another output (by identity), before anything is
+	 * made; then the save directory is made and locked */
+	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    check_paths(&o, &cfg, argc, argv))
+		ok = false;
 	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank))
+	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank, &save_lock))
 		ok = false;
 	if (ok && o.lora.on && (o.ck.save_dir || o.ck.resume)) {
 		zn_error("--save-dir and --resume do not take LoRA runs yet: save the adapters "
@@ -466,6 +494,8 @@ int zn_cmd_train(int argc, char **argv)
 	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);
+		if (save_lock >= 0)
+			close(save_lock);
 		return ZN_EXIT_USAGE;
 	}
 	if (o.print_config) {
@@ -484,5 +514,7 @@ int zn_cmd_train(int argc, char **argv)
 	rc = train(&cfg, &tm, &o, &ranks);
 	zn_train_ranks_end(&ranks);
 	zn_train_lora_release(&o.lora);
+	if (save_lock >= 0)
+		close(save_lock); /* after the last save */
 	return rc;
 }

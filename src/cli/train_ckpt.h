@@ -41,8 +41,12 @@ int zn_train_ckpt_flag(int n, char **rest, int *i, struct zn_train_ckpt_opts *o)
 void zn_train_ckpt_usage(FILE *f);
 /* agreement lines ("train.save_dir=given\n" ...) */
 void zn_train_ckpt_text(const struct zn_train_ckpt_opts *o, char *buf, size_t size);
-/* before any work (rank 0): --save-dir can be written; --resume with --init-from refused */
-int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank);
+/* Before any work: --resume with --init-from refused; on rank 0, --save-dir can be
+ * written, is made, and is locked for the run (core/fsio.h, zn_dir_lock: another run
+ * holding it is refused naming it), and an existing DIR/hf-N the run would write is a
+ * directory, not a link. *lock_fd: the lock, to close at the end (-1: none). */
+int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank,
+			     int *lock_fd);
 
 struct zn_train_ckpt {
 	const struct zn_train_ckpt_opts *o;

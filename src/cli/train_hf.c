@@ -253,9 +253,10 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 }
 
 int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
-		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from)
+		     const char *what, enum zn_dtype dtype, uint64_t shard_bytes,
+		     const char *init_from)
 {
-	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
+	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL, what };
 	struct zn_hf_src *src = NULL;
 	struct layer_stream ls = { e, NULL, 0, -1, NULL };
 	struct zn_layer_desc *ld = NULL;

@@ -36,8 +36,11 @@ int zn_train_hf_output_check(const char *path);
  * text under "config" (hf_dir.h); any other path a Hugging Face
  * directory (model/hf_dir.h) with shards of at most shard_bytes (0: 5GB) whose
  * config.json keeps the other keys (token ids, ...) of init_from's config when the run
- * started from one (init_from may be NULL). Returns 0 or a negative code. */
+ * started from one (init_from may be NULL). what: the flag, for messages. A link (or
+ * anything but a directory) at a directory path is refused, never written through.
+ * Returns 0 or a negative code. */
 int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
-		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from);
+		     const char *what, enum zn_dtype dtype, uint64_t shard_bytes,
+		     const char *init_from);
 
 #endif

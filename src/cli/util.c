@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
 #include "zinc.h"
 
@@ -103,4 +105,18 @@ const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%llu", (unsigned long long)n);
 	return buf;
+}
+
+void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max)
+{
+	for (int i = 1; i < argc && *n < max; i++) {
+		const char *path = NULL;
+
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			path = argv[++i];
+		else if (!strncmp(argv[i], "--config=", 9))
+			path = argv[i] + 9;
+		if (path)
+			io[(*n)++] = (struct zn_io){ .path = path, .what = "--config" };
+	}
 }

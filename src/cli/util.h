@@ -15,4 +15,9 @@ const char *zn_cli_fmt_bytes(uint64_t bytes, char *buf, size_t size); /* "17.50 
 const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size);     /* "70.00B" */
 const char *zn_cli_fmt_ibytes(uint64_t bytes, char *buf, size_t size); /* "1.00 GiB" */
 
+struct zn_io;
+/* Appends the --config FILE / --config=FILE inputs of the command line to io (at most
+ * max - *n of them) for zn_io_check (core/fsio.h). */
+void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max);
+
 #endif

@@ -79,6 +79,7 @@ struct zn_hf_save_opts {
 	enum zn_dtype dtype;      /* of every tensor written */
 	uint64_t shard_bytes;     /* 0: ZN_HF_DEFAULT_SHARD_BYTES */
 	const char *base_config;  /* config.json text whose other keys to keep, or NULL */
+	const char *what;         /* the flag, for messages; NULL: "saving" */
 };
 
 /* Saves count tensors (zn_st_entry: name, shape, data_h or fill; see safetensors.h) with

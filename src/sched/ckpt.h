@@ -30,8 +30,13 @@
  * hold its slices); zn_ckpt_restore puts m and v on their tiers and the step counters back.
  * Every refusal names the file and what differs.
  *
+ * A failed save removes its partial temporary directory (rank 0, after every rank's
+ * writes); removals never follow links (core/fsio.h, zn_remove_tree), and rotation takes
+ * only real checkpoint-N directories.
+ *
  * Fault injection (tests): ZINC_CKPT_FAIL_AT=K kills the process (SIGKILL) at the K-th
- * write, fsync, mkdir or rename of this process's saves, after logging which.
+ * create, write, fsync, mkdir, rename or copy of this process's saves, after logging
+ * which; with ZINC_CKPT_FAIL_ERRNO=ENOSPC (EIO, EDQUOT) that operation fails instead.
  */
 #ifndef ZN_SCHED_CKPT_H
 #define ZN_SCHED_CKPT_H

@@ -19,9 +19,11 @@ struct zn_engine;
 #define ZN_CKPT_TRAILER_BYTES 8u /* crc32, end magic */
 
 /* ---- fault hook and counted file operations (ckpt_io.c) ---- */
-/* Counts one write/fsync/mkdir/rename of a save; at ZINC_CKPT_FAIL_AT's count, logs `op`
- * and path and kills the process with SIGKILL. */
-void zn_ckpt_fault_point(const char *op, const char *path);
+/* Counts one create/write/fsync/mkdir/rename/copy of a save; at ZINC_CKPT_FAIL_AT's
+ * count, logs `op` and path and kills the process with SIGKILL, or, with
+ * ZINC_CKPT_FAIL_ERRNO=ENOSPC (EIO, EDQUOT) set too, returns that error for the caller to
+ * fail the operation with. 0 otherwise. */
+int zn_ckpt_fault_point(const char *op, const char *path);
 int zn_ckpt_write(int fd, const void *buf, size_t n, const char *path);
 int zn_ckpt_fsync(int fd, const char *path);
 int zn_ckpt_fsync_dir(const char *dir);
@@ -29,8 +31,6 @@ int zn_ckpt_fsync_dir(const char *dir);
 int zn_ckpt_rename(const char *from, const char *to);
 /* A small file written through a temporary name, fsync and rename (dir fsynced). */
 int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size_t n);
-/* Removes dir's regular files and dir itself (a stale temporary or an old checkpoint). */
-int zn_ckpt_remove_dir(const char *dir);
 uint32_t zn_ckpt_crc(uint32_t crc, const void *buf, size_t n);
 /* "DIR/rank-RRRRR-of-WWWWW.bin" */
 void zn_ckpt_rank_name(char *buf, size_t n, int rank, int world);

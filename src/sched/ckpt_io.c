@@ -1,5 +1,5 @@
 /* Checkpoint files: the counted file operations of a save (ZINC_CKPT_FAIL_AT kills the
- * process at one of them), CRC-32 through zlib, and the rank file: written layer by layer
+ * process at one of them, or fails it with ZINC_CKPT_FAIL_ERRNO), CRC-32 through zlib, and the rank file: written layer by layer
  * from the engine's tiers, verified whole before a resume uses it. */
 #include <dirent.h>
 #include <errno.h>
@@ -24,33 +24,60 @@
 
 static atomic_long fault_count;
 
-void zn_ckpt_fault_point(const char *op, const char *path)
+/* ZINC_CKPT_FAIL_ERRNO's value (ENOSPC, EIO, EDQUOT), 0 when unset: the K-th operation
+ * then fails with it instead of killing the process. */
+static int fault_errno(void)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} known[] = { { "ENOSPC", ENOSPC }, { "EIO", EIO }, { "EDQUOT", EDQUOT } };
+	const char *v = getenv("ZINC_CKPT_FAIL_ERRNO");
+
+	for (size_t i = 0; v && i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(v, known[i].name))
+			return known[i].err;
+	return 0;
+}
+
+int zn_ckpt_fault_point(const char *op, const char *path)
 {
 	const char *v = getenv("ZINC_CKPT_FAIL_AT");
 	long k;
+	int err;
 
 	if (!v || !*v)
-		return; /* counted only while the hook is set */
+		return 0; /* counted only while the hook is set */
 	k = atomic_fetch_add(&fault_count, 1) + 1;
 	if (strtol(v, NULL, 10) != k)
-		return;
+		return 0;
+	err = fault_errno();
+	if (err) {
+		zn_error("ZINC_CKPT_FAIL_AT=%ld: %s %s fails: %s", k, op, path,
+			 zn_strerror(-err));
+		return -err;
+	}
 	fprintf(stderr, "ZINC_CKPT_FAIL_AT=%ld: killing the process at %s %s\n", k, op, path);
 	fflush(stderr);
 	raise(SIGKILL);
+	return 0;
 }
 
 int zn_ckpt_write(int fd, const void *buf, size_t n, const char *path)
 {
-	zn_ckpt_fault_point("write", path);
-	return zn_write_all(fd, buf, n, path);
+	int rc = zn_ckpt_fault_point("write", path);
+
+	return rc ? rc : zn_write_all(fd, buf, n, path);
 }
 
 int zn_ckpt_fsync(int fd, const char *path)
 {
-	zn_ckpt_fault_point("fsync", path);
-	if (fsync(fd)) {
-		int rc = -errno;
+	int rc = zn_ckpt_fault_point("fsync", path);
 
+	if (rc)
+		return rc;
+	if (fsync(fd)) {
+		rc = -errno;
 		zn_error("checkpoint: fsync %s failed: %s", path, zn_strerror(rc));
 		return rc;
 	}
@@ -73,9 +100,10 @@ int zn_ckpt_fsync_dir(const char *dir)
 
 int zn_ckpt_rename(const char *from, const char *to)
 {
-	int rc;
+	int rc = zn_ckpt_fault_point("rename", to);
 
-	zn_ckpt_fault_point("rename", to);
+	if (rc)
+		return rc;
 	/* an existing checkpoint of the same step: swapped atomically, so `to` never goes
 	 * missing; the caller removes what is now at `from` */
 	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0)
@@ -99,8 +127,10 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%ld", dir, name, (long)getpid());
 	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
-	unlink(tmp); /* a dead save's (same pid only after a pid wrap) */
-	zn_ckpt_fault_point("create", tmp);
+	unlink(tmp); /* a dead save's (same pid only after a pid wrap); a link itself */
+	rc = zn_ckpt_fault_point("create", tmp);
+	if (rc)
+		return rc;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = -errno;
@@ -111,8 +141,9 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 	if (!rc)
 		rc = zn_ckpt_fsync(fd, tmp);
 	close(fd);
+	if (!rc)
+		rc = zn_ckpt_fault_point("rename", dst);
 	if (!rc) {
-		zn_ckpt_fault_point("rename", dst);
 		if (rename(tmp, dst)) {
 			rc = -errno;
 			zn_error("checkpoint: cannot rename %s to %s: %s", tmp, dst,
@@ -123,31 +154,6 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 		unlink(tmp);
 	if (!rc)
 		rc = zn_ckpt_fsync_dir(dir);
-	return rc;
-}
-
-int zn_ckpt_remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int rc = 0;
-
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		char p[ZN_PATH_MAX + 300];
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (unlink(p) && !rc)
-			rc = -errno;
-	}
-	closedir(d);
-	if (rmdir(dir) && !rc)
-		rc = -errno;
-	if (rc)
-		zn_warn("checkpoint: could not remove %s completely: %s", dir, zn_strerror(rc));
 	return rc;
 }
 

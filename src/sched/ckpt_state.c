@@ -210,7 +210,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes
 			break;
 		}
 		off = (off64_t)fo;
-		zn_ckpt_fault_point("copy", path);
+		rc = zn_ckpt_fault_point("copy", path);
 		while (!rc && n > 0) {
 			ssize_t c = copy_file_range(in, &off, fd, NULL, n, 0);
 

@@ -62,11 +62,9 @@ int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adap
 	char path[ZN_PATH_MAX + 32];
 	int count = 0, rc = e && d ? 0 : -ENOMEM;
 
-	if (!rc && mkdir(dir, 0755) && errno != EEXIST) {
-		rc = -errno;
-		zn_error("--save-adapter %s: cannot create the directory (%s)", dir,
-			 zn_strerror(rc));
-	}
+	/* made when missing; a link there is refused, never written through */
+	if (!rc)
+		rc = zn_output_dir_make(dir, "--save-adapter");
 	for (int l = 0; !rc && l < cfg->layers; l++) {
 		rc = zn_lora_describe(cfg, l, &d[l]);
 		for (int t = 0; !rc && t < d[l].tensor_count; t++, count++) {
