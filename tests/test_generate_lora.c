@@ -1,0 +1,115 @@
+/* zinc generate --adapter at the library level (sched/generate.h o.lora, lora.h
+ * zn_lora_decode): a model with LoRA adapters applied unmerged gives, at every position of
+ * a prefill and the decode steps after it, the logits of the same model with the adapters
+ * merged into its weights (float64, lora.h), for GPT-2 (fused c_attn: the adapter's rows
+ * of it) and a GQA Llama with biases, rsLoRA or not; the adapters move the logits well
+ * beyond the tolerance; streamed layers (cpu) give the on-device bits. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_check.h"
+#include "model/lora/lora.h"
+
+/* A and B uniform in [-0.4, 0.4) from (layer, element): far from PEFT's B = 0 start */
+static int init_adapter(void *ctx, int layer, const struct zn_layer_desc *L, float *p)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < L->numel; i++) {
+		uint64_t z = (uint64_t)(layer + 101) * 0xd1b54a32d192ed03ull + i * 0x9e3779b97f4a7c15ull;
+
+		z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ull;
+		z ^= z >> 32;
+		p[i] = 0.8f * ((float)((double)(z >> 11) / 9007199254740992.0) - 0.5f);
+	}
+	return 0;
+}
+
+/* the base's weights with the adapters merged (ctx: the LoRA config) */
+static int init_merged(void *ctx, int layer, const struct zn_layer_desc *L, float *p)
+{
+	const struct zn_lora_config *lc = ctx;
+	struct zn_layer_desc ad;
+	float *a;
+
+	cr_assert_eq(init_layer(NULL, layer, L, p), 0);
+	cr_assert_eq(zn_lora_describe(lc, layer, &ad), 0);
+	a = malloc(ad.numel * sizeof(float) + 4);
+	cr_assert_not_null(a);
+	init_adapter(NULL, layer, &ad, a);
+	zn_lora_merge_layer(lc, layer, a, p, ZN_DTYPE_F32);
+	free(a);
+	return 0;
+}
+
+static void run_all(const struct zn_model *m, const struct zn_lora_config *lc,
+		    enum zn_gen_home home, bool merged, float *logits)
+{
+	struct zn_gen_opts o = { .max_t = T_ALL, .max_chunk = 5, .home = home,
+				 .device = ZN_DEVICE_HOST, .init_layer = init_layer };
+	struct zn_gen *g = NULL;
+
+	if (merged) {
+		o.init_layer = init_merged;
+		o.init_ctx = (void *)lc;
+	} else if (lc) {
+		o.lora = lc;
+		o.init_adapter = init_adapter;
+	}
+	cr_assert_eq(zn_gen_create(&g, m, &o), 0);
+	decode_all(g, zn_gen_vocab(g), logits);
+	zn_gen_destroy(g);
+}
+
+static void check(const struct zn_model *base, const char *targets, int r, float alpha,
+		  bool rslora)
+{
+	struct zn_lora_config lc = { .base = *base, .r = r, .alpha = alpha, .rslora = rslora };
+	int V = base->ops->vocab(base->config);
+	size_t n = (size_t)T_ALL * (size_t)V;
+	float *with = malloc(n * 4), *merged = malloc(n * 4), *plain = malloc(n * 4);
+	float *streamed = malloc(n * 4);
+	double worst = 0, moved = 0;
+	size_t at = 0;
+
+	cr_assert(with && merged && plain && streamed);
+	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	run_all(base, &lc, ZN_GEN_DEVICE, false, with);
+	run_all(base, &lc, ZN_GEN_DEVICE, true, merged);
+	run_all(base, NULL, ZN_GEN_DEVICE, false, plain);
+	run_all(base, &lc, ZN_GEN_CPU, false, streamed);
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)with[i] - merged[i]) / (1.0 + fabs((double)merged[i]));
+
+		cr_assert(!isnan(with[i]), "NaN at %zu", i);
+		if (e > worst)
+			worst = e, at = i;
+		moved = fmax(moved, fabs((double)with[i] - plain[i]));
+	}
+	cr_assert(worst <= 2e-5, "%s: position %zu token %zu: %.9g unmerged, %.9g merged",
+		  targets, at / (size_t)V, at % (size_t)V, (double)with[at], (double)merged[at]);
+	cr_assert(moved > 0.05, "%s: the adapters moved the logits by %.3g only", targets, moved);
+	cr_assert_eq(memcmp(with, streamed, n * 4), 0, "%s: streamed layers differ", targets);
+	zn_lora_release(&lc);
+	free(with), free(merged), free(plain), free(streamed);
+}
+
+Test(generate_lora, gpt2_adapters_unmerged_equal_merged)
+{
+	struct zn_gpt2_config c = gpt2_cfg();
+	struct zn_model m = zn_gpt2_model(&c);
+
+	check(&m, "c_attn,c_proj,c_fc", 4, 8, false);
+}
+
+Test(generate_lora, llama_adapters_unmerged_equal_merged)
+{
+	struct zn_llama_config c = llama_cfg(true, false, 0);
+	struct zn_model m = zn_llama_model(&c);
+
+	check(&m, "q_proj,v_proj,o_proj,down_proj", 3, 8, false);
+	check(&m, "k_proj,gate_proj,up_proj", 4, 6, true);
+}
