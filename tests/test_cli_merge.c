@@ -504,6 +504,15 @@ Test(cli_merge, the_output_directory_is_never_clobbered)
 	cr_assert(has(path("err"), "writes a Hugging Face directory"));
 	cr_assert_eq(zt_zinc(path("out"), path("err"), "merge", "--init-from", path("base"),
 			     "--output", path("y"), NULL), 2);
+	/* the file holds adapters its config does not name: another model's */
+	sh("sed -i 's/, \"v_proj\", \"down_proj\", \"gate_proj\"//' %s/ad/adapter_config.json%s",
+	   dir, "");
+	cr_assert_eq(zt_zinc(path("out"), path("err"), "merge", "--init-from", path("base"),
+			     "--adapter", path("ad"), "--output", path("z"), NULL), 2);
+	cr_assert(has(path("err"), "v_proj.lora_A.weight is not an adapter of this model"));
+	cr_assert_eq(zt_zinc(path("out"), path("err"), "generate", "--init-from", path("base"),
+			     "--adapter", path("ad"), "--prompt", "hi", NULL), 2);
+	cr_assert(has(path("err"), "is not an adapter of this model"));
 	sh("sed -i 's/\"use_dora\": false/\"use_dora\": true/' %s/ad/adapter_config.json%s",
 	   dir, "");
 	cr_assert_eq(zt_zinc(path("out"), path("err"), "merge", "--init-from", path("base"),

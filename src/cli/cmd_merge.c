@@ -168,6 +168,8 @@ static int open_all(struct merge *m, const struct merge_args *a)
 		rc = zn_lora_prepare(&m->lc);
 	if (!rc)
 		rc = zn_lora_peft_open(&m->lc, a->adapter, &m->adapter);
+	if (!rc)
+		rc = zn_lora_peft_check_tensors(&m->lc, m->adapter, "--adapter");
 	if (rc)
 		return ZN_EUSAGE;
 	rc = zn_train_hf_loader_open(&m->base, a->init_from, &m->tm);

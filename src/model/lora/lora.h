@@ -122,6 +122,10 @@ int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
  * modules_to_save, layer selections, rank/alpha patterns, a regex target. what names the
  * flag in messages. 0 or a negative code (logged). */
 int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const char *what);
+/* Every adapter tensor of cfg is in f with its shape and a float dtype, and f holds no
+ * other tensor. 0 or -EINVAL (logged, naming the tensor; what names the flag). */
+int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn_st_file *f,
+			       const char *what);
 int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
 			    float *params_h);
 

@@ -3,6 +3,7 @@
  * Keys absent take PEFT's LoraConfig defaults (r 8, lora_alpha 8); what zinc does not
  * implement is refused by name rather than ignored. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "core/fsio.h"
 #include "core/log.h"
 #include "model/lora/lora.h"
+#include "model/safetensors.h"
 
 static const char *const all_linear[] = { "q_proj", "k_proj", "v_proj", "o_proj",
 					  "gate_proj", "up_proj", "down_proj", "c_attn",
@@ -144,4 +146,55 @@ int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const 
 	}
 	cJSON_Delete(j);
 	return rc;
+}
+
+int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn_st_file *f,
+			       const char *what)
+{
+	int want = 0;
+
+	for (int l = 0; l < cfg->layers; l++) {
+		struct zn_layer_desc d;
+		int rc = zn_lora_describe(cfg, l, &d);
+
+		for (int t = 0; !rc && t < d.tensor_count; t++) {
+			const struct zn_tensor_desc *td = &d.tensors[t];
+			const struct zn_st_tensor *s = zn_st_find(f, td->name);
+
+			if (!s || s->ndim != 2 || s->shape[0] != td->shape[0] ||
+			    s->shape[1] != td->shape[1] || s->dtype < 0) {
+				zn_error("%s %s: %s %s (want [%lld, %lld] in F32, BF16 or F16): "
+					 "the adapter was made for another model or other targets",
+					 what, zn_st_path(f), td->name,
+					 !s ? "is missing" : "has another shape or dtype",
+					 (long long)td->shape[0], (long long)td->shape[1]);
+				return -EINVAL;
+			}
+			want++;
+		}
+		if (rc)
+			return rc;
+	}
+	if (zn_st_tensor_count(f) != want) {
+		for (int i = 0; i < zn_st_tensor_count(f); i++) {
+			const struct zn_st_tensor *s = zn_st_tensor_at(f, i);
+			bool used = false;
+
+			for (int l = 0; l < cfg->layers && !used; l++) {
+				struct zn_layer_desc d;
+
+				if (zn_lora_describe(cfg, l, &d))
+					return -EINVAL;
+				for (int t = 0; t < d.tensor_count && !used; t++)
+					used = !strcmp(d.tensors[t].name, s->name);
+			}
+			if (!used) {
+				zn_error("%s %s: %s is not an adapter of this model with these "
+					 "target_modules: the adapter was made for another model",
+					 what, zn_st_path(f), s->name);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
 }
