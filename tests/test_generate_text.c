@@ -147,3 +147,18 @@ Test(generate_text, an_empty_stop_is_refused)
 	cr_assert_eq(zn_gen_text_create(&t, (const char *[]){ "" }, 1, record, NULL), -EINVAL);
 	cr_assert_null(t);
 }
+
+Test(generate_text, empty_pieces_write_nothing)
+{
+	struct sink s;
+	struct zn_gen_text *t = make(&s, (const char *[]){ "x" }, 1);
+
+	/* special tokens print nothing: an empty piece before anything else, and after */
+	cr_assert_eq(zn_gen_text_put(t, "", 0), 0);
+	cr_assert_eq(put(t, "ab"), 0);
+	cr_assert_eq(zn_gen_text_put(t, "", 0), 0);
+	cr_assert_eq(zn_gen_text_finish(t), 0);
+	cr_assert_str_eq(s.all, "ab");
+	cr_assert_eq(s.chunks, 1);
+	zn_gen_text_destroy(t);
+}

@@ -441,9 +441,11 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
+	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
+	 * of 1 keeps a decay schedule valid */
 	if (ok)
 		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = zn_train_model_width(&tm),
-									 .steps = o.steps });
+									 .steps = o.steps ? o.steps : 1 });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
 	if (ok && !o.data && !o.print_config && (o.steps > 0 || o.ck.resume || o.ev.epochs)) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "

@@ -69,7 +69,8 @@ static int emit(struct zn_gen_text *t, size_t k)
 {
 	int rc = k ? t->write(t->ctx, t->buf, k) : 0;
 
-	memmove(t->buf, t->buf + k, t->n - k);
+	if (k && t->n > k)
+		memmove(t->buf, t->buf + k, t->n - k);
 	t->n -= k;
 	return rc;
 }
@@ -127,6 +128,8 @@ int zn_gen_text_put(struct zn_gen_text *t, const char *p, size_t n)
 
 	if (t->stopped >= 0)
 		return 1;
+	if (!n) /* a special token: nothing to add or to write */
+		return 0;
 	if (t->n + n > t->cap) {
 		size_t cap = (t->n + n) * 2 + 64;
 		char *b = realloc(t->buf, cap);
