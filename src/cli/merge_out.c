@@ -129,9 +129,6 @@ int merge_out_check(struct merge_out *mo, const char *out, const char *base,
 			 "shards, tokenizer): give a directory path", out);
 		return ZN_EUSAGE;
 	}
-	/* the staging directory is made beside OUT: its parent must take new entries */
-	if (zn_output_check(mo->staging, "--output"))
-		return ZN_EUSAGE;
 	if (lstat(mo->out, &st)) {
 		mo->state = MERGE_OUT_ABSENT;
 		return zn_output_check_dir(mo->out, "--output") ? ZN_EUSAGE : 0;
@@ -149,6 +146,10 @@ int merge_out_check(struct merge_out *mo, const char *out, const char *base,
 		return ZN_EUSAGE;
 	}
 	if (zn_output_check_dir(mo->out, "--output"))
+		return ZN_EUSAGE;
+	/* the merge is written beside OUT first: OUT's parent must take new entries too */
+	if (zn_output_check(mo->staging, "--output (its parent: the merge is written beside "
+			    "it, then renamed)"))
 		return ZN_EUSAGE;
 	return check_entries(mo, overwrite);
 }
