@@ -51,7 +51,7 @@ static void check_merged(const struct zn_model *base, const char *targets, bool 
 		/* the frozen base is the base model's own init, the same seed */
 		cr_assert_eq(L.ld[l].frozen_numel, M.ld[l].numel);
 		cr_assert_eq(memcmp(L.f[l], M.p[l], M.ld[l].numel * 4), 0, "layer %d", l);
-		zn_lora_merge_layer(&lc, l, L.p[l], M.p[l]);
+		zn_lora_merge_layer(&lc, l, L.p[l], M.p[l], ZN_DTYPE_F32);
 	}
 	ll = lc_net_run(&L, &lm, tok, tok + 1, B, T, 0);
 	lm_ = lc_net_run(&M, base, tok, tok + 1, B, T, 0);

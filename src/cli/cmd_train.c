@@ -60,7 +60,8 @@ static void usage(FILE *f)
 		"                     text, one token per byte (needs --vocab >= 256); other files\n"
 		"                     need --data-format text\n"
 		"  --seq T            sequence length (default: the model's --seq)\n"
-		"  --steps N          optimizer steps (default 20)\n"
+		"  --steps N          optimizer steps (default 20; 0: none, --save-final and\n"
+		"                     --save-adapter write the initial model, --data optional)\n"
 		"  --dtype fp32|bf16|fp16  bf16/fp16: parameters stored and communicated as\n"
 		"                     bf16/fp16, fp32 master weights (same as --bf16, --fp16;\n"
 		"                     fp16 adds DeepSpeed's loss scaling); bf16 GEMMs with fp32\n"
@@ -128,7 +129,9 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 			else
 				o->save_final = v;
 		} else if (!strcmp(a, "--steps")) {
-			rc = zn_cli_int(*n, rest, &i, 1, 100000000, &o->steps);
+			/* 0: no step; what --save-final (--merge-adapter) and --save-adapter
+			 * write is the initial model */
+			rc = zn_cli_int(*n, rest, &i, 0, 100000000, &o->steps);
 			o->steps_given = true;
 		} else if (!strcmp(a, "--seq")) {
 			/* the training length; also the model's (wpe rows) unless --init-from */
@@ -323,7 +326,9 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
 	}
-	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
+	/* --steps 0 without --data: nothing to read */
+	rc = !o->data ? 0 :
+	     zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
 				eo.seq_len, cfg->runtime.seed, o->ev.shuffle,
 				cfg->runtime.packing == ZN_PACKING_DOCUMENTS);
@@ -332,7 +337,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 			 "(docs/packing.md); drop --shuffle");
 		rc = -EINVAL;
 	}
-	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
+	if (!rc && o->data && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
 		rc = zn_train_data_pack(&data, e, NULL);
 	if (!rc && o->ev.epochs) {
 		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
@@ -358,9 +363,11 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc)
 		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, steps);
-	if (!rc && ck.start >= steps && zn_engine_rank(e) == 0)
+	if (!rc && ck.resume && ck.start >= steps && zn_engine_rank(e) == 0)
 		printf("the checkpoint is at step %lld, --steps %d: no step to train\n",
 		       (long long)ck.start, steps);
+	else if (!rc && steps == 0 && zn_engine_rank(e) == 0)
+		printf("--steps 0: no step to train; the initial model is saved as asked\n");
 	for (int s = (int)ck.start; !rc && !stop && s < steps; s++) {
 		struct zn_step_stats st;
 
@@ -394,7 +401,10 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc && o->lora.on && !stop) {
 		/* --save-adapter, and the merged model for --save-final */
-		rc = zn_train_lora_save(&o->lora, e, o->save_final, o->save_dtype, o->init_from);
+		struct zn_train_lora_out lo = { o->save_final, o->save_dtype, o->shard_bytes, tm,
+						o->init_from };
+
+		rc = zn_train_lora_save(&o->lora, e, &lo);
 		if (!rc && o->save_final && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	} else if (!rc && o->save_final && !stop) {
@@ -450,13 +460,24 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
+	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
+	 * of 1 keeps a decay schedule valid */
 	if (ok)
 		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = zn_train_model_width(&tm),
-									 .steps = o.steps });
+									 .steps = o.steps ? o.steps : 1 });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
-	if (ok && !o.data && !o.print_config) {
+	if (ok && !o.data && !o.print_config && (o.steps > 0 || o.ck.resume || o.ev.epochs)) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
 			 "--data data/demo.txt)");
+		ok = false;
+	}
+	if (ok && o.lora.merge && o.lora.init_adapter && !o.steps_given && !o.ev.epochs)
+		zn_warn("--merge-adapter --init-adapter: zinc train trains --steps %d (the "
+			"default) before it merges; to merge the adapter as it is: zinc merge "
+			"--init-from BASE --adapter DIR --output OUT, or --steps 0", o.steps);
+	if (ok && o.steps == 0 && !o.save_final && !o.lora.save_adapter && !o.print_config) {
+		zn_error("zinc train --steps 0 trains nothing: give --save-final PATH (or "
+			 "--save-adapter DIR) to write the initial model");
 		ok = false;
 	}
 	if (ok && o.ev.epochs && o.steps_given) {

@@ -3,9 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/train_hf.h"
 #include "cli/train_lora.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "model/hf_dir.h"
 #include "model/safetensors.h"
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
@@ -87,16 +89,10 @@ int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 			 "(or save the adapters alone with --save-adapter DIR)");
 		return ZN_EUSAGE;
 	}
-	if (tl->merge && save_final &&
-	    (strlen(save_final) < 12 ||
-	     strcmp(save_final + strlen(save_final) - 12, ".safetensors"))) {
-		zn_error("--merge-adapter --save-final %s: the merged model is one file: give a "
-			 "path ending in .safetensors", save_final);
-		return ZN_EUSAGE;
-	}
 	if (tl->merge && !save_final) {
-		zn_error("--merge-adapter: give the merged model's file with --save-final "
-			 "FILE.safetensors");
+		zn_error("--merge-adapter: give the merged model's destination with --save-final "
+			 "DIR (a Hugging Face directory) or FILE.safetensors (to merge a saved "
+			 "adapter without training: zinc merge)");
 		return ZN_EUSAGE;
 	}
 	return 0;
@@ -150,43 +146,50 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 	return 0;
 }
 
-static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad,
-		       const char *path, enum zn_dtype dtype)
-{
-	const struct zn_lora_config *c = &tl->lc;
-	int n = c->layers, rc = 0;
-	float **w = calloc((size_t)n, sizeof(*w));
-	struct zn_layer_desc *bd = calloc((size_t)n, sizeof(*bd));
+/* the merged model, streamed layer by layer to the writer (cli/train_hf.h): each layer's
+ * frozen base (whole on every rank) with its adapters merged in float64 */
+struct merge_src {
+	struct zn_train_lora *tl;
+	struct zn_engine *e;
+	float **ad;
+	enum zn_dtype dtype;
+};
 
-	if (!w || !bd)
-		rc = -ENOMEM;
-	for (int l = 0; !rc && l < n; l++) {
-		bd[l] = c->lay[l].base;
-		w[l] = malloc((bd[l].numel + 1) * sizeof(float));
-		rc = w[l] ? zn_engine_read_frozen(e, l, w[l]) : -ENOMEM;
-		if (!rc)
-			zn_lora_merge_layer(c, l, ad[l], w[l]);
-	}
-	if (!rc && !c->base.ops->save) {
-		zn_error("--merge-adapter: model %s cannot be saved", c->base.ops->family);
-		rc = -EINVAL;
-	}
-	if (!rc && zn_engine_rank(e) == 0)
-		rc = c->base.ops->save(c->base.config, bd, (const float *const *)w, path, dtype);
-	for (int l = 0; w && l < n; l++)
-		free(w[l]);
-	free(w);
-	free(bd);
+static int merged_layer(void *ctx, int l, float *buf)
+{
+	struct merge_src *m = ctx;
+	int rc = zn_engine_read_frozen(m->e, l, buf);
+
+	if (!rc)
+		zn_lora_merge_layer(&m->tl->lc, l, m->ad[l], buf, m->dtype);
 	return rc;
 }
 
-int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char *save_final,
-		       enum zn_dtype dtype, const char *base_name)
+static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad,
+		       const struct zn_train_lora_out *out)
+{
+	struct merge_src m = { tl, e, ad, out->dtype };
+	struct zn_hf_save_opts o = { out->dtype, out->shard_bytes, NULL };
+	struct zn_hf_src *src = NULL;
+	int rc;
+
+	if (zn_engine_rank(e) != 0)
+		return 0;
+	/* the config the run started from, for its other keys */
+	if (out->init_from && !zn_hf_open(&src, out->init_from))
+		o.base_config = zn_hf_src_config_json(src);
+	rc = zn_train_hf_write(out->tm, merged_layer, &m, out->path, &o);
+	zn_hf_close(src);
+	return rc;
+}
+
+int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
+		       const struct zn_train_lora_out *out)
 {
 	int n = zn_engine_layer_count(e), rc = 0;
 	float **ad = calloc((size_t)n, sizeof(*ad));
 
-	if (!tl->save_adapter && !(tl->merge && save_final)) {
+	if (!tl->save_adapter && !(tl->merge && out->path)) {
 		free(ad);
 		return 0;
 	}
@@ -199,11 +202,11 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char
 	}
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)
 		rc = zn_lora_save_peft(&tl->lc, (const float *const *)ad, tl->save_adapter,
-				       base_name);
+				       out->init_from);
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)
 		printf("saved adapter %s\n", tl->save_adapter);
-	if (!rc && tl->merge && save_final)
-		rc = save_merged(tl, e, ad, save_final, dtype);
+	if (!rc && tl->merge && out->path)
+		rc = save_merged(tl, e, ad, out);
 	for (int l = 0; l < n; l++)
 		free(ad[l]);
 	free(ad);

@@ -269,3 +269,36 @@ int zn_sft_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, enum zn_sf
 	cJSON_Delete(root);
 	return rc;
 }
+
+int32_t zn_sft_end_of_turn(const struct zn_tok *tok, enum zn_sft_template t)
+{
+	return zn_tok_id(tok, t == ZN_SFT_LLAMA3 ? "<|eot_id|>" : "<|im_end|>");
+}
+
+int zn_sft_render_prompt(const struct zn_tok *tok, enum zn_sft_template t,
+			 const char *system, const char *user, char **out, size_t *len)
+{
+	struct render r = { 0 };
+	int rc = 0;
+
+	*out = NULL;
+	/* llama3's template opens with bos_token; chatml's with nothing */
+	if (t == ZN_SFT_LLAMA3)
+		rc = token_text(tok, zn_tok_bos(tok), &r);
+	if (!rc && system)
+		rc = render_message(&r, t, "system", system);
+	if (!rc)
+		rc = render_message(&r, t, "user", user);
+	/* add_generation_prompt: the assistant's header, its turn left open */
+	if (!rc && t == ZN_SFT_LLAMA3)
+		rc = puts_(&r, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+	else if (!rc)
+		rc = puts_(&r, "<|im_start|>assistant\n");
+	if (rc) {
+		free(r.text);
+		return rc;
+	}
+	*out = r.text;
+	*len = r.n;
+	return 0;
+}

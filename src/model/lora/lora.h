@@ -86,10 +86,25 @@ void zn_lora_forward(const struct zn_kernel_table *k, void *stream,
 void zn_lora_backward(const struct zn_kernel_table *k, void *stream,
 		      const struct zn_lora_config *cfg, const struct zn_layer_io *io);
 
+/* alpha / r, or alpha / sqrt(r) with rslora, in float64 (PEFT's `scaling`, a Python
+ * float): what a merge multiplies by. */
+double zn_lora_scale64(const struct zn_lora_config *cfg);
+/* Inference with the adapters unmerged (zinc generate --adapter): the base family's decode
+ * op on layer io->L (the base's descriptor; io->params its weights) against a kernel table
+ * whose matmul_forward adds scale * x A^T B^T to each target's output columns, as the
+ * training forward does. ad is the wrapper's descriptor of the layer (zn_lora_describe),
+ * adapters its floats on the device; extra holds zn_lora_scratch_extra(cfg, ad, 1, T,
+ * false) floats. cfg->dropout must be 0 (inference: PEFT's eval mode). */
+void zn_lora_decode(const struct zn_kernel_table *k, void *stream,
+		    const struct zn_lora_config *cfg, const struct zn_decode_io *io,
+		    const struct zn_layer_desc *ad, const float *adapters, float *extra);
+
 /* The merged weights of layer l: base (frozen_numel floats, the base layout) gets
- * W += scale * B A for every adapter, in float64 per element. */
+ * W + scale64 * B A for every adapter, computed in float64 per element and rounded once
+ * to dtype (held in the float: zn_f64_round_to), so a bf16 or fp16 save writes that value
+ * exactly. */
 void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
-			 float *base);
+			 float *base, enum zn_dtype dtype);
 
 /* PEFT's files (lora_peft.c). save: dir/adapter_model.safetensors (fp32, PEFT's names) and
  * dir/adapter_config.json (base_name may be NULL); adapters[l] is layer l's trainable
@@ -101,6 +116,16 @@ int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adap
 		      const char *dir, const char *base_name);
 int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
 		      struct zn_st_file **out);
+/* dir/adapter_config.json into cfg (lora_peft_config.c): r, lora_alpha, lora_dropout,
+ * use_rslora and target_modules (a list of names, one name or "all-linear"), PEFT's
+ * defaults for absent keys; refused, naming the key: another peft_type, a bias, DoRA,
+ * modules_to_save, layer selections, rank/alpha patterns, a regex target. what names the
+ * flag in messages. 0 or a negative code (logged). */
+int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const char *what);
+/* Every adapter tensor of cfg is in f with its shape and a float dtype, and f holds no
+ * other tensor. 0 or -EINVAL (logged, naming the tensor; what names the flag). */
+int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn_st_file *f,
+			       const char *what);
 int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
 			    float *params_h);
 
