@@ -221,7 +221,8 @@ int zn_cmd_merge(int argc, char **argv)
 		close_all(&m);
 		return rc == ZN_EUSAGE || rc == -EINVAL || rc == -ENOENT ? ZN_EXIT_USAGE : 1;
 	}
-	o = (struct zn_hf_save_opts){ m.dtype, a.shard_bytes, zn_hf_src_config_json(m.src) };
+	o = (struct zn_hf_save_opts){ m.dtype, a.shard_bytes, zn_hf_src_config_json(m.src),
+				     "--output" };
 	rc = zn_train_hf_write(&m.tm, merged_layer, &m, mo.staging, &o);
 	if (!rc)
 		rc = merge_out_copy(&mo, a.init_from, &copied);

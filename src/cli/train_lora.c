@@ -169,7 +169,7 @@ static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad
 		       const struct zn_train_lora_out *out)
 {
 	struct merge_src m = { tl, e, ad, out->dtype };
-	struct zn_hf_save_opts o = { out->dtype, out->shard_bytes, NULL };
+	struct zn_hf_save_opts o = { out->dtype, out->shard_bytes, NULL, "--save-final" };
 	struct zn_hf_src *src = NULL;
 	int rc;
 
