@@ -194,8 +194,8 @@ Test(json, refuses_what_python_refuses_with_line_and_column, .init = cr_redirect
 		const char *err = stderr_text();
 
 		for (size_t i = 0; i < sizeof(bad_texts) / sizeof(bad_texts[0]); i++)
-			cr_expect(strstr(err, bad_texts[i].where_what), "case %zu: no \"%s\" in:\n%s",
-				  i, bad_texts[i].where_what, err);
+			cr_expect(strstr(err, bad_texts[i].where_what),
+				  "case %zu: no \"%s\" in:\n%s", i, bad_texts[i].where_what, err);
 	}
 }
 

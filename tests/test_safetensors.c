@@ -321,7 +321,8 @@ Test(safetensors, header_padded_with_nul_is_refused)
 
 Test(safetensors, rejects_bad_json_and_fields)
 {
-	expect_rejected(write_raw("{\"a\":{\"dtype\":\"F32\"", 0, 0), "the end of the text inside an object");
+	expect_rejected(write_raw("{\"a\":{\"dtype\":\"F32\"", 0, 0),
+			"the end of the text inside an object");
 	expect_rejected(write_raw("[1,2]", 0, 0), "not a JSON object");
 	expect_rejected(write_raw("{" T1 "} junk", 0, 8), "'j' after the JSON value");
 	expect_rejected(write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":"

@@ -183,7 +183,8 @@ static const struct {
 	{ ABC ", \"merges\": [\"a x\"]", "", "model.merges[0] names \"x\", which is not in" },
 	{ ABC ", \"merges\": [\"a c\"]", "", "model.merges[0] names \"ac\", which is not in" },
 	{ ABC ", \"merges\": [\"a b\", \"a b c\"]", "", "model.merges[1] is not a merge of two" },
-	{ ABC ", \"merges\": [[\"a\", \"b\", \"c\"]]", "", "model.merges[0] is not a merge of two" },
+	{ ABC ", \"merges\": [[\"a\", \"b\", \"c\"]]", "",
+	  "model.merges[0] is not a merge of two" },
 	{ ABC ", \"merges\": [\"ab\"]", "", "model.merges[0] is not a merge of two" },
 	{ ABC ", \"merges\": {\"a\": \"b\"}", "", "model.merges must be a list" },
 	{ "\"vocab\": {\"a\": 0, \"\xff\": 1}, \"merges\": []", "", "invalid UTF-8 (byte 0xff)" },
@@ -216,8 +217,8 @@ Test(tokenizer, refuses_what_tokenizers_refuses, .init = make_tok_dir, .fini = r
 		const char *err = captured();
 
 		for (size_t i = 0; i < n; i++)
-			cr_expect(strstr(err, refused_tokenizers[i].says), "case %zu: no \"%s\" in:\n%s",
-				  i, refused_tokenizers[i].says, err);
+			cr_expect(strstr(err, refused_tokenizers[i].says),
+				  "case %zu: no \"%s\" in:\n%s", i, refused_tokenizers[i].says, err);
 	}
 }
 

@@ -123,8 +123,8 @@ static cJSON *parse_number(struct zn_json_parser *P)
 	if (!is_digit(q, P->end))
 		return zn_json_fail(P, s, "a '-' must be followed by a digit");
 	if (*q == '0' && is_digit(q + 1, P->end))
-		return zn_json_fail(P, s, "a number with a leading zero: JSON does not allow it; write it "
-			    "without the zero");
+		return zn_json_fail(P, s, "a number with a leading zero: JSON does not allow it; "
+				    "write it without the zero");
 	while (is_digit(q, P->end))
 		q++;
 	if (q < P->end && *q == '.') {
@@ -180,9 +180,10 @@ static cJSON *parse_literal(struct zn_json_parser *P)
 	if (*P->p == 'N' || *P->p == 'I')
 		return zn_json_fail(P, P->p, "NaN and Infinity are not JSON: write a number");
 	if (*P->p == ']' || *P->p == '}')
-		return zn_json_fail(P, P->p, "'%c' where a value should be (a comma too many before it?)",
-			    *P->p);
-	return zn_json_fail(P, P->p, "%s where a value should be", zn_json_describe(P, P->p, buf, sizeof(buf)));
+		return zn_json_fail(P, P->p, "'%c' where a value should be (a comma too many "
+				    "before it?)", *P->p);
+	return zn_json_fail(P, P->p, "%s where a value should be",
+			    zn_json_describe(P, P->p, buf, sizeof(buf)));
 }
 
 static uint64_t hash_key(const char *s)
@@ -274,7 +275,7 @@ static int parse_member(struct zn_json_parser *P, cJSON *obj, struct keyset *ks,
 	skip_ws(P);
 	if (P->p >= P->end || *P->p != ':') {
 		zn_json_fail(P, P->p, "%s after the key \"%.60s\" where a ':' should be",
-		     zn_json_describe(P, P->p, buf, sizeof(buf)), key);
+			     zn_json_describe(P, P->p, buf, sizeof(buf)), key);
 		goto free_key;
 	}
 	P->p++;
@@ -285,7 +286,9 @@ static int parse_member(struct zn_json_parser *P, cJSON *obj, struct keyset *ks,
 	if (!old) {
 		v->string = key;
 		cJSON_AddItemToArray(obj, v);
-		return keyset_add(ks, obj, v) ? (zn_json_oom(P), P->rc) : 0;
+		if (keyset_add(ks, obj, v))
+			zn_json_oom(P);
+		return P->rc;
 	}
 	why = P->o->dup ? P->o->dup(P->o->dup_arg, P->depth, parent, key) : NULL;
 	if (why) {
@@ -323,9 +326,11 @@ static cJSON *parse_object(struct zn_json_parser *P, const char *parent)
 	for (;;) {
 		skip_ws(P);
 		if (P->p >= P->end || *P->p != '"') {
+			bool brace = P->p < P->end && *P->p == '}';
+
 			zn_json_fail(P, P->p, "%s where a key in double quotes should be%s",
-			     zn_json_describe(P, P->p, buf, sizeof(buf)),
-			     P->p < P->end && *P->p == '}' ? ": remove the comma before it" : "");
+				     zn_json_describe(P, P->p, buf, sizeof(buf)),
+				     brace ? ": remove the comma before it" : "");
 			break;
 		}
 		if (parse_member(P, obj, &ks, parent))
@@ -341,7 +346,7 @@ static cJSON *parse_object(struct zn_json_parser *P, const char *parent)
 			return obj;
 		}
 		zn_json_fail(P, P->p, "%s inside an object where a ',' or '}' should be",
-		     zn_json_describe(P, P->p, buf, sizeof(buf)));
+			     zn_json_describe(P, P->p, buf, sizeof(buf)));
 		break;
 	}
 	free(ks.slot);
@@ -374,7 +379,7 @@ static cJSON *parse_array(struct zn_json_parser *P, const char *parent)
 			return arr;
 		}
 		zn_json_fail(P, P->p, "%s inside an array where a ',' or ']' should be",
-		     zn_json_describe(P, P->p, buf, sizeof(buf)));
+			     zn_json_describe(P, P->p, buf, sizeof(buf)));
 		break;
 	}
 	cJSON_Delete(arr);
@@ -394,7 +399,8 @@ static cJSON *parse_value(struct zn_json_parser *P, const char *parent)
 	case '{':
 	case '[':
 		if (P->depth >= ZN_JSON_MAX_DEPTH)
-			return zn_json_fail(P, P->p, "nested deeper than %d levels", ZN_JSON_MAX_DEPTH);
+			return zn_json_fail(P, P->p, "nested deeper than %d levels",
+					    ZN_JSON_MAX_DEPTH);
 		P->depth++;
 		v = *P->p == '{' ? parse_object(P, parent) : parse_array(P, parent);
 		P->depth--;
@@ -409,23 +415,23 @@ static cJSON *parse_value(struct zn_json_parser *P, const char *parent)
 int zn_json_parse(const char *text, size_t len, const struct zn_json_opts *opts, cJSON **out)
 {
 	static const struct zn_json_opts none;
-	struct zn_json_parser P = { .text = (zn_json_pos)text, .p = (zn_json_pos)text, .end = (zn_json_pos)text + len,
-			    .o = opts ? opts : &none };
+	struct zn_json_parser P = { .text = (zn_json_pos)text, .p = (zn_json_pos)text,
+				    .end = (zn_json_pos)text + len, .o = opts ? opts : &none };
 	unsigned long long line, col;
 	char buf[16];
 	cJSON *v = NULL;
 
 	*out = NULL;
 	if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
-		zn_json_fail(&P, P.p, "the text starts with a UTF-8 byte-order mark: save it without one "
-		     "(Python's json refuses it too)");
+		zn_json_fail(&P, P.p, "the text starts with a UTF-8 byte-order mark: save it "
+			     "without one (Python's json refuses it too)");
 	else
 		v = parse_value(&P, NULL);
 	skip_ws(&P);
 	if (v && P.p < P.end)
 		zn_json_fail(&P, P.p, "%s after the JSON value: only white space may follow it%s",
-		     zn_json_describe(&P, P.p, buf, sizeof(buf)),
-		     *P.p ? "" : " (JSON is padded with spaces, never NUL bytes)");
+			     zn_json_describe(&P, P.p, buf, sizeof(buf)),
+			     *P.p ? "" : " (JSON is padded with spaces, never NUL bytes)");
 	if (P.rc) {
 		cJSON_Delete(v);
 		return P.rc;

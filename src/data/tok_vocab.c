@@ -204,8 +204,10 @@ int zn_tok_read_merges(struct zn_tok *t, const cJSON *model, const char *file)
 		memcpy(buf, a, la);
 		memcpy(buf + la, b, lb);
 		rc = -EINVAL;
-		if ((ia = token_id(t, a, la, i, file)) < 0 || (ib = token_id(t, b, lb, i, file)) < 0 ||
-		    (im = token_id(t, buf, la + lb, i, file)) < 0)
+		ia = token_id(t, a, la, i, file);
+		ib = ia < 0 ? -1 : token_id(t, b, lb, i, file);
+		im = ib < 0 ? -1 : token_id(t, buf, la + lb, i, file);
+		if (im < 0)
 			break;
 		if ((rc = zn_pairmap_put(&t->merges, ia, ib, (int32_t)rank, im)))
 			break;
