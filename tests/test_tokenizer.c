@@ -269,3 +269,20 @@ Test(tokenizer, repeated_vocab_key_and_version_line, .init = make_tok_dir,
 	zn_tok_free(tok);
 	cr_expect(strstr(captured(), "key \"a\" repeats in one object"));
 }
+
+/* Byte fallback with <0xXX> tokens for some bytes only (found by the tokenizer fuzzer: the
+ * missing byte's id -1 went out as a token): a character takes its byte tokens only when
+ * all of them exist, else it is <unk>, as tokenizers does. */
+Test(tokenizer, byte_fallback_with_missing_byte_tokens_is_unk, .init = make_tok_dir,
+     .fini = remove_tok_dir)
+{
+	struct zn_tok *tok;
+
+	cr_redirect_stderr();
+	cr_assert_eq(load_bpe("\"vocab\": {\"<unk>\": 0, \"a\": 1, \"<0xC3>\": 2, \"<0xA9>\": 3, "
+			      "\"<0xE2>\": 4}, \"merges\": [], \"byte_fallback\": true, "
+			      "\"unk_token\": \"<unk>\"", "", &tok), 0);
+	expect_ids(tok, "a\xc3\xa9", 3, (const int32_t[]){ 1, 2, 3 });
+	expect_ids(tok, "a\xe2\x82\xac" "a", 3, (const int32_t[]){ 1, 0, 1 });
+	zn_tok_free(tok);
+}
