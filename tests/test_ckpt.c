@@ -3,10 +3,12 @@
  * refusals of corrupt, truncated and mismatched checkpoints; rotation. (Kills during a
  * save and signals run the zinc command: tests/test_cli_ckpt.c.) */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <errno.h>
 #include <fcntl.h>
 
 #include "ckpt_common.h"
+#include "sched/ckpt_impl.h"
 
 static void tmpdir(char *out, size_t n)
 {
@@ -196,6 +198,46 @@ Test(ckpt, refuses_a_missing_rank_file)
 	saved(dir, sizeof(dir), rank, sizeof(rank));
 	cr_assert_eq(unlink(rank), 0);
 	cr_assert_eq(open_rc(dir), -ENOENT);
+	ck_rmtree(dir);
+}
+
+/* The metadata with a second "step" line and a CRC made for it: zinc writes each key once,
+ * so a repeated one is refused naming it (before, the first was read silently). */
+Test(ckpt, refuses_a_repeated_metadata_key, .init = cr_redirect_stderr)
+{
+	char dir[64], rank[256], meta[256], line[32], *text, *at, *out, err[4096];
+	size_t n, len, k;
+	FILE *f;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	f = fopen(meta, "rb");
+	cr_assert_not_null(f);
+	text = calloc(1, 1 << 20);
+	n = fread(text, 1, (1 << 20) - 1, f);
+	fclose(f);
+	at = strstr(text, "crc32=");
+	cr_assert_not_null(at);
+	len = (size_t)(at - text);
+	out = calloc(1, len + 64);
+	k = (size_t)(strstr(text, "\nstep=") + 1 - text);
+	memcpy(out, text, k);
+	memcpy(out + k, "step=1\n", 7);
+	memcpy(out + k + 7, text + k, len - k);
+	snprintf(line, sizeof(line), "crc32=%08x\n",
+		 zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), out, len + 7));
+	f = fopen(meta, "wb");
+	cr_assert_not_null(f);
+	fwrite(out, 1, len + 7, f);
+	fputs(line, f);
+	fclose(f);
+	cr_assert_eq(open_rc(dir), -EBADMSG);
+	fflush(stderr);
+	n = fread(err, 1, sizeof(err) - 1, cr_get_redirected_stderr());
+	err[n] = 0;
+	cr_expect(strstr(err, "a key repeats: step"), "%s", err);
+	free(out);
+	free(text);
 	ck_rmtree(dir);
 }
 

@@ -592,6 +592,39 @@ Test(hf_dir, malformed_directories_refused)
 	free_model(&m);
 }
 
+/* A tensor named twice in weight_map goes to its last shard, as transformers' json.load of
+ * the index has it: the right shard listed last opens; listed first, the last (wrong) one
+ * is refused naming it. */
+Test(hf_dir, repeated_weight_map_entry_takes_the_last_shard)
+{
+	struct model m;
+	struct zn_hf_src *s = NULL;
+	char f[256], right[128], wrong[128], both[300];
+	const char *d;
+	float x[16];
+	int rc;
+
+	make_model(&m, tiny_json);
+	d = fresh(&m, "dup1", 1000);
+	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);
+	snprintf(right, sizeof(right), "\"model.norm.weight\": \"%s\"",
+		 shard_of(d, "model.norm.weight"));
+	snprintf(wrong, sizeof(wrong), "\"model.norm.weight\": \"%s\"",
+		 shard_of(d, "model.embed_tokens.weight"));
+	snprintf(both, sizeof(both), "\"weight_map\": {\n    %s,", wrong);
+	edit(f, "\"weight_map\": {", both);
+	captured(&s, d, &rc);
+	cr_assert_eq(rc, 0, "the last entry (the right shard) was not taken");
+	cr_assert_eq(zn_hf_read_rows(s, "model.norm.weight", 0, 16, ZN_DTYPE_F32, x), 0);
+	zn_hf_close(s);
+	d = fresh(&m, "dup2", 1000);
+	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);
+	snprintf(both, sizeof(both), "%s, %s", right, wrong);
+	edit(f, right, both);
+	expect_says(refusal(d), "\"weight_map\".\"model.norm.weight\" puts the tensor in", NULL);
+	free_model(&m);
+}
+
 /* stderr of open + check_layout; *s left open when both succeed */
 static const char *captured(struct zn_hf_src **s, const char *path, int *rc)
 {

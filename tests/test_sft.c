@@ -140,6 +140,43 @@ static void check_prompt(const char *tok_dir, enum zn_sft_template t, const char
 	zn_tok_free(tok);
 }
 
+
+/* "\u0000" in a role's content is a character, as Python's json.loads has it: the
+ * conversation renders with the NUL bytes (not cut at them) and tokenizes as that text. */
+Test(sft, content_keeps_its_nul)
+{
+	static const char line[] = "{\"messages\": [{\"role\": \"user\", \"content\": "
+				   "\"a\\u0000b\"}, {\"role\": \"assistant\", \"content\": "
+				   "\"c\\u0000d\"}]}";
+	static const char turns[] = "<|im_start|>user\na\0b<|im_end|>\n<|im_start|>assistant\n"
+				    "c\0d<|im_end|>\n";
+	struct zn_ids ids = { 0 }, mask = { 0 }, want = { 0 };
+	struct zn_tok *tok = NULL;
+	struct zn_tok_scratch *s;
+	char text[256];
+	int n, labels = 0;
+
+	cr_assert_eq(zn_tok_load(&tok, REF "tok/qwen2"), 0);
+	s = zn_tok_scratch_new(tok);
+	n = zn_tok_decode_one(tok, zn_sft_delimiter(tok, ZN_SFT_CHATML), text, sizeof(text));
+	cr_assert_gt(n, 0);
+	memcpy(text + n, turns, sizeof(turns) - 1);
+	cr_assert_eq(zn_tok_encode(tok, s, text, (size_t)n + sizeof(turns) - 1, &want), 0);
+	cr_assert_eq(zn_sft_encode(tok, s, ZN_SFT_CHATML, line, strlen(line), "nul.jsonl", 1, &ids,
+				   &mask), 0);
+	cr_assert_eq(ids.n, want.n, "%zu ids, want %zu", ids.n, want.n);
+	for (size_t i = 0; i < ids.n; i++) {
+		cr_expect_eq(ids.v[i], want.v[i], "id %zu is %d, want %d", i, ids.v[i], want.v[i]);
+		labels += mask.v[i];
+	}
+	cr_expect_gt(labels, 0);
+	zn_ids_free(&ids);
+	zn_ids_free(&mask);
+	zn_ids_free(&want);
+	zn_tok_scratch_free(s);
+	zn_tok_free(tok);
+}
+
 Test(sft, generation_prompt_is_the_chat_template_turn)
 {
 	static const int32_t l3[] = { 128000, 128006, 128007, 128009, 128006, 128007, 128009,

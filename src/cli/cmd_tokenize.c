@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/util.h"
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "data/sft.h"
 #include "data/tokenizer.h"
@@ -104,18 +105,20 @@ static int encode_doc(struct tz *z, struct zn_tok_scratch *s, struct doc *d)
 		return zn_sft_encode(z->tok, s, z->tmpl, d->text, d->len, d->file, d->line, &d->ids,
 				     &d->mask);
 	if (d->jsonl) {
-		const cJSON *t;
+		/* core/json, as Python's json.loads: the line number in errors, the last of a
+		 * repeated key, and the text's length through \u0000 */
+		struct zn_json_opts o = { .origin = d->file, .line = d->line,
+					  .flags = ZN_JSON_NUL_OK | ZN_JSON_QUIET_DUP };
 
-		root = cJSON_ParseWithLength(d->text, d->len);
-		t = cJSON_GetObjectItemCaseSensitive(root, "text");
-		if (!cJSON_IsString(t)) {
-			zn_error("%s:%llu: %s: each JSONL line needs a \"text\" string", d->file,
-				 (unsigned long long)d->line, root ? "no \"text\" field" : "not JSON");
+		if (zn_json_parse(d->text, d->len, &o, &root))
+			return -EINVAL;
+		text = zn_json_string(cJSON_GetObjectItemCaseSensitive(root, "text"), &len);
+		if (!text) {
+			zn_error("%s:%llu: each JSONL line needs a \"text\" string", d->file,
+				 (unsigned long long)d->line);
 			cJSON_Delete(root);
 			return -EINVAL;
 		}
-		text = t->valuestring;
-		len = strlen(text);
 	}
 	if (zn_tok_adds_bos(z->tok))
 		rc = zn_ids_push(&d->ids, zn_tok_bos(z->tok));

@@ -134,6 +134,29 @@ static int get_int(const struct zn_ckpt_meta *m, const char *path, const char *k
 }
 
 /* splits the text into lines "key=value", in place */
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* zinc writes each key once: a repeated one (which zn_ckpt_meta_get would read first) is
+ * refused naming it, the one rule for every file zinc reads (docs/config.md) */
+static int check_repeats(const struct zn_ckpt_meta *m, const char *path)
+{
+	char **keys = malloc(((size_t)m->kv_count + 1) * sizeof(*keys));
+	int rc = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	memcpy(keys, m->key, (size_t)m->kv_count * sizeof(*keys));
+	qsort(keys, (size_t)m->kv_count, sizeof(*keys), cmp_key);
+	for (int i = 1; !rc && i < m->kv_count; i++)
+		if (!strcmp(keys[i], keys[i - 1]))
+			rc = bad(path, "a key repeats:", keys[i]);
+	free(keys);
+	return rc;
+}
+
 static int split(struct zn_ckpt_meta *m, const char *path, size_t len)
 {
 	int lines = 0;
@@ -155,7 +178,7 @@ static int split(struct zn_ckpt_meta *m, const char *path, size_t len)
 		m->val[m->kv_count++] = eq + 1;
 		p = nl + 1;
 	}
-	return 0;
+	return check_repeats(m, path);
 }
 
 static int parse_counts(struct zn_ckpt_meta *m, const char *path)

@@ -70,6 +70,16 @@ def config_seeds():
         {"zero_optimization": {"offload_optimizer": {"device": "nvme",
                                                      "nvme_path": ["/p%d" % i for i in range(9)]}}}))
     put("config", "bad-negative-stage.json", '{"zero_optimization": {"stage": -1}}')
+    # core/json: the last of a repeated key (a repeated object replaces the first whole);
+    # a float key's value must fit a float; NUL is never the end of the text
+    put("config", "ok-repeated-key.json",
+        '{"optimizer": {"type": "AdamW", "params": {"lr": 0.1, "eps": 1e-6}},\n'
+        ' "optimizer": {"type": "AdamW", "params": {"lr": 0.2}}}')
+    put("config", "bad-lr-overflow.json", '{"optimizer": {"type": "AdamW", "params": {"lr": 1e300}}}')
+    put("config", "bad-eps-underflow.json", '{"optimizer": {"params": {"eps": 1e-50}}}')
+    put("config", "bad-nul-after.json", b'{"steps_per_print": 3}\0{"x": 1}')
+    put("config", "bad-nul-escape.json", '{"zinc": {"run_id": "a\\u0000b"}}')
+    put("config", "bad-bom.json", b'\xef\xbb\xbf{}')
 
 
 # ---- safetensors ------------------------------------------------------------------------
@@ -160,6 +170,21 @@ def safetensors_seeds():
     put("safetensors", "bad-nine-dims.st", st([("w", "U8", [1] * 9, b"a")]))
     put("safetensors", "bad-dim-overflow.st", st([], header_override=(
         b'{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}')))
+    # repeated keys as the Rust reader takes them: a name's last entry, one __metadata__,
+    # a tensor's fields once; the header padded with spaces, never NUL bytes
+    put("safetensors", "ok-repeated-name-last.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+        b'"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'), data_extra=b"ab"))
+    put("safetensors", "bad-repeated-metadata.st", st([], header_override=(
+        b'{"__metadata__":{},"__metadata__":{},'
+        b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'), data_extra=b"a"))
+    put("safetensors", "bad-repeated-field.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}'), data_extra=b"a"))
+    h = b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    h += b"\0" * (-len(h) % 8 or 8)
+    put("safetensors", "bad-nul-padded.st", struct.pack("<Q", len(h)) + h + b"a")
+    put("safetensors", "bad-float-offset.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1.0]}}'), data_extra=b"a"))
 
 
 # ---- data (llm.c token files and text) ---------------------------------------------------
@@ -226,6 +251,10 @@ def hf_config_seeds():
     put("hf_config", "bad-huge-hidden.json", json.dumps(dict(llama, hidden_size=2 ** 64)))
     put("hf_config", "bad-syntax.json", '{"model_type": "llama",')
     put("hf_config", "bad-not-object.json", '"llama"')
+    body = json.dumps(llama)[1:-1]
+    put("hf_config", "ok-repeated-key-last.json", '{"hidden_act": "gelu", %s}' % body)
+    put("hf_config", "bad-repeated-key-last.json", '{%s, "hidden_act": "gelu"}' % body)
+    put("hf_config", "bad-nul-after.json", json.dumps(llama).encode() + b"\0")
 
 
 # ---- Hugging Face model.safetensors.index.json --------------------------------------------
@@ -257,6 +286,85 @@ def hf_index_seeds():
     put("hf_index", "bad-value-number.json", json.dumps({"weight_map": dict(wm, **{"lm_head.weight": 2})}))
     put("hf_index", "bad-syntax.json", '{"weight_map": {')
     put("hf_index", "bad-empty.json", "")
+    body = json.dumps(wm)[1:-1]
+    put("hf_index", "ok-repeated-last-right.json",
+        '{"weight_map": {"lm_head.weight": "%s", %s}}' % (s1, body))
+    put("hf_index", "bad-repeated-last-wrong.json",
+        '{"weight_map": {%s, "lm_head.weight": "%s"}}' % (body, s1))
+
+
+# ---- PEFT adapter_config.json -------------------------------------------------------------
+def peft_config_seeds():
+    """fuzz_peft_config.c's adapter: GPT-2, LoRA r 4, alpha 8 on c_attn."""
+    zinc = ('{\n  "peft_type": "LORA",\n  "task_type": "CAUSAL_LM",\n'
+            '  "base_model_name_or_path": null,\n  "r": 4,\n  "lora_alpha": 8,\n'
+            '  "lora_dropout": 0,\n  "use_rslora": false,\n  "target_modules": ["c_attn"],\n'
+            '  "fan_in_fan_out": true,\n  "bias": "none",\n  "inference_mode": true,\n'
+            '  "init_lora_weights": true,\n  "modules_to_save": null,\n'
+            '  "layers_to_transform": null,\n  "layers_pattern": null,\n'
+            '  "rank_pattern": {},\n  "alpha_pattern": {},\n  "revision": null\n}\n')
+    peft = {"alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": None,
+            "bias": "none", "fan_in_fan_out": True, "inference_mode": True,
+            "init_lora_weights": True, "layer_replication": None, "layers_pattern": None,
+            "layers_to_transform": None, "loftq_config": {}, "lora_alpha": 8,
+            "lora_dropout": 0.05, "megatron_config": None, "megatron_core": "megatron.core",
+            "modules_to_save": None, "peft_type": "LORA", "r": 4, "rank_pattern": {},
+            "revision": None, "target_modules": ["c_attn"], "task_type": "CAUSAL_LM",
+            "use_dora": False, "use_rslora": False}
+    put("peft_config", "ok-zinc.json", zinc)
+    put("peft_config", "ok-peft.json", json.dumps(peft, indent=2, sort_keys=True))
+    body = json.dumps(peft)[1:-1]
+    put("peft_config", "ok-repeated-r-last.json", '{"r": 8, %s}' % body)
+    put("peft_config", "bad-repeated-r-last.json", '{%s, "r": 8}' % body)
+    put("peft_config", "bad-r.json", json.dumps(dict(peft, r=8)))
+    put("peft_config", "bad-alpha.json", json.dumps(dict(peft, lora_alpha=16)))
+    put("peft_config", "bad-rslora.json", json.dumps(dict(peft, use_rslora=True)))
+    put("peft_config", "bad-nul-after.json", json.dumps(peft).encode() + b"\0")
+    put("peft_config", "bad-nul-escape.json", '{%s, "revision": "a\\u0000b"}' % body)
+    put("peft_config", "bad-syntax.json", '{"r": 4, "lora_alpha": 8,}')
+    put("peft_config", "bad-not-object.json", "[4, 8]")
+    put("peft_config", "bad-empty.json", "")
+
+
+# ---- Hugging Face tokenizer.json ------------------------------------------------------------
+def tokenizer_seeds():
+    """fuzz_tokenizer.c loads the input as a directory's tokenizer.json: the test fixtures
+    (tests/ref/tok) as they are, and small BPE models tokenizers refuses."""
+    ref = os.path.join(HERE, "..", "ref", "tok")
+    for kind in sorted(os.listdir(ref)):
+        with open(os.path.join(ref, kind, "tokenizer.json"), "rb") as f:
+            put("tokenizer", "ok-%s.json" % kind, f.read())
+
+    def bpe(vocab, merges, added=()):
+        return json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": merges},
+                           "added_tokens": list(added)})
+    abc = {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}
+    put("tokenizer", "ok-abc.json", bpe(abc, ["a b", "b c"]))
+    put("tokenizer", "ok-repeated-merge.json", bpe(abc, ["a b", "b c", "a b"]))
+    put("tokenizer", "ok-version-line.json", bpe(abc, ["#version: 0.2", "a b"]))
+    put("tokenizer", "ok-pair-merges.json", bpe(abc, [["a", "b"], ["b", "c"]]))
+    put("tokenizer", "ok-added-sparse.json",
+        bpe(abc, ["a b"], [{"id": 128000, "content": "<s>", "special": True}]))
+    put("tokenizer", "ok-repeated-vocab-key.json",
+        '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "a": 3}, '
+        '"merges": ["a b"]}, "added_tokens": []}')
+    put("tokenizer", "bad-empty-vocab.json", bpe({}, []))
+    put("tokenizer", "bad-merge-part.json", bpe(abc, ["a x"]))
+    put("tokenizer", "bad-merge-result.json", bpe(abc, ["a c"]))
+    put("tokenizer", "bad-merge-three.json", bpe(abc, ["a b c"]))
+    put("tokenizer", "bad-merge-pair-three.json", bpe(abc, [["a", "b", "c"]]))
+    put("tokenizer", "bad-merge-one.json", bpe(abc, ["ab"]))
+    put("tokenizer", "bad-float-id.json", bpe(dict(abc, a=0.5), []))
+    put("tokenizer", "bad-whole-float-id.json", bpe(dict(abc, a=1.0), []))
+    put("tokenizer", "bad-huge-id.json", bpe({"a": 2 ** 31 - 100}, []))
+    put("tokenizer", "bad-huge-added-id.json",
+        bpe(abc, [], [{"id": 10 ** 10, "content": "<s>"}]))
+    put("tokenizer", "bad-invalid-utf8.json",
+        b'{"model": {"type": "BPE", "vocab": {"a": 0, "\xff": 1}, "merges": []}}')
+    put("tokenizer", "bad-nul-key.json", bpe({"a\0": 0}, []))
+    put("tokenizer", "bad-wordpiece.json", '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}')
+    put("tokenizer", "bad-syntax.json", '{"model": {"type": "BPE", "vocab": {"a": 0},}}')
+    put("tokenizer", "bad-empty.json", "")
 
 
 if __name__ == "__main__":
@@ -265,3 +373,5 @@ if __name__ == "__main__":
     data_seeds()
     hf_config_seeds()
     hf_index_seeds()
+    peft_config_seeds()
+    tokenizer_seeds()

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "model/lora/lora.h"
 #include "model/safetensors.h"
@@ -91,16 +92,16 @@ int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adap
 /* adapter_config.json's r, lora_alpha and use_rslora must be this run's. */
 static int check_config(const struct zn_lora_config *cfg, const char *dir)
 {
-	char path[ZN_PATH_MAX + 32], *text = NULL;
+	char path[ZN_PATH_MAX + 32];
 	cJSON *j = NULL;
 	const cJSON *r, *a, *rs;
 	int rc = join(path, sizeof(path), dir, "adapter_config.json");
 
+	/* core/json: a repeated key takes its last value, as PEFT's json.load */
 	if (!rc)
-		rc = zn_read_input_file(path, "--init-adapter", 1 << 20, &text, NULL);
+		rc = zn_json_load(path, "--init-adapter", 1 << 20, NULL, &j);
 	if (rc)
 		return rc;
-	j = cJSON_Parse(text);
 	r = cJSON_GetObjectItemCaseSensitive(j, "r");
 	a = cJSON_GetObjectItemCaseSensitive(j, "lora_alpha");
 	rs = cJSON_GetObjectItemCaseSensitive(j, "use_rslora");
@@ -116,7 +117,6 @@ static int check_config(const struct zn_lora_config *cfg, const char *dir)
 		rc = -EINVAL;
 	}
 	cJSON_Delete(j);
-	free(text);
 	return rc;
 }
 
