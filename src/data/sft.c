@@ -295,9 +295,9 @@ int zn_sft_render_prompt(const struct zn_tok *tok, enum zn_sft_template t,
 	if (t == ZN_SFT_LLAMA3)
 		rc = token_text(tok, zn_tok_bos(tok), &r);
 	if (!rc && system)
-		rc = render_message(&r, t, "system", system);
+		rc = render_message(&r, t, "system", 6, system, strlen(system));
 	if (!rc)
-		rc = render_message(&r, t, "user", user);
+		rc = render_message(&r, t, "user", 4, user, strlen(user));
 	/* add_generation_prompt: the assistant's header, its turn left open */
 	if (!rc && t == ZN_SFT_LLAMA3)
 		rc = puts_(&r, "<|start_header_id|>assistant<|end_header_id|>\n\n");
