@@ -14,6 +14,7 @@
 
 #include "core/fsio.h"
 #include "core/log.h"
+#include "model/hf_dir.h"
 #include "zinc.h"
 
 /* the files copied from the base, in this order */
@@ -25,22 +26,10 @@ static const char *const copied_files[] = {
 };
 #define N_COPIED (sizeof(copied_files) / sizeof(copied_files[0]))
 
-static bool is_shard_name(const char *s)
-{
-	static const char pattern[] = "model-#####-of-#####.safetensors";
-
-	if (strlen(s) != sizeof(pattern) - 1)
-		return false;
-	for (size_t i = 0; pattern[i]; i++)
-		if (pattern[i] == '#' ? !isdigit((unsigned char)s[i]) : s[i] != pattern[i])
-			return false;
-	return true;
-}
-
 bool merge_out_is_ours(const char *name)
 {
 	if (!strcmp(name, "config.json") || !strcmp(name, "model.safetensors") ||
-	    !strcmp(name, "model.safetensors.index.json") || is_shard_name(name))
+	    !strcmp(name, "model.safetensors.index.json") || zn_hf_is_shard_name(name))
 		return true;
 	for (size_t i = 0; i < N_COPIED; i++)
 		if (!strcmp(name, copied_files[i]))

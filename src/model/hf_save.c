@@ -150,7 +150,7 @@ delete_root:
 
 /* "model-DDDDD-of-DDDDD.safetensors", the only names besides model.safetensors that a
  * save removes (transformers' rule), so a user's other files stay. */
-static bool is_shard_name(const char *s)
+bool zn_hf_is_shard_name(const char *s)
 {
 	static const char pattern[] = "model-#####-of-#####.safetensors";
 
@@ -177,7 +177,7 @@ static void remove_stale(const char *dir, int n)
 	while (d && (de = readdir(d))) {
 		const char *s = de->d_name;
 		bool single = !strcmp(s, "model.safetensors");
-		bool shard = is_shard_name(s);
+		bool shard = zn_hf_is_shard_name(s);
 		int k = 0, of = 0;
 		bool ours = n == 1 ? single :
 				     shard && sscanf(s, "model-%5d-of-%5d", &k, &of) == 2 && of == n;
