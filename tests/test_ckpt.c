@@ -383,6 +383,47 @@ Test(ckpt, metadata_out_of_range_is_refused_at_open)
 	ck_rmtree(dir);
 }
 
+/* Every byte of a rank file's header is checked, even with both CRCs made right again:
+ * its version, its stage against the metadata's, its reserved bytes. */
+Test(ckpt, rank_header_fields_are_all_checked)
+{
+	static const long at[] = { 8, 20, 40 }; /* version, stage, a reserved byte */
+	char dir[64], rank[256], meta[256], *orig, *meta0, entry[64];
+	size_t n = 0, mn = 0;
+	FILE *f;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	orig = zt_read_all(rank, &n);
+	meta0 = zt_read_all(meta, &mn);
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		char *b = malloc(n);
+		uint32_t c;
+
+		memcpy(b, orig, n);
+		b[at[i]] ^= 1;
+		c = zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), b, n - 8);
+		memcpy(b + n - 8, &c, 4);
+		f = fopen(rank, "wb");
+		cr_assert_eq(fwrite(b, 1, n, f), n);
+		fclose(f);
+		snprintf(entry, sizeof(entry), "%zu %08x", n, (unsigned)c);
+		rewrite_meta(dir, "rank.0", entry);
+		cr_assert_eq(open_rc(dir), -EBADMSG, "byte %ld of the header was accepted", at[i]);
+		f = fopen(meta, "wb");
+		cr_assert_eq(fwrite(meta0, 1, mn, f), mn);
+		fclose(f);
+		free(b);
+	}
+	f = fopen(rank, "wb");
+	cr_assert_eq(fwrite(orig, 1, n, f), n);
+	fclose(f);
+	cr_assert_eq(open_rc(dir), 0);
+	free(orig);
+	free(meta0);
+	ck_rmtree(dir);
+}
+
 /* --save-total-limit 2 keeps the newest two; latest names the last */
 Test(ckpt, keep_limit_and_latest)
 {

@@ -146,6 +146,10 @@ Test(lora_peft, config_fields_that_change_the_model_are_refused_by_name,
 				   err);
 	cr_assert_not_null(strstr(err, "modules_to_save is [\"lm_head\"], which trains and saves"),
 			   "%s", err);
+	/* two equal keys: Python would take the last, cJSON the first */
+	cr_assert_eq(zn_lora_peft_parse("{\"peft_type\": \"LORA\", \"r\": 8, \"lora_alpha\": 8, "
+					"\"bias\": \"none\", \"r\": 16}", "x", &p), -EINVAL);
+	cr_assert_not_null(strstr(stderr_text(), "r is given twice"));
 	cr_assert_neq(zn_lora_peft_parse("[1]", "x", &p), 0);
 	cr_assert_neq(zn_lora_peft_parse("{\"r\": ", "x", &p), 0);
 }
@@ -292,7 +296,35 @@ Test(lora_peft, tensors_outside_the_targets_are_refused_naming_the_modules, .ini
 	cr_assert_eq(zn_lora_prepare(&lc), 0);
 	cr_assert_eq(zn_lora_peft_open(&lc, dir, &f), -EINVAL);
 	zn_lora_release(&lc);
+	/* an adapter of a 3-layer model on this 2-layer one */
+	gpt2_lora(&mc, &lc, 4, 8);
+	mc.layers = 3;
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	save_adapters(&lc, 0.5f);
+	zn_lora_release(&lc);
+	gpt2_lora(&mc, &lc, 4, 8);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	cr_assert_eq(zn_lora_peft_open(&lc, dir, &f), -EINVAL);
+	/* a tensor that is no LoRA factor (PEFT's bias "all", a module to save) */
+	{
+		char path[128];
+		float v[8] = { 0 };
+		struct zn_st_entry e = { .name = "base_model.model.transformer.h.0.attn.c_attn.bias",
+					 .ndim = 1, .shape = { 8 }, .data_h = v };
+
+		snprintf(path, sizeof(path), "%s/adapter_model.safetensors", dir);
+		cr_assert_eq(zn_st_write(path, ZN_DTYPE_F32, &e, 1, NULL, NULL, 0), 0);
+		cr_assert_eq(zn_lora_peft_open(&lc, dir, &f), -EINVAL);
+	}
+	zn_lora_release(&lc);
 	err = stderr_text();
+	cr_assert_not_null(strstr(err, "adapters of modules this gpt2 model does not have (e.g. "
+				  "base_model.model.transformer.h.2.attn.c_attn.lora_A.weight)"), "%s",
+			   err);
+	cr_assert_not_null(strstr(err, "1 tensors are no LoRA factor zinc trains (e.g. "
+				  "base_model.model.transformer.h.0.attn.c_attn.bias"), "%s", err);
 	cr_assert_not_null(strstr(err, "outside --lora-targets c_attn: c_fc (e.g. "
 				  "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight)"), "%s",
 			   err);

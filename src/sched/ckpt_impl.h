@@ -46,10 +46,10 @@ struct zn_ckpt_rank_hdr {
  * state read, and fsyncs it; *crc gets the file's CRC-32. */
 int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint32_t *crc,
 			    const struct zn_ckpt_rank_hdr *hd, const uint64_t *numel);
-/* Checks a rank file: size, header (rank, world, layers, layer table against numel) and
- * CRC. Logs what differs naming path. */
-int zn_ckpt_verify_rank(const char *path, int rank, int world, const uint64_t *numel,
-			int layers, uint64_t size, uint32_t crc);
+/* Checks a rank file: size, header (every byte: hd's rank, world, stage, layers, version
+ * 1, zeros), layer table against numel, and CRC. Logs what differs naming path. */
+int zn_ckpt_verify_rank(const char *path, const struct zn_ckpt_rank_hdr *hd,
+			const uint64_t *numel, uint64_t size, uint32_t crc);
 
 /* ---- metadata ---- */
 struct zn_ckpt_meta {

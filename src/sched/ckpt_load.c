@@ -113,7 +113,8 @@ static int verify_files(struct zn_ckpt_dir *c)
 
 		zn_ckpt_rank_name(name, sizeof(name), r, W);
 		snprintf(p, sizeof(p), "%s/%s", c->dir, name);
-		rc = zn_ckpt_verify_rank(p, r, W, m->numel, L, m->file_size[r], m->file_crc[r]);
+		rc = zn_ckpt_verify_rank(p, &(struct zn_ckpt_rank_hdr){ r, W, m->info.stage, L },
+					 m->numel, m->file_size[r], m->file_crc[r]);
 		if (!rc) {
 			c->fd[r] = zn_open_input_regular(p, "checkpoint file", NULL);
 			rc = c->fd[r] < 0 ? c->fd[r] : 0;

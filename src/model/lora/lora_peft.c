@@ -121,56 +121,82 @@ static bool is_adapter(const struct zn_layer_desc *d, int n, const char *name)
 	return false;
 }
 
-/* Tensors of the file that are none of cfg's adapters: refused, naming their modules (a
- * tensor left out would be lost at --save-adapter). */
+static bool is_target(const struct zn_lora_config *cfg, const char *name)
+{
+	for (int i = 0; i < cfg->target_count; i++)
+		if (!strcmp(cfg->targets[i], name))
+			return true;
+	return false;
+}
+
+/* What is wrong with the file's tensors that are none of the run's adapters. */
+enum extra_kind {
+	EXTRA_OTHER,   /* no lora_A / lora_B weight: bias, DoRA magnitude, embedding, ... */
+	EXTRA_OUTSIDE, /* a module outside the targets */
+	EXTRA_ABSENT,  /* a targeted name at a path this model does not have */
+	EXTRA_KINDS
+};
+
+static void report_extra(const struct zn_lora_config *cfg, const struct zn_st_file *f,
+			 const int *count, char (*first)[ZN_ST_NAME_MAX], const char *leaves)
+{
+	char targets[ZN_LORA_MAX_TARGETS * (ZN_LORA_NAME_MAX + 1)] = "";
+
+	for (int i = 0, u = 0; i < cfg->target_count; i++)
+		u += snprintf(targets + u, sizeof(targets) - (size_t)u, "%s%s", i ? "," : "",
+			      cfg->targets[i]);
+	if (count[EXTRA_OTHER])
+		zn_error("--init-adapter %s: %d tensors are no LoRA factor zinc trains (e.g. %s: "
+			 "a bias, a DoRA magnitude, an embedding adapter or a module to save): the "
+			 "adapter is not plain LoRA on linear layers", zn_st_path(f),
+			 count[EXTRA_OTHER], first[EXTRA_OTHER]);
+	else if (count[EXTRA_OUTSIDE])
+		zn_error("--init-adapter %s: %d tensors are adapters of modules outside "
+			 "--lora-targets %s: %s (e.g. %s): add them to --lora-targets, or leave "
+			 "--lora-targets out to take the adapter's target_modules", zn_st_path(f),
+			 count[EXTRA_OUTSIDE], targets, leaves, first[EXTRA_OUTSIDE]);
+	else
+		zn_error("--init-adapter %s: %d tensors are adapters of modules this %s model "
+			 "does not have (e.g. %s): the adapter was made for another model",
+			 zn_st_path(f), count[EXTRA_ABSENT], cfg->base.ops->family,
+			 first[EXTRA_ABSENT]);
+}
+
+/* Tensors of the file that are none of cfg's adapters: refused, naming them (a tensor left
+ * out would be lost at --save-adapter). */
 static int check_extra(const struct zn_lora_config *cfg, const struct zn_st_file *f)
 {
-	char leaves[256] = "", first[ZN_ST_NAME_MAX] = "", targets[256] = "";
+	char leaves[256] = "", first[EXTRA_KINDS][ZN_ST_NAME_MAX];
 	struct zn_layer_desc *d = calloc((size_t)cfg->layers, sizeof(*d));
-	int extra = 0, other = 0;
+	int count[EXTRA_KINDS] = { 0 }, rc = d ? 0 : -ENOMEM;
 	size_t used = 0;
 
-	if (!d)
-		return -ENOMEM;
-	for (int l = 0; l < cfg->layers; l++)
-		if (zn_lora_describe(cfg, l, &d[l])) {
-			free(d);
-			return -EINVAL;
-		}
-	for (int i = 0; i < zn_st_tensor_count(f); i++) {
+	for (int l = 0; !rc && l < cfg->layers; l++)
+		rc = zn_lora_describe(cfg, l, &d[l]);
+	for (int i = 0; !rc && i < zn_st_tensor_count(f); i++) {
 		const struct zn_st_tensor *s = zn_st_tensor_at(f, i);
 		char module[ZN_ST_NAME_MAX];
 		const char *leaf, *ab = strstr(s->name, ".lora_");
+		enum extra_kind k;
 
 		if (is_adapter(d, cfg->layers, s->name))
 			continue;
-		if (!extra++)
-			snprintf(first, sizeof(first), "%s", s->name);
-		if (!ab || (strcmp(ab, ".lora_A.weight") && strcmp(ab, ".lora_B.weight"))) {
-			other++;
-			continue;
-		}
 		module_of(s->name, module, sizeof(module), &leaf);
-		if (!strstr(leaves, leaf) && used + strlen(leaf) + 3 < sizeof(leaves))
+		k = !ab || (strcmp(ab, ".lora_A.weight") && strcmp(ab, ".lora_B.weight")) ?
+			    EXTRA_OTHER : is_target(cfg, leaf) ? EXTRA_ABSENT : EXTRA_OUTSIDE;
+		if (!count[k]++)
+			snprintf(first[k], sizeof(first[k]), "%s", s->name);
+		if (k == EXTRA_OUTSIDE && !strstr(leaves, leaf) &&
+		    used + strlen(leaf) + 3 < sizeof(leaves))
 			used += (size_t)snprintf(leaves + used, sizeof(leaves) - used, "%s%s",
 						 used ? ", " : "", leaf);
 	}
 	free(d);
-	if (!extra)
-		return 0;
-	for (int i = 0, u = 0; i < cfg->target_count; i++)
-		u += snprintf(targets + u, sizeof(targets) - (size_t)u, "%s%s", i ? "," : "",
-			      cfg->targets[i]);
-	if (other)
-		zn_error("--init-adapter %s: %d tensors are no LoRA factor zinc trains (e.g. %s: "
-			 "a bias, a DoRA magnitude, an embedding adapter or a module to save): the "
-			 "adapter is not plain LoRA on linear layers", zn_st_path(f), other, first);
-	else
-		zn_error("--init-adapter %s: %d tensors are adapters of modules outside "
-			 "--lora-targets %s: %s (e.g. %s): add them to --lora-targets, or leave "
-			 "--lora-targets out to take the adapter's target_modules", zn_st_path(f),
-			 extra, targets, leaves, first);
-	return -EINVAL;
+	if (!rc && (count[EXTRA_OTHER] || count[EXTRA_OUTSIDE] || count[EXTRA_ABSENT])) {
+		report_extra(cfg, f, count, first, leaves);
+		rc = -EINVAL;
+	}
+	return rc;
 }
 
 /* NaN or Inf anywhere in tensor `name`: refused, naming it and the first such element */

@@ -137,6 +137,15 @@ static int check_fields(const cJSON *j, const char *path)
 	cJSON_ArrayForEach(v, j) {
 		const struct field *f = field_of(v->string);
 
+		/* Python keeps the last of two equal keys, cJSON finds the first: neither
+		 * is safe to guess */
+		for (const cJSON *w = j->child; w != v; w = w->next)
+			if (!strcmp(w->string, v->string)) {
+				zn_error("--init-adapter %s: %s is given twice: keep one", path,
+					 v->string);
+				return -EINVAL;
+			}
+
 		if (f && !is_default(v, f->rule))
 			return refuse(path, f->key, v, f->does);
 		if (!f && !falsy(v)) {
@@ -345,11 +354,16 @@ int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
 	if (take_dropout)
 		cfg->dropout = p->dropout;
 	if (cfg->target_count == 0) {
+		char list[ZN_LORA_MAX_TARGETS * (ZN_LORA_NAME_MAX + 1)] = "";
 		int rc = take_targets(cfg, p, path);
 
+		for (int i = 0, u = 0; !rc && i < cfg->target_count; i++)
+			u += snprintf(list + u, sizeof(list) - (size_t)u, "%s%s", i ? "," : "",
+				      cfg->targets[i]);
 		if (rc)
 			return rc;
-		zn_info("--init-adapter %s: --lora-targets taken from its target_modules", path);
+		zn_info("--init-adapter %s: --lora-targets %s taken from its target_modules", path,
+			list);
 	}
 	return 0;
 }
