@@ -203,9 +203,11 @@ static int parse_scaler(struct zn_ckpt_meta *m, const char *path)
 	m->ls.cur_hysteresis = (int)h;
 	if (!rc)
 		rc = get_int(m, path, "ls.iter", 0, m->info.step, &m->ls.iter);
+	/* an overflow is recorded at the iteration it happened, before iter counts it (the
+	 * non-fp16 runs save 0 and 0) */
 	if (!rc)
-		rc = get_int(m, path, "ls.last_overflow_iter", -1, m->ls.iter,
-			     &m->ls.last_overflow_iter);
+		rc = get_int(m, path, "ls.last_overflow_iter", -1,
+			     m->ls.iter > 0 ? m->ls.iter - 1 : 0, &m->ls.last_overflow_iter);
 	return rc;
 }
 

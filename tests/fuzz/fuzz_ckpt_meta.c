@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "sched/ckpt_impl.h"
 #include "fuzz.h"
 
@@ -40,7 +41,8 @@ static void check_counts(const struct zn_ckpt_meta *m)
 	ZN_FUZZ_CHECK(in->dtype != ZN_DTYPE_F16 || (m->ls.scale > 0 && m->ls.cur_hysteresis >= 1));
 	ZN_FUZZ_CHECK(m->ls.cur_hysteresis >= 0);
 	ZN_FUZZ_CHECK(m->ls.iter >= 0 && m->ls.iter <= in->step);
-	ZN_FUZZ_CHECK(m->ls.last_overflow_iter >= -1 && m->ls.last_overflow_iter <= m->ls.iter);
+	ZN_FUZZ_CHECK(m->ls.last_overflow_iter >= -1 &&
+		      (m->ls.last_overflow_iter < m->ls.iter || m->ls.last_overflow_iter <= 0));
 	ZN_FUZZ_CHECK(!in->has_data || (in->data_path && in->data_path[0]));
 	ZN_FUZZ_CHECK(m->config_size <= ZN_CKPT_CONFIG_MAX_BYTES);
 }
