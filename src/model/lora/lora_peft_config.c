@@ -255,12 +255,12 @@ static int get_values(const cJSON *j, const char *path, struct zn_lora_peft *out
 }
 
 /* label: the flag and the file, for messages */
-static int parse(const char *text, const char *label, struct zn_lora_peft *out)
+static int parse(const char *text, size_t len, const char *label, struct zn_lora_peft *out)
 {
 	/* core/json: a repeated key takes its last value, as PEFT's json.load */
 	struct zn_json_opts o = { .origin = label };
 	cJSON *j = NULL;
-	int rc = zn_json_parse(text, strlen(text), &o, &j);
+	int rc = zn_json_parse(text, len, &o, &j);
 
 	memset(out, 0, sizeof(*out));
 	if (!rc && !cJSON_IsObject(j)) {
@@ -284,12 +284,13 @@ int zn_lora_peft_parse(const char *text, const char *path, struct zn_lora_peft *
 	char label[ZN_PATH_MAX + 64];
 
 	snprintf(label, sizeof(label), "--init-adapter %s", path);
-	return parse(text, label, out);
+	return parse(text, strlen(text), label, out);
 }
 
 int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *out)
 {
 	char path[ZN_PATH_MAX + 32], label[ZN_PATH_MAX + 64], *text = NULL;
+	size_t len = 0;
 	int rc;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/adapter_config.json", dir) >= sizeof(path)) {
@@ -297,9 +298,9 @@ int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *ou
 		return -ENAMETOOLONG;
 	}
 	snprintf(label, sizeof(label), "%s %s", what, path);
-	rc = zn_read_input_file(path, what, 1 << 20, &text, NULL);
+	rc = zn_read_input_file(path, what, 1 << 20, &text, &len);
 	if (!rc)
-		rc = parse(text, label, out);
+		rc = parse(text, len, label, out);
 	free(text);
 	return rc;
 }
