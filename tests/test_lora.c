@@ -199,10 +199,11 @@ Test(lora, targets_names_and_init)
 }
 
 /* adapter_config.json with `r_text` in place of its "r": 4 line (PEFT's file otherwise, as
- * zinc saves it); whether zn_lora_peft_open takes it for r 4 */
+ * zinc saves it); whether --init-adapter's read, apply and open take it for r 4 */
 static int open_with_r(struct zn_lora_config *lc, const char *d, const char *r_text)
 {
 	char path[160], *text, *at, *edited;
+	struct zn_lora_peft peft;
 	struct zn_st_file *f = NULL;
 	FILE *fp;
 	size_t n;
@@ -221,7 +222,11 @@ static int open_with_r(struct zn_lora_config *lc, const char *d, const char *r_t
 	fp = fopen(path, "w");
 	fputs(edited, fp);
 	fclose(fp);
-	rc = zn_lora_peft_open(lc, d, &f);
+	rc = zn_lora_peft_read(d, "--init-adapter", &peft);
+	if (!rc)
+		rc = zn_lora_peft_apply(lc, &peft, path, false);
+	if (!rc)
+		rc = zn_lora_peft_open(lc, d, &f);
 	zn_st_close(f);
 	fp = fopen(path, "w"); /* back as saved, for the next case */
 	fputs(text, fp);

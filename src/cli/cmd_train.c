@@ -316,7 +316,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
 	eo.init_layer = init ? zn_train_hf_load_layer : ck.resume ? zn_ckpt_init_layer : NULL;
 	eo.init_ctx = init ? (void *)init : (void *)ck.resume;
-	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed);
+	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed, o->init_from);
 	if (!rc)
 		rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);

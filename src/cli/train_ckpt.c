@@ -172,9 +172,18 @@ int zn_train_ckpt_resumed(struct zn_train_ckpt *t, struct zn_engine *e,
 	const struct zn_ckpt_info *in;
 	int rc;
 
+	/* the data file's identity: recorded with every save, compared on resume */
+	if (t->o->save_dir || t->resume) {
+		t->data_path = zn_data_path(d->d);
+		rc = zn_ckpt_data_id(t->data_path, &t->data_id);
+		if (rc)
+			return rc;
+	}
 	if (!t->resume)
 		return 0;
 	in = zn_ckpt_info(t->resume);
+	if (zn_engine_rank(e) == 0)
+		zn_ckpt_check_data(in, t->data_path, &t->data_id);
 	rc = zn_ckpt_restore(e, t->resume);
 	if (!rc)
 		zn_data_seek(d->d, (uint64_t)in->data_step);
@@ -191,6 +200,7 @@ static int save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_da
 		.dir = t->o->save_dir, .keep = t->o->keep,
 		.data_step = (int64_t)zn_data_step(d->d), .global_micro = t->global_micro,
 		.seq = t->seq, .config_json = t->config_json,
+		.data_path = t->data_path, .data_id = t->data_path ? &t->data_id : NULL,
 	};
 
 	return zn_ckpt_save(e, t->comm, &a, where, n);

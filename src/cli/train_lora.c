@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "cli/train_hf.h"
 #include "cli/train_lora.h"
@@ -42,6 +44,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			rc = float_flag(*n, rest, &i, 1e-6f, 1e9f, &tl->lc.alpha);
 		} else if (!strcmp(a, "--lora-dropout")) {
 			rc = float_flag(*n, rest, &i, 0.0f, 1.0f, &tl->lc.dropout);
+			tl->dropout_given = true;
 		} else if (!strcmp(a, "--lora-targets")) {
 			const char *v = zn_cli_value(*n, rest, &i);
 
@@ -69,7 +72,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 
 int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 {
-	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->lc.dropout > 0 ||
+	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->dropout_given ||
 		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter;
 
 	if (!tl->on && any) {
@@ -79,9 +82,10 @@ int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 	}
 	if (!tl->on)
 		return 0;
-	if (!tl->lc.target_count) {
+	if (!tl->lc.target_count && !tl->init_adapter) {
 		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
-			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc)");
+			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or "
+			 "an adapter whose target_modules to take with --init-adapter DIR");
 		return ZN_EUSAGE;
 	}
 	if (save_final && !tl->merge) {
@@ -120,10 +124,74 @@ static int init_adapters(void *ctx, int l, const struct zn_layer_desc *L, float 
 	return 0;
 }
 
-int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
-			struct zn_engine_options *eo, uint64_t seed)
+/* The model's name in path: its last part (trailing slashes and ".safetensors"
+ * dropped), or its folder's when that is the generic "model" (model.safetensors) */
+static void model_name(const char *path, char *out, size_t size)
 {
-	int rc;
+	size_t n = strlen(path);
+	const char *p;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	p = path + n;
+	while (p > path && p[-1] != '/')
+		p--;
+	if (path + n - p == 17 && !strncmp(p, "model.safetensors", 17) && p > path + 1) {
+		n = (size_t)(p - 1 - path);
+		p = path + n;
+		while (p > path && p[-1] != '/')
+			p--;
+	}
+	n -= (size_t)(p - path);
+	if (n > 12 && !strncmp(p + n - 12, ".safetensors", 12))
+		n -= 12;
+	snprintf(out, size, "%.*s", (int)n, p);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+
+	return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Does base_model_name_or_path `name` (a local path, or a hub id "org/model") name the
+ * model at init_from (a directory, or a file in one)? The same file or directory (or
+ * init_from's folder), else the same model name (a hub id against a local copy:
+ * "meta-llama/Llama-3-8B" and /models/Llama-3-8B), case-insensitively. */
+static bool same_base(const char *name, const char *init_from)
+{
+	char a[256], b[256], dir[ZN_PATH_MAX];
+	const char *slash = strrchr(init_from, '/');
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - init_from) : 1,
+		 slash ? init_from : ".");
+	if (!strcmp(name, init_from) || same_file(name, init_from) || same_file(name, dir))
+		return true;
+	model_name(name, a, sizeof(a));
+	model_name(init_from, b, sizeof(b));
+	return a[0] && !strcasecmp(a, b);
+}
+
+static void check_base(const struct zn_train_lora *tl, const char *name, const char *init_from)
+{
+	if (!name[0])
+		return;
+	if (!init_from)
+		zn_warn("--init-adapter %s: its base_model_name_or_path is '%s', but this run's "
+			"base is a seeded initialization (no --init-from): the adapter was trained "
+			"on another model", tl->init_adapter, name);
+	else if (!same_base(name, init_from))
+		zn_warn("--init-adapter %s: its base_model_name_or_path is '%s', but --init-from "
+			"is %s: the adapter was trained on another model (check --init-from)",
+			tl->init_adapter, name, init_from);
+}
+
+int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
+			struct zn_engine_options *eo, uint64_t seed, const char *init_from)
+{
+	struct zn_lora_peft peft;
+	int rc = 0;
 
 	if (!tl->on)
 		return 0;
@@ -131,11 +199,18 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 		tl->lc.alpha = (float)tl->lc.r; /* PEFT's default is 8 with r 8: scale 1 */
 	tl->lc.base = *model;
 	tl->seed = seed;
-	rc = zn_lora_prepare(&tl->lc);
+	if (tl->init_adapter)
+		rc = zn_lora_peft_read(tl->init_adapter, "--init-adapter", &peft);
+	if (!rc && tl->init_adapter)
+		rc = zn_lora_peft_apply(&tl->lc, &peft, tl->init_adapter, !tl->dropout_given);
+	if (!rc)
+		rc = zn_lora_prepare(&tl->lc);
 	if (!rc && tl->init_adapter)
 		rc = zn_lora_peft_open(&tl->lc, tl->init_adapter, &tl->adapter);
 	if (rc)
 		return ZN_EUSAGE;
+	if (tl->init_adapter)
+		check_base(tl, peft.base, init_from);
 	tl->base_load = eo->init_params_h ? NULL : eo->init_layer;
 	tl->base_ctx = eo->init_ctx;
 	eo->init_params_h = NULL;

@@ -333,9 +333,10 @@ static int fail(const char *path, const char *fmt, uint64_t a, uint64_t b)
 	return -EBADMSG;
 }
 
-int zn_ckpt_verify_rank(const char *path, int rank, int world, const uint64_t *numel,
-			int layers, uint64_t size, uint32_t crc)
+int zn_ckpt_verify_rank(const char *path, const struct zn_ckpt_rank_hdr *hd,
+			const uint64_t *numel, uint64_t size, uint32_t crc)
 {
+	int rank = hd->rank, world = hd->world, layers = hd->layers;
 	uint64_t have = 0, want = zn_ckpt_rank_file_bytes(numel, layers, rank, world);
 	size_t tb = (size_t)layers * ZN_CKPT_TABLE_BYTES, chunk = 1u << 20;
 	unsigned char h[ZN_CKPT_HEADER_BYTES], *t = NULL, *buf = NULL;
@@ -367,6 +368,16 @@ int zn_ckpt_verify_rank(const char *path, int rank, int world, const uint64_t *n
 	if (!rc && (int)get_u32(h + 24) != layers)
 		rc = fail(path, "has %" PRIu64 " layers, the metadata %" PRIu64, get_u32(h + 24),
 			  (uint64_t)layers);
+	/* every other byte: version 1, the metadata's stage, zeros */
+	if (!rc) {
+		unsigned char want_h[ZN_CKPT_HEADER_BYTES];
+
+		header(want_h, hd);
+		if (memcmp(h, want_h, sizeof(want_h)))
+			rc = fail(path, "header differs from what the metadata says (version %" PRIu64
+				  ", stage %" PRIu64 ", or its reserved bytes)", get_u32(h + 8),
+				  get_u32(h + 20));
+	}
 	if (!rc)
 		rc = zn_pread_all(fd, t, tb, sizeof(h), path);
 	for (int l = 0; !rc && l < layers; l++) {

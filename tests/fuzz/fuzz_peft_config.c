@@ -1,4 +1,5 @@
-/* Fuzz target: a PEFT adapter_config.json (zn_lora_peft_open, src/model/lora/lora_peft.c).
+/* Fuzz target: a PEFT adapter_config.json as --init-adapter reads it (zn_lora_peft_read,
+ * zn_lora_peft_apply, then zn_lora_peft_open: src/model/lora/lora_peft*.c).
  * The directory (made once per process) holds the adapter_model.safetensors that zinc
  * saves for a 2-layer GPT-2 with LoRA r 4, alpha 8 on c_attn; the input is
  * adapter_config.json. An accepted config must say r 4, lora_alpha 8 and no rsLoRA as
@@ -83,6 +84,7 @@ static void check_config(const uint8_t *data, size_t n)
 int zn_fuzz_one(const uint8_t *data, size_t n)
 {
 	struct zn_st_file *f = NULL;
+	struct zn_lora_peft peft;
 	struct zn_layer_desc d;
 	char p[4200];
 	FILE *fp;
@@ -94,7 +96,8 @@ int zn_fuzz_one(const uint8_t *data, size_t n)
 	ZN_FUZZ_CHECK(fp != NULL);
 	ZN_FUZZ_CHECK(fwrite(data, 1, n, fp) == n);
 	ZN_FUZZ_CHECK(fclose(fp) == 0);
-	if (zn_lora_peft_open(&lc, dir, &f))
+	if (zn_lora_peft_read(dir, "--init-adapter", &peft) ||
+	    zn_lora_peft_apply(&lc, &peft, p, false) || zn_lora_peft_open(&lc, dir, &f))
 		return 0;
 	check_config(data, n);
 	for (int l = 0; l < lc.layers; l++) {

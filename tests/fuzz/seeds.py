@@ -367,6 +367,99 @@ def tokenizer_seeds():
     put("tokenizer", "bad-empty.json", "")
 
 
+# ---- ckpt_meta (a checkpoint's zinc-checkpoint.txt) ---------------------------------------
+def ckpt_meta_text(world=1, dtype="fp32", extra=None, drop=(), **over):
+    """A 2-layer metadata body (no crc32 line: the target appends it) with fields over."""
+    numel = [96, 40]
+    fixed = 64 + 8 + 24 * len(numel)
+    total = sum(numel)
+    kv = [("zinc_checkpoint", "1"), ("step", "4"), ("skipped", "0"), ("data_step", "8"),
+          ("global_micro", str(2 * world)), ("seq", "16"), ("world", str(world)),
+          ("stage", "3"), ("dtype", dtype), ("seed", "1337"), ("family", "gpt2"),
+          ("ls.scale", "0x1p+16" if dtype == "fp16" else "0x0p+0"),
+          ("ls.cur_hysteresis", "2" if dtype == "fp16" else "0"),
+          ("ls.iter", "4" if dtype == "fp16" else "0"),
+          ("ls.last_overflow_iter", "-1" if dtype == "fp16" else "0"), ("layers", "2"),
+          ("layer.0", "96"), ("tensor.0.0", "transformer.wte.weight 8x8"),
+          ("tensor.0.1", "transformer.wpe.weight 4x8"),
+          ("layer.1", "40"), ("tensor.1.0", "transformer.h.0.ln_1.weight 8x1")]
+    for r in range(world):
+        share = sum(n // world + (1 if r < n % world else 0) for n in numel)
+        kv.append(("rank.%d" % r, "%d %08x" % (fixed + 12 * share, 0x1234abcd + r)))
+    kv += [("config", "2780 928b87eb"), ("data.path", "data/demo.txt"),
+           ("data.size", "39458"), ("data.crc32", "dcb007ad")]
+    kv = [(k, over.get(k.replace(".", "_"), v)) for k, v in kv if k not in drop]
+    kv += extra or []
+    return "".join("%s=%s\n" % (k, v) for k, v in kv)
+
+
+def with_crc(text):
+    import zlib
+    return text + "crc32=%08x\n" % (zlib.crc32(text.encode()) & 0xffffffff)
+
+
+def ckpt_meta_seeds():
+    t = "ckpt_meta"
+    put(t, "ok-fp32.txt", ckpt_meta_text())
+    put(t, "ok-fp32-with-crc.txt", with_crc(ckpt_meta_text()))
+    put(t, "ok-fp16.txt", ckpt_meta_text(dtype="fp16"))
+    put(t, "ok-world3.txt", ckpt_meta_text(world=3))
+    put(t, "ok-seed-above-int64.txt", ckpt_meta_text(seed="18446744073709551615"))
+    put(t, "ok-no-data-identity.txt",
+        ckpt_meta_text(drop=("data.path", "data.size", "data.crc32")))
+    put(t, "bad-crc.txt", ckpt_meta_text() + "crc32=00000000\n")
+    put(t, "bad-crc-short.txt", with_crc(ckpt_meta_text())[:-3] + "\n")
+    put(t, "bad-skipped-over-step.txt", ckpt_meta_text(skipped="5"))
+    put(t, "bad-step-near-int64-max.txt",
+        ckpt_meta_text(step="9223372036854775806", data_step="9223372036854775807"))
+    put(t, "bad-step-over-int32.txt",
+        ckpt_meta_text(step="2147483648", data_step="4294967296"))
+    put(t, "bad-data-step-below-step.txt", ckpt_meta_text(data_step="3"))
+    put(t, "bad-negative-step.txt", ckpt_meta_text(step="-1"))
+    put(t, "bad-step-plus-sign.txt", ckpt_meta_text(step="+4"))
+    put(t, "bad-step-leading-zero.txt", ckpt_meta_text(step="04"))
+    put(t, "bad-global-micro-not-world-multiple.txt", ckpt_meta_text(world=3, global_micro="4"))
+    put(t, "bad-global-micro-zero.txt", ckpt_meta_text(global_micro="0"))
+    put(t, "bad-seq-zero.txt", ckpt_meta_text(seq="0"))
+    put(t, "bad-stage-4.txt", ckpt_meta_text(stage="4"))
+    put(t, "bad-dtype.txt", ckpt_meta_text(dtype="int8"))
+    put(t, "bad-seed-over-uint64.txt", ckpt_meta_text(seed="18446744073709551616"))
+    put(t, "bad-seed-negative.txt", ckpt_meta_text(seed="-1"))
+    put(t, "bad-fp16-scale-zero.txt", ckpt_meta_text(dtype="fp16", ls_scale="0x0p+0"))
+    put(t, "bad-scale-nan.txt", ckpt_meta_text(dtype="fp16", ls_scale="nan"))
+    put(t, "bad-scale-inf.txt", ckpt_meta_text(ls_scale="inf"))
+    put(t, "bad-scale-negative.txt", ckpt_meta_text(ls_scale="-0x1p+0"))
+    put(t, "bad-fp16-hysteresis-zero.txt", ckpt_meta_text(dtype="fp16", ls_cur_hysteresis="0"))
+    put(t, "bad-hysteresis-over-int.txt", ckpt_meta_text(ls_cur_hysteresis="4294967297"))
+    put(t, "bad-ls-iter-over-step.txt", ckpt_meta_text(dtype="fp16", ls_iter="5"))
+    put(t, "bad-last-overflow-over-iter.txt",
+        ckpt_meta_text(dtype="fp16", ls_last_overflow_iter="4"))
+    put(t, "bad-last-overflow-below-minus-one.txt",
+        ckpt_meta_text(dtype="fp16", ls_last_overflow_iter="-2"))
+    put(t, "bad-duplicate-key.txt", ckpt_meta_text(extra=[("step", "4")]))
+    put(t, "bad-unknown-key.txt", ckpt_meta_text(extra=[("resume_anyway", "1")]))
+    put(t, "bad-layer-index-out-of-range.txt", ckpt_meta_text(extra=[("layer.2", "8")]))
+    put(t, "bad-layer-index-leading-zero.txt", ckpt_meta_text(extra=[("layer.01", "40")]))
+    put(t, "bad-rank-index-out-of-range.txt", ckpt_meta_text(extra=[("rank.1", "100 00000000")]))
+    put(t, "bad-tensor-gap.txt", ckpt_meta_text(extra=[("tensor.1.2", "x 1x1")]))
+    put(t, "bad-tensor-over-layer.txt", ckpt_meta_text(tensor_1_0="transformer.h.0.ln_1.weight 8x6"))
+    put(t, "bad-tensor-shape-overflow.txt",
+        ckpt_meta_text(tensor_0_0="w 4294967296x4294967296"))
+    put(t, "bad-layer-numel-huge.txt", ckpt_meta_text(layer_0="9223372036854775807"))
+    put(t, "bad-missing-layer.txt", ckpt_meta_text(drop=("layer.1",)))
+    put(t, "bad-missing-rank.txt", ckpt_meta_text(world=3, drop=("rank.2",)))
+    put(t, "bad-rank-size-small.txt", ckpt_meta_text(rank_0="10 1234abcd"))
+    put(t, "bad-rank-size-huge.txt", ckpt_meta_text(rank_0="18446744073709551615 1234abcd"))
+    put(t, "bad-rank-crc-long.txt", ckpt_meta_text(rank_0="1704 1234abcd9"))
+    put(t, "bad-config-size-huge.txt", ckpt_meta_text(config="1099511627776 928b87eb"))
+    put(t, "bad-data-incomplete.txt", ckpt_meta_text(drop=("data.crc32",)))
+    put(t, "bad-world-zero.txt", ckpt_meta_text().replace("\nworld=1\n", "\nworld=0\n"))
+    put(t, "bad-nul-byte.txt", ckpt_meta_text().replace("family=gpt2", "family=gpt2\0x"))
+    put(t, "bad-empty-key.txt", ckpt_meta_text(extra=[("", "1")]))
+    put(t, "bad-not-key-value.txt", ckpt_meta_text() + "no equals sign\n")
+    put(t, "bad-empty.txt", "")
+
+
 if __name__ == "__main__":
     config_seeds()
     safetensors_seeds()
@@ -375,3 +468,4 @@ if __name__ == "__main__":
     hf_index_seeds()
     peft_config_seeds()
     tokenizer_seeds()
+    ckpt_meta_seeds()

@@ -106,21 +106,58 @@ void zn_lora_decode(const struct zn_kernel_table *k, void *stream,
 void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
 			 float *base, enum zn_dtype dtype);
 
+/* PEFT's adapter_config.json (lora_peft_config.c): what zinc takes from it. */
+enum zn_lora_peft_targets {
+	ZN_LORA_PEFT_TARGETS_NONE,       /* null or absent */
+	ZN_LORA_PEFT_TARGETS_LIST,       /* names, comma-separated in targets */
+	ZN_LORA_PEFT_TARGETS_ALL_LINEAR, /* "all-linear" */
+	ZN_LORA_PEFT_TARGETS_REGEX,      /* another string: a regular expression */
+};
+
+struct zn_lora_peft {
+	int r;
+	float alpha, dropout;
+	bool rslora, fan_in_fan_out;
+	enum zn_lora_peft_targets targets_kind;
+	char targets[512];
+	char base[ZN_PATH_MAX]; /* base_model_name_or_path, "" when null */
+};
+
+/* Parses adapter_config.json's text (NUL-terminated; path names it in errors): peft_type
+ * LORA, r, lora_alpha, use_rslora, lora_dropout in [0, 1), bias "none", target_modules,
+ * and every other LoraConfig field that changes the model or the training (modules_to_save,
+ * layers_to_transform, rank_pattern, alpha_pattern, use_dora, lora_bias, init_lora_weights
+ * that rewrite the base, ...) at the value PEFT treats as its default, else -EINVAL
+ * (logged, naming the field and value). A field PEFT does not have is accepted only when
+ * null, false, 0, "", [] or {}. Pure: no file, no model. */
+int zn_lora_peft_parse(const char *text, const char *path, struct zn_lora_peft *out);
+/* dir/adapter_config.json read and parsed (core/json: a repeated key takes its last value,
+ * as PEFT's json.load); what names the flag in messages. */
+int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *out);
+/* Before zn_lora_prepare (cfg->base set): r, lora_alpha and use_rslora must be cfg's;
+ * target_modules become cfg's targets when it has none (a list of names zinc knows, or
+ * "all-linear"; a regular expression is refused: give the targets); lora_dropout becomes
+ * cfg's when take_dropout; fan_in_fan_out true is refused on nn.Linear families (all but
+ * GPT-2, whose Conv1D weights PEFT marks so). 0 or -EINVAL (logged). */
+int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
+		       const char *path, bool take_dropout);
+
 /* PEFT's files (lora_peft.c). save: dir/adapter_model.safetensors (fp32, PEFT's names) and
  * dir/adapter_config.json (base_name may be NULL); adapters[l] is layer l's trainable
- * buffer. open: checks dir/adapter_config.json's r, lora_alpha, use_rslora against cfg and
- * opens the tensors; load_layer reads layer L's adapters (-EINVAL naming a missing or
- * misshapen tensor). Return 0 or a negative code (logged). */
+ * buffer. open (cfg prepared): opens dir/adapter_model.safetensors and checks its tensors
+ * are exactly cfg's adapters, with their shapes and finite values (-EINVAL naming the
+ * modules outside cfg's targets, a missing or misshapen tensor, or a NaN/Inf element);
+ * load_layer reads layer L's adapters. Return 0 or a negative code (logged). */
 struct zn_st_file;
 int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adapters,
 		      const char *dir, const char *base_name);
 int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
 		      struct zn_st_file **out);
-/* dir/adapter_config.json into cfg (lora_peft_config.c): r, lora_alpha, lora_dropout,
- * use_rslora and target_modules (a list of names, one name or "all-linear"), PEFT's
- * defaults for absent keys; refused, naming the key: another peft_type, a bias, DoRA,
- * modules_to_save, layer selections, rank/alpha patterns, a regex target. what names the
- * flag in messages. 0 or a negative code (logged). */
+/* dir/adapter_config.json into cfg (cfg->base set; lora_peft_config.c), for the commands
+ * that take an adapter as it is (zinc merge, generate --adapter): zn_lora_peft_read's checks,
+ * then r, lora_alpha, use_rslora, lora_dropout and target_modules (a list of names or
+ * "all-linear"; a regular expression is refused) taken. what names the flag in messages.
+ * 0 or a negative code (logged). */
 int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const char *what);
 /* Every adapter tensor of cfg is in f with its shape and a float dtype, and f holds no
  * other tensor. 0 or -EINVAL (logged, naming the tensor; what names the flag). */
