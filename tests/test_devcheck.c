@@ -359,6 +359,7 @@ Test(devcheck, each_figure_is_in_the_summary_before_the_next_step, .fini = clean
 	cr_assert(strstr(seen, "  H2D pinned 50.1 GB/s, pageable 20.3 GB/s (256 MiB)"),
 		  "the copy bandwidth is not in the summary yet: %s", seen);
 	cr_assert(!strstr(seen, "mfu: llama-1b "), "%s", seen);
+	free(seen);
 	/* the Llama MFU line before the NVMe step ran: 12.5k tok/s x (6 N + 12 L d T) */
 	seen = tree_file("out/seen-1-bench");
 	cr_assert(strstr(seen, "  mfu: llama-1b           N 1.03e+09  flops/token 7.31e+09  12500 tok/s  "
