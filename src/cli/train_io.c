@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "core/units.h"
 #include "data/pack.h"
 #include "model/data.h"
@@ -66,8 +67,10 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 		zn_train_data_close(d);
 		return rc;
 	}
-	d->inputs = malloc(bt * (uint64_t)d->gas * sizeof(int));
-	d->targets = malloc(bt * (uint64_t)d->gas * sizeof(int));
+	d->inputs = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				   "the step's input tokens");
+	d->targets = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				    "the step's target tokens");
 	if (!d->inputs || !d->targets) {
 		zn_train_data_close(d);
 		return -ENOMEM;
@@ -82,7 +85,8 @@ int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e, const
 
 	if (rc)
 		return rc;
-	d->pos = malloc(bt * (uint64_t)d->gas * sizeof(int));
+	d->pos = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				"the step's token positions");
 	if (!d->pos)
 		return -ENOMEM;
 	rows = zn_pack_rows(d->pack);

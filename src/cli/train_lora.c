@@ -6,6 +6,7 @@
 #include "cli/train_lora.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "model/safetensors.h"
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
@@ -155,14 +156,15 @@ static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad
 {
 	const struct zn_lora_config *c = &tl->lc;
 	int n = c->layers, rc = 0;
-	float **w = calloc((size_t)n, sizeof(*w));
-	struct zn_layer_desc *bd = calloc((size_t)n, sizeof(*bd));
+	float **w = zn_size_calloc((uint64_t)n, sizeof(*w), "the merged layers' pointers");
+	struct zn_layer_desc *bd = zn_size_calloc((uint64_t)n, sizeof(*bd),
+						  "the base layer descriptors");
 
 	if (!w || !bd)
 		rc = -ENOMEM;
 	for (int l = 0; !rc && l < n; l++) {
 		bd[l] = c->lay[l].base;
-		w[l] = malloc((bd[l].numel + 1) * sizeof(float));
+		w[l] = zn_size_calloc(bd[l].numel + 1, sizeof(float), "a merged layer");
 		rc = w[l] ? zn_engine_read_frozen(e, l, w[l]) : -ENOMEM;
 		if (!rc)
 			zn_lora_merge_layer(c, l, ad[l], w[l]);
@@ -184,7 +186,7 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char
 		       enum zn_dtype dtype, const char *base_name)
 {
 	int n = zn_engine_layer_count(e), rc = 0;
-	float **ad = calloc((size_t)n, sizeof(*ad));
+	float **ad = zn_size_calloc((uint64_t)n, sizeof(*ad), "the adapter layers' pointers");
 
 	if (!tl->save_adapter && !(tl->merge && save_final)) {
 		free(ad);
@@ -194,7 +196,8 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char
 		return -ENOMEM;
 	/* collective: every rank reads every layer */
 	for (int l = 0; !rc && l < n; l++) {
-		ad[l] = malloc((zn_engine_layer_numel(e, l) + 1) * sizeof(float));
+		ad[l] = zn_size_calloc(zn_engine_layer_numel(e, l) + 1, sizeof(float),
+				       "an adapter layer");
 		rc = ad[l] ? zn_engine_read_layer(e, l, ad[l]) : -ENOMEM;
 	}
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)

@@ -10,6 +10,8 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/size.h"
+#include "cpu/topo.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 
@@ -88,6 +90,29 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e);
 }
 
+static double gib(uint64_t b)
+{
+	return (double)b / (1024.0 * 1024.0 * 1024.0);
+}
+
+/* A budget beyond what the machine has is allowed (the plan may need less) but said. */
+static void warn_budgets(const struct zn_engine *e, uint64_t dev_budget, uint64_t pinned_budget)
+{
+	uint64_t total = zn_mem_total_bytes();
+	bool host_dev = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_HOST;
+
+	if (!total)
+		return;
+	if (e->cfg.runtime.pinned_mem_bytes && pinned_budget > total)
+		zn_warn("--pinned-mem %.2f GiB is more than this machine's memory (%.2f GiB "
+			"MemTotal): a plan that needs it fails when the memory runs out",
+			gib(pinned_budget), gib(total));
+	if (host_dev && e->cfg.runtime.device_mem_bytes && dev_budget > total)
+		zn_warn("--device-mem %.2f GiB is more than this machine's memory (%.2f GiB "
+			"MemTotal), which the host device allocates from: a plan that needs it "
+			"fails when the memory runs out", gib(dev_budget), gib(total));
+}
+
 static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 {
 	const struct zn_config *c = &e->cfg;
@@ -127,11 +152,16 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);
+	warn_budgets(e, dev_budget, pinned_budget);
 	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
 				sizeof(msg));
-	if (rc == -ENOMEM)
+	/* a plan over the budgets is the run's settings' fault (exit 2); -ENOMEM is kept for
+	 * an allocation that fails (exit 1) */
+	if (rc == -ENOMEM) {
 		zn_error("%s", msg);
+		rc = ZN_EUSAGE;
+	}
 	else if (!rc)
 		zn_debug("plan: device %" PRIu64 " bytes, pinned %" PRIu64 " bytes, prefetch %d",
 			 e->plan.device_bytes, e->plan.host_bytes, e->plan.prefetch_depth);
@@ -187,8 +217,9 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 	return 0;
 }
 
-/* The model through its ops (model.h): descriptors of every layer, read once. */
-static int create_model(struct zn_engine *e, const struct zn_model *model)
+/* The model through its ops (model.h): its config validated and its layer count; the
+ * layers themselves are read in two passes (engine_counts.c). */
+static int check_model(struct zn_engine *e, const struct zn_model *model)
 {
 	const struct zn_model_ops *ops = model ? model->ops : NULL;
 	int rc;
@@ -209,34 +240,6 @@ static int create_model(struct zn_engine *e, const struct zn_model *model)
 		zn_error("model %s has %d layers: the engine needs at least 2 (input, output)",
 			 ops->family, e->n);
 		return -EINVAL;
-	}
-	e->ld = calloc((size_t)e->n, sizeof(*e->ld));
-	e->numel = calloc((size_t)e->n, sizeof(*e->numel));
-	e->frozen_numel = calloc((size_t)e->n, sizeof(*e->frozen_numel));
-	if (!e->ld || !e->numel || !e->frozen_numel)
-		return -ENOMEM;
-	for (int l = 0; l < e->n; l++) {
-		rc = ops->describe(model->config, l, &e->ld[l]);
-		if (rc)
-			return rc;
-		/* layer 0 is the one kept for the whole step (prefetch, reduce) */
-		if (e->ld[l].tied_layer != -1 && (e->ld[l].tied_layer != 0 || l == 0)) {
-			zn_error("model %s: layer %d ties to layer %d: the engine supports ties "
-				 "to layer 0 only", ops->family, l, e->ld[l].tied_layer);
-			return -EINVAL;
-		}
-		if (e->ld[l].tensor_count < 0 || e->ld[l].tensor_count > ZN_MODEL_MAX_TENSORS) {
-			zn_error("model %s: layer %d has %d tensors (at most %d)", ops->family, l,
-				 e->ld[l].tensor_count, ZN_MODEL_MAX_TENSORS);
-			return -EINVAL;
-		}
-		e->numel[l] = e->ld[l].numel;
-		e->frozen_numel[l] = e->ld[l].frozen_numel;
-		if (e->frozen_numel[l] && !ops->init_frozen) {
-			zn_error("model %s: layer %d has frozen parameters but the ops have no "
-				 "init_frozen (model.h)", ops->family, l);
-			return -EINVAL;
-		}
 	}
 	return 0;
 }
@@ -271,6 +274,38 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 	return rc;
 }
 
+/* rc of allocating `what`: an allocation failure gets a line naming the part (the
+ * allocator's own line above gives the bytes) */
+static int part(int rc, const char *what, int layer)
+{
+	if (rc == -ENOMEM && layer >= 0)
+		zn_error("zn_engine_create: out of memory allocating layer %d's %s", layer, what);
+	else if (rc == -ENOMEM)
+		zn_error("zn_engine_create: out of memory allocating %s", what);
+	return rc;
+}
+
+static int create_parts(struct zn_engine *e)
+{
+	int rc;
+
+	rc = part(zn_grads_create(e), "gradient buffers", -1);
+	if (!rc)
+		rc = part(zn_prefetch_create(e), "the parameter prefetch ring", -1);
+	if (!rc)
+		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
+	if (!rc)
+		rc = part(zn_reduce_create(e), "the gradient reduction buffers", -1);
+	if (!rc)
+		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
+			  -1);
+	if (!rc)
+		rc = part(zn_optim_create(e), "the optimizer's buffers", -1);
+	if (!rc)
+		rc = part(zn_swapio_create(e), "the nvme swap staging", -1);
+	return rc;
+}
+
 static int create_buffers(struct zn_engine *e, const struct zn_engine_options *opt)
 {
 	uint64_t maxpad = 0;
@@ -283,37 +318,26 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		/* what the plan needs and the stated margin, within the budget */
 		ac.bytes = zn_plan_pinned_reserve(&e->plan, e->pinned_budget);
 		ac.cuda = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_CUDA;
-		rc = zn_arena_create(&e->arena, &ac);
+		rc = part(zn_arena_create(&e->arena, &ac), "the pinned host arena", -1);
 		if (rc)
 			return rc;
 	}
-	e->L = calloc((size_t)e->n, sizeof(*e->L));
+	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
-		rc = zn_tiers_alloc_layer(e, l);
+		rc = part(zn_tiers_alloc_layer(e, l), "parameters, gradients and optimizer state",
+			  l);
 		if (rc)
 			return rc;
 		if (e->L[l].sh.padded_numel > maxpad)
 			maxpad = e->L[l].sh.padded_numel;
 	}
-	rc = zn_grads_create(e);
-	if (!rc)
-		rc = zn_prefetch_create(e);
-	if (!rc)
-		rc = zn_frozen_create(e);
-	if (!rc)
-		rc = zn_reduce_create(e);
-	if (!rc)
-		rc = zn_acts_create(e);
-	if (!rc)
-		rc = zn_optim_create(e);
-	if (!rc)
-		rc = zn_swapio_create(e);
+	rc = create_parts(e);
 	if (rc)
 		return rc;
-	e->tmp_h = malloc(maxpad * sizeof(float));
-	e->tmp16_h = malloc(maxpad * sizeof(uint16_t));
+	e->tmp_h = zn_size_calloc(maxpad, sizeof(float), "a layer's host scratch (fp32)");
+	e->tmp16_h = zn_size_calloc(maxpad, sizeof(uint16_t), "a layer's host scratch (16-bit)");
 	if (!e->tmp_h || !e->tmp16_h)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
@@ -339,7 +363,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	e->step = 0;
 	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
 		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
-	rc = create_model(e, model);
+	rc = check_model(e, model);
 	if (rc)
 		goto destroy;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
@@ -357,12 +381,20 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	if (e->B < 1)
 		e->B = 1;
 	rc = check_options(e, opt);
+	if (!rc)
+		rc = zn_engine_check_counts(cfg, model, opt->seq_len);
+	/* only the sizes until the plan fits: nothing yet grows with the counts but them */
+	if (!rc)
+		rc = zn_engine_layer_sizes(e);
 	if (rc)
 		goto destroy;
-	rc = zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind);
+	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
+		  "the runtime (device, comm, streams)", -1);
 	if (rc)
 		goto destroy;
 	rc = make_plan(e, zn_acts_bytes(e));
+	if (!rc)
+		rc = zn_engine_layer_descs(e);
 	if (!rc)
 		rc = create_buffers(e, opt);
 	if (rc)
