@@ -252,13 +252,14 @@ int zn_mpi_wait(struct zn_mpi_watch *w, enum zn_mpi_channel ch, const char *call
 			ns *= 2;
 	}
 	w->timed_out = true;
+	t = now_s() - t0;
 	/* the other channel's wait may have timed out too: the peers are asked once */
 	if (!atomic_exchange(&w->asking, true))
 		ask_peers(w, ch, seq, tail, sizeof(tail));
 	else
 		snprintf(tail, sizeof(tail), "the ranks it waited for are named above");
 	zn_error("%s (%s op %lld) on rank %d timed out after %.1f s (--comm-timeout %g): %s",
-		 call, ch == ZN_MPI_HOST ? "host" : "stream", (long long)seq, w->rank,
-		 now_s() - t0, w->timeout_s, tail);
+		 call, ch == ZN_MPI_HOST ? "host" : "stream", (long long)seq, w->rank, t,
+		 w->timeout_s, tail);
 	return -ETIMEDOUT;
 }
