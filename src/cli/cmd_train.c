@@ -8,7 +8,6 @@
  * per-step line are in train_io.c.
  */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +27,6 @@
 #include "comm/comm.h"
 #include "core/fsio.h"
 #include "core/log.h"
-#include "core/size.h"
 #include "core/signals.h"
 #include "core/trace.h"
 #include "model/hf_dir.h"
@@ -333,20 +331,9 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
 		rc = zn_train_data_pack(&data, e, NULL);
-	if (!rc && o->ev.epochs) {
-		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
-		uint64_t n = zn_size_mul(zn_train_data_steps_per_epoch(&data),
-					 (uint64_t)o->ev.epochs) / (uint64_t)data.gas;
-
-		steps = n < 1 ? 1 : n > INT_MAX ? 0 : (int)n;
-		if (!steps) {
-			zn_error("--epochs %d x %llu micro-batches per epoch / grad-accum %d is "
-				 "more than %d steps: lower --epochs", o->ev.epochs,
-				 (unsigned long long)zn_train_data_steps_per_epoch(&data), data.gas,
-				 INT_MAX);
-			rc = ZN_EUSAGE;
-		}
-	}
+	/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
+	if (!rc && o->ev.epochs)
+		rc = zn_train_data_epoch_steps(&data, o->ev.epochs, &steps);
 	if (!rc)
 		rc = zn_train_ckpt_resumed(&ck, e, &data);
 	if (!rc)

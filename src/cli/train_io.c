@@ -130,6 +130,21 @@ uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d)
 	return zn_data_steps_per_epoch(d->d);
 }
 
+int zn_train_data_epoch_steps(const struct zn_train_data *d, int epochs, int *steps)
+{
+	uint64_t per = zn_train_data_steps_per_epoch(d);
+	uint64_t n = zn_size_mul(per, (uint64_t)epochs) / (uint64_t)d->gas;
+
+	if (n > INT_MAX) {
+		zn_error("--epochs %d x %llu micro-batches per epoch / grad-accum %d is more than "
+			 "%d steps: lower --epochs", epochs, (unsigned long long)per, d->gas,
+			 INT_MAX);
+		return ZN_EUSAGE;
+	}
+	*steps = n < 1 ? 1 : (int)n;
+	return 0;
+}
+
 void zn_train_data_close(struct zn_train_data *d)
 {
 	zn_pack_close(d->pack);

@@ -51,7 +51,7 @@ static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static int mpi_users;
 static bool mpi_ours;
 
-static int mpi_check(int rc, const char *call, const char *file, int line)
+int zn_mpi_check(int rc, const char *call, const char *file, int line)
 {
 	char msg[MPI_MAX_ERROR_STRING];
 	int len = 0;
@@ -86,7 +86,7 @@ static int mpi_acquire_locked(int need, bool *counted)
 	int inited = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
 	int rc;
 
-	rc = mpi_check(MPI_Finalized(&finalized), "MPI_Finalized", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Finalized(&finalized), "MPI_Finalized", __FILE__, __LINE__);
 	if (rc)
 		return rc;
 	if (finalized) {
@@ -94,19 +94,19 @@ static int mpi_acquire_locked(int need, bool *counted)
 			 "create one mpi/nccl comm per process and keep it until the end");
 		return -EINVAL;
 	}
-	rc = mpi_check(MPI_Initialized(&inited), "MPI_Initialized", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Initialized(&inited), "MPI_Initialized", __FILE__, __LINE__);
 	if (rc)
 		return rc;
 	if (!inited) {
 		/* MULTIPLE: stream ops run on a worker thread while the caller's thread may be
 		 * in a barrier or a host op */
-		rc = mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided),
+		rc = zn_mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided),
 			       "MPI_Init_thread", __FILE__, __LINE__);
 		if (rc)
 			return rc;
 		mpi_ours = true;
 	} else {
-		rc = mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread", __FILE__,
+		rc = zn_mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread", __FILE__,
 			       __LINE__);
 		if (rc)
 			return rc;
@@ -138,7 +138,7 @@ static void mpi_release(void)
 {
 	pthread_mutex_lock(&mpi_lock);
 	if (--mpi_users == 0 && mpi_ours) {
-		mpi_check(MPI_Finalize(), "MPI_Finalize", __FILE__, __LINE__);
+		zn_mpi_check(MPI_Finalize(), "MPI_Finalize", __FILE__, __LINE__);
 		mpi_ours = false;
 	}
 	pthread_mutex_unlock(&mpi_lock);
@@ -148,10 +148,10 @@ static int dup_world(MPI_Comm *out)
 {
 	int rc;
 
-	rc = mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, out), "MPI_Comm_dup", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, out), "MPI_Comm_dup", __FILE__, __LINE__);
 	if (rc)
 		return rc;
-	return mpi_check(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN),
+	return zn_mpi_check(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN),
 			 "MPI_Comm_set_errhandler", __FILE__, __LINE__);
 }
 
@@ -162,16 +162,16 @@ static int query_world(struct zn_mpi *m, struct zn_comm *c)
 	int hint_size = 1;
 	int rc;
 
-	rc = mpi_check(MPI_Comm_rank(m->host, &c->rank), "MPI_Comm_rank", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Comm_rank(m->host, &c->rank), "MPI_Comm_rank", __FILE__, __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_size(m->host, &c->size), "MPI_Comm_size", __FILE__,
+		rc = zn_mpi_check(MPI_Comm_size(m->host, &c->size), "MPI_Comm_size", __FILE__,
 			       __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_split_type(m->host, MPI_COMM_TYPE_SHARED, c->rank,
+		rc = zn_mpi_check(MPI_Comm_split_type(m->host, MPI_COMM_TYPE_SHARED, c->rank,
 						   MPI_INFO_NULL, &node),
 			       "MPI_Comm_split_type", __FILE__, __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank", __FILE__,
+		rc = zn_mpi_check(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank", __FILE__,
 			       __LINE__);
 	if (node != MPI_COMM_NULL)
 		MPI_Comm_free(&node);
@@ -265,7 +265,7 @@ static void narrow(void *out, const float *in, uint64_t n, enum zn_dtype dtype)
 static int wait_op(struct zn_mpi *m, enum zn_mpi_channel ch, int rc, const char *call,
 		   MPI_Request *req)
 {
-	rc = mpi_check(rc, call, __FILE__, __LINE__);
+	rc = zn_mpi_check(rc, call, __FILE__, __LINE__);
 	return rc ? rc : zn_mpi_wait(m->watch, ch, call, req);
 }
 

@@ -35,6 +35,10 @@ enum zn_mpi_channel {
 
 struct zn_mpi_watch;
 
+/* Every MPI result goes through this: 0 for MPI_SUCCESS, else logs "call failed: MPI's
+ * message" at file:line and returns -EIO. */
+int zn_mpi_check(int rc, const char *call, const char *file, int line);
+
 /* Duplicates world for the arrival queries and posts the receive that answers them.
  * timeout_s > 0. Collective over world. Returns 0 or -EIO / -ENOMEM (logged). */
 int zn_mpi_watch_open(struct zn_mpi_watch **out, MPI_Comm world, double timeout_s);

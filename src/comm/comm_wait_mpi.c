@@ -72,19 +72,6 @@ static void nap(long ns)
 	nanosleep(&ts, NULL);
 }
 
-static int check(int rc, const char *call)
-{
-	char msg[MPI_MAX_ERROR_STRING];
-	int len = 0;
-
-	if (rc == MPI_SUCCESS)
-		return 0;
-	if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-		snprintf(msg, sizeof(msg), "MPI error code %d", rc);
-	zn_error("%s failed: %s", call, msg);
-	return -EIO;
-}
-
 int zn_mpi_watch_open(struct zn_mpi_watch **out, MPI_Comm world, double timeout_s)
 {
 	struct zn_mpi_watch *w = calloc(1, sizeof(*w));
@@ -105,17 +92,20 @@ int zn_mpi_watch_open(struct zn_mpi_watch **out, MPI_Comm world, double timeout_
 		atomic_init(&w->begun[c], 0);
 	atomic_init(&w->asking, false);
 	pthread_mutex_init(&w->serve_lock, NULL);
-	rc = check(MPI_Comm_dup(world, &w->comm), "MPI_Comm_dup");
+	rc = zn_mpi_check(MPI_Comm_dup(world, &w->comm), "MPI_Comm_dup", __FILE__, __LINE__);
 	if (!rc)
-		rc = check(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN),
-			   "MPI_Comm_set_errhandler");
+		rc = zn_mpi_check(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN),
+				  "MPI_Comm_set_errhandler", __FILE__, __LINE__);
 	if (!rc)
-		rc = check(MPI_Comm_rank(w->comm, &w->rank), "MPI_Comm_rank");
+		rc = zn_mpi_check(MPI_Comm_rank(w->comm, &w->rank), "MPI_Comm_rank", __FILE__,
+				  __LINE__);
 	if (!rc)
-		rc = check(MPI_Comm_size(w->comm, &w->size), "MPI_Comm_size");
+		rc = zn_mpi_check(MPI_Comm_size(w->comm, &w->size), "MPI_Comm_size", __FILE__,
+				  __LINE__);
 	if (!rc)
-		rc = check(MPI_Irecv(w->query, 2, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY, w->comm,
-				     &w->query_req), "MPI_Irecv (arrival query)");
+		rc = zn_mpi_check(MPI_Irecv(w->query, 2, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY,
+					    w->comm, &w->query_req),
+				  "MPI_Irecv (arrival query)", __FILE__, __LINE__);
 	if (rc) {
 		zn_mpi_watch_close(w);
 		return rc;
@@ -136,9 +126,20 @@ void zn_mpi_watch_close(struct zn_mpi_watch *w)
 		MPI_Cancel(&w->query_req);
 		MPI_Wait(&w->query_req, MPI_STATUS_IGNORE);
 	}
-	for (int i = 0; i < ANSWER_SLOTS; i++)
-		if (w->slots[i].req != MPI_REQUEST_NULL)
-			MPI_Wait(&w->slots[i].req, MPI_STATUS_IGNORE);
+	/* answers still going out go to ranks that were polling, so they end at once; one
+	 * that does not within GRACE_S keeps w (its send still reads the slot) */
+	for (int i = 0; i < ANSWER_SLOTS; i++) {
+		double t0 = now_s();
+		int done = w->slots[i].req == MPI_REQUEST_NULL;
+
+		while (!done && now_s() - t0 < GRACE_S) {
+			MPI_Test(&w->slots[i].req, &done, MPI_STATUS_IGNORE);
+			if (!done)
+				nap(NAP_MAX_NS);
+		}
+		if (!done)
+			return;
+	}
 	if (w->comm != MPI_COMM_NULL)
 		MPI_Comm_free(&w->comm);
 	pthread_mutex_destroy(&w->serve_lock);
@@ -235,7 +236,8 @@ int zn_mpi_wait(struct zn_mpi_watch *w, enum zn_mpi_channel ch, const char *call
 	int done = 0;
 
 	for (;;) {
-		int rc = check(MPI_Test(req, &done, MPI_STATUS_IGNORE), call);
+		int rc = zn_mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), call, __FILE__,
+				      __LINE__);
 
 		if (rc || done)
 			return rc;

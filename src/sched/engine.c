@@ -11,7 +11,6 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/size.h"
-#include "cpu/topo.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 
@@ -90,29 +89,6 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e);
 }
 
-static double gib(uint64_t b)
-{
-	return (double)b / (1024.0 * 1024.0 * 1024.0);
-}
-
-/* A budget beyond what the machine has is allowed (the plan may need less) but said. */
-static void warn_budgets(const struct zn_engine *e, uint64_t dev_budget, uint64_t pinned_budget)
-{
-	uint64_t total = zn_mem_total_bytes();
-	bool host_dev = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_HOST;
-
-	if (!total)
-		return;
-	if (e->cfg.runtime.pinned_mem_bytes && pinned_budget > total)
-		zn_warn("--pinned-mem %.2f GiB is more than this machine's memory (%.2f GiB "
-			"MemTotal): a plan that needs it fails when the memory runs out",
-			gib(pinned_budget), gib(total));
-	if (host_dev && e->cfg.runtime.device_mem_bytes && dev_budget > total)
-		zn_warn("--device-mem %.2f GiB is more than this machine's memory (%.2f GiB "
-			"MemTotal), which the host device allocates from: a plan that needs it "
-			"fails when the memory runs out", gib(dev_budget), gib(total));
-}
-
 static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 {
 	const struct zn_config *c = &e->cfg;
@@ -152,7 +128,7 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);
-	warn_budgets(e, dev_budget, pinned_budget);
+	zn_engine_warn_budgets(e, dev_budget, pinned_budget);
 	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
 				sizeof(msg));
@@ -212,33 +188,6 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 		zn_error("scheduler WarmupCosineLR: total_num_steps (%" PRId64 ") must exceed "
 			 "warmup_num_steps (%" PRId64 ")", c->scheduler.total_num_steps,
 			 c->scheduler.warmup_num_steps);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* The model through its ops (model.h): its config validated and its layer count; the
- * layers themselves are read in two passes (engine_counts.c). */
-static int check_model(struct zn_engine *e, const struct zn_model *model)
-{
-	const struct zn_model_ops *ops = model ? model->ops : NULL;
-	int rc;
-
-	if (!ops || !model->config || !ops->validate || !ops->layer_count || !ops->describe ||
-	    !ops->max_seq || !ops->vocab || !ops->width || !ops->act_numel ||
-	    !ops->scratch_numel || !ops->init || !ops->forward || !ops->backward) {
-		zn_error("zn_engine_create: the model has no configuration or lacks a required "
-			 "op (model.h: every op but load_layer and save is required)");
-		return -EINVAL;
-	}
-	e->model = *model;
-	rc = ops->validate(model->config);
-	if (rc)
-		return rc;
-	e->n = ops->layer_count(model->config);
-	if (e->n < 2) {
-		zn_error("model %s has %d layers: the engine needs at least 2 (input, output)",
-			 ops->family, e->n);
 		return -EINVAL;
 	}
 	return 0;
@@ -363,7 +312,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	e->step = 0;
 	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
 		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
-	rc = check_model(e, model);
+	rc = zn_engine_check_model(e, model);
 	if (rc)
 		goto destroy;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&

@@ -10,7 +10,8 @@
  * (zn_engine_layer_sizes) then describes each layer into one scratch descriptor and keeps
  * only what the plan needs, two numbers per layer and the activation sums; the full
  * descriptors (a few KiB per layer) are read in pass two (zn_engine_layer_descs), after
- * the plan fits the budgets. Sizes go through core/size.h, so none wraps.
+ * the plan fits the budgets. Sizes go through core/size.h, so none wraps. Also the model's
+ * own checks (its ops and config) and the warning for budgets beyond the machine.
  */
 #include <errno.h>
 #include <limits.h>
@@ -79,6 +80,52 @@ int zn_engine_check_counts(const struct zn_config *cfg, const struct zn_model *m
 		return ZN_EUSAGE;
 	}
 	return 0;
+}
+
+/* The model through its ops (model.h): its config validated and its layer count; the
+ * layers themselves are read in two passes (engine_counts.c). */
+int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model)
+{
+	const struct zn_model_ops *ops = model ? model->ops : NULL;
+	int rc;
+
+	if (!ops || !model->config || !ops->validate || !ops->layer_count || !ops->describe ||
+	    !ops->max_seq || !ops->vocab || !ops->width || !ops->act_numel ||
+	    !ops->scratch_numel || !ops->init || !ops->forward || !ops->backward) {
+		zn_error("zn_engine_create: the model has no configuration or lacks a required "
+			 "op (model.h: every op but load_layer and save is required)");
+		return -EINVAL;
+	}
+	e->model = *model;
+	rc = ops->validate(model->config);
+	if (rc)
+		return rc;
+	e->n = ops->layer_count(model->config);
+	if (e->n < 2) {
+		zn_error("model %s has %d layers: the engine needs at least 2 (input, output)",
+			 ops->family, e->n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A budget beyond what the machine has is allowed (the plan may need less) but said. */
+void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
+			    uint64_t pinned_budget)
+{
+	uint64_t total = zn_mem_total_bytes();
+	bool host_dev = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_HOST;
+
+	if (!total)
+		return;
+	if (e->cfg.runtime.pinned_mem_bytes && pinned_budget > total)
+		zn_warn("--pinned-mem %.2f GiB is more than this machine's memory (%.2f GiB "
+			"MemTotal): a plan that needs it fails when the memory runs out",
+			gib(pinned_budget), gib(total));
+	if (host_dev && e->cfg.runtime.device_mem_bytes && dev_budget > total)
+		zn_warn("--device-mem %.2f GiB is more than this machine's memory (%.2f GiB "
+			"MemTotal), which the host device allocates from: a plan that needs it "
+			"fails when the memory runs out", gib(dev_budget), gib(total));
 }
 
 /* Layer l's sizes from d into e (pass one and two alike). */

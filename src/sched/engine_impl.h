@@ -82,6 +82,13 @@ int zn_engine_layer_sizes(struct zn_engine *e);
 int zn_engine_layer_descs(struct zn_engine *e);
 /* host bytes per layer zn_engine_check_counts counts (descriptor, state, sizes) */
 uint64_t zn_engine_layer_host_bytes(void);
+/* engine_counts.c: model's ops present, its config valid, e->model and e->n (>= 2) set;
+ * 0 or -EINVAL (logged) */
+int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
+/* engine_counts.c: a warning for --pinned-mem (and --device-mem of the host device) above
+ * the machine's memory (MemTotal); the plan may still fit */
+void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
+			    uint64_t pinned_budget);
 
 /* prefetch.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);
