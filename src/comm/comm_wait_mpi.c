@@ -157,7 +157,9 @@ static void serve(struct zn_mpi_watch *w)
 
 	if (pthread_mutex_trylock(&w->serve_lock))
 		return;
-	if (MPI_Test(&w->query_req, &flag, &st) != MPI_SUCCESS || !flag)
+	/* NULL: the receive could not be posted again; this rank answers no more */
+	if (w->query_req == MPI_REQUEST_NULL ||
+	    MPI_Test(&w->query_req, &flag, &st) != MPI_SUCCESS || !flag)
 		goto unlock;
 	s = &w->slots[w->next_slot];
 	if (s->req != MPI_REQUEST_NULL)
