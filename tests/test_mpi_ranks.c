@@ -239,6 +239,9 @@ Test(mpi_ranks, the_same_data_at_another_path_trains)
  * left. Without the timeout the job would wait forever (the test's `timeout 120`). */
 Test(mpi_ranks, a_stopped_rank_ends_the_job_naming_it)
 {
+	/* Open MPI sends SIGKILL 1 s after SIGCONT + SIGTERM; a loaded machine (the suite in
+	 * parallel, a sanitizer build) may not schedule the woken rank's clean-up in time */
+	setenv("OMPI_MCA_odls_base_sigkill_timeout", "10", 1);
 	fails_after_start("env ZINC_COMM_STOP_OP=40", "data/demo.txt", "--comm-timeout 2",
 			  "stopped rank, stream op");
 	cr_assert(strstr(out, "injected stop in collective #40"), "%s", out);
@@ -249,6 +252,7 @@ Test(mpi_ranks, a_stopped_rank_ends_the_job_naming_it)
 			  "stopped rank, host op");
 	cr_assert(strstr(out, "all_reduce (MPI_Iallreduce) (host op 1) on rank 0 timed out") &&
 		  strstr(out, "rank 1 did not arrive"), "%s", out);
+	unsetenv("OMPI_MCA_odls_base_sigkill_timeout");
 }
 
 Test(mpi_ranks, a_failed_collective_on_one_rank_takes_the_job_down)
