@@ -205,7 +205,7 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 			most = e->frozen_numel[l];
 	if (!most)
 		return 0;
-	buf = malloc(most * sizeof(float));
+	buf = zn_size_calloc(most, sizeof(float), "a layer's frozen parameters on the host");
 	if (!buf)
 		return -ENOMEM;
 	for (int l = 0; !rc && l < e->n; l++) {
@@ -443,7 +443,8 @@ int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 	int rc = p ? 0 : -ENOMEM;
 
 	for (int l = 0; !rc && l < e->n; l++) {
-		p[l] = malloc((e->numel[l] + 1) * sizeof(float)); /* + 1: a frozen layer's 0 */
+		/* + 1: a frozen layer's 0 */
+		p[l] = zn_size_calloc(e->numel[l] + 1, sizeof(float), "a layer to save");
 		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
 	}
 	/* every rank holds every layer now: all see the same answer */

@@ -303,10 +303,12 @@ int zn_ckpt_create(struct zn_engine *e)
 	ck->acts_bytes = ab.acts_max;
 	ck->x_n = ck->home == ZN_TIER_DEVICE ? ck->runs : (ck->runs < 2 ? ck->runs : 2);
 	ck->buf_n = bufs_of(e);
-	ck->x_d = calloc((size_t)ck->x_n, sizeof(*ck->x_d));
-	ck->run_acts_d = calloc((size_t)K, sizeof(*ck->run_acts_d));
-	ck->run_x_d = calloc((size_t)K, sizeof(*ck->run_x_d));
-	ck->buf = calloc((size_t)ck->buf_n + 1, sizeof(*ck->buf));
+	ck->x_d = zn_size_calloc((uint64_t)ck->x_n, sizeof(*ck->x_d), "the checkpoint slots");
+	ck->run_acts_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_acts_d),
+					"a run's activation buffers");
+	ck->run_x_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_x_d), "a run's outputs");
+	ck->buf = zn_size_calloc((uint64_t)ck->buf_n + 1, sizeof(*ck->buf),
+				 "the checkpoint host buffers");
 	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d || !ck->buf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < ck->x_n; i++)
