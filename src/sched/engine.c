@@ -137,10 +137,10 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	if (rc == -ENOMEM) {
 		zn_error("%s", msg);
 		rc = ZN_EUSAGE;
-	}
-	else if (!rc)
+	} else if (!rc) {
 		zn_debug("plan: device %" PRIu64 " bytes, pinned %" PRIu64 " bytes, prefetch %d",
 			 e->plan.device_bytes, e->plan.host_bytes, e->plan.prefetch_depth);
+	}
 	if (!rc && e->plan.gathers && !auto_depth &&
 	    c->runtime.prefetch_depth > e->plan.prefetch_depth)
 		zn_info("prefetch depth %d: with %d layers at most %d can be fetched ahead of the "
