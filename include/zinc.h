@@ -179,6 +179,8 @@ struct zn_runtime_config {
 	/* offload_param nvme: layers after layer 0 whose shard stays pinned (hot); -1 =
 	 * prefetch depth + 1 within the pinned budget, 0 = none */
 	int hot_layers;
+	/* seconds a collective may wait for the other ranks (docs/comm.md, "Timeouts") */
+	float comm_timeout_s;
 	/* names this run's swap directories, so runs sharing an nvme path keep apart:
 	 * letters, digits, '.', '_', '-'; "" = p<pid> */
 	char run_id[ZN_RUN_ID_MAX + 1];
@@ -301,9 +303,11 @@ int zn_parse_count(const char *s, uint64_t *out);
  *
  * One engine per rank. It creates the device (runtime.device, device_mem), the comm (every
  * rank of the launch), the pinned host arena, plans every buffer and refuses a run that
- * does not fit its budgets before allocating anything (-ENOMEM with one line naming the
- * budget and the shortfall), then initializes the model (seeded, the same values however it
- * is partitioned, or from init_params_h). See docs/engine.md.
+ * does not fit its budgets before allocating anything that scales with it (ZN_EUSAGE with
+ * one line naming the budget and the shortfall, or the counts zn_engine_check_counts
+ * refuses), then initializes the model (seeded, the same values however it is partitioned,
+ * or from init_params_h). An allocation that fails after that is -ENOMEM, logged with what
+ * and how many bytes (a runtime failure, not a usage error). See docs/engine.md.
  *
  *     struct zn_engine_options o = { .seq_len = 64 };
  *     struct zn_engine *e;
@@ -364,6 +368,13 @@ struct zn_step_stats {
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		     const struct zn_model *model, const struct zn_engine_options *opt);
+/* What zn_engine_create checks first, in constant memory, and callers that do per-layer
+ * work of their own before it (a checkpoint loader) call first: the step's tokens per rank
+ * (micro-batch x seq_len x accumulation) fit an int, and the host bookkeeping that grows
+ * with the counts (per layer, per token, per micro-batch) fits the available memory.
+ * Returns 0, or ZN_EUSAGE with a line naming the counts and the bytes. model: validated. */
+int zn_engine_check_counts(const struct zn_config *cfg, const struct zn_model *model,
+			   int seq_len);
 void zn_engine_destroy(struct zn_engine *e); /* accepts NULL and half-built */
 
 int zn_engine_rank(const struct zn_engine *e);

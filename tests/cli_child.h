@@ -34,16 +34,22 @@ static inline char *zt_read_all(const char *path, size_t *len)
 	return data;
 }
 
-/* Runs zinc with words (space-separated arguments) and asserts it exits 0; its stdout and
- * stderr go to log (NULL: /dev/null), env (NAME=VALUE or NULL) is added to its
- * environment. Returns its peak RSS in bytes, from the kernel (wait4). ASan's quarantine
- * is off in the child: under ASan freed blocks sit in it (256 MB by default) and count as
- * resident, so a sanitizer build measures what the plain one does. */
-static inline long long zt_zinc_rss(const char *words, const char *log, const char *env)
+/* Runs zinc with words (space-separated arguments); its stdout and stderr go to log (NULL:
+ * /dev/null), env (NAME=VALUE or NULL) is added to its environment, and as_limit (bytes,
+ * 0 = none; ignored under AddressSanitizer, whose shadow needs terabytes of address space)
+ * caps its address space, so a run that would allocate far too much fails instead of
+ * taking the machine's memory, and its CPU time to 240 s, so one that would run away ends
+ * (SIGXCPU). Sets *status (waitpid's) and returns the child's peak RSS in
+ * bytes, from the kernel (wait4). ASan's quarantine is off in the child: under ASan freed
+ * blocks sit in it (256 MB by default) and count as resident, so a sanitizer build
+ * measures what the plain one does; and ASan's allocator returns NULL for a request it
+ * cannot serve instead of aborting, as malloc does. */
+static inline long long zt_zinc_capped(const char *words, const char *log, const char *env,
+				    unsigned long long as_limit, int *status)
 {
 	static char copy[8192];
 	char *argv[160], *save = NULL;
-	int argc = 0, status = 0;
+	int argc = 0;
 	struct rusage ru;
 	pid_t pid;
 
@@ -59,18 +65,44 @@ static inline long long zt_zinc_rss(const char *words, const char *log, const ch
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
-		setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0", 1);
+		/* and a failed malloc returns NULL as in the plain build, so the run's own
+		 * message for it is what the test sees */
+		setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0:"
+		       "allocator_may_return_null=1", 1);
 		if (env)
 			putenv((char *)env);
+#ifndef __SANITIZE_ADDRESS__
+		if (as_limit) {
+			struct rlimit rl = { as_limit, as_limit };
+
+			if (setrlimit(RLIMIT_AS, &rl))
+				_exit(125);
+		}
+#endif
+		if (as_limit) {
+			struct rlimit cpu = { 240, 240 };
+
+			if (setrlimit(RLIMIT_CPU, &cpu))
+				_exit(125);
+		}
 		if (!freopen(log ? log : "/dev/null", "w", stdout) || dup2(fileno(stdout), 2) < 0)
 			_exit(126);
 		execv(argv[0], argv);
 		_exit(127);
 	}
-	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
+	cr_assert_eq(wait4(pid, status, 0, &ru), pid);
+	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+/* zt_zinc_capped without a limit, asserting that zinc exits 0; returns its peak RSS. */
+static inline long long zt_zinc_rss(const char *words, const char *log, const char *env)
+{
+	int status = 0;
+	long long rss = zt_zinc_capped(words, log, env, 0, &status);
+
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zinc %s: status %d", words,
 		  status);
-	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+	return rss;
 }
 
 /* Runs "env timeout 60 zinc <args>" through the shell (env: "VAR=value " prefixes or "";

@@ -168,7 +168,7 @@ Test(engine, over_budget_refused_at_stage0_trains_at_stage3_offload)
 	tok = et_tokens(et_stream_len(3, 1, 1, ET_B), mc.vocab, 3);
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
 	c.runtime.device_mem_bytes = budget;
-	cr_assert_eq(et_train_model(&r, &c, &mc, ZN_COMM_SINGLE, tok, 3), -ENOMEM);
+	cr_assert_eq(et_train_model(&r, &c, &mc, ZN_COMM_SINGLE, tok, 3), ZN_EUSAGE);
 	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 1);
 	c.runtime.device_mem_bytes = budget;
 	cr_assert_eq(et_train_model(&r, &c, &mc, ZN_COMM_SINGLE, tok, 3), 0);

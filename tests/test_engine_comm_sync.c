@@ -5,9 +5,9 @@
  *     live host blocks is 4 with an engine and 0 without, and the staged tokens are the
  *     caller's;
  *   - a comm stream that never finishes (a launched fn blocked on a gate stands in for a
- *     collective whose peer hung) makes the step return -ETIMEDOUT after
- *     ZINC_NCCL_TIMEOUT_S instead of waiting forever; the error is sticky: the next step
- *     returns it at once;
+ *     collective whose peer hung) makes the step return -ETIMEDOUT after the comm's
+ *     timeout (zinc.comm_timeout) instead of waiting forever; the error is sticky: the
+ *     next step returns it at once;
  *   - the teardown order after a comm error (zn_runtime_comm_first).
  * No assertion depends on how long anything took: the timeout is only an upper bound. */
 #include <criterion/criterion.h>
@@ -31,7 +31,7 @@ static void wait_gate(void *ctx, void *native, const struct zn_kernel_table *k)
 		nanosleep(&ts, NULL);
 }
 
-static struct zn_engine *make(int stage, float clip, int gas)
+static struct zn_engine *make(int stage, float clip, int gas, float timeout_s)
 {
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
 	struct zn_gpt2_config mc;
@@ -41,6 +41,7 @@ static struct zn_engine *make(int stage, float clip, int gas)
 	et_model(&mc);
 	et_config(&c, stage, ZN_OFFLOAD_NONE, ET_B, gas);
 	c.gradient_clipping = clip;
+	c.runtime.comm_timeout_s = timeout_s;
 	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
 	return e;
 }
@@ -49,7 +50,7 @@ static void host_buffers(int stage, float clip, int gas, int want_live)
 {
 	uint64_t n = (uint64_t)gas * ET_B * ET_T;
 	int *tok = et_tokens(n + 1, 96, 7);
-	struct zn_engine *e = make(stage, clip, gas);
+	struct zn_engine *e = make(stage, clip, gas, 600.0f);
 	struct zn_step_stats st;
 
 	cr_assert_eq(zn_device_host_live(e->rt.dev), want_live,
@@ -81,10 +82,8 @@ static void hung_comm(int stage, float clip, int gas)
 	struct zn_engine *e;
 	struct zn_step_stats st;
 
-	/* the limit is read when the engine creates its comm */
-	setenv("ZINC_NCCL_TIMEOUT_S", "0.2", 1);
-	e = make(stage, clip, gas);
-	unsetenv("ZINC_NCCL_TIMEOUT_S");
+	/* the limit is the comm's, from the engine's config */
+	e = make(stage, clip, gas, 0.2f);
 	atomic_store(&gate, 0);
 	cr_assert_eq(zn_launch(e->rt.comm_s, wait_gate, NULL, 0), 0);
 	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), -ETIMEDOUT,

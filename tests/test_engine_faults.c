@@ -2,11 +2,12 @@
  * GPT of engine_common.h:
  *   - zn_engine_create with the Nth device allocation, stream creation, event creation or
  *     (offload cpu) pinned arena view failing, for N = 1, 2, ... until create succeeds:
- *     every failure is the injected -ENOMEM, the half-built engine is torn down with
- *     nothing left on the device (the device warns at destroy about any live allocation,
- *     stream or event: no such warning may appear; host memory is LSan's part in the
- *     sanitizer build), and the first N past the last call gives an engine that trains
- *     one step with exactly the loss of an unfaulted run;
+ *     every failure is the injected -ENOMEM with a line naming what was being allocated,
+ *     the half-built engine is torn down with nothing left on the device (the device
+ *     warns at destroy about any live allocation, stream or event: no such warning may
+ *     appear; host memory is LSan's part in the sanitizer build), and the first N past
+ *     the last call gives an engine that trains one step with exactly the loss of an
+ *     unfaulted run;
  *   - zn_engine_step with the Kth collective failing (ZINC_COMM_FAIL_OP): the step returns
  *     -EIO, the log names the collective and the step, destroy is clean; K past the
  *     step's collectives trains with the unfaulted loss.
@@ -167,6 +168,10 @@ static int walk_create(const struct fcase *fc, const char *env, const int *tok, 
 				       fc->name, env, n);
 			cr_assert(injected, "%s, %s=%d: create failed without the fault; log:\n%s",
 				  fc->name, env, n, log);
+			/* every allocation failure says what was being allocated */
+			cr_assert(strstr(log, "out of memory allocating "), "%s, %s=%d: the "
+				  "failure does not name what was allocated; log:\n%s", fc->name,
+				  env, n, log);
 		} else {
 			cr_assert_not(injected, "%s, %s=%d: the fault was hit but create succeeded "
 				      "(an error was swallowed); log:\n%s", fc->name,

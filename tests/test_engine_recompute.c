@@ -256,7 +256,7 @@ Test(engine_recompute, plan_refuses_what_does_not_fit, .init = cr_redirect_stder
 	k.every = 0;
 	rc_config(&c, &k);
 	c.runtime.device_mem_bytes = (off.plan_bytes + on.plan_bytes) / 2;
-	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), -ENOMEM);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), ZN_EUSAGE);
 	k.every = 1;
 	rc_config(&c, &k);
 	c.runtime.device_mem_bytes = (off.plan_bytes + on.plan_bytes) / 2;
@@ -265,7 +265,7 @@ Test(engine_recompute, plan_refuses_what_does_not_fit, .init = cr_redirect_stder
 	k.home = ZN_OFFLOAD_CPU;
 	rc_config(&c, &k);
 	c.runtime.pinned_mem_bytes = 4096;
-	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), -ENOMEM);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), ZN_EUSAGE);
 	fflush(stderr);
 	n = fread(buf, 1, sizeof(buf) - 1, cr_get_redirected_stderr());
 	buf[n] = 0;

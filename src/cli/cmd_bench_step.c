@@ -23,6 +23,7 @@
 #include "comm/comm.h"
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "core/trace.h"
 #include "cpu/adamw.h"
 #include "gpu/device.h"
@@ -335,8 +336,8 @@ static int bench_create(struct bench *b, const struct zn_config *cfg,
 		return rc;
 	b->tokens = (uint64_t)zn_engine_grad_accum(b->e) * (uint64_t)zn_engine_micro_batch(b->e) *
 		    (uint64_t)seq;
-	b->in = malloc(b->tokens * sizeof(int));
-	b->tgt = malloc(b->tokens * sizeof(int));
+	b->in = zn_size_calloc(b->tokens, sizeof(int), "the step's input tokens");
+	b->tgt = zn_size_calloc(b->tokens, sizeof(int), "the step's target tokens");
 	b->vocab = zn_train_model_vocab(tm);
 	b->rng = 0x9e3779b97f4a7c15ull;
 	return b->in && b->tgt ? 0 : -ENOMEM;
@@ -640,7 +641,7 @@ int zn_cmd_bench_step(int argc, char **argv)
 			rc = r;
 	}
 	if (rc)
-		return rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+		return rc == ZN_EUSAGE ? ZN_EXIT_USAGE : 1;
 	load_avg(env.load, sizeof(env.load));
 	zn_bs_finish_rows(&env, o.rows, o.caps);
 	if (o.json)

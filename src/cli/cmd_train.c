@@ -242,10 +242,13 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 	return rc;
 }
 
-/* The settings of this command every rank must share, as agreement lines. */
-static void own_text(const struct train_opts *o, char *buf, size_t size)
+/* The settings of this command every rank must share, as agreement lines; the data files
+ * by identity (size and sampled CRC, train_ranks.h), so ranks given different data stop
+ * before any step. Returns 0, or a negative code when a data file cannot be read. */
+static int own_text(const struct train_opts *o, bool files, char *buf, size_t size)
 {
 	size_t k;
+	int rc = 0;
 
 	snprintf(buf, size, "train.steps=%d\ntrain.seq=%d\ntrain.init_from=%s\n"
 		 "train.save_final=%s\ntrain.save_dtype=%s\ntrain.save_shard_size=%llu\n"
@@ -257,10 +260,17 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 	k = strlen(buf);
 	zn_train_ckpt_text(&o->ck, buf + k, size - k);
 	k = strlen(buf);
-	snprintf(buf + k, size - k, "train.shuffle=%s\ntrain.epochs=%d\ntrain.val_data=%s\n"
+	snprintf(buf + k, size - k, "train.shuffle=%s\ntrain.epochs=%d\n"
 		 "train.eval_steps=%d\ntrain.eval_batches=%d\n", o->ev.shuffle ? "true" : "false",
-		 o->ev.epochs, o->ev.val_data ? "given" : "none", o->ev.eval_steps,
-		 o->ev.eval_batches);
+		 o->ev.epochs, o->ev.eval_steps, o->ev.eval_batches);
+	k = strlen(buf);
+	if (files)
+		rc = zn_train_ranks_file_line("train.data", "--data", o->data, buf + k, size - k);
+	k = strlen(buf);
+	if (files && !rc)
+		rc = zn_train_ranks_file_line("train.val_data", "--val-data", o->ev.val_data,
+					      buf + k, size - k);
+	return rc;
 }
 
 /* Every file the run reads or writes, by identity (train_paths.h). */
@@ -304,6 +314,12 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies;
 	 * train_ckpt.c defers SIGTERM to the end of the step */
 	model = zn_train_model_get(tm);
+	/* the counts first, so a loader does no per-layer work for a run the engine refuses */
+	rc = zn_engine_check_counts(cfg, &model, eo.seq_len);
+	if (rc) {
+		zn_train_ranks_fail(ranks, ZN_EXIT_USAGE);
+		return ZN_EXIT_USAGE;
+	}
 	if (zn_signals_install() ||
 	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, tm)) ||
 	    zn_train_ckpt_begin(&ck, &o->ck, cfg, &model, ranks->comm, ranks->world,
@@ -322,7 +338,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	zn_train_hf_loader_close(init);
 	if (rc) {
 		zn_train_ckpt_end(&ck);
-		rc = rc == ZN_EUSAGE || rc == -ENOMEM ? ZN_EXIT_USAGE : 1;
+		rc = rc == ZN_EUSAGE ? ZN_EXIT_USAGE : 1; /* -ENOMEM: an allocation failed */
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
 	}
@@ -339,13 +355,9 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc && o->data && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
 		rc = zn_train_data_pack(&data, e, NULL);
-	if (!rc && o->ev.epochs) {
-		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
-		steps = (int)(zn_train_data_steps_per_epoch(&data) * (uint64_t)o->ev.epochs /
-			      (uint64_t)data.gas);
-		if (steps < 1)
-			steps = 1;
-	}
+	/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
+	if (!rc && o->ev.epochs)
+		rc = zn_train_data_epoch_steps(&data, o->ev.epochs, &steps);
 	if (!rc)
 		rc = zn_train_ckpt_resumed(&ck, e, &data);
 	if (!rc)
@@ -448,7 +460,7 @@ int zn_cmd_train(int argc, char **argv)
 	struct zn_train_model tm;
 	struct train_opts o = { 0 };
 	struct zn_config cfg;
-	char own[1024];
+	char own[2048];
 	bool help = false, ok;
 	int rc, rank = 0, save_lock = -1;
 
@@ -458,7 +470,8 @@ int zn_cmd_train(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (zn_train_ranks_start(&ranks))
+	/* a config that did not parse still agrees, within the default timeout */
+	if (zn_train_ranks_start(&ranks, ok ? cfg.runtime.comm_timeout_s : 0))
 		return ZN_EXIT_USAGE;
 	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
 	 * of 1 keeps a decay schedule valid */
@@ -511,7 +524,8 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */
-	own_text(&o, own, sizeof(own));
+	if (own_text(&o, ok && !o.print_config && ranks.world > 1, own, sizeof(own)))
+		ok = false;
 	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);

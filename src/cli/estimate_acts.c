@@ -23,31 +23,31 @@ int zn_estimate_gpt_shape(struct zn_train_model *tm, int layers, int hidden, int
 	return zn_gpt2_config_validate(&tm->gpt2) ? ZN_EUSAGE : 0;
 }
 
+/* The layers are described one at a time (zn_act_shape.ld NULL), so a model of a
+ * million layers costs time, not memory; the sums over them are taken once. */
 struct acts_model {
 	struct zn_model model;
-	struct zn_layer_desc *ld;
+	struct zn_act_sums sums;
 	int n;
 };
 
-static int model_of(const struct zn_train_model *tm, struct acts_model *m)
+static void model_of(const struct zn_train_model *tm, const struct zn_est_acts *a, int T,
+		     struct acts_model *m)
 {
-	int rc = 0;
+	struct zn_act_shape s;
 
 	m->model = zn_train_model_get(tm);
 	m->n = m->model.ops->layer_count(m->model.config);
-	m->ld = calloc((size_t)m->n, sizeof(*m->ld));
-	if (!m->ld)
-		return -ENOMEM;
-	for (int l = 0; !rc && l < m->n; l++)
-		rc = m->model.ops->describe(m->model.config, l, &m->ld[l]);
-	return rc;
+	s = (struct zn_act_shape){ .model = m->model, .n = m->n, .B = a->micro, .T = T };
+	zn_act_sums_of(&s, &m->sums);
 }
 
 static void bytes_for(const struct acts_model *m, const struct zn_est_acts *a, int T, bool on,
 		      enum zn_tier home, struct zn_act_bytes *out)
 {
-	struct zn_act_shape s = { .model = m->model, .ld = m->ld, .n = m->n, .B = a->micro,
-				  .T = T, .on = on, .every = a->every, .home = home };
+	struct zn_act_shape s = { .model = m->model, .sums = &m->sums, .n = m->n,
+				  .B = a->micro, .T = T, .on = on, .every = a->every,
+				  .home = home };
 
 	zn_act_bytes_of(&s, out);
 }
@@ -56,8 +56,7 @@ static void bytes_for(const struct acts_model *m, const struct zn_est_acts *a, i
 static void per_layer(const struct acts_model *m, const struct zn_est_acts *a, int T,
 		      uint64_t x)
 {
-	struct zn_act_shape s = { .model = m->model, .ld = m->ld, .n = m->n, .B = a->micro,
-				  .T = T };
+	struct zn_act_shape s = { .model = m->model, .n = m->n, .B = a->micro, .T = T };
 	char b[2][32];
 
 	for (int l = 0; l < m->n;) {
@@ -83,19 +82,13 @@ int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *t
 	struct acts_model m = { 0 };
 	struct zn_act_bytes off, on;
 	char b[4][32];
-	int rc = model_of(tm, &m);
 
-	if (rc) {
-		free(m.ld);
-		return rc;
-	}
+	model_of(tm, a, T, &m);
 	bytes_for(&m, a, T, false, ZN_TIER_DEVICE, &off);
 	bytes_for(&m, a, T, true, ZN_TIER_DEVICE, &on);
 	*device_bytes = a->checkpointing ? on.device : off.device;
-	if (a->quiet) {
-		free(m.ld);
+	if (a->quiet)
 		return 0;
-	}
 	printf("# activations (fp32) at micro-batch %d x seq %d, per rank (layer 0: the "
 	       "embedding, layer %d: the final norm, lm_head and loss):\n", a->micro, T,
 	       m.n - 1);
@@ -111,6 +104,5 @@ int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *t
 		       zn_cli_fmt_bytes(on.host, b[1], 32), zn_cli_fmt_bytes(on.nvme, b[2], 32),
 		       on.runs);
 	}
-	free(m.ld);
 	return 0;
 }

@@ -22,7 +22,8 @@ int zn_estimate_gpt_shape(struct zn_train_model *tm, int layers, int hidden, int
 /* The activations of tm's model (any family: GPT-2, Llama, Qwen2, Mistral) at micro-batch
  * a->micro and the model's sequence length: prints the per-layer and total lines (unless
  * quiet) and sets *device_bytes to the device activation bytes of the chosen setting (for
- * the table's device column). Returns 0, or -ENOMEM. */
+ * the table's device column). Returns 0; the layers are described one at a time, so
+ * nothing grows with the layer count. */
 int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *tm,
 		     uint64_t *device_bytes);
 

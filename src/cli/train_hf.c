@@ -11,6 +11,7 @@
 
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "model/hf_dir.h"
 
 /* mem [rows, cols] = transpose of file [cols, rows] */
@@ -45,7 +46,7 @@ static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, floa
 			memset(dst + t->numel, 0, (d->numel - t->numel) * sizeof(float));
 		return rc;
 	}
-	tmp = malloc(t->numel * sizeof(float) + 1);
+	tmp = zn_size_alloc(zn_size_mul(t->numel, sizeof(float)), "a tensor to transpose");
 	if (!tmp)
 		return -ENOMEM;
 	rc = zn_hf_read_rows(s, d->name, 0, t->shape[0], ZN_DTYPE_F32, tmp);
@@ -70,7 +71,7 @@ static int describe_all(const struct zn_train_model *tm, struct zn_layer_desc **
 	int rc = 0;
 
 	*n = m.ops->layer_count(m.config);
-	*out = calloc((size_t)*n, sizeof(**out));
+	*out = zn_size_calloc((uint64_t)*n, sizeof(**out), "the layer descriptors");
 	if (!*out)
 		return -ENOMEM;
 	for (int l = 0; !rc && l < *n; l++)
@@ -218,8 +219,10 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 		     const char *path, const struct zn_hf_save_opts *o)
 {
 	int n = ls->n, count = 0, rc;
-	struct zn_st_entry *e = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*e));
-	struct tensor_ref *tr = calloc((size_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr));
+	struct zn_st_entry *e = zn_size_calloc((uint64_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*e),
+					       "the saved tensors' entries");
+	struct tensor_ref *tr = zn_size_calloc((uint64_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr),
+					       "the saved tensors' references");
 	const struct zn_gpt2_config *mc = &tm->gpt2;
 	struct zn_hf_config c;
 
@@ -271,7 +274,8 @@ static int stream_open(struct layer_stream *ls, const struct zn_train_model *tm,
 	for (int l = 0; !rc && l < ls->n; l++)
 		max = ld[l].numel > max ? ld[l].numel : max;
 	ls->ld = ld;
-	ls->buf = rc ? NULL : malloc(max * sizeof(float) + 1);
+	ls->buf = rc ? NULL : zn_size_alloc(zn_size_add(zn_size_mul(max, sizeof(float)), 1),
+						   "a layer to save");
 	return rc ? rc : ls->buf ? 0 : -ENOMEM;
 }
 

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "core/units.h"
 #include "data/pack.h"
 #include "model/data.h"
@@ -66,8 +67,10 @@ int zn_train_data_open(struct zn_train_data *d, const char *path, enum zn_data_f
 		zn_train_data_close(d);
 		return rc;
 	}
-	d->inputs = malloc(bt * (uint64_t)d->gas * sizeof(int));
-	d->targets = malloc(bt * (uint64_t)d->gas * sizeof(int));
+	d->inputs = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				   "the step's input tokens");
+	d->targets = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				    "the step's target tokens");
 	if (!d->inputs || !d->targets) {
 		zn_train_data_close(d);
 		return -ENOMEM;
@@ -82,7 +85,8 @@ int zn_train_data_pack(struct zn_train_data *d, const struct zn_engine *e, const
 
 	if (rc)
 		return rc;
-	d->pos = malloc(bt * (uint64_t)d->gas * sizeof(int));
+	d->pos = zn_size_calloc(zn_size_mul(bt, (uint64_t)d->gas), sizeof(int),
+				"the step's token positions");
 	if (!d->pos)
 		return -ENOMEM;
 	rows = zn_pack_rows(d->pack);
@@ -124,6 +128,21 @@ uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d)
 	if (d->pack)
 		return zn_pack_steps_per_epoch(d->pack);
 	return zn_data_steps_per_epoch(d->d);
+}
+
+int zn_train_data_epoch_steps(const struct zn_train_data *d, int epochs, int *steps)
+{
+	uint64_t per = zn_train_data_steps_per_epoch(d);
+	uint64_t n = zn_size_mul(per, (uint64_t)epochs) / (uint64_t)d->gas;
+
+	if (n > INT_MAX) {
+		zn_error("--epochs %d x %llu micro-batches per epoch / grad-accum %d is more than "
+			 "%d steps: lower --epochs", epochs, (unsigned long long)per, d->gas,
+			 INT_MAX);
+		return ZN_EUSAGE;
+	}
+	*steps = n < 1 ? 1 : (int)n;
+	return 0;
 }
 
 void zn_train_data_close(struct zn_train_data *d)

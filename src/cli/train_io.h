@@ -50,6 +50,9 @@ void zn_train_data_close(struct zn_train_data *d);
 uint64_t zn_train_data_position(const struct zn_train_data *d);
 void zn_train_data_seek(struct zn_train_data *d, uint64_t position);
 uint64_t zn_train_data_steps_per_epoch(const struct zn_train_data *d); /* data steps */
+/* The optimizer steps of `epochs` epochs (grad_accum data steps each, at least 1) into
+ * *steps; ZN_EUSAGE (logged) when they are more than an int. */
+int zn_train_data_epoch_steps(const struct zn_train_data *d, int epochs, int *steps);
 
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   const struct zn_train_model *tm, const struct zn_engine *e, int T,

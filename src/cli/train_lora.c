@@ -9,6 +9,7 @@
 #include "cli/train_lora.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "model/hf_dir.h"
 #include "model/safetensors.h"
 
@@ -262,7 +263,7 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
 		       const struct zn_train_lora_out *out)
 {
 	int n = zn_engine_layer_count(e), rc = 0;
-	float **ad = calloc((size_t)n, sizeof(*ad));
+	float **ad = zn_size_calloc((uint64_t)n, sizeof(*ad), "the adapter layers' pointers");
 
 	if (!tl->save_adapter && !(tl->merge && out->path)) {
 		free(ad);
@@ -272,7 +273,8 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
 		return -ENOMEM;
 	/* collective: every rank reads every layer */
 	for (int l = 0; !rc && l < n; l++) {
-		ad[l] = malloc((zn_engine_layer_numel(e, l) + 1) * sizeof(float));
+		ad[l] = zn_size_calloc(zn_engine_layer_numel(e, l) + 1, sizeof(float),
+				       "an adapter layer");
 		rc = ad[l] ? zn_engine_read_layer(e, l, ad[l]) : -ENOMEM;
 	}
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)

@@ -11,10 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
+#include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "nvme/crc32c.h"
+
+/* A data file's identity: its size and a CRC32C of its first and last MiB and of 64
+ * pieces of 4 KiB spread evenly between (all of a file up to 2 MiB + 256 KiB), read
+ * in a few milliseconds whatever the file's size. */
+#define ID_EDGE_BYTES (1u << 20)
+#define ID_PIECES 64
+#define ID_PIECE_BYTES 4096u
 
 /* Keys a rank may set differently from the others: its own disks, memory pinning and
  * NUMA placement, and its swap directories' names. */
@@ -131,10 +141,87 @@ char *zn_train_ranks_text(const struct zn_config *cfg, const struct zn_train_mod
 	return t.buf;
 }
 
-int zn_train_ranks_start(struct zn_train_ranks *r)
+/* crc of [off, off + n) of fd, chained */
+static int crc_range(int fd, const char *path, uint64_t off, uint64_t n, char *buf,
+		     uint32_t *crc)
+{
+	while (n) {
+		size_t k = n < ID_EDGE_BYTES ? (size_t)n : ID_EDGE_BYTES;
+		int rc = zn_pread_all(fd, buf, k, off, path);
+
+		if (rc)
+			return rc;
+		*crc = zn_crc32c(*crc, buf, k);
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static uint32_t file_crc(int fd, const char *path, uint64_t size, char *buf, int *rc)
+{
+	uint64_t edge = 2ull * ID_EDGE_BYTES + (uint64_t)ID_PIECES * ID_PIECE_BYTES;
+	uint64_t mid, step;
+	uint32_t crc = 0;
+
+	if (size <= edge) {
+		*rc = crc_range(fd, path, 0, size, buf, &crc);
+		return crc;
+	}
+	mid = size - 2ull * ID_EDGE_BYTES;
+	step = mid / ID_PIECES;
+	*rc = crc_range(fd, path, 0, ID_EDGE_BYTES, buf, &crc);
+	for (int i = 0; !*rc && i < ID_PIECES; i++)
+		*rc = crc_range(fd, path, ID_EDGE_BYTES + (uint64_t)i * step, ID_PIECE_BYTES, buf,
+				&crc);
+	if (!*rc)
+		*rc = crc_range(fd, path, size - ID_EDGE_BYTES, ID_EDGE_BYTES, buf, &crc);
+	return crc;
+}
+
+int zn_train_ranks_file_line(const char *key, const char *flag, const char *path, char *line,
+			     size_t size)
+{
+	uint64_t bytes = 0;
+	char *buf, shown[256];
+	uint32_t crc;
+	size_t k;
+	int fd, rc;
+
+	if (!path) {
+		snprintf(line, size, "%s=none\n", key);
+		return 0;
+	}
+	fd = zn_open_input_regular(path, flag, &bytes);
+	if (fd < 0)
+		return fd;
+	buf = malloc(ID_EDGE_BYTES);
+	if (!buf) {
+		close(fd);
+		zn_error("%s %s: out of memory allocating its read buffer (%u bytes)", flag, path,
+			 ID_EDGE_BYTES);
+		return -ENOMEM;
+	}
+	crc = file_crc(fd, path, bytes, buf, &rc);
+	free(buf);
+	close(fd);
+	if (rc)
+		return rc;
+	/* the path is shown, never compared (ranks may hold the same file at other paths) */
+	snprintf(shown, sizeof(shown), "%s", path);
+	for (k = 0; shown[k]; k++)
+		if (shown[k] == '\n' || shown[k] == '\t')
+			shown[k] = '?';
+	snprintf(line, size, "%s=%llu bytes, crc32c %08x\t%s\n", key, (unsigned long long)bytes,
+		 crc, shown);
+	return 0;
+}
+
+int zn_train_ranks_start(struct zn_train_ranks *r, double timeout_s)
 {
 	/* never the engine's injected comm faults: this comm's ops are counted apart */
-	struct zn_comm_config cc = { .kind = ZN_COMM_MPI, .fail_op_index = UINT64_MAX };
+	struct zn_comm_config cc = { .kind = ZN_COMM_MPI, .fail_op_index = UINT64_MAX,
+				     .stop_op_index = UINT64_MAX, .timeout_s = timeout_s };
 	int rc;
 
 	r->comm = NULL;
@@ -161,6 +248,10 @@ int zn_train_ranks_agree(struct zn_train_ranks *r, const struct zn_config *cfg,
 	}
 	rc = zn_comm_agree(r->comm, text ? text : "", ok);
 	free(text);
+	/* the collective itself failed (a rank that never came: --comm-timeout): the others
+	 * may still wait in it, and MPI_Finalize would wait for the missing rank */
+	if (rc && rc != -EINVAL && rc != -ECANCELED)
+		zn_train_ranks_fail(r, 1);
 	return rc;
 }
 

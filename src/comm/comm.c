@@ -7,6 +7,7 @@
 #include "comm/comm.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,11 @@ int zn_comm_fault(struct zn_comm *c, const struct zn_comm_args *a)
 {
 	uint64_t n = atomic_fetch_add(&c->op_count, 1) + 1;
 
+	if (c->stop_op_index && n == c->stop_op_index) {
+		zn_error("comm %s: injected stop in collective #%llu (%s): this rank stops "
+			 "(SIGSTOP)", c->ops->name, (unsigned long long)n, zn_comm_op_name(a->op));
+		raise(SIGSTOP);
+	}
 	if (!c->fail_op_index || n != c->fail_op_index)
 		return 0;
 	zn_error("comm %s: injected fault in collective #%llu (%s)", c->ops->name,
@@ -152,11 +158,14 @@ int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg)
 	fault_env = getenv("ZINC_COMM_FAIL_OP");
 	if (!c->fail_op_index && fault_env && *fault_env)
 		c->fail_op_index = strtoull(fault_env, NULL, 10);
+	c->stop_op_index = cfg->stop_op_index;
+	fault_env = getenv("ZINC_COMM_STOP_OP");
+	if (!c->stop_op_index && fault_env && *fault_env)
+		c->stop_op_index = strtoull(fault_env, NULL, 10);
 	c->deterministic = cfg->deterministic;
 	c->size = 1;
-	rc = zn_comm_timeout_parse(getenv("ZINC_NCCL_TIMEOUT_S"), &c->timeout_s);
-	if (!rc)
-		rc = choose_kind(cfg, &c->kind);
+	c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : ZN_COMM_TIMEOUT_DEFAULT_S;
+	rc = choose_kind(cfg, &c->kind);
 	if (rc)
 		goto free_comm;
 	if (c->kind == ZN_COMM_SINGLE)

@@ -74,6 +74,8 @@ enum zn_comm_kind {
 	ZN_COMM_NCCL = 3,
 };
 
+#define ZN_COMM_TIMEOUT_DEFAULT_S 600.0
+
 struct zn_comm_config {
 	enum zn_comm_kind kind;
 	/* The device whose streams and memory the ops use. NULL: host buffers only (stream
@@ -83,6 +85,15 @@ struct zn_comm_config {
 	 * all ops that reach the backend) fails with -EIO where it would run. 0 = off; then
 	 * the environment variable ZINC_COMM_FAIL_OP=N, read at create, sets it. */
 	uint64_t fail_op_index;
+	/* Fault injection for tests: the collective with this index stops the process
+	 * (SIGSTOP) where it would run, as a rank that stops responding. 0 = off; then
+	 * ZINC_COMM_STOP_OP=N, read at create, sets it. */
+	uint64_t stop_op_index;
+	/* Seconds a collective may wait for the other ranks (--comm-timeout,
+	 * zinc.comm_timeout); 0 = ZN_COMM_TIMEOUT_DEFAULT_S. mpi: every collective and barrier
+	 * is bounded by it and a timeout names the ranks that did not arrive; nccl: the end of
+	 * a step's wait for the comm stream (zn_comm_synchronize) and its MPI host ops. */
+	double timeout_s;
 	/* single only: a process-local comm of one rank even when the launcher started more
 	 * (a rank computing a one-rank reference in-process, as the engine's MPI tests do).
 	 * Without it, single under a multi-rank launch is refused as a likely mistake. */
@@ -150,7 +161,8 @@ int zn_comm_check(struct zn_comm *c);
  *
  * zn_comm_agree: every rank checks that it runs what rank 0 runs before any work. text is
  * this rank's description of the run as "key=value" lines (the effective config, the
- * model shape, ...; per-rank values such as paths left out); ok says whether this rank's
+ * model shape, ...; per-rank values such as paths left out; "key=value<TAB>note" compares
+ * key=value and shows "value (note)" in a disagreement); ok says whether this rank's
  * own start-up succeeded. Rank 0's text is broadcast and every rank compares it line by
  * line, then every rank learns every other's verdict (an all-gather), so all of them
  * return the same answer: 0 when every rank is ok and agrees; -EINVAL (ZN_EUSAGE) when
@@ -167,11 +179,21 @@ int zn_comm_check(struct zn_comm *c);
 int zn_comm_agree(struct zn_comm *c, const char *text, bool ok);
 void zn_comm_abort(int exit_code);
 
+/* For the MPI backend's timeout line and its tests (pure): this rank timed out in op seq
+ * (1-based) of channel (0 host ops, 1 stream ops); answered[r] says whether rank r answered
+ * the arrival query and reached[r][c] how many ops of channel c it had begun. Writes
+ * "rank 1 did not arrive (no answer: ...)" and "rank 3 did not arrive (it is at host op 4,
+ * stream op 17)" parts, or that every rank arrived, into buf; returns how many ranks did
+ * not arrive. */
+int zn_comm_missing_text(char *buf, size_t size, int rank, int world, int channel,
+			 int64_t seq, const bool *answered, const int64_t (*reached)[2]);
+
 /* Waits for the work queued on s so far (the comm stream's collectives) like
  * zn_stream_synchronize, but polls the backend for asynchronous errors meanwhile and gives
- * up after ZINC_NCCL_TIMEOUT_S seconds (read at create; default 600, 0 = no limit,
- * fractions allowed): a peer that died or hangs must not make the end of a step wait
- * forever. Returns 0 once the work is done and no error was seen; an asynchronous error
+ * up after the comm's timeout (zn_comm_config.timeout_s; fractions allowed): a peer that
+ * died or hangs must not make the end of a step wait forever. Under mpi each op is bounded
+ * by the timeout itself (and names the missing ranks), so this waits without a limit of
+ * its own. Returns 0 once the work is done and no error was seen; an asynchronous error
  * (-EIO) as soon as the backend reports it; -ETIMEDOUT after the limit, logged with what
  * to do. Both are sticky: destroy the comm then (nccl aborts its communicator instead of
  * waiting for the others). The stream's work may still be queued after an error. */
@@ -185,9 +207,6 @@ enum zn_comm_wait {
 	ZN_COMM_WAIT_TIMEOUT = 3,
 };
 enum zn_comm_wait zn_comm_wait_next(bool done, int poll_rc, double waited_s, double timeout_s);
-/* ZINC_NCCL_TIMEOUT_S's value (NULL or "" = the default 600) -> seconds; -EINVAL (logged)
- * unless a number >= 0. */
-int zn_comm_timeout_parse(const char *v, double *timeout_s);
 /* The NCCL_ALGO value to set before NCCL initialises, or NULL to leave it: "Ring" when
  * deterministic and the environment does not choose one already (current NULL or ""). */
 const char *zn_comm_nccl_algo(bool deterministic, const char *current);

@@ -1,4 +1,5 @@
-/* Ranks that agree before they work, and a failing rank that takes the job down (comm.h).
+/* Ranks that agree before they work, a failing rank that takes the job down, and the line
+ * naming the ranks a timed-out collective waited for (comm.h).
  *
  * zn_comm_agree: rank 0 broadcasts the length of its text, then the text; every rank
  * finds the first line where its own text differs; an all-gather of (ok, first differing
@@ -33,6 +34,14 @@ static bool line_at(const char *text, int k, const char **start, size_t *len)
 	return true;
 }
 
+/* A line's compared part: up to a tab (what follows it is a note, shown, not compared). */
+static size_t compared(const char *p, size_t len)
+{
+	const char *tab = memchr(p, '\t', len);
+
+	return tab ? (size_t)(tab - p) : len;
+}
+
 /* The first line where a and b differ, or -1 when they are the same. */
 static int first_difference(const char *a, const char *b)
 {
@@ -43,17 +52,22 @@ static int first_difference(const char *a, const char *b)
 
 		if (!ha && !hb)
 			return -1;
+		if (ha)
+			la = compared(pa, la);
+		if (hb)
+			lb = compared(pb, lb);
 		if (ha != hb || la != lb || memcmp(pa, pb, la))
 			return k;
 	}
 }
 
-/* "key" and "value" of line k ("key=value"); "(none)" past the end. */
+/* "key" and "value" of line k ("key=value", or "key=value<TAB>note": "value (note)");
+ * "(none)" past the end. */
 static void split_line(const char *text, int k, char *key, size_t key_size, char *val,
 		       size_t val_size)
 {
 	const char *p, *eq;
-	size_t len;
+	size_t len, vlen, vcmp;
 
 	if (!line_at(text, k, &p, &len)) {
 		snprintf(key, key_size, "(line %d)", k + 1);
@@ -67,7 +81,13 @@ static void split_line(const char *text, int k, char *key, size_t key_size, char
 		return;
 	}
 	snprintf(key, key_size, "%.*s", (int)(eq - p), p);
-	snprintf(val, val_size, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+	vlen = len - (size_t)(eq - p) - 1;
+	vcmp = compared(eq + 1, vlen);
+	if (vcmp == vlen)
+		snprintf(val, val_size, "%.*s", (int)vlen, eq + 1);
+	else
+		snprintf(val, val_size, "%.*s (%.*s)", (int)vcmp, eq + 1, (int)(vlen - vcmp - 1),
+			 eq + 2 + vcmp);
 }
 
 static void report(const char *mine, const char *root_text, const float *verdict, int rank,
@@ -155,4 +175,54 @@ void zn_comm_abort(int exit_code)
 	fflush(stderr);
 	zn_comm_mpi_abort(exit_code);
 	exit(exit_code);
+}
+
+/* Appends ", r" (or "r" first) to buf for each rank in list[0 .. n). */
+static void append_ranks(char *buf, size_t size, const int *list, int n)
+{
+	for (int i = 0; i < n; i++) {
+		size_t k = strlen(buf);
+
+		snprintf(buf + k, size - k, "%s%d", i ? ", " : "", list[i]);
+	}
+}
+
+int zn_comm_missing_text(char *buf, size_t size, int rank, int world, int channel,
+			 int64_t seq, const bool *answered, const int64_t (*reached)[2])
+{
+	static const char *const chan[2] = { "host op", "stream op" };
+	int silent[64], n_listed = 0, n_silent = 0, behind = 0;
+	size_t k;
+
+	buf[0] = 0;
+	for (int r = 0; r < world; r++) {
+		if (r == rank || (answered[r] && reached[r][channel] >= seq))
+			continue;
+		if (!answered[r] && n_listed < 64)
+			silent[n_listed++] = r;
+		n_silent += !answered[r];
+		behind += answered[r];
+	}
+	if (n_silent) {
+		snprintf(buf, size, "rank%s ", n_silent > 1 ? "s" : "");
+		append_ranks(buf, size, silent, n_listed);
+		k = strlen(buf);
+		if (n_silent > n_listed)
+			snprintf(buf + k, size - k, " and %d more", n_silent - n_listed);
+		k = strlen(buf);
+		snprintf(buf + k, size - k, " did not arrive (no answer: stopped, dead, or busy "
+			 "outside the collectives)");
+	}
+	for (int r = 0; r < world && behind; r++) {
+		if (r == rank || !answered[r] || reached[r][channel] >= seq)
+			continue;
+		k = strlen(buf);
+		snprintf(buf + k, size - k, "%srank %d did not arrive (it is at %s %lld, %s %lld)",
+			 k ? "; " : "", r, chan[0], (long long)reached[r][0], chan[1],
+			 (long long)reached[r][1]);
+	}
+	if (!buf[0])
+		snprintf(buf, size, "every rank arrived: the op is slow, not stuck; raise "
+			 "--comm-timeout");
+	return n_silent + behind;
 }

@@ -42,6 +42,9 @@ struct zn_comm_ops {
 	/* largest count_per_rank an all-gather or reduce-scatter takes (MPI counts are
 	 * int); 0 = no limit. all-reduce and broadcast have none (backends split them). */
 	uint64_t max_count_per_rank;
+	/* every op ends within the comm's timeout by itself (mpi: zn_mpi_wait), so
+	 * zn_comm_synchronize need not bound the stream's wait */
+	bool bounded;
 	/* host buffers, on the calling thread; returns when done */
 	int (*run)(struct zn_comm *c, const struct zn_comm_args *a);
 	/* puts the op on s and returns */
@@ -64,7 +67,8 @@ struct zn_comm {
 	atomic_int error;              /* first failure of a collective; 0 = none */
 	atomic_uint_least64_t op_count; /* ops that reached the backend (fault injection) */
 	uint64_t fail_op_index;
-	double timeout_s;              /* zn_comm_synchronize's limit; 0 = none */
+	uint64_t stop_op_index;        /* fault injection: SIGSTOP at this op */
+	double timeout_s;              /* a collective's limit (--comm-timeout), > 0 */
 	bool deterministic;            /* from the config (nccl: NCCL_ALGO) */
 	struct zn_event *sync_ev;      /* zn_comm_synchronize's, made on first use */
 };

@@ -12,7 +12,10 @@
  * count and message size only, so a fixed launch sums in a fixed order. bf16 and fp16
  * are widened to fp32, summed with MPI_SUM, and rounded once (MPI has no bf16 type).
  * Errors: every MPI call goes through mpi_check (MPI_ERRORS_RETURN is set on both
- * communicators, so a failure comes back instead of aborting the job).
+ * communicators, so a failure comes back instead of aborting the job). Every collective is
+ * issued non-blocking and waited for by zn_mpi_wait (comm_wait_mpi.c), bounded by the
+ * comm's timeout: a rank that never arrives gives -ETIMEDOUT and a line naming it, not a
+ * wait forever.
  */
 #include <errno.h>
 #include <limits.h>
@@ -25,8 +28,10 @@
 
 #include "comm/comm_backends.h"
 #include "comm/comm_impl.h"
+#include "comm/comm_mpi.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "gpu/device.h"
 
 /* all-reduce and broadcast are split into pieces MPI's int count can hold */
@@ -35,6 +40,7 @@
 struct zn_mpi {
 	MPI_Comm host;   /* barrier, host ops, the NCCL id */
 	MPI_Comm stream; /* ops enqueued on streams */
+	struct zn_mpi_watch *watch; /* every wait, bounded by the timeout */
 	bool counted;    /* holds one of mpi_users */
 };
 
@@ -45,7 +51,7 @@ static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static int mpi_users;
 static bool mpi_ours;
 
-static int mpi_check(int rc, const char *call, const char *file, int line)
+int zn_mpi_check(int rc, const char *call, const char *file, int line)
 {
 	char msg[MPI_MAX_ERROR_STRING];
 	int len = 0;
@@ -80,7 +86,7 @@ static int mpi_acquire_locked(int need, bool *counted)
 	int inited = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
 	int rc;
 
-	rc = mpi_check(MPI_Finalized(&finalized), "MPI_Finalized", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Finalized(&finalized), "MPI_Finalized", __FILE__, __LINE__);
 	if (rc)
 		return rc;
 	if (finalized) {
@@ -88,19 +94,19 @@ static int mpi_acquire_locked(int need, bool *counted)
 			 "create one mpi/nccl comm per process and keep it until the end");
 		return -EINVAL;
 	}
-	rc = mpi_check(MPI_Initialized(&inited), "MPI_Initialized", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Initialized(&inited), "MPI_Initialized", __FILE__, __LINE__);
 	if (rc)
 		return rc;
 	if (!inited) {
 		/* MULTIPLE: stream ops run on a worker thread while the caller's thread may be
 		 * in a barrier or a host op */
-		rc = mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided),
+		rc = zn_mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided),
 			       "MPI_Init_thread", __FILE__, __LINE__);
 		if (rc)
 			return rc;
 		mpi_ours = true;
 	} else {
-		rc = mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread", __FILE__,
+		rc = zn_mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread", __FILE__,
 			       __LINE__);
 		if (rc)
 			return rc;
@@ -132,7 +138,7 @@ static void mpi_release(void)
 {
 	pthread_mutex_lock(&mpi_lock);
 	if (--mpi_users == 0 && mpi_ours) {
-		mpi_check(MPI_Finalize(), "MPI_Finalize", __FILE__, __LINE__);
+		zn_mpi_check(MPI_Finalize(), "MPI_Finalize", __FILE__, __LINE__);
 		mpi_ours = false;
 	}
 	pthread_mutex_unlock(&mpi_lock);
@@ -142,10 +148,10 @@ static int dup_world(MPI_Comm *out)
 {
 	int rc;
 
-	rc = mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, out), "MPI_Comm_dup", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, out), "MPI_Comm_dup", __FILE__, __LINE__);
 	if (rc)
 		return rc;
-	return mpi_check(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN),
+	return zn_mpi_check(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN),
 			 "MPI_Comm_set_errhandler", __FILE__, __LINE__);
 }
 
@@ -156,16 +162,16 @@ static int query_world(struct zn_mpi *m, struct zn_comm *c)
 	int hint_size = 1;
 	int rc;
 
-	rc = mpi_check(MPI_Comm_rank(m->host, &c->rank), "MPI_Comm_rank", __FILE__, __LINE__);
+	rc = zn_mpi_check(MPI_Comm_rank(m->host, &c->rank), "MPI_Comm_rank", __FILE__, __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_size(m->host, &c->size), "MPI_Comm_size", __FILE__,
+		rc = zn_mpi_check(MPI_Comm_size(m->host, &c->size), "MPI_Comm_size", __FILE__,
 			       __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_split_type(m->host, MPI_COMM_TYPE_SHARED, c->rank,
+		rc = zn_mpi_check(MPI_Comm_split_type(m->host, MPI_COMM_TYPE_SHARED, c->rank,
 						   MPI_INFO_NULL, &node),
 			       "MPI_Comm_split_type", __FILE__, __LINE__);
 	if (!rc)
-		rc = mpi_check(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank", __FILE__,
+		rc = zn_mpi_check(MPI_Comm_rank(node, &c->local_rank), "MPI_Comm_rank", __FILE__,
 			       __LINE__);
 	if (node != MPI_COMM_NULL)
 		MPI_Comm_free(&node);
@@ -205,6 +211,8 @@ int zn_mpi_open(struct zn_mpi **out, struct zn_comm *c, bool need_multiple)
 		rc = dup_world(&m->stream);
 	if (!rc)
 		rc = query_world(m, c);
+	if (!rc)
+		rc = zn_mpi_watch_open(&m->watch, MPI_COMM_WORLD, c->timeout_s);
 	if (rc)
 		goto close_mpi;
 	*out = m;
@@ -219,6 +227,7 @@ void zn_mpi_close(struct zn_mpi *m)
 {
 	if (!m)
 		return;
+	zn_mpi_watch_close(m->watch);
 	if (m->stream != MPI_COMM_NULL)
 		MPI_Comm_free(&m->stream);
 	if (m->host != MPI_COMM_NULL)
@@ -252,106 +261,127 @@ static void narrow(void *out, const float *in, uint64_t n, enum zn_dtype dtype)
 		zn_cast_f32_to_f16(out, in, n);
 }
 
-static int all_gather(MPI_Comm comm, const struct zn_comm_args *a)
+/* A non-blocking call's request, waited for on channel ch within the timeout. */
+static int wait_op(struct zn_mpi *m, enum zn_mpi_channel ch, int rc, const char *call,
+		   MPI_Request *req)
+{
+	rc = zn_mpi_check(rc, call, __FILE__, __LINE__);
+	return rc ? rc : zn_mpi_wait(m->watch, ch, call, req);
+}
+
+static MPI_Comm comm_of(const struct zn_mpi *m, enum zn_mpi_channel ch)
+{
+	return ch == ZN_MPI_HOST ? m->host : m->stream;
+}
+
+static int all_gather(struct zn_mpi *m, enum zn_mpi_channel ch, const struct zn_comm_args *a)
 {
 	const void *send = a->in_place ? MPI_IN_PLACE : a->src;
+	MPI_Request req = MPI_REQUEST_NULL;
 	int n = (int)a->count;
 
-	return mpi_check(MPI_Allgather(send, n, mpi_type(a->dtype), a->dst, n,
-				       mpi_type(a->dtype), comm),
-			 "MPI_Allgather", __FILE__, __LINE__);
+	return wait_op(m, ch, MPI_Iallgather(send, n, mpi_type(a->dtype), a->dst, n,
+					     mpi_type(a->dtype), comm_of(m, ch), &req),
+		       "all_gather (MPI_Iallgather)", &req);
 }
 
 /* fp32 sum; in place (dst == src + rank * count) goes through MPI_IN_PLACE, which
  * leaves the result at the start of src, so it is moved to block `rank` afterwards. */
-static int reduce_scatter_f32(MPI_Comm comm, int rank, float *dst, float *src, int n,
-			      bool in_place)
+static int reduce_scatter_f32(struct zn_mpi *m, enum zn_mpi_channel ch, int rank, float *dst,
+			      float *src, int n, bool in_place)
 {
+	const char *call = "reduce_scatter (MPI_Ireduce_scatter_block)";
+	MPI_Request req = MPI_REQUEST_NULL;
 	int rc;
 
 	if (!in_place)
-		return mpi_check(MPI_Reduce_scatter_block(src, dst, n, MPI_FLOAT, MPI_SUM, comm),
-				 "MPI_Reduce_scatter_block", __FILE__, __LINE__);
-	rc = mpi_check(MPI_Reduce_scatter_block(MPI_IN_PLACE, src, n, MPI_FLOAT, MPI_SUM, comm),
-		       "MPI_Reduce_scatter_block", __FILE__, __LINE__);
+		return wait_op(m, ch, MPI_Ireduce_scatter_block(src, dst, n, MPI_FLOAT, MPI_SUM,
+								comm_of(m, ch), &req),
+			       call, &req);
+	rc = wait_op(m, ch, MPI_Ireduce_scatter_block(MPI_IN_PLACE, src, n, MPI_FLOAT, MPI_SUM,
+						      comm_of(m, ch), &req),
+		     call, &req);
 	if (!rc && rank)
 		memmove(dst, src, (size_t)n * sizeof(float));
 	return rc;
 }
 
-static int reduce_scatter(MPI_Comm comm, struct zn_comm *c, const struct zn_comm_args *a)
+static int reduce_scatter(struct zn_mpi *m, enum zn_mpi_channel ch, struct zn_comm *c,
+			  const struct zn_comm_args *a)
 {
 	uint64_t n = a->count;
 	float *wide;
 	int rc;
 
 	if (a->dtype == ZN_DTYPE_F32)
-		return reduce_scatter_f32(comm, c->rank, a->dst, (float *)a->src, (int)n,
+		return reduce_scatter_f32(m, ch, c->rank, a->dst, (float *)a->src, (int)n,
 					  a->in_place);
 	/* widened copy of the whole input, reduced in place into its first block */
-	wide = malloc(n * c->size * sizeof(float));
-	if (!wide) {
-		zn_error("reduce_scatter: no memory for the fp32 copy of %llu %s elements",
-			 (unsigned long long)(n * c->size), zn_dtype_name(a->dtype));
+	wide = zn_size_alloc(zn_size_mul(zn_size_mul(n, (uint64_t)c->size), sizeof(float)),
+			     "reduce_scatter's fp32 copy of a 16-bit input");
+	if (!wide)
 		return -ENOMEM;
-	}
 	widen(wide, a->src, n * c->size, a->dtype);
-	rc = reduce_scatter_f32(comm, 0, wide, wide, (int)n, true);
+	rc = reduce_scatter_f32(m, ch, 0, wide, wide, (int)n, true);
 	if (!rc)
 		narrow(a->dst, wide, n, a->dtype);
 	free(wide);
 	return rc;
 }
 
-static int all_reduce_f32(MPI_Comm comm, float *buf, uint64_t count)
+static int all_reduce_f32(struct zn_mpi *m, enum zn_mpi_channel ch, float *buf,
+			  uint64_t count)
 {
 	int rc = 0;
 
 	for (uint64_t off = 0; off < count && !rc; off += MPI_PIECE_COUNT) {
 		uint64_t n = count - off < MPI_PIECE_COUNT ? count - off : MPI_PIECE_COUNT;
+		MPI_Request req = MPI_REQUEST_NULL;
 
-		rc = mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT, MPI_SUM,
-					     comm),
-			       "MPI_Allreduce", __FILE__, __LINE__);
+		rc = wait_op(m, ch, MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT,
+						   MPI_SUM, comm_of(m, ch), &req),
+			     "all_reduce (MPI_Iallreduce)", &req);
 	}
 	return rc;
 }
 
-static int all_reduce(MPI_Comm comm, const struct zn_comm_args *a)
+static int all_reduce(struct zn_mpi *m, enum zn_mpi_channel ch, const struct zn_comm_args *a)
 {
 	float *wide;
 	int rc;
 
 	if (a->dtype == ZN_DTYPE_F32)
-		return all_reduce_f32(comm, a->dst, a->count);
-	wide = malloc(a->count * sizeof(float));
-	if (!wide) {
-		zn_error("all_reduce: no memory for the fp32 copy of %llu %s elements",
-			 (unsigned long long)a->count, zn_dtype_name(a->dtype));
+		return all_reduce_f32(m, ch, a->dst, a->count);
+	wide = zn_size_alloc(zn_size_mul(a->count, sizeof(float)),
+			     "all_reduce's fp32 copy of a 16-bit buffer");
+	if (!wide)
 		return -ENOMEM;
-	}
 	widen(wide, a->dst, a->count, a->dtype);
-	rc = all_reduce_f32(comm, wide, a->count);
+	rc = all_reduce_f32(m, ch, wide, a->count);
 	if (!rc)
 		narrow(a->dst, wide, a->count, a->dtype);
 	free(wide);
 	return rc;
 }
 
-static int broadcast(MPI_Comm comm, void *buf, uint64_t bytes, int root)
+static int broadcast(struct zn_mpi *m, enum zn_mpi_channel ch, void *buf, uint64_t bytes,
+		     int root)
 {
 	int rc = 0;
 
 	for (uint64_t off = 0; off < bytes && !rc; off += MPI_PIECE_COUNT) {
 		uint64_t n = bytes - off < MPI_PIECE_COUNT ? bytes - off : MPI_PIECE_COUNT;
+		MPI_Request req = MPI_REQUEST_NULL;
 
-		rc = mpi_check(MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, comm),
-			       "MPI_Bcast", __FILE__, __LINE__);
+		rc = wait_op(m, ch, MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root,
+					       comm_of(m, ch), &req),
+			     "broadcast (MPI_Ibcast)", &req);
 	}
 	return rc;
 }
 
-static int mpi_collective(MPI_Comm comm, struct zn_comm *c, const struct zn_comm_args *a)
+static int mpi_collective(struct zn_mpi *m, enum zn_mpi_channel ch, struct zn_comm *c,
+			  const struct zn_comm_args *a)
 {
 	/* the mpi backend's table carries this limit; nccl's host ops come here unchecked */
 	if (a->op <= ZN_COMM_OP_REDUCE_SCATTER && a->count > INT_MAX) {
@@ -361,30 +391,33 @@ static int mpi_collective(MPI_Comm comm, struct zn_comm *c, const struct zn_comm
 	}
 	switch (a->op) {
 	case ZN_COMM_OP_ALL_GATHER:
-		return all_gather(comm, a);
+		return all_gather(m, ch, a);
 	case ZN_COMM_OP_REDUCE_SCATTER:
-		return reduce_scatter(comm, c, a);
+		return reduce_scatter(m, ch, c, a);
 	case ZN_COMM_OP_ALL_REDUCE:
-		return all_reduce(comm, a);
+		return all_reduce(m, ch, a);
 	case ZN_COMM_OP_BROADCAST:
-		return broadcast(comm, a->dst, a->count, a->root);
+		return broadcast(m, ch, a->dst, a->count, a->root);
 	}
 	return -EINVAL;
 }
 
 int zn_mpi_run_host(struct zn_mpi *m, struct zn_comm *c, const struct zn_comm_args *a)
 {
-	return mpi_collective(m->host, c, a);
+	return mpi_collective(m, ZN_MPI_HOST, c, a);
 }
 
 int zn_mpi_barrier(struct zn_mpi *m)
 {
-	return mpi_check(MPI_Barrier(m->host), "MPI_Barrier", __FILE__, __LINE__);
+	MPI_Request req = MPI_REQUEST_NULL;
+
+	return wait_op(m, ZN_MPI_HOST, MPI_Ibarrier(m->host, &req), "barrier (MPI_Ibarrier)",
+		       &req);
 }
 
 int zn_mpi_broadcast_bytes(struct zn_mpi *m, void *buf, uint64_t bytes, int root)
 {
-	return broadcast(m->host, buf, bytes, root);
+	return broadcast(m, ZN_MPI_HOST, buf, bytes, root);
 }
 
 /* ---- the mpi backend ------------------------------------------------------------- */
@@ -406,7 +439,7 @@ static void mpi_task_run(void *ctx, void *native, const struct zn_kernel_table *
 		return;
 	rc = zn_comm_fault(t->c, &t->a);
 	if (!rc)
-		rc = mpi_collective(m->stream, t->c, &t->a);
+		rc = mpi_collective(m, ZN_MPI_STREAM, t->c, &t->a);
 	if (rc)
 		zn_comm_fail(t->c, rc);
 }
@@ -439,6 +472,7 @@ static void mpi_close(struct zn_comm *c)
 static const struct zn_comm_ops mpi_ops = {
 	.name = "mpi",
 	.max_count_per_rank = INT_MAX,
+	.bounded = true,
 	.run = mpi_run,
 	.enqueue = mpi_enqueue,
 	.barrier = mpi_barrier,

@@ -9,7 +9,7 @@
  * so the NCCL call is issued here and a launch error is seen by the enqueue call; errors
  * that happen later on the GPU come from ncclCommGetAsyncError in zn_comm_check, and from
  * zn_comm_synchronize, which polls it while the end of a step waits for the comm stream
- * (bounded by ZINC_NCCL_TIMEOUT_S; a timeout aborts the communicator at destroy).
+ * (bounded by --comm-timeout; a timeout aborts the communicator at destroy).
  * --deterministic sets NCCL_ALGO=Ring before the communicator is made (unless NCCL_ALGO
  * is set), so the reduction order does not follow the detected topology.
  * NCCL's in-place conventions are the ones comm.h gives, so arguments pass unchanged.

@@ -1,6 +1,7 @@
 /* zn_comm_synchronize: the end-of-step wait on the comm stream, polling the backend for
- * asynchronous errors and bounded by ZINC_NCCL_TIMEOUT_S; and the pure decisions it and
- * the NCCL backend make (tested on the CPU, comm.h). */
+ * asynchronous errors and bounded by the comm's timeout (--comm-timeout) unless the
+ * backend bounds each op itself (mpi); and the pure decisions it and the NCCL backend
+ * make (tested on the CPU, comm.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,8 +10,6 @@
 #include "comm/comm_impl.h"
 #include "core/log.h"
 #include "gpu/device.h"
-
-#define DEFAULT_TIMEOUT_S 600.0
 
 enum zn_comm_wait zn_comm_wait_next(bool done, int poll_rc, double waited_s, double timeout_s)
 {
@@ -21,25 +20,6 @@ enum zn_comm_wait zn_comm_wait_next(bool done, int poll_rc, double waited_s, dou
 	if (timeout_s > 0 && waited_s >= timeout_s)
 		return ZN_COMM_WAIT_TIMEOUT;
 	return ZN_COMM_WAIT_AGAIN;
-}
-
-int zn_comm_timeout_parse(const char *v, double *timeout_s)
-{
-	char *end;
-	double t;
-
-	*timeout_s = DEFAULT_TIMEOUT_S;
-	if (!v || !*v)
-		return 0;
-	t = strtod(v, &end);
-	if (end == v || *end || !isfinite(t) || t < 0) {
-		zn_error("ZINC_NCCL_TIMEOUT_S='%s': give the seconds the end of a step may wait "
-			 "for collectives (a number >= 0; 0 = no limit; default %.0f)", v,
-			 DEFAULT_TIMEOUT_S);
-		return -EINVAL;
-	}
-	*timeout_s = t;
-	return 0;
 }
 
 const char *zn_comm_nccl_algo(bool deterministic, const char *current)
@@ -68,7 +48,7 @@ int zn_comm_synchronize(struct zn_comm *c, struct zn_stream *s)
 {
 	struct zn_event *ev;
 	enum zn_comm_wait w = ZN_COMM_WAIT_AGAIN;
-	double t0 = now_s();
+	double t0 = now_s(), limit_s;
 	long ns = 20000;
 	int rc;
 
@@ -79,7 +59,9 @@ int zn_comm_synchronize(struct zn_comm *c, struct zn_stream *s)
 	rc = atomic_load(&c->error);
 	if (rc)
 		return rc;
-	if (!c->ops->poll && c->timeout_s == 0) {
+	/* mpi's ops end within the timeout themselves, naming the ranks that did not come */
+	limit_s = c->ops->bounded ? 0 : c->timeout_s;
+	if (!c->ops->poll && limit_s == 0) {
 		rc = zn_stream_synchronize(s);
 		return rc ? rc : zn_comm_check(c);
 	}
@@ -100,7 +82,7 @@ int zn_comm_synchronize(struct zn_comm *c, struct zn_stream *s)
 
 		if (!poll_rc && c->ops->poll)
 			poll_rc = c->ops->poll(c);
-		w = zn_comm_wait_next(done, poll_rc, now_s() - t0, c->timeout_s);
+		w = zn_comm_wait_next(done, poll_rc, now_s() - t0, limit_s);
 		if (w == ZN_COMM_WAIT_ERROR)
 			rc = zn_comm_fail(c, poll_rc);
 		if (w != ZN_COMM_WAIT_AGAIN)
@@ -113,9 +95,9 @@ int zn_comm_synchronize(struct zn_comm *c, struct zn_stream *s)
 		rc = zn_event_synchronize(ev);
 	if (w == ZN_COMM_WAIT_TIMEOUT) {
 		zn_error("comm %s: collectives on the comm stream have not finished after %.1f s "
-			 "(ZINC_NCCL_TIMEOUT_S): a peer rank is likely dead or hung; stopping. "
-			 "Check the other ranks' logs, or raise ZINC_NCCL_TIMEOUT_S for very large "
-			 "steps", c->ops->name, now_s() - t0);
+			 "(--comm-timeout %g): a peer rank is likely dead or hung; stopping. "
+			 "Check the other ranks' logs, or raise --comm-timeout for very large "
+			 "steps", c->ops->name, now_s() - t0, c->timeout_s);
 		rc = zn_comm_fail(c, -ETIMEDOUT);
 	}
 	/* after an error the stream may still hold work: the comm's abort (nccl) ends it */

@@ -58,6 +58,7 @@ void zn_config_defaults(struct zn_config *cfg)
 	cfg->runtime.numa_node = -1;
 	cfg->runtime.hot_layers = -1;
 	cfg->runtime.seed = 1337;
+	cfg->runtime.comm_timeout_s = 600.0f;
 	cfg->act_ckpt.every = 1;
 }
 

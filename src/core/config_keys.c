@@ -240,6 +240,9 @@ const struct zn_key zn_config_keys[] = {
 	{ "zinc.hot_layers", "hot-layers", ZN_KEY_INT, OFF(runtime.hot_layers), NULL, 0,
 	  "parameters on nvme: layers after layer 0 whose shard stays pinned, fetched without "
 	  "a read (-1 = prefetch depth + 1 within the pinned budget, 0 = none)", NULL, 0 },
+	{ "zinc.comm_timeout", "comm-timeout", ZN_KEY_FLOAT, OFF(runtime.comm_timeout_s), NULL, 0,
+	  "seconds a collective waits for the other ranks before the job stops, naming the "
+	  "ranks that did not arrive (default 600)", NULL, 0 },
 	{ "zinc.run_id", "run-id", ZN_KEY_NAME, OFF(runtime.run_id), NULL, 0,
 	  "names the swap directories: runs sharing an nvme path need different ids "
 	  "(default p<pid>)", NULL, 0 },

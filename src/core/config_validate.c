@@ -260,6 +260,12 @@ static int validate_supported(const struct zn_config *cfg)
 			 "it out for the default (a fraction of RAM)");
 		return ZN_EUSAGE;
 	}
+	if (!(cfg->runtime.comm_timeout_s > 0) || !isfinite(cfg->runtime.comm_timeout_s)) {
+		zn_error("zinc.comm_timeout (--comm-timeout) is %g: give the seconds a collective "
+			 "may wait for the other ranks, > 0 (default 600)",
+			 (double)cfg->runtime.comm_timeout_s);
+		return ZN_EUSAGE;
+	}
 	if (cfg->monitor.csv_enabled && !cfg->monitor.csv_job_name[0]) {
 		zn_error("csv_monitor.job_name is empty: give a name (the CSV subdirectory)");
 		return ZN_EUSAGE;

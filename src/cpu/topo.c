@@ -74,6 +74,11 @@ uint64_t zn_mem_available_bytes(void)
 	return meminfo_bytes("MemAvailable");
 }
 
+uint64_t zn_mem_total_bytes(void)
+{
+	return meminfo_bytes("MemTotal");
+}
+
 uint64_t zn_memlock_limit_bytes(void)
 {
 	struct rlimit rl;

@@ -48,6 +48,8 @@ void zn_cpu_info_print(FILE *f, const struct zn_cpu_info *info);
 
 /* Physical memory available now (MemAvailable), 0 if /proc/meminfo cannot be read. */
 uint64_t zn_mem_available_bytes(void);
+/* The machine's physical memory (MemTotal), 0 if /proc/meminfo cannot be read. */
+uint64_t zn_mem_total_bytes(void);
 
 /* RLIMIT_MEMLOCK soft limit (UINT64_MAX = unlimited) and whether CAP_IPC_LOCK is in effect,
  * i.e. how many bytes mlock may lock. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "kernels.h"
 #include "model/data.h"
 
@@ -155,8 +156,8 @@ int zn_pack_open(struct zn_pack **out, struct zn_data *d, int B, int T, int rank
 		return -ENOMEM;
 	*p = (struct zn_pack){ .d = d, .B = B, .T = T, .rank = rank, .world = world,
 			       .delim = zn_data_doc_token(d), .tokens = zn_data_token_count(d) };
-	p->buf = malloc(((size_t)T + 1) * sizeof(int));
-	p->lab = malloc(((size_t)T + 1) * sizeof(bool));
+	p->buf = zn_size_calloc((uint64_t)T + 1, sizeof(int), "a packed row");
+	p->lab = zn_size_calloc((uint64_t)T + 1, sizeof(bool), "a packed row's labels");
 	rc = p->buf && p->lab ? push_row(p, 0) : -ENOMEM; /* room for the end offset */
 	p->rows = 0;
 	if (!rc)

@@ -10,6 +10,7 @@
 
 #include "core/fsio.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "core/utf8.h"
 #include "model/data.h"
 
@@ -340,8 +341,9 @@ int zn_data_open_as(struct zn_data **out, const char *path, enum zn_data_format 
 		rc = refuse_format(d, format, magic, bad_at);
 	if (rc)
 		goto close_data;
-	d->win = malloc(((size_t)T + 1) * (size_t)d->tok_bytes);
-	d->perm = shuffle ? malloc(d->windows * sizeof(*d->perm)) : NULL;
+	d->win = zn_size_calloc((uint64_t)T + 1, (uint64_t)d->tok_bytes, "a token window");
+	d->perm = shuffle ? zn_size_calloc(d->windows, sizeof(*d->perm),
+					   "the shuffle's permutation of the windows") : NULL;
 	if (!d->win || (shuffle && !d->perm)) {
 		rc = -ENOMEM;
 		goto close_data;

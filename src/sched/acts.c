@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/size.h"
 #include "sched/engine_impl.h"
 
 static uint64_t act_bytes(const struct zn_engine *e, int l)
@@ -12,21 +13,6 @@ static uint64_t act_bytes(const struct zn_engine *e, int l)
 
 	return (e->compute16 ? o->act_numel_bf16 : o->act_numel)(e->model.config, &e->ld[l],
 								 e->B, e->T) * 4;
-}
-
-static uint64_t scratch_bytes(const struct zn_engine *e)
-{
-	uint64_t smax = 0;
-
-	for (int l = 0; l < e->n; l++) {
-		const struct zn_model_ops *o = e->model.ops;
-		uint64_t s = (e->compute16 ? o->scratch_numel_bf16 : o->scratch_numel)(
-			e->model.config, &e->ld[l], e->B, e->T) * 4;
-
-		if (s > smax)
-			smax = s;
-	}
-	return smax;
 }
 
 static uint64_t bt_of(const struct zn_engine *e)
@@ -74,24 +60,26 @@ int zn_acts_create(struct zn_engine *e)
 {
 	struct zn_acts *a = &e->act;
 	uint64_t x = x_bytes(e), bt = bt_of(e), tok = bt * sizeof(int);
+	/* the step's gas x B x T, at most INT_MAX (zn_engine_check_counts) */
+	uint64_t step_bytes = zn_size_mul(zn_size_mul(bt, (uint64_t)e->gas), 4);
 	int rc = 0;
 
-	a->acts_d = calloc((size_t)e->n, sizeof(*a->acts_d));
-	a->x_d = calloc((size_t)e->n, sizeof(*a->x_d));
-	a->tev = calloc((size_t)(3 * e->gas), sizeof(*a->tev));
+	a->acts_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->acts_d), "activation pointers");
+	a->x_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->x_d), "layer output pointers");
+	a->tev = zn_size_calloc(3 * (uint64_t)e->gas, sizeof(*a->tev), "micro-batch events");
 	a->use_n = zn_ckpt_schedule(e, NULL);
-	a->use = calloc((size_t)a->use_n, sizeof(*a->use));
+	a->use = zn_size_calloc((uint64_t)a->use_n, sizeof(*a->use), "the layer use schedule");
 	if (!a->acts_d || !a->x_d || !a->tev || !a->use)
 		return -ENOMEM;
 	zn_ckpt_schedule(e, a->use);
 	/* page-locked under cuda, so the token and loss copies are asynchronous */
-	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, bt * (uint64_t)e->gas * 4);
+	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, step_bytes);
 	if (!rc)
-		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tok_h, bt * (uint64_t)e->gas * 4);
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tok_h, step_bytes);
 	if (!rc)
-		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, bt * (uint64_t)e->gas * 4);
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, step_bytes);
 	if (!rc && e->cfg.runtime.packing == ZN_PACKING_DOCUMENTS)
-		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->pos_h, bt * (uint64_t)e->gas * 4);
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->pos_h, step_bytes);
 	if (e->cfg.act_ckpt.enabled) {
 		if (!rc)
 			rc = zn_ckpt_create(e);
@@ -105,7 +93,7 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &a->dx_d[0], x);
 	if (!rc)
 		rc = zn_tiers_dalloc(e, &a->dx_d[1], x);
-	a->scratch_bytes = scratch_bytes(e);
+	a->scratch_bytes = e->act_sums.scratch_max;
 	if (!rc)
 		rc = zn_tiers_dalloc(e, &a->scratch_d, a->scratch_bytes);
 	if (!rc)
@@ -116,7 +104,7 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &a->loss_d, bt * 4);
 	if (!rc && a->pos_h)
 		rc = zn_tiers_dalloc(e, &a->pos_d, tok);
-	for (int i = 0; !rc && i < 3 * e->gas; i++)
+	for (uint64_t i = 0; !rc && i < 3 * (uint64_t)e->gas; i++)
 		rc = zn_event_create(e->rt.dev, &a->tev[i]);
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &a->tok_ready);
@@ -151,7 +139,7 @@ void zn_acts_destroy(struct zn_engine *e)
 	zn_event_destroy(a->tok_free);
 	zn_event_destroy(a->loss_done);
 	zn_event_destroy(a->fwd_done);
-	for (int i = 0; a->tev && i < 3 * e->gas; i++)
+	for (uint64_t i = 0; a->tev && i < 3 * (uint64_t)e->gas; i++)
 		zn_event_destroy(a->tev[i]);
 	free(a->tev);
 	free(a->use);

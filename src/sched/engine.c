@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 
@@ -127,14 +128,19 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);
+	zn_engine_warn_budgets(e, dev_budget, pinned_budget);
 	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
 				sizeof(msg));
-	if (rc == -ENOMEM)
+	/* a plan over the budgets is the run's settings' fault (exit 2); -ENOMEM is kept for
+	 * an allocation that fails (exit 1) */
+	if (rc == -ENOMEM) {
 		zn_error("%s", msg);
-	else if (!rc)
+		rc = ZN_EUSAGE;
+	} else if (!rc) {
 		zn_debug("plan: device %" PRIu64 " bytes, pinned %" PRIu64 " bytes, prefetch %d",
 			 e->plan.device_bytes, e->plan.host_bytes, e->plan.prefetch_depth);
+	}
 	if (!rc && e->plan.gathers && !auto_depth &&
 	    c->runtime.prefetch_depth > e->plan.prefetch_depth)
 		zn_info("prefetch depth %d: with %d layers at most %d can be fetched ahead of the "
@@ -187,60 +193,6 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 	return 0;
 }
 
-/* The model through its ops (model.h): descriptors of every layer, read once. */
-static int create_model(struct zn_engine *e, const struct zn_model *model)
-{
-	const struct zn_model_ops *ops = model ? model->ops : NULL;
-	int rc;
-
-	if (!ops || !model->config || !ops->validate || !ops->layer_count || !ops->describe ||
-	    !ops->max_seq || !ops->vocab || !ops->width || !ops->act_numel ||
-	    !ops->scratch_numel || !ops->init || !ops->forward || !ops->backward) {
-		zn_error("zn_engine_create: the model has no configuration or lacks a required "
-			 "op (model.h: every op but load_layer and save is required)");
-		return -EINVAL;
-	}
-	e->model = *model;
-	rc = ops->validate(model->config);
-	if (rc)
-		return rc;
-	e->n = ops->layer_count(model->config);
-	if (e->n < 2) {
-		zn_error("model %s has %d layers: the engine needs at least 2 (input, output)",
-			 ops->family, e->n);
-		return -EINVAL;
-	}
-	e->ld = calloc((size_t)e->n, sizeof(*e->ld));
-	e->numel = calloc((size_t)e->n, sizeof(*e->numel));
-	e->frozen_numel = calloc((size_t)e->n, sizeof(*e->frozen_numel));
-	if (!e->ld || !e->numel || !e->frozen_numel)
-		return -ENOMEM;
-	for (int l = 0; l < e->n; l++) {
-		rc = ops->describe(model->config, l, &e->ld[l]);
-		if (rc)
-			return rc;
-		/* layer 0 is the one kept for the whole step (prefetch, reduce) */
-		if (e->ld[l].tied_layer != -1 && (e->ld[l].tied_layer != 0 || l == 0)) {
-			zn_error("model %s: layer %d ties to layer %d: the engine supports ties "
-				 "to layer 0 only", ops->family, l, e->ld[l].tied_layer);
-			return -EINVAL;
-		}
-		if (e->ld[l].tensor_count < 0 || e->ld[l].tensor_count > ZN_MODEL_MAX_TENSORS) {
-			zn_error("model %s: layer %d has %d tensors (at most %d)", ops->family, l,
-				 e->ld[l].tensor_count, ZN_MODEL_MAX_TENSORS);
-			return -EINVAL;
-		}
-		e->numel[l] = e->ld[l].numel;
-		e->frozen_numel[l] = e->ld[l].frozen_numel;
-		if (e->frozen_numel[l] && !ops->init_frozen) {
-			zn_error("model %s: layer %d has frozen parameters but the ops have no "
-				 "init_frozen (model.h)", ops->family, l);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 /* Every layer's frozen parameters onto their home (frozen.h), one layer at a time. */
 static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *opt)
 {
@@ -253,7 +205,7 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 			most = e->frozen_numel[l];
 	if (!most)
 		return 0;
-	buf = malloc(most * sizeof(float));
+	buf = zn_size_calloc(most, sizeof(float), "a layer's frozen parameters on the host");
 	if (!buf)
 		return -ENOMEM;
 	for (int l = 0; !rc && l < e->n; l++) {
@@ -271,6 +223,38 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 	return rc;
 }
 
+/* rc of allocating `what`: an allocation failure gets a line naming the part (the
+ * allocator's own line above gives the bytes) */
+static int part(int rc, const char *what, int layer)
+{
+	if (rc == -ENOMEM && layer >= 0)
+		zn_error("zn_engine_create: out of memory allocating layer %d's %s", layer, what);
+	else if (rc == -ENOMEM)
+		zn_error("zn_engine_create: out of memory allocating %s", what);
+	return rc;
+}
+
+static int create_parts(struct zn_engine *e)
+{
+	int rc;
+
+	rc = part(zn_grads_create(e), "gradient buffers", -1);
+	if (!rc)
+		rc = part(zn_prefetch_create(e), "the parameter prefetch ring", -1);
+	if (!rc)
+		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
+	if (!rc)
+		rc = part(zn_reduce_create(e), "the gradient reduction buffers", -1);
+	if (!rc)
+		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
+			  -1);
+	if (!rc)
+		rc = part(zn_optim_create(e), "the optimizer's buffers", -1);
+	if (!rc)
+		rc = part(zn_swapio_create(e), "the nvme swap staging", -1);
+	return rc;
+}
+
 static int create_buffers(struct zn_engine *e, const struct zn_engine_options *opt)
 {
 	uint64_t maxpad = 0;
@@ -283,37 +267,26 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		/* what the plan needs and the stated margin, within the budget */
 		ac.bytes = zn_plan_pinned_reserve(&e->plan, e->pinned_budget);
 		ac.cuda = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_CUDA;
-		rc = zn_arena_create(&e->arena, &ac);
+		rc = part(zn_arena_create(&e->arena, &ac), "the pinned host arena", -1);
 		if (rc)
 			return rc;
 	}
-	e->L = calloc((size_t)e->n, sizeof(*e->L));
+	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
-		rc = zn_tiers_alloc_layer(e, l);
+		rc = part(zn_tiers_alloc_layer(e, l), "parameters, gradients and optimizer state",
+			  l);
 		if (rc)
 			return rc;
 		if (e->L[l].sh.padded_numel > maxpad)
 			maxpad = e->L[l].sh.padded_numel;
 	}
-	rc = zn_grads_create(e);
-	if (!rc)
-		rc = zn_prefetch_create(e);
-	if (!rc)
-		rc = zn_frozen_create(e);
-	if (!rc)
-		rc = zn_reduce_create(e);
-	if (!rc)
-		rc = zn_acts_create(e);
-	if (!rc)
-		rc = zn_optim_create(e);
-	if (!rc)
-		rc = zn_swapio_create(e);
+	rc = create_parts(e);
 	if (rc)
 		return rc;
-	e->tmp_h = malloc(maxpad * sizeof(float));
-	e->tmp16_h = malloc(maxpad * sizeof(uint16_t));
+	e->tmp_h = zn_size_calloc(maxpad, sizeof(float), "a layer's host scratch (fp32)");
+	e->tmp16_h = zn_size_calloc(maxpad, sizeof(uint16_t), "a layer's host scratch (16-bit)");
 	if (!e->tmp_h || !e->tmp16_h)
 		return -ENOMEM;
 	for (int l = 0; l < e->n; l++) {
@@ -339,7 +312,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	e->step = 0;
 	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
 		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
-	rc = create_model(e, model);
+	rc = zn_engine_check_model(e, model);
 	if (rc)
 		goto destroy;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
@@ -357,12 +330,20 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	if (e->B < 1)
 		e->B = 1;
 	rc = check_options(e, opt);
+	if (!rc)
+		rc = zn_engine_check_counts(cfg, model, opt->seq_len);
+	/* only the sizes until the plan fits: nothing yet grows with the counts but them */
+	if (!rc)
+		rc = zn_engine_layer_sizes(e);
 	if (rc)
 		goto destroy;
-	rc = zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind);
+	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
+		  "the runtime (device, comm, streams)", -1);
 	if (rc)
 		goto destroy;
 	rc = make_plan(e, zn_acts_bytes(e));
+	if (!rc)
+		rc = zn_engine_layer_descs(e);
 	if (!rc)
 		rc = create_buffers(e, opt);
 	if (rc)
@@ -462,7 +443,8 @@ int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype)
 	int rc = p ? 0 : -ENOMEM;
 
 	for (int l = 0; !rc && l < e->n; l++) {
-		p[l] = malloc((e->numel[l] + 1) * sizeof(float)); /* + 1: a frozen layer's 0 */
+		/* + 1: a frozen layer's 0 */
+		p[l] = zn_size_calloc(e->numel[l] + 1, sizeof(float), "a layer to save");
 		rc = p[l] ? zn_engine_read_layer(e, l, p[l]) : -ENOMEM;
 	}
 	/* every rank holds every layer now: all see the same answer */

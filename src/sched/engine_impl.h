@@ -13,6 +13,8 @@
  *   frozen.h    frozen parameters: homes, working slots, their fetches   (fz)
  *   step.c      zn_engine_step: the numbered step
  *   engine.c    create, destroy, read-back, save
+ *   engine_counts.c  the counts checked before anything scales with them; the layers
+ *               read in two passes (sizes for the plan, then the descriptors)
  */
 #ifndef ZN_SCHED_ENGINE_IMPL_H
 #define ZN_SCHED_ENGINE_IMPL_H
@@ -37,10 +39,11 @@
 struct zn_engine {
 	struct zn_config cfg;
 	struct zn_model model;   /* ops and the borrowed configuration */
-	struct zn_layer_desc *ld;
+	struct zn_layer_desc *ld; /* read once the plan fits (zn_engine_layer_descs) */
 	int n;                   /* layers */
 	int B, T, gas;
 	uint64_t *numel;
+	struct zn_act_sums act_sums; /* the activations' sums over the layers (recompute.h) */
 	struct zn_engine_plan_input pin;
 	struct zn_engine_plan plan;
 	enum zn_dtype pdt;       /* stored parameter dtype */
@@ -70,6 +73,22 @@ struct zn_engine {
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;
 };
+
+/* engine_counts.c: pass one over the layers: e->numel, e->frozen_numel and e->act_sums,
+ * each layer described into one scratch descriptor and checked (ties, tensor counts);
+ * pass two: e->ld, every layer's descriptor, after the plan fits. 0 or a negative code
+ * (logged). */
+int zn_engine_layer_sizes(struct zn_engine *e);
+int zn_engine_layer_descs(struct zn_engine *e);
+/* host bytes per layer zn_engine_check_counts counts (descriptor, state, sizes) */
+uint64_t zn_engine_layer_host_bytes(void);
+/* engine_counts.c: model's ops present, its config valid, e->model and e->n (>= 2) set;
+ * 0 or -EINVAL (logged) */
+int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
+/* engine_counts.c: a warning for --pinned-mem (and --device-mem of the host device) above
+ * the machine's memory (MemTotal); the plan may still fit */
+void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
+			    uint64_t pinned_budget);
 
 /* prefetch.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);

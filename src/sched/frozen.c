@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 #include "sched/trace_dev.h"
 
@@ -84,8 +85,9 @@ int zn_frozen_create(struct zn_engine *e)
 	fz->fd = -1;
 	if (!p->frozen)
 		return 0;
-	fz->home = calloc((size_t)e->n, sizeof(*fz->home));
-	fz->file_off = calloc((size_t)e->n, sizeof(*fz->file_off));
+	fz->home = zn_size_calloc((uint64_t)e->n, sizeof(*fz->home), "the frozen layers' homes");
+	fz->file_off = zn_size_calloc((uint64_t)e->n, sizeof(*fz->file_off),
+				      "the frozen layers' file offsets");
 	if (!fz->home || !fz->file_off)
 		return -ENOMEM;
 	if (p->frozen_home == ZN_TIER_NVME)
@@ -105,7 +107,7 @@ int zn_frozen_create(struct zn_engine *e)
 		return rc;
 	rc = alloc_slot(e, &fz->slot0, p->frozen_layer0_numel);
 	fz->ring_n = p->frozen_slots;
-	fz->ring = calloc((size_t)fz->ring_n, sizeof(*fz->ring));
+	fz->ring = zn_size_calloc((uint64_t)fz->ring_n, sizeof(*fz->ring), "the frozen slot ring");
 	if (!rc && !fz->ring)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->ring_n; i++)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "core/trace.h"
 #include "sched/engine_impl.h"
 #include "sched/trace_dev.h"
@@ -80,7 +81,8 @@ int zn_frozen_io_open(struct zn_engine *e)
 	if (!rc)
 		rc = alloc_read(e, &fz->rd0, e->plan.frozen_layer0_numel);
 	fz->rd_n = e->plan.frozen_read_buffers > 0 ? e->plan.frozen_read_buffers : 1;
-	fz->rd = rc ? NULL : calloc((size_t)fz->rd_n, sizeof(*fz->rd));
+	fz->rd = rc ? NULL : zn_size_calloc((uint64_t)fz->rd_n, sizeof(*fz->rd),
+					    "the frozen read buffers");
 	if (!rc && !fz->rd)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->rd_n; i++)

@@ -15,6 +15,8 @@
  */
 #include "sched/plan.h"
 
+#include "core/size.h"
+
 static uint64_t dev(uint64_t bytes)
 {
 	return zn_plan_device_alloc_bytes(bytes);
@@ -23,6 +25,13 @@ static uint64_t dev(uint64_t bytes)
 static uint64_t host(uint64_t bytes)
 {
 	return zn_plan_host_alloc_bytes(bytes);
+}
+
+/* layer 0's working copy and a ring of the largest other layer's, elem bytes each */
+static uint64_t slots(uint64_t s0, uint64_t sl, int ring, uint64_t elem)
+{
+	return zn_size_add(dev(zn_size_mul(s0, elem)),
+			   zn_size_mul((uint64_t)ring, dev(zn_size_mul(sl, elem))));
 }
 
 void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
@@ -36,7 +45,7 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];
 
-		out->frozen_numel_total += n;
+		out->frozen_numel_total = zn_size_add(out->frozen_numel_total, n);
 		if (l == 0)
 			out->frozen_layer0_numel = n;
 		else if (n > out->frozen_slot_numel)
@@ -49,24 +58,26 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	for (int l = 0; l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];
 
+		uint64_t bytes = zn_size_mul(n, fb);
+
 		if (out->frozen_home == ZN_TIER_DEVICE)
-			out->dev_frozen_bytes += dev(n * fb);
+			out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, dev(bytes));
 		else if (out->frozen_home == ZN_TIER_HOST)
-			out->host_frozen_bytes += host(n * fb);
-		else
-			out->nvme_frozen_bytes += host(n * fb); /* 4 KiB extents */
+			out->host_frozen_bytes = zn_size_add(out->host_frozen_bytes, host(bytes));
+		else /* 4 KiB extents */
+			out->nvme_frozen_bytes = zn_size_add(out->nvme_frozen_bytes, host(bytes));
 		/* layer 0's working copy is fetched at the first step and kept (the base never
 		 * changes); the others' are read for each use */
 		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
-			out->frozen_step_read_bytes += 2 * (uint64_t)in->grad_accum * host(n * fb);
+			out->frozen_step_read_bytes = zn_size_add(out->frozen_step_read_bytes,
+				zn_size_mul(2 * (uint64_t)in->grad_accum, host(bytes)));
 	}
 	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);
 	if (out->frozen_direct)
 		return;
-	ring = in->prefetch_depth + 1;
-	if (ring > in->layer_count - 1)
-		ring = in->layer_count - 1;
+	ring = in->prefetch_depth < in->layer_count - 1 ? in->prefetch_depth + 1 :
+							   in->layer_count - 1;
 	if (ring < 1)
 		ring = 1;
 	out->frozen_slots = ring;
@@ -75,23 +86,24 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	sl = out->frozen_slot_numel;
 	staged = out->frozen_home != ZN_TIER_DEVICE && fb == 2;
 	if (out->frozen_wide)
-		out->dev_frozen_bytes += dev(s0 * 4) + (uint64_t)ring * dev(sl * 4);
+		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, slots(s0, sl, ring, 4));
 	if (staged)
-		out->dev_frozen_bytes += dev(s0 * 2) + (uint64_t)ring * dev(sl * 2);
+		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, slots(s0, sl, ring, 2));
 	if (out->frozen_home == ZN_TIER_NVME) {
 		out->frozen_read_buffers = zn_plan_frozen_read_buffers(in->frozen_read_buffers,
 								       ring, in->layer_count);
-		out->host_frozen_bytes += host(s0 * fb) +
-					  (uint64_t)out->frozen_read_buffers * host(sl * fb);
+		out->host_frozen_bytes = zn_size_add(out->host_frozen_bytes, zn_size_add(
+			host(zn_size_mul(s0, fb)),
+			zn_size_mul((uint64_t)out->frozen_read_buffers, host(zn_size_mul(sl, fb)))));
 	}
 }
 
 int zn_plan_frozen_read_buffers(int requested, int ring, int layer_count)
 {
-	int n = requested > 0 ? requested : ring + ZN_PLAN_FROZEN_READ_AHEAD;
-	int most = 2 * (layer_count - 1);
+	int64_t n = requested > 0 ? requested : (int64_t)ring + ZN_PLAN_FROZEN_READ_AHEAD;
+	int64_t most = 2 * ((int64_t)layer_count - 1);
 
 	if (n > most)
 		n = most;
-	return n < 1 ? 1 : n;
+	return n < 1 ? 1 : (int)n;
 }

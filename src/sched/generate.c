@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/size.h"
+#include "cpu/topo.h"
 #include "sched/generate_impl.h"
 
 static int dalloc(struct zn_gen *g, void **p, uint64_t bytes, const char *what)
@@ -71,15 +73,26 @@ static int make_layers(struct zn_gen *g)
 	const struct zn_model_ops *ops = g->m.ops;
 	uint64_t scratch = 0;
 	int rc = 0;
+	uint64_t avail = zn_mem_available_bytes(),
+		 per_layer = sizeof(*g->L) + 3 * sizeof(float *) + sizeof(*g->ad);
 
 	g->n = ops->layer_count(g->m.config);
 	g->width = ops->width(g->m.config);
 	g->vocab = ops->vocab(g->m.config);
-	g->L = calloc((size_t)g->n, sizeof(*g->L));
-	g->params_d = calloc((size_t)g->n, sizeof(float *));
-	g->kv_d = calloc((size_t)g->n, sizeof(float *));
-	g->adapters_d = calloc((size_t)g->n, sizeof(float *));
-	g->ad = calloc((size_t)g->n, sizeof(*g->ad));
+	/* the layers' descriptors are host memory in proportion to the layer count: a count
+	 * the machine cannot hold is refused before they are allocated */
+	if (avail && zn_size_mul((uint64_t)g->n, per_layer) > avail) {
+		zn_error("zinc generate: %d layers need %.2f GiB of host memory for their "
+			 "descriptors; %.2f GiB is available", g->n,
+			 (double)zn_size_mul((uint64_t)g->n, per_layer) / (1 << 30),
+			 (double)avail / (1 << 30));
+		return ZN_EUSAGE;
+	}
+	g->L = zn_size_calloc((uint64_t)g->n, sizeof(*g->L), "the layer descriptors");
+	g->params_d = zn_size_calloc((uint64_t)g->n, sizeof(float *), "the layers' pointers");
+	g->kv_d = zn_size_calloc((uint64_t)g->n, sizeof(float *), "the KV caches' pointers");
+	g->adapters_d = zn_size_calloc((uint64_t)g->n, sizeof(float *), "the adapters' pointers");
+	g->ad = zn_size_calloc((uint64_t)g->n, sizeof(*g->ad), "the adapter descriptors");
 	if (!g->L || !g->params_d || !g->kv_d || !g->adapters_d || !g->ad)
 		return -ENOMEM;
 	for (int l = 0; l < g->n && !rc; l++) {
@@ -107,16 +120,18 @@ static int make_layers(struct zn_gen *g)
 	for (int l = 0; l < g->n && !rc; l++) {
 		uint64_t kv = ops->decode_kv_numel(g->m.config, &g->L[l], g->o.max_t);
 
-		rc = dalloc(g, (void **)&g->kv_d[l], kv * sizeof(float), "a KV cache");
+		rc = dalloc(g, (void **)&g->kv_d[l], zn_size_mul(kv, sizeof(float)), "a KV cache");
 	}
 	if (!rc)
-		rc = dalloc(g, (void **)&g->scratch_d, scratch * sizeof(float), "scratch");
+		rc = dalloc(g, (void **)&g->scratch_d, zn_size_mul(scratch, sizeof(float)),
+			    "scratch");
 	return rc;
 }
 
 static int make_io(struct zn_gen *g)
 {
-	const uint64_t x = (uint64_t)g->o.max_chunk * (uint64_t)g->width * sizeof(float);
+	const uint64_t x = zn_size_mul(zn_size_mul((uint64_t)g->o.max_chunk, (uint64_t)g->width),
+				       sizeof(float));
 	const uint64_t ints = (uint64_t)g->o.max_chunk * sizeof(int);
 	int rc = 0;
 
@@ -125,7 +140,8 @@ static int make_io(struct zn_gen *g)
 		rc = dalloc(g, (void **)&g->x_d[1], x, "activations");
 	if (!rc)
 		rc = dalloc(g, (void **)&g->logits_d,
-			    (uint64_t)g->o.max_chunk * (uint64_t)g->vocab * sizeof(float), "logits");
+			    zn_size_mul(zn_size_mul((uint64_t)g->o.max_chunk, (uint64_t)g->vocab),
+					sizeof(float)), "logits");
 	if (!rc)
 		rc = dalloc(g, (void **)&g->tokens_d, ints, "tokens");
 	if (!rc)
@@ -141,8 +157,8 @@ static int make_io(struct zn_gen *g)
  * the device for the run */
 static int load_layer0(struct zn_gen *g)
 {
-	uint64_t b = g->L[0].numel * sizeof(float);
-	float *h = malloc(b ? b : 1);
+	uint64_t b = zn_size_mul(g->L[0].numel, sizeof(float));
+	float *h = zn_size_alloc(b, "layer 0's parameters on the host");
 	int rc;
 
 	if (!h)

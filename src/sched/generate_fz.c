@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 #include "sched/generate_impl.h"
 
@@ -99,8 +100,9 @@ static int make_engine(struct zn_gen *g)
 	e->model = g->m;
 	e->n = g->n;
 	e->pdt = ZN_DTYPE_F32;
-	e->ld = calloc((size_t)g->n, sizeof(*e->ld));
-	e->frozen_numel = calloc((size_t)g->n, sizeof(*e->frozen_numel));
+	e->ld = zn_size_calloc((uint64_t)g->n, sizeof(*e->ld), "the layer descriptors");
+	e->frozen_numel = zn_size_calloc((uint64_t)g->n, sizeof(*e->frozen_numel),
+					 "the layers' sizes");
 	if (!e->ld || !e->frozen_numel)
 		return -ENOMEM;
 	for (int l = 1; l < g->n; l++) {
@@ -154,7 +156,7 @@ static int place_layers(struct zn_gen *g)
 
 	for (int l = 1; l < g->n; l++)
 		most = g->L[l].numel > most ? g->L[l].numel : most;
-	h = malloc(most * sizeof(float));
+	h = zn_size_calloc(most, sizeof(float), "a layer's parameters on the host");
 	if (!h)
 		return -ENOMEM;
 	for (int l = 1; l < g->n && !rc; l++) {

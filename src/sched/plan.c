@@ -1,10 +1,12 @@
-/* Shard bounds, placement and the per-rank byte estimate. Pure: no I/O, no globals. */
+/* Shard bounds, placement and the engine's plan (the estimate of `zinc estimate` is in
+ * plan_estimate.c). Pure: no I/O, no globals; sizes saturate (core/size.h). */
 #include "sched/plan.h"
 
 #include <errno.h>
 #include <stdio.h>
 
 #include "core/log.h"
+#include "core/size.h"
 
 const char *zn_tier_name(enum zn_tier t)
 {
@@ -69,111 +71,20 @@ void zn_plan_state_bytes(bool mixed_precision, struct zn_state_bytes *out)
 		*out = (struct zn_state_bytes){ .param = 4, .grad = 4, .optim = 8 };
 }
 
-int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out)
-{
-	struct zn_state_bytes b;
-	struct zn_placement pl;
-	uint64_t P = in->params, N, L = in->largest_layer, Ls;
-
-	*out = (struct zn_estimate){ 0 };
-	if (in->ranks < 1 || in->ranks_per_node < 1 || in->stage < 0 || in->stage > 3 ||
-	    in->prefetch_depth < 0 || in->buffer_count < 0)
-		return ZN_EUSAGE;
-	if (in->offload_param != ZN_OFFLOAD_NONE && in->stage < 3)
-		return ZN_EUSAGE;
-	N = (uint64_t)in->ranks;
-	Ls = (L + N - 1) / N; /* one rank's shard of the largest layer */
-	zn_plan_state_bytes(in->mixed_precision, &b);
-	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &pl);
-
-	/* Model states: the ZeRO paper's 16P, 4P + 12P/N, 2P + 14P/N, 16P/N (mixed precision)
-	 * with each class counted on its home tier. */
-	uint64_t param_b = pl.params_sharded ? b.param * P / N : b.param * P;
-	uint64_t grad_b = pl.grads_sharded ? b.grad * P / N : b.grad * P;
-	uint64_t optim_b = pl.optim_sharded ? b.optim * P / N : b.optim * P;
-	uint64_t grad_shard_b = b.grad * P / N;
-
-	if (pl.params == ZN_TIER_DEVICE)
-		out->device_model_bytes += param_b;
-	else if (pl.params == ZN_TIER_HOST)
-		out->host_bytes += param_b;
-	else
-		out->nvme_bytes += param_b;
-
-	if (pl.grads == ZN_TIER_DEVICE) {
-		out->device_model_bytes += grad_b;
-	} else {
-		/* Stage 1 still reduces full gradients on the device; only the shard moves. */
-		if (!pl.grads_sharded)
-			out->device_model_bytes += grad_b;
-		/* the pinned ring (grads.h): one micro-batch, nothing waits for the norm */
-		if (in->grad_ring && pl.optim == ZN_TIER_NVME &&
-		    (uint64_t)(ZN_PLAN_GRAD_RING + 1) * Ls * b.grad < grad_shard_b)
-			grad_shard_b = (uint64_t)(ZN_PLAN_GRAD_RING + 1) * Ls * b.grad;
-		out->host_bytes += grad_shard_b;
-	}
-
-	if (pl.optim == ZN_TIER_DEVICE)
-		out->device_model_bytes += optim_b;
-	else if (pl.optim == ZN_TIER_HOST)
-		out->host_bytes += optim_b;
-	else
-		out->nvme_bytes += optim_b;
-
-	/* Working set: a partitioned class needs its largest layer in full on the device
-	 * while it is used: gathered parameters for the layer computing and the d layers
-	 * prefetched behind it, and one layer's full gradients before the reduce-scatter. */
-	if (pl.params_sharded)
-		out->device_working_bytes += (uint64_t)(1 + in->prefetch_depth) * L * b.param;
-	if (pl.grads_sharded)
-		out->device_working_bytes += L * b.grad;
-
-	/* nvme needs pinned staging: buffer_count buffers of one layer's shard per class. */
-	if (pl.optim == ZN_TIER_NVME)
-		out->pinned_staging_bytes += (uint64_t)in->buffer_count * Ls * b.optim;
-	if (pl.params == ZN_TIER_NVME)
-		out->pinned_staging_bytes += (uint64_t)in->buffer_count * Ls * b.param;
-	out->host_bytes += out->pinned_staging_bytes;
-
-	/* a frozen base: parameters only, on the parameters' tier, whole on every rank */
-	if (in->frozen_params) {
-		uint64_t slots = (uint64_t)(2 + in->prefetch_depth) * in->frozen_largest_layer;
-
-		out->frozen_bytes = in->frozen_params * b.param;
-		if (pl.params == ZN_TIER_DEVICE)
-			out->device_model_bytes += out->frozen_bytes;
-		else if (pl.params == ZN_TIER_HOST)
-			out->host_bytes += out->frozen_bytes;
-		else
-			out->nvme_bytes += out->frozen_bytes;
-		if (!(pl.params == ZN_TIER_DEVICE && b.param == 4))
-			out->device_working_bytes += slots * 4;
-		if (pl.params == ZN_TIER_NVME) {
-			int rb = in->frozen_read_buffers > 0 ?
-					 in->frozen_read_buffers :
-					 1 + in->prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD;
-			uint64_t reads = (uint64_t)(1 + rb) * in->frozen_largest_layer * b.param;
-
-			out->pinned_staging_bytes += reads;
-			out->host_bytes += reads;
-		}
-	}
-
-	out->device_bytes = out->device_model_bytes + out->device_working_bytes +
-			    in->activation_bytes;
-	out->host_node_bytes = out->host_bytes * (uint64_t)in->ranks_per_node;
-	return 0;
-}
-
 /* ---- the engine's plan ---------------------------------------------------------------- */
 
 uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)
 {
+	/* a saturated size stays saturated (core/size.h) */
+	if (bytes > ZN_SIZE_OVERFLOW - ZN_PLAN_DEVICE_ALIGN)
+		return ZN_SIZE_OVERFLOW;
 	return (bytes + ZN_PLAN_DEVICE_ALIGN - 1) / ZN_PLAN_DEVICE_ALIGN * ZN_PLAN_DEVICE_ALIGN;
 }
 
 uint64_t zn_plan_host_alloc_bytes(uint64_t bytes)
 {
+	if (bytes > ZN_SIZE_OVERFLOW - ZN_PLAN_HOST_ALIGN)
+		return ZN_SIZE_OVERFLOW;
 	return (bytes + ZN_PLAN_HOST_ALIGN - 1) / ZN_PLAN_HOST_ALIGN * ZN_PLAN_HOST_ALIGN;
 }
 
@@ -222,35 +133,35 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 	opt = in->stage == 0 ? full : s.shard_numel; /* optimizer span */
 
 	if (in->stage < 3)
-		out->param_d = zn_plan_device_alloc_bytes(full * pb);
+		out->param_d = zn_plan_device_alloc_bytes(zn_size_mul(full, pb));
 	else if (p->pl.params == ZN_TIER_DEVICE)
-		out->param_d = zn_plan_device_alloc_bytes(s.shard_numel * pb);
+		out->param_d = zn_plan_device_alloc_bytes(zn_size_mul(s.shard_numel, pb));
 	else if (p->pl.params == ZN_TIER_HOST)
-		out->param_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
+		out->param_h = zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb));
 
 	if (in->stage < 2)
-		out->grad_d = zn_plan_device_alloc_bytes(full * 4);
+		out->grad_d = zn_plan_device_alloc_bytes(zn_size_mul(full, 4));
 	if (offload) {
 		/* the ring's buffers are counted once for the plan (zn_plan_engine) */
 		if (p->grad_home != ZN_GRAD_PINNED_RING || l == 0)
-			out->grad_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
+			out->grad_h = zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, 4));
 		if (in->stage >= 2 && in->grad_accum > 1)
-			out->grad_recv_h = zn_plan_host_alloc_bytes(s.shard_numel * 4);
+			out->grad_recv_h = zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, 4));
 		if (host_optim && !p->master_aliases_params)
-			out->master_h = zn_plan_host_alloc_bytes(opt * 4);
+			out->master_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
 		if (host_optim) {
-			out->m_h = zn_plan_host_alloc_bytes(opt * 4);
-			out->v_h = zn_plan_host_alloc_bytes(opt * 4);
+			out->m_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
+			out->v_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
 		}
 		if (p->pl.params == ZN_TIER_DEVICE)
-			out->param_stage_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
+			out->param_stage_h = zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb));
 	} else {
 		if (in->stage >= 2)
-			out->grad_shard_d = zn_plan_device_alloc_bytes(s.shard_numel * 4);
+			out->grad_shard_d = zn_plan_device_alloc_bytes(zn_size_mul(s.shard_numel, 4));
 		if (!p->master_aliases_params)
-			out->master_d = zn_plan_device_alloc_bytes(opt * 4);
-		out->m_d = zn_plan_device_alloc_bytes(opt * 4);
-		out->v_d = zn_plan_device_alloc_bytes(opt * 4);
+			out->master_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
+		out->m_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
+		out->v_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
 	}
 }
 
@@ -287,28 +198,35 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		if (s.shard_numel > out->swap_shard_numel)
 			out->swap_shard_numel = s.shard_numel;
 		if (opt_nvme)
-			out->nvme_optim_bytes += (out->master_aliases_params ? 2 : 3) *
-				zn_plan_host_alloc_bytes(s.shard_numel * 4);
+			out->nvme_optim_bytes = zn_size_add(out->nvme_optim_bytes, zn_size_mul(
+				out->master_aliases_params ? 2 : 3,
+				zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, 4))));
 		if (prm_nvme)
-			out->nvme_param_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
+			out->nvme_param_bytes = zn_size_add(out->nvme_param_bytes,
+				zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb)));
 		/* per step: AdamW reads and writes master, m and v; with parameters on nvme
 		 * every use fetches the shard (layer 0 once a step, the others in each
 		 * micro-batch's forward and backward) and AdamW writes the new shard unless
 		 * it is the master */
 		if (opt_nvme) {
-			out->nvme_step_read_bytes += 3 * s.shard_numel * 4;
-			out->nvme_step_write_bytes += 3 * s.shard_numel * 4;
+			out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
+								zn_size_mul(s.shard_numel, 12));
+			out->nvme_step_write_bytes = zn_size_add(out->nvme_step_write_bytes,
+								 zn_size_mul(s.shard_numel, 12));
 		}
 		if (prm_nvme) {
 			uint64_t uses = l == 0 ? 1 : 2 * (uint64_t)in->grad_accum;
 
 			/* a hot layer's fetches copy its pinned shard: no reads */
 			if (l > out->hot_layers)
-				out->nvme_step_read_bytes += uses * s.shard_numel * pb;
+				out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
+					zn_size_mul(uses, zn_size_mul(s.shard_numel, pb)));
 			else if (l > 0)
-				out->host_swap_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
+				out->host_swap_bytes = zn_size_add(out->host_swap_bytes,
+					zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb)));
 			if (!(opt_nvme && out->master_aliases_params))
-				out->nvme_step_write_bytes += s.shard_numel * pb;
+				out->nvme_step_write_bytes = zn_size_add(out->nvme_step_write_bytes,
+					zn_size_mul(s.shard_numel, pb));
 		}
 	}
 	out->nvme_optim_path_bytes = opt_nvme ? path_bytes(out->nvme_optim_bytes,
@@ -317,14 +235,18 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 							   in->param_path_count) : 0;
 	out->swap_buffers = in->swap_buffer_count > 2 ? in->swap_buffer_count : 2;
 	if (opt_nvme)
-		per_buf += 3 * zn_plan_host_alloc_bytes(out->swap_shard_numel * 4);
+		per_buf = zn_size_mul(3, zn_plan_host_alloc_bytes(zn_size_mul(out->swap_shard_numel,
+									      4)));
 	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
-		per_buf += zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
-	out->host_swap_bytes += (uint64_t)out->swap_buffers * per_buf;
+		per_buf = zn_size_add(per_buf, zn_plan_host_alloc_bytes(
+					  zn_size_mul(out->swap_shard_numel, pb)));
+	out->host_swap_bytes = zn_size_add(out->host_swap_bytes,
+					   zn_size_mul((uint64_t)out->swap_buffers, per_buf));
 	if (prm_nvme) {
 		out->fetch_buffers = out->param_slots + 1;
-		out->host_swap_bytes += (uint64_t)out->fetch_buffers *
-					zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
+		out->host_swap_bytes = zn_size_add(out->host_swap_bytes, zn_size_mul(
+			(uint64_t)out->fetch_buffers,
+			zn_plan_host_alloc_bytes(zn_size_mul(out->swap_shard_numel, pb))));
 	}
 }
 
@@ -375,6 +297,34 @@ uint64_t zn_plan_pinned_reserve(const struct zn_engine_plan *p, uint64_t pinned_
 	return r;
 }
 
+static uint64_t sum6(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+{
+	return zn_size_add(zn_size_add(zn_size_add(a, b), zn_size_add(c, d)), zn_size_add(e, f));
+}
+
+/* layer 0's own working buffer and `ring` of the largest other layer, elem bytes each */
+static uint64_t slots_bytes(const struct zn_engine_plan *p, int ring, uint64_t elem)
+{
+	return zn_size_add(zn_plan_device_alloc_bytes(zn_size_mul(p->layer0_numel, elem)),
+			   zn_size_mul((uint64_t)ring, zn_plan_device_alloc_bytes(
+					   zn_size_mul(p->slot_numel, elem))));
+}
+
+static void add_layer(struct zn_engine_plan *out, const struct zn_layer_buffers *b)
+{
+	out->dev_param_bytes = zn_size_add(out->dev_param_bytes, b->param_d);
+	out->dev_grad_bytes = zn_size_add(out->dev_grad_bytes,
+					  zn_size_add(b->grad_d, b->grad_shard_d));
+	out->dev_optim_bytes = zn_size_add(out->dev_optim_bytes,
+					   zn_size_add(zn_size_add(b->master_d, b->m_d), b->v_d));
+	out->host_param_bytes = zn_size_add(out->host_param_bytes, b->param_h);
+	out->host_grad_bytes = zn_size_add(out->host_grad_bytes,
+					   zn_size_add(b->grad_h, b->grad_recv_h));
+	out->host_optim_bytes = zn_size_add(out->host_optim_bytes,
+					    zn_size_add(zn_size_add(b->master_h, b->m_h), b->v_h));
+	out->host_staging_bytes = zn_size_add(out->host_staging_bytes, b->param_stage_h);
+}
+
 int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	int rc = engine_input_check(in);
@@ -399,54 +349,48 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 	}
 	if (out->gathers) {
 		/* layer 0's own slot plus the ring; a ring deeper than the layers is waste */
-		int ring = in->prefetch_depth + 1;
+		int ring = in->prefetch_depth < in->layer_count - 1 ? in->prefetch_depth + 1 :
+								       in->layer_count - 1;
 
-		if (ring > in->layer_count - 1)
-			ring = in->layer_count - 1;
 		out->param_slots = ring;
 		/* at most ring - 1 ahead: one more would fetch into the slot being computed on */
 		if (out->prefetch_depth > ring - 1)
 			out->prefetch_depth = ring - 1;
 		if (out->f32_slots)
-			out->dev_working_bytes +=
-				zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
-				(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 4);
+			out->dev_working_bytes = zn_size_add(out->dev_working_bytes,
+							     slots_bytes(out, ring, 4));
 		if (out->bf16_gather)
-			out->dev_working_bytes +=
-				zn_plan_device_alloc_bytes(out->layer0_numel * 2) +
-				(uint64_t)ring * zn_plan_device_alloc_bytes(out->slot_numel * 2);
+			out->dev_working_bytes = zn_size_add(out->dev_working_bytes,
+							     slots_bytes(out, ring, 2));
 	}
 	if (in->stage >= 2) {
 		out->grad_slots = ZN_PLAN_GRAD_SLOTS;
-		out->dev_working_bytes += zn_plan_device_alloc_bytes(out->layer0_numel * 4) +
-			ZN_PLAN_GRAD_SLOTS * zn_plan_device_alloc_bytes(out->slot_numel * 4);
+		out->dev_working_bytes = zn_size_add(out->dev_working_bytes,
+						     slots_bytes(out, ZN_PLAN_GRAD_SLOTS, 4));
 	}
 	grad_home(in, out);
-	out->host_grad_bytes = (uint64_t)out->grad_ring *
-			       zn_plan_host_alloc_bytes(out->grad_ring_numel * 4);
+	out->host_grad_bytes = zn_size_mul((uint64_t)out->grad_ring,
+					   zn_plan_host_alloc_bytes(zn_size_mul(out->grad_ring_numel,
+										4)));
 	for (int l = 0; l < in->layer_count; l++) {
 		struct zn_layer_buffers b;
 
 		zn_plan_layer_buffers(in, out, l, &b);
-		out->dev_param_bytes += b.param_d;
-		out->dev_grad_bytes += b.grad_d + b.grad_shard_d;
-		out->dev_optim_bytes += b.master_d + b.m_d + b.v_d;
-		out->host_param_bytes += b.param_h;
-		out->host_grad_bytes += b.grad_h + b.grad_recv_h;
-		out->host_optim_bytes += b.master_h + b.m_h + b.v_h;
-		out->host_staging_bytes += b.param_stage_h;
+		add_layer(out, &b);
 	}
 	out->dev_act_bytes = in->activation_bytes;
 	plan_nvme(in, out);
 	zn_plan_frozen(in, out);
-	out->device_bytes = out->dev_param_bytes + out->dev_grad_bytes + out->dev_optim_bytes +
-			    out->dev_working_bytes + out->dev_act_bytes + out->dev_frozen_bytes;
+	out->device_bytes = sum6(out->dev_param_bytes, out->dev_grad_bytes, out->dev_optim_bytes,
+				 out->dev_working_bytes, out->dev_act_bytes, out->dev_frozen_bytes);
 	out->host_act_bytes = in->activation_host_bytes;
 	out->nvme_act_bytes = in->activation_nvme_bytes;
-	out->host_bytes = out->host_param_bytes + out->host_grad_bytes + out->host_optim_bytes +
-			  out->host_staging_bytes + out->host_swap_bytes + out->host_act_bytes +
-			  out->host_frozen_bytes;
-	out->nvme_step_read_bytes += out->frozen_step_read_bytes;
+	out->host_bytes = zn_size_add(sum6(out->host_param_bytes, out->host_grad_bytes,
+					   out->host_optim_bytes, out->host_staging_bytes,
+					   out->host_swap_bytes, out->host_act_bytes),
+				      out->host_frozen_bytes);
+	out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
+						out->frozen_step_read_bytes);
 	return 0;
 }
 

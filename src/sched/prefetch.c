@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 
 struct cast_args {
@@ -303,7 +304,7 @@ int zn_prefetch_create(struct zn_engine *e)
 		return 0;
 	rc = alloc_slot(e, &pf->slot0, e->plan.layer0_numel);
 	pf->ring_n = e->plan.param_slots;
-	pf->ring = calloc((size_t)pf->ring_n, sizeof(*pf->ring));
+	pf->ring = zn_size_calloc((uint64_t)pf->ring_n, sizeof(*pf->ring), "the prefetch ring");
 	if (!rc && !pf->ring)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < pf->ring_n; i++)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 
 /* ---- shape: pure functions of the model, B, T and the choice ------------------------- */
@@ -13,7 +14,8 @@ void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s)
 {
 	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
 
-	*s = (struct zn_act_shape){ .model = e->model, .ld = e->ld, .n = e->n, .B = e->B,
+	*s = (struct zn_act_shape){ .model = e->model, .ld = e->ld, .sums = &e->act_sums,
+				    .n = e->n, .B = e->B,
 				    .T = e->T, .compute16 = e->compute16,
 				    .on = e->cfg.act_ckpt.enabled,
 				    .every = e->cfg.act_ckpt.every,
@@ -36,21 +38,43 @@ static int shape_runs(const struct zn_act_shape *s)
 	return (s->n - 1 + k - 1) / k;
 }
 
-uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l)
+/* Layer l's activation (or scratch) bytes: from s->ld, or described now. */
+static uint64_t layer_bytes(const struct zn_act_shape *s, int l, bool scratch)
 {
 	const struct zn_model_ops *o = s->model.ops;
+	uint64_t (*numel)(const void *, const struct zn_layer_desc *, int, int);
+	struct zn_layer_desc d;
 
-	return (s->compute16 ? o->act_numel_bf16 : o->act_numel)(s->model.config, &s->ld[l], s->B,
-								 s->T) * 4;
+	if (scratch)
+		numel = s->compute16 ? o->scratch_numel_bf16 : o->scratch_numel;
+	else
+		numel = s->compute16 ? o->act_numel_bf16 : o->act_numel;
+	if (s->ld)
+		return zn_size_mul(numel(s->model.config, &s->ld[l], s->B, s->T), 4);
+	/* a layer the family cannot describe was refused when the engine read it first */
+	d = (struct zn_layer_desc){ 0 };
+	if (o->describe(s->model.config, l, &d))
+		return ZN_SIZE_OVERFLOW;
+	return zn_size_mul(numel(s->model.config, &d, s->B, s->T), 4);
 }
 
-static uint64_t scratch_layer_bytes(const struct zn_act_shape *s, int l)
+uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l)
 {
-	const struct zn_model_ops *o = s->model.ops;
+	return layer_bytes(s, l, false);
+}
 
-	return (s->compute16 ? o->scratch_numel_bf16 : o->scratch_numel)(s->model.config,
-									 &s->ld[l], s->B,
-									 s->T) * 4;
+void zn_act_sums_of(const struct zn_act_shape *s, struct zn_act_sums *out)
+{
+	*out = (struct zn_act_sums){ 0 };
+	for (int l = 0; l < s->n; l++) {
+		uint64_t a = layer_bytes(s, l, false), sc = layer_bytes(s, l, true);
+
+		if (l > 0 && a > out->acts_max)
+			out->acts_max = a;
+		if (sc > out->scratch_max)
+			out->scratch_max = sc;
+		out->all_acts = zn_size_add(out->all_acts, zn_plan_device_alloc_bytes(a));
+	}
 }
 
 /* checkpoints on the host or nvme: 0 .. R-2 leave the device; pinned buffers for them */
@@ -65,21 +89,19 @@ static int shape_bufs(const struct zn_act_shape *s)
 
 void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
 {
-	uint64_t bt = (uint64_t)s->B * (uint64_t)s->T, smax = 0, xa;
+	uint64_t bt = (uint64_t)s->B * (uint64_t)s->T, smax, xa;
+	struct zn_act_sums sums;
 
 	*out = (struct zn_act_bytes){ 0 };
-	out->x = bt * (uint64_t)s->model.ops->width(s->model.config) * 4;
+	if (s->sums)
+		sums = *s->sums;
+	else
+		zn_act_sums_of(s, &sums);
+	out->acts_max = sums.acts_max;
+	out->all_acts = sums.all_acts;
+	smax = sums.scratch_max;
+	out->x = zn_size_mul(zn_size_mul(bt, (uint64_t)s->model.ops->width(s->model.config)), 4);
 	xa = zn_plan_device_alloc_bytes(out->x);
-	for (int l = 0; l < s->n; l++) {
-		uint64_t a = zn_act_layer_bytes(s, l);
-		uint64_t sc = scratch_layer_bytes(s, l);
-
-		if (l > 0 && a > out->acts_max)
-			out->acts_max = a;
-		if (sc > smax)
-			smax = sc;
-		out->all_acts += zn_plan_device_alloc_bytes(a);
-	}
 	if (s->on) {
 		int K = shape_every(s), R = shape_runs(s), runs_off;
 		int xn = s->home == ZN_TIER_DEVICE ? R : (R < 2 ? R : 2);
@@ -88,22 +110,24 @@ void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
 		xn += K - 1 + (R > 1 ? 1 : 0);
 		out->every = K;
 		out->runs = R;
-		out->device_acts = (uint64_t)xn * xa +
-				   (uint64_t)K * zn_plan_device_alloc_bytes(out->acts_max);
+		out->device_acts = zn_size_add(zn_size_mul((uint64_t)xn, xa),
+					       zn_size_mul((uint64_t)K,
+							   zn_plan_device_alloc_bytes(out->acts_max)));
 		runs_off = s->home == ZN_TIER_DEVICE ? 0 : R - 1;
 		/* host: the checkpoints; nvme: their staging, and the extents */
-		out->host = (uint64_t)shape_bufs(s) * zn_plan_host_alloc_bytes(out->x);
+		out->host = zn_size_mul((uint64_t)shape_bufs(s), zn_plan_host_alloc_bytes(out->x));
 		out->nvme = s->home == ZN_TIER_NVME ?
-			    (uint64_t)runs_off * zn_plan_host_alloc_bytes(out->x) : 0;
+			    zn_size_mul((uint64_t)runs_off, zn_plan_host_alloc_bytes(out->x)) : 0;
 	} else {
 		/* every layer's activations and outputs x[0 .. n-2] */
-		out->device_acts = out->all_acts + (uint64_t)(s->n - 1) * xa;
+		out->device_acts = zn_size_add(out->all_acts, zn_size_mul((uint64_t)(s->n - 1), xa));
 	}
 	/* two dx buffers, scratch, tokens, targets (and positions), losses */
-	out->device_fixed = 2 * xa + zn_plan_device_alloc_bytes(smax) +
-			    (s->pos ? 3 : 2) * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
-			    zn_plan_device_alloc_bytes(bt * 4);
-	out->device = out->device_acts + out->device_fixed;
+	out->device_fixed = zn_size_add(zn_size_add(zn_size_mul(2, xa),
+						     zn_plan_device_alloc_bytes(smax)),
+					(s->pos ? 3 : 2) * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
+					zn_plan_device_alloc_bytes(bt * 4));
+	out->device = zn_size_add(out->device_acts, out->device_fixed);
 }
 
 /* engine shorthands */
@@ -279,10 +303,12 @@ int zn_ckpt_create(struct zn_engine *e)
 	ck->acts_bytes = ab.acts_max;
 	ck->x_n = ck->home == ZN_TIER_DEVICE ? ck->runs : (ck->runs < 2 ? ck->runs : 2);
 	ck->buf_n = bufs_of(e);
-	ck->x_d = calloc((size_t)ck->x_n, sizeof(*ck->x_d));
-	ck->run_acts_d = calloc((size_t)K, sizeof(*ck->run_acts_d));
-	ck->run_x_d = calloc((size_t)K, sizeof(*ck->run_x_d));
-	ck->buf = calloc((size_t)ck->buf_n + 1, sizeof(*ck->buf));
+	ck->x_d = zn_size_calloc((uint64_t)ck->x_n, sizeof(*ck->x_d), "the checkpoint slots");
+	ck->run_acts_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_acts_d),
+					"a run's activation buffers");
+	ck->run_x_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_x_d), "a run's outputs");
+	ck->buf = zn_size_calloc((uint64_t)ck->buf_n + 1, sizeof(*ck->buf),
+				 "the checkpoint host buffers");
 	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d || !ck->buf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < ck->x_n; i++)

@@ -83,10 +83,20 @@ struct zn_ckpt {
 	struct zn_swap *swap;
 };
 
+/* Sums over the layers that size the activation buffers (unrounded bytes unless said). */
+struct zn_act_sums {
+	uint64_t acts_max;       /* the largest activations of layers 1 .. n-1 */
+	uint64_t all_acts;       /* every layer's activations, each rounded as the device does */
+	uint64_t scratch_max;    /* the largest scratch */
+};
+
 /* What the activation buffers depend on: the model, B, T and the checkpointing choice. */
 struct zn_act_shape {
 	struct zn_model model;
-	const struct zn_layer_desc *ld; /* n descriptors */
+	/* n descriptors, or NULL: each layer is described when needed, one at a time (the
+	 * engine before the plan fits, zinc estimate), so no memory grows with n */
+	const struct zn_layer_desc *ld;
+	const struct zn_act_sums *sums; /* precomputed, or NULL: zn_act_bytes_of sums */
 	int n, B, T;
 	bool compute16;          /* bf16 compute: the model's *_bf16 sizes */
 	bool on;                 /* checkpointing */
@@ -111,7 +121,9 @@ struct zn_act_bytes {
 
 void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s);
 void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out); /* pure */
-uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l); /* layer l's, unrounded */
+/* Layer l's activation bytes, unrounded (saturated at ZN_SIZE_OVERFLOW, core/size.h) */
+uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l);
+void zn_act_sums_of(const struct zn_act_shape *s, struct zn_act_sums *out); /* pure */
 
 /* The use sequence: forward 1 .. n-1, then the backward's uses; returns the count (use
  * may be NULL to count). */

@@ -27,7 +27,8 @@ int zn_runtime_create(struct zn_runtime *rt, const struct zn_config *cfg, int co
 	/* an explicit single comm is process-local, even under a multi-rank launch */
 	struct zn_comm_config cc = { .kind = (enum zn_comm_kind)comm_kind,
 				     .local = comm_kind == ZN_COMM_SINGLE,
-				     .deterministic = cfg->runtime.deterministic };
+				     .deterministic = cfg->runtime.deterministic,
+				     .timeout_s = cfg->runtime.comm_timeout_s };
 	int local = 0, rc;
 
 	if (comm_kind != ZN_COMM_SINGLE) {
@@ -65,7 +66,7 @@ int zn_runtime_drain(struct zn_runtime *rt)
 	struct zn_stream *s[] = { rt->compute, rt->copy_in, rt->copy_out };
 	int rc = 0;
 
-	/* The comm stream first, bounded by ZINC_NCCL_TIMEOUT_S and polling for asynchronous
+	/* The comm stream first, bounded by --comm-timeout and polling for asynchronous
 	 * errors: a hung peer gives an error here, not a wait forever. After a comm error the
 	 * other streams may wait on the hung collective: they are left to the teardown. */
 	if (rt->comm && rt->comm_s)

@@ -36,7 +36,7 @@ int zn_runtime_wait(struct zn_runtime *rt, struct zn_event *ev); /* counted in w
  * destroys the comm first (zn_runtime_comm_first) */
 void zn_runtime_sync(struct zn_runtime *rt);
 /* the end of a step: the comm stream through zn_comm_synchronize (bounded by
- * ZINC_NCCL_TIMEOUT_S, asynchronous errors polled), then the other streams, then comm
+ * --comm-timeout, asynchronous errors polled), then the other streams, then comm
  * errors. A comm error (sticky) returns at once, leaving the other streams to teardown. */
 int zn_runtime_drain(struct zn_runtime *rt);
 /* Teardown order: true when the comm must be destroyed before the streams are waited for

@@ -330,14 +330,14 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 
 	rc = zn_step_tokens(e, micro, inputs_h, targets_h);
 	if (!rc)
-		rc = zn_event_record(e->act.tev[3 * micro], e->rt.compute);
+		rc = zn_event_record(e->act.tev[(size_t)3 * micro], e->rt.compute);
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);
 	if (!rc)
 		rc = forward(e, p0, f0, micro);
 	if (!rc)
-		rc = zn_event_record(e->act.tev[3 * micro + 1], e->rt.compute);
+		rc = zn_event_record(e->act.tev[(size_t)3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
 	if (!rc)
 		rc = zn_event_record(e->act.fwd_done, e->rt.compute);
@@ -351,7 +351,7 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (!rc)
 		rc = backward(e, p0, f0, micro);
 	if (!rc)
-		rc = zn_event_record(e->act.tev[3 * micro + 2], e->rt.compute);
+		rc = zn_event_record(e->act.tev[(size_t)3 * micro + 2], e->rt.compute);
 	return rc;
 }
 
@@ -387,11 +387,12 @@ static int mean_loss(struct zn_engine *e, float *loss)
 static void timings(struct zn_engine *e, struct zn_step_stats *st)
 {
 	for (int m = 0; m < e->gas; m++) {
+		struct zn_event **ev = e->act.tev + (size_t)3 * m; /* start, forward end, end */
 		float f = 0.0f, b = 0.0f;
 
-		if (!zn_event_elapsed_ms(e->act.tev[3 * m], e->act.tev[3 * m + 1], &f))
+		if (!zn_event_elapsed_ms(ev[0], ev[1], &f))
 			st->fwd_ms += f;
-		if (!zn_event_elapsed_ms(e->act.tev[3 * m + 1], e->act.tev[3 * m + 2], &b))
+		if (!zn_event_elapsed_ms(ev[1], ev[2], &b))
 			st->bwd_ms += b;
 	}
 	st->opt_ms = e->opt.host_opt_ms + (double)atomic_load(&e->opt.opt_ns) / 1e6;

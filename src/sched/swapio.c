@@ -46,6 +46,7 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "sched/engine_impl.h"
 
 bool zn_swapio_optim(const struct zn_engine *e)
@@ -305,8 +306,10 @@ static int make_staging(struct zn_engine *e)
 	uint64_t n = e->plan.swap_shard_numel, pb = e->plan.param_bytes;
 	int rc = 0;
 
-	e->sw.sbuf = calloc((size_t)e->plan.swap_buffers, sizeof(*e->sw.sbuf));
-	e->sw.fbuf = calloc((size_t)(e->plan.fetch_buffers + 1), sizeof(*e->sw.fbuf));
+	e->sw.sbuf = zn_size_calloc((uint64_t)e->plan.swap_buffers, sizeof(*e->sw.sbuf),
+				    "the optimizer staging buffers");
+	e->sw.fbuf = zn_size_calloc((uint64_t)e->plan.fetch_buffers + 1, sizeof(*e->sw.fbuf),
+				    "the parameter fetch buffers");
 	if (!e->sw.sbuf || !e->sw.fbuf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < e->plan.swap_buffers; i++) {
