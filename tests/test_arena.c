@@ -356,6 +356,22 @@ Test(topo, cpu_info_is_sane)
 	cr_expect(strstr(buf, "numa nodes:") && strstr(buf, "memlock limit"), "%s", buf);
 }
 
+/* The memlock limit in ulimit -l's unit (KiB) and a human one; a small limit was "0.0 GiB". */
+Test(topo, memlock_limit_in_its_unit)
+{
+	struct zn_cpu_info info;
+	char buf[4096], t[64];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	cr_expect_str_eq(zn_memlock_text(UINT64_MAX, t, sizeof(t)), "unlimited");
+	cr_expect_str_eq(zn_memlock_text(3ull << 30, t, sizeof(t)), "3145728 KiB (3.00 GiB)");
+	lose_memlock(4 * MiB);
+	cr_assert_eq(zn_cpu_info_get(&info), 0);
+	zn_cpu_info_print(f, &info);
+	fclose(f);
+	cr_expect(strstr(buf, "memlock limit (ulimit -l): 4096 KiB (4.00 MiB)\n"), "%s", buf);
+}
+
 Test(topo, binds_openmp_threads_to_cores)
 {
 	cr_expect_eq(zn_topo_bind_omp_threads(-1, 2), 0);

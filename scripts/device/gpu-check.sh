@@ -343,9 +343,9 @@ figures() {
 	echo "--- training: loss first -> last, tok/s (last step), device peak vs plan"
 	awk '/^===== train-.*limit/ { run = $2; order[++n] = run }
 	     /plan: device [0-9]+ bytes/ { for (i = 1; i <= NF; i++) if ($i == "device") plan[run] = $(i + 1) / 1048576 }
-	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ tok\/s */, "", f[3]);
-	                sub(/^ *dev peak /, "", f[5]); sub(/ MiB */, "", f[5]);
-	                if (!(run in first)) first[run] = f[2]; last[run] = f[2]; tps[run] = f[3]; peak[run] = f[5] }
+	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ tok\/s */, "", f[4]);
+	                sub(/^ *dev peak /, "", f[6]); sub(/ MiB */, "", f[6]);
+	                if (!(run in first)) first[run] = f[2]; last[run] = f[2]; tps[run] = f[4]; peak[run] = f[6] }
 	     END { for (i = 1; i <= n; i++) { r = order[i]; if (!(r in first)) { printf "  %-26s no step line\n", r; continue }
 	           printf "  %-26s loss %s -> %s  %8s tok/s  dev peak %s MiB of plan %.1f MiB\n", r, first[r], last[r], tps[r], peak[r], plan[r] } }' \
 		"$OUT/train.log" 2> /dev/null

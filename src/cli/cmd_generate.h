@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/train_model.h"
 #include "data/tokenizer.h"
@@ -31,6 +32,8 @@ struct zn_gen_model {
 int zn_gen_model_open(struct zn_gen_model *gm, const char *init_from, const char *tokenizer,
 		      int argc, char **argv);
 void zn_gen_model_close(struct zn_gen_model *gm);
+/* zinc generate --help's text (cmd_generate.c). */
+void zn_generate_usage(FILE *f);
 /* The prompt's ids (the tokenizer's BOS first when it adds one). 0 or a negative code. */
 int zn_gen_model_encode(const struct zn_gen_model *gm, const char *text, struct zn_ids *ids);
 /* The text of one generated id appended to buf (special tokens: nothing); its length. */

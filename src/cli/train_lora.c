@@ -1,5 +1,6 @@
 /* zinc train's LoRA flags, loading and saving (train_lora.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,14 +39,17 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			tl->on = true;
 		} else if (!strcmp(a, "--lora-alpha")) {
 			rc = float_flag(*n, rest, &i, 1e-6f, 1e9f, &tl->lc.alpha);
+			tl->alpha_given = true;
 		} else if (!strcmp(a, "--lora-dropout")) {
 			rc = float_flag(*n, rest, &i, 0.0f, 1.0f, &tl->lc.dropout);
+			tl->dropout_given = true;
 		} else if (!strcmp(a, "--lora-targets")) {
 			const char *v = zn_cli_value(*n, rest, &i);
 
 			rc = v ? (zn_lora_add_targets(&tl->lc, v) ? ZN_EUSAGE : 0) : ZN_EUSAGE;
 		} else if (!strcmp(a, "--use-rslora")) {
 			tl->lc.rslora = true;
+			tl->rslora_given = true;
 		} else if (!strcmp(a, "--merge-adapter")) {
 			tl->merge = true;
 		} else if (!strcmp(a, "--save-adapter") || !strcmp(a, "--init-adapter")) {
@@ -53,10 +57,12 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 
 			if (!v)
 				return ZN_EUSAGE;
-			if (a[2] == 's')
+			if (a[2] == 's') {
 				tl->save_adapter = v;
-			else
+			} else {
 				tl->init_adapter = v;
+				tl->on = true;
+			}
 		} else {
 			rest[m++] = rest[i];
 		}
@@ -65,18 +71,91 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 	return rc;
 }
 
-int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
+/* Target lists are rows of ZN_LORA_NAME_MAX bytes (lora.h): a and b hold the same names. */
+static bool same_targets(const char *a, int na, const char *b, int nb)
+{
+	for (int i = 0; i < na; i++) {
+		bool found = false;
+
+		for (int k = 0; k < nb; k++)
+			found = found || !strcmp(a + i * ZN_LORA_NAME_MAX, b + k * ZN_LORA_NAME_MAX);
+		if (!found)
+			return false;
+	}
+	return na == nb;
+}
+
+static void targets_text(const char *t, int n, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < n && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "",
+					 t + i * ZN_LORA_NAME_MAX);
+}
+
+/* What a flag leaves out comes from the adapter; what a flag gives must be the adapter's. */
+static int from_adapter(struct zn_train_lora *tl, const struct zn_lora_peft_config *p)
+{
+	struct zn_lora_config *c = &tl->lc;
+	char mine[ZN_LORA_MAX_TARGETS * ZN_LORA_NAME_MAX], file[sizeof(mine)];
+	const char *dir = tl->init_adapter;
+
+	if (c->r && c->r != p->r) {
+		zn_error("--lora-r %d but --init-adapter %s has r %d (adapter_config.json): leave "
+			 "--lora-r out to take the adapter's, or give --lora-r %d", c->r, dir, p->r,
+			 p->r);
+		return ZN_EUSAGE;
+	}
+	if (tl->alpha_given && c->alpha != p->alpha) {
+		zn_error("--lora-alpha %g but --init-adapter %s has lora_alpha %g: leave "
+			 "--lora-alpha out to take the adapter's", (double)c->alpha, dir,
+			 (double)p->alpha);
+		return ZN_EUSAGE;
+	}
+	if (tl->rslora_given && !p->rslora) {
+		zn_error("--use-rslora but --init-adapter %s has use_rslora false: leave "
+			 "--use-rslora out", dir);
+		return ZN_EUSAGE;
+	}
+	targets_text(c->targets[0], c->target_count, mine, sizeof(mine));
+	targets_text(p->targets[0], p->target_count, file, sizeof(file));
+	if (c->target_count && !same_targets(c->targets[0], c->target_count, p->targets[0],
+					     p->target_count)) {
+		zn_error("--lora-targets %s but --init-adapter %s has target_modules %s: leave "
+			 "--lora-targets out to take the adapter's", mine, dir, file);
+		return ZN_EUSAGE;
+	}
+	c->r = p->r;
+	c->alpha = p->alpha;
+	c->rslora = p->rslora;
+	/* a dropout given is the new run's choice (it changes no weight) */
+	if (!tl->dropout_given)
+		c->dropout = p->dropout;
+	if (!c->target_count)
+		return zn_lora_add_targets(c, file) ? ZN_EUSAGE : 0;
+	return 0;
+}
+
+int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final)
 {
 	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->lc.dropout > 0 ||
 		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter;
+	struct zn_lora_peft_config p;
 
 	if (!tl->on && any) {
 		zn_error("LoRA flags given without --lora-r: add --lora-r R (e.g. --lora-r 8 "
-			 "--lora-alpha 16 --lora-targets q_proj,v_proj)");
+			 "--lora-alpha 16 --lora-targets q_proj,v_proj), or start from an adapter "
+			 "with --init-adapter DIR");
 		return ZN_EUSAGE;
 	}
 	if (!tl->on)
 		return 0;
+	if (tl->init_adapter && zn_lora_peft_read_config(tl->init_adapter, &p))
+		return ZN_EUSAGE;
+	if (tl->init_adapter && from_adapter(tl, &p))
+		return ZN_EUSAGE;
 	if (!tl->lc.target_count) {
 		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
 			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc)");

@@ -88,14 +88,16 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e);
 }
 
-static int make_plan(struct zn_engine *e, uint64_t act_bytes)
+/* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
+ * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
+ * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
+static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
 {
 	const struct zn_config *c = &e->cfg;
-	uint64_t dev_budget = zn_device_budget_bytes(e->rt.dev), pinned_budget;
+	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
 	struct zn_arena_config ac;
 	bool auto_depth = c->runtime.prefetch_depth == 0;
 	uint64_t slot = 0;
-	char msg[512];
 	int rc;
 
 	for (int l = 0; l < e->n; l++) {
@@ -129,18 +131,26 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 						       zn_arena_default_bytes(&ac);
 	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
-				sizeof(msg));
+				msg_size);
+	e->pin.prefetch_depth = e->plan.prefetch_depth;
+	return rc;
+}
+
+static int make_plan(struct zn_engine *e)
+{
+	const struct zn_config *c = &e->cfg;
+	char msg[512];
+	int rc = plan_for(e, zn_device_budget_bytes(e->rt.dev), msg, sizeof(msg));
+
 	if (rc == -ENOMEM)
 		zn_error("%s", msg);
 	else if (!rc)
 		zn_debug("plan: device %" PRIu64 " bytes, pinned %" PRIu64 " bytes, prefetch %d",
 			 e->plan.device_bytes, e->plan.host_bytes, e->plan.prefetch_depth);
-	if (!rc && e->plan.gathers && !auto_depth &&
-	    c->runtime.prefetch_depth > e->plan.prefetch_depth)
+	if (!rc && e->plan.gathers && c->runtime.prefetch_depth > e->plan.prefetch_depth)
 		zn_info("prefetch depth %d: with %d layers at most %d can be fetched ahead of the "
 			"one computing; using %d", c->runtime.prefetch_depth, e->n,
 			e->plan.prefetch_depth, e->plan.prefetch_depth);
-	e->pin.prefetch_depth = e->plan.prefetch_depth;
 	return rc;
 }
 
@@ -326,6 +336,59 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	return initial_frozen(e, opt);
 }
 
+/* Everything the plan reads: the config, the model's layers, the batch and the options
+ * (no device, no rank). */
+static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struct zn_model *model,
+		   const struct zn_engine_options *opt)
+{
+	int rc;
+
+	e->cfg = *cfg;
+	e->step = 0;
+	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
+		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
+	rc = create_model(e, model);
+	if (rc)
+		return rc;
+	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
+		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
+	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
+		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
+			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",
+			 model->ops->family);
+		return -EINVAL;
+	}
+	e->T = opt->seq_len;
+	e->B = (int)cfg->train_micro_batch_size_per_gpu;
+	e->gas = (int)(cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1);
+	if (e->B < 1)
+		e->B = 1;
+	return check_options(e, opt);
+}
+
+int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
+			  const struct zn_engine_options *opt, int world, uint64_t device_budget,
+			  struct zn_engine_memory *out, char *msg, size_t msg_size)
+{
+	struct zn_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = (struct zn_engine_memory){ 0 };
+	if (msg_size)
+		msg[0] = 0;
+	if (!e)
+		return -ENOMEM;
+	rc = prepare(e, cfg, model, opt);
+	e->rt.world = world;
+	if (!rc)
+		rc = plan_for(e, device_budget, msg, msg_size);
+	if (!rc || rc == -ENOMEM)
+		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
+					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);
+	zn_engine_destroy(e);
+	return rc;
+}
+
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		     const struct zn_model *model, const struct zn_engine_options *opt)
 {
@@ -335,34 +398,13 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	*out = NULL;
 	if (!e)
 		return -ENOMEM;
-	e->cfg = *cfg;
-	e->step = 0;
-	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
-		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
-	rc = create_model(e, model);
-	if (rc)
-		goto destroy;
-	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
-		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
-	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
-		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
-			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",
-			 model->ops->family);
-		rc = -EINVAL;
-		goto destroy;
-	}
-	e->T = opt->seq_len;
-	e->B = (int)cfg->train_micro_batch_size_per_gpu;
-	e->gas = (int)(cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1);
-	if (e->B < 1)
-		e->B = 1;
-	rc = check_options(e, opt);
+	rc = prepare(e, cfg, model, opt);
 	if (rc)
 		goto destroy;
 	rc = zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind);
 	if (rc)
 		goto destroy;
-	rc = make_plan(e, zn_acts_bytes(e));
+	rc = make_plan(e);
 	if (!rc)
 		rc = create_buffers(e, opt);
 	if (rc)

@@ -49,6 +49,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	for (int l = 0; l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];
 
+		out->frozen_home_bytes += out->frozen_home == ZN_TIER_DEVICE ? dev(n * fb) :
+					  host(n * fb);
 		if (out->frozen_home == ZN_TIER_DEVICE)
 			out->dev_frozen_bytes += dev(n * fb);
 		else if (out->frozen_home == ZN_TIER_HOST)
@@ -59,6 +61,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 		 * changes); the others' are read for each use */
 		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
 			out->frozen_step_read_bytes += 2 * (uint64_t)in->grad_accum * host(n * fb);
+		else if (out->frozen_home == ZN_TIER_NVME && n)
+			out->frozen_first_read_bytes = host(n * fb);
 	}
 	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);

@@ -259,11 +259,13 @@ struct zn_engine_plan {
 	uint64_t frozen_numel_total; /* floats over all layers */
 	uint64_t frozen_slot_numel;  /* largest frozen layer among 1 .. n-1 */
 	uint64_t frozen_layer0_numel;
+	uint64_t frozen_home_bytes;  /* the base on its home tier, as allocated */
 	uint64_t dev_frozen_bytes;   /* device homes + working copies (+ 16-bit staging) */
 	uint64_t host_frozen_bytes;  /* pinned homes, or the nvme read buffers */
 	uint64_t nvme_frozen_bytes;  /* the frozen file (per rank; every rank holds all) */
 	uint64_t frozen_step_read_bytes; /* nvme: layers 1 .. n-1 2 x grad_accum (layer 0 is
 					  * read at the first step only, its copy kept) */
+	uint64_t frozen_first_read_bytes; /* nvme: layer 0's extent, read by the first step */
 };
 
 /* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:

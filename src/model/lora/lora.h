@@ -104,6 +104,20 @@ int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
 int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
 			    float *params_h);
 
+/* dir/adapter_config.json's LoRA settings (lora_peft_config.c): r, lora_alpha,
+ * lora_dropout (absent or null: 0), use_rslora (absent or null: false) and
+ * target_modules, which must be a list of names zn_lora_target_known accepts (PEFT's string
+ * form is a regular expression: refused). 0 or a negative code (logged, naming the file
+ * and the field). */
+struct zn_lora_peft_config {
+	int r;
+	float alpha, dropout;
+	bool rslora;
+	int target_count;
+	char targets[ZN_LORA_MAX_TARGETS][ZN_LORA_NAME_MAX];
+};
+int zn_lora_peft_read_config(const char *dir, struct zn_lora_peft_config *out);
+
 /* zn_lora_ops, or where the base family has bf16 compute (act_numel_bf16) zn_lora_ops_bf16,
  * which has it too: then the engine's bf16 compute calls the layers with io->params16 (the
  * adapters in bf16) and io->frozen pointing at the stored bf16 base (read as uint16_t; never
