@@ -78,6 +78,10 @@ static int split_args(int argc, char **argv, struct plan_opts *o)
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
 		else if (!strcmp(a, "--json"))
 			o->json = true;
+		else if (!strcmp(a, "--nvme-mem")) {
+			zn_error("--nvme-mem is a budget of --fit: add --fit");
+			rc = ZN_EUSAGE;
+		}
 		else if (!strcmp(a, "--host-mem")) {
 			rc = zn_cli_size(argc, argv, &i, &o->host_mem);
 			if (!rc && !o->host_mem) {

@@ -195,6 +195,11 @@ void zn_cli_unknown_flag(const char *cmd, const char *arg, void (*help)(FILE *f)
 	}
 	if (!zn_cli_suggest_flag(arg, help, flag, sizeof(flag), hf, sizeof(hf)))
 		zn_error("%s: unknown option '%s' (%s --help lists the options)", cmd, arg, cmd);
+	else if (!strncmp(arg, flag, strlen(flag)) &&
+		 (arg[strlen(flag)] == 0 || arg[strlen(flag)] == '='))
+		/* one of the command's options, but not of this use of it */
+		zn_error("%s: option '%s' does not apply here (%s --help says where it does)", cmd,
+			 flag, cmd);
 	else if (hf[0])
 		zn_error("%s: unknown option '%s' (did you mean %s? Hugging Face's %s is zinc's "
 			 "%s)", cmd, arg, flag, hf, flag);

@@ -42,6 +42,16 @@ static int gpt2_from_hf(const char *flag, const char *path, const struct zn_hf_c
 	return zn_gpt2_config_validate(mc);
 }
 
+static bool flag_given(int argc, char **argv, const char *flag)
+{
+	size_t n = strlen(flag);
+
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], flag, n) && (argv[i][n] == 0 || argv[i][n] == '='))
+			return true;
+	return false;
+}
+
 /* The config of path (--init-from: a checkpoint; --model-config: config.json or a
  * directory holding one) into *hf; *have false for a lone file without config. */
 static int source_config(const char *path, bool checkpoint, struct zn_hf_config *hf,
@@ -172,6 +182,11 @@ int zn_train_model_parse(struct zn_train_model *tm, int argc, char **argv,
 	rc = zn_gpt2_config_from_preset("small", &tm->gpt2);
 	if (!rc)
 		rc = zn_gpt2_config_apply_flags(&tm->gpt2, argc, argv, rest, rest_count);
+	/* a --vocab above the preset's padding: the padding follows it (rounded up, as a
+	 * config.json's does) unless --padded-vocab says otherwise */
+	if (!rc && !src && tm->gpt2.padded_vocab < tm->gpt2.vocab &&
+	    !flag_given(argc, argv, "--padded-vocab"))
+		tm->gpt2.padded_vocab = 0;
 	if (!rc && src) {
 		/* the file defines the shapes; only an explicit --heads is passed on */
 		tm->gpt2.heads = 0;

@@ -91,8 +91,10 @@ const char *zn_memlock_text(uint64_t bytes, char *buf, size_t size)
 		snprintf(buf, size, "unlimited");
 	else if (bytes >= (1ull << 30))
 		snprintf(buf, size, "%" PRIu64 " KiB (%.2f GiB)", bytes / 1024, b / 1073741824.0);
-	else
+	else if (bytes >= (1ull << 20))
 		snprintf(buf, size, "%" PRIu64 " KiB (%.2f MiB)", bytes / 1024, b / 1048576.0);
+	else
+		snprintf(buf, size, "%" PRIu64 " KiB", bytes / 1024);
 	return buf;
 }
 
