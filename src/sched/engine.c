@@ -432,14 +432,6 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		return -EINVAL;
 	}
 	ly = &e->L[l];
-	if (zn_swapio_optim(e)) {
-		rc = zn_swapio_read_master(e, l, &m);
-		on_device = false;
-	} else {
-		m = zn_tiers_master_full(e, l, &on_device);
-	}
-	if (rc)
-		return rc;
 	first = ly->sh.offset;
 	count = ly->sh.shard_numel;
 	if (e->cfg.zero.stage == 0) {
@@ -447,11 +439,21 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		first = 0;
 		count = ly->sh.padded_numel;
 	}
+	if (zn_swapio_optim(e)) {
+		/* read in chunks straight into place (stage >= 1: the shard) */
+		rc = zn_swapio_read_master(e, l, e->tmp_h + first);
+		on_device = false;
+		m = e->tmp_h + first;
+	} else {
+		m = zn_tiers_master_full(e, l, &on_device);
+	}
+	if (rc)
+		return rc;
 	if (on_device) {
 		rc = zn_memcpy_async(e->rt.copy_out, e->tmp_h + first, m, count * 4, ZN_COPY_D2H);
 		if (!rc)
 			rc = zn_stream_synchronize(e->rt.copy_out);
-	} else {
+	} else if (m != e->tmp_h + first) {
 		memcpy(e->tmp_h + first, m, count * 4);
 	}
 	if (!rc && e->cfg.zero.stage > 0)

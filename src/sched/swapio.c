@@ -7,8 +7,10 @@
  * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
  * files at create, so a full disk stops the run before training.
  *
- * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
- * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
+ * Optimizer step: AdamW visits layers n-1 .. 0, each layer's shard in chunks of
+ * plan.swap_chunk_numel elements (plan.h: the staging holds no more than the state), and
+ * position p (the chunks in that order: sw.pos_first, sw.pos_layer) uses staging buffer
+ * p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
  * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
  * buffers the previous step's write-behind has freed; step.c tries again before each
@@ -81,6 +83,23 @@ static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
 	return e->L[l].sh.shard_numel * e->plan.param_bytes;
 }
 
+int zn_swapio_chunks(const struct zn_engine *e, int l)
+{
+	return zn_plan_swap_chunks(&e->plan, e->L[l].sh.shard_numel);
+}
+
+void zn_swapio_chunk(const struct zn_engine *e, int l, int c, uint64_t *off, uint64_t *len)
+{
+	uint64_t n = e->L[l].sh.shard_numel, cn = e->plan.swap_chunk_numel;
+
+	*off = 0;
+	*len = n;
+	if (zn_swapio_chunks(e, l) == 1)
+		return;
+	*off = (uint64_t)c * cn;
+	*len = n - *off < cn ? n - *off : cn;
+}
+
 /* the pinned buffer holding hot layer l's current shard, or NULL (l not hot) */
 static struct zn_fbuf *hot_of(struct zn_engine *e, int l)
 {
@@ -89,8 +108,8 @@ static struct zn_fbuf *hot_of(struct zn_engine *e, int l)
 	return l == 0 ? &e->sw.fbuf[e->plan.fetch_buffers - 1] : &e->sw.hot[l - 1];
 }
 
-/* hot layer l's shard := src (bytes), once no copy up reads the buffer */
-static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
+/* hot layer l's shard at byte off := src (bytes), once no copy up reads the buffer */
+static int hot_put(struct zn_engine *e, int l, uint64_t off, const void *src, uint64_t bytes)
 {
 	struct zn_fbuf *h = hot_of(e, l);
 	int rc = 0;
@@ -101,7 +120,7 @@ static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
 		rc = zn_runtime_wait(&e->rt, h->copied);
 	h->copy_pending = false;
 	if (!rc)
-		memcpy(h->h, src, bytes);
+		memcpy((char *)h->h + off, src, bytes);
 	h->layer = l;
 	return rc;
 }
@@ -215,16 +234,19 @@ static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
 	return &e->sw.sbuf[pos % e->plan.swap_buffers];
 }
 
-/* layer l's write-behind, if its staging buffer still has it in flight (a position's
- * buffer is reused only after its writes are waited for) */
+/* layer l's write-behind, in whichever staging buffers still have a chunk of it in flight
+ * (a position's buffer is reused only after its writes are waited for) */
 static int wait_layer_writes(struct zn_engine *e, int l)
 {
-	struct zn_sbuf *sb;
+	int rc = 0;
 
-	if (!e->sw.sbuf)
-		return 0;
-	sb = sbuf_of(e, e->n - 1 - l);
-	return sb->layer == l && sb->wr_n ? wait_writes(e, sb, l) : 0;
+	for (int i = 0; !rc && e->sw.sbuf && i < e->plan.swap_buffers; i++) {
+		struct zn_sbuf *sb = &e->sw.sbuf[i];
+
+		if (sb->layer == l && sb->wr_n)
+			rc = wait_writes(e, sb, l);
+	}
+	return rc;
 }
 
 /* waits for a staging buffer's reads (traced), promoted first: someone waits for them */
@@ -300,10 +322,38 @@ static int make_stores(struct zn_engine *e)
 	return rc;
 }
 
+/* AdamW's positions: layer n-1's chunks first (sw.pos_first, sw.pos_layer). */
+static int make_positions(struct zn_engine *e)
+{
+	int p = 0;
+
+	e->sw.pos_first = calloc((size_t)e->n + 1, sizeof(*e->sw.pos_first));
+	if (!e->sw.pos_first)
+		return -ENOMEM;
+	for (int l = e->n - 1; l >= 0; l--) {
+		e->sw.pos_first[l] = p;
+		p += zn_swapio_chunks(e, l);
+	}
+	e->sw.pos_first[e->n] = p; /* unused: the end */
+	e->sw.positions = p;
+	e->sw.pos_layer = calloc((size_t)p, sizeof(*e->sw.pos_layer));
+	if (!e->sw.pos_layer)
+		return -ENOMEM;
+	for (int l = 0; l < e->n; l++)
+		for (int c = 0; c < zn_swapio_chunks(e, l); c++)
+			e->sw.pos_layer[e->sw.pos_first[l] + c] = l;
+	zn_debug("nvme: %d staging positions for %d layers, chunks of %llu elements", p, e->n,
+		 (unsigned long long)e->plan.swap_chunk_numel);
+	return 0;
+}
+
 static int make_staging(struct zn_engine *e)
 {
-	uint64_t n = e->plan.swap_shard_numel, pb = e->plan.param_bytes;
-	int rc = 0;
+	uint64_t n = e->plan.swap_chunk_numel, pb = e->plan.param_bytes;
+	int rc = make_positions(e);
+
+	if (rc)
+		return rc;
 
 	e->sw.sbuf = calloc((size_t)e->plan.swap_buffers, sizeof(*e->sw.sbuf));
 	e->sw.fbuf = calloc((size_t)(e->plan.fetch_buffers + 1), sizeof(*e->sw.fbuf));
@@ -324,7 +374,7 @@ static int make_staging(struct zn_engine *e)
 			rc = zn_tiers_halloc(e, &sb->param_h, n * pb);
 	}
 	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
-		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, n * pb);
+		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, e->plan.swap_shard_numel * pb);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &e->sw.fbuf[i].copied);
 	}
@@ -379,9 +429,12 @@ void zn_swapio_destroy(struct zn_engine *e)
 	free(e->sw.fbuf);
 	free(e->sw.hot);
 	free(e->sw.sbuf);
+	free(e->sw.pos_first);
+	free(e->sw.pos_layer);
 	e->sw.fbuf = NULL;
 	e->sw.hot = NULL;
 	e->sw.sbuf = NULL;
+	e->sw.pos_first = e->sw.pos_layer = NULL;
 	zn_swap_destroy(e->sw.swap_opt);
 	zn_swap_destroy(e->sw.swap_param);
 	e->sw.swap_opt = e->sw.swap_param = NULL;
@@ -445,6 +498,62 @@ static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key
 	return rc;
 }
 
+int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
+		       int (*each)(void *ctx, uint64_t off, uint64_t len,
+				   const struct zn_sbuf *sb),
+		       void *ctx)
+{
+	struct zn_sbuf *sb = &e->sw.sbuf[0];
+	int rc = zn_swapio_quiesce(e); /* write-behind: in the extents and from this buffer */
+
+	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
+		struct zn_swap_req r[3];
+		struct opt_part p[3];
+		uint64_t off, len;
+		int n = 0;
+
+		zn_swapio_chunk(e, l, c, &off, &len);
+		opt_parts(e, l, sb, p);
+		if (write)
+			rc = each(ctx, off, len, sb);
+		for (int i = 0; !rc && i < 3; i++) {
+			if (!(parts & (1u << i)))
+				continue;
+			rc = write ? zn_swap_write(p[i].store, p[i].key, off * 4, len * 4,
+						   p[i].buf_h, &r[n]) :
+				     zn_swap_read(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
+						  &r[n]);
+			n += !rc;
+		}
+		/* the requests submitted are waited for, even after a failed submit */
+		{
+			int x = wait_reqs(e, r, &n, write ? "writing the optimizer state of" :
+							     "reading the optimizer state of", l);
+
+			if (!rc)
+				rc = x;
+		}
+		if (!rc && !write)
+			rc = each(ctx, off, len, sb);
+	}
+	return rc;
+}
+
+struct init_ctx {
+	const float *src_h; /* the layer's shard of tmp_h */
+};
+
+/* the initial master (the parameters) and zero m, v of one chunk */
+static int init_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	const struct init_ctx *c = ctx;
+
+	memcpy(sb->master_h, c->src_h + off, len * 4);
+	memset(sb->m_h, 0, len * 4);
+	memset(sb->v_h, 0, len * 4);
+	return 0;
+}
+
 int zn_swapio_init_layer(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
@@ -464,40 +573,33 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),
 				param_shard_bytes(e, l), buf);
 		if (!rc)
-			rc = hot_put(e, l, buf, param_shard_bytes(e, l));
+			rc = hot_put(e, l, 0, buf, param_shard_bytes(e, l));
 	}
-	if (!rc && zn_swapio_optim(e)) {
-		struct zn_sbuf *sb = &e->sw.sbuf[0];
-		struct opt_part p[3];
-
-		memcpy(sb->master_h, src, n * 4);
-		memset(sb->m_h, 0, n * 4);
-		memset(sb->v_h, 0, n * 4);
-		opt_parts(e, l, sb, p);
-		/* an aliased master is the parameter extent, written above */
-		for (int i = e->plan.master_aliases_params ? 1 : 0; !rc && i < 3; i++)
-			rc = write_sync(e, p[i].store, p[i].key, n * 4, p[i].buf_h);
-	}
+	/* an aliased master is the parameter extent, written above */
+	if (!rc && zn_swapio_optim(e))
+		rc = zn_swapio_state_io(e, l, (e->plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
+					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
+					&(struct init_ctx){ src });
 	return rc;
 }
 
-int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
-{
-	struct zn_sbuf *sb = &e->sw.sbuf[0];
-	struct opt_part p[3];
-	struct zn_swap_req r;
-	int n = 1, rc;
+struct master_copy {
+	float *dst_h;
+};
 
-	/* the write-behind first: it is in the extents and in the buffer read into */
-	rc = zn_swapio_quiesce(e);
-	if (rc)
-		return rc;
-	opt_parts(e, l, sb, p);
-	rc = zn_swap_read(p[0].store, p[0].key, 0, e->L[l].sh.shard_numel * 4, sb->master_h, &r);
-	if (!rc)
-		rc = wait_reqs(e, &r, &n, "reading the master weights of", l);
-	*master_h = sb->master_h;
-	return rc;
+static int master_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	struct master_copy *m = ctx;
+
+	memcpy(m->dst_h + off, sb->master_h, len * 4);
+	return 0;
+}
+
+int zn_swapio_read_master(struct zn_engine *e, int l, float *dst_h)
+{
+	struct master_copy m = { dst_h };
+
+	return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER, false, master_chunk, &m);
 }
 
 /* ---- parameter fetch --------------------------------------------------------------------- */
@@ -575,19 +677,21 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 
 /* ---- optimizer step ---------------------------------------------------------------------- */
 
-static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
+static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l, int c)
 {
 	struct opt_part p[3];
+	uint64_t off, len;
 	int rc = 0;
 
 	if (!zn_swapio_optim(e))
 		return 0;
 	opt_parts(e, l, sb, p);
+	zn_swapio_chunk(e, l, c, &off, &len);
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
-		rc = zn_swap_read_prio(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4,
-				       p[i].buf_h, ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
+		rc = zn_swap_read_prio(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
+				       ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
 		if (!rc)
 			sb->rd_n++;
 	}
@@ -600,8 +704,8 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 {
 	int rc = 0;
 
-	if (upto > e->n - 1)
-		upto = e->n - 1;
+	if (upto > e->sw.positions - 1)
+		upto = e->sw.positions - 1;
 	while (!rc && e->sw.opt_next_read <= upto) {
 		int pos = e->sw.opt_next_read;
 		struct zn_sbuf *sb = sbuf_of(e, pos);
@@ -609,9 +713,10 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 		if (!block && reqs_busy(sb->wr, sb->wr_n))
 			break;
 		rc = wait_writes(e, sb, sb->layer);
-		sb->layer = e->n - 1 - pos;
+		sb->layer = e->sw.pos_layer[pos];
+		sb->chunk = pos - e->sw.pos_first[sb->layer];
 		if (!rc)
-			rc = submit_reads(e, sb, sb->layer);
+			rc = submit_reads(e, sb, sb->layer, sb->chunk);
 		e->sw.opt_next_read++;
 	}
 	return rc;
@@ -634,14 +739,15 @@ int zn_swapio_opt_poke(struct zn_engine *e)
 	return e->sw.in_step ? zn_swapio_opt_begin(e) : 0;
 }
 
-int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, int c, struct zn_sbuf **out)
 {
-	int pos = e->n - 1 - l, rc;
+	int pos, rc;
 	struct zn_sbuf *sb;
 
 	*out = NULL;
 	if (!e->sw.sbuf)
 		return 0;
+	pos = e->sw.pos_first[l] + c;
 	sb = sbuf_of(e, pos);
 	rc = issue_reads(e, pos, true);
 	if (!rc && e->cfg.zero.offload_optimizer.pipeline_read)
@@ -655,28 +761,36 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 
 bool zn_swapio_opt_ready(struct zn_engine *e, int l)
 {
-	int pos = e->n - 1 - l;
+	int pos;
 	struct zn_sbuf *sb;
 
 	if (!e->sw.sbuf || !zn_swapio_optim(e))
 		return true;
+	pos = e->sw.pos_first[l];
 	if (pos >= e->sw.opt_next_read)
 		return false;
 	sb = sbuf_of(e, pos);
-	return sb->layer == l && !reqs_busy(sb->rd, sb->rd_n);
+	return sb->layer == l && sb->chunk == 0 && !reqs_busy(sb->rd, sb->rd_n);
 }
 
-int zn_swapio_opt_release(struct zn_engine *e, int l)
+int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 {
 	struct zn_layer *ly = &e->L[l];
-	int pos = e->n - 1 - l, rc = 0;
+	int pos, rc = 0;
 	struct zn_sbuf *sb;
-	uint64_t n = ly->sh.shard_numel, pb = e->plan.param_bytes;
+	uint64_t off, n, real, pb = e->plan.param_bytes;
 
 	if (!e->sw.sbuf)
 		return 0;
+	pos = e->sw.pos_first[l] + c;
+	zn_swapio_chunk(e, l, c, &off, &n);
+	/* AdamW wrote the chunk's real elements (the shard's first opt_count) */
+	real = ly->opt_count > off ? ly->opt_count - off : 0;
+	if (real > n)
+		real = n;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
+	sb->chunk = c;
 	sb->wr_traced = e->tr.on;
 	sb->wr_step = e->step;
 	if (e->tr.on)
@@ -686,16 +800,16 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 
 		opt_parts(e, l, sb, p);
 		for (int i = 0; !rc && i < 3; i++) {
-			rc = zn_swap_write(p[i].store, p[i].key, 0, n * 4, p[i].buf_h,
+			rc = zn_swap_write(p[i].store, p[i].key, off * 4, n * 4, p[i].buf_h,
 					   &sb->wr[sb->wr_n]);
 			if (!rc)
 				sb->wr_n++;
 		}
 	}
 	if (!rc && sb->param_h) {
-		/* AdamW wrote the real elements: the shard's padding stays zero */
-		memset((char *)sb->param_h + ly->opt_count * pb, 0, (n - ly->opt_count) * pb);
-		rc = zn_swap_write(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0, n * pb,
+		/* the shard's padding stays zero */
+		memset((char *)sb->param_h + real * pb, 0, (n - real) * pb);
+		rc = zn_swap_write(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), off * pb, n * pb,
 				   sb->param_h, &sb->wr[sb->wr_n]);
 		if (!rc)
 			sb->wr_n++;
@@ -703,7 +817,8 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	/* a hot layer keeps what its parameter extent now gets: the new shard, or the
 	 * master it aliases */
 	if (!rc && zn_swapio_params(e))
-		rc = hot_put(e, l, sb->param_h ? sb->param_h : (void *)sb->master_h, n * pb);
+		rc = hot_put(e, l, off * pb, sb->param_h ? sb->param_h : (void *)sb->master_h,
+			     n * pb);
 	if (rc)
 		return rc;
 	if (!e->cfg.zero.offload_optimizer.pipeline_write)
