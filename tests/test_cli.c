@@ -284,3 +284,92 @@ Test(cli, save_bf16_and_init_from_it)
 	unlink(a);
 	rmdir(dir);
 }
+
+/* --print-config's origin line of key on stderr: "key value origin". */
+static void print_config_says(const char *out, const char *key, const char *value,
+			      const char *origin)
+{
+	char k[128], v[64], o[32];
+	const char *p = out;
+
+	while (p && !(sscanf(p, "%127s %63s %31s", k, v, o) == 3 && !strcmp(k, key))) {
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	cr_assert_not_null(p, "no %s in:\n%s", key, out);
+	cr_assert_str_eq(v, value, "%s", key);
+	cr_assert_str_eq(o, origin, "%s", key);
+}
+
+/* The lr a "step N/M" line shows. */
+static double step_lr(const char *out, int step, int steps)
+{
+	char head[32];
+	const char *p;
+
+	snprintf(head, sizeof(head), "step %d/%d | loss ", step, steps);
+	p = strstr(out, head);
+	cr_assert_not_null(p, "no %s in:\n%s", head, out);
+	p = strstr(p, " | lr ");
+	cr_assert_not_null(p, "no lr on the step line:\n%s", out);
+	return atof(p + 6);
+}
+
+/* Hugging Face's ZeRO-3 template (transformers' docs ds_config_zero3.json, every value
+ * "auto") runs 4 steps as the Trainer fills it: lr 5e-5 (WarmupLR: DeepSpeed's warmup of
+ * at least 2 steps from warmup_min_lr 0, step 1 at the optimizer's lr), clipping 1.0;
+ * --print-config says so. Its WarmupDecayLR form with total_num_steps "auto" (4) and
+ * --warmup-ratio 0.75 (3 warmup steps) runs too, and "number_checkpoints": false is "not
+ * set". The step line shows the lr each step used. */
+Test(cli, hf_zero3_template_runs_as_the_trainer_fills_it)
+{
+	static char out[1 << 16];
+	char args[1024], cfg[] = "/tmp/zinc-cli-hfdecay-XXXXXX";
+	FILE *f;
+	int fd;
+
+	snprintf(args, sizeof(args), "train --config %s/tests/configs/hf_zero3.json --steps 4 "
+		 "--steps-per-print 1 --device host --model tiny --vocab 256 --seq 16 "
+		 "--no-pin-memory --data %s", ZN_TEST_SRC_DIR, train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert_float_eq(step_lr(out, 1, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 2, 4), 0.0, 1e-12);
+	cr_assert_float_eq(step_lr(out, 3, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 4, 4), 5e-5, 1e-12);
+	snprintf(args, sizeof(args), "train --config %s/tests/configs/hf_zero3.json --steps 4 "
+		 "--model tiny --print-config", ZN_TEST_SRC_DIR);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	print_config_says(out, "gradient_clipping", "1", "auto");
+	print_config_says(out, "optimizer.params.weight_decay", "0", "auto");
+	print_config_says(out, "optimizer.params.lr", "5e-05", "auto");
+	print_config_says(out, "scheduler.params.warmup_num_steps", "0", "auto");
+
+	fd = mkstemp(cfg);
+	cr_assert(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\", \"betas\":"
+	      " \"auto\", \"eps\": \"auto\", \"weight_decay\": \"auto\"}},"
+	      " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\":"
+	      " \"auto\", \"warmup_max_lr\": \"auto\", \"warmup_num_steps\": \"auto\","
+	      " \"total_num_steps\": \"auto\"}},"
+	      " \"activation_checkpointing\": {\"partition_activations\": false,"
+	      " \"number_checkpoints\": false},"
+	      " \"zero_optimization\": {\"stage\": 3}, \"gradient_clipping\": \"auto\","
+	      " \"train_micro_batch_size_per_gpu\": \"auto\"}", f);
+	fclose(f);
+	snprintf(args, sizeof(args), "train --config %s --steps 4 --warmup-ratio 0.75 "
+		 "--steps-per-print 1 --device host --model tiny --vocab 256 --seq 16 --data %s",
+		 cfg, train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert_float_eq(step_lr(out, 1, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 2, 4), 0.0, 1e-12);
+	/* warmup 3, log: ln(2) / ln(3) of the way at iteration 1 */
+	cr_assert_float_eq(step_lr(out, 3, 4), 5e-5 * 0.6309298, 5e-8); /* printed %.3g */
+	cr_assert_float_eq(step_lr(out, 4, 4), 5e-5, 1e-12);
+	snprintf(args, sizeof(args), "train --config %s --steps 4 --warmup-ratio 0.5 "
+		 "--warmup-steps 1 --model tiny --print-config", cfg);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 2, "%s", out);
+	cr_assert(strstr(out, "--warmup-ratio 0.5 and --warmup-steps 1 both set the warmup"),
+		  "%s", out);
+	remove(cfg);
+}
