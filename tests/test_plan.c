@@ -275,12 +275,13 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	cr_assert_eq(p.hot_layers, 2);
 	/* staging: 2 buffers of one chunk each (master, m, v 12 B + the bf16 shard 2 B per
 	 * element), the chunk the shards' 278528 / 2 = 139264 (below the largest, 151552):
-	 * exactly the state; fetch buffers of the largest shard; the hot layers' shards */
+	 * exactly the state; the ring's fetch buffers of the largest shard of layers 1 .. 3
+	 * (61440), layer 0's of its own (151552); the hot layers' shards */
 	cr_assert_eq(p.swap_chunk_numel, 139264);
 	cr_assert_eq(zn_plan_swap_chunks(&p, shard_max), 2);
 	cr_assert_eq(zn_plan_swap_chunks(&p, 61440), 1);
-	cr_assert_eq(p.host_swap_bytes, 2 * (14 * 139264) + (uint64_t)p.fetch_buffers * 2 *
-					 shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
+	cr_assert_eq(p.host_swap_bytes, 2 * (14 * 139264) + (uint64_t)p.param_slots * 2 * 61440 +
+					 2 * shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
 	cr_assert_eq(p.nvme_optim_path_bytes,
 		     ((opt + ZN_PLAN_SWAP_STRIPE - 1) / ZN_PLAN_SWAP_STRIPE + 1) / 2 *
 			     ZN_PLAN_SWAP_STRIPE);

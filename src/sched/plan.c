@@ -307,6 +307,8 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
 		if (s.shard_numel > out->swap_shard_numel)
 			out->swap_shard_numel = s.shard_numel;
+		if (l > 0 && s.shard_numel > out->fetch_ring_numel)
+			out->fetch_ring_numel = s.shard_numel;
 		state_numel += s.shard_numel;
 		if (opt_nvme)
 			out->nvme_optim_bytes += (out->master_aliases_params ? 2 : 3) *
@@ -345,9 +347,13 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		per_buf += zn_plan_host_alloc_bytes(out->swap_chunk_numel * pb);
 	out->host_swap_bytes += (uint64_t)out->swap_buffers * per_buf;
 	if (prm_nvme) {
+		struct zn_shard s0;
+
+		zn_plan_shard(in->layer_numel[0], in->world, 0, &s0);
 		out->fetch_buffers = out->param_slots + 1;
-		out->host_swap_bytes += (uint64_t)out->fetch_buffers *
-					zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
+		out->host_swap_bytes += (uint64_t)out->param_slots *
+					zn_plan_host_alloc_bytes(out->fetch_ring_numel * pb) +
+					zn_plan_host_alloc_bytes(s0.shard_numel * pb);
 	}
 }
 

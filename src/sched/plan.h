@@ -149,8 +149,8 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            shards' sum / swap_buffers (rounded down to ZN_SHARD_ALIGN_NUMEL, at least
  *            that), so the staging never holds more than the state it stages, whatever
  *            the largest layer (a tied embedding) is. With parameters on nvme also one
- *            fetch buffer per working slot (ring + layer 0's), of the largest shard: the
- *            shard read before its copy up.
+ *            fetch buffer per working slot, the shard read before its copy up: the ring's
+ *            of the largest shard of layers 1 .. n-1, layer 0's of its own.
  *            Hot layers (parameters on nvme, stage 3): layer 0 and layers 1 .. H, H =
  *            prefetch depth + 1 (at most the ring, at most n - 1): the layers the forward
  *            fetches first, at the step's start and at each micro-batch's. Their current
@@ -244,7 +244,8 @@ struct zn_engine_plan {
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
 	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */
 	int hot_layers;              /* parameters on nvme: layers 1 .. hot_layers (and 0) hot */
-	uint64_t swap_shard_numel;   /* largest shard over all layers: a fetch buffer's size */
+	uint64_t swap_shard_numel;   /* largest shard over all layers */
+	uint64_t fetch_ring_numel;   /* a ring fetch buffer: the largest shard of layers 1 .. n-1 */
 	uint64_t swap_chunk_numel;   /* a staging buffer's sections: elements of one chunk */
 	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */

@@ -119,7 +119,7 @@ static int hot_put(struct zn_engine *e, int l, uint64_t off, const void *src, ui
 	if (h->copy_pending)
 		rc = zn_runtime_wait(&e->rt, h->copied);
 	h->copy_pending = false;
-	if (!rc)
+	if (!rc && (char *)h->h + off != src)
 		memcpy((char *)h->h + off, src, bytes);
 	h->layer = l;
 	return rc;
@@ -373,8 +373,12 @@ static int make_staging(struct zn_engine *e)
 						    e->plan.master_aliases_params))
 			rc = zn_tiers_halloc(e, &sb->param_h, n * pb);
 	}
+	/* the ring's, then layer 0's (plan.h) */
 	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
-		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, e->plan.swap_shard_numel * pb);
+		uint64_t fn = i < e->plan.fetch_buffers - 1 ? e->plan.fetch_ring_numel :
+			      e->L[0].sh.shard_numel;
+
+		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, fn * pb);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &e->sw.fbuf[i].copied);
 	}
@@ -562,7 +566,8 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 	int rc = 0;
 
 	if (zn_swapio_params(e)) {
-		void *buf = e->sw.fbuf[0].h;
+		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
+		void *buf = e->sw.fbuf[l == 0 ? e->plan.fetch_buffers - 1 : 0].h;
 
 		if (e->pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
