@@ -300,21 +300,9 @@ void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size
 		 (long long)c->rope.original_max_position_embeddings);
 }
 
-int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
-			char *line, size_t size)
-{
-	struct zn_train_model tm;
-	int rc = zn_train_model_from_flags(argc, argv, &tm);
-
-	if (!rc) {
-		*params = zn_train_model_params(&tm);
-		*largest = zn_train_model_largest_layer(&tm);
-		zn_train_model_line(&tm, line, size);
-	}
-	return rc;
-}
-
-int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out)
+/* The model of a command line of model flags only (--init-from and --model-config
+ * included). */
+static int model_from_flags(int argc, char **argv, struct zn_train_model *out)
 {
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	char **left = calloc((size_t)argc + 1, sizeof(*left));
@@ -346,3 +334,18 @@ int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out)
 	free(left);
 	return rc;
 }
+
+int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
+			char *line, size_t size)
+{
+	struct zn_train_model tm;
+	int rc = model_from_flags(argc, argv, &tm);
+
+	if (!rc) {
+		*params = zn_train_model_params(&tm);
+		*largest = zn_train_model_largest_layer(&tm);
+		zn_train_model_line(&tm, line, size);
+	}
+	return rc;
+}
+
