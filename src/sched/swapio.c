@@ -49,6 +49,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "sched/engine_impl.h"
+#include "sched/swapio_impl.h"
 
 bool zn_swapio_optim(const struct zn_engine *e)
 {
@@ -73,12 +74,12 @@ int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
 	return 0;
 }
 
-static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
+struct zn_swap_key zn_swapio_key(const struct zn_engine *e, int kind, int l)
 {
 	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rt.rank };
 }
 
-static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
+uint64_t zn_swapio_param_shard_bytes(const struct zn_engine *e, int l)
 {
 	return e->L[l].sh.shard_numel * e->plan.param_bytes;
 }
@@ -109,7 +110,8 @@ static struct zn_fbuf *hot_of(struct zn_engine *e, int l)
 }
 
 /* hot layer l's shard at byte off := src (bytes), once no copy up reads the buffer */
-static int hot_put(struct zn_engine *e, int l, uint64_t off, const void *src, uint64_t bytes)
+int zn_swapio_hot_put(struct zn_engine *e, int l, uint64_t off, const void *src,
+		      uint64_t bytes)
 {
 	struct zn_fbuf *h = hot_of(e, l);
 	int rc = 0;
@@ -125,27 +127,21 @@ static int hot_put(struct zn_engine *e, int l, uint64_t off, const void *src, ui
 	return rc;
 }
 
-/* The three optimizer-state extents of layer l and their staging sections. */
-struct opt_part {
-	struct zn_swap *store;
-	struct zn_swap_key key;
-	void *buf_h;
-};
 
-static int opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
-		     struct opt_part p[3])
+int zn_swapio_opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
+			struct zn_swapio_part p[3])
 {
 	bool alias = e->plan.master_aliases_params;
 
-	p[0] = (struct opt_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
-				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
-	p[1] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
-	p[2] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+	p[0] = (struct zn_swapio_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
+				  zn_swapio_key(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
+	p[1] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
+	p[2] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
 	return 3;
 }
 
-static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
-		     int l)
+int zn_swapio_wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
+			int l)
 {
 	double t0 = zn_runtime_now_ms();
 	int rc = 0;
@@ -222,7 +218,7 @@ static void trace_writes(struct zn_engine *e, struct zn_sbuf *sb, int n)
 /* waits for a staging buffer's writes (traced) */
 static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
-	int n = sb->wr_n, rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
+	int n = sb->wr_n, rc = zn_swapio_wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
 
 	if (!rc && n)
 		trace_writes(e, sb, n);
@@ -254,7 +250,7 @@ static int wait_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
 	for (int i = 0; i < sb->rd_n; i++)
 		zn_swap_promote(&sb->rd[i]);
-	int n = sb->rd_n, rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+	int n = sb->rd_n, rc = zn_swapio_wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 
 	if (!rc && e->tr.on)
 		trace_reqs(e, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
@@ -305,16 +301,16 @@ static int make_stores(struct zn_engine *e)
 			uint64_t b = e->L[l].sh.shard_numel * 4;
 
 			if (!e->plan.master_aliases_params)
-				ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_MASTER, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), b };
+				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_MASTER, l), b };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), b };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), b };
 		}
 		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
 	}
 	if (!rc && zn_swapio_params(e)) {
 		for (int l = 0; l < e->n; l++)
-			ext[l] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_PARAM, l),
-							  param_shard_bytes(e, l) };
+			ext[l] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_PARAM, l),
+							  zn_swapio_param_shard_bytes(e, l) };
 		rc = make_store(e, &e->sw.swap_param, "param", &e->cfg.zero.offload_param, ext,
 				(size_t)e->n);
 	}
@@ -391,7 +387,7 @@ static int make_staging(struct zn_engine *e)
 		struct zn_fbuf *h = &e->sw.hot[l - 1];
 
 		h->layer = l;
-		rc = zn_tiers_halloc(e, &h->h, param_shard_bytes(e, l));
+		rc = zn_tiers_halloc(e, &h->h, zn_swapio_param_shard_bytes(e, l));
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &h->copied);
 	}
@@ -489,124 +485,6 @@ int zn_swapio_step_end(struct zn_engine *e)
 	return wait_all(e, !e->cfg.zero.offload_optimizer.pipeline_write);
 }
 
-/* ---- initial state and read-back ------------------------------------------------------- */
-
-static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key k,
-		      uint64_t bytes, const void *buf_h)
-{
-	struct zn_swap_req r;
-	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
-
-	if (!rc)
-		rc = wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
-	return rc;
-}
-
-int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
-		       int (*each)(void *ctx, uint64_t off, uint64_t len,
-				   const struct zn_sbuf *sb),
-		       void *ctx)
-{
-	struct zn_sbuf *sb = &e->sw.sbuf[0];
-	int rc = zn_swapio_quiesce(e); /* write-behind: in the extents and from this buffer */
-
-	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
-		struct zn_swap_req r[3];
-		struct opt_part p[3];
-		uint64_t off, len;
-		int n = 0;
-
-		zn_swapio_chunk(e, l, c, &off, &len);
-		opt_parts(e, l, sb, p);
-		if (write)
-			rc = each(ctx, off, len, sb);
-		for (int i = 0; !rc && i < 3; i++) {
-			if (!(parts & (1u << i)))
-				continue;
-			rc = write ? zn_swap_write(p[i].store, p[i].key, off * 4, len * 4,
-						   p[i].buf_h, &r[n]) :
-				     zn_swap_read(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
-						  &r[n]);
-			n += !rc;
-		}
-		/* the requests submitted are waited for, even after a failed submit */
-		{
-			int x = wait_reqs(e, r, &n, write ? "writing the optimizer state of" :
-							     "reading the optimizer state of", l);
-
-			if (!rc)
-				rc = x;
-		}
-		if (!rc && !write)
-			rc = each(ctx, off, len, sb);
-	}
-	return rc;
-}
-
-struct init_ctx {
-	const float *src_h; /* the layer's shard of tmp_h */
-};
-
-/* the initial master (the parameters) and zero m, v of one chunk */
-static int init_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
-{
-	const struct init_ctx *c = ctx;
-
-	memcpy(sb->master_h, c->src_h + off, len * 4);
-	memset(sb->m_h, 0, len * 4);
-	memset(sb->v_h, 0, len * 4);
-	return 0;
-}
-
-int zn_swapio_init_layer(struct zn_engine *e, int l)
-{
-	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->sh.shard_numel;
-	const float *src = e->tmp_h + ly->sh.offset;
-	int rc = 0;
-
-	if (zn_swapio_params(e)) {
-		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
-		void *buf = e->sw.fbuf[l == 0 ? e->plan.fetch_buffers - 1 : 0].h;
-
-		if (e->pdt == ZN_DTYPE_BF16)
-			zn_cast_f32_to_bf16(buf, src, n);
-		else if (e->pdt == ZN_DTYPE_F16)
-			zn_cast_f32_to_f16(buf, src, n);
-		else
-			memcpy(buf, src, n * 4);
-		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),
-				param_shard_bytes(e, l), buf);
-		if (!rc)
-			rc = hot_put(e, l, 0, buf, param_shard_bytes(e, l));
-	}
-	/* an aliased master is the parameter extent, written above */
-	if (!rc && zn_swapio_optim(e))
-		rc = zn_swapio_state_io(e, l, (e->plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
-					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
-					&(struct init_ctx){ src });
-	return rc;
-}
-
-struct master_copy {
-	float *dst_h;
-};
-
-static int master_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
-{
-	struct master_copy *m = ctx;
-
-	memcpy(m->dst_h + off, sb->master_h, len * 4);
-	return 0;
-}
-
-int zn_swapio_read_master(struct zn_engine *e, int l, float *dst_h)
-{
-	struct master_copy m = { dst_h };
-
-	return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER, false, master_chunk, &m);
-}
-
 /* ---- parameter fetch --------------------------------------------------------------------- */
 
 static int issue_reads(struct zn_engine *e, int upto, bool block);
@@ -636,8 +514,8 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 	if (e->tr.on)
 		f->t0 = zn_trace_now_ns();
 	if (!rc)
-		rc = zn_swap_read(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
-				  param_shard_bytes(e, l), f->h, &f->req);
+		rc = zn_swap_read(e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l), 0,
+				  zn_swapio_param_shard_bytes(e, l), f->h, &f->req);
 	if (!rc)
 		f->reading = true;
 	f->layer = l;
@@ -654,7 +532,7 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 		return 0;
 	}
 	if (f->reading) {
-		rc = wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
+		rc = zn_swapio_wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
 		f->reading = false;
 		if (!rc && e->tr.on)
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
@@ -684,13 +562,13 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 
 static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l, int c)
 {
-	struct opt_part p[3];
+	struct zn_swapio_part p[3];
 	uint64_t off, len;
 	int rc = 0;
 
 	if (!zn_swapio_optim(e))
 		return 0;
-	opt_parts(e, l, sb, p);
+	zn_swapio_opt_parts(e, l, sb, p);
 	zn_swapio_chunk(e, l, c, &off, &len);
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
@@ -801,9 +679,9 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 	if (e->tr.on)
 		sb->wr_t0 = zn_trace_now_ns();
 	if (zn_swapio_optim(e)) {
-		struct opt_part p[3];
+		struct zn_swapio_part p[3];
 
-		opt_parts(e, l, sb, p);
+		zn_swapio_opt_parts(e, l, sb, p);
 		for (int i = 0; !rc && i < 3; i++) {
 			rc = zn_swap_write(p[i].store, p[i].key, off * 4, n * 4, p[i].buf_h,
 					   &sb->wr[sb->wr_n]);
@@ -814,7 +692,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 	if (!rc && sb->param_h) {
 		/* the shard's padding stays zero */
 		memset((char *)sb->param_h + real * pb, 0, (n - real) * pb);
-		rc = zn_swap_write(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), off * pb, n * pb,
+		rc = zn_swap_write(e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l), off * pb, n * pb,
 				   sb->param_h, &sb->wr[sb->wr_n]);
 		if (!rc)
 			sb->wr_n++;
@@ -822,7 +700,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 	/* a hot layer keeps what its parameter extent now gets: the new shard, or the
 	 * master it aliases */
 	if (!rc && zn_swapio_params(e))
-		rc = hot_put(e, l, off * pb, sb->param_h ? sb->param_h : (void *)sb->master_h,
+		rc = zn_swapio_hot_put(e, l, off * pb, sb->param_h ? sb->param_h : (void *)sb->master_h,
 			     n * pb);
 	if (rc)
 		return rc;
