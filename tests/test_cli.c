@@ -373,3 +373,62 @@ Test(cli, hf_zero3_template_runs_as_the_trainer_fills_it)
 		  "%s", out);
 	remove(cfg);
 }
+
+/* Every command answers an unknown option with the one it most likely meant: a Hugging
+ * Face name with zinc's, '_' for '-', a typo, a flag cut short, a command name. */
+Test(cli, unknown_options_get_what_they_meant)
+{
+	static const char *const cases[][2] = {
+		{ "train --learning-rate 1e-4", "(did you mean --lr? Hugging Face's "
+		  "--learning-rate is zinc's --lr)" },
+		{ "train --per_device_train_batch_size 2", "did you mean --micro-batch?" },
+		{ "train --gradient-accumulation-steps 4", "did you mean --grad-accum?" },
+		{ "train --num-train-epochs 1", "did you mean --epochs?" },
+		{ "train --output-dir out", "did you mean --save-dir?" },
+		{ "train --lora-target q_proj", "did you mean --lora-targets?" },
+		{ "train --micro_batch 2", "did you mean --micro-batch?" },
+		{ "train --zero-stag 3", "did you mean --zero-stage?" },
+		{ "estimate --params 1B --largest-layer 1M --prefetch 2",
+		  "zinc estimate: unknown option '--prefetch' (did you mean --prefetch-depth?)" },
+		{ "estimate --model tiny --max-grad-norm 1", "did you mean --grad-clip?" },
+		{ "tokenize --tokenizr x", "zinc tokenize: unknown option '--tokenizr' (did you "
+		  "mean --tokenizer?)" },
+		{ "bench nvme --sizee 1M", "zinc bench nvme: unknown option '--sizee' (did you "
+		  "mean --size?)" },
+		{ "bench adam --rep 2", "zinc bench adam: unknown option '--rep' (did you mean "
+		  "--reps?)" },
+		{ "bench step --bww max", "zinc bench step: unknown option '--bww' (did you mean "
+		  "--bw?)" },
+		{ "info --nvme-pth /tmp", "zinc info: unknown option '--nvme-pth' (did you mean "
+		  "--nvme-path?)" },
+		{ "trian", "zinc: unknown command 'trian' (did you mean 'train'?)" },
+		{ "train --frobnicate", "zinc train: unknown option '--frobnicate' (zinc train "
+		  "--help lists the options)" },
+	};
+	char out[16384];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
+			     out);
+		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
+			  cases[i][1], out);
+	}
+}
+
+/* zinc generate: after the model is found, its unknown options get a suggestion too. */
+Test(cli, generate_unknown_option_gets_what_it_meant)
+{
+	char args[1024], out[16384], dir[] = "/tmp/zinc-cli-gen-XXXXXX";
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--steps 1 --data %s --save-final %s/m", train_text(), dir);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	snprintf(args, sizeof(args), "generate --init-from %s/m --tokenizer bytes --prompt hi "
+		 "--max_new_tokens 3", dir);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 2, "%s", out);
+	cr_assert(strstr(out, "zinc generate: unknown option '--max_new_tokens' (did you mean "
+			 "--max-new-tokens?)"), "%s", out);
+	snprintf(args, sizeof(args), "rm -rf %s", dir);
+	cr_assert_eq(system(args), 0);
+}
