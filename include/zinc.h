@@ -220,7 +220,7 @@ enum zn_config_origin {
 	ZN_ORIGIN_DEFAULT = 0,
 	ZN_ORIGIN_CONFIG = 1, /* the --config file */
 	ZN_ORIGIN_FLAG = 2,   /* a command-line flag */
-	ZN_ORIGIN_AUTO = 3,   /* "auto" in the config: zinc's default or derived value */
+	ZN_ORIGIN_AUTO = 3,   /* "auto" in the config: the Trainer's default or derived */
 };
 
 #define ZN_CONFIG_MAX_KEYS 160
@@ -266,16 +266,21 @@ int zn_config_apply_flags(struct zn_config *cfg, int argc, char **argv, char **r
  * exist and are writable, O_DIRECT alignment). Fills derived batch fields. */
 int zn_config_validate(struct zn_config *cfg, int world_size);
 
-/* What "auto" values are derived from (Hugging Face's meaning): the model's hidden size
- * and the run's step count; 0 leaves those keys at zinc's defaults. */
+/* What "auto" values are derived from (Hugging Face's meaning): the model's hidden size,
+ * the run's step count and --warmup-ratio; 0 leaves those keys at zinc's defaults. */
 struct zn_config_derive {
 	int64_t hidden;
 	int64_t steps;
+	double warmup_ratio; /* > 0: warmup_num_steps = ceil(steps x ratio), as the Trainer's */
 };
 
-/* Fills every key the config gave as "auto" from d (bucket sizes from hidden, the
- * scheduler's warmup_max_lr from the optimizer's lr, total_num_steps from steps). */
-void zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive *d);
+/* Fills every key the config gave as "auto" as the Hugging Face Trainer does when no flag
+ * gave it (docs/config.md): TrainingArguments' defaults (lr 5e-5, betas 0.9,0.999, eps
+ * 1e-8, weight decay 0, clipping 1.0, warmup 0 or ceil(steps x warmup_ratio), warmup_min_lr
+ * 0), bucket sizes from hidden, warmup_max_lr from the lr, total_num_steps from steps.
+ * Returns 0, or ZN_EUSAGE (logged) when warmup_ratio meets a warmup_num_steps given as a
+ * number or a flag. */
+int zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive *d);
 
 /* One line per key: "path = value  (origin)", origin one of default, config, flag, auto. */
 void zn_config_print_origins(FILE *f, const struct zn_config *cfg);
@@ -359,6 +364,8 @@ struct zn_step_stats {
 	uint64_t nvme_write_bytes;
 	uint64_t plan_nvme_read_bytes;  /* the plan's figures for the same */
 	uint64_t plan_nvme_write_bytes;
+	uint64_t plan_nvme_first_read_bytes; /* read once, by the first step of the process (the
+					      * frozen base's layer 0 on nvme), beyond the above */
 	uint64_t copy_h2d_bytes;        /* host -> device copies enqueued in the step */
 	uint64_t copy_d2h_bytes;        /* device -> host */
 	float loss_scale;          /* fp16: the scale this step's gradients had (1 otherwise) */
@@ -405,8 +412,27 @@ struct zn_engine_memory {
 	uint64_t grad_pinned_bytes;     /* of the plan's pinned bytes: gradient shards */
 	const char *grad_home;          /* "device", "pinned ring", "pinned, held for the step" */
 	int grad_ring;                  /* buffers of the pinned ring (0 otherwise) */
+	/* of device_bytes: the model states (parameters, gradients, optimizer state, the
+	 * frozen base and its working copies), the layers in flight (working copies, full
+	 * gradients), activations */
+	uint64_t device_model_bytes, device_working_bytes, device_act_bytes;
+	uint64_t pinned_swap_bytes;     /* of the plan's pinned bytes: nvme staging */
+	uint64_t nvme_bytes;            /* swap extents: optimizer, parameters, checkpoints, base */
+	uint64_t frozen_bytes;          /* the frozen base (LoRA) on its home tier, as allocated */
+	int prefetch_depth;             /* layers fetched ahead, as planned */
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
+
+/* The memory zn_engine_create(cfg, model, opt) would plan on `world` ranks with a device
+ * of device_budget bytes (zn_device_budget_bytes of the device the run creates; 0: no
+ * limit), without a device, a rank or an allocation: the same planning code, so `zinc
+ * estimate` prints the run's own "memory plan:" line. pinned_reserved_bytes is the arena
+ * the run would map. Returns 0; -ENOMEM when the run would be refused for a budget (msg
+ * says why, as the run logs it; out holds the plan); or what zn_engine_create refuses
+ * before planning (ZN_EUSAGE, -EINVAL: logged). */
+int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
+			  const struct zn_engine_options *opt, int world, uint64_t device_budget,
+			  struct zn_engine_memory *out, char *msg, size_t msg_size);
 
 /* A target that is no label (Hugging Face's -100): no loss, no gradient, not counted. */
 #define ZN_IGNORE_INDEX (-100)

@@ -167,4 +167,41 @@ static inline int zt_zinc(const char *out, const char *err, const char *first, .
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Runs `zinc args` through the shell, its stdout and stderr into out (NUL-terminated);
+ * returns its exit status (-1: killed). No time limit, unlike zt_zinc_run. */
+static inline int zt_zinc_out(const char *args, char *out, size_t size)
+{
+	char cmd[8192];
+	size_t n;
+	FILE *p;
+	int status;
+
+	cr_assert_lt(snprintf(cmd, sizeof(cmd), "%s %s 2>&1 </dev/null", ZN_ZINC_EXE, args),
+		     (int)sizeof(cmd), "arguments too long");
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The line of text that begins with prefix (at the start of a line) into line; asserts
+ * there is one. */
+static inline void zt_line(const char *text, const char *prefix, char *line, size_t size)
+{
+	const char *p = text;
+	size_t n;
+
+	while (p && strncmp(p, prefix, strlen(prefix))) {
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	cr_assert_not_null(p, "no line '%s...' in:\n%s", prefix, text);
+	n = strcspn(p, "\n");
+	cr_assert_lt(n, size);
+	memcpy(line, p, n);
+	line[n] = 0;
+}
+
 #endif

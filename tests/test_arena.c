@@ -290,8 +290,8 @@ Test(arena, mlock_refused_fails_or_falls_back)
 
 	cr_expect_eq(zn_arena_alloc(r.optional, 4 * MiB, 0, &p), 0, "unpinned arena still works");
 	cr_expect_eq(count_of(err, "RLIMIT_MEMLOCK"), 1, "the refusal must be said once:\n%s", err);
-	cr_expect(strstr(err, "64.00 KiB") || strstr(err, "65536 bytes"),
-		  "the message names the limit:\n%s", err);
+	cr_expect(strstr(err, "RLIMIT_MEMLOCK is 64 KiB ("), "the message names the limit in "
+		  "ulimit -l's unit:\n%s", err);
 	cr_expect(strstr(err, "ulimit -l"), "the message says how to raise it:\n%s", err);
 	zn_arena_destroy(r.optional);
 	free(err);
@@ -354,6 +354,22 @@ Test(topo, cpu_info_is_sane)
 	zn_cpu_info_print(f, &info);
 	fclose(f);
 	cr_expect(strstr(buf, "numa nodes:") && strstr(buf, "memlock limit"), "%s", buf);
+}
+
+/* The memlock limit in ulimit -l's unit (KiB) and a human one; a small limit was "0.0 GiB". */
+Test(topo, memlock_limit_in_its_unit)
+{
+	struct zn_cpu_info info;
+	char buf[4096], t[64];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	cr_expect_str_eq(zn_memlock_text(UINT64_MAX, t, sizeof(t)), "unlimited");
+	cr_expect_str_eq(zn_memlock_text(3ull << 30, t, sizeof(t)), "3145728 KiB (3.00 GiB)");
+	lose_memlock(4 * MiB);
+	cr_assert_eq(zn_cpu_info_get(&info), 0);
+	zn_cpu_info_print(f, &info);
+	fclose(f);
+	cr_expect(strstr(buf, "memlock limit (ulimit -l): 4096 KiB (4.00 MiB)\n"), "%s", buf);
 }
 
 Test(topo, binds_openmp_threads_to_cores)

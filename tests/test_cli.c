@@ -284,3 +284,156 @@ Test(cli, save_bf16_and_init_from_it)
 	unlink(a);
 	rmdir(dir);
 }
+
+/* --print-config's origin line of key on stderr: "key value origin". */
+static void print_config_says(const char *out, const char *key, const char *value,
+			      const char *origin)
+{
+	char k[128], v[64], o[32];
+	const char *p = out;
+
+	while (p && !(sscanf(p, "%127s %63s %31s", k, v, o) == 3 && !strcmp(k, key))) {
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	cr_assert_not_null(p, "no %s in:\n%s", key, out);
+	cr_assert_str_eq(v, value, "%s", key);
+	cr_assert_str_eq(o, origin, "%s", key);
+}
+
+/* The lr a "step N/M" line shows. */
+static double step_lr(const char *out, int step, int steps)
+{
+	char head[32];
+	const char *p;
+
+	snprintf(head, sizeof(head), "step %d/%d | loss ", step, steps);
+	p = strstr(out, head);
+	cr_assert_not_null(p, "no %s in:\n%s", head, out);
+	p = strstr(p, " | lr ");
+	cr_assert_not_null(p, "no lr on the step line:\n%s", out);
+	return atof(p + 6);
+}
+
+/* Hugging Face's ZeRO-3 template (transformers' docs ds_config_zero3.json, every value
+ * "auto") runs 4 steps as the Trainer fills it: lr 5e-5 (WarmupLR: DeepSpeed's warmup of
+ * at least 2 steps from warmup_min_lr 0, step 1 at the optimizer's lr), clipping 1.0;
+ * --print-config says so. Its WarmupDecayLR form with total_num_steps "auto" (4) and
+ * --warmup-ratio 0.75 (3 warmup steps) runs too, and "number_checkpoints": false is "not
+ * set". The step line shows the lr each step used. */
+Test(cli, hf_zero3_template_runs_as_the_trainer_fills_it)
+{
+	static char out[1 << 16];
+	char args[1024], cfg[] = "/tmp/zinc-cli-hfdecay-XXXXXX";
+	FILE *f;
+	int fd;
+
+	snprintf(args, sizeof(args), "train --config %s/tests/configs/hf_zero3.json --steps 4 "
+		 "--steps-per-print 1 --device host --model tiny --vocab 256 --seq 16 "
+		 "--no-pin-memory --data %s", ZN_TEST_SRC_DIR, train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert_float_eq(step_lr(out, 1, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 2, 4), 0.0, 1e-12);
+	cr_assert_float_eq(step_lr(out, 3, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 4, 4), 5e-5, 1e-12);
+	snprintf(args, sizeof(args), "train --config %s/tests/configs/hf_zero3.json --steps 4 "
+		 "--model tiny --print-config", ZN_TEST_SRC_DIR);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	print_config_says(out, "gradient_clipping", "1", "auto");
+	print_config_says(out, "optimizer.params.weight_decay", "0", "auto");
+	print_config_says(out, "optimizer.params.lr", "5e-05", "auto");
+	print_config_says(out, "scheduler.params.warmup_num_steps", "0", "auto");
+
+	fd = mkstemp(cfg);
+	cr_assert(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\", \"betas\":"
+	      " \"auto\", \"eps\": \"auto\", \"weight_decay\": \"auto\"}},"
+	      " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\":"
+	      " \"auto\", \"warmup_max_lr\": \"auto\", \"warmup_num_steps\": \"auto\","
+	      " \"total_num_steps\": \"auto\"}},"
+	      " \"activation_checkpointing\": {\"partition_activations\": false,"
+	      " \"number_checkpoints\": false},"
+	      " \"zero_optimization\": {\"stage\": 3}, \"gradient_clipping\": \"auto\","
+	      " \"train_micro_batch_size_per_gpu\": \"auto\"}", f);
+	fclose(f);
+	snprintf(args, sizeof(args), "train --config %s --steps 4 --warmup-ratio 0.75 "
+		 "--steps-per-print 1 --device host --model tiny --vocab 256 --seq 16 --data %s",
+		 cfg, train_text());
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	cr_assert_float_eq(step_lr(out, 1, 4), 5e-5, 1e-12);
+	cr_assert_float_eq(step_lr(out, 2, 4), 0.0, 1e-12);
+	/* warmup 3, log: ln(2) / ln(3) of the way at iteration 1 */
+	cr_assert_float_eq(step_lr(out, 3, 4), 5e-5 * 0.6309298, 5e-8); /* printed %.3g */
+	cr_assert_float_eq(step_lr(out, 4, 4), 5e-5, 1e-12);
+	snprintf(args, sizeof(args), "train --config %s --steps 4 --warmup-ratio 0.5 "
+		 "--warmup-steps 1 --model tiny --print-config", cfg);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 2, "%s", out);
+	cr_assert(strstr(out, "--warmup-ratio 0.5 and --warmup-steps 1 both set the warmup"),
+		  "%s", out);
+	remove(cfg);
+}
+
+/* Every command answers an unknown option with the one it most likely meant: a Hugging
+ * Face name with zinc's, '_' for '-', a typo, a flag cut short, a command name. */
+Test(cli, unknown_options_get_what_they_meant)
+{
+	static const char *const cases[][2] = {
+		{ "train --learning-rate 1e-4", "(did you mean --lr? Hugging Face's "
+		  "--learning-rate is zinc's --lr)" },
+		{ "train --per_device_train_batch_size 2", "did you mean --micro-batch?" },
+		{ "train --gradient-accumulation-steps 4", "did you mean --grad-accum?" },
+		{ "train --num-train-epochs 1", "did you mean --epochs?" },
+		{ "train --output-dir out", "did you mean --save-dir?" },
+		{ "train --lora-target q_proj", "did you mean --lora-targets?" },
+		{ "train --micro_batch 2", "did you mean --micro-batch?" },
+		{ "train --zero-stag 3", "did you mean --zero-stage?" },
+		{ "estimate --params 1B --largest-layer 1M --prefetch 2",
+		  "zinc estimate: unknown option '--prefetch' (did you mean --prefetch-depth?)" },
+		{ "estimate --model tiny --max-grad-norm 1", "did you mean --grad-clip?" },
+		{ "tokenize --tokenizr x", "zinc tokenize: unknown option '--tokenizr' (did you "
+		  "mean --tokenizer?)" },
+		{ "bench nvme --sizee 1M", "zinc bench nvme: unknown option '--sizee' (did you "
+		  "mean --size?)" },
+		{ "bench adam --rep 2", "zinc bench adam: unknown option '--rep' (did you mean "
+		  "--reps?)" },
+		{ "bench step --bww max", "zinc bench step: unknown option '--bww' (did you mean "
+		  "--bw?)" },
+		{ "info --nvme-pth /tmp", "zinc info: unknown option '--nvme-pth' (did you mean "
+		  "--nvme-path?)" },
+		{ "merge --adaptor a", "zinc merge: unknown option '--adaptor' (did you mean "
+		  "--adapter?)" },
+		{ "merge --model_name_or_path b", "zinc merge: unknown option "
+		  "'--model_name_or_path' (did you mean --init-from?" },
+		{ "trian", "zinc: unknown command 'trian' (did you mean 'train'?)" },
+		{ "merg", "zinc: unknown command 'merg' (did you mean 'merge'?)" },
+		{ "train --frobnicate", "zinc train: unknown option '--frobnicate' (zinc train "
+		  "--help lists the options)" },
+	};
+	char out[16384];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
+			     out);
+		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
+			  cases[i][1], out);
+	}
+}
+
+/* zinc generate: after the model is found, its unknown options get a suggestion too. */
+Test(cli, generate_unknown_option_gets_what_it_meant)
+{
+	char args[1024], out[16384], dir[] = "/tmp/zinc-cli-gen-XXXXXX";
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--steps 1 --data %s --save-final %s/m", train_text(), dir);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 0, "%s", out);
+	snprintf(args, sizeof(args), "generate --init-from %s/m --tokenizer bytes --prompt hi "
+		 "--max_new_tokens 3", dir);
+	cr_assert_eq(run_both(args, out, sizeof(out)), 2, "%s", out);
+	cr_assert(strstr(out, "zinc generate: unknown option '--max_new_tokens' (did you mean "
+			 "--max-new-tokens?)"), "%s", out);
+	snprintf(args, sizeof(args), "rm -rf %s", dir);
+	cr_assert_eq(system(args), 0);
+}

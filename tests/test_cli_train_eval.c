@@ -209,3 +209,24 @@ Test(cli_train_eval, refusals_name_the_flag)
 	cr_expect_eq(zinc(out, sizeof(out), "--steps 1 --eval-steps 0"), 2);
 	cr_expect(strstr(out, "--eval-steps"), "%s", out);
 }
+
+/* v.txt: 600 bytes, 599 / 17 -> 37 windows of 17 tokens at seq 16. One check counts the
+ * whole global batch (micro-batch x accumulation x ranks): short of it by the micro-batch
+ * or by the accumulation, the same message (the loader's own check, without the
+ * accumulation, used to answer the first). */
+Test(cli_train_eval, one_validation_size_check_counts_accumulation)
+{
+	static char out[1 << 16];
+
+	cr_assert_neq(zinc(out, sizeof(out), "--steps 1 --val-data v.txt --micro-batch 38"), 0,
+		      "%s", out);
+	cr_assert(strstr(out, "--val-data v.txt: 37 windows of 17 tokens, fewer than one global "
+			 "batch of 38 (micro-batch 38 x accumulation 1 x 1 ranks)"), "%s", out);
+	cr_assert_neq(zinc(out, sizeof(out), "--steps 1 --val-data v.txt --grad-accum 19"), 0,
+		      "%s", out);
+	cr_assert(strstr(out, "--val-data v.txt: 37 windows of 17 tokens, fewer than one global "
+			 "batch of 38 (micro-batch 2 x accumulation 19 x 1 ranks)"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), "--steps 1 --val-data v.txt --grad-accum 18"), 0,
+		     "%s", out);
+	cr_assert(strstr(out, "val loss "), "%s", out);
+}

@@ -65,26 +65,30 @@ static const char hf_zero3[] =
 	" \"steps_per_print\": 2000, \"train_batch_size\": \"auto\","
 	" \"train_micro_batch_size_per_gpu\": \"auto\", \"wall_clock_breakdown\": false}";
 
-Test(config_keys, auto_resolves_to_default_and_derived, .init = cr_redirect_stderr)
+Test(config_keys, auto_resolves_as_the_trainer_fills_it, .init = cr_redirect_stderr)
 {
-	struct zn_config cfg, def;
+	struct zn_config cfg;
 	struct zn_config_derive d = { .hidden = 768, .steps = 50 };
 
-	zn_config_defaults(&def);
 	cr_assert_eq(load(&cfg, hf_zero3), 0, "%s", stderr_text());
-	zn_config_resolve_auto(&cfg, &d);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), 0);
 	cr_assert_eq(zn_config_validate(&cfg, 1), 0, "%s", stderr_text());
 	/* derived, as Hugging Face fills them from hidden_size */
 	cr_assert_eq(cfg.zero.reduce_bucket_size, 768u * 768u);
 	cr_assert_eq(cfg.zero.stage3_prefetch_bucket_size, 530841u); /* int(0.9 x 768^2) */
 	cr_assert_eq(cfg.zero.stage3_param_persistence_threshold, 7680u);
 	cr_assert_float_eq(cfg.scheduler.warmup_max_lr, cfg.optimizer.lr, 0);
-	/* defaults */
+	/* TrainingArguments' defaults, as trainer_config_process writes them over "auto" */
 	cr_assert(!cfg.precision.fp16 && !cfg.precision.bf16);
-	cr_assert_float_eq(cfg.optimizer.lr, def.optimizer.lr, 0);
-	cr_assert_float_eq(cfg.optimizer.beta2, def.optimizer.beta2, 0);
-	cr_assert_float_eq(cfg.gradient_clipping, def.gradient_clipping, 0);
-	cr_assert_eq(cfg.scheduler.warmup_num_steps, def.scheduler.warmup_num_steps);
+	cr_assert_float_eq(cfg.optimizer.lr, 5e-5f, 0);
+	cr_assert_float_eq(cfg.scheduler.warmup_max_lr, 5e-5f, 0);
+	cr_assert_float_eq(cfg.optimizer.beta1, 0.9f, 0);
+	cr_assert_float_eq(cfg.optimizer.beta2, 0.999f, 0);
+	cr_assert_float_eq(cfg.optimizer.eps, 1e-8f, 0);
+	cr_assert_float_eq(cfg.optimizer.weight_decay, 0.0f, 0);
+	cr_assert_float_eq(cfg.gradient_clipping, 1.0f, 0);
+	cr_assert_float_eq(cfg.scheduler.warmup_min_lr, 0.0f, 0);
+	cr_assert_eq(cfg.scheduler.warmup_num_steps, 0);
 	cr_assert_eq(cfg.train_micro_batch_size_per_gpu, 1);
 	static const char *const autos[] = {
 		"fp16.enabled", "bf16.enabled", "optimizer.params.lr", "optimizer.params.betas",
@@ -132,6 +136,67 @@ Test(config_keys, auto_takes_the_flag, .init = cr_redirect_stderr)
 		     0);
 	zn_config_resolve_auto(&cfg, &d);
 	cr_assert_eq(cfg.scheduler.total_num_steps, 9);
+}
+
+/* A key left out keeps DeepSpeed's default; only "auto" is the Trainer's value. */
+Test(config_keys, absent_keys_keep_deepspeed_defaults)
+{
+	struct zn_config cfg, def;
+	struct zn_config_derive d = { .hidden = 64, .steps = 9 };
+
+	zn_config_defaults(&def);
+	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {}},"
+				" \"scheduler\": {\"type\": \"WarmupLR\"}}"), 0);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), 0);
+	cr_assert_float_eq(cfg.optimizer.lr, def.optimizer.lr, 0);
+	cr_assert_float_eq(cfg.optimizer.weight_decay, def.optimizer.weight_decay, 0);
+	cr_assert_float_eq(cfg.gradient_clipping, def.gradient_clipping, 0);
+	cr_assert_eq(cfg.scheduler.warmup_num_steps, def.scheduler.warmup_num_steps);
+}
+
+/* --warmup-ratio: ceil(steps x ratio) over "auto" or the default, as get_warmup_steps;
+ * beside a number given for the warmup it is refused. */
+Test(config_keys, warmup_ratio_sets_the_auto_warmup, .init = cr_redirect_stderr)
+{
+	struct zn_config cfg;
+	struct zn_config_derive d = { .hidden = 64, .steps = 50, .warmup_ratio = 0.03 };
+	const char *argv[] = { "--warmup-steps", "7" };
+
+	cr_assert_eq(load(&cfg, "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {"
+				"\"warmup_num_steps\": \"auto\", \"total_num_steps\": \"auto\"}}}"),
+		     0);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), 0);
+	cr_assert_eq(cfg.scheduler.warmup_num_steps, 2, "ceil(50 x 0.03) = ceil(1.5)");
+	cr_assert_eq(cfg.scheduler.total_num_steps, 50);
+	cr_assert_eq(load(&cfg, "{}"), 0);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), 0);
+	cr_assert_eq(cfg.scheduler.warmup_num_steps, 2, "left out: the ratio still sets it");
+	cr_assert_eq(load(&cfg, "{\"scheduler\": {\"params\": {\"warmup_num_steps\": 5}}}"), 0);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), ZN_EUSAGE);
+	cr_assert(strstr(stderr_text(), "warmup_num_steps 5 both set the warmup"));
+	cr_assert_eq(load(&cfg, "{}"), 0);
+	cr_assert_eq(flags(&cfg, 2, argv), 0);
+	cr_assert_eq(zn_config_resolve_auto(&cfg, &d), ZN_EUSAGE);
+	cr_assert(strstr(stderr_text(), "--warmup-ratio 0.03 and --warmup-steps 7"));
+}
+
+/* Public configs write "number_checkpoints": false (or null) for "not set". */
+Test(config_keys, number_checkpoints_false_is_not_set, .init = cr_redirect_stderr)
+{
+	struct zn_config cfg;
+
+	cr_assert_eq(load(&cfg, "{\"activation_checkpointing\": {\"partition_activations\": "
+				"false, \"number_checkpoints\": false}}"), 0, "%s", stderr_text());
+	cr_assert_eq(cfg.act_ckpt.number_checkpoints, 0);
+	cr_assert_eq(origin(&cfg, "activation_checkpointing.number_checkpoints"),
+		     ZN_ORIGIN_DEFAULT);
+	cr_assert_eq(load(&cfg, "{\"activation_checkpointing\": {\"number_checkpoints\": "
+				"null}}"), 0);
+	cr_assert_eq(load(&cfg, "{\"activation_checkpointing\": {\"number_checkpoints\": 4}}"),
+		     0);
+	cr_assert_eq(cfg.act_ckpt.number_checkpoints, 4);
+	cr_assert_neq(load(&cfg, "{\"activation_checkpointing\": {\"number_checkpoints\": "
+				 "true}}"), 0, "true is no count");
 }
 
 Test(config_keys, print_origins_names_each)

@@ -67,6 +67,25 @@ Test(nvme_ckpt, exact_resume_stage3_optimizer_nvme) { exact(3, ZN_OFFLOAD_CPU, f
 Test(nvme_ckpt, exact_resume_stage3_all_nvme) { exact(3, ZN_OFFLOAD_NVME, false, 4); }
 Test(nvme_ckpt, exact_resume_bf16_stage3_all_nvme) { exact(3, ZN_OFFLOAD_NVME, true, 3); }
 
+/* 16 staging buffers: the state staged in chunks (plan.h), saved and restored chunk by
+ * chunk */
+Test(nvme_ckpt, exact_resume_state_in_chunks)
+{
+	char dir[ZN_PATH_MAX], sd[ZN_PATH_MAX + 16];
+	struct zn_config c;
+
+	nvme_test_dir(dir, sizeof(dir));
+	ck_config(&c, 3, ZN_OFFLOAD_NVME);
+	c.zero.offload_param.device = ZN_OFFLOAD_NVME;
+	c.precision.bf16 = true;
+	c.zero.offload_optimizer.buffer_count = 16;
+	set_paths(&c, dir);
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	ck_exact(&c, sd, 2);
+	cr_assert_eq(swap_entries(dir), 0);
+	ck_rmtree(dir);
+}
+
 /* The extents copied file to file (copy_file_range) give the bytes the staging-buffer path
  * (ZINC_CKPT_NO_COPY=1) gives. */
 Test(nvme_ckpt, copied_extents_equal_the_staged_copy)

@@ -164,6 +164,29 @@ Test(nvme_engine, bf16_stage1_optimizer_nvme)
 	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, true, 1, 1, 2, true, 0, 0);
 }
 
+/* 16 staging buffers: chunks of the state / 16 (plan.h), so every block's shard is several
+ * chunks: AdamW, the read-ahead, the write-behind, the hot layers' shards and the read-back
+ * go chunk by chunk, bit for bit cpu offload's. */
+Test(nvme_engine, state_staged_in_chunks_fp32_aliased)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, false, 1, 1, 16, true, 0, 0);
+}
+
+Test(nvme_engine, state_staged_in_chunks_bf16_accumulation_two_paths)
+{
+	run_case(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NVME, true, 2, 2, 16, true, 0, 0);
+}
+
+Test(nvme_engine, params_staged_in_chunks_optimizer_cpu_clipped)
+{
+	run_case(3, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, true, 1, 1, 16, false, 0.05f, 0);
+}
+
+Test(nvme_engine, state_staged_in_chunks_stage1_optimizer_nvme)
+{
+	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1, 1, 16, true, 0, 0);
+}
+
 /* Whether some line of the redirected stderr holds a (and b); the first call reads it. */
 Test(nvme_engine, six_layers_two_buffers_read_ahead_and_write_behind)
 {

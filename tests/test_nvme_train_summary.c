@@ -125,3 +125,30 @@ Test(nvme_train_summary, cpu_offload_has_no_nvme_figures)
 	cr_assert(strstr(out, "\nsummary: 2 steps | 64 tokens | mean step "), "%s", out);
 	cr_assert_null(strstr(out, "nvme"), "%s", out);
 }
+
+/* LoRA with the base on nvme: layer 0's base is read once, by the first step, and kept; the
+ * summary says so, and the measured reads are the plan's per step plus that once. */
+Test(nvme_train_summary, lora_first_step_also_reads_layer_0)
+{
+	static char out[65536];
+	char dir[ZN_PATH_MAX], args[1536];
+	unsigned long long plan, first;
+	double mean;
+	const char *p;
+
+	nvme_test_dir(dir, sizeof(dir));
+	snprintf(args, sizeof(args), "train --device host --model tiny --vocab 256 --seq 16 "
+		 "--micro-batch 2 --steps 3 --lora-r 4 --lora-targets c_attn,c_fc --zero-stage 3 "
+		 "--offload-optimizer cpu --offload-param nvme --nvme-path %s --data "
+		 "%s/data/demo.txt", dir, ZN_TEST_SRC_DIR);
+	cr_assert_eq(zinc(out, sizeof(out), args), 0, "%s\n%s", args, out);
+	nvme_test_rmdir(dir);
+	p = strstr(out, "nvme per step read ");
+	cr_assert_not_null(p, "%s", out);
+	cr_assert_eq(sscanf(p, "nvme per step read %lf B (plan %llu; the first step also reads "
+			    "layer 0's base, %llu B, kept for the run), write", &mean, &plan,
+			    &first), 3, "%s", p);
+	cr_assert_gt(first, 0);
+	/* 3 steps: 3 x plan + layer 0's once */
+	cr_assert_float_eq(mean * 3, (double)(3 * plan + first), 1.5, "%s", p);
+}

@@ -273,8 +273,15 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	/* hot layers: prefetch depth 1 + 1 = layers 1 and 2 keep their bf16 shard pinned
 	 * (layer 0's is its fetch buffer) */
 	cr_assert_eq(p.hot_layers, 2);
-	cr_assert_eq(p.host_swap_bytes, 2 * (14 * shard_max) + (uint64_t)p.fetch_buffers * 2 *
-					 shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
+	/* staging: 2 buffers of one chunk each (master, m, v 12 B + the bf16 shard 2 B per
+	 * element), the chunk the shards' 278528 / 2 = 139264 (below the largest, 151552):
+	 * exactly the state; the ring's fetch buffers of the largest shard of layers 1 .. 3
+	 * (61440), layer 0's of its own (151552); the hot layers' shards */
+	cr_assert_eq(p.swap_chunk_numel, 139264);
+	cr_assert_eq(zn_plan_swap_chunks(&p, shard_max), 2);
+	cr_assert_eq(zn_plan_swap_chunks(&p, 61440), 1);
+	cr_assert_eq(p.host_swap_bytes, 2 * (14 * 139264) + (uint64_t)p.param_slots * 2 * 61440 +
+					 2 * shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
 	cr_assert_eq(p.nvme_optim_path_bytes,
 		     ((opt + ZN_PLAN_SWAP_STRIPE - 1) / ZN_PLAN_SWAP_STRIPE + 1) / 2 *
 			     ZN_PLAN_SWAP_STRIPE);
@@ -284,6 +291,41 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	cr_assert(p.master_aliases_params);
 	cr_assert_eq(p.nvme_optim_bytes, opt / 3 * 2, "m and v only");
 	cr_assert_eq(p.nvme_param_bytes, 2 * prm);
+}
+
+/* The optimizer staging is chunked (plan.h): a tied embedding 16 x a block no longer sizes
+ * the staging buffers. Shards (world 1) of 1048576, 4 x 65536 and 4096 elements: the state
+ * 12 x 1314816 B; chunks of floor(1314816 / 4 / 2048) x 2048 = 327680 elements, so 4
+ * buffers stage 12 x 4 x 327680 B <= the state (sized to the embedding they were 4 x
+ * 12 x 1048576 B, 3.2 x the state); the embedding is 4 chunks, a block 1. A layer of 100M
+ * elements is cut at ZN_PLAN_SWAP_CHUNK_NUMEL. */
+Test(plan, engine_nvme_staging_never_exceeds_the_state)
+{
+	static const uint64_t tied[] = { 1048576, 65536, 65536, 65536, 65536, 4096 };
+	static const uint64_t big[] = { 100000000, 100000000, 2048 };
+	struct zn_engine_plan_input in = eng_in(2, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1);
+	struct zn_engine_plan p;
+	uint64_t staging, state = 12ull * 1314816;
+
+	in.layer_count = 6;
+	in.layer_numel = tied;
+	in.swap_buffer_count = 4;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.swap_shard_numel, 1048576);
+	cr_assert_eq(p.swap_chunk_numel, 327680);
+	cr_assert_eq(zn_plan_swap_chunks(&p, 1048576), 4);
+	cr_assert_eq(zn_plan_swap_chunks(&p, 65536), 1);
+	staging = p.host_swap_bytes;
+	cr_assert_eq(staging, 4ull * 3 * 327680 * 4);
+	cr_assert_leq(staging, state, "staging %llu B for a state of %llu B",
+		      (unsigned long long)staging, (unsigned long long)state);
+	cr_assert_eq(p.nvme_optim_bytes, state, "the extents: the whole state");
+	in.layer_count = 3;
+	in.layer_numel = big;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert_eq(p.swap_chunk_numel, ZN_PLAN_SWAP_CHUNK_NUMEL);
+	cr_assert_eq(zn_plan_swap_chunks(&p, 100001792), 12, "ceil(100001792 / 8388608)");
+	cr_assert_eq(p.host_swap_bytes, 4 * 12 * ZN_PLAN_SWAP_CHUNK_NUMEL);
 }
 
 /* NVMe bytes per step, worked by hand: shards (world 2) of 151552, 61440, 61440, 4096

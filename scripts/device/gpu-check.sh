@@ -320,9 +320,9 @@ say_mfu() {
 say_train() {
 	section train.log "$1" | awk -v run="$1" '
 	     /plan: device [0-9]+ bytes/ { for (i = 1; i <= NF; i++) if ($i == "device") plan = $(i + 1) / 1048576 }
-	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ *$/, "", f[2]); sub(/ tok\/s */, "", f[3]);
-	                sub(/^ *dev peak /, "", f[5]); sub(/ MiB */, "", f[5]);
-	                if (first == "") first = f[2]; last = f[2]; tps = f[3]; peak = f[5] }
+	     /^step / { split($0, f, "|"); sub(/^ *loss /, "", f[2]); sub(/ *$/, "", f[2]); sub(/ tok\/s */, "", f[4]);
+	                sub(/^ *dev peak /, "", f[6]); sub(/ MiB */, "", f[6]);
+	                if (first == "") first = f[2]; last = f[2]; tps = f[4]; peak = f[6] }
 	     END { if (first == "") { printf "  %-22s no step line\n", run; exit }
 	           printf "  %-22s loss %s -> %s  %8s tok/s  dev peak %s MiB of plan %.1f MiB\n",
 	                  run, first, last, tps, peak, plan }' | say_stdin

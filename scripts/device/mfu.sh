@@ -59,9 +59,9 @@ llama_params() {
 	    'BEGIN { printf "%.0f", L * (2 * H * nh * hd + 2 * H * kv * hd + 3 * H * I + 2 * H) + H + V * H }'
 }
 
-# mean tok/s of the step lines after the first 2 ("| 12.3k tok/s |")
+# mean tok/s of the step lines after the first 2 ("| 12.3k tok/s |", the fourth field)
 mean_tps() {
-	awk -F'|' '/^step / { n++; if (n <= 2) next; v = $3; gsub(/ tok\/s| /, "", v); m = 1;
+	awk -F'|' '/^step / { n++; if (n <= 2) next; v = $4; gsub(/ tok\/s| /, "", v); m = 1;
 	           if (v ~ /k$/) { m = 1e3; sub(/k$/, "", v) } else if (v ~ /M$/) { m = 1e6; sub(/M$/, "", v) }
 	           s += v * m; c++ } END { if (c) printf "%.0f", s / c; else print 0 }' "$1"
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -182,7 +183,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int cores)
 		else if (!strcmp(a, "--numa-node"))
 			bad = (o->numa_node = atoi(v)) < 0;
 		else {
-			fprintf(stderr, "zinc bench adam: unknown option '%s' (see --help)\n", a);
+			zn_cli_unknown_flag("zinc bench adam", a, usage);
 			return -1;
 		}
 		if (bad) {

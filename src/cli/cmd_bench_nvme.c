@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -235,9 +236,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->aio = (struct zn_aio_config){ .block_size_bytes = 1 << 20, .queue_depth = 32,
 					 .intra_op_parallelism = 1, .overlap_events = true };
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1)
+	/* ':' first: getopt stays quiet and tells a missing value (':') from an unknown
+	 * option ('?'), which gets "did you mean" */
+	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		if (c == ':' || c == '?') {
+			if (c == ':')
+				fprintf(stderr, "zinc bench nvme: %s needs a value\n", argv[optind - 1]);
+			else
+				zn_cli_unknown_flag("zinc bench nvme", argv[optind - 1], usage);
+			return ZN_EXIT_USAGE;
+		}
 		if ((rc = parse_one(o, c, optarg)))
 			return rc;
+	}
 	if (optind < argc) {
 		fprintf(stderr, "zinc bench nvme: unexpected argument '%s'\n", argv[optind]);
 		return ZN_EXIT_USAGE;
@@ -246,7 +257,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return rc;
 	/* Flags win over the config file: a second pass for those it also sets. */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
 		if (c == 'c' && parse_size(optarg, &o->aio.bandwidth_cap_bytes_per_s)) {
 			fprintf(stderr, "zinc bench nvme: --cap '%s': give bytes/s, e.g. 500M\n",
 				optarg);

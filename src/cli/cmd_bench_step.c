@@ -19,6 +19,7 @@
 
 #include "cli/cmd_bench_step.h"
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "cli/util.h"
 #include "comm/comm.h"
 #include "core/fsio.h"
@@ -61,6 +62,13 @@ static void usage(FILE *f)
 		"         --model-config config.json, --layers --heads --d-model --vocab --seq\n"
 		"  and every zinc train config flag: state on NVMe needs --offload-optimizer nvme\n"
 		"  and/or --offload-param nvme with --nvme-path DIR\n");
+}
+
+/* The options "did you mean" chooses from: these and the config's. */
+static void help_all(FILE *f)
+{
+	usage(f);
+	zn_config_print_flags_help(f);
 }
 
 static int own_flags(int n, char **rest, struct opts *o, struct zn_config *cfg, int *m)
@@ -130,7 +138,7 @@ static int parse(int argc, char **argv, struct opts *o, struct zn_config *cfg,
 	if (!rc && !*help)
 		rc = zn_train_model_parse(tm, m, rest, NULL, o->model_config, left, &k);
 	if (!rc && !*help && k > 0) {
-		zn_config_report_unknown_flag(left[0]);
+		zn_cli_unknown_flag("zinc bench step", left[0], help_all);
 		rc = ZN_EUSAGE;
 	}
 	free(left);

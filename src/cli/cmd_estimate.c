@@ -1,5 +1,8 @@
-/* zinc estimate: bytes per rank for every ZeRO stage and offload choice, from the same
- * planner code (src/sched/plan.h) that checks budgets at start-up. */
+/* zinc estimate. With a model (--model, --model-config, --init-from, a shape) and any of
+ * zinc train's flags: the run's own plan (estimate_plan.c). With --params and
+ * --largest-layer (a model known by its size only): bytes per rank for every ZeRO stage
+ * and offload choice from the ZeRO paper's accounting (src/sched/plan.h zn_plan_estimate).
+ * --fit: the largest model of a family per choice (estimate_fit.c), the same accounting. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +11,10 @@
 #include "cli/cli.h"
 #include "cli/estimate_fit.h"
 #include "cli/util.h"
-#include "cli/estimate_acts.h"
-#include "cli/estimate_lora.h"
+#include "cli/estimate_plan.h"
+#include "cli/flags.h"
+#include "cli/train_setup.h"
 #include "core/log.h"
-#include "cli/train_model.h"
 #include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
@@ -22,19 +25,14 @@ struct est_opts {
 	int frozen_read_buffers; /* LoRA, base on nvme: 0 = the engine's automatic count */
 	bool fp32, json;
 	uint64_t device_mem, host_mem;
-	/* a model by name, config or zinc train's model flags (train_model.h) */
+	/* --fit's family: a model by name, config or zinc train's model flags
+	 * (train_model.h) */
 	char *margv[64];
 	int margc;
 	bool model;
-	char line[256];
-	/* LoRA (docs/lora.md): the adapters, given as --lora-params or from --lora-r and
-	 * --lora-targets (a GPT shape, or any model: estimate_lora.c); the model above is
-	 * then the frozen base */
-	int lora_r;
-	const char *lora_targets;
+	/* LoRA (docs/lora.md): --lora-params adapters trained, the model above frozen */
 	uint64_t lora_params;
-	struct zn_est_acts acts; /* --micro-batch: activations counted */
-	struct zn_train_model tm; /* the model (a GPT shape: GPT-2) */
+	int micro; /* --micro-batch: refused here (it needs the model's layers) */
 	bool fit; /* --fit: estimate_fit.c */
 	const char *nvme_path[ZN_FIT_MAX_PATHS];
 	int nvme_path_count;
@@ -71,91 +69,67 @@ static int keep_model_arg(struct est_opts *o, const char *flag, int argc, char *
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: zinc estimate (--params N --largest-layer N | --layers L --hidden C "
-		"--heads H --vocab V --seq T |\n"
-		"                      --model NAME | --model-config DIR/config.json | "
-		"--init-from PATH) [zinc train's model flags]\n"
-		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
-		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
-		"                     [--lora-r R --lora-targets LIST | --lora-params N]\n"
-		"                     [--frozen-read-buffers N]\n"
-		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
-		"                     [--fit [--nvme-path DIR]... | --nvme-mem SIZE]]\n"
+		"usage: zinc estimate (--model NAME | --model-config FILE | --init-from PATH |\n"
+		"                      --layers L --hidden C --heads H --vocab V --seq T)\n"
+		"                     [every flag of zinc train] [--gpus N] [--nodes M]\n"
+		"                     [--host-mem SIZE] [--json]\n"
+		"       zinc estimate --params N --largest-layer N [--lora-params N] [--gpus N]\n"
+		"                     [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
+		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE]\n"
+		"                     [--frozen-read-buffers N] [--json]\n"
+		"       zinc estimate --fit (a model | a GPT shape) [--device-mem SIZE]\n"
+		"                     [--host-mem SIZE] [--nvme-path DIR]... | [--nvme-mem SIZE]\n"
 		"\n"
-		"LoRA: the model is the frozen base (parameters only, bf16 or fp32, whole on every\n"
-		"rank on the parameters' tier) and the adapters are trained (their gradient and\n"
-		"optimizer state as any parameters'). --lora-targets takes PEFT's names: c_attn,\n"
-		"c_proj, c_fc (GPT-2), q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj\n"
-		"(Llama, Qwen2, Mistral). With the base on nvme, pinned read buffers of its largest\n"
-		"layer: layer 0's and --frozen-read-buffers N (default 0: 1 + prefetch depth + 4,\n"
-		"as zinc train plans them; docs/lora.md).\n"
-		"Model-state bytes per rank on device, host and nvme for ZeRO stages 0-3 and every\n"
-		"offload choice, plus the working set offload needs (the largest layer's full\n"
-		"parameters x (1 + prefetch depth) and its full gradients). With --micro-batch the\n"
-		"activations at that micro-batch and --seq (GPT shape or any --model) are counted\n"
-		"too, per layer and in total, without and with activation checkpointing on each\n"
-		"home (docs/activations.md).\n"
-		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
-		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n"
-		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
-		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
-		"model flags of zinc train (--layers --heads --kv-heads --d-model --head-dim\n"
-		"--intermediate --seq --vocab --padded-vocab --tied-embeddings) change it.\n"
+		"With a model: the memory zinc train plans for the same flags, from the engine's own\n"
+		"planning code, and its start-up line 'memory plan: ...' exactly as the run prints\n"
+		"it (docs/memory.md). Every zinc train flag is taken: --micro-batch, --grad-accum,\n"
+		"--dtype (default fp32, as zinc train), --zero-stage, --offload-optimizer,\n"
+		"--offload-param, --nvme-path, --gradient-checkpointing, --checkpoint-every,\n"
+		"--seq, --packing, --lora-r, --lora-targets, --init-adapter, --config FILE, ...;\n"
+		"the device budget is the device's (--device, --device-mem) and the pinned budget\n"
+		"--pinned-mem or the run's default. Then the same plan for every ZeRO stage and\n"
+		"offload choice, and the activations per layer (docs/activations.md). --gpus x\n"
+		"--nodes ranks (--gpus per node: pinned/node); --host-mem adds a fits_host column.\n"
+		"--hidden is --d-model.\n"
+		"\n"
+		"With --params: a model known by its size only, every stage and offload choice from\n"
+		"the ZeRO paper's accounting (bf16 mixed precision 2+2+12 B/param unless --dtype\n"
+		"fp32: 4+4+8), plus the working set offload needs (the largest layer's full\n"
+		"parameters x (1 + prefetch depth) and its full gradients); --lora-params N: N\n"
+		"adapter params trained, the --params base frozen (parameters only, on the\n"
+		"parameters' tier; with the base on nvme, pinned read buffers of its largest layer:\n"
+		"layer 0's and --frozen-read-buffers N, default 1 + prefetch depth + 4).\n"
+		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary). Bytes in decimal\n"
+		"units (1 GB = 1e9 B), as the ZeRO paper does.\n"
 		"--fit: for every stage and offload choice, the most layers (and parameters) of\n"
 		"this model that fit --device-mem (default 1 GiB) per rank, --host-mem (default\n"
 		"RAM) per node and --nvme-mem or the free space on the --nvme-path directories per\n"
 		"node (unlimited without either), and which budget one more layer breaks\n"
-		"(device, host, nvme, or the layer cap of 1000000) (docs/memory.md).\n");
+		"(device, host, nvme, or the layer cap of 1000000), from the ZeRO paper's\n"
+		"accounting (docs/memory.md).\n");
 }
 
-/* The adapters' parameters: --lora-params, or r x (in + out) per targeted module: of the
- * model (--model, --model-config, --init-from: any family) or of a GPT-2 shape. */
-static int lora_adapters(struct est_opts *o, bool shape)
+void zn_estimate_help(FILE *f)
 {
-	uint64_t C = (uint64_t)o->hidden, per = 0;
-	const char *t = o->lora_targets;
+	usage(f);
+	zn_train_usage(f);
+}
 
-	if (o->lora_params && (o->lora_r || t)) {
-		zn_error("give --lora-params or --lora-r with --lora-targets, not both");
+/* --lora-params and the model: the model is the frozen base. */
+static int lora_adapters(const struct est_opts *o)
+{
+	if (o->lora_params && o->fit) {
+		zn_error("--fit grows a model's layer count; LoRA (--lora-params) is not "
+			 "supported with --fit");
 		return ZN_EUSAGE;
 	}
-	if (!o->lora_r && !t)
-		return 0;
-	if (!o->lora_r || !t || (!shape && !o->model)) {
-		zn_error("--lora-r R --lora-targets LIST need both, with a model (--model, "
-			 "--model-config, --init-from) or a GPT shape (--layers --hidden ...); or "
-			 "give --lora-params N");
-		return ZN_EUSAGE;
-	}
-	if (o->model)
-		return zn_estimate_lora_params(o->margc, o->margv, o->lora_r, t,
-					       &o->lora_params) ?
-			       ZN_EUSAGE :
-			       0;
-	while (*t) {
-		size_t n = strcspn(t, ",");
-
-		if (n == 6 && !strncmp(t, "c_attn", 6))
-			per += C + 3 * C;
-		else if (n == 6 && !strncmp(t, "c_proj", 6))
-			per += (C + C) + (4 * C + C); /* attn.c_proj and mlp.c_proj */
-		else if (n == 4 && !strncmp(t, "c_fc", 4))
-			per += C + 4 * C;
-		else {
-			zn_error("--lora-targets '%s': with a GPT shape use c_attn, c_proj, c_fc "
-				 "(other models: --lora-params N)", o->lora_targets);
-			return ZN_EUSAGE;
-		}
-		t += n + (t[n] == ',');
-	}
-	o->lora_params = per * (uint64_t)o->lora_r * (uint64_t)o->layers;
 	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct est_opts *o)
 {
 	*o = (struct est_opts){ .gpus = 1, .nodes = 1, .prefetch_depth = 1, .buffer_count = 4,
-				.heads = 0, .acts = { .every = 1 } };
+				.heads = 0 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int rc = 0;
@@ -173,12 +147,8 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		}
 		if (!strcmp(a, "--json"))
 			o->json = true;
-		else if (!strcmp(a, "--lora-r"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 16, &o->lora_r);
 		else if (!strcmp(a, "--lora-params"))
 			rc = zn_cli_count(argc, argv, &i, &o->lora_params);
-		else if (!strcmp(a, "--lora-targets"))
-			rc = (o->lora_targets = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		else if (!strcmp(a, "--fit"))
 			o->fit = true;
 		else if (!strcmp(a, "--nvme-path")) {
@@ -212,11 +182,7 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		else if (!strcmp(a, "--seq"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->seq);
 		else if (!strcmp(a, "--micro-batch"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->acts.micro);
-		else if (!strcmp(a, "--checkpoint-every"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->acts.every);
-		else if (!strcmp(a, "--gradient-checkpointing"))
-			o->acts.checkpointing = true;
+			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->micro);
 		else if (!strcmp(a, "--gpus"))
 			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
 		else if (!strcmp(a, "--nodes"))
@@ -244,7 +210,7 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 				rc = ZN_EUSAGE;
 			}
 		} else {
-			zn_error("zinc estimate: unknown option '%s' (see zinc estimate --help)", a);
+			zn_cli_unknown_flag("zinc estimate", a, zn_estimate_help);
 			rc = ZN_EUSAGE;
 		}
 		if (rc)
@@ -262,31 +228,19 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			 o->zero_budget);
 		return ZN_EUSAGE;
 	}
-	if (o->fit && (o->params || o->largest_layer || o->lora_r || o->lora_targets ||
-		       o->lora_params || o->acts.micro)) {
+	if (o->fit && (o->params || o->largest_layer || o->lora_params || o->micro)) {
 		zn_error("--fit grows a model's layer count: give a model (--model NAME, "
 			 "--model-config FILE) or a GPT shape (--layers --hidden --vocab --seq); "
 			 "%s is not supported with --fit", o->params || o->largest_layer ?
-			 "--params/--largest-layer" : o->acts.micro ? "--micro-batch" : "LoRA");
+			 "--params/--largest-layer" : o->micro ? "--micro-batch" : "LoRA");
 		return ZN_EUSAGE;
 	}
-
-	if (o->model && o->params) {
-		zn_error("give either --params or a model (--model, --model-config, ...), not both");
+	if ((o->model || shape) && o->params) {
+		zn_error("give either --params or a model (--model, --model-config, --init-from, "
+			 "a GPT shape), not both");
 		return ZN_EUSAGE;
 	}
-	o->acts.quiet = o->json;
-	if (o->model)
-		return zn_train_model_size(o->margc, o->margv, &o->params, &o->largest_layer,
-					   o->line, sizeof(o->line)) ||
-			       zn_train_model_from_flags(o->margc, o->margv, &o->tm) ?
-			       ZN_EUSAGE : lora_adapters(o, false);
-	if (shape && o->params) {
-		zn_error("give either --params or a GPT shape (--layers --hidden --heads --vocab "
-			 "--seq), not both");
-		return ZN_EUSAGE;
-	}
-	if (shape) {
+	if (o->fit && !o->model && shape) {
 		if (!o->layers || !o->hidden || !o->vocab || !o->seq) {
 			zn_error("a GPT shape needs all of --layers --hidden --vocab --seq");
 			return ZN_EUSAGE;
@@ -295,28 +249,26 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			zn_error("--hidden %d is not a multiple of --heads %d", o->hidden, o->heads);
 			return ZN_EUSAGE;
 		}
-		zn_gpt2_shape_params(o->layers, o->hidden, o->vocab, o->seq, &o->params,
-				   &o->largest_layer);
 	}
+	if (o->fit && (o->model || shape))
+		return 0;
 	if (!o->params) {
-		zn_error("say how big the model is: --params 70B --largest-layer 1B, or a GPT "
-			 "shape (--layers --hidden --heads --vocab --seq)");
+		zn_error("say how big the model is: a model (--model NAME, --model-config FILE, "
+			 "--init-from PATH, or a GPT shape --layers --hidden --heads --vocab --seq) "
+			 "or its size (--params 70B --largest-layer 1B)");
 		return ZN_EUSAGE;
 	}
-	if (o->acts.micro && !shape) {
-		zn_error("--micro-batch counts the activations of a model: give a GPT shape "
-			 "(--layers --hidden --heads --vocab --seq) or --model, --model-config, "
-			 "--init-from (with --params the layers are unknown)");
+	if (o->micro) {
+		zn_error("--micro-batch counts the activations of a model: give --model, "
+			 "--model-config, --init-from or a GPT shape (with --params the layers are "
+			 "unknown)");
 		return ZN_EUSAGE;
 	}
-	if (o->acts.micro && zn_estimate_gpt_shape(&o->tm, o->layers, o->hidden, o->heads,
-						   o->vocab, o->seq))
-		return ZN_EUSAGE;
 	if (o->largest_layer > o->params) {
 		zn_error("--largest-layer is larger than --params");
 		return ZN_EUSAGE;
 	}
-	return lora_adapters(o, shape);
+	return lora_adapters(o);
 }
 
 static const char *fits(uint64_t need, uint64_t budget)
@@ -369,9 +321,12 @@ int zn_cmd_estimate(int argc, char **argv)
 {
 	struct est_row rows[16];
 	struct est_opts o;
-	int n, rc = parse_args(argc, argv, &o);
+	int n, rc;
 	cJSON *jrows = NULL, *root = NULL;
 
+	if (zn_estimate_plan_wanted(argc, argv))
+		return zn_estimate_plan(argc, argv);
+	rc = parse_args(argc, argv, &o);
 	if (rc == 1) {
 		usage(stdout);
 		return 0;
@@ -382,15 +337,9 @@ int zn_cmd_estimate(int argc, char **argv)
 		return fit(&o);
 	n = rows_for(rows);
 	int ranks = o.gpus * o.nodes;
-	uint64_t act_bytes = 0;
-
-	if (o.acts.micro && zn_estimate_acts(&o.acts, &o.tm, &act_bytes))
-		return ZN_EXIT_USAGE;
 
 	if (o.json) {
 		root = cJSON_CreateObject();
-		if (o.model)
-			cJSON_AddStringToObject(root, "model", o.line);
 		cJSON_AddNumberToObject(root, "params", (double)o.params);
 		cJSON_AddNumberToObject(root, "largest_layer", (double)o.largest_layer);
 		cJSON_AddNumberToObject(root, "ranks", ranks);
@@ -403,14 +352,9 @@ int zn_cmd_estimate(int argc, char **argv)
 						1 + o.prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
 		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
-		if (o.acts.micro)
-			cJSON_AddNumberToObject(root, "activation_bytes", (double)act_bytes);
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
 		char p[32], l[32], b0[32], b1[32];
-
-		if (o.model)
-			printf("# model: %s\n", o.line);
 
 		printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s) = "
 		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,
@@ -418,10 +362,8 @@ int zn_cmd_estimate(int argc, char **argv)
 		       zn_cli_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
 		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
 						  "bf16 mixed precision (2+2+12 B/param)");
-		printf("# device = model states on the device + working set (layers in flight)%s\n",
-		       o.acts.micro ? (o.acts.checkpointing ?
-				       " + activations (checkpointing, on the device)" :
-				       " + activations") : "; activations not counted");
+		printf("# device = model states on the device + working set (layers in flight); "
+		       "activations not counted (give a model for zinc train's own plan)\n");
 		if (o.lora_params)
 			printf("# LoRA: %s adapter params trained; the %s params above are the "
 			       "frozen base (parameters only, on the parameters' tier)\n",
@@ -443,14 +385,14 @@ int zn_cmd_estimate(int argc, char **argv)
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
-			.mixed_precision = !o.fp32, .activation_bytes = act_bytes,
+			.mixed_precision = !o.fp32,
 		};
 		struct zn_estimate e;
 		char b[7][32];
 
 		if (o.lora_params) { /* the adapters are what trains */
 			in.params = o.lora_params;
-			in.largest_layer = o.lora_params / (uint64_t)(o.layers ? o.layers : 1);
+			in.largest_layer = o.lora_params; /* the layers are unknown */
 		}
 		if (zn_plan_estimate(&in, &e))
 			continue;

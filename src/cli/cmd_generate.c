@@ -53,6 +53,11 @@ static void usage(FILE *f)
 		"  --print-ids             the generated token ids on stderr\n");
 }
 
+void zn_generate_usage(FILE *f)
+{
+	usage(f);
+}
+
 static int float_flag(int argc, char **argv, int *i, float lo, float *out)
 {
 	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cli/train_model.h"
 #include "data/sft.h"
@@ -70,6 +71,8 @@ int zn_gen_model_load_adapter(void *ctx, int l, const struct zn_layer_desc *L, f
 /* Fills stop_ids for a run of a (its template; none with --ignore-eos). */
 int zn_gen_model_stops(struct zn_gen_model *gm, const struct gen_args *a);
 void zn_gen_model_close(struct zn_gen_model *gm);
+/* zinc generate --help's text (cmd_generate.c). */
+void zn_generate_usage(FILE *f);
 /* The prompt's ids: plain text (the tokenizer's BOS first when it adds one), or with
  * --template the chat turn it renders with --system (data/sft.h: BOS from the template,
  * none added). */

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include "cli/cmd_generate.h"
+#include "cli/flags.h"
 #include "cli/train_hf.h"
 #include "core/fsio.h"
 #include "core/log.h"
@@ -43,8 +44,7 @@ static int model_flags(struct zn_gen_model *gm, const char *init_from, int argc,
 	}
 	rc = zn_train_model_parse(&gm->tm, argc, argv, init_from, NULL, rest, &rn);
 	if (!rc && rn > 0) {
-		zn_error("zinc generate: unknown option '%s' (zinc generate --help lists them)",
-			 rest[0]);
+		zn_cli_unknown_flag("zinc generate", rest[0], zn_generate_usage);
 		rc = ZN_EUSAGE;
 	}
 	gm->m = zn_train_model_get(&gm->tm);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "cli/util.h"
 #include "core/log.h"
 #include "cpu/topo.h"
@@ -70,6 +71,11 @@ static void print_path(const char *path)
 	       p.o_direct ? "" : zn_strerror(p.o_direct_err), p.fallocate ? "yes" : "no");
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: zinc info [--nvme-path DIR]...\n");
+}
+
 int zn_cmd_info(int argc, char **argv)
 {
 	const char *paths[ZN_MAX_NVME_PATHS];
@@ -78,15 +84,14 @@ int zn_cmd_info(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: zinc info [--nvme-path DIR]...\n");
+			usage(stdout);
 			return 0;
 		}
 		if (!strcmp(argv[i], "--nvme-path") && i + 1 < argc && n < ZN_MAX_NVME_PATHS) {
 			paths[n++] = argv[++i];
 			continue;
 		}
-		zn_error("zinc info: unknown option '%s' (usage: zinc info [--nvme-path DIR]...)",
-			 argv[i]);
+		zn_cli_unknown_flag("zinc info", argv[i], usage);
 		return ZN_EXIT_USAGE;
 	}
 	printf("zinc %s\n", ZN_VERSION);

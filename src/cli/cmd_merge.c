@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "cli/merge_out.h"
 #include "cli/train_hf.h"
 #include "cli/train_model.h"
@@ -83,7 +84,7 @@ static int parse(struct merge_args *a, int argc, char **argv)
 				rc = ZN_EUSAGE;
 			}
 		} else {
-			zn_error("zinc merge: unknown option '%s' (zinc merge --help lists them)", f);
+			zn_cli_unknown_flag("zinc merge", f, usage);
 			rc = ZN_EUSAGE;
 		}
 	}

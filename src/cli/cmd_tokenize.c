@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "cli/util.h"
 #include "core/fsio.h"
 #include "core/json.h"
@@ -373,7 +374,7 @@ int zn_cmd_tokenize(int argc, char **argv)
 		} else if (!strcmp(a, "--quiet")) {
 			quiet = true;
 		} else if (a[0] == '-' && a[1]) {
-			zn_error("zinc tokenize: unknown option '%s' (see zinc tokenize --help)", a);
+			zn_cli_unknown_flag("zinc tokenize", a, usage);
 			rc = ZN_EUSAGE;
 		} else {
 			inputs[n_in++] = argv[i];

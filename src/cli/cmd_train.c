@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "cli/monitor.h"
 #include "cli/train_ckpt.h"
 #include "cli/train_hf.h"
@@ -24,6 +25,7 @@
 #include "cli/train_io.h"
 #include "cli/train_paths.h"
 #include "cli/train_ranks.h"
+#include "cli/train_setup.h"
 #include "cli/util.h"
 #include "comm/comm.h"
 #include "core/fsio.h"
@@ -50,6 +52,10 @@ struct train_opts {
 	struct zn_train_ckpt_opts ck; /* train_ckpt.h */
 	struct zn_train_eval_opts ev;     /* --shuffle --epochs --val-data --eval-* */
 	bool steps_given;
+	double warmup_ratio;      /* --warmup-ratio: the warmup as a share of the steps */
+	/* who reads the flags, for "unknown option": zinc train, or zinc estimate */
+	const char *cmd;
+	void (*help)(FILE *f);
 };
 
 static void usage(FILE *f)
@@ -62,6 +68,8 @@ static void usage(FILE *f)
 		"  --seq T            sequence length (default: the model's --seq)\n"
 		"  --steps N          optimizer steps (default 20; 0: none, --save-final and\n"
 		"                     --save-adapter write the initial model, --data optional)\n"
+		"  --warmup-ratio R   warmup steps = ceil(steps x R), as the Hugging Face Trainer's\n"
+		"                     (sets warmup_num_steps; not with --warmup-steps)\n"
 		"  --dtype fp32|bf16|fp16  bf16/fp16: parameters stored and communicated as\n"
 		"                     bf16/fp16, fp32 master weights (same as --bf16, --fp16;\n"
 		"                     fp16 adds DeepSpeed's loss scaling); bf16 GEMMs with fp32\n"
@@ -133,6 +141,8 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 			 * write is the initial model */
 			rc = zn_cli_int(*n, rest, &i, 0, 100000000, &o->steps);
 			o->steps_given = true;
+		} else if (!strcmp(a, "--warmup-ratio")) {
+			rc = zn_cli_double(*n, rest, &i, 0.0, 1.0, &o->warmup_ratio);
 		} else if (!strcmp(a, "--seq")) {
 			/* the training length; also the model's (wpe rows) unless --init-from */
 			rest[m++] = rest[i];
@@ -210,7 +220,7 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 		rc = zn_train_model_parse(tm, n, rest, o->init_from, o->model_config, left, &k);
 	}
 	if (!rc && k > 0) {
-		zn_config_report_unknown_flag(left[0]);
+		zn_cli_unknown_flag(o->cmd, left[0], o->help);
 		rc = ZN_EUSAGE;
 	}
 	free(left);
@@ -218,14 +228,14 @@ static int model_config(int n, char **rest, const struct train_opts *o,
 }
 
 static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_model *tm,
-		 struct train_opts *o, bool *help)
+		 struct train_opts *o, bool *help, const char *cmd, void (*help_text)(FILE *f))
 {
 	char **rest = calloc((size_t)argc + 1, sizeof(*rest));
 	int n = 0, rc;
 
 	if (!rest)
 		return -ENOMEM;
-	*o = (struct train_opts){ .steps = 20, .trace_first = 1 };
+	*o = (struct train_opts){ .steps = 20, .trace_first = 1, .cmd = cmd, .help = help_text };
 	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest, &n);
 	for (int i = 0; !rc && i < n; i++)
 		if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help"))
@@ -465,7 +475,7 @@ int zn_cmd_train(int argc, char **argv)
 	int rc, rank = 0, save_lock = -1;
 
 	memset(&tm, 0, sizeof(tm));
-	ok = !parse(argc, argv, &cfg, &tm, &o, &help);
+	ok = !parse(argc, argv, &cfg, &tm, &o, &help, "zinc train", usage);
 	if (ok && help) {
 		usage(stdout);
 		return 0;
@@ -475,9 +485,9 @@ int zn_cmd_train(int argc, char **argv)
 		return ZN_EXIT_USAGE;
 	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
 	 * of 1 keeps a decay schedule valid */
-	if (ok)
-		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = zn_train_model_width(&tm),
-									 .steps = o.steps ? o.steps : 1 });
+	ok = ok && !zn_config_resolve_auto(&cfg, &(struct zn_config_derive){
+				   .hidden = zn_train_model_width(&tm), .steps = o.steps ? o.steps : 1,
+				   .warmup_ratio = o.warmup_ratio });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
 	if (ok && !o.data && !o.print_config && (o.steps > 0 || o.ck.resume || o.ev.epochs)) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
@@ -552,4 +562,40 @@ int zn_cmd_train(int argc, char **argv)
 	if (save_lock >= 0)
 		close(save_lock); /* after the last save */
 	return rc;
+}
+
+/* ---- zinc estimate's view (train_setup.h) ------------------------------------------- */
+
+void zn_train_usage(FILE *f)
+{
+	usage(f);
+}
+
+int zn_train_setup_from_args(struct zn_train_setup *s, int argc, char **argv, int world,
+			     const char *cmd, void (*help_text)(FILE *f))
+{
+	struct train_opts o;
+	bool help = false;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	rc = parse(argc, argv, &s->cfg, &s->tm, &o, &help, cmd, help_text);
+	s->lora = o.lora;
+	if (rc || help)
+		return ZN_EUSAGE;
+	if (zn_config_resolve_auto(&s->cfg, &(struct zn_config_derive){
+					   .hidden = zn_train_model_width(&s->tm),
+					   .steps = o.steps ? o.steps : 1,
+					   .warmup_ratio = o.warmup_ratio }) ||
+	    zn_config_validate(&s->cfg, world))
+		return ZN_EUSAGE;
+	s->eo = (struct zn_engine_options){ .seq_len = o.seq ? o.seq : zn_train_model_seq(&s->tm) };
+	s->model = zn_train_model_get(&s->tm);
+	return zn_train_lora_setup(&s->lora, &s->model, &s->eo, s->cfg.runtime.seed,
+				   o.init_from);
+}
+
+void zn_train_setup_release(struct zn_train_setup *s)
+{
+	zn_train_lora_release(&s->lora);
 }

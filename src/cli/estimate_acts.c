@@ -1,8 +1,8 @@
-/* zinc estimate --micro-batch B: the activations of the model (a GPT shape, or any family
- * zinc train takes: --model, --model-config, --init-from) at micro-batch B and sequence
- * --seq, per layer and in total, without and with activation checkpointing (checkpoints on
- * the device, in host memory, on nvme), from the same function the engine plans its
- * buffers with (src/sched/recompute.h zn_act_bytes_of). */
+/* zinc estimate's activation lines: the activations of the model (any family zinc train
+ * takes) at the run's micro-batch and sequence length, per layer and in total, without and
+ * with activation checkpointing (checkpoints on the device, in host memory, on nvme), from
+ * the same function the engine plans its buffers with (src/sched/recompute.h
+ * zn_act_bytes_of). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,17 +11,6 @@
 #include "cli/util.h"
 #include "core/log.h"
 #include "sched/recompute.h"
-
-int zn_estimate_gpt_shape(struct zn_train_model *tm, int layers, int hidden, int heads,
-			  int vocab, int seq)
-{
-	if (!heads)
-		heads = hidden % 64 == 0 ? hidden / 64 : 1;
-	*tm = (struct zn_train_model){ .is_llama = false };
-	tm->gpt2 = (struct zn_gpt2_config){ .layers = layers, .heads = heads, .d_model = hidden,
-					    .seq = seq, .vocab = vocab };
-	return zn_gpt2_config_validate(&tm->gpt2) ? ZN_EUSAGE : 0;
-}
 
 /* The layers are described one at a time (zn_act_shape.ld NULL), so a model of a
  * million layers costs time, not memory; the sums over them are taken once. */
@@ -78,7 +67,7 @@ int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *t
 		     uint64_t *device_bytes)
 {
 	static const enum zn_tier homes[] = { ZN_TIER_DEVICE, ZN_TIER_HOST, ZN_TIER_NVME };
-	int T = zn_train_model_seq(tm);
+	int T = a->T > 0 ? a->T : zn_train_model_seq(tm);
 	struct acts_model m = { 0 };
 	struct zn_act_bytes off, on;
 	char b[4][32];

@@ -10,20 +10,16 @@
 struct zn_est_acts {
 	int micro;          /* --micro-batch */
 	int every;          /* --checkpoint-every (>= 1) */
-	bool checkpointing; /* --gradient-checkpointing: on the device */
+	bool checkpointing; /* --gradient-checkpointing */
 	bool quiet;         /* no lines (--json) */
+	int T;              /* the run's sequence length (0: the model's) */
 };
 
-/* A GPT shape (--layers --hidden --heads --vocab --seq; heads 0: hidden / 64) as a GPT-2
- * model in *tm. Returns 0 or ZN_EUSAGE (a shape the GPT-2 family refuses, logged). */
-int zn_estimate_gpt_shape(struct zn_train_model *tm, int layers, int hidden, int heads,
-			  int vocab, int seq);
-
 /* The activations of tm's model (any family: GPT-2, Llama, Qwen2, Mistral) at micro-batch
- * a->micro and the model's sequence length: prints the per-layer and total lines (unless
- * quiet) and sets *device_bytes to the device activation bytes of the chosen setting (for
- * the table's device column). Returns 0; the layers are described one at a time, so
- * nothing grows with the layer count. */
+ * a->micro and sequence length T, per layer and in total, without and with activation
+ * checkpointing on each home: prints the lines (unless quiet) and sets *device_bytes to
+ * the device activation bytes of the chosen setting. Returns 0; the layers are described
+ * one at a time, so nothing grows with the layer count. */
 int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *tm,
 		     uint64_t *device_bytes);
 

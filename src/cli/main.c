@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/edit.h"
 #include "zinc.h"
 
 static void usage(FILE *f)
@@ -23,6 +24,29 @@ static void usage(FILE *f)
 		"  bench step step time against NVMe bandwidth caps, next to the bound\n"
 		"\n"
 		"'zinc <command> --help' lists a command's options.\n");
+}
+
+/* "did you mean" for a command: the closest name within two edits. */
+static void unknown_command(const char *cmd)
+{
+	static const char *const names[] = { "train", "estimate", "tokenize", "generate",
+					     "merge", "info", "bench" };
+	const char *best = NULL;
+	int best_d = 3;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		int d = zn_edit_distance(cmd, names[i]);
+
+		if (d < best_d) {
+			best_d = d;
+			best = names[i];
+		}
+	}
+	if (best)
+		fprintf(stderr, "zinc: unknown command '%s' (did you mean '%s'?)\n\n", cmd, best);
+	else
+		fprintf(stderr, "zinc: unknown command '%s'\n\n", cmd);
+	usage(stderr);
 }
 
 int main(int argc, char **argv)
@@ -64,7 +88,6 @@ int main(int argc, char **argv)
 			"adam' or 'zinc bench step'\n");
 		return ZN_EXIT_USAGE;
 	}
-	fprintf(stderr, "zinc: unknown command '%s'\n\n", cmd);
-	usage(stderr);
+	unknown_command(cmd);
 	return ZN_EXIT_USAGE;
 }

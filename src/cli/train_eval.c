@@ -6,6 +6,7 @@
 #include "cli/train_eval.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "data/pack.h"
 #include "model/data.h"
 
 const char zn_train_eval_usage[] =
@@ -39,11 +40,31 @@ int zn_train_eval_flag(int n, char **rest, int *i, struct zn_train_eval_opts *o)
 	return 0;
 }
 
+/* The validation file's batches of one micro-batch row each (windows, or packed rows),
+ * counted once, alone (one rank, one row per step), so that one check below says what a
+ * file too short for a global batch lacks, whichever of micro-batch, accumulation and
+ * ranks it is short of. */
+static int rows_of(const char *path, enum zn_data_format format, int T, bool packed,
+		   uint64_t *rows)
+{
+	struct zn_data *d = NULL;
+	struct zn_pack *p = NULL;
+	int rc = zn_data_open_as(&d, path, format, 1, T, 0, 1, 0, false);
+
+	if (!rc && packed)
+		rc = zn_pack_open(&p, d, 1, T, 0, 1);
+	if (!rc)
+		*rows = packed ? zn_pack_rows(p) : zn_data_steps_per_epoch(d);
+	zn_pack_close(p);
+	zn_data_close(d);
+	return rc;
+}
+
 int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
 		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
 		       uint64_t seed, bool packed)
 {
-	uint64_t per_pass;
+	uint64_t per_pass, rows = 0, need;
 	int rc;
 
 	memset(v, 0, sizeof(*v));
@@ -53,7 +74,22 @@ int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts 
 			zn_warn("--eval-steps / --eval-batches without --val-data: no validation");
 		return 0;
 	}
-	rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false, packed);
+	/* one global batch: grad_accum x micro-batch x ranks rows */
+	need = (uint64_t)zn_engine_grad_accum(e) * (uint64_t)zn_engine_micro_batch(e) *
+	       (uint64_t)zn_engine_world(e);
+	rc = rows_of(o->val_data, format, T, packed, &rows);
+	if (!rc && rows < need) {
+		zn_error("--val-data %s: %llu %s of %d tokens, fewer than one global batch of %llu "
+			 "(micro-batch %d x accumulation %d x %d ranks): give more validation "
+			 "data, or a smaller --micro-batch or --grad-accum", o->val_data,
+			 (unsigned long long)rows, packed ? "packed rows" : "windows", T + !packed,
+			 (unsigned long long)need, zn_engine_micro_batch(e),
+			 zn_engine_grad_accum(e), zn_engine_world(e));
+		return ZN_EUSAGE;
+	}
+	if (!rc)
+		rc = zn_train_data_open(&v->d, o->val_data, format, vocab, e, T, seed, false,
+					packed);
 	/* --packing documents: validation rows packed as the training rows are */
 	if (!rc && packed)
 		rc = zn_train_data_pack(&v->d, e, "val data");
@@ -63,16 +99,8 @@ int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts 
 			zn_train_data_close(&v->d);
 		return rc;
 	}
-	/* one batch = grad_accum data steps of the file */
+	/* one batch = grad_accum data steps of the file (at least one: checked above) */
 	per_pass = zn_train_data_steps_per_epoch(&v->d) / (uint64_t)v->d.gas;
-	if (per_pass == 0) {
-		zn_error("--val-data %s: fewer %s than one global batch (%d x %d x %d ranks "
-			 "of %d tokens): give more validation data", o->val_data,
-			 packed ? "packed rows" : "windows", v->d.gas, v->d.B, zn_engine_world(e),
-			 T);
-		zn_train_data_close(&v->d);
-		return ZN_EUSAGE;
-	}
 	v->batches = o->eval_batches ? o->eval_batches : 10;
 	if ((uint64_t)v->batches > per_pass)
 		v->batches = (int)per_pass;

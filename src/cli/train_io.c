@@ -172,7 +172,7 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   int steps)
 {
 	struct zn_engine_memory m;
-	char line[256], b[6][32];
+	char line[256];
 
 	if (zn_engine_rank(e) != 0)
 		return;
@@ -187,18 +187,25 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		zn_engine_world(e) * zn_engine_micro_batch(e) * zn_engine_grad_accum(e) * T,
 		steps);
 	zn_engine_memory(e, &m);
-	fprintf(f, "memory plan: device %s, pinned %s + margin %s = %s reserved (budget %s); "
-		"gradients: %s", zn_format_bytes(b[0], sizeof(b[0]), m.device_bytes),
-		zn_format_bytes(b[1], sizeof(b[1]), m.pinned_plan_bytes),
-		zn_format_bytes(b[2], sizeof(b[2]),
-				m.pinned_reserved_bytes > m.pinned_plan_bytes ?
-				m.pinned_reserved_bytes - m.pinned_plan_bytes : 0),
-		zn_format_bytes(b[3], sizeof(b[3]), m.pinned_reserved_bytes),
-		zn_format_bytes(b[4], sizeof(b[4]), m.pinned_budget_bytes), m.grad_home);
-	if (m.grad_ring)
-		fprintf(f, " (%d buffers)", m.grad_ring);
-	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m.grad_pinned_bytes));
+	zn_train_print_memory_plan(f, &m);
 	fflush(f);
+}
+
+void zn_train_print_memory_plan(FILE *f, const struct zn_engine_memory *m)
+{
+	char b[6][32];
+
+	fprintf(f, "memory plan: device %s, pinned %s + margin %s = %s reserved (budget %s); "
+		"gradients: %s", zn_format_bytes(b[0], sizeof(b[0]), m->device_bytes),
+		zn_format_bytes(b[1], sizeof(b[1]), m->pinned_plan_bytes),
+		zn_format_bytes(b[2], sizeof(b[2]),
+				m->pinned_reserved_bytes > m->pinned_plan_bytes ?
+				m->pinned_reserved_bytes - m->pinned_plan_bytes : 0),
+		zn_format_bytes(b[3], sizeof(b[3]), m->pinned_reserved_bytes),
+		zn_format_bytes(b[4], sizeof(b[4]), m->pinned_budget_bytes), m->grad_home);
+	if (m->grad_ring)
+		fprintf(f, " (%d buffers)", m->grad_ring);
+	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m->grad_pinned_bytes));
 }
 
 void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int every,
@@ -221,9 +228,9 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 	}
 	if (tty)
 		fprintf(f, "\r\033[K");
-	fprintf(f, "step %lld/%d | loss %.4f | %s | %s (fwd %s, bwd %s, opt %s, wait %s) | dev "
-		"peak %.1f MiB | pinned %.1f MiB", (long long)st->step, steps, st->loss,
-		zn_format_rate(tps, sizeof(tps), sec > 0 ? (double)st->tokens / sec : 0, "tok/s"),
+	fprintf(f, "step %lld/%d | loss %.4f | lr %.3g | %s | %s (fwd %s, bwd %s, opt %s, wait "
+		"%s) | dev peak %.1f MiB | pinned %.1f MiB", (long long)st->step, steps, st->loss,
+		(double)st->lr, zn_format_rate(tps, sizeof(tps), sec > 0 ? (double)st->tokens / sec : 0, "tok/s"),
 		zn_format_ms(t[0], sizeof(t[0]), st->step_ms),
 		zn_format_ms(t[1], sizeof(t[1]), st->fwd_ms),
 		zn_format_ms(t[2], sizeof(t[2]), st->bwd_ms),
@@ -260,6 +267,7 @@ void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *
 	t->nvme_write += st->nvme_write_bytes;
 	t->plan_nvme_read = st->plan_nvme_read_bytes;
 	t->plan_nvme_write = st->plan_nvme_write_bytes;
+	t->plan_nvme_first_read = st->plan_nvme_first_read_bytes;
 }
 
 /* Peak resident set of the process from the kernel (ru_maxrss: KiB on Linux). */
@@ -289,9 +297,15 @@ void zn_train_print_summary(FILE *f, const struct zn_train_totals *t)
 		zn_format_bytes(pins, sizeof(pins), t->pinned_size),
 		zn_format_bytes(dev, sizeof(dev), t->device_peak));
 	if (t->plan_nvme_read || t->plan_nvme_write || t->nvme_read || t->nvme_write)
-		fprintf(f, " | nvme per step read %.0f B (plan %llu), write %.0f B (plan %llu)",
-			(double)t->nvme_read / t->steps, (unsigned long long)t->plan_nvme_read,
-			(double)t->nvme_write / t->steps, (unsigned long long)t->plan_nvme_write);
+		fprintf(f, " | nvme per step read %.0f B (plan %llu", (double)t->nvme_read / t->steps,
+			(unsigned long long)t->plan_nvme_read);
+	/* LoRA, base on nvme: layer 0's base is read once, by the first step, and kept */
+	if (t->plan_nvme_first_read)
+		fprintf(f, "; the first step also reads layer 0's base, %llu B, kept for the run",
+			(unsigned long long)t->plan_nvme_first_read);
+	if (t->plan_nvme_read || t->plan_nvme_write || t->nvme_read || t->nvme_write)
+		fprintf(f, "), write %.0f B (plan %llu)", (double)t->nvme_write / t->steps,
+			(unsigned long long)t->plan_nvme_write);
 	fprintf(f, "\n");
 	fflush(f);
 }

@@ -57,8 +57,13 @@ int zn_train_data_epoch_steps(const struct zn_train_data *d, int epochs, int *st
 void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   const struct zn_train_model *tm, const struct zn_engine *e, int T,
 			   int steps);
-/* "step 3/20 | loss 4.1234 | 12.3k tok/s | 812 ms (fwd 300 ms, bwd 400 ms, opt 80 ms,
- * wait 32 ms) | dev peak 412.0 MiB | pinned 96.0 MiB" (+ " | nvme read 1.2 GB/s, write
+/* The header's "memory plan: device 2.29 GiB, pinned 5.04 GiB + margin 2.00 MiB = 5.04 GiB
+ * reserved (budget 62.8 GiB); gradients: pinned ring (2 buffers), 48.0 MiB" line: zinc
+ * train's (zn_engine_memory) and zinc estimate's (zn_engine_plan_memory) for the same
+ * flags are the same line. */
+void zn_train_print_memory_plan(FILE *f, const struct zn_engine_memory *m);
+/* "step 3/20 | loss 4.1234 | lr 5e-05 | 12.3k tok/s | 812 ms (fwd 300 ms, bwd 400 ms, opt
+ * 80 ms, wait 32 ms) | dev peak 412.0 MiB | pinned 96.0 MiB" (lr: the one this step used) (+ " | nvme read 1.2 GB/s, write
  * 820 MB/s" with state on nvme) every `every` steps and at the last; a progress bar
  * (carriage return, no newline) on the other steps when tty. Units as core/units.h. */
 void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int every,
@@ -72,6 +77,7 @@ struct zn_train_totals {
 	uint64_t pinned_peak, pinned_size, device_peak;
 	uint64_t nvme_read, nvme_write;           /* measured, summed over the steps */
 	uint64_t plan_nvme_read, plan_nvme_write; /* the plan's per step */
+	uint64_t plan_nvme_first_read;            /* the plan's extra at the first step */
 };
 void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *st);
 /* "summary: 3 steps | 1536 tokens | mean step 95.0 ms | 16.2k tok/s | peak RSS 412.30 MiB |

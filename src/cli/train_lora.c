@@ -1,5 +1,6 @@
 /* zinc train's LoRA flags, loading and saving (train_lora.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -43,6 +44,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			tl->on = true;
 		} else if (!strcmp(a, "--lora-alpha")) {
 			rc = float_flag(*n, rest, &i, 1e-6f, 1e9f, &tl->lc.alpha);
+			tl->alpha_given = true;
 		} else if (!strcmp(a, "--lora-dropout")) {
 			rc = float_flag(*n, rest, &i, 0.0f, 1.0f, &tl->lc.dropout);
 			tl->dropout_given = true;
@@ -52,6 +54,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			rc = v ? (zn_lora_add_targets(&tl->lc, v) ? ZN_EUSAGE : 0) : ZN_EUSAGE;
 		} else if (!strcmp(a, "--use-rslora")) {
 			tl->lc.rslora = true;
+			tl->rslora_given = true;
 		} else if (!strcmp(a, "--merge-adapter")) {
 			tl->merge = true;
 		} else if (!strcmp(a, "--save-adapter") || !strcmp(a, "--init-adapter")) {
@@ -59,10 +62,12 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 
 			if (!v)
 				return ZN_EUSAGE;
-			if (a[2] == 's')
+			if (a[2] == 's') {
 				tl->save_adapter = v;
-			else
+			} else {
 				tl->init_adapter = v;
+				tl->on = true;
+			}
 		} else {
 			rest[m++] = rest[i];
 		}
@@ -71,18 +76,54 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 	return rc;
 }
 
-int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
+/* r, lora_alpha and use_rslora that no flag gives come from the adapter; a flag that gives
+ * one must agree with it (targets and dropout: zn_lora_peft_apply in setup). */
+static int from_adapter(struct zn_train_lora *tl, const struct zn_lora_peft *p)
+{
+	struct zn_lora_config *c = &tl->lc;
+	const char *dir = tl->init_adapter;
+
+	if (c->r && c->r != p->r) {
+		zn_error("--lora-r %d but --init-adapter %s has r %d (adapter_config.json): leave "
+			 "--lora-r out to take the adapter's, or give --lora-r %d", c->r, dir, p->r,
+			 p->r);
+		return ZN_EUSAGE;
+	}
+	if (tl->alpha_given && c->alpha != p->alpha) {
+		zn_error("--lora-alpha %g but --init-adapter %s has lora_alpha %g: leave "
+			 "--lora-alpha out to take the adapter's", (double)c->alpha, dir,
+			 (double)p->alpha);
+		return ZN_EUSAGE;
+	}
+	if (tl->rslora_given && !p->rslora) {
+		zn_error("--use-rslora but --init-adapter %s has use_rslora false: leave "
+			 "--use-rslora out", dir);
+		return ZN_EUSAGE;
+	}
+	c->r = p->r;
+	c->alpha = p->alpha;
+	c->rslora = p->rslora;
+	return 0;
+}
+
+int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final)
 {
 	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->dropout_given ||
 		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter;
+	struct zn_lora_peft p;
 
 	if (!tl->on && any) {
 		zn_error("LoRA flags given without --lora-r: add --lora-r R (e.g. --lora-r 8 "
-			 "--lora-alpha 16 --lora-targets q_proj,v_proj)");
+			 "--lora-alpha 16 --lora-targets q_proj,v_proj), or start from an adapter "
+			 "with --init-adapter DIR");
 		return ZN_EUSAGE;
 	}
 	if (!tl->on)
 		return 0;
+	if (tl->init_adapter && zn_lora_peft_read(tl->init_adapter, "--init-adapter", &p))
+		return ZN_EUSAGE;
+	if (tl->init_adapter && from_adapter(tl, &p))
+		return ZN_EUSAGE;
 	if (!tl->lc.target_count && !tl->init_adapter) {
 		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
 			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or "

@@ -13,8 +13,8 @@
 #include "zinc.h"
 
 struct zn_train_lora {
-	bool on;                   /* --lora-r given */
-	bool dropout_given;        /* --lora-dropout given (else the adapter's, or 0) */
+	bool on;                   /* --lora-r or --init-adapter given */
+	bool alpha_given, dropout_given, rslora_given; /* flags given (r, targets: lc's) */
 	struct zn_lora_config lc;
 	const char *save_adapter, *init_adapter;
 	bool merge;
@@ -28,8 +28,10 @@ struct zn_train_lora {
 /* Takes the flags above out of rest[0 .. *n) (the others stay, in order). Returns 0 or
  * ZN_EUSAGE (logged). */
 int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl);
-/* Checks the flags together: save_final is --save-final or NULL. */
-int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final);
+/* Checks the flags together: save_final is --save-final or NULL. With --init-adapter DIR,
+ * r, alpha, targets, dropout and rslora come from DIR/adapter_config.json where no flag
+ * gives them; a flag that disagrees with the file is refused naming both. */
+int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final);
 /* With --lora-r: wraps *model, and routes eo's loading: the base's loader (eo->init_layer,
  * or the base's seeded init) fills the frozen parameters, --init-adapter or PEFT's init the
  * adapters. --init-adapter's config is checked and applied first (its targets without

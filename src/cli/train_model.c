@@ -42,6 +42,16 @@ static int gpt2_from_hf(const char *flag, const char *path, const struct zn_hf_c
 	return zn_gpt2_config_validate(mc);
 }
 
+static bool flag_given(int argc, char **argv, const char *flag)
+{
+	size_t n = strlen(flag);
+
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], flag, n) && (argv[i][n] == 0 || argv[i][n] == '='))
+			return true;
+	return false;
+}
+
 /* The config of path (--init-from: a checkpoint; --model-config: config.json or a
  * directory holding one) into *hf; *have false for a lone file without config. */
 static int source_config(const char *path, bool checkpoint, struct zn_hf_config *hf,
@@ -172,6 +182,11 @@ int zn_train_model_parse(struct zn_train_model *tm, int argc, char **argv,
 	rc = zn_gpt2_config_from_preset("small", &tm->gpt2);
 	if (!rc)
 		rc = zn_gpt2_config_apply_flags(&tm->gpt2, argc, argv, rest, rest_count);
+	/* a --vocab above the preset's padding: the padding follows it (rounded up, as a
+	 * config.json's does) unless --padded-vocab says otherwise */
+	if (!rc && !src && tm->gpt2.padded_vocab < tm->gpt2.vocab &&
+	    !flag_given(argc, argv, "--padded-vocab"))
+		tm->gpt2.padded_vocab = 0;
 	if (!rc && src) {
 		/* the file defines the shapes; only an explicit --heads is passed on */
 		tm->gpt2.heads = 0;
@@ -285,21 +300,9 @@ void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size
 		 (long long)c->rope.original_max_position_embeddings);
 }
 
-int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
-			char *line, size_t size)
-{
-	struct zn_train_model tm;
-	int rc = zn_train_model_from_flags(argc, argv, &tm);
-
-	if (!rc) {
-		*params = zn_train_model_params(&tm);
-		*largest = zn_train_model_largest_layer(&tm);
-		zn_train_model_line(&tm, line, size);
-	}
-	return rc;
-}
-
-int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out)
+/* The model of a command line of model flags only (--init-from and --model-config
+ * included). */
+static int model_from_flags(int argc, char **argv, struct zn_train_model *out)
 {
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	char **left = calloc((size_t)argc + 1, sizeof(*left));
@@ -331,3 +334,18 @@ int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out)
 	free(left);
 	return rc;
 }
+
+int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
+			char *line, size_t size)
+{
+	struct zn_train_model tm;
+	int rc = model_from_flags(argc, argv, &tm);
+
+	if (!rc) {
+		*params = zn_train_model_params(&tm);
+		*largest = zn_train_model_largest_layer(&tm);
+		zn_train_model_line(&tm, line, size);
+	}
+	return rc;
+}
+

@@ -58,12 +58,10 @@ void zn_train_model_line(const struct zn_train_model *tm, char *buf, size_t size
 /* "model.layers=2\n..." lines every rank must agree on */
 void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size);
 
-/* zinc estimate's model: argv holds only model flags (--init-from and --model-config
+/* zinc estimate --fit's model: argv holds only model flags (--init-from and --model-config
  * included). Sets the parameter count, the largest layer and the model line. Returns 0 or
  * -EINVAL (logged). */
 int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *largest,
 			char *line, size_t size);
-/* The same model as a struct (estimate_lora.c counts its adapters). */
-int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out);
 
 #endif

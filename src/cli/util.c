@@ -37,6 +37,24 @@ int zn_cli_int(int argc, char **argv, int *i, int min, int max, int *out)
 	return 0;
 }
 
+int zn_cli_double(int argc, char **argv, int *i, double min, double max, double *out)
+{
+	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	char *end;
+	double x;
+
+	if (!v)
+		return ZN_EUSAGE;
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end || !(x >= min && x <= max)) {
+		zn_error("%s '%s': give a number from %g to %g", flag, v, min, max);
+		return ZN_EUSAGE;
+	}
+	*out = x;
+	return 0;
+}
+
 int zn_cli_count(int argc, char **argv, int *i, uint64_t *out)
 {
 	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);

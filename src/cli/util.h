@@ -9,6 +9,7 @@
 
 const char *zn_cli_value(int argc, char **argv, int *i);
 int zn_cli_int(int argc, char **argv, int *i, int min, int max, int *out);
+int zn_cli_double(int argc, char **argv, int *i, double min, double max, double *out);
 int zn_cli_count(int argc, char **argv, int *i, uint64_t *out); /* 70B, 1.5M, 5e8 */
 int zn_cli_size(int argc, char **argv, int *i, uint64_t *out);  /* 1M, 4K, 80G (binary) */
 const char *zn_cli_fmt_bytes(uint64_t bytes, char *buf, size_t size); /* "17.50 GB" (1e9) */

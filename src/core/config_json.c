@@ -109,6 +109,9 @@ static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON
 		}
 		return zn_config_set_string(c->cfg, k, v->valuestring, origin);
 	}
+	/* public configs write false for "not set" here: DeepSpeed reads it as its None */
+	if (cJSON_IsFalse(v) && k->offset == offsetof(struct zn_config, act_ckpt.number_checkpoints))
+		return 0;
 	if (cJSON_IsBool(v))
 		return zn_config_set_string(c->cfg, k, cJSON_IsTrue(v) ? "true" : "false", origin);
 	if (cJSON_IsNumber(v)) {

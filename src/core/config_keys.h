@@ -72,7 +72,6 @@ int zn_config_set_string(struct zn_config *cfg, const struct zn_key *k, const ch
 /* Marks k as "auto": its value is resolved by zn_config_resolve_auto. */
 void zn_config_set_auto(struct zn_config *cfg, const struct zn_key *k);
 
-/* Levenshtein distance, for "did you mean". */
-int zn_edit_distance(const char *a, const char *b);
+#include "core/edit.h" /* zn_edit_distance, for "did you mean" */
 
 #endif

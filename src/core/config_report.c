@@ -2,10 +2,12 @@
  * --print-config's origin lines, and the resolution of "auto" values.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/config_keys.h"
+#include "core/log.h"
 
 static const char *const origin_names[] = { "default", "config", "flag", "auto" };
 
@@ -129,12 +131,58 @@ static bool is_auto(const struct zn_config *cfg, const char *path)
 	return k && cfg->origin[k - zn_config_keys] == ZN_ORIGIN_AUTO;
 }
 
-/* Hugging Face's fill-in for "auto" (transformers' deepspeed integration), with zinc's own
- * values where HF reads a TrainingArguments field zinc does not have. */
-void zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive *d)
+/* TrainingArguments' defaults: what the Trainer writes over "auto" when no flag gave the
+ * value (transformers' integrations/deepspeed.py, trainer_config_process and
+ * trainer_config_finalize). Keys left out of the file keep zinc's (DeepSpeed's) defaults. */
+#define HF_LR 5e-5f
+#define HF_BETA1 0.9f
+#define HF_BETA2 0.999f
+#define HF_EPS 1e-8f
+#define HF_WEIGHT_DECAY 0.0f
+#define HF_MAX_GRAD_NORM 1.0f
+#define HF_WARMUP_MIN_LR 0.0f
+
+/* warmup_num_steps: "auto" is ceil(steps x warmup_ratio) (0 without a ratio), as the
+ * Trainer's get_warmup_steps; a ratio beside a number given for it is refused, as the
+ * Trainer refuses a config value that mismatches its argument. */
+static int resolve_warmup(struct zn_config *cfg, const struct zn_config_derive *d)
+{
+	const struct zn_key *k = zn_config_key_by_path("scheduler.params.warmup_num_steps");
+	unsigned o = cfg->origin[k - zn_config_keys] & 3;
+
+	if (d->warmup_ratio > 0 && o != ZN_ORIGIN_DEFAULT && o != ZN_ORIGIN_AUTO) {
+		zn_error("--warmup-ratio %g and %s %lld both set the warmup: give one",
+			 d->warmup_ratio, o == ZN_ORIGIN_FLAG ? "--warmup-steps" :
+			 "the config's scheduler.params.warmup_num_steps",
+			 (long long)cfg->scheduler.warmup_num_steps);
+		return ZN_EUSAGE;
+	}
+	if (d->warmup_ratio > 0)
+		cfg->scheduler.warmup_num_steps = (int64_t)ceil((double)d->steps * d->warmup_ratio);
+	else if (o == ZN_ORIGIN_AUTO)
+		cfg->scheduler.warmup_num_steps = 0;
+	return 0;
+}
+
+/* Hugging Face's fill-in for "auto" (transformers' deepspeed integration). */
+int zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive *d)
 {
 	uint64_t h = d->hidden > 0 ? (uint64_t)d->hidden : 0;
 
+	if (is_auto(cfg, "optimizer.params.lr"))
+		cfg->optimizer.lr = HF_LR;
+	if (is_auto(cfg, "optimizer.params.betas")) {
+		cfg->optimizer.beta1 = HF_BETA1;
+		cfg->optimizer.beta2 = HF_BETA2;
+	}
+	if (is_auto(cfg, "optimizer.params.eps"))
+		cfg->optimizer.eps = HF_EPS;
+	if (is_auto(cfg, "optimizer.params.weight_decay"))
+		cfg->optimizer.weight_decay = HF_WEIGHT_DECAY;
+	if (is_auto(cfg, "gradient_clipping"))
+		cfg->gradient_clipping = HF_MAX_GRAD_NORM;
+	if (is_auto(cfg, "scheduler.params.warmup_min_lr"))
+		cfg->scheduler.warmup_min_lr = HF_WARMUP_MIN_LR;
 	if (h && is_auto(cfg, "zero_optimization.reduce_bucket_size"))
 		cfg->zero.reduce_bucket_size = h * h;
 	if (h && is_auto(cfg, "zero_optimization.stage3_prefetch_bucket_size"))
@@ -147,4 +195,5 @@ void zn_config_resolve_auto(struct zn_config *cfg, const struct zn_config_derive
 		cfg->scheduler.cycle_max_lr = cfg->optimizer.lr;
 	if (d->steps > 0 && is_auto(cfg, "scheduler.params.total_num_steps"))
 		cfg->scheduler.total_num_steps = d->steps;
+	return resolve_warmup(cfg, d);
 }

@@ -90,11 +90,11 @@ uint64_t zn_arena_default_bytes(const struct zn_arena_config *ac)
 {
 	uint64_t bytes = round_down(zn_mem_available_bytes() / 2, HUGE_PAGE_BYTES);
 	uint64_t limit = zn_memlock_limit_bytes();
-	char lim[32], want[32];
+	char lim[64], want[32];
 
 	if (!ac->pin_required || ac->cuda || limit >= bytes || zn_have_cap_ipc_lock())
 		return bytes;
-	format_bytes(lim, sizeof(lim), limit);
+	zn_memlock_text(limit, lim, sizeof(lim));
 	format_bytes(want, sizeof(want), bytes);
 	if (!__atomic_exchange_n(&refusal_said, true, __ATOMIC_RELAXED))
 		zn_warn("pinned host memory: default budget (half of available memory, %s) capped "
@@ -120,11 +120,11 @@ static uint64_t locked_bytes(void)
 
 static void say_refused(uint64_t bytes, int err, bool required)
 {
-	char lim[32], req[32], held[32];
+	char lim[64], req[32], held[32];
 
 	if (__atomic_exchange_n(&refusal_said, true, __ATOMIC_RELAXED))
 		return;
-	format_bytes(lim, sizeof(lim), zn_memlock_limit_bytes());
+	zn_memlock_text(zn_memlock_limit_bytes(), lim, sizeof(lim));
 	format_bytes(req, sizeof(req), bytes);
 	format_bytes(held, sizeof(held), locked_bytes());
 	zn_log(required ? ZN_LOG_ERROR : ZN_LOG_WARN, __FILE__, __LINE__,
@@ -281,7 +281,7 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	a->size = round_down(bytes, PAGE_BYTES); /* never above the budget */
+	a->size = zn_arena_size_for(bytes); /* never above the budget */
 	if (cfg->pin_required && mlock_will_fail(cfg, a->size)) {
 		say_refused(a->size, ENOMEM, true);
 		rc = -ENOMEM;
@@ -396,6 +396,11 @@ void *zn_arena_base(const struct zn_arena *a)
 uint64_t zn_arena_size(const struct zn_arena *a)
 {
 	return a->size;
+}
+
+uint64_t zn_arena_size_for(uint64_t bytes)
+{
+	return round_down(bytes, PAGE_BYTES);
 }
 
 uint64_t zn_arena_used_bytes(const struct zn_arena *a)

@@ -105,6 +105,8 @@ void zn_arena_reset(struct zn_arena *a);
 
 void *zn_arena_base(const struct zn_arena *a);
 uint64_t zn_arena_size(const struct zn_arena *a); /* the budget: bytes usable by views */
+/* The size zn_arena_create gives an arena asked for bytes (pure: zinc estimate's). */
+uint64_t zn_arena_size_for(uint64_t bytes);
 uint64_t zn_arena_used_bytes(const struct zn_arena *a);
 uint64_t zn_arena_free_bytes(const struct zn_arena *a);
 enum zn_arena_pin zn_arena_pinned(const struct zn_arena *a);

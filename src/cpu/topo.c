@@ -88,6 +88,21 @@ uint64_t zn_memlock_limit_bytes(void)
 	return rl.rlim_cur;
 }
 
+const char *zn_memlock_text(uint64_t bytes, char *buf, size_t size)
+{
+	double b = (double)bytes;
+
+	if (bytes == UINT64_MAX)
+		snprintf(buf, size, "unlimited");
+	else if (bytes >= (1ull << 30))
+		snprintf(buf, size, "%" PRIu64 " KiB (%.2f GiB)", bytes / 1024, b / 1073741824.0);
+	else if (bytes >= (1ull << 20))
+		snprintf(buf, size, "%" PRIu64 " KiB (%.2f MiB)", bytes / 1024, b / 1048576.0);
+	else
+		snprintf(buf, size, "%" PRIu64 " KiB", bytes / 1024);
+	return buf;
+}
+
 bool zn_have_cap_ipc_lock(void)
 {
 	char v[64];
@@ -214,6 +229,8 @@ static void print_bytes(FILE *f, const char *key, uint64_t b)
 
 void zn_cpu_info_print(FILE *f, const struct zn_cpu_info *info)
 {
+	char lim[64];
+
 	fprintf(f, "cpu: %s\n", info->model);
 	fprintf(f, "cores: %d physical, %d logical\n", info->core_count, info->cpu_count);
 	fprintf(f, "simd: cpu %s, build %s%s%s\n", info->simd_cpu, info->simd_built,
@@ -224,7 +241,8 @@ void zn_cpu_info_print(FILE *f, const struct zn_cpu_info *info)
 			info->numa_mem_bytes[i] / 1073741824.0, info->numa_core_count[i]);
 	print_bytes(f, "memory total", info->mem_total_bytes);
 	print_bytes(f, "memory available", info->mem_available_bytes);
-	print_bytes(f, "memlock limit (ulimit -l)", info->memlock_soft_bytes);
+	fprintf(f, "memlock limit (ulimit -l): %s\n",
+		zn_memlock_text(info->memlock_soft_bytes, lim, sizeof(lim)));
 	fprintf(f, "CAP_IPC_LOCK: %s\n", info->cap_ipc_lock ? "yes (memlock limit ignored)" : "no");
 	fprintf(f, "transparent huge pages: %s\n", info->thp);
 }

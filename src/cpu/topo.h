@@ -54,6 +54,9 @@ uint64_t zn_mem_total_bytes(void);
 /* RLIMIT_MEMLOCK soft limit (UINT64_MAX = unlimited) and whether CAP_IPC_LOCK is in effect,
  * i.e. how many bytes mlock may lock. */
 uint64_t zn_memlock_limit_bytes(void);
+/* A memlock limit in ulimit -l's unit, KiB, and from 1 MiB up in a larger one too: "64
+ * KiB", "8192 KiB (8.00 MiB)", "unlimited". Returns buf. */
+const char *zn_memlock_text(uint64_t bytes, char *buf, size_t size);
 bool zn_have_cap_ipc_lock(void);
 
 /* OS index of the NUMA node nearest the PCI device pci_bus_id ("0000:17:00.0"), i.e. the

@@ -37,24 +37,6 @@ uint64_t zn_ckpt_state_max_slice(const struct zn_engine *e)
 	return m;
 }
 
-static int swap_sync(struct zn_engine *e, struct zn_swap *s, int kind, int l, void *buf,
-		     bool write)
-{
-	struct zn_swap_key k = { .kind = kind, .layer = l, .rank = e->rt.rank };
-	uint64_t bytes = e->L[l].sh.shard_numel * 4;
-	struct zn_swap_req r;
-	int rc;
-
-	rc = write ? zn_swap_write(s, k, 0, bytes, buf, &r) : zn_swap_read(s, k, 0, bytes, buf, &r);
-	if (!rc)
-		rc = zn_swap_wait(&r);
-	if (rc)
-		zn_error("checkpoint: %s the optimizer state of layer %d (rank %d) on nvme "
-			 "failed: %s", write ? "writing" : "reading", l, e->rt.rank,
-			 zn_strerror(rc));
-	return rc;
-}
-
 static int copy_down(struct zn_engine *e, float *dst, const float *src, uint64_t n,
 		     bool on_device)
 {
@@ -63,6 +45,25 @@ static int copy_down(struct zn_engine *e, float *dst, const float *src, uint64_t
 		return 0;
 	}
 	return zn_memcpy_async(e->rt.copy_out, dst, src, n * 4, ZN_COPY_D2H);
+}
+
+/* nvme: a chunk of master, m and v into the checkpoint's [master | m | v] (count each) */
+struct state_out {
+	float *buf;
+	uint64_t count;
+};
+
+static int state_out_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	const struct state_out *o = ctx;
+	const float *src[3] = { sb->master_h, sb->m_h, sb->v_h };
+	uint64_t n = o->count > off ? o->count - off : 0; /* the real elements of the chunk */
+
+	if (n > len)
+		n = len;
+	for (int k = 0; k < 3; k++)
+		memcpy(o->buf + k * o->count + off, src[k], n * 4);
+	return 0;
 }
 
 int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
@@ -76,33 +77,42 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
 	zn_ckpt_state_slice(e, l, &first, &count);
 	shift = first - ly->opt_off; /* 0 except at stage 0 (the span is the whole layer) */
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
-		struct zn_sbuf *sb = &e->sw.sbuf[0];
-		bool alias = e->plan.master_aliases_params;
+		/* stage >= 1: the slice is the shard's first elements; after the last step's
+		 * write-behind, in chunks (a layer of one chunk: whole extents, whose CRC32C
+		 * the swap store checks as they come in) */
+		struct state_out o = { buf, count };
 
-		/* the last step's write-behind is in the extents and in the buffer read into */
-		rc = zn_swapio_quiesce(e);
-		/* whole extents: the swap store checks their CRC32C as they come in */
-		if (!rc)
-			rc = swap_sync(e, alias ? e->sw.swap_param : e->sw.swap_opt,
-				       alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l, sb->master_h,
-				       false);
-		if (!rc)
-			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG, l, sb->m_h, false);
-		if (!rc)
-			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG_SQ, l, sb->v_h, false);
-		src[0] = sb->master_h;
-		src[1] = sb->m_h;
-		src[2] = sb->v_h;
-	} else {
-		src[0] = zn_tiers_master_span(e, l, NULL);
-		src[1] = dev ? ly->m_d : ly->m_h;
-		src[2] = dev ? ly->v_d : ly->v_h;
+		return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
+					  false, state_out_chunk, &o);
 	}
+	src[0] = zn_tiers_master_span(e, l, NULL);
+	src[1] = dev ? ly->m_d : ly->m_h;
+	src[2] = dev ? ly->v_d : ly->v_h;
 	for (int k = 0; !rc && k < 3; k++)
 		rc = copy_down(e, buf + k * count, src[k] + shift, count, dev);
 	if (!rc && dev)
 		rc = zn_stream_synchronize(e->rt.copy_out);
 	return rc;
+}
+
+/* nvme: a chunk of the resumed m and v (n real elements), zero beyond them as at create */
+struct state_in {
+	const float *m, *v;
+	uint64_t n;
+};
+
+static int state_in_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	const struct state_in *in = ctx;
+	uint64_t n = in->n > off ? in->n - off : 0;
+
+	if (n > len)
+		n = len;
+	memset(sb->m_h, 0, len * 4);
+	memset(sb->v_h, 0, len * 4);
+	memcpy(sb->m_h, in->m + off, n * 4);
+	memcpy(sb->v_h, in->v + off, n * 4);
+	return 0;
 }
 
 int zn_ckpt_state_put(struct zn_engine *e, int l, const float *m, const float *v)
@@ -112,22 +122,10 @@ int zn_ckpt_state_put(struct zn_engine *e, int l, const float *m, const float *v
 	int rc = 0;
 
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
-		struct zn_sbuf *sb = &e->sw.sbuf[0];
-		uint64_t whole = ly->sh.shard_numel;
+		struct state_in in = { m, v, n };
 
-		/* the last step's write-behind may still be writing from this buffer */
-		rc = zn_swapio_quiesce(e);
-		if (rc)
-			return rc;
-		/* the padding beyond the real elements stays zero, as at create */
-		memset(sb->m_h, 0, whole * 4);
-		memset(sb->v_h, 0, whole * 4);
-		memcpy(sb->m_h, m, n * 4);
-		memcpy(sb->v_h, v, n * 4);
-		rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG, l, sb->m_h, true);
-		if (!rc)
-			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG_SQ, l, sb->v_h, true);
-		return rc;
+		return zn_swapio_state_io(e, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
+					  &in);
 	}
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
 		memcpy(ly->m_h, m, n * 4);

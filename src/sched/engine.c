@@ -89,14 +89,16 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e);
 }
 
-static int make_plan(struct zn_engine *e, uint64_t act_bytes)
+/* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
+ * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
+ * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
+static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
 {
 	const struct zn_config *c = &e->cfg;
-	uint64_t dev_budget = zn_device_budget_bytes(e->rt.dev), pinned_budget;
+	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
 	struct zn_arena_config ac;
 	bool auto_depth = c->runtime.prefetch_depth == 0;
 	uint64_t slot = 0;
-	char msg[512];
 	int rc;
 
 	for (int l = 0; l < e->n; l++) {
@@ -128,10 +130,21 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);
-	zn_engine_warn_budgets(e, dev_budget, pinned_budget);
 	e->pinned_budget = pinned_budget;
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
-				sizeof(msg));
+				msg_size);
+	e->pin.prefetch_depth = e->plan.prefetch_depth;
+	return rc;
+}
+
+static int make_plan(struct zn_engine *e)
+{
+	const struct zn_config *c = &e->cfg;
+	uint64_t dev_budget = zn_device_budget_bytes(e->rt.dev);
+	char msg[512];
+	int rc = plan_for(e, dev_budget, msg, sizeof(msg));
+
+	zn_engine_warn_budgets(e, dev_budget, e->pinned_budget);
 	/* a plan over the budgets is the run's settings' fault (exit 2); -ENOMEM is kept for
 	 * an allocation that fails (exit 1) */
 	if (rc == -ENOMEM) {
@@ -141,12 +154,11 @@ static int make_plan(struct zn_engine *e, uint64_t act_bytes)
 		zn_debug("plan: device %" PRIu64 " bytes, pinned %" PRIu64 " bytes, prefetch %d",
 			 e->plan.device_bytes, e->plan.host_bytes, e->plan.prefetch_depth);
 	}
-	if (!rc && e->plan.gathers && !auto_depth &&
+	if (!rc && e->plan.gathers && c->runtime.prefetch_depth != 0 &&
 	    c->runtime.prefetch_depth > e->plan.prefetch_depth)
 		zn_info("prefetch depth %d: with %d layers at most %d can be fetched ahead of the "
 			"one computing; using %d", c->runtime.prefetch_depth, e->n,
 			e->plan.prefetch_depth, e->plan.prefetch_depth);
-	e->pin.prefetch_depth = e->plan.prefetch_depth;
 	return rc;
 }
 
@@ -299,30 +311,27 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	return initial_frozen(e, opt);
 }
 
-int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
-		     const struct zn_model *model, const struct zn_engine_options *opt)
+/* Everything the plan reads: the config, the model's layers, the batch and the options
+ * (no device, no rank). */
+static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struct zn_model *model,
+		   const struct zn_engine_options *opt)
 {
-	struct zn_engine *e = calloc(1, sizeof(*e));
 	int rc;
 
-	*out = NULL;
-	if (!e)
-		return -ENOMEM;
 	e->cfg = *cfg;
 	e->step = 0;
 	e->pdt = cfg->precision.bf16 ? ZN_DTYPE_BF16 :
 		 cfg->precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32;
 	rc = zn_engine_check_model(e, model);
 	if (rc)
-		goto destroy;
+		return rc;
 	e->compute16 = e->pdt == ZN_DTYPE_BF16 && cfg->runtime.compute_dtype != ZN_COMPUTE_FP32 &&
 		       model->ops->act_numel_bf16 && model->ops->scratch_numel_bf16;
 	if (cfg->runtime.compute_dtype == ZN_COMPUTE_BF16 && !e->compute16) {
 		zn_error("--compute-dtype bf16: the %s model family has no bf16 compute (it "
 			 "computes on fp32 working copies): use --compute-dtype fp32 or auto",
 			 model->ops->family);
-		rc = -EINVAL;
-		goto destroy;
+		return -EINVAL;
 	}
 	e->T = opt->seq_len;
 	e->B = (int)cfg->train_micro_batch_size_per_gpu;
@@ -333,15 +342,49 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	if (!rc)
 		rc = zn_engine_check_counts(cfg, model, opt->seq_len);
 	/* only the sizes until the plan fits: nothing yet grows with the counts but them */
+	return rc ? rc : zn_engine_layer_sizes(e);
+}
+
+int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
+			  const struct zn_engine_options *opt, int world, uint64_t device_budget,
+			  struct zn_engine_memory *out, char *msg, size_t msg_size)
+{
+	struct zn_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = (struct zn_engine_memory){ 0 };
+	if (msg_size)
+		msg[0] = 0;
+	if (!e)
+		return -ENOMEM;
+	rc = prepare(e, cfg, model, opt);
+	e->rt.world = world;
 	if (!rc)
-		rc = zn_engine_layer_sizes(e);
+		rc = plan_for(e, device_budget, msg, msg_size);
+	if (!rc || rc == -ENOMEM)
+		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
+					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);
+	zn_engine_destroy(e);
+	return rc;
+}
+
+int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
+		     const struct zn_model *model, const struct zn_engine_options *opt)
+{
+	struct zn_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = NULL;
+	if (!e)
+		return -ENOMEM;
+	rc = prepare(e, cfg, model, opt);
 	if (rc)
 		goto destroy;
 	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
 		  "the runtime (device, comm, streams)", -1);
 	if (rc)
 		goto destroy;
-	rc = make_plan(e, zn_acts_bytes(e));
+	rc = make_plan(e);
 	if (!rc)
 		rc = zn_engine_layer_descs(e);
 	if (!rc)
@@ -371,14 +414,6 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		return -EINVAL;
 	}
 	ly = &e->L[l];
-	if (zn_swapio_optim(e)) {
-		rc = zn_swapio_read_master(e, l, &m);
-		on_device = false;
-	} else {
-		m = zn_tiers_master_full(e, l, &on_device);
-	}
-	if (rc)
-		return rc;
 	first = ly->sh.offset;
 	count = ly->sh.shard_numel;
 	if (e->cfg.zero.stage == 0) {
@@ -386,11 +421,21 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		first = 0;
 		count = ly->sh.padded_numel;
 	}
+	if (zn_swapio_optim(e)) {
+		/* read in chunks straight into place (stage >= 1: the shard) */
+		rc = zn_swapio_read_master(e, l, e->tmp_h + first);
+		on_device = false;
+		m = e->tmp_h + first;
+	} else {
+		m = zn_tiers_master_full(e, l, &on_device);
+	}
+	if (rc)
+		return rc;
 	if (on_device) {
 		rc = zn_memcpy_async(e->rt.copy_out, e->tmp_h + first, m, count * 4, ZN_COPY_D2H);
 		if (!rc)
 			rc = zn_stream_synchronize(e->rt.copy_out);
-	} else {
+	} else if (m != e->tmp_h + first) {
 		memcpy(e->tmp_h + first, m, count * 4);
 	}
 	if (!rc && e->cfg.zero.stage > 0)

@@ -60,6 +60,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 
 		uint64_t bytes = zn_size_mul(n, fb);
 
+		out->frozen_home_bytes = zn_size_add(out->frozen_home_bytes,
+			out->frozen_home == ZN_TIER_DEVICE ? dev(bytes) : host(bytes));
 		if (out->frozen_home == ZN_TIER_DEVICE)
 			out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, dev(bytes));
 		else if (out->frozen_home == ZN_TIER_HOST)
@@ -71,6 +73,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
 			out->frozen_step_read_bytes = zn_size_add(out->frozen_step_read_bytes,
 				zn_size_mul(2 * (uint64_t)in->grad_accum, host(bytes)));
+		else if (out->frozen_home == ZN_TIER_NVME && n)
+			out->frozen_first_read_bytes = host(bytes);
 	}
 	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);

@@ -44,15 +44,32 @@ int zn_grads_before_reduce(struct zn_engine *e, int l)
 	return zn_optim_update_host(e, prev);
 }
 
+void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,
+		     struct zn_engine_memory *out)
+{
+	const struct zn_engine_plan *p = &e->plan;
+
+	*out = (struct zn_engine_memory){
+		.device_bytes = p->device_bytes,
+		.pinned_plan_bytes = p->host_bytes,
+		.pinned_reserved_bytes = pinned_reserved,
+		.pinned_budget_bytes = e->pinned_budget,
+		.grad_pinned_bytes = p->host_grad_bytes,
+		.grad_home = zn_plan_grad_home_name(p->grad_home),
+		.grad_ring = ring_on(e) ? p->grad_ring : 0,
+		.device_model_bytes = p->dev_param_bytes + p->dev_grad_bytes + p->dev_optim_bytes +
+				      p->dev_frozen_bytes,
+		.device_working_bytes = p->dev_working_bytes,
+		.device_act_bytes = p->dev_act_bytes,
+		.pinned_swap_bytes = p->host_swap_bytes,
+		.nvme_bytes = p->nvme_optim_bytes + p->nvme_param_bytes + p->nvme_act_bytes +
+			      p->nvme_frozen_bytes,
+		.frozen_bytes = p->frozen_home_bytes,
+		.prefetch_depth = p->prefetch_depth,
+	};
+}
+
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out)
 {
-	*out = (struct zn_engine_memory){
-		.device_bytes = e->plan.device_bytes,
-		.pinned_plan_bytes = e->plan.host_bytes,
-		.pinned_reserved_bytes = e->arena ? zn_arena_size(e->arena) : 0,
-		.pinned_budget_bytes = e->pinned_budget,
-		.grad_pinned_bytes = e->plan.host_grad_bytes,
-		.grad_home = zn_plan_grad_home_name(e->plan.grad_home),
-		.grad_ring = ring_on(e) ? e->plan.grad_ring : 0,
-	};
+	zn_grads_memory(e, e->arena ? zn_arena_size(e->arena) : 0, out);
 }

@@ -17,6 +17,9 @@
 #define ZN_SCHED_GRADS_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "zinc.h"
 
 struct zn_engine;
 
@@ -33,5 +36,9 @@ int zn_grads_before_reduce(struct zn_engine *e, int l);
 
 /* Whether layer l was updated during the backward (zn_optim_step skips it). */
 bool zn_grads_updated_in_backward(const struct zn_engine *e, int l);
+
+/* zn_engine_memory from e's plan, with the arena of pinned_reserved bytes (0: none). */
+void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,
+		     struct zn_engine_memory *out);
 
 #endif

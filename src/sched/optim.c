@@ -133,41 +133,64 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 	return rc;
 }
 
+/* AdamW on chunk c of layer l's span (one chunk unless state is staged from nvme, where
+ * the staging buffer holds the chunk itself: swapio.h); the layer's own buffers hold the
+ * whole span. */
+static int adamw_chunk(struct zn_engine *e, int l, int c, struct zn_sbuf *sb)
+{
+	struct zn_layer *ly = &e->L[l];
+	uint64_t off, len, real, so;
+	char *out = zn_tiers_out_span(e, l, sb);
+
+	zn_swapio_chunk(e, l, c, &off, &len);
+	real = ly->opt_count > off ? ly->opt_count - off : 0;
+	if (real > len)
+		real = len;
+	if (!real || e->opt.overflow)
+		return 0;
+	so = zn_swapio_optim(e) ? 0 : off;
+	if (out && !zn_swapio_params(e))
+		out += off * zn_tiers_param_bytes(e);
+	return zn_adamw_layer_span(e, l, ly->opt_off + off, real, e->opt.clip_coef,
+				   zn_tiers_master_span(e, l, sb) + so,
+				   zn_tiers_m_host(e, l, sb) + so, zn_tiers_v_host(e, l, sb) + so,
+				   ly->grad_h + off, out, e->pdt);
+}
+
 int zn_optim_update_host(struct zn_engine *e, int l)
 {
 	struct zn_layer *ly = &e->L[l];
-	struct zn_sbuf *sb = NULL;
 	double t0;
 	int rc;
 
-	/* nvme: the state is read into a staging buffer (read ahead), written back behind */
+	/* nvme: the state is read into staging buffers (read ahead), a chunk at a time, and
+	 * written back behind */
 	rc = zn_optim_host_accumulate(e, l);
 	/* without clipping the layer's squared sum is taken beside its update */
 	if (!rc && !(e->cfg.gradient_clipping > 0))
 		rc = layer_sumsq(e, l);
-	if (!rc)
-		rc = zn_swapio_opt_acquire(e, l, &sb);
-	if (rc)
-		return rc;
-	t0 = zn_runtime_now_ms();
 	if (e->tr.on)
 		for (int w = 0; w < ZN_TRACE_MAX_SUB; w++) {
 			e->tr.worker_ns[2 * w] = UINT64_MAX;
 			e->tr.worker_ns[2 * w + 1] = 0;
 		}
-	if (ly->opt_count && !e->opt.overflow)
-		rc = zn_adamw_layer_span(e, l, ly->opt_off, ly->opt_count, e->opt.clip_coef,
-					 zn_tiers_master_span(e, l, sb), zn_tiers_m_host(e, l, sb),
-					 zn_tiers_v_host(e, l, sb), ly->grad_h,
-					 zn_tiers_out_span(e, l, sb), e->pdt);
-	e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
+	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
+		struct zn_sbuf *sb = NULL;
+
+		rc = zn_swapio_opt_acquire(e, l, c, &sb);
+		if (rc)
+			break;
+		t0 = zn_runtime_now_ms();
+		rc = adamw_chunk(e, l, c, sb);
+		e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
+		if (!rc)
+			rc = zn_swapio_opt_release(e, l, c);
+	}
 	/* --trace: each CPU AdamW worker's part of this layer */
 	for (int w = 0; e->tr.on && w < ZN_TRACE_MAX_SUB; w++)
 		if (e->tr.worker_ns[2 * w + 1])
 			zn_tracer_host(e, ZN_TRACE_ADAMW, w, "adamw", l, e->tr.worker_ns[2 * w],
 				       e->tr.worker_ns[2 * w + 1], 0);
-	if (!rc)
-		rc = zn_swapio_opt_release(e, l);
 	if (rc || e->opt.overflow || e->plan.pl.params != ZN_TIER_DEVICE)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */

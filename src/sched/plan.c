@@ -173,11 +173,32 @@ static uint64_t path_bytes(uint64_t logical, int paths)
 	return (stripes + p - 1) / p * ZN_PLAN_SWAP_STRIPE;
 }
 
+/* The staging chunk (plan.h, nvme): the largest shard, at most ZN_PLAN_SWAP_CHUNK_NUMEL
+ * and at most the state / buffers, in whole ZN_SHARD_ALIGN_NUMEL units (shards are: a
+ * chunk's offset stays 4 KiB aligned for O_DIRECT in any dtype). */
+static uint64_t swap_chunk(uint64_t largest, uint64_t state_numel, int buffers)
+{
+	uint64_t c = state_numel / (uint64_t)buffers / ZN_SHARD_ALIGN_NUMEL * ZN_SHARD_ALIGN_NUMEL;
+
+	if (c > ZN_PLAN_SWAP_CHUNK_NUMEL)
+		c = ZN_PLAN_SWAP_CHUNK_NUMEL;
+	if (c < ZN_SHARD_ALIGN_NUMEL)
+		c = ZN_SHARD_ALIGN_NUMEL;
+	return c < largest ? c : largest;
+}
+
+int zn_plan_swap_chunks(const struct zn_engine_plan *p, uint64_t shard_numel)
+{
+	if (!p->swap_chunk_numel || shard_numel <= p->swap_chunk_numel)
+		return 1;
+	return (int)((shard_numel + p->swap_chunk_numel - 1) / p->swap_chunk_numel);
+}
+
 /* The nvme extents and their pinned staging (see the header). */
 static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	bool opt_nvme = out->pl.optim == ZN_TIER_NVME, prm_nvme = out->pl.params == ZN_TIER_NVME;
-	uint64_t pb = out->param_bytes, per_buf = 0;
+	uint64_t pb = out->param_bytes, per_buf = 0, state_numel = 0;
 
 	if (!opt_nvme && !prm_nvme)
 		return;
@@ -197,6 +218,9 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
 		if (s.shard_numel > out->swap_shard_numel)
 			out->swap_shard_numel = s.shard_numel;
+		if (l > 0 && s.shard_numel > out->fetch_ring_numel)
+			out->fetch_ring_numel = s.shard_numel;
+		state_numel = zn_size_add(state_numel, s.shard_numel);
 		if (opt_nvme)
 			out->nvme_optim_bytes = zn_size_add(out->nvme_optim_bytes, zn_size_mul(
 				out->master_aliases_params ? 2 : 3,
@@ -234,19 +258,24 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 	out->nvme_param_path_bytes = prm_nvme ? path_bytes(out->nvme_param_bytes,
 							   in->param_path_count) : 0;
 	out->swap_buffers = in->swap_buffer_count > 2 ? in->swap_buffer_count : 2;
+	out->swap_chunk_numel = swap_chunk(out->swap_shard_numel, state_numel, out->swap_buffers);
 	if (opt_nvme)
-		per_buf = zn_size_mul(3, zn_plan_host_alloc_bytes(zn_size_mul(out->swap_shard_numel,
+		per_buf = zn_size_mul(3, zn_plan_host_alloc_bytes(zn_size_mul(out->swap_chunk_numel,
 									      4)));
 	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
 		per_buf = zn_size_add(per_buf, zn_plan_host_alloc_bytes(
-					  zn_size_mul(out->swap_shard_numel, pb)));
+					  zn_size_mul(out->swap_chunk_numel, pb)));
 	out->host_swap_bytes = zn_size_add(out->host_swap_bytes,
 					   zn_size_mul((uint64_t)out->swap_buffers, per_buf));
 	if (prm_nvme) {
+		struct zn_shard s0;
+
+		zn_plan_shard(in->layer_numel[0], in->world, 0, &s0);
 		out->fetch_buffers = out->param_slots + 1;
-		out->host_swap_bytes = zn_size_add(out->host_swap_bytes, zn_size_mul(
-			(uint64_t)out->fetch_buffers,
-			zn_plan_host_alloc_bytes(zn_size_mul(out->swap_shard_numel, pb))));
+		out->host_swap_bytes = zn_size_add(out->host_swap_bytes, zn_size_add(
+			zn_size_mul((uint64_t)out->param_slots,
+				    zn_plan_host_alloc_bytes(zn_size_mul(out->fetch_ring_numel, pb))),
+			zn_plan_host_alloc_bytes(zn_size_mul(s0.shard_numel, pb))));
 	}
 }
 

@@ -141,10 +141,16 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *   nvme:    offload_optimizer nvme homes master (unless aliased), m and v in swap extents
  *            (one shard each per layer; gradients still come to pinned memory);
  *            offload_param nvme homes the parameter shard there (stage 3). Pinned staging:
- *            swap_buffers buffers, each of the largest shard's master + m + v (optimizer on
- *            nvme) and parameter shard (parameters on nvme, not aliased), which AdamW uses
- *            in turn (read ahead, written behind); with parameters on nvme also one fetch
- *            buffer per working slot (ring + layer 0's), the shard read before its copy up.
+ *            swap_buffers buffers, each of one chunk's master + m + v (optimizer on nvme)
+ *            and parameter shard (parameters on nvme, not aliased), which AdamW uses in
+ *            turn (read ahead, written behind). A chunk is swap_chunk_numel elements of a
+ *            shard (a layer's shard is ceil(shard / chunk) chunks, AdamW's positions):
+ *            the largest shard, but at most ZN_PLAN_SWAP_CHUNK_NUMEL and at most the
+ *            shards' sum / swap_buffers (rounded down to ZN_SHARD_ALIGN_NUMEL, at least
+ *            that), so the staging never holds more than the state it stages, whatever
+ *            the largest layer (a tied embedding) is. With parameters on nvme also one
+ *            fetch buffer per working slot, the shard read before its copy up: the ring's
+ *            of the largest shard of layers 1 .. n-1, layer 0's of its own.
  *            Hot layers (parameters on nvme, stage 3): layer 0 and layers 1 .. H, H =
  *            prefetch depth + 1 (at most the ring, at most n - 1): the layers the forward
  *            fetches first, at the step's start and at each micro-batch's. Their current
@@ -163,6 +169,8 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 #define ZN_PLAN_HOST_ALIGN 4096
 #define ZN_PLAN_GRAD_SLOTS 2
 #define ZN_PLAN_SWAP_STRIPE (1ull << 20)
+/* The largest optimizer staging chunk: 32 MiB of each fp32 part (see nvme above). */
+#define ZN_PLAN_SWAP_CHUNK_NUMEL (8ull << 20)
 /* Pinned gradient ring (docs/memory.md): buffers for layers 1 .. n-1 when the gradients need
  * not outlive the backward. */
 #define ZN_PLAN_GRAD_RING 2
@@ -236,7 +244,9 @@ struct zn_engine_plan {
 	int swap_buffers;            /* optimizer-step staging buffers (0: nothing on nvme) */
 	int fetch_buffers;           /* parameter fetch staging buffers (parameters on nvme) */
 	int hot_layers;              /* parameters on nvme: layers 1 .. hot_layers (and 0) hot */
-	uint64_t swap_shard_numel;   /* largest shard over all layers: each section's size */
+	uint64_t swap_shard_numel;   /* largest shard over all layers */
+	uint64_t fetch_ring_numel;   /* a ring fetch buffer: the largest shard of layers 1 .. n-1 */
+	uint64_t swap_chunk_numel;   /* a staging buffer's sections: elements of one chunk */
 	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */
 	uint64_t nvme_act_bytes;     /* extents of the activation checkpoints (per rank) */
@@ -259,11 +269,13 @@ struct zn_engine_plan {
 	uint64_t frozen_numel_total; /* floats over all layers */
 	uint64_t frozen_slot_numel;  /* largest frozen layer among 1 .. n-1 */
 	uint64_t frozen_layer0_numel;
+	uint64_t frozen_home_bytes;  /* the base on its home tier, as allocated */
 	uint64_t dev_frozen_bytes;   /* device homes + working copies (+ 16-bit staging) */
 	uint64_t host_frozen_bytes;  /* pinned homes, or the nvme read buffers */
 	uint64_t nvme_frozen_bytes;  /* the frozen file (per rank; every rank holds all) */
 	uint64_t frozen_step_read_bytes; /* nvme: layers 1 .. n-1 2 x grad_accum (layer 0 is
 					  * read at the first step only, its copy kept) */
+	uint64_t frozen_first_read_bytes; /* nvme: layer 0's extent, read by the first step */
 };
 
 /* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:
@@ -290,6 +302,10 @@ uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena car
 int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
 
 /* The buffers of layer l under plan p (sizes as allocated, rounded). Pure. */
+/* The staging chunks of a shard of shard_numel elements: ceil(shard / chunk), 1 without
+ * staging. */
+int zn_plan_swap_chunks(const struct zn_engine_plan *p, uint64_t shard_numel);
+
 void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 			   const struct zn_engine_plan *p, int l, struct zn_layer_buffers *out);
 

@@ -540,6 +540,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted;
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
+	st->plan_nvme_first_read_bytes = e->plan.frozen_first_read_bytes;
 	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;
 	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;

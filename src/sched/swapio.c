@@ -7,8 +7,10 @@
  * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
  * files at create, so a full disk stops the run before training.
  *
- * Optimizer step: AdamW visits layers n-1 .. 0 (position p = n-1-l) and uses staging
- * buffer p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
+ * Optimizer step: AdamW visits layers n-1 .. 0, each layer's shard in chunks of
+ * plan.swap_chunk_numel elements (plan.h: the staging holds no more than the state), and
+ * position p (the chunks in that order: sw.pos_first, sw.pos_layer) uses staging buffer
+ * p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
  * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
  * buffers the previous step's write-behind has freed; step.c tries again before each
@@ -48,6 +50,7 @@
 #include "core/log.h"
 #include "core/size.h"
 #include "sched/engine_impl.h"
+#include "sched/swapio_impl.h"
 
 bool zn_swapio_optim(const struct zn_engine *e)
 {
@@ -72,14 +75,31 @@ int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
 	return 0;
 }
 
-static struct zn_swap_key key_of(const struct zn_engine *e, int kind, int l)
+struct zn_swap_key zn_swapio_key(const struct zn_engine *e, int kind, int l)
 {
 	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = e->rt.rank };
 }
 
-static uint64_t param_shard_bytes(const struct zn_engine *e, int l)
+uint64_t zn_swapio_param_shard_bytes(const struct zn_engine *e, int l)
 {
 	return e->L[l].sh.shard_numel * e->plan.param_bytes;
+}
+
+int zn_swapio_chunks(const struct zn_engine *e, int l)
+{
+	return zn_plan_swap_chunks(&e->plan, e->L[l].sh.shard_numel);
+}
+
+void zn_swapio_chunk(const struct zn_engine *e, int l, int c, uint64_t *off, uint64_t *len)
+{
+	uint64_t n = e->L[l].sh.shard_numel, cn = e->plan.swap_chunk_numel;
+
+	*off = 0;
+	*len = n;
+	if (zn_swapio_chunks(e, l) == 1)
+		return;
+	*off = (uint64_t)c * cn;
+	*len = n - *off < cn ? n - *off : cn;
 }
 
 /* the pinned buffer holding hot layer l's current shard, or NULL (l not hot) */
@@ -90,8 +110,9 @@ static struct zn_fbuf *hot_of(struct zn_engine *e, int l)
 	return l == 0 ? &e->sw.fbuf[e->plan.fetch_buffers - 1] : &e->sw.hot[l - 1];
 }
 
-/* hot layer l's shard := src (bytes), once no copy up reads the buffer */
-static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
+/* hot layer l's shard at byte off := src (bytes), once no copy up reads the buffer */
+int zn_swapio_hot_put(struct zn_engine *e, int l, uint64_t off, const void *src,
+		      uint64_t bytes)
 {
 	struct zn_fbuf *h = hot_of(e, l);
 	int rc = 0;
@@ -101,33 +122,27 @@ static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
 	if (h->copy_pending)
 		rc = zn_runtime_wait(&e->rt, h->copied);
 	h->copy_pending = false;
-	if (!rc)
-		memcpy(h->h, src, bytes);
+	if (!rc && (char *)h->h + off != src)
+		memcpy((char *)h->h + off, src, bytes);
 	h->layer = l;
 	return rc;
 }
 
-/* The three optimizer-state extents of layer l and their staging sections. */
-struct opt_part {
-	struct zn_swap *store;
-	struct zn_swap_key key;
-	void *buf_h;
-};
 
-static int opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
-		     struct opt_part p[3])
+int zn_swapio_opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
+			struct zn_swapio_part p[3])
 {
 	bool alias = e->plan.master_aliases_params;
 
-	p[0] = (struct opt_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
-				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
-	p[1] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
-	p[2] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+	p[0] = (struct zn_swapio_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
+				  zn_swapio_key(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
+	p[1] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
+	p[2] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
 	return 3;
 }
 
-static int wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
-		     int l)
+int zn_swapio_wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
+			int l)
 {
 	double t0 = zn_runtime_now_ms();
 	int rc = 0;
@@ -204,7 +219,7 @@ static void trace_writes(struct zn_engine *e, struct zn_sbuf *sb, int n)
 /* waits for a staging buffer's writes (traced) */
 static int wait_writes(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
-	int n = sb->wr_n, rc = wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
+	int n = sb->wr_n, rc = zn_swapio_wait_reqs(e, sb->wr, &sb->wr_n, "writing back the state of", l);
 
 	if (!rc && n)
 		trace_writes(e, sb, n);
@@ -216,16 +231,19 @@ static struct zn_sbuf *sbuf_of(struct zn_engine *e, int pos)
 	return &e->sw.sbuf[pos % e->plan.swap_buffers];
 }
 
-/* layer l's write-behind, if its staging buffer still has it in flight (a position's
- * buffer is reused only after its writes are waited for) */
+/* layer l's write-behind, in whichever staging buffers still have a chunk of it in flight
+ * (a position's buffer is reused only after its writes are waited for) */
 static int wait_layer_writes(struct zn_engine *e, int l)
 {
-	struct zn_sbuf *sb;
+	int rc = 0;
 
-	if (!e->sw.sbuf)
-		return 0;
-	sb = sbuf_of(e, e->n - 1 - l);
-	return sb->layer == l && sb->wr_n ? wait_writes(e, sb, l) : 0;
+	for (int i = 0; !rc && e->sw.sbuf && i < e->plan.swap_buffers; i++) {
+		struct zn_sbuf *sb = &e->sw.sbuf[i];
+
+		if (sb->layer == l && sb->wr_n)
+			rc = wait_writes(e, sb, l);
+	}
+	return rc;
 }
 
 /* waits for a staging buffer's reads (traced), promoted first: someone waits for them */
@@ -233,7 +251,7 @@ static int wait_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 {
 	for (int i = 0; i < sb->rd_n; i++)
 		zn_swap_promote(&sb->rd[i]);
-	int n = sb->rd_n, rc = wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
+	int n = sb->rd_n, rc = zn_swapio_wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 
 	if (!rc && e->tr.on)
 		trace_reqs(e, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
@@ -284,16 +302,16 @@ static int make_stores(struct zn_engine *e)
 			uint64_t b = e->L[l].sh.shard_numel * 4;
 
 			if (!e->plan.master_aliases_params)
-				ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_MASTER, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), b };
+				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_MASTER, l), b };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), b };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), b };
 		}
 		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
 	}
 	if (!rc && zn_swapio_params(e)) {
 		for (int l = 0; l < e->n; l++)
-			ext[l] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_PARAM, l),
-							  param_shard_bytes(e, l) };
+			ext[l] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_PARAM, l),
+							  zn_swapio_param_shard_bytes(e, l) };
 		rc = make_store(e, &e->sw.swap_param, "param", &e->cfg.zero.offload_param, ext,
 				(size_t)e->n);
 	}
@@ -301,10 +319,38 @@ static int make_stores(struct zn_engine *e)
 	return rc;
 }
 
+/* AdamW's positions: layer n-1's chunks first (sw.pos_first, sw.pos_layer). */
+static int make_positions(struct zn_engine *e)
+{
+	int p = 0;
+
+	e->sw.pos_first = calloc((size_t)e->n + 1, sizeof(*e->sw.pos_first));
+	if (!e->sw.pos_first)
+		return -ENOMEM;
+	for (int l = e->n - 1; l >= 0; l--) {
+		e->sw.pos_first[l] = p;
+		p += zn_swapio_chunks(e, l);
+	}
+	e->sw.pos_first[e->n] = p; /* unused: the end */
+	e->sw.positions = p;
+	e->sw.pos_layer = calloc((size_t)p, sizeof(*e->sw.pos_layer));
+	if (!e->sw.pos_layer)
+		return -ENOMEM;
+	for (int l = 0; l < e->n; l++)
+		for (int c = 0; c < zn_swapio_chunks(e, l); c++)
+			e->sw.pos_layer[e->sw.pos_first[l] + c] = l;
+	zn_debug("nvme: %d staging positions for %d layers, chunks of %llu elements", p, e->n,
+		 (unsigned long long)e->plan.swap_chunk_numel);
+	return 0;
+}
+
 static int make_staging(struct zn_engine *e)
 {
-	uint64_t n = e->plan.swap_shard_numel, pb = e->plan.param_bytes;
-	int rc = 0;
+	uint64_t n = e->plan.swap_chunk_numel, pb = e->plan.param_bytes;
+	int rc = make_positions(e);
+
+	if (rc)
+		return rc;
 
 	e->sw.sbuf = zn_size_calloc((uint64_t)e->plan.swap_buffers, sizeof(*e->sw.sbuf),
 				    "the optimizer staging buffers");
@@ -326,8 +372,12 @@ static int make_staging(struct zn_engine *e)
 						    e->plan.master_aliases_params))
 			rc = zn_tiers_halloc(e, &sb->param_h, n * pb);
 	}
+	/* the ring's, then layer 0's (plan.h) */
 	for (int i = 0; !rc && i < e->plan.fetch_buffers; i++) {
-		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, n * pb);
+		uint64_t fn = i < e->plan.fetch_buffers - 1 ? e->plan.fetch_ring_numel :
+			      e->L[0].sh.shard_numel;
+
+		rc = zn_tiers_halloc(e, &e->sw.fbuf[i].h, fn * pb);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &e->sw.fbuf[i].copied);
 	}
@@ -340,7 +390,7 @@ static int make_staging(struct zn_engine *e)
 		struct zn_fbuf *h = &e->sw.hot[l - 1];
 
 		h->layer = l;
-		rc = zn_tiers_halloc(e, &h->h, param_shard_bytes(e, l));
+		rc = zn_tiers_halloc(e, &h->h, zn_swapio_param_shard_bytes(e, l));
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &h->copied);
 	}
@@ -382,9 +432,12 @@ void zn_swapio_destroy(struct zn_engine *e)
 	free(e->sw.fbuf);
 	free(e->sw.hot);
 	free(e->sw.sbuf);
+	free(e->sw.pos_first);
+	free(e->sw.pos_layer);
 	e->sw.fbuf = NULL;
 	e->sw.hot = NULL;
 	e->sw.sbuf = NULL;
+	e->sw.pos_first = e->sw.pos_layer = NULL;
 	zn_swap_destroy(e->sw.swap_opt);
 	zn_swap_destroy(e->sw.swap_param);
 	e->sw.swap_opt = e->sw.swap_param = NULL;
@@ -435,74 +488,6 @@ int zn_swapio_step_end(struct zn_engine *e)
 	return wait_all(e, !e->cfg.zero.offload_optimizer.pipeline_write);
 }
 
-/* ---- initial state and read-back ------------------------------------------------------- */
-
-static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key k,
-		      uint64_t bytes, const void *buf_h)
-{
-	struct zn_swap_req r;
-	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
-
-	if (!rc)
-		rc = wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
-	return rc;
-}
-
-int zn_swapio_init_layer(struct zn_engine *e, int l)
-{
-	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->sh.shard_numel;
-	const float *src = e->tmp_h + ly->sh.offset;
-	int rc = 0;
-
-	if (zn_swapio_params(e)) {
-		void *buf = e->sw.fbuf[0].h;
-
-		if (e->pdt == ZN_DTYPE_BF16)
-			zn_cast_f32_to_bf16(buf, src, n);
-		else if (e->pdt == ZN_DTYPE_F16)
-			zn_cast_f32_to_f16(buf, src, n);
-		else
-			memcpy(buf, src, n * 4);
-		rc = write_sync(e, e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l),
-				param_shard_bytes(e, l), buf);
-		if (!rc)
-			rc = hot_put(e, l, buf, param_shard_bytes(e, l));
-	}
-	if (!rc && zn_swapio_optim(e)) {
-		struct zn_sbuf *sb = &e->sw.sbuf[0];
-		struct opt_part p[3];
-
-		memcpy(sb->master_h, src, n * 4);
-		memset(sb->m_h, 0, n * 4);
-		memset(sb->v_h, 0, n * 4);
-		opt_parts(e, l, sb, p);
-		/* an aliased master is the parameter extent, written above */
-		for (int i = e->plan.master_aliases_params ? 1 : 0; !rc && i < 3; i++)
-			rc = write_sync(e, p[i].store, p[i].key, n * 4, p[i].buf_h);
-	}
-	return rc;
-}
-
-int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h)
-{
-	struct zn_sbuf *sb = &e->sw.sbuf[0];
-	struct opt_part p[3];
-	struct zn_swap_req r;
-	int n = 1, rc;
-
-	/* the write-behind first: it is in the extents and in the buffer read into */
-	rc = zn_swapio_quiesce(e);
-	if (rc)
-		return rc;
-	opt_parts(e, l, sb, p);
-	rc = zn_swap_read(p[0].store, p[0].key, 0, e->L[l].sh.shard_numel * 4, sb->master_h, &r);
-	if (!rc)
-		rc = wait_reqs(e, &r, &n, "reading the master weights of", l);
-	*master_h = sb->master_h;
-	return rc;
-}
-
 /* ---- parameter fetch --------------------------------------------------------------------- */
 
 static int issue_reads(struct zn_engine *e, int upto, bool block);
@@ -532,8 +517,8 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 	if (e->tr.on)
 		f->t0 = zn_trace_now_ns();
 	if (!rc)
-		rc = zn_swap_read(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0,
-				  param_shard_bytes(e, l), f->h, &f->req);
+		rc = zn_swap_read(e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l), 0,
+				  zn_swapio_param_shard_bytes(e, l), f->h, &f->req);
 	if (!rc)
 		f->reading = true;
 	f->layer = l;
@@ -550,7 +535,7 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 		return 0;
 	}
 	if (f->reading) {
-		rc = wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
+		rc = zn_swapio_wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
 		f->reading = false;
 		if (!rc && e->tr.on)
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
@@ -578,19 +563,21 @@ int zn_swapio_fetch_copied(struct zn_engine *e, int i)
 
 /* ---- optimizer step ---------------------------------------------------------------------- */
 
-static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
+static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l, int c)
 {
-	struct opt_part p[3];
+	struct zn_swapio_part p[3];
+	uint64_t off, len;
 	int rc = 0;
 
 	if (!zn_swapio_optim(e))
 		return 0;
-	opt_parts(e, l, sb, p);
+	zn_swapio_opt_parts(e, l, sb, p);
+	zn_swapio_chunk(e, l, c, &off, &len);
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
-		rc = zn_swap_read_prio(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4,
-				       p[i].buf_h, ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
+		rc = zn_swap_read_prio(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
+				       ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
 		if (!rc)
 			sb->rd_n++;
 	}
@@ -603,8 +590,8 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 {
 	int rc = 0;
 
-	if (upto > e->n - 1)
-		upto = e->n - 1;
+	if (upto > e->sw.positions - 1)
+		upto = e->sw.positions - 1;
 	while (!rc && e->sw.opt_next_read <= upto) {
 		int pos = e->sw.opt_next_read;
 		struct zn_sbuf *sb = sbuf_of(e, pos);
@@ -612,9 +599,10 @@ static int issue_reads(struct zn_engine *e, int upto, bool block)
 		if (!block && reqs_busy(sb->wr, sb->wr_n))
 			break;
 		rc = wait_writes(e, sb, sb->layer);
-		sb->layer = e->n - 1 - pos;
+		sb->layer = e->sw.pos_layer[pos];
+		sb->chunk = pos - e->sw.pos_first[sb->layer];
 		if (!rc)
-			rc = submit_reads(e, sb, sb->layer);
+			rc = submit_reads(e, sb, sb->layer, sb->chunk);
 		e->sw.opt_next_read++;
 	}
 	return rc;
@@ -637,14 +625,15 @@ int zn_swapio_opt_poke(struct zn_engine *e)
 	return e->sw.in_step ? zn_swapio_opt_begin(e) : 0;
 }
 
-int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, int c, struct zn_sbuf **out)
 {
-	int pos = e->n - 1 - l, rc;
+	int pos, rc;
 	struct zn_sbuf *sb;
 
 	*out = NULL;
 	if (!e->sw.sbuf)
 		return 0;
+	pos = e->sw.pos_first[l] + c;
 	sb = sbuf_of(e, pos);
 	rc = issue_reads(e, pos, true);
 	if (!rc && e->cfg.zero.offload_optimizer.pipeline_read)
@@ -658,47 +647,55 @@ int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out)
 
 bool zn_swapio_opt_ready(struct zn_engine *e, int l)
 {
-	int pos = e->n - 1 - l;
+	int pos;
 	struct zn_sbuf *sb;
 
 	if (!e->sw.sbuf || !zn_swapio_optim(e))
 		return true;
+	pos = e->sw.pos_first[l];
 	if (pos >= e->sw.opt_next_read)
 		return false;
 	sb = sbuf_of(e, pos);
-	return sb->layer == l && !reqs_busy(sb->rd, sb->rd_n);
+	return sb->layer == l && sb->chunk == 0 && !reqs_busy(sb->rd, sb->rd_n);
 }
 
-int zn_swapio_opt_release(struct zn_engine *e, int l)
+int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 {
 	struct zn_layer *ly = &e->L[l];
-	int pos = e->n - 1 - l, rc = 0;
+	int pos, rc = 0;
 	struct zn_sbuf *sb;
-	uint64_t n = ly->sh.shard_numel, pb = e->plan.param_bytes;
+	uint64_t off, n, real, pb = e->plan.param_bytes;
 
 	if (!e->sw.sbuf)
 		return 0;
+	pos = e->sw.pos_first[l] + c;
+	zn_swapio_chunk(e, l, c, &off, &n);
+	/* AdamW wrote the chunk's real elements (the shard's first opt_count) */
+	real = ly->opt_count > off ? ly->opt_count - off : 0;
+	if (real > n)
+		real = n;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
+	sb->chunk = c;
 	sb->wr_traced = e->tr.on;
 	sb->wr_step = e->step;
 	if (e->tr.on)
 		sb->wr_t0 = zn_trace_now_ns();
 	if (zn_swapio_optim(e)) {
-		struct opt_part p[3];
+		struct zn_swapio_part p[3];
 
-		opt_parts(e, l, sb, p);
+		zn_swapio_opt_parts(e, l, sb, p);
 		for (int i = 0; !rc && i < 3; i++) {
-			rc = zn_swap_write(p[i].store, p[i].key, 0, n * 4, p[i].buf_h,
+			rc = zn_swap_write(p[i].store, p[i].key, off * 4, n * 4, p[i].buf_h,
 					   &sb->wr[sb->wr_n]);
 			if (!rc)
 				sb->wr_n++;
 		}
 	}
 	if (!rc && sb->param_h) {
-		/* AdamW wrote the real elements: the shard's padding stays zero */
-		memset((char *)sb->param_h + ly->opt_count * pb, 0, (n - ly->opt_count) * pb);
-		rc = zn_swap_write(e->sw.swap_param, key_of(e, ZN_SWAP_PARAM, l), 0, n * pb,
+		/* the shard's padding stays zero */
+		memset((char *)sb->param_h + real * pb, 0, (n - real) * pb);
+		rc = zn_swap_write(e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l), off * pb, n * pb,
 				   sb->param_h, &sb->wr[sb->wr_n]);
 		if (!rc)
 			sb->wr_n++;
@@ -706,7 +703,8 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 	/* a hot layer keeps what its parameter extent now gets: the new shard, or the
 	 * master it aliases */
 	if (!rc && zn_swapio_params(e))
-		rc = hot_put(e, l, sb->param_h ? sb->param_h : (void *)sb->master_h, n * pb);
+		rc = zn_swapio_hot_put(e, l, off * pb, sb->param_h ? sb->param_h : (void *)sb->master_h,
+			     n * pb);
 	if (rc)
 		return rc;
 	if (!e->cfg.zero.offload_optimizer.pipeline_write)

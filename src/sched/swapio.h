@@ -13,13 +13,14 @@
 
 struct zn_engine;
 
-/* One pinned staging buffer of the optimizer step with state on nvme: sections of the
- * largest shard; NULL where that class is not on nvme. */
+/* One pinned staging buffer of the optimizer step with state on nvme: sections of one
+ * chunk (plan.swap_chunk_numel elements of a shard); NULL where that class is not on
+ * nvme. */
 struct zn_sbuf {
 	float *master_h, *m_h, *v_h; /* optimizer on nvme (master_h: the parameters if aliased) */
 	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
 	int rd_n, wr_n;              /* requests submitted and not yet waited for */
-	int layer;                   /* whose state it holds */
+	int layer, chunk;            /* whose state it holds: layer, chunk of its shard */
 	struct zn_swap_req rd[3], wr[4];
 	uint64_t rd_t0, wr_t0;       /* --trace: when the reads / writes were submitted */
 	bool wr_traced;              /* --trace: the writes' step was traced ... */
@@ -45,7 +46,11 @@ struct zn_swapio {
 	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
 	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
 	struct zn_fbuf *hot;     /* plan.hot_layers: layers 1 .. H's current shards (hot[l-1]) */
-	int opt_next_read;       /* optimizer position (0 = layer n-1) whose read is next */
+	/* AdamW's positions: every layer's chunks, layer n-1's first (plan.h, nvme) */
+	int *pos_first;          /* n + 1: the position of layer l's chunk 0 */
+	int *pos_layer;          /* positions: the layer of each */
+	int positions;
+	int opt_next_read;       /* optimizer position whose read is next */
 	bool in_step;            /* between zn_swapio_step_begin and the step's end */
 };
 
@@ -55,8 +60,24 @@ bool zn_swapio_optim(const struct zn_engine *e); /* optimizer state on nvme */
 bool zn_swapio_params(const struct zn_engine *e);/* parameter shards on nvme */
 /* initial state of layer l (tmp_h holds its padded parameters) onto the extents */
 int zn_swapio_init_layer(struct zn_engine *e, int l);
-/* this rank's fp32 master shard of layer l (shard_numel) into a staging view */
-int zn_swapio_read_master(struct zn_engine *e, int l, const float **master_h);
+/* this rank's fp32 master shard of layer l (shard_numel floats) into dst_h */
+int zn_swapio_read_master(struct zn_engine *e, int l, float *dst_h);
+/* Layer l's optimizer state one chunk at a time through staging buffer 0, after every
+ * request in flight (zn_swapio_quiesce): reading, the parts' chunk is read, then each()
+ * looks at it; writing, each() fills it, then it is written. parts: ZN_SWAPIO_* bits
+ * (the master is the parameter extent when aliased). off, len: the chunk's elements of
+ * the shard. A layer of one chunk moves whole extents (the swap store checks their
+ * CRC32C). Returns 0, each()'s error or the I/O's (logged). */
+#define ZN_SWAPIO_MASTER 1u
+#define ZN_SWAPIO_M 2u
+#define ZN_SWAPIO_V 4u
+int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
+		       int (*each)(void *ctx, uint64_t off, uint64_t len,
+				   const struct zn_sbuf *sb),
+		       void *ctx);
+/* layer l's staging chunks (1 without staging) and chunk c's elements [off, off + len) */
+int zn_swapio_chunks(const struct zn_engine *e, int l);
+void zn_swapio_chunk(const struct zn_engine *e, int l, int c, uint64_t *off, uint64_t *len);
 /* fetch of layer l's parameter shard into fetch buffer i: begin submits the read (after
  * the buffer's previous copy up is done), end waits for it and returns the buffer; a hot
  * layer's fetch reads nothing and returns its pinned shard */
@@ -74,10 +95,11 @@ void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read ye
 /* during a step: zn_swapio_opt_begin again, for the first positions whose buffers the
  * previous step's write-behind has freed since (step.c, before each layer) */
 int zn_swapio_opt_poke(struct zn_engine *e);
-int zn_swapio_opt_acquire(struct zn_engine *e, int l, struct zn_sbuf **out);
-int zn_swapio_opt_release(struct zn_engine *e, int l);
-/* layer l's state is in its staging buffer (its read issued and finished), so acquiring it
- * would not block; true without optimizer state on nvme */
+/* chunk c of layer l (zn_swapio_chunks: 1 without staging, then out is NULL) */
+int zn_swapio_opt_acquire(struct zn_engine *e, int l, int c, struct zn_sbuf **out);
+int zn_swapio_opt_release(struct zn_engine *e, int l, int c);
+/* layer l's first chunk is in its staging buffer (its read issued and finished), so
+ * acquiring it would not block; true without optimizer state on nvme */
 bool zn_swapio_opt_ready(struct zn_engine *e, int l);
 int zn_swapio_step_end(struct zn_engine *e);
 int zn_swapio_quiesce(struct zn_engine *e);

@@ -1,0 +1,33 @@
+/* swapio's internals, shared by its files (swapio.c: stores, staging, fetch, the optimizer
+ * step; swapio_state.c: a layer's state chunk by chunk, the initial state, read-back).
+ * Internal to src/sched. */
+#ifndef ZN_SCHED_SWAPIO_IMPL_H
+#define ZN_SCHED_SWAPIO_IMPL_H
+
+#include <stdint.h>
+
+#include "nvme/swap.h"
+
+struct zn_engine;
+struct zn_sbuf;
+
+/* One of the three optimizer-state extents of a layer and its staging section. */
+struct zn_swapio_part {
+	struct zn_swap *store;
+	struct zn_swap_key key;
+	void *buf_h;
+};
+
+struct zn_swap_key zn_swapio_key(const struct zn_engine *e, int kind, int l);
+uint64_t zn_swapio_param_shard_bytes(const struct zn_engine *e, int l);
+/* master (the parameter extent when aliased), m, v of layer l into sb's sections; 3 */
+int zn_swapio_opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
+			struct zn_swapio_part p[3]);
+/* waits for r[0 .. *n) (*n := 0); a failure is logged with what and layer l (-1: none) */
+int zn_swapio_wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
+			int l);
+/* hot layer l's pinned shard at byte off := src (a no-op for a layer that is not hot) */
+int zn_swapio_hot_put(struct zn_engine *e, int l, uint64_t off, const void *src,
+		      uint64_t bytes);
+
+#endif

@@ -1,0 +1,127 @@
+/* A layer's optimizer state on nvme chunk by chunk through staging buffer 0 (swapio.h
+ * zn_swapio_state_io), outside the step: the initial state, the master's read-back and
+ * checkpoints (ckpt_state.c). The step's own chunks are swapio.c's. */
+#include <errno.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "sched/engine_impl.h"
+#include "sched/swapio_impl.h"
+
+static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key k,
+		      uint64_t bytes, const void *buf_h)
+{
+	struct zn_swap_req r;
+	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
+
+	if (!rc)
+		rc = zn_swapio_wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
+	return rc;
+}
+
+int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
+		       int (*each)(void *ctx, uint64_t off, uint64_t len,
+				   const struct zn_sbuf *sb),
+		       void *ctx)
+{
+	struct zn_sbuf *sb = &e->sw.sbuf[0];
+	int rc = zn_swapio_quiesce(e); /* write-behind: in the extents and from this buffer */
+
+	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
+		struct zn_swap_req r[3];
+		struct zn_swapio_part p[3];
+		uint64_t off, len;
+		int n = 0;
+
+		zn_swapio_chunk(e, l, c, &off, &len);
+		zn_swapio_opt_parts(e, l, sb, p);
+		if (write)
+			rc = each(ctx, off, len, sb);
+		for (int i = 0; !rc && i < 3; i++) {
+			if (!(parts & (1u << i)))
+				continue;
+			rc = write ? zn_swap_write(p[i].store, p[i].key, off * 4, len * 4,
+						   p[i].buf_h, &r[n]) :
+				     zn_swap_read(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
+						  &r[n]);
+			n += !rc;
+		}
+		/* the requests submitted are waited for, even after a failed submit */
+		{
+			int x = zn_swapio_wait_reqs(e, r, &n, write ? "writing the optimizer state of" :
+							     "reading the optimizer state of", l);
+
+			if (!rc)
+				rc = x;
+		}
+		if (!rc && !write)
+			rc = each(ctx, off, len, sb);
+	}
+	return rc;
+}
+
+struct init_ctx {
+	const float *src_h; /* the layer's shard of tmp_h */
+};
+
+/* the initial master (the parameters) and zero m, v of one chunk */
+static int init_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	const struct init_ctx *c = ctx;
+
+	memcpy(sb->master_h, c->src_h + off, len * 4);
+	memset(sb->m_h, 0, len * 4);
+	memset(sb->v_h, 0, len * 4);
+	return 0;
+}
+
+int zn_swapio_init_layer(struct zn_engine *e, int l)
+{
+	struct zn_layer *ly = &e->L[l];
+	uint64_t n = ly->sh.shard_numel;
+	const float *src = e->tmp_h + ly->sh.offset;
+	int rc = 0;
+
+	if (zn_swapio_params(e)) {
+		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
+		void *buf = e->sw.fbuf[l == 0 ? e->plan.fetch_buffers - 1 : 0].h;
+
+		if (e->pdt == ZN_DTYPE_BF16)
+			zn_cast_f32_to_bf16(buf, src, n);
+		else if (e->pdt == ZN_DTYPE_F16)
+			zn_cast_f32_to_f16(buf, src, n);
+		else
+			memcpy(buf, src, n * 4);
+		rc = write_sync(e, e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l),
+				zn_swapio_param_shard_bytes(e, l), buf);
+		if (!rc)
+			rc = zn_swapio_hot_put(e, l, 0, buf, zn_swapio_param_shard_bytes(e, l));
+	}
+	/* an aliased master is the parameter extent, written above */
+	if (!rc && zn_swapio_optim(e))
+		rc = zn_swapio_state_io(e, l, (e->plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
+					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
+					&(struct init_ctx){ src });
+	return rc;
+}
+
+struct master_copy {
+	float *dst_h;
+};
+
+static int master_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
+{
+	struct master_copy *m = ctx;
+
+	memcpy(m->dst_h + off, sb->master_h, len * 4);
+	return 0;
+}
+
+int zn_swapio_read_master(struct zn_engine *e, int l, float *dst_h)
+{
+	struct master_copy m = { dst_h };
+
+	return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER, false, master_chunk, &m);
+}
+
