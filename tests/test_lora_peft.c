@@ -115,6 +115,7 @@ static const char *const accepted[][2] = {
 	{ "velora_config", "null" }, { "task_type", "null" }, { "task_type", NULL },
 	{ "loftq_config", "{\"loftq_bits\": 4}" }, { "ensure_weight_tying", "true" },
 	{ "lora_dropout", "0.99" }, { "lora_dropout", NULL }, { "fan_in_fan_out", "true" },
+	{ "bias", NULL }, /* absent: LoraConfig's default "none" */
 	{ "target_modules", "\"all-linear\"" }, { "target_modules", "null" },
 	{ "base_model_name_or_path", "null" }, { "some_new_field", "null" },
 	{ "some_new_field", "false" }, { "some_new_field", "[]" }, { "some_new_field", "{}" },

@@ -239,7 +239,8 @@ static int get_values(const cJSON *j, const char *path, struct zn_lora_peft *out
 		return refuse(path, "lora_dropout", d, "is not a probability in [0, 1)");
 	if (ff && !cJSON_IsNull(ff) && !cJSON_IsBool(ff))
 		return refuse(path, "fan_in_fan_out", ff, "is not true or false");
-	if (!cJSON_IsString(b) || strcmp(b->valuestring, "none"))
+	/* absent: LoraConfig's default "none"; null is no value PEFT trains with */
+	if (b && (!cJSON_IsString(b) || strcmp(b->valuestring, "none")))
 		return refuse(path, "bias", b, "trains biases (PEFT "
 			      "accepts \"none\", \"all\", \"lora_only\"; zinc \"none\")");
 	if (base && !cJSON_IsNull(base) && !cJSON_IsString(base))
