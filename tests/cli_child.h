@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,29 @@ static inline long long zt_zinc_rss(const char *words, const char *log, const ch
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zinc %s: status %d", words,
 		  status);
 	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+/* Runs "zinc <args>" through the shell (env: "NAME=value " words first, or ""), stdout and
+ * stderr into out (NUL-terminated); returns the exit status (-1: killed by a signal). */
+static inline int zt_zinc_capture(char *out, size_t size, const char *env, const char *fmt, ...)
+{
+	char args[4096], cmd[8192];
+	va_list ap;
+	size_t n;
+	FILE *p;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "%sexec %s %s 2>&1 </dev/null", env, ZN_ZINC_EXE, args);
+	fflush(NULL);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #endif

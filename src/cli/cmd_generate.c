@@ -35,7 +35,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --init-from PATH        a Hugging Face model directory or .safetensors file (zinc's\n"
 		"                          --save-final output too), or a zinc checkpoint directory\n"
-		"                          (--save-dir; then also the run's model flags: --model ...)\n"
+		"                          (--save-dir: the model it records, no model flags)\n"
 		"  --prompt TEXT           the text to continue\n"
 		"  --tokenizer DIR|FILE    tokenizer.json (default: the model directory's own);\n"
 		"                          'bytes' for a byte-level model trained on text (vocab 256)\n"
