@@ -52,6 +52,7 @@ struct train_opts {
 	bool steps_given;
 	struct zn_train_recipe recipe;    /* how the model is made (train_recipe.h) */
 	char run_meta[16384];             /* ... as the checkpoints record it */
+	bool ckpt_bad;                    /* --resume could not be opened */
 };
 
 static void usage(FILE *f)
@@ -247,8 +248,10 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 	if (!rc && !*help)
 		rc = zn_train_lora_flags(&n, rest, &o->lora);
 	/* every file of the checkpoint verified before anything else runs */
-	if (!rc && !*help && o->ck.resume)
-		rc = zn_ckpt_open(&o->ck.resume_dir, o->ck.resume, "--resume") ? ZN_EUSAGE : 0;
+	if (!rc && !*help && o->ck.resume) {
+		rc = zn_ckpt_open(&o->ck.resume_dir, o->ck.resume, "--resume");
+		o->ckpt_bad = rc != 0; /* a damaged checkpoint is a runtime failure: exit 1 */
+	}
 	if (!rc && !*help)
 		rc = model_config(n, rest, o, tm);
 	if (!rc && !*help)
@@ -256,7 +259,7 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 	if (!rc && !*help && o->ck.resume_dir)
 		rc = zn_train_recipe_check(o->ck.resume_dir, "--resume", &o->recipe, tm, &o->lora,
 					   cfg->runtime.seed);
-	if (!rc && !*help)
+	if (!rc && !*help && o->ck.save_dir)
 		rc = zn_train_recipe_text(&o->recipe, tm, &o->lora, cfg->runtime.seed, o->run_meta,
 					  sizeof(o->run_meta)) ? ZN_EUSAGE : 0;
 	o->ck.run_meta = o->run_meta;
@@ -505,7 +508,7 @@ static int command(int argc, char **argv, struct train_opts *o)
 	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);
-		return ZN_EXIT_USAGE;
+		return o->ckpt_bad ? 1 : ZN_EXIT_USAGE;
 	}
 	if (o->print_config) {
 		char *json = zn_config_to_json(&cfg);

@@ -162,8 +162,12 @@ static size_t quoted(char *buf, size_t n, const char *a)
 	if (plain)
 		return (size_t)snprintf(buf, n, " %s", a);
 	k = (size_t)snprintf(buf, n, " '");
-	for (const char *p = a; *p && k < n; p++)
-		k += (size_t)snprintf(buf + k, n - k, *p == '\'' ? "'\\''" : "%c", *p);
+	for (const char *p = a; *p && k < n; p++) {
+		if (*p == '\'')
+			k += (size_t)snprintf(buf + k, n - k, "'\\''");
+		else
+			k += (size_t)snprintf(buf + k, n - k, "%c", *p);
+	}
 	return k < n ? k + (size_t)snprintf(buf + k, n - k, "'") : k;
 }
 

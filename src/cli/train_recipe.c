@@ -309,7 +309,7 @@ static int differs(const struct zn_ckpt_dir *ck, const char *what, const char *f
 	char d[512];
 
 	snprintf(d, sizeof(d), fmt, a, b);
-	zn_error("%s %s: %s; %s", what, zn_ckpt_info(ck)->path, d, hint);
+	zn_error("%s %s/%s: %s; %s", what, zn_ckpt_info(ck)->path, ZN_CKPT_META, d, hint);
 	return ZN_EUSAGE;
 }
 
