@@ -77,7 +77,7 @@ static int take_model_config(int *argc, char **argv, const char **mc)
  * must agree with the record; checkpoints of older zinc need the flags. */
 static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, char **argv)
 {
-	struct zn_train_recipe r = { 0 };
+	struct zn_train_recipe r = { .any_seq = true };
 	const struct zn_ckpt_info *info;
 	int rc = take_model_config(&argc, argv, &r.model_config);
 

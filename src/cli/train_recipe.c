@@ -314,7 +314,7 @@ static int differs(const struct zn_ckpt_dir *ck, const char *what, const char *f
 }
 
 static int check_shape(const struct zn_ckpt_dir *ck, const char *what,
-		       const struct zn_train_model *tm)
+		       const struct zn_train_model *tm, bool any_seq)
 {
 	char shape[2048], key[64], hint[PATH_MAX + 600], rec[PATH_MAX + 400];
 	bool mine_llama = tm->is_llama, saved_llama = zn_ckpt_get(ck, "run.shape.family") != NULL;
@@ -335,6 +335,8 @@ static int check_shape(const struct zn_ckpt_dir *ck, const char *what,
 			continue;
 		*eq = 0;
 		snprintf(key, sizeof(key), "run.shape.%s", line + strlen("model."));
+		if (any_seq && tm->is_llama && !strcmp(key, "run.shape.seq"))
+			continue;
 		saved = zn_ckpt_get(ck, key);
 		if (!saved || strcmp(saved, eq + 1)) {
 			char fmt[128];
@@ -421,7 +423,7 @@ int zn_train_recipe_check(const struct zn_ckpt_dir *ck, const char *what,
 			       "does not train", saved_lora ? "did" : "did not",
 			       lora ? "drop the --lora-* flags" : "give the run's --lora-* flags, "
 			       "or none");
-	rc = check_shape(ck, what, tm);
+	rc = check_shape(ck, what, tm, r->any_seq);
 	if (!rc && lora)
 		rc = check_lora(ck, what, tl);
 	/* the weights the run reads: a base under LoRA, or the --init-from a re-run names */

@@ -32,6 +32,8 @@ struct zn_train_recipe {
 	int flag_count;            /* the model flags: an allocated array of borrowed strings */
 	char **flags;
 	bool from_checkpoint;      /* filled by zn_train_recipe_fill */
+	bool any_seq;              /* zinc generate: a Llama's training length (seq) is not
+				    * compared (it is no tensor's shape, and generation has its own) */
 };
 
 /* Whether the checkpoint records its recipe (checkpoints of older zinc do not). */
