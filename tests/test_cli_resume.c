@@ -161,7 +161,7 @@ Test(cli_resume, flags_run_resumes_alone_and_names_what_differs)
 Test(cli_resume, lora_resume_is_exact)
 {
 	static char straight[1 << 17];
-	char a[64], b[64];
+	char a[256], b[256];
 	struct stat st_base, st_ck;
 
 	make_base("base", 1);

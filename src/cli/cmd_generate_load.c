@@ -92,7 +92,7 @@ static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, 
 			 "--adapter DIR", path, path, (long long)zn_ckpt_info(gm->ck)->step);
 		return ZN_EUSAGE;
 	}
-	r.flags = argv;
+	r.flags = argc ? argv : NULL; /* none: zn_train_recipe_fill allocates the record's */
 	r.flag_count = argc;
 	if (zn_train_recipe_recorded(gm->ck)) {
 		char **given = argv;
@@ -102,7 +102,7 @@ static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, 
 			rc = model_flags(gm, r.init_from, r.model_config, r.flag_count, r.flags);
 		if (!rc)
 			rc = zn_train_recipe_check(gm->ck, "--init-from", &r, &gm->tm, NULL, 0);
-		if (r.flags == given)
+		if (argc && r.flags == given)
 			r.flags = NULL; /* not ours to free */
 		zn_train_recipe_release(&r);
 		if (rc)

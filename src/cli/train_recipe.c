@@ -1,8 +1,10 @@
 /* How a run's model was made, in its checkpoints (train_recipe.h). The base's identity is
  * a 64-bit FNV-1a hash of the files that define it (config.json, adapter_config.json, the
  * safetensors index, and every .safetensors file's header: its 8-byte length and the JSON
- * with every tensor's name, dtype, shape and offsets), in name order; the tensors' bytes
- * are not read, so it costs a few reads however large the model. */
+ * with every tensor's name, dtype, shape and offsets), in name order, with the first and
+ * last 64 KiB of each file's tensor bytes (the headers alone cannot tell two models of one
+ * layout apart; a fine-tune changes the first and last tensors too). A few reads however
+ * large the model; a change confined to the middle of a shard goes unseen. */
 #include "cli/train_recipe.h"
 
 #include <dirent.h>
@@ -59,6 +61,16 @@ static void fnv_file(struct fnv *f, const char *path, bool safetensors)
 	while (left && (k = fread(buf, 1, left < sizeof(buf) ? (size_t)left : sizeof(buf), fp))) {
 		fnv_add(f, buf, k);
 		left -= k;
+	}
+	if (safetensors) {
+		/* the data's first and last 64 KiB (sizeof(buf)) */
+		k = fread(buf, 1, sizeof(buf), fp);
+		fnv_add(f, buf, k);
+		if (k == sizeof(buf) && !fseek(fp, -(long)sizeof(buf), SEEK_END) &&
+		    ftell(fp) >= (long)(8 + n + sizeof(buf))) {
+			k = fread(buf, 1, sizeof(buf), fp);
+			fnv_add(f, buf, k);
+		}
 	}
 	fclose(fp);
 }

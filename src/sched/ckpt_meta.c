@@ -249,7 +249,8 @@ int zn_ckpt_meta_read(struct zn_ckpt_meta *m, const char *path)
 		int64_t x;
 
 		snprintf(key, sizeof(key), "layer.%d", l);
-		rc = get_int(m, path, key, 1, INT64_MAX, &x);
+		/* 0: a LoRA model's layer without adapters (the embeddings) */
+		rc = get_int(m, path, key, 0, INT64_MAX, &x);
 		m->numel[l] = (uint64_t)x;
 	}
 	for (int r = 0; !rc && r < m->info.world; r++) {
