@@ -214,3 +214,26 @@ Test(cli_resume, lora_sigterm_writes_the_adapter)
 		     "%s", out);
 	same_file("S/adapter_model.safetensors", "T/adapter_model.safetensors");
 }
+
+/* --init-adapter given again at a resume is checked against the recorded one: the same
+ * adapter resumes, another is refused naming it. */
+Test(cli_resume, lora_init_adapter_is_checked_on_resume)
+{
+	make_base("base", 1);
+	for (int s = 1; s <= 2; s++)
+		cr_assert_eq(zt_zinc_capture(out, sizeof(out), "", "train --init-from %s/base "
+					     "--seq 16 " RUN " " LORA " --steps %d --save-adapter "
+					     "%s/X%d", dir, s, dir, s), 0, "%s", out);
+	cr_assert_eq(zt_zinc_capture(out, sizeof(out), "", "train --init-from %s/base --seq 16 "
+				     RUN " " LORA " --init-adapter %s/X1 --steps 2 --save-dir %s/ck",
+				     dir, dir, dir), 0, "%s", out);
+	cr_assert_eq(zt_zinc_capture(out, sizeof(out), "", "train --init-from %s/base --seq 16 "
+				     RUN " " LORA " --init-adapter %s/X1 --steps 3 --save-dir %s/ck "
+				     "--resume %s/ck", dir, dir, dir, dir), 0, "%s", out);
+	cr_assert(strstr(out, "resumed from"), "%s", out);
+	cr_assert_eq(zt_zinc_capture(out, sizeof(out), "", "train --init-from %s/base --seq 16 "
+				     RUN " " LORA " --init-adapter %s/X2 --steps 3 --resume "
+				     "%s/ck/checkpoint-2", dir, dir, dir), 2, "%s", out);
+	cr_assert(strstr(out, "--init-adapter") && strstr(out, "is not the adapter the run "
+							    "started from"), "%s", out);
+}
