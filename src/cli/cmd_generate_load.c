@@ -87,7 +87,8 @@ static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, 
 		return rc;
 	if (zn_ckpt_get(gm->ck, "run.lora")) {
 		zn_error("zinc generate: --init-from %s is a LoRA checkpoint: it holds the adapter "
-			 "without the base; write the adapter with zinc train --resume %s --data FILE "
+			 "without the base; write the adapter with zinc train --resume %s "
+			 "--data FILE "
 			 "--steps %lld --save-adapter DIR, then zinc generate --init-from BASE "
 			 "--adapter DIR", path, path, (long long)zn_ckpt_info(gm->ck)->step);
 		return ZN_EUSAGE;
@@ -115,9 +116,9 @@ static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, 
 	info = zn_ckpt_info(gm->ck);
 	rc = zn_ckpt_check(gm->ck, &gm->m, info->global_micro, info->seq, NULL);
 	if (rc) {
-		zn_error("zinc generate: --init-from %s is a zinc checkpoint of another model: give "
-			 "the model flags the run was trained with (--model, --layers, --seq, ... or "
-			 "--model-config FILE)", path);
+		zn_error("zinc generate: --init-from %s is a zinc checkpoint of another model: "
+			 "give the model flags the run was trained with (--model, --layers, "
+			 "--seq, ... or --model-config FILE)", path);
 		return rc;
 	}
 	gm->init_layer = zn_ckpt_init_layer;

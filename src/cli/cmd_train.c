@@ -208,7 +208,8 @@ static int model_config(int n, char **rest, struct train_opts *o, struct zn_trai
 		return -ENOMEM;
 	}
 	memcpy(r->flags, rest, (size_t)n * sizeof(*rest));
-	*r = (struct zn_train_recipe){ o->init_from, o->model_config, n, r->flags, false };
+	*r = (struct zn_train_recipe){ .init_from = o->init_from, .model_config = o->model_config,
+				       .flag_count = n, .flags = r->flags };
 	if (o->ck.resume_dir)
 		rc = zn_train_recipe_fill(o->ck.resume_dir, r, &o->lora, &o->seq);
 	o->init_from = r->init_from;
@@ -499,8 +500,8 @@ static int command(int argc, char **argv, struct train_opts *o)
 		ok = false;
 	if (ok && !o->print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    zn_train_ckpt_check_opts(&o->ck, o->init_from != NULL && !o->recipe.from_checkpoint &&
-				     !(o->ck.resume_dir && zn_train_recipe_recorded(o->ck.resume_dir)),
-				     rank))
+				     !(o->ck.resume_dir &&
+				       zn_train_recipe_recorded(o->ck.resume_dir)), rank))
 		ok = false;
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */

@@ -335,8 +335,9 @@ static int check_shape(const struct zn_ckpt_dir *ck, const char *what,
 	snprintf(hint, sizeof(hint), "drop the model flags (the checkpoint's model is used) or "
 		 "give the run's:%s", rec);
 	if (mine_llama != saved_llama)
-		return differs(ck, what, "the model is %s in this run, %s in the checkpoint", mine_llama ?
-			       "a Llama" : "a GPT-2", saved_llama ? "a Llama" : "a GPT-2", hint);
+		return differs(ck, what, "the model is %s in this run, %s in the checkpoint",
+			       mine_llama ? "a Llama" : "a GPT-2",
+			       saved_llama ? "a Llama" : "a GPT-2", hint);
 	zn_train_model_text(tm, shape, sizeof(shape));
 	for (char *line = shape, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
 		char *eq = strchr(line, '=');
@@ -391,7 +392,8 @@ static int check_lora(const struct zn_ckpt_dir *ck, const char *what,
 		same = s && !strcmp(s, mine);
 		if (!same && (i == 1 || i == 2)) {
 			snprintf(saved, sizeof(saved), "%g", s ? strtod(s, NULL) : 0.0);
-			snprintf(mine, sizeof(mine), "%g", i == 1 ? (double)alpha : (double)lc->dropout);
+			snprintf(mine, sizeof(mine), "%g",
+				 i == 1 ? (double)alpha : (double)lc->dropout);
 		} else {
 			snprintf(saved, sizeof(saved), "%.60s", s ? s : "(none)");
 		}
@@ -444,12 +446,12 @@ int zn_train_recipe_check(const struct zn_ckpt_dir *ck, const char *what,
 	base_identity(r, seed, mine, sizeof(mine), &rc);
 	if (!rc && (!id || strcmp(id, mine))) {
 		if (!r->init_from)
-			return differs(ck, what, "the seeded base differs (%s in this run, %s in the "
-				       "checkpoint)", mine, id ? id : "(none)",
+			return differs(ck, what, "the seeded base differs (%s in this run, "
+				       "%s in the checkpoint)", mine, id ? id : "(none)",
 				       "give the run's seed (--seed)");
 		return differs(ck, what, "--init-from %s is not the base the checkpoint was "
-			       "trained from (%s: its config.json, index or safetensors headers "
-			       "differ)", r->init_from, path ? path : "(none)",
+			       "trained from (%s: its config.json, index, safetensors headers or "
+			       "tensor bytes differ)", r->init_from, path ? path : "(none)",
 			       "give that base, or drop --init-from");
 	}
 	return rc;
