@@ -300,6 +300,9 @@ Test(cli_outputs, train_refuses_outputs_inside_what_it_reads)
 	cr_expect(strstr(out, "lies inside --save-dir"), "%s", out);
 	/* the merged model over --init-adapter's weights (refused before they are read) */
 	cr_assert_eq(mkdir(at("ad"), 0755), 0);
+	/* its config is read with the flags, before the paths are checked */
+	put(at("ad/adapter_config.json"), "{\"peft_type\": \"LORA\", \"r\": 2, \"lora_alpha\": 2, "
+	    "\"target_modules\": [\"c_attn\"], \"fan_in_fan_out\": true}");
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", TRAIN "--steps 1 --lora-r 2 --lora-targets "
 				 "c_attn --init-adapter %s --merge-adapter --save-final "
 				 "%s/adapter_model.safetensors", at("ad"), at("ad")), 2, "%s", out);
