@@ -161,11 +161,16 @@ Test(cli_generate, greedy_says_back_a_memorized_line_from_file_checkpoint_and_st
 			  "the text's line, then the figures: '%s'", err);
 	}
 	free(err);
-	/* a checkpoint needs the run's model flags */
-	cr_expect_eq(zinc("generate", "--init-from", path("ck"), "--tokenizer", "bytes", "--prompt",
-			  "hello", NULL), 2);
+	/* a checkpoint records its model: no model flags needed; one that differs is named,
+	 * and so is nothing the user did not give */
+	cr_assert_eq(zinc("generate", "--init-from", path("ck"), "--tokenizer", "bytes", "--prompt",
+			  "hello", "--max-new-tokens", "26", NULL), 0);
+	expect_out(want, "from the checkpoint, without model flags");
+	cr_expect_eq(zinc("generate", "--init-from", path("ck"), "--model", "tiny", "--seq", "16",
+			  "--tokenizer", "bytes", "--prompt", "hello", NULL), 2);
 	err = file("err");
-	cr_expect(strstr(err, "model flags"), "%s", err);
+	cr_expect(strstr(err, "seq is 16 in this run, 32 in the checkpoint") &&
+		  !strstr(err, "--resume"), "%s", err);
 	free(err);
 	rm_dir();
 }

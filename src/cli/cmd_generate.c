@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --init-from PATH        a Hugging Face model directory or .safetensors file (zinc's\n"
 		"                          --save-final output too), or a zinc checkpoint directory\n"
-		"                          (--save-dir; then also the run's model flags: --model ...)\n"
+		"                          (--save-dir: the model it records, no model flags)\n"
 		"  --prompt TEXT           the text to continue (with --template: the user's\n"
 		"                          message)\n"
 		"  --adapter DIR           a PEFT LoRA adapter (adapter_config.json,\n"

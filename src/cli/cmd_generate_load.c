@@ -10,6 +10,7 @@
 #include "cli/cmd_generate.h"
 #include "cli/flags.h"
 #include "cli/train_hf.h"
+#include "cli/train_recipe.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "model/safetensors.h"
@@ -33,7 +34,8 @@ static bool is_dir(const char *path)
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
 
-static int model_flags(struct zn_gen_model *gm, const char *init_from, int argc, char **argv)
+static int model_flags(struct zn_gen_model *gm, const char *init_from,
+		       const char *model_config, int argc, char **argv)
 {
 	char *rest[256];
 	int rn = 0, rc;
@@ -42,7 +44,7 @@ static int model_flags(struct zn_gen_model *gm, const char *init_from, int argc,
 		zn_error("zinc generate: too many arguments");
 		return ZN_EUSAGE;
 	}
-	rc = zn_train_model_parse(&gm->tm, argc, argv, init_from, NULL, rest, &rn);
+	rc = zn_train_model_parse(&gm->tm, argc, argv, init_from, model_config, rest, &rn);
 	if (!rc && rn > 0) {
 		zn_cli_unknown_flag("zinc generate", rest[0], zn_generate_usage);
 		rc = ZN_EUSAGE;
@@ -51,20 +53,76 @@ static int model_flags(struct zn_gen_model *gm, const char *init_from, int argc,
 	return rc;
 }
 
+/* argv without --model-config FILE (its value in *mc): the model flags as zinc train
+ * takes them */
+static int take_model_config(int *argc, char **argv, const char **mc)
+{
+	int m = 0;
+
+	*mc = NULL;
+	for (int i = 0; i < *argc; i++) {
+		if (!strcmp(argv[i], "--model-config")) {
+			if (i + 1 >= *argc) {
+				zn_error("--model-config: give a config.json");
+				return ZN_EUSAGE;
+			}
+			*mc = argv[++i];
+		} else if (!strncmp(argv[i], "--model-config=", 15)) {
+			*mc = argv[i] + 15;
+		} else {
+			argv[m++] = argv[i];
+		}
+	}
+	*argc = m;
+	return 0;
+}
+
+/* The model of a checkpoint: recorded in it (train_recipe.h), or the flags given, which
+ * must agree with the record; checkpoints of older zinc need the flags. */
 static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, char **argv)
 {
+	struct zn_train_recipe r = { .any_seq = true };
 	const struct zn_ckpt_info *info;
-	int rc = model_flags(gm, NULL, argc, argv);
+	int rc = take_model_config(&argc, argv, &r.model_config);
 
 	if (!rc)
 		rc = zn_ckpt_open(&gm->ck, path, "--init-from");
 	if (rc)
 		return rc;
+	if (zn_ckpt_get(gm->ck, "run.lora")) {
+		zn_error("zinc generate: --init-from %s is a LoRA checkpoint: it holds the adapter "
+			 "without the base; write the adapter with zinc train --resume %s "
+			 "--data FILE "
+			 "--steps %lld --save-adapter DIR, then zinc generate --init-from BASE "
+			 "--adapter DIR", path, path, (long long)zn_ckpt_info(gm->ck)->step);
+		return ZN_EUSAGE;
+	}
+	r.flags = argc ? argv : NULL; /* none: zn_train_recipe_fill allocates the record's */
+	r.flag_count = argc;
+	if (zn_train_recipe_recorded(gm->ck)) {
+		char **given = argv;
+
+		rc = zn_train_recipe_fill(gm->ck, &r, NULL, NULL);
+		if (!rc)
+			rc = model_flags(gm, r.init_from, r.model_config, r.flag_count, r.flags);
+		if (!rc)
+			rc = zn_train_recipe_check(gm->ck, "--init-from", &r, &gm->tm, NULL, 0);
+		if (argc && r.flags == given)
+			r.flags = NULL; /* not ours to free */
+		zn_train_recipe_release(&r);
+		if (rc)
+			return rc;
+	} else {
+		rc = model_flags(gm, NULL, r.model_config, argc, argv);
+	}
+	if (rc)
+		return rc;
 	info = zn_ckpt_info(gm->ck);
 	rc = zn_ckpt_check(gm->ck, &gm->m, info->global_micro, info->seq, NULL);
 	if (rc) {
-		zn_error("zinc generate: --init-from %s is a zinc checkpoint: give the model flags "
-			 "the run was trained with (--model, --layers, --seq, ...)", path);
+		zn_error("zinc generate: --init-from %s is a zinc checkpoint of another model: "
+			 "give the model flags the run was trained with (--model, --layers, "
+			 "--seq, ... or --model-config FILE)", path);
 		return rc;
 	}
 	gm->init_layer = zn_ckpt_init_layer;
@@ -146,12 +204,16 @@ int zn_gen_model_open(struct zn_gen_model *gm, const char *init_from, const char
 	if (ckpt) {
 		rc = open_checkpoint(gm, init_from, argc, argv);
 	} else {
-		rc = model_flags(gm, init_from, argc, argv);
+		rc = model_flags(gm, init_from, NULL, argc, argv);
 		if (!rc)
 			rc = zn_train_hf_loader_open(&gm->hf, init_from, &gm->tm);
 		gm->init_layer = zn_train_hf_load_layer;
 		gm->init_ctx = gm->hf;
 	}
+	/* a checkpoint of a run from a Hugging Face directory: that directory's tokenizer */
+	if (!rc && ckpt && !tokenizer && zn_ckpt_get(gm->ck, "run.model.path") &&
+	    is_file(zn_ckpt_get(gm->ck, "run.model.path"), "tokenizer.json"))
+		tokenizer = zn_ckpt_get(gm->ck, "run.model.path");
 	if (!rc)
 		rc = open_tokenizer(gm, init_from, tokenizer, ckpt);
 	return rc;

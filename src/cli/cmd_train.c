@@ -25,6 +25,7 @@
 #include "cli/train_io.h"
 #include "cli/train_paths.h"
 #include "cli/train_ranks.h"
+#include "cli/train_recipe.h"
 #include "cli/train_setup.h"
 #include "cli/util.h"
 #include "comm/comm.h"
@@ -56,6 +57,9 @@ struct train_opts {
 	/* who reads the flags, for "unknown option": zinc train, or zinc estimate */
 	const char *cmd;
 	void (*help)(FILE *f);
+	struct zn_train_recipe recipe;    /* how the model is made (train_recipe.h) */
+	char run_meta[16384];             /* ... as the checkpoints record it */
+	bool ckpt_bad;                    /* --resume could not be opened */
 };
 
 static void usage(FILE *f)
@@ -204,20 +208,34 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 	return rc;
 }
 
-/* The model (train_model.h); every flag left over is unknown. */
-static int model_config(int n, char **rest, const struct train_opts *o,
-			struct zn_train_model *tm)
+/* The model (train_model.h): from the flags, or with --resume and none of them the
+ * checkpoint's (train_recipe.h); every flag left over is unknown. */
+static int model_config(int n, char **rest, struct train_opts *o, struct zn_train_model *tm)
 {
+	struct zn_train_recipe *r = &o->recipe;
 	char **left = calloc((size_t)n + 1, sizeof(*left));
-	int k = 0, rc;
+	int k = 0, rc = 0;
 
-	if (!left)
+	r->flags = calloc((size_t)n + 1, sizeof(*r->flags));
+	if (!left || !r->flags) {
+		free(left);
 		return -ENOMEM;
-	if (o->init_from && o->model_config) {
+	}
+	memcpy(r->flags, rest, (size_t)n * sizeof(*rest));
+	*r = (struct zn_train_recipe){ .init_from = o->init_from, .model_config = o->model_config,
+				       .flag_count = n, .flags = r->flags };
+	if (o->ck.resume_dir)
+		rc = zn_train_recipe_fill(o->ck.resume_dir, r, &o->lora, &o->seq);
+	o->init_from = r->init_from;
+	o->model_config = r->model_config;
+	if (rc) {
+		/* logged */
+	} else if (o->init_from && o->model_config) {
 		zn_error("--init-from and --model-config both define the model: give one");
 		rc = -EINVAL;
 	} else {
-		rc = zn_train_model_parse(tm, n, rest, o->init_from, o->model_config, left, &k);
+		rc = zn_train_model_parse(tm, r->flag_count, r->flags, o->init_from,
+					  o->model_config, left, &k);
 	}
 	if (!rc && k > 0) {
 		zn_cli_unknown_flag(o->cmd, left[0], o->help);
@@ -244,10 +262,25 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 		rc = own_flags(&n, rest, o, cfg);
 	if (!rc && !*help)
 		rc = zn_train_lora_flags(&n, rest, &o->lora);
-	if (!rc && !*help)
-		rc = zn_train_lora_check(&o->lora, o->save_final);
+	/* every file of the checkpoint verified before anything else runs */
+	if (!rc && !*help && o->ck.resume) {
+		rc = zn_ckpt_open(&o->ck.resume_dir, o->ck.resume, "--resume");
+		o->ckpt_bad = rc != 0; /* a damaged checkpoint is a runtime failure: exit 1 */
+	}
 	if (!rc && !*help)
 		rc = model_config(n, rest, o, tm);
+	if (!rc && !*help)
+		rc = zn_train_lora_check(&o->lora, o->save_final);
+	if (!rc && !*help && o->ck.resume_dir)
+		rc = zn_train_recipe_check(o->ck.resume_dir, "--resume", &o->recipe, tm, &o->lora,
+					   cfg->runtime.seed);
+	if (!rc && !*help && o->ck.save_dir)
+		rc = zn_train_recipe_text(&o->recipe, tm, &o->lora, cfg->runtime.seed, o->run_meta,
+					  sizeof(o->run_meta)) ? ZN_EUSAGE : 0;
+	o->ck.run_meta = o->run_meta;
+	o->ck.save_adapter = o->lora.save_adapter;
+	o->ck.argc = argc;
+	o->ck.argv = argv;
 	free(rest);
 	return rc;
 }
@@ -322,7 +355,11 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	int rc;
 
 	/* SIGINT, SIGTERM and SIGHUP remove the swap stores before the process dies;
-	 * train_ckpt.c defers SIGTERM to the end of the step */
+	 * train_ckpt.c defers SIGTERM to the end of the step. A resumed full fine-tune reads
+	 * its weights from the checkpoint; LoRA its base from --init-from (never copied into
+	 * the checkpoint) and its adapters from the checkpoint */
+	bool base_read = o->init_from && (!o->ck.resume_dir || o->lora.on);
+
 	model = zn_train_model_get(tm);
 	/* the counts first, so a loader does no per-layer work for a run the engine refuses */
 	rc = zn_engine_check_counts(cfg, &model, eo.seq_len);
@@ -331,18 +368,26 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		return ZN_EXIT_USAGE;
 	}
 	if (zn_signals_install() ||
-	    (o->init_from && zn_train_hf_loader_open(&init, o->init_from, tm)) ||
-	    zn_train_ckpt_begin(&ck, &o->ck, cfg, &model, ranks->comm, ranks->world,
-				eo.seq_len)) {
-		zn_train_ckpt_end(&ck);
+	    (base_read && zn_train_hf_loader_open(&init, o->init_from, tm))) {
 		zn_train_hf_loader_close(init);
 		zn_train_ranks_fail(ranks, 1);
 		return 1;
 	}
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
-	eo.init_layer = init ? zn_train_hf_load_layer : ck.resume ? zn_ckpt_init_layer : NULL;
-	eo.init_ctx = init ? (void *)init : (void *)ck.resume;
+	eo.init_layer = init ? zn_train_hf_load_layer :
+		o->ck.resume_dir && !o->lora.on ? zn_ckpt_init_layer : NULL;
+	eo.init_ctx = init ? (void *)init : (void *)o->ck.resume_dir;
+	o->lora.adapter_load = o->ck.resume_dir ? zn_ckpt_init_layer : NULL;
+	o->lora.adapter_ctx = o->ck.resume_dir;
 	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed, o->init_from);
+	/* after the LoRA wrap: a LoRA checkpoint's layers are the adapters */
+	if (!rc && zn_train_ckpt_begin(&ck, &o->ck, cfg, &model, ranks->comm, ranks->world,
+				       eo.seq_len)) {
+		zn_train_ckpt_end(&ck);
+		zn_train_hf_loader_close(init);
+		zn_train_ranks_fail(ranks, 1);
+		return 1;
+	}
 	if (!rc)
 		rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);
@@ -421,13 +466,14 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		if (!rc)
 			rc = r;
 	}
-	if (!rc && o->lora.on && !stop) {
-		/* --save-adapter, and the merged model for --save-final */
-		struct zn_train_lora_out lo = { o->save_final, o->save_dtype, o->shard_bytes, tm,
-						o->init_from };
+	if (!rc && o->lora.on && (!stop || !o->ck.save_dir)) {
+		/* --save-adapter, and the merged model for --save-final; after SIGTERM without
+		 * --save-dir the adapter alone, so a pre-empted job keeps its work */
+		struct zn_train_lora_out lo = { stop ? NULL : o->save_final, o->save_dtype,
+						o->shard_bytes, tm, o->init_from };
 
 		rc = zn_train_lora_save(&o->lora, e, &lo);
-		if (!rc && o->save_final && zn_engine_rank(e) == 0)
+		if (!rc && o->save_final && !stop && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	} else if (!rc && o->save_final && !stop) {
 		/* streamed layer by layer, a file or a directory */
@@ -464,18 +510,17 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	return rc ? 1 : 0;
 }
 
-int zn_cmd_train(int argc, char **argv)
+static int command(int argc, char **argv, struct train_opts *o)
 {
 	struct zn_train_ranks ranks;
 	struct zn_train_model tm;
-	struct train_opts o = { 0 };
 	struct zn_config cfg;
 	char own[2048];
 	bool help = false, ok;
 	int rc, rank = 0, save_lock = -1;
 
 	memset(&tm, 0, sizeof(tm));
-	ok = !parse(argc, argv, &cfg, &tm, &o, &help, "zinc train", usage);
+	ok = !parse(argc, argv, &cfg, &tm, o, &help, "zinc train", usage);
 	if (ok && help) {
 		usage(stdout);
 		return 0;
@@ -486,64 +531,61 @@ int zn_cmd_train(int argc, char **argv)
 	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
 	 * of 1 keeps a decay schedule valid */
 	ok = ok && !zn_config_resolve_auto(&cfg, &(struct zn_config_derive){
-				   .hidden = zn_train_model_width(&tm), .steps = o.steps ? o.steps : 1,
-				   .warmup_ratio = o.warmup_ratio });
+				   .hidden = zn_train_model_width(&tm), .steps = o->steps ? o->steps : 1,
+				   .warmup_ratio = o->warmup_ratio });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
-	if (ok && !o.data && !o.print_config && (o.steps > 0 || o.ck.resume || o.ev.epochs)) {
+	if (ok && !o->data && !o->print_config && (o->steps > 0 || o->ck.resume || o->ev.epochs)) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
 			 "--data data/demo.txt)");
 		ok = false;
 	}
-	if (ok && o.lora.merge && o.lora.init_adapter && !o.steps_given && !o.ev.epochs)
+	if (ok && o->lora.merge && o->lora.init_adapter && !o->steps_given && !o->ev.epochs)
 		zn_warn("--merge-adapter --init-adapter: zinc train trains --steps %d (the "
 			"default) before it merges; to merge the adapter as it is: zinc merge "
-			"--init-from BASE --adapter DIR --output OUT, or --steps 0", o.steps);
-	if (ok && o.steps == 0 && !o.save_final && !o.lora.save_adapter && !o.print_config) {
+			"--init-from BASE --adapter DIR --output OUT, or --steps 0", o->steps);
+	if (ok && o->steps == 0 && !o->save_final && !o->lora.save_adapter && !o->print_config) {
 		zn_error("zinc train --steps 0 trains nothing: give --save-final PATH (or "
 			 "--save-adapter DIR) to write the initial model");
 		ok = false;
 	}
-	if (ok && o.ev.epochs && o.steps_given) {
+	if (ok && o->ev.epochs && o->steps_given) {
 		zn_error("--epochs and --steps both set the run's length: give one");
 		ok = false;
 	}
 	/* rank 0 writes --save-final: its destination is checked before any step, so no
 	 * training is lost to a missing directory or a read-only mount */
-	if (ok && o.save_final && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    rank == 0 && zn_train_hf_output_check(o.save_final))
+	if (ok && o->save_final && !o->print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    rank == 0 && zn_train_hf_output_check(o->save_final))
 		ok = false;
-	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    rank == 0 && zn_output_check(o.trace, "--trace"))
+	if (ok && o->trace && !o->print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    rank == 0 && zn_output_check(o->trace, "--trace"))
 		ok = false;
-	if (ok && o.lora.save_adapter && !o.print_config &&
+	if (ok && o->lora.save_adapter && !o->print_config &&
 	    zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
-	    zn_output_check_dir(o.lora.save_adapter, "--save-adapter"))
+	    zn_output_check_dir(o->lora.save_adapter, "--save-adapter"))
 		ok = false;
 	/* no output may be an input or another output (by identity), before anything is
 	 * made; then the save directory is made and locked */
-	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
-	    check_paths(&o, &cfg, argc, argv))
+	if (ok && !o->print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    check_paths(o, &cfg, argc, argv))
 		ok = false;
-	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank, &save_lock))
+	if (ok && !o->print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
+	    zn_train_ckpt_check_opts(&o->ck, o->init_from != NULL && !o->recipe.from_checkpoint &&
+				     !(o->ck.resume_dir &&
+				       zn_train_recipe_recorded(o->ck.resume_dir)), rank, &save_lock))
 		ok = false;
-	if (ok && o.lora.on && (o.ck.save_dir || o.ck.resume)) {
-		zn_error("--save-dir and --resume do not take LoRA runs yet: save the adapters "
-			 "with --save-adapter and start again with --init-adapter");
-		ok = false;
-	}
 	/* Every rank checks it runs what rank 0 runs (and that all started) before any
 	 * work: a rank that differs would hang or crash the job later. */
-	if (own_text(&o, ok && !o.print_config && ranks.world > 1, own, sizeof(own)))
+	if (own_text(o, ok && !o->print_config && ranks.world > 1, own, sizeof(own)))
 		ok = false;
 	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);
 		if (save_lock >= 0)
 			close(save_lock);
-		return ZN_EXIT_USAGE;
+		return o->ckpt_bad ? 1 : ZN_EXIT_USAGE;
 	}
-	if (o.print_config) {
+	if (o->print_config) {
 		char *json = zn_config_to_json(&cfg);
 
 		zn_train_ranks_end(&ranks);
@@ -556,11 +598,25 @@ int zn_cmd_train(int argc, char **argv)
 		zn_config_print_origins(stderr, &cfg);
 		return 0;
 	}
-	rc = train(&cfg, &tm, &o, &ranks);
+	rc = train(&cfg, &tm, o, &ranks);
 	zn_train_ranks_end(&ranks);
-	zn_train_lora_release(&o.lora);
 	if (save_lock >= 0)
 		close(save_lock); /* after the last save */
+	return rc;
+}
+
+int zn_cmd_train(int argc, char **argv)
+{
+	struct train_opts *o = calloc(1, sizeof(*o));
+	int rc;
+
+	if (!o)
+		return 1;
+	rc = command(argc, argv, o);
+	zn_train_lora_release(&o->lora);
+	zn_train_recipe_release(&o->recipe);
+	zn_ckpt_close(o->ck.resume_dir);
+	free(o);
 	return rc;
 }
 
@@ -574,28 +630,42 @@ void zn_train_usage(FILE *f)
 int zn_train_setup_from_args(struct zn_train_setup *s, int argc, char **argv, int world,
 			     const char *cmd, void (*help_text)(FILE *f))
 {
-	struct train_opts o;
+	struct train_opts *o = calloc(1, sizeof(*o));
 	bool help = false;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	rc = parse(argc, argv, &s->cfg, &s->tm, &o, &help, cmd, help_text);
-	s->lora = o.lora;
+	if (!o)
+		return -ENOMEM;
+	/* kept until release: the model and the LoRA settings may point into a --resume
+	 * checkpoint's recipe */
+	s->opts = o;
+	rc = parse(argc, argv, &s->cfg, &s->tm, o, &help, cmd, help_text);
 	if (rc || help)
 		return ZN_EUSAGE;
 	if (zn_config_resolve_auto(&s->cfg, &(struct zn_config_derive){
 					   .hidden = zn_train_model_width(&s->tm),
-					   .steps = o.steps ? o.steps : 1,
-					   .warmup_ratio = o.warmup_ratio }) ||
+					   .steps = o->steps ? o->steps : 1,
+					   .warmup_ratio = o->warmup_ratio }) ||
 	    zn_config_validate(&s->cfg, world))
 		return ZN_EUSAGE;
-	s->eo = (struct zn_engine_options){ .seq_len = o.seq ? o.seq : zn_train_model_seq(&s->tm) };
+	s->eo = (struct zn_engine_options){ .seq_len = o->seq ? o->seq :
+							   zn_train_model_seq(&s->tm) };
 	s->model = zn_train_model_get(&s->tm);
-	return zn_train_lora_setup(&s->lora, &s->model, &s->eo, s->cfg.runtime.seed,
-				   o.init_from);
+	s->lora = o->lora.on;
+	return zn_train_lora_setup(&o->lora, &s->model, &s->eo, s->cfg.runtime.seed,
+				   o->init_from);
 }
 
 void zn_train_setup_release(struct zn_train_setup *s)
 {
-	zn_train_lora_release(&s->lora);
+	struct train_opts *o = s->opts;
+
+	if (!o)
+		return;
+	zn_train_lora_release(&o->lora);
+	zn_train_recipe_release(&o->recipe);
+	zn_ckpt_close(o->ck.resume_dir);
+	free(o);
+	s->opts = NULL;
 }

@@ -349,7 +349,7 @@ int zn_estimate_plan(int argc, char **argv)
 	}
 	if (!rc) {
 		plan_line(r);
-		r->lora_params = s->lora.on ? trained_params(&s->model) : 0;
+		r->lora_params = s->lora ? trained_params(&s->model) : 0;
 		r->n = rows_of(r->rows);
 		plan_rows(s, world, r->budget, r->rows, r->n);
 		if (o->json) {

@@ -158,7 +158,9 @@ int zn_train_ckpt_begin(struct zn_train_ckpt *t, const struct zn_train_ckpt_opts
 	if (!o->resume)
 		return 0;
 	/* every file verified before the engine exists: a bad checkpoint changes nothing */
-	rc = zn_ckpt_open(&t->resume, o->resume, "--resume");
+	t->borrowed = o->resume_dir != NULL;
+	t->resume = o->resume_dir;
+	rc = t->resume ? 0 : zn_ckpt_open(&t->resume, o->resume, "--resume");
 	if (!rc)
 		rc = zn_ckpt_check(t->resume, model, t->global_micro, seq, t->config_json);
 	if (!rc)
@@ -199,11 +201,73 @@ static int save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_da
 	struct zn_ckpt_save_args a = {
 		.dir = t->o->save_dir, .keep = t->o->keep,
 		.data_step = (int64_t)zn_data_step(d->d), .global_micro = t->global_micro,
-		.seq = t->seq, .config_json = t->config_json,
+		.seq = t->seq, .config_json = t->config_json, .run_meta = t->o->run_meta,
 		.data_path = t->data_path, .data_id = t->data_path ? &t->data_id : NULL,
 	};
 
 	return zn_ckpt_save(e, t->comm, &a, where, n);
+}
+
+/* an argument as the shell reads it back */
+static size_t quoted(char *buf, size_t n, const char *a)
+{
+	size_t k = 0;
+	bool plain = *a != 0;
+
+	for (const char *p = a; *p; p++)
+		plain = plain && (strchr("_./=:,+-@%", *p) || (*p >= '0' && *p <= '9') ||
+				  (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'));
+	if (plain)
+		return (size_t)snprintf(buf, n, " %s", a);
+	k = (size_t)snprintf(buf, n, " '");
+	for (const char *p = a; *p && k < n; p++) {
+		if (*p == '\'')
+			k += (size_t)snprintf(buf + k, n - k, "'\\''");
+		else
+			k += (size_t)snprintf(buf + k, n - k, "%c", *p);
+	}
+	return k < n ? k + (size_t)snprintf(buf + k, n - k, "'") : k;
+}
+
+/* "zinc train <this run's arguments but --resume> --resume DIR": a command that goes on */
+static void resume_hint(const struct zn_train_ckpt_opts *o, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "zinc train");
+
+	for (int i = 1; i < o->argc && k < n; i++) {
+		const char *a = o->argv[i];
+
+		if (!strcmp(a, "--resume") || !strcmp(a, "--resume-from-checkpoint")) {
+			i++;
+			continue;
+		}
+		if (!strncmp(a, "--resume=", 9) || !strncmp(a, "--resume-from-checkpoint=", 25))
+			continue;
+		k += quoted(buf + k, n - k, a);
+	}
+	if (k < n)
+		k += (size_t)snprintf(buf + k, n - k, " --resume");
+	if (k < n)
+		quoted(buf + k, n - k, o->save_dir);
+}
+
+static void stopped(const struct zn_train_ckpt *t, int64_t step, const char *where)
+{
+	char cmd[8192];
+
+	if (t->o->save_dir) {
+		resume_hint(t->o, cmd, sizeof(cmd));
+		printf("stopped by %s after step %" PRId64 ": checkpoint %s; go on with:\n  %s\n",
+		       t->stop_sig, step, where, cmd);
+	} else if (t->o->save_adapter) {
+		printf("stopped by %s after step %" PRId64 ": writing the adapter to %s "
+		       "(--save-adapter; without --save-dir the optimizer state and data position "
+		       "are not saved: go on from it with --init-adapter)\n", t->stop_sig, step,
+		       t->o->save_adapter);
+	} else {
+		printf("stopped by %s after step %" PRId64 ": nothing saved (no --save-dir)\n",
+		       t->stop_sig, step);
+	}
 }
 
 int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
@@ -239,14 +303,8 @@ int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
 		if (zn_engine_rank(e) == 0)
 			printf("checkpoint %s saved (step %" PRId64 ")\n", where, step);
 	}
-	if (*stop && zn_engine_rank(e) == 0) {
-		if (t->o->save_dir)
-			printf("stopped by %s after step %" PRId64 ": checkpoint %s; go on with "
-			       "--resume %s\n", t->stop_sig, step, where, t->o->save_dir);
-		else
-			printf("stopped by %s after step %" PRId64 ": nothing saved (no "
-			       "--save-dir)\n", t->stop_sig, step);
-	}
+	if (*stop && zn_engine_rank(e) == 0)
+		stopped(t, step, where);
 	fflush(stdout);
 	return 0;
 }
@@ -264,7 +322,8 @@ bool zn_train_ckpt_hf_due(const struct zn_train_ckpt *t, int64_t step, char *buf
 
 void zn_train_ckpt_end(struct zn_train_ckpt *t)
 {
-	zn_ckpt_close(t->resume);
+	if (!t->borrowed)
+		zn_ckpt_close(t->resume);
 	t->resume = NULL;
 	free(t->config_json);
 	t->config_json = NULL;

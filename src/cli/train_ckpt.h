@@ -35,6 +35,12 @@ struct zn_train_ckpt_opts {
 	int keep;        /* --save-total-limit; 0: all */
 	const char *resume;
 	int save_hf_steps; /* --save-hf-steps: gathered weights as DIR/hf-<step> every N */
+	/* set by zinc train after parsing */
+	struct zn_ckpt_dir *resume_dir; /* --resume, opened by the caller (who closes it) */
+	const char *run_meta;    /* how the model was made (train_recipe.h), in every save */
+	const char *save_adapter; /* LoRA --save-adapter: what SIGTERM writes without --save-dir */
+	int argc;                /* the command line, for the resume hint */
+	char **argv;
 };
 
 /* rest[*i] one of this file's flags: 1 taken (with its value), 0 not ours, ZN_EUSAGE. */
@@ -61,6 +67,7 @@ struct zn_train_ckpt {
 	struct zn_ckpt_data_id data_id; /* --save-dir or --resume */
 	const char *stop_sig;    /* "SIGTERM" once a stop was agreed */
 	bool deferred;           /* SIGTERM finishes the step (one rank, or --save-dir) */
+	bool borrowed;           /* resume is o->resume_dir */
 };
 
 int zn_train_ckpt_begin(struct zn_train_ckpt *t, const struct zn_train_ckpt_opts *o,

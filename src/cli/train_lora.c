@@ -160,6 +160,8 @@ static int init_adapters(void *ctx, int l, const struct zn_layer_desc *L, float 
 {
 	struct zn_train_lora *tl = ctx;
 
+	if (tl->adapter_load)
+		return tl->adapter_load(tl->adapter_ctx, l, L, out);
 	if (tl->adapter)
 		return zn_lora_peft_load_layer(tl->adapter, L, out);
 	zn_lora_init_range(&tl->lc, L, 0, L->numel, out, tl->seed);

@@ -18,6 +18,10 @@ struct zn_train_lora {
 	struct zn_lora_config lc;
 	const char *save_adapter, *init_adapter;
 	bool merge;
+	/* set by the caller: the adapters from a checkpoint (--resume) instead of
+	 * --init-adapter or PEFT's init; NULL: none */
+	int (*adapter_load)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
+	void *adapter_ctx;
 	/* set by zn_train_lora_setup */
 	struct zn_st_file *adapter;
 	int (*base_load)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);

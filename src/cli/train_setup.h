@@ -11,18 +11,23 @@
 #ifndef ZN_CLI_TRAIN_SETUP_H
 #define ZN_CLI_TRAIN_SETUP_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "cli/train_lora.h"
 #include "cli/train_model.h"
 #include "zinc.h"
 
+struct train_opts;
+
 struct zn_train_setup {
 	struct zn_config cfg;
 	struct zn_train_model tm;   /* the model as the flags give it (the base, with LoRA) */
-	struct zn_train_lora lora;  /* --lora-*: what model points into */
 	struct zn_model model;      /* what the engine is given: tm, or LoRA's wrapping */
 	struct zn_engine_options eo; /* seq_len as the run's */
+	bool lora;                  /* a LoRA run: model wraps tm */
+	struct train_opts *opts;    /* zinc train's parsed options (cmd_train.c): the LoRA
+				     * settings model points into, a --resume checkpoint */
 };
 
 /* s must not move afterwards (model points into it). An unknown flag is reported as cmd's

@@ -76,6 +76,8 @@ struct zn_ckpt_save_args {
 	const char *config_json; /* the effective config */
 	const char *data_path;   /* the training data (NULL: not recorded) and its identity */
 	const struct zn_ckpt_data_id *data_id;
+	const char *run_meta;    /* the caller's "run.KEY=value\n" lines (how the model was
+				  * made: cli/train_recipe.h), copied into the metadata; or NULL */
 };
 
 /* Saves a checkpoint of e after its step e->step (every rank calls it; c: a comm of host
@@ -102,6 +104,8 @@ struct zn_ckpt_info {
 int zn_ckpt_open(struct zn_ckpt_dir **out, const char *path, const char *what);
 void zn_ckpt_close(struct zn_ckpt_dir *c); /* accepts NULL */
 const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt_dir *c);
+/* A metadata value (e.g. a "run." key a save's run_meta wrote), or NULL; valid until close. */
+const char *zn_ckpt_get(const struct zn_ckpt_dir *c, const char *key);
 /* The model (layer count, each tensor's name and shape) and the batch layout (world x
  * micro, seq) of this run against the checkpoint's; config_json: this run's effective
  * config (each differing key is only reported: a warning line naming it and both values).

@@ -19,6 +19,7 @@
 struct zn_ckpt_dir {
 	struct zn_ckpt_meta m;
 	char dir[ZN_PATH_MAX + 80];
+	const char *what;        /* the flag that named it, for errors */
 	char *config;            /* the saved config.json */
 	int *fd;                 /* per saved rank */
 	uint64_t *data_off;      /* [rank * layers + l]: where layer l's master starts */
@@ -27,6 +28,11 @@ struct zn_ckpt_dir {
 const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt_dir *c)
 {
 	return &c->m.info;
+}
+
+const char *zn_ckpt_get(const struct zn_ckpt_dir *c, const char *key)
+{
+	return zn_ckpt_meta_get(&c->m, key);
 }
 
 void zn_ckpt_close(struct zn_ckpt_dir *c)
@@ -149,14 +155,15 @@ int zn_ckpt_open(struct zn_ckpt_dir **out, const char *path, const char *what)
 		return rc;
 	}
 	c->m.info.path = c->dir;
+	c->what = what;
 	*out = c;
 	return 0;
 }
 
 static int differs(const struct zn_ckpt_dir *c, const char *what)
 {
-	zn_error("--resume %s/%s: %s: resume with the model, micro batch and rank layout the "
-		 "checkpoint was saved with", c->dir, ZN_CKPT_META, what);
+	zn_error("%s %s/%s: %s: resume with the model, micro batch and rank layout the "
+		 "checkpoint was saved with", c->what, c->dir, ZN_CKPT_META, what);
 	return ZN_EUSAGE;
 }
 

@@ -87,6 +87,8 @@ char *zn_ckpt_meta_text(struct zn_engine *e, const struct zn_ckpt_save_args *a,
 			add(&t, "tensor.%d.%d=%s %" PRId64 "x%" PRId64 "\n", l, k, L->tensors[k].name,
 			    L->tensors[k].shape[0], L->tensors[k].ndim > 1 ? L->tensors[k].shape[1] : 1);
 	}
+	if (a->run_meta)
+		add(&t, "%s", a->run_meta);
 	for (int r = 0; r < e->rt.world; r++)
 		add(&t, "rank.%d=%" PRIu64 " %08" PRIx32 "\n", r, file_size[r], file_crc[r]);
 	add(&t, "config=%" PRIu64 " %08" PRIx32 "\n", config_size, config_crc);

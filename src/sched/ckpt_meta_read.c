@@ -296,7 +296,8 @@ static int parse_layers(struct zn_ckpt_meta *m, const char *path)
 		int64_t x;
 
 		snprintf(key, sizeof(key), "layer.%d", l);
-		rc = get_int(m, path, key, 1, (int64_t)MAX_LAYER_NUMEL, &x);
+		/* 0: a LoRA model's layer without adapters (the embeddings) */
+		rc = get_int(m, path, key, 0, (int64_t)MAX_LAYER_NUMEL, &x);
 		m->numel[l] = (uint64_t)x;
 		total += m->numel[l];
 		for (int k = 0; !rc && k < ZN_MODEL_MAX_TENSORS; k++) {
@@ -356,7 +357,21 @@ static bool indexed(const char *key, const char *prefix, int64_t n, const char *
 	return i < n;
 }
 
-/* Every key is one the writer writes: a fixed one, or an index in range. */
+/* "run.NAME": the recipe of how the model was made (ckpt.h's run_meta), written and
+ * checked by the trainer that reads it; here only its name: lower-case letters, digits,
+ * '_' and '.' */
+static bool run_key(const char *key)
+{
+	if (strncmp(key, "run.", 4) || !key[4])
+		return false;
+	for (const char *c = key + 4; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+		      *c == '.'))
+			return false;
+	return true;
+}
+
+/* Every key is one the writer writes: a fixed one, an index in range, or a run.* name. */
 static int check_keys(const struct zn_ckpt_meta *m, const char *path)
 {
 	static const char *const fixed[] = {
@@ -376,6 +391,7 @@ static int check_keys(const struct zn_ckpt_meta *m, const char *path)
 		if (!ok && (indexed(k, "layer.", m->layers, &rest) ||
 			    indexed(k, "rank.", m->info.world, &rest)))
 			ok = !*rest;
+		ok = ok || run_key(k);
 		if (!ok && indexed(k, "tensor.", m->layers, &rest)) {
 			l = atoi(k + 7);
 			ok = rest[0] == '.' && indexed(rest, ".", m->tensors[l], &rest) && !*rest;
