@@ -384,6 +384,7 @@ int zn_cmd_estimate(int argc, char **argv)
 	int ranks = o.gpus * o.nodes;
 	uint64_t act_bytes = 0;
 
+	o.acts.device_mem = o.device_mem;
 	if (o.acts.micro && zn_estimate_acts(&o.acts, &o.tm, &act_bytes))
 		return ZN_EXIT_USAGE;
 

@@ -10,6 +10,7 @@
 #include "cli/estimate_acts.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "lmhead_ce.h"
 #include "sched/recompute.h"
 
 int zn_estimate_gpt_shape(struct zn_train_model *tm, int layers, int hidden, int heads,
@@ -29,7 +30,8 @@ struct acts_model {
 	int n;
 };
 
-static int model_of(const struct zn_train_model *tm, struct acts_model *m)
+static int model_of(const struct zn_train_model *tm, uint64_t device_mem,
+		    struct acts_model *m)
 {
 	int rc = 0;
 
@@ -38,8 +40,11 @@ static int model_of(const struct zn_train_model *tm, struct acts_model *m)
 	m->ld = calloc((size_t)m->n, sizeof(*m->ld));
 	if (!m->ld)
 		return -ENOMEM;
-	for (int l = 0; !rc && l < m->n; l++)
+	for (int l = 0; !rc && l < m->n; l++) {
 		rc = m->model.ops->describe(m->model.config, l, &m->ld[l]);
+		/* as zn_engine_create: the lm_head chunks from the device budget */
+		m->ld[l].work_bytes = zn_lmhead_ce_work_bytes(device_mem);
+	}
 	return rc;
 }
 
@@ -83,7 +88,7 @@ int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *t
 	struct acts_model m = { 0 };
 	struct zn_act_bytes off, on;
 	char b[4][32];
-	int rc = model_of(tm, &m);
+	int rc = model_of(tm, a->device_mem, &m);
 
 	if (rc) {
 		free(m.ld);

@@ -12,6 +12,8 @@ struct zn_est_acts {
 	int every;          /* --checkpoint-every (>= 1) */
 	bool checkpointing; /* --gradient-checkpointing: on the device */
 	bool quiet;         /* no lines (--json) */
+	/* --device-mem (0: not given): sizes the lm_head chunks as the engine does */
+	uint64_t device_mem;
 };
 
 /* A GPT shape (--layers --hidden --heads --vocab --seq; heads 0: hidden / 64) as a GPT-2

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "core/dtype.h"
 #include "core/log.h"
+#include "lmhead_ce.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 
@@ -362,6 +362,9 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	rc = zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind);
 	if (rc)
 		goto destroy;
+	/* before any scratch size is asked for: the plan counts the chunks this sizes */
+	for (int l = 0; l < e->n; l++)
+		e->ld[l].work_bytes = zn_lmhead_ce_work_bytes(zn_device_budget_bytes(e->rt.dev));
 	rc = make_plan(e, zn_acts_bytes(e));
 	if (!rc)
 		rc = create_buffers(e, opt);

@@ -39,7 +39,7 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, const struct zn_l
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
 	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
-	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt);
+	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt, L->work_bytes);
 	s.ce_work = zn_lmhead_ce_work_count(s.chunk, cfg->padded_vocab);
 	s.small = small_numel(L);
 	return s;

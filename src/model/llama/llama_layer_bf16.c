@@ -41,7 +41,7 @@ static struct sizes sizes_of(const struct zn_llama_config *c, const struct zn_la
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.bth = s.bt * (uint64_t)s.H;
 	s.bnt = (uint64_t)B * (uint64_t)s.NH * (uint64_t)T;
-	s.chunk = zn_llama_ce_chunk(s.V, s.bt);
+	s.chunk = zn_llama_ce_chunk(s.V, s.bt, L->work_bytes);
 	s.ce_work = zn_lmhead_ce_work_count(s.chunk, s.V);
 	s.small = 0;
 	for (int t = 0; t < L->tensor_count; t++)
