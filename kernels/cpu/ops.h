@@ -144,6 +144,15 @@ void zn_cpu_flash_attention_doc_backward(float *dqkv, float *drow, const float *
 					 const float *qkv, const float *out, const float *lse,
 					 const int *pos, int B, int T, int NH, int KV, int hd,
 					 int window);
+/* The embedding backward's scatter-add (segment.c): dw[key[p], c] += dout[p, c] for
+ * p < BT, c < C, each dw element summed by one thread in row order (the serial walk's
+ * bits, any thread count), through zn_cpu_sort_rows_by_key's segments. */
+void zn_cpu_segment_add_rows(float *dw, const float *dout, const int *key, long BT, int C);
+/* order[0..n) = the rows 0..n-1 sorted by key[row], equal keys in increasing row (a
+ * stable sort): the segments are the runs of equal key[order[i]]. Returns 0, -ENOMEM, or
+ * -EINVAL when n > INT32_MAX. */
+int zn_cpu_sort_rows_by_key(int *order, const int *key, long n);
+
 /* encoder with positions: out = wte[inp] + wpe[pos[b,t]] (pos NULL: t) */
 void zn_cpu_encoder_pos_forward(float *out, const int *inp, const int *pos, const float *wte,
 				const float *wpe, int B, int T, int C);

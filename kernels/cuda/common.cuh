@@ -83,4 +83,11 @@ void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, in
 void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,
 			long rows, int cols);
 
+/* dw[key[p], c] += dout[p, c] for p < BT, c < C: the embedding backward's scatter-add as
+ * a stable sort by key and one thread per (distinct key, channel) summing its rows in
+ * (b, t) order (kernels/cuda/embed_backward.cu): bit-identical to the CPU's serial walk.
+ * Takes 12 x BT bytes of stream-ordered scratch; failures are noted as above. */
+void zn_cuda_segment_add_rows(cudaStream_t s, const char *op, float *dw, const float *dout,
+			      const int *key, long BT, int C);
+
 #endif

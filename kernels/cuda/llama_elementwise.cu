@@ -2,9 +2,10 @@
  * on the q and k heads of qkv, SwiGLU. Same formulas as kernels/cpu (embedding.c, rope.c,
  * swiglu.c); grid-stride over 64-bit counts.
  *
- * Embedding backward is deterministic without atomics: one thread per channel walks every
- * position in (b, t) order adding into dwte (repeated tokens add in the CPU's order, so
- * the result matches kernels/cpu bit for bit); only C threads, as the GPT-2 encoder.
+ * Embedding backward is deterministic without atomics: a sorted, segmented reduction
+ * (zn_cuda_segment_add_rows, embed_backward.cu: rows sorted stably by token, one thread per
+ * (distinct token, channel) adding its rows in (b, t) order, so repeated tokens add in the
+ * CPU's order and the result matches kernels/cpu bit for bit).
  */
 #include <string.h>
 
@@ -30,17 +31,6 @@ static __global__ void embedding_forward_kernel(float *out, const int *inp, cons
 
 		out[idx] = wte[(size_t)inp[bt] * C + i];
 	}
-}
-
-static __global__ void embedding_backward_kernel(float *dwte, const float *dout, const int *inp,
-						 long BT, int C)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= C)
-		return;
-	for (long bt = 0; bt < BT; bt++)
-		dwte[(size_t)inp[bt] * C + i] += dout[(size_t)bt * C + i];
 }
 
 /* one thread per (b, t, head, i < hd/2) pair; sign -1 applies the transpose */
@@ -107,9 +97,8 @@ extern "C" void zn_cuda_embedding_forward(void *stream, float *out, const int *i
 extern "C" void zn_cuda_embedding_backward(void *stream, float *dwte, const float *dout,
 					   const int *inp, int B, int T, int C)
 {
-	embedding_backward_kernel<<<zn_cuda_grid(C, 128), 128, 0, (cudaStream_t)stream>>>(
-		dwte, dout, inp, (long)B * T, C);
-	zn_cuda_note_launch("embedding_backward", __FILE__, __LINE__);
+	zn_cuda_segment_add_rows((cudaStream_t)stream, "embedding_backward", dwte, dout, inp,
+				 (long)B * T, C);
 }
 
 static void rope(void *stream, const char *op, float *qkv, const float *inv_freq,
