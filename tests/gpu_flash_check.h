@@ -2,7 +2,8 @@
  * flash_attention_*) and test_gpu_kernels_flash_doc.c (the packed-document op,
  * flash_attention_doc_*): random inputs, a download compared with the CPU result (kc_close
  * at rtol, or bit for bit when rtol is 0), and one shape's forward and backward with
- * bit-identical reruns. dqkv starts from the same random values on both sides (accumulate
+ * bit-identical reruns; with tc set, the tensor-core slots flash_attention_doc_tc_*
+ * against the CPU's fp32 op (the CPU table maps them to it). dqkv starts from the same random values on both sides (accumulate
  * semantics); out, lse and drow start as garbage on the device. Static functions in a
  * header: test code only, included by one file each. */
 #ifndef ZN_TESTS_GPU_FLASH_CHECK_H
@@ -22,6 +23,7 @@
 struct fshape {
 	int B, T, NH, KV, hd, W; /* W: sliding window, 0 = none */
 	int doc; /* 0: the causal op; else documents of random lengths 1..doc (the doc op) */
+	int tc;  /* 1: the tensor-core slots flash_attention_doc_tc_* (pos NULL when doc 0) */
 };
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
@@ -73,7 +75,10 @@ static void same(const char *what, const struct fshape *s, const float *d, const
 static void attn_forward(const struct zn_kernel_table *t, void *st, float *out, float *lse,
 			 const float *x, const int *pos, const struct fshape *s)
 {
-	if (pos)
+	if (s->tc)
+		t->flash_attention_doc_tc_forward(st, out, lse, x, pos, s->B, s->T, s->NH, s->KV,
+						  s->hd, s->W);
+	else if (pos)
 		t->flash_attention_doc_forward(st, out, lse, x, pos, s->B, s->T, s->NH, s->KV,
 					       s->hd, s->W);
 	else
@@ -84,7 +89,10 @@ static void attn_backward(const struct zn_kernel_table *t, void *st, float *dx, 
 			  const float *dout, const float *x, const float *out, const float *lse,
 			  const int *pos, const struct fshape *s)
 {
-	if (pos)
+	if (s->tc)
+		t->flash_attention_doc_tc_backward(st, dx, drow, dout, x, out, lse, pos, s->B,
+						   s->T, s->NH, s->KV, s->hd, s->W);
+	else if (pos)
 		t->flash_attention_doc_backward(st, dx, drow, dout, x, out, lse, pos, s->B, s->T,
 						s->NH, s->KV, s->hd, s->W);
 	else
@@ -102,8 +110,9 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd;
 	size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
 	size_t nr = (size_t)B * NH * T;
-	const char *op = s->doc ? "flash_attention_doc" : "flash_attention";
-	const char *tag = s->doc ? "doc" : "flash";
+	const char *op = s->tc ? "flash_attention_doc_tc" :
+			 s->doc ? "flash_attention_doc" : "flash_attention";
+	const char *tag = s->tc ? "tc" : s->doc ? "doc" : "flash";
 	char what[96];
 	float *x = frand(&r, ni, -2, 2), *dout = frand(&r, no, -1, 1);
 	float *dx = frand(&r, ni, -1, 1), *out = malloc(no * 4), *lse = malloc(nr * 4);

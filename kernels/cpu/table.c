@@ -362,4 +362,7 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.encoder_pos_forward = encoder_pos_forward,
 	.encoder_pos_backward = encoder_pos_backward,
 	.encoder_pos_forward_bf16 = encoder_pos_forward_bf16,
+	/* no tensor cores: the fp32 fused attention */
+	.flash_attention_doc_tc_forward = flash_attention_doc_forward,
+	.flash_attention_doc_tc_backward = flash_attention_doc_backward,
 };

@@ -83,6 +83,19 @@ void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, in
 void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,
 			long rows, int cols);
 
+/* FlashAttention-2 on tensor cores (kernels/cuda/flash_attention_fa2.cu): the
+ * flash_attention_tc and flash_attention_doc_tc ops (pos NULL: no documents) for the
+ * head_dims zn_cuda_fa2_supported accepts (32, 64, 96, 128). */
+bool zn_cuda_fa2_supported(int hd);
+void zn_cuda_fa2_forward(void *stream, float *out, float *lse, const float *qkv,
+			 const int *pos, int B, int T, int NH, int KV, int hd, int window);
+void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
+			  const float *qkv, const float *out, const float *lse, const int *pos,
+			  int B, int T, int NH, int KV, int hd, int window);
+/* drow[(b*NH + h)*T + t] = sum over hd of dout * out (flash_attention_tc.cu), enqueued */
+void zn_cuda_flash_drow(cudaStream_t s, const char *op, float *drow, const float *dout,
+			const float *out, int B, int T, int NH, int hd);
+
 /* dw[key[p], c] += dout[p, c] for p < BT, c < C: the embedding backward's scatter-add as
  * a stable sort by key and one thread per (distinct key, channel) summing its rows in
  * (b, t) order (kernels/cuda/embed_backward.cu): bit-identical to the CPU's serial walk.

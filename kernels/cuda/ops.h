@@ -136,6 +136,13 @@ void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, float *drow,
 					 const float *dout, const float *qkv, const float *out,
 					 const float *lse, int B, int T, int NH, int KV, int hd,
 					 int window);
+void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out, float *lse,
+					    const float *qkv, const int *pos, int B, int T,
+					    int NH, int KV, int hd, int window);
+void zn_cuda_flash_attention_doc_tc_backward(void *stream, float *dqkv, float *drow,
+					     const float *dout, const float *qkv,
+					     const float *out, const float *lse, const int *pos,
+					     int B, int T, int NH, int KV, int hd, int window);
 
 /* LoRA (kernels/cuda/lora.cu) */
 void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,

@@ -225,11 +225,10 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->cast_f32_to_bf16(st, u16(a.ln1), f.tmp, s.btc);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.ln1), w.b[ZN_GPT2_QKV_W], w.f[ZN_GPT2_QKV_B],
 			       B, T, C, 3 * C);
-	if (pos) /* packed documents, as gpt2_layer.c */
-		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, pos, B, T, NH, NH,
-					       C / NH, 0);
-	else
-		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
+	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
+	 * gpt2_layer.c); pos NULL: one sequence per row, else packed documents */
+	k->flash_attention_doc_tc_forward(st, a.atty, a.lse, a.qkv, pos, B, T, NH, NH, C / NH,
+					  0);
 	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.btc);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[ZN_GPT2_ATTPROJ_W],
 			       w.f[ZN_GPT2_ATTPROJ_B], B, T, C, C);
@@ -326,12 +325,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, dres2, dx_out, d.dres2_ln, s.btc);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
 		   d.dout16, a.atty16, B, T, C, C);
-	if (pos)
-		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-						pos, B, T, NH, NH, C / NH, 0);
-	else
-		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
-					    T, NH, NH, C / NH, 0);
+	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+					   pos, B, T, NH, NH, C / NH, 0);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
 		   a.ln1, B, T, C, 3 * C);
 	k->layernorm_backward(st, d.dx_ln, g + L->tensors[ZN_GPT2_LN1_W].offset,

@@ -254,12 +254,10 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.h1), w.b[t.wqkv], fopt(&w, t.bqkv), B, T, s.H,
 			       s.S);
 	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
-	if (io->pos) /* packed documents, as llama_layer.c */
-		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, io->pos, B, T, s.NH,
-					       s.KV, s.D, c->window);
-	else
-		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, s.NH, s.KV, s.D,
-					   c->window);
+	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
+	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
+	k->flash_attention_doc_tc_forward(st, a.atty, a.lse, a.qkv, io->pos, B, T, s.NH, s.KV,
+					  s.D, c->window);
 	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.bt * (uint64_t)s.Q);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[t.wo], fopt(&w, t.bo), B, T,
 			       s.Q, s.H);
@@ -309,12 +307,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	dres2 = d.dh2; /* consumed: d(res2) = dx_out + the norm's part */
 	k->residual_forward(st, dres2, io->dx_out, d.dres2_n, s.bth);
 	linear_bwd(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
-	if (io->pos)
-		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-						io->pos, B, T, s.NH, s.KV, s.D, c->window);
-	else
-		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
-					    T, s.NH, s.KV, s.D, c->window);
+	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
 	k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
 	linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
 	k->rmsnorm_backward(st, d.dx_n, g + io->L->tensors[t.ln1].offset, d.dh1, io->x_in,
