@@ -305,15 +305,30 @@ struct zn_kernel_table {
 	 * pos NULL: flash_attention_tc_forward/backward): CUDA's FlashAttention-2 kernels for
 	 * head_dim 32, 64, 96, 128 (bf16 products, fp32 softmax and accumulators), the fp32
 	 * doc op for other head_dims; the CPU table runs its fp32 flash_attention_doc. The
-	 * bf16-compute layers (GPT-2, Llama family) run their attention through these and
-	 * the flash_attention_tc slots (docs/kernels.md). */
-	void (*flash_attention_doc_tc_forward)(void *stream, float *out, float *lse,
-					       const float *qkv, const int *pos, int B, int T,
-					       int NH, int KV, int hd, int window);
+	 * bf16-compute layers (GPT-2, Llama family) run their attention through these
+	 * (docs/kernels.md). out16 (NULL: none) also receives out rounded to bf16 (exactly
+	 * cast_f32_to_bf16 of out), the next GEMM's input, without a separate cast pass. */
+	void (*flash_attention_doc_tc_forward)(void *stream, float *out, uint16_t *out16,
+					       float *lse, const float *qkv, const int *pos, int B,
+					       int T, int NH, int KV, int hd, int window);
 	void (*flash_attention_doc_tc_backward)(void *stream, float *dqkv, float *drow,
 						const float *dout, const float *qkv,
 						const float *out, const float *lse, const int *pos,
 						int B, int T, int NH, int KV, int hd, int window);
+
+	/* bf16 activations (docs/kernels.md "bf16 compute"): the forward ops whose output
+	 * only feeds a bf16 GEMM, writing that output as bf16: exactly the fp32 op followed
+	 * by cast_f32_to_bf16 of its output (the same bits), without the fp32 output buffer
+	 * or the cast pass. The saved statistics (mean, rstd) stay fp32. */
+	void (*layernorm_forward_bf16out)(void *stream, uint16_t *out16, float *mean,
+					  float *rstd, const float *inp, const float *weight,
+					  const float *bias, int B, int T, int C);
+	void (*rmsnorm_forward_bf16out)(void *stream, uint16_t *out16, float *rstd,
+					const float *inp, const float *weight, float eps, int B,
+					int T, int C);
+	void (*gelu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, size_t N);
+	void (*swiglu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, int B,
+				       int T, int IC);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

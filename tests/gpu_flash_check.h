@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "gpu_buf.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
@@ -72,12 +73,14 @@ static void same(const char *what, const struct fshape *s, const float *d, const
 }
 
 /* t's forward (the doc op when pos, else the causal op); the CPU table takes st NULL */
-static void attn_forward(const struct zn_kernel_table *t, void *st, float *out, float *lse,
-			 const float *x, const int *pos, const struct fshape *s)
+/* out16: the tc op's bf16 copy of out (NULL: none; the other ops have none) */
+static void attn_forward(const struct zn_kernel_table *t, void *st, float *out,
+			 uint16_t *out16, float *lse, const float *x, const int *pos,
+			 const struct fshape *s)
 {
 	if (s->tc)
-		t->flash_attention_doc_tc_forward(st, out, lse, x, pos, s->B, s->T, s->NH, s->KV,
-						  s->hd, s->W);
+		t->flash_attention_doc_tc_forward(st, out, out16, lse, x, pos, s->B, s->T, s->NH,
+						  s->KV, s->hd, s->W);
 	else if (pos)
 		t->flash_attention_doc_forward(st, out, lse, x, pos, s->B, s->T, s->NH, s->KV,
 					       s->hd, s->W);
@@ -124,8 +127,10 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	float *drow_d = up(NULL, nr * 4);
 
 	cr_assert(out && lse && drow);
-	attn_forward(gpu, st, out_d, lse_d, x_d, pos_d, s);
-	attn_forward(cpu, NULL, out, lse, x, pos, s);
+	uint16_t *out16_d = s->tc ? up(NULL, no * 2) : NULL;
+
+	attn_forward(gpu, st, out_d, out16_d, lse_d, x_d, pos_d, s);
+	attn_forward(cpu, NULL, out, NULL, lse, x, pos, s);
 	snprintf(what, sizeof(what), "%s_forward out", op);
 	same(what, s, out_d, out, no, rtol);
 	snprintf(what, sizeof(what), "%s_forward lse", op);
@@ -133,7 +138,19 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	snprintf(what, sizeof(what), "%s out", tag);
 	float *o1 = fetch(out_d, no * 4, what);
 
-	attn_forward(gpu, st, out_d, lse_d, x_d, pos_d, s);
+	if (out16_d) { /* the epilogue's bf16 copy: the cast of out, bit for bit */
+		uint16_t *h16 = malloc(no * 2);
+
+		cr_assert(h16);
+		down(h16, out16_d, no * 2, "tc out16");
+		for (size_t i = 0; i < no; i++)
+			cr_assert_eq(h16[i], zn_f32_to_bf16(o1[i]),
+				     "tc out16[%zu] = 0x%04x, the cast of out %.9g is 0x%04x", i,
+				     h16[i], o1[i], zn_f32_to_bf16(o1[i]));
+		free(h16);
+		gt_free(out16_d);
+	}
+	attn_forward(gpu, st, out_d, NULL, lse_d, x_d, pos_d, s);
 	snprintf(what, sizeof(what), "%s out rerun", tag);
 	float *o2 = fetch(out_d, no * 4, what);
 

@@ -144,6 +144,16 @@ void zn_cpu_flash_attention_doc_backward(float *dqkv, float *drow, const float *
 					 const float *qkv, const float *out, const float *lse,
 					 const int *pos, int B, int T, int NH, int KV, int hd,
 					 int window);
+/* bf16 activations (bf16out.c): the fp32 op, then zn_cpu_cast_f32_to_bf16 of its output,
+ * through a bounded buffer of whole rows (the same bits as the two calls) */
+void zn_cpu_layernorm_forward_bf16out(uint16_t *out16, float *mean, float *rstd,
+				      const float *inp, const float *weight, const float *bias,
+				      int B, int T, int C);
+void zn_cpu_rmsnorm_forward_bf16out(uint16_t *out16, float *rstd, const float *inp,
+				    const float *weight, float eps, int B, int T, int C);
+void zn_cpu_gelu_forward_bf16out(uint16_t *out16, const float *inp, size_t N);
+void zn_cpu_swiglu_forward_bf16out(uint16_t *out16, const float *inp, int B, int T, int IC);
+
 /* The embedding backward's scatter-add (segment.c): dw[key[p], c] += dout[p, c] for
  * p < BT, c < C, each dw element summed by one thread in row order (the serial walk's
  * bits, any thread count), through zn_cpu_sort_rows_by_key's segments. */

@@ -53,6 +53,30 @@ static __device__ __forceinline__ float zn_warp_max(float v)
 	return v;
 }
 
+/* fp32 -> bf16 bits as src/core/dtype.c rounds: to nearest, ties to even; NaN keeps its
+ * sign and becomes quiet. Every bf16 the CUDA kernels write goes through this, so a fused
+ * output equals the cast kernel's bit for bit. */
+static __device__ __forceinline__ uint16_t zn_bf16_rne(float f)
+{
+	unsigned u = __float_as_uint(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x0040u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+/* an op's output element: fp32 as is, or bf16 (the *_bf16out ops) */
+static __device__ __forceinline__ void zn_put(float *p, float v)
+{
+	*p = v;
+}
+
+static __device__ __forceinline__ void zn_put(uint16_t *p, float v)
+{
+	*p = zn_bf16_rne(v);
+}
+
 /* Checks the launch just made (cudaGetLastError): on failure logs "op: launch failed at
  * file:line: message" and sets the sticky error flag. */
 void zn_cuda_note_launch(const char *op, const char *file, int line);
@@ -87,8 +111,10 @@ void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float 
  * flash_attention_tc and flash_attention_doc_tc ops (pos NULL: no documents) for the
  * head_dims zn_cuda_fa2_supported accepts (32, 64, 96, 128). */
 bool zn_cuda_fa2_supported(int hd);
-void zn_cuda_fa2_forward(void *stream, float *out, float *lse, const float *qkv,
-			 const int *pos, int B, int T, int NH, int KV, int hd, int window);
+/* out16 (NULL: none) receives out rounded to bf16 (zn_bf16_rne) by the epilogue */
+void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
+			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
+			 int window);
 void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
 			  const float *qkv, const float *out, const float *lse, const int *pos,
 			  int B, int T, int NH, int KV, int hd, int window);

@@ -13,13 +13,15 @@ extern "C" {
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_CUBE 0.044715f
 
-static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+/* OutT float: the op; uint16_t: gelu_forward_bf16out (the same value, rounded) */
+template <typename OutT>
+static __global__ void gelu_forward_kernel(OutT *out, const float *inp, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
 		float x = inp[i];
 		float u = GELU_SCALE * (x + GELU_CUBE * x * x * x);
 
-		out[i] = 0.5f * x * (1.0f + tanhf(u));
+		zn_put(out + i, 0.5f * x * (1.0f + tanhf(u)));
 	}
 }
 
@@ -59,17 +61,8 @@ static __global__ void scale_kernel(float *out, float s, size_t n)
 
 static __global__ void f32_to_bf16_kernel(uint16_t *out, const float *inp, size_t n)
 {
-	for (size_t i = first_index(); i < n; i += grid_step()) {
-		unsigned u = __float_as_uint(inp[i]);
-
-		if ((u & 0x7fffffffu) > 0x7f800000u) { /* NaN: keep sign, force quiet */
-			out[i] = (uint16_t)((u >> 16) | 0x0040u);
-			continue;
-		}
-		/* round to nearest, ties to even: add 0x7fff plus the lowest kept bit */
-		u += 0x7fffu + ((u >> 16) & 1u);
-		out[i] = (uint16_t)(u >> 16);
-	}
+	for (size_t i = first_index(); i < n; i += grid_step())
+		out[i] = zn_bf16_rne(inp[i]);
 }
 
 static __global__ void bf16_to_f32_kernel(float *out, const uint16_t *inp, size_t n)
@@ -85,8 +78,17 @@ static unsigned blocks(size_t n)
 
 extern "C" void zn_cuda_gelu_forward(void *stream, float *out, const float *inp, size_t N)
 {
-	gelu_forward_kernel<<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp, N);
+	gelu_forward_kernel<float><<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out, inp, N);
 	zn_cuda_note_launch("gelu_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_gelu_forward_bf16out(void *stream, uint16_t *out16, const float *inp,
+					     size_t N)
+{
+	gelu_forward_kernel<uint16_t><<<blocks(N), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out16, inp, N);
+	zn_cuda_note_launch("gelu_forward_bf16out", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_gelu_backward(void *stream, float *dinp, const float *inp,

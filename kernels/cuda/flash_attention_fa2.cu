@@ -16,6 +16,8 @@
  * - The backward is deterministic without atomics: one kernel for dK, dV (per key tile,
  *   the group's query heads in order, then query tiles in order), one for dQ (per query
  *   tile, key tiles in order), each recomputing P from lse; drow = rowsum(dO * O) first.
+ * - The forward's epilogue also writes out rounded to bf16 (out16, when asked: the o_proj
+ *   GEMM's input, so no separate cast pass).
  * - Inputs: the model's fp32 qkv and dout, rounded to bf16 as a tile is copied into
  *   shared memory (scalar coalesced loads: the carved activation buffers need not be
  *   16-byte aligned). With bf16 activations in memory these copies would become cp.async
@@ -177,7 +179,8 @@ static __device__ __forceinline__ int first_key_tile(const struct fa_view &a, lo
 
 template <int HD>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_forward_kernel(float *out, float *lse, const float *qkv, struct fa_view a, int ntiles)
+fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, struct fa_view a,
+		   int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
@@ -285,14 +288,20 @@ fa2_forward_kernel(float *out, float *lse, const float *qkv, struct fa_view a, i
 		int c = n * 8 + cq;
 
 		if (r0 < a.T) {
-			float *row = out + (b * a.T + r0) * a.C + (long)h * a.hd + c;
+			long at = (b * a.T + r0) * a.C + (long)h * a.hd + c;
+			float v0 = o[n][0] / l0, v1 = o[n][1] / l0;
 
-			row[0] = o[n][0] / l0, row[1] = o[n][1] / l0;
+			out[at] = v0, out[at + 1] = v1;
+			if (out16)
+				out16[at] = zn_bf16_rne(v0), out16[at + 1] = zn_bf16_rne(v1);
 		}
 		if (r1 < a.T) {
-			float *row = out + (b * a.T + r1) * a.C + (long)h * a.hd + c;
+			long at = (b * a.T + r1) * a.C + (long)h * a.hd + c;
+			float v0 = o[n][2] / l1, v1 = o[n][3] / l1;
 
-			row[0] = o[n][2] / l1, row[1] = o[n][3] / l1;
+			out[at] = v0, out[at + 1] = v1;
+			if (out16)
+				out16[at] = zn_bf16_rne(v0), out16[at + 1] = zn_bf16_rne(v1);
 		}
 	}
 	if ((lane & 3) == 0) {
@@ -569,8 +578,8 @@ static bool smem_ok(const void *kernel, size_t bytes, const char *op)
 }
 
 template <int HD>
-static void forward_hd(cudaStream_t s, const char *op, float *out, float *lse,
-		       const float *qkv, int B, const struct fa_view &a)
+static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+		       float *lse, const float *qkv, int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
 	size_t smem = fwd_bytes(HD);
@@ -578,7 +587,7 @@ static void forward_hd(cudaStream_t s, const char *op, float *out, float *lse,
 	if (!smem_ok((const void *)fa2_forward_kernel<HD>, smem, op))
 		return;
 	fa2_forward_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
-		out, lse, qkv, a, nt);
+		out, out16, lse, qkv, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
@@ -600,8 +609,9 @@ static void backward_hd(cudaStream_t s, const char *op, float *dqkv, const float
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
-void zn_cuda_fa2_forward(void *stream, float *out, float *lse, const float *qkv,
-			 const int *pos, int B, int T, int NH, int KV, int hd, int window)
+void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
+			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
+			 int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_forward" : "flash_attention_tc_forward";
 	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
@@ -610,10 +620,10 @@ void zn_cuda_fa2_forward(void *stream, float *out, float *lse, const float *qkv,
 	if (B < 1 || T < 1)
 		return;
 	switch (hd) {
-	case 32: forward_hd<32>(s, op, out, lse, qkv, B, a); break;
-	case 64: forward_hd<64>(s, op, out, lse, qkv, B, a); break;
-	case 96: forward_hd<96>(s, op, out, lse, qkv, B, a); break;
-	case 128: forward_hd<128>(s, op, out, lse, qkv, B, a); break;
+	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, B, a); break;
+	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, B, a); break;
+	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, B, a); break;
+	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, B, a); break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);

@@ -397,7 +397,7 @@ extern "C" void zn_cuda_flash_attention_tc_forward(void *stream, float *out, flo
 	size_t smem = fwd_smem(a.hdp);
 
 	if (zn_cuda_fa2_supported(hd)) {
-		zn_cuda_fa2_forward(stream, out, lse, qkv, NULL, B, T, NH, KV, hd, window);
+		zn_cuda_fa2_forward(stream, out, NULL, lse, qkv, NULL, B, T, NH, KV, hd, window);
 		return;
 	}
 	if (!tc_args_ok(hd, op) || !smem_ok((const void *)tc_forward_kernel, smem, op))
@@ -439,17 +439,22 @@ extern "C" void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, f
 
 /* the packed-document form: FlashAttention-2 where it takes the head_dim, else the fp32
  * doc kernels (the WMMA kernels have no document mask); pos NULL: the plain tc op */
-extern "C" void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out, float *lse,
+extern "C" void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out,
+						       uint16_t *out16, float *lse,
 						       const float *qkv, const int *pos, int B,
 						       int T, int NH, int KV, int hd, int window)
 {
+	if (zn_cuda_fa2_supported(hd)) { /* out16 written by the kernel's epilogue */
+		zn_cuda_fa2_forward(stream, out, out16, lse, qkv, pos, B, T, NH, KV, hd, window);
+		return;
+	}
 	if (!pos)
 		zn_cuda_flash_attention_tc_forward(stream, out, lse, qkv, B, T, NH, KV, hd, window);
-	else if (zn_cuda_fa2_supported(hd))
-		zn_cuda_fa2_forward(stream, out, lse, qkv, pos, B, T, NH, KV, hd, window);
 	else
 		zn_cuda_flash_attention_doc_forward(stream, out, lse, qkv, pos, B, T, NH, KV, hd,
 						    window);
+	if (out16)
+		zn_cuda_cast_f32_to_bf16(stream, out16, out, (size_t)B * T * NH * hd);
 }
 
 extern "C" void zn_cuda_flash_attention_doc_tc_backward(void *stream, float *dqkv,

@@ -53,14 +53,16 @@ static __global__ void rope_kernel(float *qkv, const struct rope_freqs inv_freq,
 	}
 }
 
-static __global__ void swiglu_forward_kernel(float *out, const float *inp, size_t n, int IC)
+/* OutT float: the op; uint16_t: swiglu_forward_bf16out (the same value, rounded) */
+template <typename OutT>
+static __global__ void swiglu_forward_kernel(OutT *out, const float *inp, size_t n, int IC)
 {
 	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
 		size_t bt = idx / IC;
 		int i = (int)(idx % IC);
 		float g = inp[bt * 2 * IC + i], u = inp[bt * 2 * IC + IC + i];
 
-		out[idx] = g / (1.0f + expf(-g)) * u;
+		zn_put(out + idx, g / (1.0f + expf(-g)) * u);
 	}
 }
 
@@ -135,9 +137,19 @@ extern "C" void zn_cuda_swiglu_forward(void *stream, float *out, const float *in
 {
 	size_t n = (size_t)B * T * IC;
 
-	swiglu_forward_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp,
-										       n, IC);
+	swiglu_forward_kernel<float><<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out, inp, n, IC);
 	zn_cuda_note_launch("swiglu_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_swiglu_forward_bf16out(void *stream, uint16_t *out16,
+					       const float *inp, int B, int T, int IC)
+{
+	size_t n = (size_t)B * T * IC;
+
+	swiglu_forward_kernel<uint16_t><<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out16, inp, n, IC);
+	zn_cuda_note_launch("swiglu_forward_bf16out", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_swiglu_backward(void *stream, float *dinp, const float *dout,

@@ -249,24 +249,23 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	block_acts_carve(&s, io->acts, &a);
 	block_fwd_carve(&s, io->scratch, &f);
 	views(k, st, io->L, io->params16, f.small, &w);
-	k->rmsnorm_forward(st, f.tmp, a.rstd1, io->x_in, w.f[t.ln1], c->eps, B, T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.h1), f.tmp, s.bth);
+	/* the producers of GEMM inputs write bf16 directly (the fp32 op + cast's bits) */
+	k->rmsnorm_forward_bf16out(st, u16(a.h1), a.rstd1, io->x_in, w.f[t.ln1], c->eps, B, T,
+				   s.H);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.h1), w.b[t.wqkv], fopt(&w, t.bqkv), B, T, s.H,
 			       s.S);
 	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
-	k->flash_attention_doc_tc_forward(st, a.atty, a.lse, a.qkv, io->pos, B, T, s.NH, s.KV,
-					  s.D, c->window);
-	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.bt * (uint64_t)s.Q);
+	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, io->pos, B, T,
+					  s.NH, s.KV, s.D, c->window);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[t.wo], fopt(&w, t.bo), B, T,
 			       s.Q, s.H);
 	k->residual_forward(st, a.res2, io->x_in, f.branch, s.bth);
-	k->rmsnorm_forward(st, f.tmp, a.rstd2, a.res2, w.f[t.ln2], c->eps, B, T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.h2), f.tmp, s.bth);
+	k->rmsnorm_forward_bf16out(st, u16(a.h2), a.rstd2, a.res2, w.f[t.ln2], c->eps, B, T,
+				   s.H);
 	k->matmul_forward_bf16(st, a.gu, cu16(a.h2), w.b[t.wgu], NULL, B, T, s.H, 2 * s.I);
-	k->swiglu_forward(st, f.tmp, a.gu, B, T, s.I);
-	k->cast_f32_to_bf16(st, u16(a.m), f.tmp, s.bt * (uint64_t)s.I);
+	k->swiglu_forward_bf16out(st, u16(a.m), a.gu, B, T, s.I);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.m), w.b[t.wd], NULL, B, T, s.I, s.H);
 	k->residual_forward(st, io->x_out, a.res2, f.branch, s.bth);
 }
@@ -334,8 +333,8 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 	final_acts_carve(&s, io->acts, &a);
 	final_scr_carve(&s, io->scratch, &f);
 	views(k, st, io->L, io->params16, f.small, &w);
-	k->rmsnorm_forward(st, f.dhn, a.rstd, io->x_in, w.f[0], c->eps, io->B, io->T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.hn), f.dhn, s.bth);
+	k->rmsnorm_forward_bf16out(st, u16(a.hn), a.rstd, io->x_in, w.f[0], c->eps, io->B,
+				   io->T, s.H);
 	(void)zn_lmhead_ce_forward_bf16(k, st, io->losses, f.work, cu16(a.hn), lm_head16(io),
 					io->targets, (int64_t)s.bt, s.H, s.V, s.V, s.chunk);
 }
