@@ -8,7 +8,9 @@
  *     test_kernels_bf16out.c): the fp32 ops' tolerance, 1e-4 normalized error after
  *     widening, plus the rounding (1e-2).
  * Shapes with C not a multiple of 32 and a row count past one block of warps; bit-identical
- * reruns. Skips, with the reason, without CUDA or a usable GPU.
+ * reruns. And the vectorized residual_forward and cast_f32_to_bf16 bit for bit against the
+ * CPU on aligned and misaligned buffers. Skips, with the reason, without CUDA or a usable
+ * GPU.
  */
 #include <criterion/criterion.h>
 
@@ -144,5 +146,66 @@ Test(kernels_gpu_bf16out, gelu_and_swiglu)
 	check16("swiglu_forward_bf16out", o16_d, f_d, h16, ns);
 	free(x), free(gu), free(h16);
 	gt_free(x_d), gt_free(gu_d), gt_free(f_d), gt_free(o16_d);
+	close_gpu(st);
+}
+
+/* bytes of device buffer d from offset, after the stream's work */
+static void part(void *h, const void *d, size_t offset, size_t bytes, const char *what)
+{
+	const char *err;
+
+	gt_download_part(h, d, offset, bytes, &err);
+	cr_assert(!*err, "%s: cudaDeviceSynchronize/cudaMemcpy: %s", what, err);
+}
+
+/* The vectorized residual_forward and cast_f32_to_bf16 (four elements a thread on aligned
+ * buffers, the scalar kernel for the tail and for misaligned ones) against the CPU bit for
+ * bit: sizes 4k, 4k + 3, 1, 2; buffers at offsets 0 and 1 element (misaligned); out
+ * aliasing an input. */
+Test(kernels_gpu_bf16out, vectorized_residual_and_cast)
+{
+	const size_t sizes[] = { 4096, 100003, 1, 2 };
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (int off = 0; off < 2; off++) {
+			size_t n = sizes[k], m = n + 1;
+			struct kc_rng r = { 700 + 2 * k + (uint64_t)off };
+			float *a = f32_rand(&r, m, 4), *b = f32_rand(&r, m, 4), *o = malloc(m * 4);
+			uint16_t *h16 = malloc(m * 2);
+			float *a_d = up(a, m * 4), *b_d = up(b, m * 4), *o_d = up(NULL, m * 4);
+			uint16_t *o16_d = up(NULL, m * 2);
+			char what[96];
+
+			cr_assert(o && h16);
+			gpu->residual_forward(st, o_d + off, a_d + off, b_d + off, n);
+			cpu->residual_forward(NULL, o + off, a + off, b + off, n);
+			snprintf(what, sizeof(what), "residual_forward n %zu offset %d", n, off);
+			{
+				float *g = malloc(n * 4);
+
+				cr_assert(g);
+				part(g, o_d, off * 4, n * 4, what);
+				cr_assert(!memcmp(g, o + off, n * 4), "%s: not bit for bit", what);
+				free(g);
+			}
+			/* in place: a += b */
+			gpu->residual_forward(st, a_d + off, a_d + off, b_d + off, n);
+			cpu->residual_forward(NULL, a + off, a + off, b + off, n);
+			gpu->cast_f32_to_bf16(st, o16_d + off, a_d + off, n);
+			cpu->cast_f32_to_bf16(NULL, h16 + off, a + off, n);
+			snprintf(what, sizeof(what), "cast_f32_to_bf16 n %zu offset %d", n, off);
+			{
+				uint16_t *g = malloc(n * 2);
+
+				cr_assert(g);
+				part(g, o16_d, off * 2, n * 2, what);
+				cr_assert(!memcmp(g, h16 + off, n * 2), "%s: not bit for bit", what);
+				free(g);
+			}
+			free(a), free(b), free(o), free(h16);
+			gt_free(a_d), gt_free(b_d), gt_free(o_d), gt_free(o16_d);
+		}
 	close_gpu(st);
 }
