@@ -304,7 +304,7 @@ struct zn_kernel_table {
 	/* flash_attention_doc_forward/backward on tensor cores (same arguments and outputs;
 	 * pos NULL: flash_attention_tc_forward/backward): CUDA's FlashAttention-2 kernels for
 	 * head_dim 32, 64, 96, 128 (bf16 products, fp32 softmax and accumulators), the fp32
-	 * doc op for other head_dims; the CPU table runs its fp32 flash_attention_doc. The
+	 * ops for other head_dims (not the WMMA kernel); the CPU table runs its fp32 flash_attention_doc. The
 	 * bf16-compute layers (GPT-2, Llama family) run their attention through these
 	 * (docs/kernels.md). out16 (NULL: none) also receives out rounded to bf16 (exactly
 	 * cast_f32_to_bf16 of out), the next GEMM's input, without a separate cast pass. */

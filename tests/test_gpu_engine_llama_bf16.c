@@ -8,7 +8,10 @@
  *   different orders, so a rounding can flip); reruns on cuda bit-identical;
  * - fp32 compute on cuda vs the host at 1e-3 (the fp32 path, chunked lm_head);
  * - vocab 8192, B x T = 4096 rows on cuda: the device peak under 3/4 of the unchunked
- *   [BT, V] logits + probs.
+ *   [BT, V] logits + probs (with a 2 GiB budget: chunks of 2048 rows);
+ * - head_dim 32, the tensor-core (FlashAttention-2) attention inside the model: losses
+ *   within 2e-2 of the host's fp32 attention, reruns bit-identical. (The tiny model's
+ *   head_dim 8 keeps the fp32 attention on cuda: kernels/cuda/flash_attention_tc.cu.)
  * Skips with the reason without CUDA or a GPU.
  */
 #include <criterion/criterion.h>
@@ -92,6 +95,32 @@ static void check(int stage, bool bf16)
 Test(gpu_llama_bf16, stage0_bf16_matches_host) { need_gpu(); check(0, true); }
 Test(gpu_llama_bf16, stage3_bf16_matches_host) { need_gpu(); check(3, true); }
 Test(gpu_llama_bf16, stage0_fp32_matches_host) { need_gpu(); check(0, false); }
+
+/* head_dim 32: the FlashAttention-2 kernels inside the model (bf16 products on cuda, the
+ * fp32 attention on the host). Losses within 2e-2 relative over the 5 steps, training on
+ * cuda, reruns bit-identical. Weights are not compared: Adam turns a rounding-sized
+ * gradient difference of a near-zero element into a step of the other sign. */
+Test(gpu_llama_bf16, stage0_bf16_tensor_core_attention_matches_host)
+{
+	struct zn_llama_config mc = tiny();
+	int *tok;
+	struct et_run host, gpu, again;
+
+	need_gpu();
+	mc.hidden = 64, mc.heads = 2, mc.kv_heads = 1, mc.head_dim = 32;
+	cr_assert_eq(zn_llama_config_validate(&mc), 0);
+	tok = et_tokens(et_stream_len(ET_STEPS, 1, 1, ET_B), mc.vocab, 11);
+	cr_assert_eq(train(&host, &mc, 0, true, ZN_DEVICE_HOST, tok, ET_B, ET_STEPS), 0);
+	cr_assert_eq(train(&gpu, &mc, 0, true, ZN_DEVICE_CUDA, tok, ET_B, ET_STEPS), 0);
+	cr_assert_eq(train(&again, &mc, 0, true, ZN_DEVICE_CUDA, tok, ET_B, ET_STEPS), 0);
+	for (int s = 0; s < ET_STEPS; s++)
+		cr_assert(fabs((double)gpu.loss[s] - host.loss[s]) <= 2e-2 * fabs(host.loss[s]),
+			  "step %d: cuda loss %.9g, host %.9g", s + 1, gpu.loss[s], host.loss[s]);
+	cr_assert(gpu.loss[ET_STEPS - 1] < gpu.loss[0], "does not train on cuda");
+	cr_assert_eq(et_compare("cuda rerun (tensor-core attention)", &gpu, &again, 0), 0);
+	et_run_free(&host), et_run_free(&gpu), et_run_free(&again);
+	free(tok);
+}
 
 Test(gpu_llama_bf16, device_peak_without_the_logits)
 {

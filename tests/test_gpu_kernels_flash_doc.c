@@ -6,8 +6,8 @@
  * (accumulate semantics); reruns bit-identical; encoder_pos (and its bf16-table forward)
  * equal bit for bit (the same (b, t) order). Skips, with the reason, without CUDA or a usable GPU. Tolerance 1e-4.
  * The tensor-core slots (flash_attention_doc_tc_*, the FlashAttention-2 kernels of
- * kernels/cuda/flash_attention_fa2.cu for head_dim 32, 64, 96, 128, the fp32 doc op or
- * the WMMA kernel otherwise) against the CPU's fp32 op at 2e-2 (bf16 products): tiles of
+ * kernels/cuda/flash_attention_fa2.cu for head_dim 32, 64, 96, 128, the fp32 ops
+ * otherwise) against the CPU's fp32 op at 2e-2 (bf16 products): tiles of
  * 64 rows crossed, documents across and inside tiles, GQA, MQA, windows, pos NULL.
  */
 #include <criterion/criterion.h>
@@ -48,7 +48,7 @@ static const struct fshape tc_shapes[] = {
 	{ 2, 200, 4, 4, 64, 0, 0, 1 },     /* MHA (GPT-2's layout), pos NULL: the causal op */
 	{ 1, 333, 8, 2, 128, 100, 0, 1 },  /* pos NULL, window across tiles */
 	{ 2, 70, 4, 2, 40, 0, 30, 1 },     /* hd 40: the fp32 doc op (no FA2 kernel) */
-	{ 2, 70, 4, 2, 40, 0, 0, 1 },      /* hd 40, pos NULL: the WMMA kernel */
+	{ 2, 70, 4, 2, 40, 0, 0, 1 },      /* hd 40, pos NULL: the fp32 op */
 };
 
 Test(kernels_gpu_flash_doc, flash_attention_doc)
