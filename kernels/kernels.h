@@ -231,10 +231,10 @@ struct zn_kernel_table {
 				       const uint16_t *wte, int B, int T, int C);
 
 	/* flash_attention_forward/backward on tensor cores (same arguments and outputs):
-	 * CUDA multiplies bf16-rounded tiles with fp32 accumulation (WMMA, head_dim <= 128;
+	 * CUDA multiplies bf16-rounded tiles with fp32 accumulation (FlashAttention-2 mma.sync
+	 * kernels for head_dim 32, 64, 96, 128; a WMMA kernel for other head_dims <= 128;
 	 * agrees with the fp32 op to bf16 tolerance); the CPU table has no tensor cores and
-	 * runs its fp32 flash_attention. Not used by the models until validated on a GPU
-	 * (docs/kernels.md). */
+	 * runs its fp32 flash_attention. The bf16-compute layers use it (docs/kernels.md). */
 	void (*flash_attention_tc_forward)(void *stream, float *out, float *lse,
 					   const float *qkv, int B, int T, int NH, int KV, int hd,
 					   int window);
@@ -300,6 +300,35 @@ struct zn_kernel_table {
 	void (*encoder_pos_forward_bf16)(void *stream, float *out, const int *inp,
 					 const int *pos, const uint16_t *wte,
 					 const uint16_t *wpe, int B, int T, int C);
+
+	/* flash_attention_doc_forward/backward on tensor cores (same arguments and outputs;
+	 * pos NULL: flash_attention_tc_forward/backward): CUDA's FlashAttention-2 kernels for
+	 * head_dim 32, 64, 96, 128 (bf16 products, fp32 softmax and accumulators), the fp32
+	 * ops for other head_dims (not the WMMA kernel); the CPU table runs its fp32 flash_attention_doc. The
+	 * bf16-compute layers (GPT-2, Llama family) run their attention through these
+	 * (docs/kernels.md). out16 (NULL: none) also receives out rounded to bf16 (exactly
+	 * cast_f32_to_bf16 of out), the next GEMM's input, without a separate cast pass. */
+	void (*flash_attention_doc_tc_forward)(void *stream, float *out, uint16_t *out16,
+					       float *lse, const float *qkv, const int *pos, int B,
+					       int T, int NH, int KV, int hd, int window);
+	void (*flash_attention_doc_tc_backward)(void *stream, float *dqkv, float *drow,
+						const float *dout, const float *qkv,
+						const float *out, const float *lse, const int *pos,
+						int B, int T, int NH, int KV, int hd, int window);
+
+	/* bf16 activations (docs/kernels.md "bf16 compute"): the forward ops whose output
+	 * only feeds a bf16 GEMM, writing that output as bf16: exactly the fp32 op followed
+	 * by cast_f32_to_bf16 of its output (the same bits), without the fp32 output buffer
+	 * or the cast pass. The saved statistics (mean, rstd) stay fp32. */
+	void (*layernorm_forward_bf16out)(void *stream, uint16_t *out16, float *mean,
+					  float *rstd, const float *inp, const float *weight,
+					  const float *bias, int B, int T, int C);
+	void (*rmsnorm_forward_bf16out)(void *stream, uint16_t *out16, float *rstd,
+					const float *inp, const float *weight, float eps, int B,
+					int T, int C);
+	void (*gelu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, size_t N);
+	void (*swiglu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, int B,
+				       int T, int IC);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

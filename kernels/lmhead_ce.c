@@ -10,15 +10,38 @@ size_t zn_lmhead_ce_work_count(int chunk, int Vp)
 	return 2 * (size_t)chunk * (size_t)Vp + (size_t)chunk;
 }
 
-int zn_lmhead_ce_chunk(int64_t BT, int Vp)
+uint64_t zn_lmhead_ce_work_bytes(uint64_t device_budget_bytes)
 {
-	int chunk = Vp > 0 ? (1 << 24) / Vp : 1;
+	uint64_t w = device_budget_bytes / 16;
 
-	if (chunk < 1)
-		chunk = 1;
-	if ((int64_t)chunk > BT)
-		chunk = BT > 0 ? (int)BT : 1;
-	return chunk;
+	return w > ZN_LMHEAD_CE_WORK_BYTES_MIN ? w : ZN_LMHEAD_CE_WORK_BYTES_MIN;
+}
+
+int zn_lmhead_ce_chunk(int64_t BT, int Vp, uint64_t work_bytes)
+{
+	const int64_t q = ZN_LMHEAD_CE_ROW_QUANTUM;
+	int64_t most, cap, n, rows;
+
+	if (BT < 1 || Vp < 1)
+		return 1;
+	if (!work_bytes)
+		work_bytes = ZN_LMHEAD_CE_WORK_BYTES_MIN;
+	/* a row's logits and probs; the chunk's losses (1 float a row) are not counted */
+	most = (int64_t)(work_bytes / (2 * sizeof(float) * (uint64_t)Vp));
+	cap = INT32_MAX / Vp; /* the kernels' int element count of a [chunk, Vp] buffer */
+	if (most > cap)
+		most = cap;
+	if (most >= BT)
+		return (int)BT;
+	if (BT <= q)
+		return (int)(BT <= cap ? BT : cap);
+	most = most / q * q;
+	if (most < q)
+		most = q <= cap ? q : cap;
+	n = (BT + most - 1) / most;
+	rows = (BT + n - 1) / n;
+	rows = (rows + q - 1) / q * q;
+	return (int)(rows < most ? rows : most);
 }
 
 static int check(const char *op, int64_t BT, int C, int V, int Vp, int chunk)

@@ -24,9 +24,25 @@
 /* floats of work the two calls need for chunks of `chunk` rows */
 size_t zn_lmhead_ce_work_count(int chunk, int Vp);
 
-/* The models' chunk for BT rows: logits of at most 2^24 floats per chunk (64 MiB of fp32
- * logits and as much of probs), at least 1 row, at most BT (1 when BT is 0). */
-int zn_lmhead_ce_chunk(int64_t BT, int Vp);
+/* A chunk holds a multiple of this many rows (the tensor-core GEMM tiles' M and K),
+ * unless one chunk holds all BT rows. */
+#define ZN_LMHEAD_CE_ROW_QUANTUM 128
+/* The work budget when none is given: 128 MiB, the 2^24 floats of fp32 logits and as many
+ * of probs that a chunk held before budgets existed. */
+#define ZN_LMHEAD_CE_WORK_BYTES_MIN ((uint64_t)128 << 20)
+
+/* The chunk's work budget on a device of `device_budget_bytes`: 1/16 of it, at least
+ * ZN_LMHEAD_CE_WORK_BYTES_MIN (also for 0, no budget known). Pure. */
+uint64_t zn_lmhead_ce_work_bytes(uint64_t device_budget_bytes);
+
+/* The models' chunk for BT rows and a work budget (0: ZN_LMHEAD_CE_WORK_BYTES_MIN): BT
+ * when the [BT, Vp] logits and probs fit the budget (one chunk, so dwte is one GEMM over
+ * the step's tokens); otherwise the fewest chunks of at most the budget's rows, balanced
+ * (ceil(BT / chunks) rounded up to ZN_LMHEAD_CE_ROW_QUANTUM, never over the budget's
+ * rows rounded down to it), at least one quantum (a budget under 128 rows is exceeded
+ * rather than run in slivers), never over INT32_MAX / Vp rows. 1 when BT < 1 or Vp < 1.
+ * Pure: the plan, the estimate and the layers get the same answer. */
+int zn_lmhead_ce_chunk(int64_t BT, int Vp, uint64_t work_bytes);
 
 int zn_lmhead_ce_forward(const struct zn_kernel_table *k, void *stream, float *losses,
 			 float *work, const float *x, const float *wte, const int *targets,

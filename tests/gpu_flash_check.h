@@ -2,7 +2,8 @@
  * flash_attention_*) and test_gpu_kernels_flash_doc.c (the packed-document op,
  * flash_attention_doc_*): random inputs, a download compared with the CPU result (kc_close
  * at rtol, or bit for bit when rtol is 0), and one shape's forward and backward with
- * bit-identical reruns. dqkv starts from the same random values on both sides (accumulate
+ * bit-identical reruns; with tc set, the tensor-core slots flash_attention_doc_tc_*
+ * against the CPU's fp32 op (the CPU table maps them to it). dqkv starts from the same random values on both sides (accumulate
  * semantics); out, lse and drow start as garbage on the device. Static functions in a
  * header: test code only, included by one file each. */
 #ifndef ZN_TESTS_GPU_FLASH_CHECK_H
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "gpu_buf.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
@@ -22,6 +24,7 @@
 struct fshape {
 	int B, T, NH, KV, hd, W; /* W: sliding window, 0 = none */
 	int doc; /* 0: the causal op; else documents of random lengths 1..doc (the doc op) */
+	int tc;  /* 1: the tensor-core slots flash_attention_doc_tc_* (pos NULL when doc 0) */
 };
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
@@ -70,10 +73,15 @@ static void same(const char *what, const struct fshape *s, const float *d, const
 }
 
 /* t's forward (the doc op when pos, else the causal op); the CPU table takes st NULL */
-static void attn_forward(const struct zn_kernel_table *t, void *st, float *out, float *lse,
-			 const float *x, const int *pos, const struct fshape *s)
+/* out16: the tc op's bf16 copy of out (NULL: none; the other ops have none) */
+static void attn_forward(const struct zn_kernel_table *t, void *st, float *out,
+			 uint16_t *out16, float *lse, const float *x, const int *pos,
+			 const struct fshape *s)
 {
-	if (pos)
+	if (s->tc)
+		t->flash_attention_doc_tc_forward(st, out, out16, lse, x, pos, s->B, s->T, s->NH,
+						  s->KV, s->hd, s->W);
+	else if (pos)
 		t->flash_attention_doc_forward(st, out, lse, x, pos, s->B, s->T, s->NH, s->KV,
 					       s->hd, s->W);
 	else
@@ -84,7 +92,10 @@ static void attn_backward(const struct zn_kernel_table *t, void *st, float *dx, 
 			  const float *dout, const float *x, const float *out, const float *lse,
 			  const int *pos, const struct fshape *s)
 {
-	if (pos)
+	if (s->tc)
+		t->flash_attention_doc_tc_backward(st, dx, drow, dout, x, out, lse, pos, s->B,
+						   s->T, s->NH, s->KV, s->hd, s->W);
+	else if (pos)
 		t->flash_attention_doc_backward(st, dx, drow, dout, x, out, lse, pos, s->B, s->T,
 						s->NH, s->KV, s->hd, s->W);
 	else
@@ -102,8 +113,9 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd;
 	size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
 	size_t nr = (size_t)B * NH * T;
-	const char *op = s->doc ? "flash_attention_doc" : "flash_attention";
-	const char *tag = s->doc ? "doc" : "flash";
+	const char *op = s->tc ? "flash_attention_doc_tc" :
+			 s->doc ? "flash_attention_doc" : "flash_attention";
+	const char *tag = s->tc ? "tc" : s->doc ? "doc" : "flash";
 	char what[96];
 	float *x = frand(&r, ni, -2, 2), *dout = frand(&r, no, -1, 1);
 	float *dx = frand(&r, ni, -1, 1), *out = malloc(no * 4), *lse = malloc(nr * 4);
@@ -115,8 +127,10 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	float *drow_d = up(NULL, nr * 4);
 
 	cr_assert(out && lse && drow);
-	attn_forward(gpu, st, out_d, lse_d, x_d, pos_d, s);
-	attn_forward(cpu, NULL, out, lse, x, pos, s);
+	uint16_t *out16_d = s->tc ? up(NULL, no * 2) : NULL;
+
+	attn_forward(gpu, st, out_d, out16_d, lse_d, x_d, pos_d, s);
+	attn_forward(cpu, NULL, out, NULL, lse, x, pos, s);
 	snprintf(what, sizeof(what), "%s_forward out", op);
 	same(what, s, out_d, out, no, rtol);
 	snprintf(what, sizeof(what), "%s_forward lse", op);
@@ -124,7 +138,19 @@ static void check_flash(const struct zn_kernel_table *gpu, void *st, const struc
 	snprintf(what, sizeof(what), "%s out", tag);
 	float *o1 = fetch(out_d, no * 4, what);
 
-	attn_forward(gpu, st, out_d, lse_d, x_d, pos_d, s);
+	if (out16_d) { /* the epilogue's bf16 copy: the cast of out, bit for bit */
+		uint16_t *h16 = malloc(no * 2);
+
+		cr_assert(h16);
+		down(h16, out16_d, no * 2, "tc out16");
+		for (size_t i = 0; i < no; i++)
+			cr_assert_eq(h16[i], zn_f32_to_bf16(o1[i]),
+				     "tc out16[%zu] = 0x%04x, the cast of out %.9g is 0x%04x", i,
+				     h16[i], o1[i], zn_f32_to_bf16(o1[i]));
+		free(h16);
+		gt_free(out16_d);
+	}
+	attn_forward(gpu, st, out_d, NULL, lse_d, x_d, pos_d, s);
 	snprintf(what, sizeof(what), "%s out rerun", tag);
 	float *o2 = fetch(out_d, no * 4, what);
 

@@ -22,14 +22,14 @@
 #define RTOL 1e-4
 
 static const struct fshape shapes[] = {
-	{ 2, 64, 8, 2, 32, 0, 0 },   /* GQA, round sizes */
-	{ 3, 37, 6, 3, 24, 0, 0 },   /* odd sizes */
-	{ 1, 45, 4, 1, 40, 0, 0 },   /* MQA */
-	{ 2, 33, 4, 4, 64, 0, 0 },   /* MHA (GPT-2's layout) */
-	{ 1, 300, 4, 2, 128, 0, 0 }, /* hd 128, many tiles */
-	{ 2, 100, 4, 2, 32, 16, 0 }, /* window inside a tile */
-	{ 1, 300, 8, 2, 64, 70, 0 }, /* window across tiles */
-	{ 1, 40, 2, 1, 24, 1, 0 },   /* window 1: the diagonal only */
+	{ 2, 64, 8, 2, 32, 0, 0, 0 },   /* GQA, round sizes */
+	{ 3, 37, 6, 3, 24, 0, 0, 0 },   /* odd sizes */
+	{ 1, 45, 4, 1, 40, 0, 0, 0 },   /* MQA */
+	{ 2, 33, 4, 4, 64, 0, 0, 0 },   /* MHA (GPT-2's layout) */
+	{ 1, 300, 4, 2, 128, 0, 0, 0 }, /* hd 128, many tiles */
+	{ 2, 100, 4, 2, 32, 16, 0, 0 }, /* window inside a tile */
+	{ 1, 300, 8, 2, 64, 70, 0, 0 }, /* window across tiles */
+	{ 1, 40, 2, 1, 24, 1, 0, 0 },   /* window 1: the diagonal only */
 };
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
 

@@ -5,6 +5,10 @@
  * without a sliding window. dqkv starts from the same random values on both sides
  * (accumulate semantics); reruns bit-identical; encoder_pos (and its bf16-table forward)
  * equal bit for bit (the same (b, t) order). Skips, with the reason, without CUDA or a usable GPU. Tolerance 1e-4.
+ * The tensor-core slots (flash_attention_doc_tc_*, the FlashAttention-2 kernels of
+ * kernels/cuda/flash_attention_fa2.cu for head_dim 32, 64, 96, 128, the fp32 ops
+ * otherwise) against the CPU's fp32 op at 2e-2 (bf16 products): tiles of
+ * 64 rows crossed, documents across and inside tiles, GQA, MQA, windows, pos NULL.
  */
 #include <criterion/criterion.h>
 
@@ -23,15 +27,29 @@
 #define RTOL 1e-4
 
 static const struct fshape shapes[] = {
-	{ 2, 64, 8, 2, 32, 0, 20 },   /* GQA */
-	{ 3, 37, 6, 3, 24, 0, 3 },    /* short documents */
-	{ 1, 45, 4, 1, 40, 0, 45 },   /* MQA */
-	{ 2, 33, 4, 4, 64, 0, 40 },   /* MHA (GPT-2's layout) */
-	{ 1, 300, 4, 2, 128, 0, 90 }, /* hd 128, documents across tiles */
-	{ 1, 300, 8, 2, 64, 70, 200 }, /* window across tiles */
-	{ 2, 50, 2, 1, 24, 0, 1000 }, /* one document per row */
+	{ 2, 64, 8, 2, 32, 0, 20, 0 },   /* GQA */
+	{ 3, 37, 6, 3, 24, 0, 3, 0 },    /* short documents */
+	{ 1, 45, 4, 1, 40, 0, 45, 0 },   /* MQA */
+	{ 2, 33, 4, 4, 64, 0, 40, 0 },   /* MHA (GPT-2's layout) */
+	{ 1, 300, 4, 2, 128, 0, 90, 0 }, /* hd 128, documents across tiles */
+	{ 1, 300, 8, 2, 64, 70, 200, 0 }, /* window across tiles */
+	{ 2, 50, 2, 1, 24, 0, 1000, 0 }, /* one document per row */
 };
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
+
+#define RTOL_TC 2e-2
+
+static const struct fshape tc_shapes[] = {
+	{ 2, 64, 8, 2, 32, 0, 20, 1 },     /* one 64-row tile, GQA */
+	{ 1, 300, 4, 2, 128, 0, 90, 1 },   /* Llama 3's head_dim, documents across tiles */
+	{ 2, 130, 6, 2, 96, 0, 50, 1 },    /* hd 96, T across two tiles plus 2 rows */
+	{ 1, 257, 8, 2, 64, 70, 200, 1 },  /* window and documents */
+	{ 3, 100, 4, 1, 64, 0, 1, 1 },     /* MQA, documents of one token */
+	{ 2, 200, 4, 4, 64, 0, 0, 1 },     /* MHA (GPT-2's layout), pos NULL: the causal op */
+	{ 1, 333, 8, 2, 128, 100, 0, 1 },  /* pos NULL, window across tiles */
+	{ 2, 70, 4, 2, 40, 0, 30, 1 },     /* hd 40: the fp32 doc op (no FA2 kernel) */
+	{ 2, 70, 4, 2, 40, 0, 0, 1 },      /* hd 40, pos NULL: the fp32 op */
+};
 
 Test(kernels_gpu_flash_doc, flash_attention_doc)
 {
@@ -44,12 +62,23 @@ Test(kernels_gpu_flash_doc, flash_attention_doc)
 	close_gpu(st);
 }
 
+Test(kernels_gpu_flash_doc, flash_attention_doc_tc)
+{
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	cr_assert(gpu->flash_attention_doc_tc_forward && gpu->flash_attention_doc_tc_backward);
+	for (size_t k = 0; k < sizeof(tc_shapes) / sizeof(tc_shapes[0]); k++)
+		check_flash(gpu, st, &tc_shapes[k], 1901 + k, RTOL_TC);
+	close_gpu(st);
+}
+
 Test(kernels_gpu_flash_doc, encoder_pos)
 {
 	void *st;
 	const struct zn_kernel_table *gpu = open_gpu(&st);
 	enum { B = 3, T = 70, C = 48, V = 50 };
-	struct fshape s = { B, T, 0, 0, C, 0, 9 };
+	struct fshape s = { B, T, 0, 0, C, 0, 9, 0 };
 	struct kc_rng r = { 950 };
 	float *wte = frand(&r, V * C, -1, 1), *wpe = frand(&r, T * C, -1, 1);
 	float *dout = frand(&r, B * T * C, -1, 1), *dwte = frand(&r, V * C, -1, 1);

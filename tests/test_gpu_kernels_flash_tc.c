@@ -2,8 +2,9 @@
  * tiles, fp32 accumulation), against the CPU table's fp32 flash_attention (itself checked
  * against the naive attention, a double loop and finite differences in
  * test_kernels_flash.c): out, lse and dqkv (accumulated into the same random start) for
- * GQA, MHA and MQA, head_dim 24, 40, 64 and 128 (padded to 16 in the tiles), T across the
- * 32-row tiles, sliding windows; bit-identical reruns; head_dim over 128 refused with the
+ * GQA, MHA and MQA, head_dim 24 and 40 (the WMMA kernel, padded to 16 in the tiles) and
+ * 32, 64, 96, 128 (the FlashAttention-2 kernels, flash_attention_fa2.cu), T across the
+ * 32- and 64-row tiles, sliding windows; bit-identical reruns; head_dim over 128 refused with the
  * error flag. Tolerance 2e-2 (kc_close's normalized error): q, k, v, dout and the
  * probabilities are rounded to bf16 (8 significant bits) for the products. Skips, with
  * the reason, without CUDA or a usable GPU.
@@ -29,6 +30,10 @@ static const struct tshape shapes[] = {
 	{ 2, 64, 8, 2, 32, 0 },  { 3, 37, 6, 3, 24, 0 },   { 1, 45, 4, 1, 40, 0 },
 	{ 2, 33, 4, 4, 64, 0 },  { 1, 300, 4, 2, 128, 0 }, { 2, 100, 4, 2, 32, 16 },
 	{ 1, 300, 8, 2, 64, 70 }, { 1, 40, 2, 1, 24, 1 },
+	/* the FlashAttention-2 kernels' 64-row tiles: hd 96, T = 2 tiles + 2, GQA groups of 3,
+	 * a window of 1, a long window */
+	{ 2, 130, 6, 2, 96, 0 }, { 1, 200, 6, 2, 64, 1 }, { 1, 513, 4, 1, 128, 300 },
+	{ 2, 128, 12, 4, 64, 0 },
 };
 
 static void same(const char *what, const struct tshape *s, const float *d, const float *h,

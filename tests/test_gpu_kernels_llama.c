@@ -273,3 +273,56 @@ Test(kernels_gpu_llama, gqa_attention)
 	}
 	close_gpu(st);
 }
+
+/* The sorted, segmented embedding backward (kernels/cuda/embed_backward.cu) at a training
+ * batch's size, 8192 rows with skewed tokens (half one token, the largest id too): bit for
+ * bit the CPU's serial walk, for the Llama embedding and GPT-2's encoder (dwte, dwpe, and
+ * dwpe keyed by packed documents' positions), bit-identical run to run. */
+Test(kernels_gpu_llama, embedding_backward_sorted_bit_exact)
+{
+	enum { B = 4, T = 2048, C = 256, V = 1000 };
+	const size_t BT = (size_t)B * T, n = BT * C, nw = (size_t)V * C, np = (size_t)T * C;
+	struct kc_rng r = { 5150 };
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+	int *tok = malloc(BT * sizeof(int)), *pos = malloc(BT * sizeof(int));
+
+	cr_assert(tok && pos);
+	for (size_t i = 0; i < BT; i++) {
+		int u = (int)(kc_next(&r) % 8);
+
+		tok[i] = u < 4 ? 17 : u < 7 ? (int)(kc_next(&r) % V) : V - 1;
+		pos[i] = (int)(i % T % 300); /* documents of 300 tokens */
+	}
+	float *dout = frand(&r, n, -1, 1), *dw = frand(&r, nw, -1, 1);
+	float *dwpe = frand(&r, np, -1, 1), *dwpe2 = frand(&r, np, -1, 1);
+	float *emb = malloc(nw * 4), *enc = malloc(nw * 4);
+	int *tok_d = up(tok, BT * sizeof(int)), *pos_d = up(pos, BT * sizeof(int));
+	float *dout_d = up(dout, n * 4), *emb_d = up(dw, nw * 4), *enc_d = up(dw, nw * 4);
+	float *wpe_d = up(dwpe, np * 4), *wpe2_d = up(dwpe2, np * 4), *again_d = up(dw, nw * 4);
+
+	cr_assert(emb && enc);
+	memcpy(emb, dw, nw * 4);
+	memcpy(enc, dw, nw * 4);
+	gpu->embedding_backward(st, emb_d, dout_d, tok_d, B, T, C);
+	gpu->embedding_backward(st, again_d, dout_d, tok_d, B, T, C);
+	cpu->embedding_backward(NULL, emb, dout, tok, B, T, C);
+	same_bits("embedding_backward dwte (sorted) vs the CPU", emb_d, emb, nw * 4);
+	same_bits("embedding_backward dwte rerun", again_d, emb, nw * 4);
+	gpu->encoder_backward(st, enc_d, wpe_d, dout_d, tok_d, B, T, C);
+	cpu->encoder_backward(NULL, enc, dwpe, dout, tok, B, T, C);
+	same_bits("encoder_backward dwte (sorted) vs the CPU", enc_d, enc, nw * 4);
+	same_bits("encoder_backward dwpe vs the CPU", wpe_d, dwpe, np * 4);
+	memcpy(enc, dw, nw * 4);
+	gpu->encoder_pos_backward(st, again_d, wpe2_d, dout_d, tok_d, pos_d, B, T, C);
+	cpu->encoder_pos_backward(NULL, enc, dwpe2, dout, tok, pos, B, T, C);
+	/* again_d held dw + one embedding backward: the CPU's enc the same */
+	cpu->embedding_backward(NULL, enc, dout, tok, B, T, C);
+	same_bits("encoder_pos_backward dwte vs the CPU", again_d, enc, nw * 4);
+	same_bits("encoder_pos_backward dwpe (sorted by position) vs the CPU", wpe2_d, dwpe2,
+		  np * 4);
+	free(tok), free(pos), free(dout), free(dw), free(dwpe), free(dwpe2), free(emb), free(enc);
+	gt_free(tok_d), gt_free(pos_d), gt_free(dout_d), gt_free(emb_d), gt_free(enc_d);
+	gt_free(wpe_d), gt_free(wpe2_d), gt_free(again_d);
+	close_gpu(st);
+}

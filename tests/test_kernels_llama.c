@@ -665,3 +665,80 @@ Test(kernels_llama, table_slots_are_the_cpu_ops)
 	cr_assert(same_bits(o1, o2, no / 2, "table swiglu_forward"));
 	free(qkv), free(q1), free(q2), free(o1), free(o2), free(p), free(a);
 }
+
+/* ---- the embedding backward's sorted, segmented reduction (kernels/cpu/segment.c) ---- */
+
+/* skewed tokens: half the rows one token, a few others, and the largest id */
+static void skewed_tokens(struct kc_rng *r, int *tok, long n, int V)
+{
+	for (long i = 0; i < n; i++) {
+		int u = (int)(kc_next(r) % 8);
+
+		tok[i] = u < 4 ? 3 : u < 7 ? (int)(kc_next(r) % 7) : V - 1;
+	}
+}
+
+Test(kernels_llama, sort_rows_by_key_is_stable)
+{
+	enum { N = 5000, V = 50 };
+	struct kc_rng r = { 4242 };
+	int *tok = malloc(N * sizeof(int)), *order = malloc(N * sizeof(int));
+	char *seen = calloc(N, 1);
+
+	cr_assert(tok && order && seen);
+	skewed_tokens(&r, tok, N, V);
+	cr_assert_eq(zn_cpu_sort_rows_by_key(order, tok, N), 0);
+	for (long i = 0; i < N; i++) {
+		cr_assert(order[i] >= 0 && order[i] < N && !seen[order[i]],
+			  "order[%ld] = %d: not a permutation", i, order[i]);
+		seen[order[i]] = 1;
+		if (i > 0) {
+			int a = tok[order[i - 1]], b = tok[order[i]];
+
+			cr_assert(a < b || (a == b && order[i - 1] < order[i]),
+				  "order[%ld]: (%d, row %d) after (%d, row %d)", i, b, order[i], a,
+				  order[i - 1]);
+		}
+	}
+	cr_assert_eq(zn_cpu_sort_rows_by_key(order, tok, 0), 0);
+	free(tok), free(order), free(seen);
+}
+
+/* the segmented reduction gives the serial walk's bits (each element summed from its old
+ * value in (b, t) order) for 1 and 3 threads, and matches a double sum */
+Test(kernels_llama, embedding_backward_segmented_is_the_serial_walk)
+{
+	enum { B = 3, T = 700, C = 67, V = 20 };
+	const long BT = (long)B * T;
+	struct kc_rng r = { 9090 };
+	int *tok = malloc(BT * sizeof(int));
+	float *dout = frand(&r, (size_t)BT * C, -1, 1), *w0 = frand(&r, (size_t)V * C, -1, 1);
+	float *serial = fcopy(w0, (size_t)V * C);
+	float *e1 = fcopy(w0, (size_t)V * C), *e3 = fcopy(w0, (size_t)V * C);
+	float *enc = fcopy(w0, (size_t)V * C), *wpe = falloc((size_t)T * C);
+	double *ref = malloc((size_t)V * C * sizeof(double));
+
+	cr_assert(tok && ref);
+	skewed_tokens(&r, tok, BT, V);
+	for (long bt = 0; bt < BT; bt++)
+		for (int c = 0; c < C; c++)
+			serial[(long)tok[bt] * C + c] += dout[bt * C + c];
+	for (long i = 0; i < (long)V * C; i++)
+		ref[i] = w0[i];
+	for (long bt = 0; bt < BT; bt++)
+		for (int c = 0; c < C; c++)
+			ref[(long)tok[bt] * C + c] += dout[bt * C + c];
+	omp_set_num_threads(1);
+	zn_cpu_embedding_backward(e1, dout, tok, B, T, C);
+	omp_set_num_threads(3);
+	zn_cpu_embedding_backward(e3, dout, tok, B, T, C);
+	zn_cpu_encoder_backward(enc, wpe, dout, tok, B, T, C);
+	cr_assert(same_bits(e1, serial, (size_t)V * C, "embedding dwte, 1 thread vs serial"));
+	cr_assert(same_bits(e3, serial, (size_t)V * C, "embedding dwte, 3 threads vs serial"));
+	cr_assert(same_bits(enc, serial, (size_t)V * C, "encoder dwte vs serial"));
+	for (long i = 0; i < (long)V * C; i++)
+		cr_assert(fabs(e1[i] - ref[i]) <= 1e-4 * (1 + fabs(ref[i])),
+			  "dwte[%ld] = %.9g, double %.9g", i, e1[i], ref[i]);
+	free(tok), free(dout), free(w0), free(serial), free(e1), free(e3), free(enc), free(wpe);
+	free(ref);
+}

@@ -227,3 +227,53 @@ Test(kernels_lmhead, bad_sizes_refused)
 	cr_assert(zn_lmhead_ce_work_count(16743, 128256) > (size_t)INT32_MAX,
 		  "work count is computed in 64 bits");
 }
+
+/* zn_lmhead_ce_chunk: the rows per chunk for given row counts, vocabularies and work
+ * budgets (the figures worked by hand from the rule in kernels/lmhead_ce.h) */
+Test(kernels_lmhead, chunk_rows_from_the_budget)
+{
+	const uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+	const struct {
+		int64_t bt;
+		int vp;
+		uint64_t work;
+		int rows;
+	} c[] = {
+		/* the default 128 MiB at vocab 65536: 256 rows; 264 rows run as 256 + 8 */
+		{ 264, 65536, 0, 256 },
+		{ 264, 65536, 128 * MiB, 256 },
+		/* Llama 3 (128,256): the default holds 130 rows, rounded down to 128 */
+		{ 8192, 128256, 0, 128 },
+		/* H200-sized: 141 GB / 16 = 8.8 GB holds 8588 rows: the 8192 rows in one chunk */
+		{ 8192, 128256, 141000000000ull / 16, 8192 },
+		/* 16384 rows, 8 GiB (8371 rows, 8320 after rounding): two balanced chunks */
+		{ 16384, 128256, 8 * GiB, 8192 },
+		/* 1000 rows, 1 GiB at 128,256 (1046 rows): one chunk of all 1000 */
+		{ 1000, 128256, GiB, 1000 },
+		/* 3000 rows, 1 GiB: room for 1046 (1024 rounded): 3 chunks of 1000 -> 1024 */
+		{ 3000, 128256, GiB, 1024 },
+		/* a budget under one quantum: 128 rows, not slivers; fewer rows: all of them */
+		{ 1000, 128256, 1, 128 },
+		{ 100, 128256, 1, 100 },
+		/* the kernels' int limit, 16,743 rows of 128,256 (16,640 rounded): 2^20 rows in 64
+		 * chunks, 20000 in 2 */
+		{ 1 << 20, 128256, 1ull << 50, 16384 },
+		{ 20000, 128256, 1ull << 50, 10112 },
+		/* nothing to do */
+		{ 0, 128256, 0, 1 },
+		{ 10, 0, 0, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int rows = zn_lmhead_ce_chunk(c[i].bt, c[i].vp, c[i].work);
+
+		cr_assert_eq(rows, c[i].rows, "case %zu: %lld rows, vocab %d, work %llu: %d, not %d",
+			     i, (long long)c[i].bt, c[i].vp, (unsigned long long)c[i].work, rows,
+			     c[i].rows);
+		cr_assert_leq((int64_t)rows * (c[i].vp > 0 ? c[i].vp : 1), INT32_MAX);
+	}
+	/* the budget from the device's: 1/16, at least 128 MiB */
+	cr_assert_eq(zn_lmhead_ce_work_bytes(0), 128 * MiB);
+	cr_assert_eq(zn_lmhead_ce_work_bytes(GiB), 128 * MiB);
+	cr_assert_eq(zn_lmhead_ce_work_bytes(16 * GiB), GiB);
+}

@@ -19,25 +19,10 @@ void zn_cpu_embedding_forward(float *out, const int *inp, const float *wte, int 
 	}
 }
 
-/* Threads split the channels, never the positions: each dwte element is summed by one
- * thread in (b, t) order, so the result does not depend on the thread count. */
+/* A sorted, segmented reduction (segment.c): each dwte element summed by one thread in
+ * (b, t) order, so the result does not depend on the thread count. */
 void zn_cpu_embedding_backward(float *dwte, const float *dout, const int *inp, int B, int T,
 			       int C)
 {
-	long BT = (long)B * T;
-	int nchunk = (C + ZN_CPU_CHUNK - 1) / ZN_CPU_CHUNK;
-
-#pragma omp parallel for schedule(static) if (BT * C > ZN_CPU_PAR_MIN)
-	for (int k = 0; k < nchunk; k++) {
-		int c0 = k * ZN_CPU_CHUNK;
-		int c1 = c0 + ZN_CPU_CHUNK < C ? c0 + ZN_CPU_CHUNK : C;
-
-		for (long bt = 0; bt < BT; bt++) {
-			const float *d = dout + bt * C;
-			float *w = dwte + (long)inp[bt] * C;
-
-			for (int i = c0; i < c1; i++)
-				w[i] += d[i];
-		}
-	}
+	zn_cpu_segment_add_rows(dwte, dout, inp, (long)B * T, C);
 }

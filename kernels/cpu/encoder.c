@@ -30,8 +30,9 @@ void zn_cpu_encoder_pos_forward(float *out, const int *inp, const int *pos, cons
 	}
 }
 
-/* Threads split the channels, never the positions: each dwte/dwpe element is summed by one
- * thread in (b, t) order, so the result does not depend on the thread count. */
+/* dwte (and dwpe with positions) as a sorted, segmented reduction (segment.c): each
+ * element summed by one thread in (b, t) order; dwpe without positions: threads split
+ * the positions t, each element summed over b in order. Independent of the thread count. */
 void zn_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
 			     int B, int T, int C)
 {
@@ -42,22 +43,21 @@ void zn_cpu_encoder_pos_backward(float *dwte, float *dwpe, const float *dout, co
 				 const int *pos, int B, int T, int C)
 {
 	long BT = (long)B * T;
-	int nchunk = (C + ZN_CPU_CHUNK - 1) / ZN_CPU_CHUNK;
 
+	zn_cpu_segment_add_rows(dwte, dout, inp, BT, C);
+	if (pos) {
+		zn_cpu_segment_add_rows(dwpe, dout, pos, BT, C);
+		return;
+	}
 #pragma omp parallel for schedule(static) if (BT * C > ZN_CPU_PAR_MIN)
-	for (int k = 0; k < nchunk; k++) {
-		int c0 = k * ZN_CPU_CHUNK;
-		int c1 = c0 + ZN_CPU_CHUNK < C ? c0 + ZN_CPU_CHUNK : C;
+	for (int t = 0; t < T; t++) {
+		float *wp = dwpe + (long)t * C;
 
-		for (long bt = 0; bt < BT; bt++) {
-			const float *d = dout + bt * C;
-			float *wt = dwte + (long)inp[bt] * C;
-			float *wp = dwpe + (pos ? (long)pos[bt] : bt % T) * C;
+		for (int b = 0; b < B; b++) {
+			const float *d = dout + ((long)b * T + t) * C;
 
-			for (int i = c0; i < c1; i++) {
-				wt[i] += d[i];
+			for (int i = 0; i < C; i++)
 				wp[i] += d[i];
-			}
 		}
 	}
 }

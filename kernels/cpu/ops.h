@@ -144,6 +144,25 @@ void zn_cpu_flash_attention_doc_backward(float *dqkv, float *drow, const float *
 					 const float *qkv, const float *out, const float *lse,
 					 const int *pos, int B, int T, int NH, int KV, int hd,
 					 int window);
+/* bf16 activations (bf16out.c): the fp32 op, then zn_cpu_cast_f32_to_bf16 of its output,
+ * through a bounded buffer of whole rows (the same bits as the two calls) */
+void zn_cpu_layernorm_forward_bf16out(uint16_t *out16, float *mean, float *rstd,
+				      const float *inp, const float *weight, const float *bias,
+				      int B, int T, int C);
+void zn_cpu_rmsnorm_forward_bf16out(uint16_t *out16, float *rstd, const float *inp,
+				    const float *weight, float eps, int B, int T, int C);
+void zn_cpu_gelu_forward_bf16out(uint16_t *out16, const float *inp, size_t N);
+void zn_cpu_swiglu_forward_bf16out(uint16_t *out16, const float *inp, int B, int T, int IC);
+
+/* The embedding backward's scatter-add (segment.c): dw[key[p], c] += dout[p, c] for
+ * p < BT, c < C, each dw element summed by one thread in row order (the serial walk's
+ * bits, any thread count), through zn_cpu_sort_rows_by_key's segments. */
+void zn_cpu_segment_add_rows(float *dw, const float *dout, const int *key, long BT, int C);
+/* order[0..n) = the rows 0..n-1 sorted by key[row], equal keys in increasing row (a
+ * stable sort): the segments are the runs of equal key[order[i]]. Returns 0, -ENOMEM, or
+ * -EINVAL when n > INT32_MAX. */
+int zn_cpu_sort_rows_by_key(int *order, const int *key, long n);
+
 /* encoder with positions: out = wte[inp] + wpe[pos[b,t]] (pos NULL: t) */
 void zn_cpu_encoder_pos_forward(float *out, const int *inp, const int *pos, const float *wte,
 				const float *wpe, int B, int T, int C);

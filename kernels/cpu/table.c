@@ -290,6 +290,41 @@ static void flash_attention_doc_backward(void *stream, float *dqkv, float *drow,
 					    hd, window);
 }
 
+/* no tensor cores: the fp32 op, and out16 its cast (the same bits as a cast pass) */
+static void flash_attention_doc_tc_forward(void *stream, float *out, uint16_t *out16,
+					   float *lse, const float *qkv, const int *pos, int B,
+					   int T, int NH, int KV, int hd, int window)
+{
+	zn_cpu_flash_attention_doc_forward(out, lse, qkv, pos, B, T, NH, KV, hd, window);
+	if (out16)
+		zn_cpu_cast_f32_to_bf16(out16, out, (size_t)B * T * NH * hd);
+}
+
+static void layernorm_forward_bf16out(void *stream, uint16_t *out16, float *mean, float *rstd,
+				      const float *inp, const float *weight, const float *bias,
+				      int B, int T, int C)
+{
+	zn_cpu_layernorm_forward_bf16out(out16, mean, rstd, inp, weight, bias, B, T, C);
+}
+
+static void rmsnorm_forward_bf16out(void *stream, uint16_t *out16, float *rstd,
+				    const float *inp, const float *weight, float eps, int B,
+				    int T, int C)
+{
+	zn_cpu_rmsnorm_forward_bf16out(out16, rstd, inp, weight, eps, B, T, C);
+}
+
+static void gelu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, size_t N)
+{
+	zn_cpu_gelu_forward_bf16out(out16, inp, N);
+}
+
+static void swiglu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, int B,
+				   int T, int IC)
+{
+	zn_cpu_swiglu_forward_bf16out(out16, inp, B, T, IC);
+}
+
 static void encoder_pos_forward(void *stream, float *out, const int *inp, const int *pos,
 				const float *wte, const float *wpe, int B, int T, int C)
 {
@@ -362,4 +397,11 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.encoder_pos_forward = encoder_pos_forward,
 	.encoder_pos_backward = encoder_pos_backward,
 	.encoder_pos_forward_bf16 = encoder_pos_forward_bf16,
+	/* no tensor cores: the fp32 fused attention */
+	.flash_attention_doc_tc_forward = flash_attention_doc_tc_forward,
+	.flash_attention_doc_tc_backward = flash_attention_doc_backward,
+	.layernorm_forward_bf16out = layernorm_forward_bf16out,
+	.rmsnorm_forward_bf16out = rmsnorm_forward_bf16out,
+	.gelu_forward_bf16out = gelu_forward_bf16out,
+	.swiglu_forward_bf16out = swiglu_forward_bf16out,
 };

@@ -53,6 +53,30 @@ static __device__ __forceinline__ float zn_warp_max(float v)
 	return v;
 }
 
+/* fp32 -> bf16 bits as src/core/dtype.c rounds: to nearest, ties to even; NaN keeps its
+ * sign and becomes quiet. Every bf16 the CUDA kernels write goes through this, so a fused
+ * output equals the cast kernel's bit for bit. */
+static __device__ __forceinline__ uint16_t zn_bf16_rne(float f)
+{
+	unsigned u = __float_as_uint(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x0040u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+/* an op's output element: fp32 as is, or bf16 (the *_bf16out ops) */
+static __device__ __forceinline__ void zn_put(float *p, float v)
+{
+	*p = v;
+}
+
+static __device__ __forceinline__ void zn_put(uint16_t *p, float v)
+{
+	*p = zn_bf16_rne(v);
+}
+
 /* Checks the launch just made (cudaGetLastError): on failure logs "op: launch failed at
  * file:line: message" and sets the sticky error flag. */
 void zn_cuda_note_launch(const char *op, const char *file, int line);
@@ -82,5 +106,27 @@ void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, in
 /* dst[c] += sum over rows of src[r * cols + c], rows in a fixed order per column */
 void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float *src,
 			long rows, int cols);
+
+/* FlashAttention-2 on tensor cores (kernels/cuda/flash_attention_fa2.cu): the
+ * flash_attention_tc and flash_attention_doc_tc ops (pos NULL: no documents) for the
+ * head_dims zn_cuda_fa2_supported accepts (32, 64, 96, 128). */
+bool zn_cuda_fa2_supported(int hd);
+/* out16 (NULL: none) receives out rounded to bf16 (zn_bf16_rne) by the epilogue */
+void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
+			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
+			 int window);
+void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
+			  const float *qkv, const float *out, const float *lse, const int *pos,
+			  int B, int T, int NH, int KV, int hd, int window);
+/* drow[(b*NH + h)*T + t] = sum over hd of dout * out (flash_attention_tc.cu), enqueued */
+void zn_cuda_flash_drow(cudaStream_t s, const char *op, float *drow, const float *dout,
+			const float *out, int B, int T, int NH, int hd);
+
+/* dw[key[p], c] += dout[p, c] for p < BT, c < C: the embedding backward's scatter-add as
+ * a stable sort by key and one thread per (distinct key, channel) summing its rows in
+ * (b, t) order (kernels/cuda/embed_backward.cu): bit-identical to the CPU's serial walk.
+ * Takes 12 x BT bytes of stream-ordered scratch; failures are noted as above. */
+void zn_cuda_segment_add_rows(cudaStream_t s, const char *op, float *dw, const float *dout,
+			      const int *key, long BT, int C);
 
 #endif

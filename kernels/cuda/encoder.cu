@@ -1,11 +1,11 @@
 /* Token + position embedding on CUDA.
  *
- * Backward is deterministic without atomics: one thread per channel walks every position
- * in (b, t) order adding into dwte (so repeated tokens add in the CPU's order, and the
- * result matches kernels/cpu bit for bit), and one thread per (t, channel) sums over b for
- * dwpe. Only C threads for dwte: slow for long batches, but it runs once per step.
- * With positions (packed documents, pos [B,T]): wpe[pos[b,t]]; dwpe as dwte, one thread
- * per channel in (b, t) order (the CPU's order: bit-identical).
+ * Backward is deterministic without atomics: dwte as a sorted, segmented reduction
+ * (zn_cuda_segment_add_rows, embed_backward.cu: rows sorted stably by token, one thread per
+ * (distinct token, channel) adding its rows in (b, t) order, so the result matches
+ * kernels/cpu bit for bit), and one thread per (t, channel) sums over b for dwpe.
+ * With positions (packed documents, pos [B,T]): wpe[pos[b,t]]; dwpe as dwte, keyed by
+ * position (the CPU's order: bit-identical).
  */
 #include "common.cuh"
 
@@ -26,28 +26,6 @@ static __global__ void encoder_forward_kernel(float *out, const int *inp, const 
 
 		out[idx] = wte[(long)inp[bt] * C + i] + wpe[p * C + i];
 	}
-}
-
-static __global__ void encoder_backward_wte_kernel(float *dwte, const float *dout, const int *inp,
-					    long BT, int C)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= C)
-		return;
-	for (long bt = 0; bt < BT; bt++)
-		dwte[(long)inp[bt] * C + i] += dout[bt * C + i];
-}
-
-static __global__ void encoder_backward_wpe_pos_kernel(float *dwpe, const float *dout,
-						       const int *pos, long BT, int C)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= C)
-		return;
-	for (long bt = 0; bt < BT; bt++)
-		dwpe[(long)pos[bt] * C + i] += dout[bt * C + i];
 }
 
 static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
@@ -95,12 +73,9 @@ extern "C" void zn_cuda_encoder_pos_backward(void *stream, float *dwte, float *d
 	long BT = (long)B * T;
 	size_t n = (size_t)T * C;
 
-	encoder_backward_wte_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwte, dout, inp, BT, C);
-	zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+	zn_cuda_segment_add_rows(s, "encoder_backward", dwte, dout, inp, BT, C);
 	if (pos) {
-		encoder_backward_wpe_pos_kernel<<<zn_cuda_grid(C, 128), 128, 0, s>>>(dwpe, dout,
-										 pos, BT, C);
-		zn_cuda_note_launch("encoder_backward", __FILE__, __LINE__);
+		zn_cuda_segment_add_rows(s, "encoder_backward", dwpe, dout, pos, BT, C);
 		return;
 	}
 	encoder_backward_wpe_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(

@@ -354,6 +354,16 @@ static __global__ void tc_drow_kernel(float *drow, const float *dout, const floa
 		drow[r] = s;
 }
 
+void zn_cuda_flash_drow(cudaStream_t s, const char *op, float *drow, const float *dout,
+			const float *out, int B, int T, int NH, int hd)
+{
+	struct tc_view a = tc_view_make(T, NH, NH, hd, 0);
+	long rows = (long)B * NH * T;
+
+	tc_drow_kernel<<<zn_cuda_grid(rows, 8), 256, 0, s>>>(drow, dout, out, rows, a);
+	zn_cuda_note_launch(op, __FILE__, __LINE__);
+}
+
 /* the dynamic shared memory a kernel needs above the 48 KiB default, once per process */
 static bool smem_ok(const void *kernel, size_t bytes, const char *op)
 {
@@ -386,6 +396,10 @@ extern "C" void zn_cuda_flash_attention_tc_forward(void *stream, float *out, flo
 	int nt = (T + TQ - 1) / TQ;
 	size_t smem = fwd_smem(a.hdp);
 
+	if (zn_cuda_fa2_supported(hd)) {
+		zn_cuda_fa2_forward(stream, out, NULL, lse, qkv, NULL, B, T, NH, KV, hd, window);
+		return;
+	}
 	if (!tc_args_ok(hd, op) || !smem_ok((const void *)tc_forward_kernel, smem, op))
 		return;
 	tc_forward_kernel<<<(unsigned)((long)B * NH * nt), TC_THREADS, smem,
@@ -405,6 +419,11 @@ extern "C" void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, f
 	size_t smem = bwd_smem(a.hdp);
 	cudaStream_t s = (cudaStream_t)stream;
 
+	if (zn_cuda_fa2_supported(hd)) {
+		zn_cuda_fa2_backward(stream, dqkv, drow, dout, qkv, out, lse, NULL, B, T, NH, KV,
+				     hd, window);
+		return;
+	}
 	if (!tc_args_ok(hd, op) || !smem_ok((const void *)tc_dkv_kernel, smem, op) ||
 	    !smem_ok((const void *)tc_dq_kernel, smem, op))
 		return;
@@ -416,4 +435,36 @@ extern "C" void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, f
 	tc_dq_kernel<<<(unsigned)((long)B * NH * nt), TC_THREADS, smem, s>>>(dqkv, dout, qkv,
 									     lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
+}
+
+/* The slots the bf16 layers call (pos NULL: one sequence per row): FlashAttention-2 where
+ * it takes the head_dim, else the fp32 kernels (flash_attention(_doc)_*), not the WMMA
+ * kernel: a model with an odd head_dim (the tests' tiny ones) keeps fp32 attention, so
+ * its cuda-vs-host training comparisons hold at their tolerances. */
+extern "C" void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out,
+						       uint16_t *out16, float *lse,
+						       const float *qkv, const int *pos, int B,
+						       int T, int NH, int KV, int hd, int window)
+{
+	if (zn_cuda_fa2_supported(hd)) { /* out16 written by the kernel's epilogue */
+		zn_cuda_fa2_forward(stream, out, out16, lse, qkv, pos, B, T, NH, KV, hd, window);
+		return;
+	}
+	zn_cuda_flash_attention_doc_forward(stream, out, lse, qkv, pos, B, T, NH, KV, hd, window);
+	if (out16)
+		zn_cuda_cast_f32_to_bf16(stream, out16, out, (size_t)B * T * NH * hd);
+}
+
+extern "C" void zn_cuda_flash_attention_doc_tc_backward(void *stream, float *dqkv,
+							float *drow, const float *dout,
+							const float *qkv, const float *out,
+							const float *lse, const int *pos, int B,
+							int T, int NH, int KV, int hd, int window)
+{
+	if (zn_cuda_fa2_supported(hd))
+		zn_cuda_fa2_backward(stream, dqkv, drow, dout, qkv, out, lse, pos, B, T, NH, KV,
+				     hd, window);
+	else
+		zn_cuda_flash_attention_doc_backward(stream, dqkv, drow, dout, qkv, out, lse, pos,
+						     B, T, NH, KV, hd, window);
 }

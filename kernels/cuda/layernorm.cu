@@ -16,7 +16,9 @@ static __device__ __forceinline__ long warp_row(void)
 	return ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 }
 
-static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+/* OutT float: the op; uint16_t: layernorm_forward_bf16out (the same value, rounded) */
+template <typename OutT>
+static __global__ void layernorm_forward_kernel(OutT *out, float *mean, float *rstd,
 					 const float *inp, const float *weight, const float *bias,
 					 long BT, int C)
 {
@@ -26,7 +28,7 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
 	if (row >= BT) /* whole warps leave together: row is per warp */
 		return;
 	const float *x = inp + row * C;
-	float *o = out + row * C;
+	OutT *o = out + row * C;
 	float m = 0.0f, v = 0.0f;
 
 	for (int i = lane; i < C; i += 32)
@@ -41,7 +43,7 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
 	float s = 1.0f / sqrtf(v + LN_EPS);
 
 	for (int i = lane; i < C; i += 32)
-		o[i] = (x[i] - m) * s * weight[i] + bias[i];
+		zn_put(o + i, (x[i] - m) * s * weight[i] + bias[i]);
 	if (lane == 0) {
 		mean[row] = m;
 		rstd[row] = s;
@@ -122,10 +124,23 @@ extern "C" void zn_cuda_layernorm_forward(void *stream, float *out, float *mean,
 {
 	long BT = (long)B * T;
 
-	layernorm_forward_kernel<<<row_blocks(BT), 32 * ROWS_PER_BLOCK, 0,
-				   (cudaStream_t)stream>>>(out, mean, rstd, inp, weight, bias, BT,
-							   C);
+	layernorm_forward_kernel<float><<<row_blocks(BT), 32 * ROWS_PER_BLOCK, 0,
+					  (cudaStream_t)stream>>>(out, mean, rstd, inp, weight,
+								  bias, BT, C);
 	zn_cuda_note_launch("layernorm_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_layernorm_forward_bf16out(void *stream, uint16_t *out16, float *mean,
+						  float *rstd, const float *inp,
+						  const float *weight, const float *bias, int B,
+						  int T, int C)
+{
+	long BT = (long)B * T;
+
+	layernorm_forward_kernel<uint16_t><<<row_blocks(BT), 32 * ROWS_PER_BLOCK, 0,
+					     (cudaStream_t)stream>>>(out16, mean, rstd, inp,
+								     weight, bias, BT, C);
+	zn_cuda_note_launch("layernorm_forward_bf16out", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_layernorm_backward(void *stream, float *dinp, float *dweight,

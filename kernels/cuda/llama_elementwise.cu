@@ -2,9 +2,10 @@
  * on the q and k heads of qkv, SwiGLU. Same formulas as kernels/cpu (embedding.c, rope.c,
  * swiglu.c); grid-stride over 64-bit counts.
  *
- * Embedding backward is deterministic without atomics: one thread per channel walks every
- * position in (b, t) order adding into dwte (repeated tokens add in the CPU's order, so
- * the result matches kernels/cpu bit for bit); only C threads, as the GPT-2 encoder.
+ * Embedding backward is deterministic without atomics: a sorted, segmented reduction
+ * (zn_cuda_segment_add_rows, embed_backward.cu: rows sorted stably by token, one thread per
+ * (distinct token, channel) adding its rows in (b, t) order, so repeated tokens add in the
+ * CPU's order and the result matches kernels/cpu bit for bit).
  */
 #include <string.h>
 
@@ -32,17 +33,6 @@ static __global__ void embedding_forward_kernel(float *out, const int *inp, cons
 	}
 }
 
-static __global__ void embedding_backward_kernel(float *dwte, const float *dout, const int *inp,
-						 long BT, int C)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= C)
-		return;
-	for (long bt = 0; bt < BT; bt++)
-		dwte[(size_t)inp[bt] * C + i] += dout[(size_t)bt * C + i];
-}
-
 /* one thread per (b, t, head, i < hd/2) pair; sign -1 applies the transpose */
 static __global__ void rope_kernel(float *qkv, const struct rope_freqs inv_freq,
 				   const int *pos, size_t n, int T, int nh, int half, long S,
@@ -63,14 +53,16 @@ static __global__ void rope_kernel(float *qkv, const struct rope_freqs inv_freq,
 	}
 }
 
-static __global__ void swiglu_forward_kernel(float *out, const float *inp, size_t n, int IC)
+/* OutT float: the op; uint16_t: swiglu_forward_bf16out (the same value, rounded) */
+template <typename OutT>
+static __global__ void swiglu_forward_kernel(OutT *out, const float *inp, size_t n, int IC)
 {
 	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
 		size_t bt = idx / IC;
 		int i = (int)(idx % IC);
 		float g = inp[bt * 2 * IC + i], u = inp[bt * 2 * IC + IC + i];
 
-		out[idx] = g / (1.0f + expf(-g)) * u;
+		zn_put(out + idx, g / (1.0f + expf(-g)) * u);
 	}
 }
 
@@ -107,9 +99,8 @@ extern "C" void zn_cuda_embedding_forward(void *stream, float *out, const int *i
 extern "C" void zn_cuda_embedding_backward(void *stream, float *dwte, const float *dout,
 					   const int *inp, int B, int T, int C)
 {
-	embedding_backward_kernel<<<zn_cuda_grid(C, 128), 128, 0, (cudaStream_t)stream>>>(
-		dwte, dout, inp, (long)B * T, C);
-	zn_cuda_note_launch("embedding_backward", __FILE__, __LINE__);
+	zn_cuda_segment_add_rows((cudaStream_t)stream, "embedding_backward", dwte, dout, inp,
+				 (long)B * T, C);
 }
 
 static void rope(void *stream, const char *op, float *qkv, const float *inv_freq,
@@ -146,9 +137,19 @@ extern "C" void zn_cuda_swiglu_forward(void *stream, float *out, const float *in
 {
 	size_t n = (size_t)B * T * IC;
 
-	swiglu_forward_kernel<<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp,
-										       n, IC);
+	swiglu_forward_kernel<float><<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out, inp, n, IC);
 	zn_cuda_note_launch("swiglu_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_swiglu_forward_bf16out(void *stream, uint16_t *out16,
+					       const float *inp, int B, int T, int IC)
+{
+	size_t n = (size_t)B * T * IC;
+
+	swiglu_forward_kernel<uint16_t><<<blocks(n), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+		out16, inp, n, IC);
+	zn_cuda_note_launch("swiglu_forward_bf16out", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_swiglu_backward(void *stream, float *dinp, const float *dout,

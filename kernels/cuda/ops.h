@@ -136,6 +136,22 @@ void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, float *drow,
 					 const float *dout, const float *qkv, const float *out,
 					 const float *lse, int B, int T, int NH, int KV, int hd,
 					 int window);
+void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out, uint16_t *out16,
+					    float *lse, const float *qkv, const int *pos, int B,
+					    int T, int NH, int KV, int hd, int window);
+void zn_cuda_flash_attention_doc_tc_backward(void *stream, float *dqkv, float *drow,
+					     const float *dout, const float *qkv,
+					     const float *out, const float *lse, const int *pos,
+					     int B, int T, int NH, int KV, int hd, int window);
+void zn_cuda_layernorm_forward_bf16out(void *stream, uint16_t *out16, float *mean,
+				       float *rstd, const float *inp, const float *weight,
+				       const float *bias, int B, int T, int C);
+void zn_cuda_rmsnorm_forward_bf16out(void *stream, uint16_t *out16, float *rstd,
+				     const float *inp, const float *weight, float eps, int B,
+				     int T, int C);
+void zn_cuda_gelu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, size_t N);
+void zn_cuda_swiglu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, int B,
+				    int T, int IC);
 
 /* LoRA (kernels/cuda/lora.cu) */
 void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,

@@ -15,7 +15,9 @@ static __device__ __forceinline__ long warp_row(void)
 	return ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 }
 
-static __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp,
+/* OutT float: the op; uint16_t: rmsnorm_forward_bf16out (the same value, rounded) */
+template <typename OutT>
+static __global__ void rmsnorm_forward_kernel(OutT *out, float *rstd, const float *inp,
 					      const float *weight, float eps, long BT, int C)
 {
 	long row = warp_row();
@@ -24,7 +26,7 @@ static __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const flo
 	if (row >= BT) /* whole warps leave together: row is per warp */
 		return;
 	const float *x = inp + row * C;
-	float *o = out + row * C;
+	OutT *o = out + row * C;
 	float ss = 0.0f;
 
 	for (int i = lane; i < C; i += 32)
@@ -32,7 +34,7 @@ static __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const flo
 	float s = 1.0f / sqrtf(zn_warp_sum(ss) / C + eps);
 
 	for (int i = lane; i < C; i += 32)
-		o[i] = (x[i] * s) * weight[i];
+		zn_put(o + i, (x[i] * s) * weight[i]);
 	if (lane == 0)
 		rstd[row] = s;
 }
@@ -87,9 +89,21 @@ extern "C" void zn_cuda_rmsnorm_forward(void *stream, float *out, float *rstd,
 {
 	long BT = (long)B * T;
 
-	rmsnorm_forward_kernel<<<zn_cuda_grid(BT, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
-				 (cudaStream_t)stream>>>(out, rstd, inp, weight, eps, BT, C);
+	rmsnorm_forward_kernel<float><<<zn_cuda_grid(BT, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
+					(cudaStream_t)stream>>>(out, rstd, inp, weight, eps, BT, C);
 	zn_cuda_note_launch("rmsnorm_forward", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_rmsnorm_forward_bf16out(void *stream, uint16_t *out16, float *rstd,
+						const float *inp, const float *weight, float eps,
+						int B, int T, int C)
+{
+	long BT = (long)B * T;
+
+	rmsnorm_forward_kernel<uint16_t><<<zn_cuda_grid(BT, ROWS_PER_BLOCK),
+					   32 * ROWS_PER_BLOCK, 0, (cudaStream_t)stream>>>(
+		out16, rstd, inp, weight, eps, BT, C);
+	zn_cuda_note_launch("rmsnorm_forward_bf16out", __FILE__, __LINE__);
 }
 
 extern "C" void zn_cuda_rmsnorm_backward(void *stream, float *dinp, float *dweight,

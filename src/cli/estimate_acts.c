@@ -10,6 +10,7 @@
 #include "cli/estimate_acts.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "lmhead_ce.h"
 #include "sched/recompute.h"
 
 /* The layers are described one at a time (zn_act_shape.ld NULL), so a model of a
@@ -17,6 +18,7 @@
 struct acts_model {
 	struct zn_model model;
 	struct zn_act_sums sums;
+	uint64_t work_bytes; /* the lm_head chunks' budget, as the engine sizes it */
 	int n;
 };
 
@@ -26,8 +28,10 @@ static void model_of(const struct zn_train_model *tm, const struct zn_est_acts *
 	struct zn_act_shape s;
 
 	m->model = zn_train_model_get(tm);
+	m->work_bytes = zn_lmhead_ce_work_bytes(a->device_mem);
 	m->n = m->model.ops->layer_count(m->model.config);
-	s = (struct zn_act_shape){ .model = m->model, .n = m->n, .B = a->micro, .T = T };
+	s = (struct zn_act_shape){ .model = m->model, .n = m->n, .B = a->micro, .T = T,
+				   .work_bytes = m->work_bytes };
 	zn_act_sums_of(&s, &m->sums);
 }
 
@@ -45,7 +49,8 @@ static void bytes_for(const struct acts_model *m, const struct zn_est_acts *a, i
 static void per_layer(const struct acts_model *m, const struct zn_est_acts *a, int T,
 		      uint64_t x)
 {
-	struct zn_act_shape s = { .model = m->model, .n = m->n, .B = a->micro, .T = T };
+	struct zn_act_shape s = { .model = m->model, .n = m->n, .B = a->micro, .T = T,
+				  .work_bytes = m->work_bytes };
 	char b[2][32];
 
 	for (int l = 0; l < m->n;) {

@@ -13,6 +13,8 @@ struct zn_est_acts {
 	bool checkpointing; /* --gradient-checkpointing */
 	bool quiet;         /* no lines (--json) */
 	int T;              /* the run's sequence length (0: the model's) */
+	/* --device-mem (0: not given): sizes the lm_head chunks as the engine does */
+	uint64_t device_mem;
 };
 
 /* The activations of tm's model (any family: GPT-2, Llama, Qwen2, Mistral) at micro-batch

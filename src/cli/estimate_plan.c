@@ -360,7 +360,8 @@ int zn_estimate_plan(int argc, char **argv)
 						      .micro = (int)s->cfg.train_micro_batch_size_per_gpu,
 						      .every = s->cfg.act_ckpt.every,
 						      .checkpointing = s->cfg.act_ckpt.enabled,
-						      .T = s->eo.seq_len },
+						      .T = s->eo.seq_len,
+						      .device_mem = r->budget },
 					      &s->tm, &(uint64_t){ 0 });
 		}
 	}

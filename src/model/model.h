@@ -53,6 +53,12 @@ struct zn_layer_desc {
 	 * optimizer state. Its tensors are the family's own business (LoRA: the base
 	 * layer's); tensors[] above are the trainable ones only. 0: none. */
 	uint64_t frozen_numel;
+	/* Bytes the layer may size a work buffer of its own choosing to (the final layer's
+	 * lm_head + cross-entropy chunks, kernels/lmhead_ce.h): the engine sets it from the
+	 * device budget (zn_lmhead_ce_work_bytes) before asking for scratch_numel; describe
+	 * leaves 0, the family's default. The scratch size and the layer's calls read the
+	 * same descriptor, so they agree. */
+	uint64_t work_bytes;
 };
 
 /* One layer's call: device pointers (the stream's memory), B x T tokens. */

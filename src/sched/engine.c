@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/size.h"
+#include "lmhead_ce.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 
@@ -339,10 +339,16 @@ static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struc
 	if (e->B < 1)
 		e->B = 1;
 	rc = check_options(e, opt);
-	if (!rc)
-		rc = zn_engine_check_counts(cfg, model, opt->seq_len);
-	/* only the sizes until the plan fits: nothing yet grows with the counts but them */
-	return rc ? rc : zn_engine_layer_sizes(e);
+	return rc ? rc : zn_engine_check_counts(cfg, model, opt->seq_len);
+}
+
+/* Pass one over the layers for a device of dev_budget bytes: the lm_head's chunks (and so
+ * the scratch the plan counts) are sized from it. Only the sizes until the plan fits:
+ * nothing yet grows with the counts but them. */
+static int layer_sizes(struct zn_engine *e, uint64_t dev_budget)
+{
+	e->work_bytes = zn_lmhead_ce_work_bytes(dev_budget);
+	return zn_engine_layer_sizes(e);
 }
 
 int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
@@ -359,6 +365,8 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 		return -ENOMEM;
 	rc = prepare(e, cfg, model, opt);
 	e->rt.world = world;
+	if (!rc)
+		rc = layer_sizes(e, device_budget);
 	if (!rc)
 		rc = plan_for(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
@@ -382,6 +390,8 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
 		  "the runtime (device, comm, streams)", -1);
+	if (!rc)
+		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev));
 	if (rc)
 		goto destroy;
 	rc = make_plan(e);

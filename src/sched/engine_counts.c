@@ -186,6 +186,7 @@ int zn_engine_layer_sizes(struct zn_engine *e)
 	for (int l = 0; !rc && l < e->n; l++) {
 		*d = (struct zn_layer_desc){ 0 };
 		rc = e->model.ops->describe(e->model.config, l, d);
+		d->work_bytes = e->work_bytes;
 		if (!rc)
 			rc = check_layer(e, l, d);
 		if (!rc)
@@ -204,6 +205,7 @@ int zn_engine_layer_descs(struct zn_engine *e)
 		return -ENOMEM;
 	for (int l = 0; !rc && l < e->n; l++) {
 		rc = e->model.ops->describe(e->model.config, l, &e->ld[l]);
+		e->ld[l].work_bytes = e->work_bytes;
 		/* the plan was made from pass one: a family must describe a layer the same way
 		 * twice */
 		if (!rc && (e->ld[l].numel != e->numel[l] ||

@@ -44,6 +44,7 @@ struct zn_engine {
 	int B, T, gas;
 	uint64_t *numel;
 	struct zn_act_sums act_sums; /* the activations' sums over the layers (recompute.h) */
+	uint64_t work_bytes;          /* each layer's zn_layer_desc.work_bytes (lm_head chunks) */
 	struct zn_engine_plan_input pin;
 	struct zn_engine_plan plan;
 	enum zn_dtype pdt;       /* stored parameter dtype */

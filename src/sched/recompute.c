@@ -15,8 +15,8 @@ void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s)
 	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
 
 	*s = (struct zn_act_shape){ .model = e->model, .ld = e->ld, .sums = &e->act_sums,
-				    .n = e->n, .B = e->B,
-				    .T = e->T, .compute16 = e->compute16,
+				    .n = e->n, .B = e->B, .T = e->T, .work_bytes = e->work_bytes,
+				    .compute16 = e->compute16,
 				    .on = e->cfg.act_ckpt.enabled,
 				    .every = e->cfg.act_ckpt.every,
 				    .pos = e->cfg.runtime.packing == ZN_PACKING_DOCUMENTS,
@@ -55,6 +55,7 @@ static uint64_t layer_bytes(const struct zn_act_shape *s, int l, bool scratch)
 	d = (struct zn_layer_desc){ 0 };
 	if (o->describe(s->model.config, l, &d))
 		return ZN_SIZE_OVERFLOW;
+	d.work_bytes = s->work_bytes;
 	return zn_size_mul(numel(s->model.config, &d, s->B, s->T), 4);
 }
 

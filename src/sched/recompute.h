@@ -98,6 +98,7 @@ struct zn_act_shape {
 	const struct zn_layer_desc *ld;
 	const struct zn_act_sums *sums; /* precomputed, or NULL: zn_act_bytes_of sums */
 	int n, B, T;
+	uint64_t work_bytes;     /* a described layer's work_bytes (model.h; ld's have theirs) */
 	bool compute16;          /* bf16 compute: the model's *_bf16 sizes */
 	bool on;                 /* checkpointing */
 	int every;               /* K (clamped to 1 .. n-1) */

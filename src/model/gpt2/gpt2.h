@@ -243,9 +243,9 @@ void zn_gpt2_layer_backward_pos(const struct zn_kernel_table *k, void *stream,
 				const int *tokens, const int *pos, const int *targets,
 				float dloss_scale, int B, int T);
 
-/* Rows per lm_head + cross-entropy chunk (kernels/lmhead_ce.h) for bt rows: logits of at
- * most 2^24 floats per chunk. */
-int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt);
+/* Rows per lm_head + cross-entropy chunk (kernels/lmhead_ce.h) for bt rows within
+ * work_bytes (the descriptor's work_bytes; 0: the default 128 MiB): zn_lmhead_ce_chunk. */
+int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt, uint64_t work_bytes);
 
 /* bf16 compute (src/model/gpt2/gpt2_layer_bf16.c, docs/kernels.md "bf16 compute"): the
  * same layers reading the stored bf16 parameters directly, GEMMs on bf16 inputs with fp32

@@ -24,14 +24,27 @@ struct final_acts {
 };
 
 struct sizes {
-	uint64_t bt, btc, bnt, ce_work;
-	int chunk; /* rows per lm_head + cross-entropy chunk */
+	uint64_t bt, btc, bnt;
 };
 
-int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt)
+int zn_gpt2_ce_chunk(const struct zn_gpt2_config *cfg, uint64_t bt, uint64_t work_bytes)
 {
-	/* logits of at most 2^24 floats per chunk: never [BT, Vp] at once */
-	return zn_lmhead_ce_chunk((int64_t)bt, cfg->padded_vocab);
+	/* chunks within the work budget: never [BT, Vp] at once unless the budget holds it */
+	return zn_lmhead_ce_chunk((int64_t)bt, cfg->padded_vocab, work_bytes);
+}
+
+/* the final layer's chunk rows and its work floats: from the descriptor the scratch size
+ * and the calls share */
+static int chunk_of(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L, int B,
+		    int T)
+{
+	return zn_gpt2_ce_chunk(cfg, (uint64_t)B * (uint64_t)T, L->work_bytes);
+}
+
+static uint64_t ce_work_of(const struct zn_gpt2_config *cfg, const struct zn_layer_desc *L,
+			   int B, int T)
+{
+	return zn_lmhead_ce_work_count(chunk_of(cfg, L, B, T), cfg->padded_vocab);
 }
 
 static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
@@ -41,8 +54,6 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, int B, int T)
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
 	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
-	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt);
-	s.ce_work = zn_lmhead_ce_work_count(s.chunk, cfg->padded_vocab);
 	return s;
 }
 
@@ -137,7 +148,7 @@ uint64_t zn_gpt2_scratch_numel(const struct zn_gpt2_config *cfg, const struct zn
 		return fwd > bwd ? fwd : bwd;
 	case ZN_GPT2_LAYER_FINAL:
 		/* lm_head + cross-entropy chunk work, dlnf, dx_ln, a zero [BTC] */
-		return s.ce_work + 3 * s.btc;
+		return ce_work_of(cfg, L, B, T) + 3 * s.btc;
 	default:
 		return 0;
 	}
@@ -205,7 +216,7 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 	/* lm_head = wte (tied); its padded rows are zero, so padded logits are 0 and ignored.
 	 * Chunked (kernels/lmhead_ce.h): the sizes are valid, so it cannot fail. */
 	(void)zn_lmhead_ce_forward(k, st, losses, scratch, a.lnf, wte, targets, (int64_t)s.bt, C,
-				   cfg->vocab, cfg->padded_vocab, s.chunk);
+				   cfg->vocab, cfg->padded_vocab, chunk_of(cfg, L, B, T));
 }
 
 void zn_gpt2_layer_forward(const struct zn_kernel_table *k, void *stream,
@@ -306,14 +317,14 @@ static void final_backward(const struct zn_kernel_table *k, void *st,
 	struct sizes s = sizes_of(cfg, B, T);
 	struct final_acts a;
 	float *work = scratch;
-	float *dlnf = scratch + s.ce_work; /* zero on entry: accumulated */
+	float *dlnf = scratch + ce_work_of(cfg, L, B, T); /* zero on entry: accumulated */
 	float *dx_ln = dlnf + s.btc;
 	const float *zero = dx_ln + s.btc; /* stays zero: lets residual_forward copy */
 
 	final_acts_carve(cfg, B, T, acts, &a);
 	/* recomputes each chunk's logits: no [BT, Vp] buffer */
 	(void)zn_lmhead_ce_backward(k, st, dlnf, dwte, work, a.lnf, wte, targets, dloss_scale,
-				    (int64_t)s.bt, C, V, Vp, s.chunk);
+				    (int64_t)s.bt, C, V, Vp, chunk_of(cfg, L, B, T));
 	k->layernorm_backward(st, dx_ln, tensor_mut(g, L, ZN_GPT2_LNF_W),
 			      tensor_mut(g, L, ZN_GPT2_LNF_B), dlnf, x_in,
 			      tensor(p, L, ZN_GPT2_LNF_W), a.lnf_mean, a.lnf_rstd, B, T, C);

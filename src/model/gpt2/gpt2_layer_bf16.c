@@ -39,7 +39,7 @@ static struct sizes sizes_of(const struct zn_gpt2_config *cfg, const struct zn_l
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.btc = s.bt * (uint64_t)cfg->d_model;
 	s.bnt = (uint64_t)B * (uint64_t)cfg->heads * (uint64_t)T;
-	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt);
+	s.chunk = zn_gpt2_ce_chunk(cfg, s.bt, L->work_bytes);
 	s.ce_work = zn_lmhead_ce_work_count(s.chunk, cfg->padded_vocab);
 	s.small = small_numel(L);
 	return s;
@@ -220,27 +220,23 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	block_acts_carve(&s, acts, &a);
 	block_fwd_carve(&s, scratch, &f);
 	views(k, st, L, p, f.small, &w);
-	k->layernorm_forward(st, f.tmp, a.ln1_mean, a.ln1_rstd, x_in, w.f[ZN_GPT2_LN1_W],
-			     w.f[ZN_GPT2_LN1_B], B, T, C);
-	k->cast_f32_to_bf16(st, u16(a.ln1), f.tmp, s.btc);
+	/* the producers of GEMM inputs write bf16 directly (the fp32 op + cast's bits) */
+	k->layernorm_forward_bf16out(st, u16(a.ln1), a.ln1_mean, a.ln1_rstd, x_in,
+				     w.f[ZN_GPT2_LN1_W], w.f[ZN_GPT2_LN1_B], B, T, C);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.ln1), w.b[ZN_GPT2_QKV_W], w.f[ZN_GPT2_QKV_B],
 			       B, T, C, 3 * C);
-	if (pos) /* packed documents, as gpt2_layer.c */
-		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, pos, B, T, NH, NH,
-					       C / NH, 0);
-	else
-		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, 0);
-	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.btc);
+	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
+	 * gpt2_layer.c); pos NULL: one sequence per row, else packed documents */
+	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, pos, B, T, NH,
+					  NH, C / NH, 0);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[ZN_GPT2_ATTPROJ_W],
 			       w.f[ZN_GPT2_ATTPROJ_B], B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, f.branch, s.btc);
-	k->layernorm_forward(st, f.tmp, a.ln2_mean, a.ln2_rstd, a.res2, w.f[ZN_GPT2_LN2_W],
-			     w.f[ZN_GPT2_LN2_B], B, T, C);
-	k->cast_f32_to_bf16(st, u16(a.ln2), f.tmp, s.btc);
+	k->layernorm_forward_bf16out(st, u16(a.ln2), a.ln2_mean, a.ln2_rstd, a.res2,
+				     w.f[ZN_GPT2_LN2_W], w.f[ZN_GPT2_LN2_B], B, T, C);
 	k->matmul_forward_bf16(st, a.fch, cu16(a.ln2), w.b[ZN_GPT2_FC_W], w.f[ZN_GPT2_FC_B], B,
 			       T, C, 4 * C);
-	k->gelu_forward(st, f.tmp, a.fch, 4 * s.btc);
-	k->cast_f32_to_bf16(st, u16(a.fch_gelu), f.tmp, 4 * s.btc);
+	k->gelu_forward_bf16out(st, u16(a.fch_gelu), a.fch, 4 * s.btc);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.fch_gelu), w.b[ZN_GPT2_FCPROJ_W],
 			       w.f[ZN_GPT2_FCPROJ_B], B, T, 4 * C, C);
 	k->residual_forward(st, x_out, a.res2, f.branch, s.btc);
@@ -274,9 +270,8 @@ void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *st,
 		final_acts_carve(&s, acts, &fa);
 		final_scr_carve(&s, scratch, &fs);
 		views(k, st, L, params, fs.small, &w);
-		k->layernorm_forward(st, fs.dlnf, fa.lnf_mean, fa.lnf_rstd, x_in,
-				     w.f[ZN_GPT2_LNF_W], w.f[ZN_GPT2_LNF_B], B, T, C);
-		k->cast_f32_to_bf16(st, u16(fa.lnf), fs.dlnf, s.btc);
+		k->layernorm_forward_bf16out(st, u16(fa.lnf), fa.lnf_mean, fa.lnf_rstd, x_in,
+					     w.f[ZN_GPT2_LNF_W], w.f[ZN_GPT2_LNF_B], B, T, C);
 		/* lm_head = wte (tied, layer 0's tensor 0 at offset 0) */
 		(void)zn_lmhead_ce_forward_bf16(k, st, losses, fs.work, cu16(fa.lnf), tied_params,
 						targets, (int64_t)s.bt, C, cfg->vocab,
@@ -326,12 +321,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, dres2, dx_out, d.dres2_ln, s.btc);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
 		   d.dout16, a.atty16, B, T, C, C);
-	if (pos)
-		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-						pos, B, T, NH, NH, C / NH, 0);
-	else
-		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
-					    T, NH, NH, C / NH, 0);
+	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+					   pos, B, T, NH, NH, C / NH, 0);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
 		   a.ln1, B, T, C, 3 * C);
 	k->layernorm_backward(st, d.dx_ln, g + L->tensors[ZN_GPT2_LN1_W].offset,

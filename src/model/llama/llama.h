@@ -117,8 +117,9 @@ uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_l
 uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 				const struct zn_layer_desc *L, int B, int T);
 /* Rows per chunk of the final layer's lm_head + cross-entropy (kernels/lmhead_ce.h) for bt
- * rows: logits of at most 2^24 floats per chunk, never [bt, vocab] at once. */
-int zn_llama_ce_chunk(int vocab, uint64_t bt);
+ * rows within work_bytes (the descriptor's work_bytes; 0: the default 128 MiB):
+ * zn_lmhead_ce_chunk, never [bt, vocab] at once unless the budget holds it. */
+int zn_llama_ce_chunk(int vocab, uint64_t bt, uint64_t work_bytes);
 /* The model interface's forward/backward (zn_layer_io as model.h describes it). */
 void zn_llama_layer_forward(const struct zn_kernel_table *k, void *stream,
 			    const struct zn_llama_config *cfg, const struct zn_layer_io *io);

@@ -9,10 +9,12 @@
 
 struct dims {
 	int H, I, NH, KV, D, Q, S, V;
+	int chunk; /* rows per lm_head + cross-entropy chunk */
 	uint64_t bt, bth, bnt; /* bnt: B x NH x T, the fused attention's row statistics */
 };
 
-static struct dims dims_of(const struct zn_llama_config *c, int B, int T)
+static struct dims dims_of(const struct zn_llama_config *c, const struct zn_layer_desc *L,
+			   int B, int T)
 {
 	struct dims d;
 
@@ -23,6 +25,7 @@ static struct dims dims_of(const struct zn_llama_config *c, int B, int T)
 	d.bt = (uint64_t)B * (uint64_t)T;
 	d.bth = d.bt * (uint64_t)d.H;
 	d.bnt = (uint64_t)B * (uint64_t)d.NH * (uint64_t)T;
+	d.chunk = zn_llama_ce_chunk(d.V, d.bt, L->work_bytes);
 	return d;
 }
 
@@ -92,21 +95,21 @@ static uint64_t final_acts_carve(const struct dims *d, float *acts, struct final
 static uint64_t final_scr_carve(const struct dims *d, float *s, struct final_scr *f)
 {
 	float **const bufs[] = { &f->work, &f->dhn, &f->dx_n, &f->zero };
-	const uint64_t numel[] = { zn_lmhead_ce_work_count(zn_llama_ce_chunk(d->V, d->bt), d->V),
+	const uint64_t numel[] = { zn_lmhead_ce_work_count(d->chunk, d->V),
 				   d->bth, d->bth, d->bth };
 
 	return carve(s, bufs, numel, 4);
 }
 
-int zn_llama_ce_chunk(int vocab, uint64_t bt)
+int zn_llama_ce_chunk(int vocab, uint64_t bt, uint64_t work_bytes)
 {
-	return zn_lmhead_ce_chunk((int64_t)bt, vocab);
+	return zn_lmhead_ce_chunk((int64_t)bt, vocab, work_bytes);
 }
 
 uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
 			    int B, int T)
 {
-	struct dims d = dims_of(cfg, B, T);
+	struct dims d = dims_of(cfg, L, B, T);
 	struct block_acts ba;
 	struct final_acts fa;
 
@@ -120,7 +123,7 @@ uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_l
 uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 				const struct zn_layer_desc *L, int B, int T)
 {
-	struct dims d = dims_of(cfg, B, T);
+	struct dims d = dims_of(cfg, L, B, T);
 	struct block_grads g;
 	struct final_scr f;
 	uint64_t fwd, bwd;
@@ -164,7 +167,7 @@ static struct block_w block_w_of(const struct zn_llama_config *c, const struct z
 static void block_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_llama_config *c, const struct zn_layer_io *io)
 {
-	struct dims d = dims_of(c, io->B, io->T);
+	struct dims d = dims_of(c, io->L, io->B, io->T);
 	struct block_w w = block_w_of(c, io->L);
 	const float *p = io->params;
 	const int B = io->B, T = io->T;
@@ -197,7 +200,7 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 static void block_backward(const struct zn_kernel_table *k, void *st,
 			   const struct zn_llama_config *c, const struct zn_layer_io *io)
 {
-	struct dims d = dims_of(c, io->B, io->T);
+	struct dims d = dims_of(c, io->L, io->B, io->T);
 	struct block_w w = block_w_of(c, io->L);
 	const float *p = io->params;
 	float *g = io->grads, *dres2;
@@ -240,7 +243,7 @@ static const float *lm_head(const struct zn_layer_io *io, const float *own, cons
 static void final_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_llama_config *c, const struct zn_layer_io *io)
 {
-	struct dims d = dims_of(c, io->B, io->T);
+	struct dims d = dims_of(c, io->L, io->B, io->T);
 	struct final_acts a;
 	struct final_scr f;
 
@@ -249,13 +252,13 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 	k->rmsnorm_forward(st, a.hn, a.rstd, io->x_in, io->params, c->eps, io->B, io->T, d.H);
 	(void)zn_lmhead_ce_forward(k, st, io->losses, f.work, a.hn,
 				   lm_head(io, io->params, io->tied_params), io->targets,
-				   (int64_t)d.bt, d.H, d.V, d.V, zn_llama_ce_chunk(d.V, d.bt));
+				   (int64_t)d.bt, d.H, d.V, d.V, d.chunk);
 }
 
 static void final_backward(const struct zn_kernel_table *k, void *st,
 			   const struct zn_llama_config *c, const struct zn_layer_io *io)
 {
-	struct dims d = dims_of(c, io->B, io->T);
+	struct dims d = dims_of(c, io->L, io->B, io->T);
 	struct final_acts a;
 	struct final_scr f;
 	float *dlm = io->L->tied_layer >= 0 ? io->tied_grads :
@@ -267,7 +270,7 @@ static void final_backward(const struct zn_kernel_table *k, void *st,
 	(void)zn_lmhead_ce_backward(k, st, f.dhn, dlm, f.work, a.hn,
 				    lm_head(io, io->params, io->tied_params), io->targets,
 				    io->dloss_scale, (int64_t)d.bt, d.H, d.V, d.V,
-				    zn_llama_ce_chunk(d.V, d.bt));
+				    d.chunk);
 	k->rmsnorm_backward(st, f.dx_n, io->grads, f.dhn, io->x_in, io->params, a.rstd, io->B,
 			    io->T, d.H);
 	/* f.zero stays zero: residual_forward copies */

@@ -41,7 +41,7 @@ static struct sizes sizes_of(const struct zn_llama_config *c, const struct zn_la
 	s.bt = (uint64_t)B * (uint64_t)T;
 	s.bth = s.bt * (uint64_t)s.H;
 	s.bnt = (uint64_t)B * (uint64_t)s.NH * (uint64_t)T;
-	s.chunk = zn_llama_ce_chunk(s.V, s.bt);
+	s.chunk = zn_llama_ce_chunk(s.V, s.bt, L->work_bytes);
 	s.ce_work = zn_lmhead_ce_work_count(s.chunk, s.V);
 	s.small = 0;
 	for (int t = 0; t < L->tensor_count; t++)
@@ -249,26 +249,23 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	block_acts_carve(&s, io->acts, &a);
 	block_fwd_carve(&s, io->scratch, &f);
 	views(k, st, io->L, io->params16, f.small, &w);
-	k->rmsnorm_forward(st, f.tmp, a.rstd1, io->x_in, w.f[t.ln1], c->eps, B, T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.h1), f.tmp, s.bth);
+	/* the producers of GEMM inputs write bf16 directly (the fp32 op + cast's bits) */
+	k->rmsnorm_forward_bf16out(st, u16(a.h1), a.rstd1, io->x_in, w.f[t.ln1], c->eps, B, T,
+				   s.H);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.h1), w.b[t.wqkv], fopt(&w, t.bqkv), B, T, s.H,
 			       s.S);
 	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
-	if (io->pos) /* packed documents, as llama_layer.c */
-		k->flash_attention_doc_forward(st, a.atty, a.lse, a.qkv, io->pos, B, T, s.NH,
-					       s.KV, s.D, c->window);
-	else
-		k->flash_attention_forward(st, a.atty, a.lse, a.qkv, B, T, s.NH, s.KV, s.D,
-					   c->window);
-	k->cast_f32_to_bf16(st, u16(a.atty16), a.atty, s.bt * (uint64_t)s.Q);
+	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
+	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
+	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, io->pos, B, T,
+					  s.NH, s.KV, s.D, c->window);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[t.wo], fopt(&w, t.bo), B, T,
 			       s.Q, s.H);
 	k->residual_forward(st, a.res2, io->x_in, f.branch, s.bth);
-	k->rmsnorm_forward(st, f.tmp, a.rstd2, a.res2, w.f[t.ln2], c->eps, B, T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.h2), f.tmp, s.bth);
+	k->rmsnorm_forward_bf16out(st, u16(a.h2), a.rstd2, a.res2, w.f[t.ln2], c->eps, B, T,
+				   s.H);
 	k->matmul_forward_bf16(st, a.gu, cu16(a.h2), w.b[t.wgu], NULL, B, T, s.H, 2 * s.I);
-	k->swiglu_forward(st, f.tmp, a.gu, B, T, s.I);
-	k->cast_f32_to_bf16(st, u16(a.m), f.tmp, s.bt * (uint64_t)s.I);
+	k->swiglu_forward_bf16out(st, u16(a.m), a.gu, B, T, s.I);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.m), w.b[t.wd], NULL, B, T, s.I, s.H);
 	k->residual_forward(st, io->x_out, a.res2, f.branch, s.bth);
 }
@@ -309,12 +306,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	dres2 = d.dh2; /* consumed: d(res2) = dx_out + the norm's part */
 	k->residual_forward(st, dres2, io->dx_out, d.dres2_n, s.bth);
 	linear_bwd(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
-	if (io->pos)
-		k->flash_attention_doc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-						io->pos, B, T, s.NH, s.KV, s.D, c->window);
-	else
-		k->flash_attention_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse, B,
-					    T, s.NH, s.KV, s.D, c->window);
+	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
+					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
 	k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
 	linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
 	k->rmsnorm_backward(st, d.dx_n, g + io->L->tensors[t.ln1].offset, d.dh1, io->x_in,
@@ -340,8 +333,8 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 	final_acts_carve(&s, io->acts, &a);
 	final_scr_carve(&s, io->scratch, &f);
 	views(k, st, io->L, io->params16, f.small, &w);
-	k->rmsnorm_forward(st, f.dhn, a.rstd, io->x_in, w.f[0], c->eps, io->B, io->T, s.H);
-	k->cast_f32_to_bf16(st, u16(a.hn), f.dhn, s.bth);
+	k->rmsnorm_forward_bf16out(st, u16(a.hn), a.rstd, io->x_in, w.f[0], c->eps, io->B,
+				   io->T, s.H);
 	(void)zn_lmhead_ce_forward_bf16(k, st, io->losses, f.work, cu16(a.hn), lm_head16(io),
 					io->targets, (int64_t)s.bt, s.H, s.V, s.V, s.chunk);
 }

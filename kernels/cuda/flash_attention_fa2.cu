@@ -1,0 +1,655 @@
+/* Fused causal attention on tensor cores, FlashAttention-2's structure (Dao, 2023): the
+ * flash_attention_tc slots (and their packed-document form) for head_dim 32, 64, 96 and
+ * 128. Same layout, arguments, window and outputs as flash_attention_forward/backward
+ * (kernels.h); pos [B,T] (or NULL) as flash_attention_doc.
+ *
+ * - A block is 4 warps and owns 64 rows (query rows: forward and dQ; key rows: dK and dV);
+ *   each warp owns 16 of them. The other side streams through shared memory in tiles of
+ *   64 rows, in a fixed order.
+ * - Every product is an mma.sync m16n8k16 (bf16 inputs, fp32 accumulation, sm_80+) on
+ *   register fragments: S = Q K^T and dP = dO V^T land in registers, and their
+ *   accumulator layout is reused directly as the A operand of the next product (P V,
+ *   dS K, P^T dO, dS^T Q), so scores never go through shared memory. The output, dQ, dK
+ *   and dV accumulators stay in registers across all tiles (FA2's register accumulators).
+ * - Online softmax per row in fp32 (max, sum, the rescale by exp(m_old - m_new)); the
+ *   four lanes holding a row combine with two xor shuffles (a fixed order).
+ * - The backward is deterministic without atomics: one kernel for dK, dV (per key tile,
+ *   the group's query heads in order, then query tiles in order), one for dQ (per query
+ *   tile, key tiles in order), each recomputing P from lse; drow = rowsum(dO * O) first.
+ * - The forward's epilogue also writes out rounded to bf16 (out16, when asked: the o_proj
+ *   GEMM's input, so no separate cast pass).
+ * - Inputs: the model's fp32 qkv and dout, rounded to bf16 as a tile is copied into
+ *   shared memory (scalar coalesced loads: the carved activation buffers need not be
+ *   16-byte aligned). With bf16 activations in memory these copies would become cp.async
+ *   (docs/kernels.md: not done yet).
+ *
+ * Rounding: q, k, v, dout, P and dS are bf16 in the products; everything else fp32. The
+ * results agree with the fp32 op to bf16 tolerance (tests/test_gpu_kernels_flash_tc.c).
+ * Compile-checked on a machine without a GPU; validated by the GPU check.
+ */
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+extern "C" {
+#include "core/log.h"
+#include "ops.h"
+}
+
+#define FA_WARPS 4
+#define FA_THREADS (FA_WARPS * 32)
+#define FA_BM 64 /* rows a block owns: 16 per warp */
+#define FA_BN 64 /* rows of a streamed tile */
+
+static_assert(FA_BM == FA_WARPS * 16, "each warp owns one 16-row MMA tile");
+static_assert(FA_BN % 16 == 0, "a streamed tile is whole k-steps of 16");
+
+struct fa_view {
+	int T, NH, KV, hd, G, window;
+	long S, C;
+	float scale;
+	const int *pos; /* [B,T] document positions or NULL */
+};
+
+/* row stride of a bf16 tile in shared memory: 8 elements of padding keep the fragment
+ * loads of the 8 row groups on different banks */
+template <int HD> struct fa_ld {
+	static const int v = HD + 8;
+};
+
+static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
+						uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* two floats as a bf16 pair: lo in the low half (the lower k or column index) */
+static __device__ __forceinline__ uint32_t pack_f2(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+
+	return *reinterpret_cast<uint32_t *>(&v);
+}
+
+static __device__ __forceinline__ uint32_t pack_b2(__nv_bfloat16 lo, __nv_bfloat16 hi)
+{
+	return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
+}
+
+static __device__ __forceinline__ uint32_t ld32(const __nv_bfloat16 *p)
+{
+	return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/* A fragment (16 x 16, row-major) of X [rows][LD] at rows r0.., columns k0.. */
+template <int LD>
+static __device__ __forceinline__ void frag_a(uint32_t a[4], const __nv_bfloat16 *X, int r0,
+					      int k0, int lane)
+{
+	int g = lane >> 2, c = (lane & 3) * 2;
+
+	a[0] = ld32(X + (r0 + g) * LD + k0 + c);
+	a[1] = ld32(X + (r0 + g + 8) * LD + k0 + c);
+	a[2] = ld32(X + (r0 + g) * LD + k0 + c + 8);
+	a[3] = ld32(X + (r0 + g + 8) * LD + k0 + c + 8);
+}
+
+/* B fragment (16 x 8) with B[k][n] = Y[n0 + n][k0 + k]: Y's rows are B's columns (K for
+ * Q K^T, V for dO V^T, Q and dO for the transposed products) */
+template <int LD>
+static __device__ __forceinline__ void frag_b_rows(uint32_t *b0, uint32_t *b1,
+						   const __nv_bfloat16 *Y, int n0, int k0, int lane)
+{
+	int g = lane >> 2, c = (lane & 3) * 2;
+
+	*b0 = ld32(Y + (n0 + g) * LD + k0 + c);
+	*b1 = ld32(Y + (n0 + g) * LD + k0 + c + 8);
+}
+
+/* B fragment (16 x 8) with B[k][n] = Z[k0 + k][n0 + n]: Z's rows are B's rows (V for P V,
+ * K for dS K, dO for P^T dO, Q for dS^T Q) */
+template <int LD>
+static __device__ __forceinline__ void frag_b_cols(uint32_t *b0, uint32_t *b1,
+						   const __nv_bfloat16 *Z, int n0, int k0, int lane)
+{
+	int g = lane >> 2, k = (lane & 3) * 2;
+	const __nv_bfloat16 *z = Z + (k0 + k) * LD + n0 + g;
+
+	*b0 = pack_b2(z[0], z[LD]);
+	*b1 = pack_b2(z[8 * LD], z[9 * LD]);
+}
+
+/* C fragments of a 16 x 16 k-step (n-tiles 2kk, 2kk+1) as an A fragment */
+static __device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], const float hi[4])
+{
+	a[0] = pack_f2(lo[0], lo[1]);
+	a[1] = pack_f2(lo[2], lo[3]);
+	a[2] = pack_f2(hi[0], hi[1]);
+	a[3] = pack_f2(hi[2], hi[3]);
+}
+
+/* rows r0 .. r0+n of a [T, stride] fp32 matrix at src (column offset applied), as bf16
+ * [n][LD], zero beyond T; all threads of the block */
+template <int HD>
+static __device__ void load_tile(__nv_bfloat16 *dst, const float *src, long stride, int r0,
+				 int n, int T)
+{
+	const int LD = fa_ld<HD>::v;
+
+	for (int i = threadIdx.x; i < n * HD; i += FA_THREADS) {
+		int r = i / HD, c = i % HD;
+		float v = r0 + r < T ? src[(long)(r0 + r) * stride + c] : 0.0f;
+
+		dst[r * LD + c] = __float2bfloat16_rn(v);
+	}
+}
+
+/* the first key row t may see from its document (0 without positions) */
+static __device__ __forceinline__ int doc_start(const struct fa_view &a, long b, int t)
+{
+	if (!a.pos || t >= a.T)
+		return 0;
+	return t - a.pos[b * a.T + t];
+}
+
+static __device__ __forceinline__ bool visible(const struct fa_view &a, int t, int t2, int ds)
+{
+	return t < a.T && t2 < a.T && t2 <= t && t2 >= ds && (a.window <= 0 || t - t2 < a.window);
+}
+
+/* the key tiles a query block i0 .. i0+FA_BM-1 needs: from the first key its first row may
+ * see (window, document: document starts never decrease along t), tiles of FA_BN */
+static __device__ __forceinline__ int first_key_tile(const struct fa_view &a, long b, int i0)
+{
+	int lo = 0;
+
+	if (a.window > 0 && i0 - a.window + 1 > lo)
+		lo = i0 - a.window + 1;
+	if (a.pos && doc_start(a, b, i0) > lo)
+		lo = doc_start(a, b, i0);
+	return lo / FA_BN * FA_BN;
+}
+
+/* ---- forward: block = (b, h, 64 query rows) ------------------------------------------ */
+
+template <int HD>
+static __global__ void __launch_bounds__(FA_THREADS)
+fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, struct fa_view a,
+		   int ntiles)
+{
+	const int LD = fa_ld<HD>::v;
+	extern __shared__ __align__(16) unsigned char fa_sm[];
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ks = Qs + FA_BM * LD, *Vs = Ks + FA_BN * LD;
+	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
+	const long b = blockIdx.x / ntiles / a.NH;
+	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
+	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
+	const float *x = qkv + b * a.T * a.S;
+	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	float o[HD / 8][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+	uint32_t qa[HD / 16][4];
+
+	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
+	__syncthreads();
+	#pragma unroll
+	for (int kk = 0; kk < HD / 16; kk++)
+		frag_a<LD>(qa[kk], Qs, warp * 16, kk * 16, lane);
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+		float s[FA_BN / 8][4];
+		float mx0 = -INFINITY, mx1 = -INFINITY, sum0 = 0.0f, sum1 = 0.0f, al0, al1;
+
+		__syncthreads(); /* the previous tile's K, V are consumed */
+		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
+		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		__syncthreads();
+		/* S = Q K^T for the warp's 16 rows and the tile's 64 keys */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+			#pragma unroll
+			for (int kk = 0; kk < HD / 16; kk++) {
+				uint32_t b0, b1;
+
+				frag_b_rows<LD>(&b0, &b1, Ks, j * 8, kk * 16, lane);
+				mma16816(s[j], qa[kk], b0, b1);
+			}
+		}
+		/* scale, mask, the tile's row maxima */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++)
+			#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int t2 = j0 + j * 8 + cq + (e & 1);
+				bool v = e < 2 ? visible(a, r0, t2, ds0) : visible(a, r1, t2, ds1);
+
+				s[j][e] = v ? s[j][e] * a.scale : -INFINITY;
+			}
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+			mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+		}
+		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+		mx0 = fmaxf(mx0, m0);
+		mx1 = fmaxf(mx1, m1);
+		/* a row that has seen no key yet keeps m = -inf: p = 0, no rescale */
+		al0 = mx0 == -INFINITY ? 1.0f : expf(m0 - mx0);
+		al1 = mx1 == -INFINITY ? 1.0f : expf(m1 - mx1);
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			s[j][0] = mx0 == -INFINITY ? 0.0f : expf(s[j][0] - mx0);
+			s[j][1] = mx0 == -INFINITY ? 0.0f : expf(s[j][1] - mx0);
+			s[j][2] = mx1 == -INFINITY ? 0.0f : expf(s[j][2] - mx1);
+			s[j][3] = mx1 == -INFINITY ? 0.0f : expf(s[j][3] - mx1);
+			sum0 += s[j][0] + s[j][1];
+			sum1 += s[j][2] + s[j][3];
+		}
+		sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
+		sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
+		sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
+		sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
+		l0 = l0 * al0 + sum0, m0 = mx0;
+		l1 = l1 * al1 + sum1, m1 = mx1;
+		#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			o[n][0] *= al0, o[n][1] *= al0;
+			o[n][2] *= al1, o[n][3] *= al1;
+		}
+		/* O += P V: P's accumulators are the A operand (keys are the k dimension) */
+		#pragma unroll
+		for (int kk = 0; kk < FA_BN / 16; kk++) {
+			uint32_t pa[4];
+
+			c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+			#pragma unroll
+			for (int n = 0; n < HD / 8; n++) {
+				uint32_t b0, b1;
+
+				frag_b_cols<LD>(&b0, &b1, Vs, n * 8, kk * 16, lane);
+				mma16816(o[n], pa, b0, b1);
+			}
+		}
+	}
+	/* every row < T saw its own key: l > 0 */
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++) {
+		int c = n * 8 + cq;
+
+		if (r0 < a.T) {
+			long at = (b * a.T + r0) * a.C + (long)h * a.hd + c;
+			float v0 = o[n][0] / l0, v1 = o[n][1] / l0;
+
+			out[at] = v0, out[at + 1] = v1;
+			if (out16)
+				out16[at] = zn_bf16_rne(v0), out16[at + 1] = zn_bf16_rne(v1);
+		}
+		if (r1 < a.T) {
+			long at = (b * a.T + r1) * a.C + (long)h * a.hd + c;
+			float v0 = o[n][2] / l1, v1 = o[n][3] / l1;
+
+			out[at] = v0, out[at + 1] = v1;
+			if (out16)
+				out16[at] = zn_bf16_rne(v0), out16[at + 1] = zn_bf16_rne(v1);
+		}
+	}
+	if ((lane & 3) == 0) {
+		if (r0 < a.T)
+			lse[(b * a.NH + h) * a.T + r0] = m0 + logf(l0);
+		if (r1 < a.T)
+			lse[(b * a.NH + h) * a.T + r1] = m1 + logf(l1);
+	}
+}
+
+/* ---- backward: dK, dV; block = (b, kv head g, 64 key rows) --------------------------- */
+
+template <int HD>
+static __global__ void __launch_bounds__(FA_THREADS)
+fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+	       const float *drow, struct fa_view a, int ntiles)
+{
+	const int LD = fa_ld<HD>::v;
+	extern __shared__ __align__(16) unsigned char fa_sm[];
+	__nv_bfloat16 *Ks = (__nv_bfloat16 *)fa_sm, *Vs = Ks + FA_BM * LD, *Qs = Vs + FA_BM * LD;
+	__nv_bfloat16 *Ds = Qs + FA_BN * LD;
+	float *Ls = (float *)(Ds + FA_BN * LD), *Rs = Ls + FA_BN;
+	int *Dst = (int *)(Rs + FA_BN);
+	const int jt = blockIdx.x % ntiles, g = blockIdx.x / ntiles % a.KV;
+	const long b = blockIdx.x / ntiles / a.KV;
+	const int j0 = jt * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int k0 = j0 + warp * 16 + (lane >> 2), k1 = k0 + 8, cq = (lane & 3) * 2;
+	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	/* queries that may see these keys: from j0 up to the window's reach */
+	const long qreach = a.window > 0 ? (long)j0 + FA_BM - 1 + a.window : (long)a.T;
+	const int qend = qreach < a.T ? (int)qreach : a.T;
+	float dk[HD / 8][4], dv[HD / 8][4];
+
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+		#pragma unroll
+		for (int e = 0; e < 4; e++)
+			dk[n][e] = dv[n][e] = 0.0f;
+	load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BM, a.T);
+	load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BM, a.T);
+	for (int h = g * a.G; h < (g + 1) * a.G; h++) {
+		const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
+
+		for (int q0 = j0 / FA_BN * FA_BN; q0 < qend; q0 += FA_BN) {
+			float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
+
+			/* documents start in order: once q0's starts after these keys, no later
+			 * query sees them (uniform across the block) */
+			if (a.pos && doc_start(a, b, q0) > j0 + FA_BM - 1)
+				break;
+			__syncthreads(); /* the previous tile is consumed */
+			load_tile<HD>(Qs, x + (long)h * a.hd, a.S, q0, FA_BN, a.T);
+			load_tile<HD>(Ds, d + (long)h * a.hd, a.C, q0, FA_BN, a.T);
+			for (int i = threadIdx.x; i < FA_BN; i += FA_THREADS) {
+				int t = q0 + i;
+
+				Ls[i] = t < a.T ? ls[t] : 0.0f;
+				Rs[i] = t < a.T ? dr[t] : 0.0f;
+				Dst[i] = doc_start(a, b, t);
+			}
+			__syncthreads();
+			/* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys x 64 queries */
+			#pragma unroll
+			for (int j = 0; j < FA_BN / 8; j++) {
+				st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
+				dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
+				#pragma unroll
+				for (int kk = 0; kk < HD / 16; kk++) {
+					uint32_t fa[4], b0, b1;
+
+					frag_a<LD>(fa, Ks, warp * 16, kk * 16, lane);
+					frag_b_rows<LD>(&b0, &b1, Qs, j * 8, kk * 16, lane);
+					mma16816(st[j], fa, b0, b1);
+					frag_a<LD>(fa, Vs, warp * 16, kk * 16, lane);
+					frag_b_rows<LD>(&b0, &b1, Ds, j * 8, kk * 16, lane);
+					mma16816(dpt[j], fa, b0, b1);
+				}
+			}
+			/* P^T = exp(S^T scale - lse[q]) where visible, dS^T = P^T (dP^T - drow[q]) */
+			#pragma unroll
+			for (int j = 0; j < FA_BN / 8; j++)
+				#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int qi = j * 8 + cq + (e & 1), t = q0 + qi;
+					int t2 = e < 2 ? k0 : k1;
+					float p = visible(a, t, t2, Dst[qi]) ?
+							  expf(st[j][e] * a.scale - Ls[qi]) : 0.0f;
+
+					st[j][e] = p;
+					dpt[j][e] = p * (dpt[j][e] - Rs[qi]);
+				}
+			/* dV += P^T dO, dK += dS^T Q (queries are the k dimension) */
+			#pragma unroll
+			for (int kk = 0; kk < FA_BN / 16; kk++) {
+				uint32_t pa[4], sa[4];
+
+				c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+				c_to_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
+				#pragma unroll
+				for (int n = 0; n < HD / 8; n++) {
+					uint32_t b0, b1;
+
+					frag_b_cols<LD>(&b0, &b1, Ds, n * 8, kk * 16, lane);
+					mma16816(dv[n], pa, b0, b1);
+					frag_b_cols<LD>(&b0, &b1, Qs, n * 8, kk * 16, lane);
+					mma16816(dk[n], sa, b0, b1);
+				}
+			}
+		}
+	}
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++) {
+		int c = n * 8 + cq;
+
+		if (k0 < a.T) {
+			float *row = dqkv + (b * a.T + k0) * a.S;
+
+			row[(long)(a.NH + g) * a.hd + c] += dk[n][0] * a.scale;
+			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][1] * a.scale;
+			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][0];
+			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][1];
+		}
+		if (k1 < a.T) {
+			float *row = dqkv + (b * a.T + k1) * a.S;
+
+			row[(long)(a.NH + g) * a.hd + c] += dk[n][2] * a.scale;
+			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][3] * a.scale;
+			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][2];
+			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][3];
+		}
+	}
+}
+
+/* ---- backward: dQ; block = (b, h, 64 query rows) ------------------------------------- */
+
+template <int HD>
+static __global__ void __launch_bounds__(FA_THREADS)
+fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+	      const float *drow, struct fa_view a, int ntiles)
+{
+	const int LD = fa_ld<HD>::v;
+	extern __shared__ __align__(16) unsigned char fa_sm[];
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ds = Qs + FA_BM * LD, *Ks = Ds + FA_BM * LD;
+	__nv_bfloat16 *Vs = Ks + FA_BN * LD;
+	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
+	const long b = blockIdx.x / ntiles / a.NH;
+	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
+	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
+	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
+	const float lse0 = r0 < a.T ? ls[r0] : 0.0f, lse1 = r1 < a.T ? ls[r1] : 0.0f;
+	const float dr0 = r0 < a.T ? dr[r0] : 0.0f, dr1 = r1 < a.T ? dr[r1] : 0.0f;
+	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	float dq[HD / 8][4];
+
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+		dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
+	load_tile<HD>(Ds, d + (long)h * a.hd, a.C, i0, FA_BM, a.T);
+	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+		float s[FA_BN / 8][4], dp[FA_BN / 8][4];
+
+		__syncthreads(); /* the previous tile is consumed (and Q, dO are in place) */
+		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
+		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		__syncthreads();
+		/* S = Q K^T, dP = dO V^T: the warp's 16 queries x 64 keys */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+			dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
+			#pragma unroll
+			for (int kk = 0; kk < HD / 16; kk++) {
+				uint32_t fa[4], b0, b1;
+
+				frag_a<LD>(fa, Qs, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Ks, j * 8, kk * 16, lane);
+				mma16816(s[j], fa, b0, b1);
+				frag_a<LD>(fa, Ds, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Vs, j * 8, kk * 16, lane);
+				mma16816(dp[j], fa, b0, b1);
+			}
+		}
+		/* P = exp(S scale - lse) where visible; dS = P (dP - drow) */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++)
+			#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int t2 = j0 + j * 8 + cq + (e & 1);
+				bool v = e < 2 ? visible(a, r0, t2, ds0) : visible(a, r1, t2, ds1);
+				float p = v ? expf(s[j][e] * a.scale - (e < 2 ? lse0 : lse1)) : 0.0f;
+
+				dp[j][e] = p * (dp[j][e] - (e < 2 ? dr0 : dr1));
+			}
+		/* dQ += dS K (keys are the k dimension) */
+		#pragma unroll
+		for (int kk = 0; kk < FA_BN / 16; kk++) {
+			uint32_t sa[4];
+
+			c_to_a(sa, dp[2 * kk], dp[2 * kk + 1]);
+			#pragma unroll
+			for (int n = 0; n < HD / 8; n++) {
+				uint32_t b0, b1;
+
+				frag_b_cols<LD>(&b0, &b1, Ks, n * 8, kk * 16, lane);
+				mma16816(dq[n], sa, b0, b1);
+			}
+		}
+	}
+	#pragma unroll
+	for (int n = 0; n < HD / 8; n++) {
+		int c = n * 8 + cq;
+
+		if (r0 < a.T) {
+			float *row = dqkv + (b * a.T + r0) * a.S + (long)h * a.hd + c;
+
+			row[0] += dq[n][0] * a.scale, row[1] += dq[n][1] * a.scale;
+		}
+		if (r1 < a.T) {
+			float *row = dqkv + (b * a.T + r1) * a.S + (long)h * a.hd + c;
+
+			row[0] += dq[n][2] * a.scale, row[1] += dq[n][3] * a.scale;
+		}
+	}
+}
+
+/* ---- host side ------------------------------------------------------------------------ */
+
+static struct fa_view fa_view_make(int T, int NH, int KV, int hd, int window, const int *pos)
+{
+	struct fa_view a;
+
+	a.T = T, a.NH = NH, a.KV = KV, a.hd = hd, a.G = NH / KV, a.window = window;
+	a.S = (long)(NH + 2 * KV) * hd, a.C = (long)NH * hd;
+	a.scale = (float)(1.0 / sqrt((double)hd));
+	a.pos = pos;
+	return a;
+}
+
+bool zn_cuda_fa2_supported(int hd)
+{
+	return hd == 32 || hd == 64 || hd == 96 || hd == 128;
+}
+
+/* shared memory: the forward 3 bf16 tiles; the backward kernels 4, dK/dV also lse, drow
+ * and the document starts of its query tile */
+static size_t fwd_bytes(int hd)
+{
+	return 3 * (size_t)FA_BM * (hd + 8) * 2;
+}
+
+static size_t dkv_bytes(int hd)
+{
+	return 4 * (size_t)FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
+}
+
+static size_t dq_bytes(int hd)
+{
+	return 4 * (size_t)FA_BM * (hd + 8) * 2;
+}
+
+static bool smem_ok(const void *kernel, size_t bytes, const char *op)
+{
+	cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)bytes);
+
+	if (e == cudaSuccess)
+		return true;
+	zn_error("%s: %zu bytes of shared memory refused: %s", op, bytes, cudaGetErrorString(e));
+	zn_cuda_note_error();
+	return false;
+}
+
+template <int HD>
+static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+		       float *lse, const float *qkv, int B, const struct fa_view &a)
+{
+	int nt = (a.T + FA_BM - 1) / FA_BM;
+	size_t smem = fwd_bytes(HD);
+
+	if (!smem_ok((const void *)fa2_forward_kernel<HD>, smem, op))
+		return;
+	fa2_forward_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
+		out, out16, lse, qkv, a, nt);
+	zn_cuda_note_launch(op, __FILE__, __LINE__);
+}
+
+template <int HD>
+static void backward_hd(cudaStream_t s, const char *op, float *dqkv, const float *drow,
+			const float *dout, const float *qkv, const float *lse, int B,
+			const struct fa_view &a)
+{
+	int nt = (a.T + FA_BM - 1) / FA_BM;
+
+	if (!smem_ok((const void *)fa2_dkv_kernel<HD>, dkv_bytes(HD), op) ||
+	    !smem_ok((const void *)fa2_dq_kernel<HD>, dq_bytes(HD), op))
+		return;
+	fa2_dkv_kernel<HD><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD), s>>>(
+		dqkv, dout, qkv, lse, drow, a, nt);
+	zn_cuda_note_launch(op, __FILE__, __LINE__);
+	fa2_dq_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD), s>>>(
+		dqkv, dout, qkv, lse, drow, a, nt);
+	zn_cuda_note_launch(op, __FILE__, __LINE__);
+}
+
+void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
+			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
+			 int window)
+{
+	const char *op = pos ? "flash_attention_doc_tc_forward" : "flash_attention_tc_forward";
+	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
+	cudaStream_t s = (cudaStream_t)stream;
+
+	if (B < 1 || T < 1)
+		return;
+	switch (hd) {
+	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, B, a); break;
+	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, B, a); break;
+	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, B, a); break;
+	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, B, a); break;
+	default:
+		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
+			 hd);
+		zn_cuda_note_error();
+	}
+}
+
+void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
+			  const float *qkv, const float *out, const float *lse, const int *pos,
+			  int B, int T, int NH, int KV, int hd, int window)
+{
+	const char *op = pos ? "flash_attention_doc_tc_backward" : "flash_attention_tc_backward";
+	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
+	cudaStream_t s = (cudaStream_t)stream;
+
+	if (B < 1 || T < 1)
+		return;
+	zn_cuda_flash_drow(s, op, drow, dout, out, B, T, NH, hd);
+	switch (hd) {
+	case 32: backward_hd<32>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	case 64: backward_hd<64>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	case 96: backward_hd<96>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	case 128: backward_hd<128>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	default:
+		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
+			 hd);
+		zn_cuda_note_error();
+	}
+}
