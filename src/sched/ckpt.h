@@ -78,6 +78,13 @@ struct zn_ckpt_save_args {
 	const struct zn_ckpt_data_id *data_id;
 	const char *run_meta;    /* the caller's "run.KEY=value\n" lines (how the model was
 				  * made: cli/train_recipe.h), copied into the metadata; or NULL */
+	/* the caller's own files, written into the temporary directory dir after the rank
+	 * files and before the metadata, so they appear with the checkpoint or not at all (a
+	 * LoRA run's PEFT adapter, as the Hugging Face Trainer's checkpoint-N holds it).
+	 * Called on every rank (it may be collective; rank 0 writes); 0 or a negative code.
+	 * NULL: none */
+	int (*extra_files)(void *ctx, struct zn_engine *e, const char *dir);
+	void *extra_ctx;
 };
 
 /* Saves a checkpoint of e after its step e->step (every rank calls it; c: a comm of host
