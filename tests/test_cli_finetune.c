@@ -179,7 +179,6 @@ Test(cli_finetune, the_worked_example_runs_as_documented)
 	text = zt_read_all(b, NULL);
 	h = strstr(text, "zinc generate --init-from ");
 	cr_assert_not_null(h, "%s", text);
-	snprintf(hint, sizeof(hint), "%.*s", (int)strcspn(h, " \n("), h);
 	snprintf(a, sizeof(a), "zinc generate --init-from %s/base --adapter %s/ck/checkpoint-100",
 		 dir, dir);
 	cr_assert(strstr(h, a) == h, "hint: %s", text);

@@ -6,6 +6,8 @@
  *     DIR/checkpoint-<step>/zinc-checkpoint.txt   metadata, "key=value" lines, its own CRC
  *     DIR/checkpoint-<step>/config.json           the effective config of the run
  *     DIR/checkpoint-<step>/rank-RRRRR-of-WWWWW.bin  rank R's fp32 master, m, v per layer
+ *     DIR/checkpoint-<step>/...                   the caller's extra_files (a LoRA run:
+ *                                                 adapter_model.safetensors, adapter_config.json)
  *     DIR/latest                                  "checkpoint-<step>", written last
  *
  * A rank file holds, for every layer, the elements [offset, offset + count) of the layer
