@@ -19,7 +19,7 @@
 #define SRC ZN_TEST_SRC_DIR
 #define TARGETS "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 /* docs/finetune.md's LoRA command, its outputs' names as %s/... (the run's directory) */
-#define LORA "train --init-from %s/base --data %s/chats.bin --packing documents " \
+#define LORA "--init-from %s/base --data %s/chats.bin --packing documents " \
 	     "--micro-batch 4 --steps 100 --lr 5e-3 --lora-r 16 --lora-alpha 32 " \
 	     "--lora-targets " TARGETS " --zero-stage 3 --offload-optimizer cpu " \
 	     "--offload-param nvme --nvme-path %s/nvme --save-dir %s/%s --save-steps 20 " \
@@ -133,9 +133,16 @@ Test(cli_finetune, the_worked_example_runs_as_documented)
 	cr_assert(strstr(log_a, "26 of the tokens are labels"), "%s", log_a);
 	snprintf(a, sizeof(a), "%s/nvme", dir);
 	cr_assert_eq(mkdir(a, 0755), 0);
+	/* zinc estimate with the run's command line: the run's memory plan (the budget, the
+	 * machine's free memory, aside) */
+	zinc(log_a, NULL, "estimate " LORA, dir, dir, dir, dir, "ck0", dir, "A0");
+	zt_line(log_a, "memory plan:", a, sizeof(a));
+	a[strcspn(a, "(")] = 0;
 	/* 3. straight, and stopped by SIGTERM after step 30 */
-	zinc(log_a, NULL, LORA, dir, dir, dir, dir, "ck0", dir, "A0");
-	zinc(log_b, "ZINC_TEST_SIGTERM_AT=30", LORA, dir, dir, dir, dir, "ck", dir, "adapter");
+	zinc(log_a, NULL, "train " LORA, dir, dir, dir, dir, "ck0", dir, "A0");
+	zt_line(log_a, "memory plan:", b, sizeof(b));
+	cr_assert(!strncmp(a, b, strlen(a)), "estimate: %s\nrun: %s", a, b);
+	zinc(log_b, "ZINC_TEST_SIGTERM_AT=30", "train " LORA, dir, dir, dir, dir, "ck", dir, "adapter");
 	cr_assert(strstr(log_b, "stopped by SIGTERM after step 30: checkpoint"), "%s", log_b);
 	cr_assert(!strstr(log_b, "step 40/100"), "%s", log_b);
 	/* 4. the printed hint, as printed */

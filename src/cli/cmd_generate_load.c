@@ -415,7 +415,8 @@ int zn_gen_model_adapter(struct zn_gen_model *gm, const char *dir)
 		rc = zn_lora_peft_check_tensors(&gm->lc, gm->adapter, "--adapter");
 	if (rc) {
 		zn_error("zinc generate: --adapter %s: give a PEFT LoRA adapter of this model "
-			 "(zinc train --save-adapter DIR writes one)", dir);
+			 "(zinc train --save-adapter DIR writes one; a LoRA run's --save-dir "
+			 "DIR/checkpoint-N is one too)", dir);
 		return ZN_EUSAGE;
 	}
 	gm->lora = true;
