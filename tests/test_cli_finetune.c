@@ -142,7 +142,8 @@ Test(cli_finetune, the_worked_example_runs_as_documented)
 	zinc(log_a, NULL, "train " LORA, dir, dir, dir, dir, "ck0", dir, "A0");
 	zt_line(log_a, "memory plan:", b, sizeof(b));
 	cr_assert(!strncmp(a, b, strlen(a)), "estimate: %s\nrun: %s", a, b);
-	zinc(log_b, "ZINC_TEST_SIGTERM_AT=30", "train " LORA, dir, dir, dir, dir, "ck", dir, "adapter");
+	zinc(log_b, "ZINC_TEST_SIGTERM_AT=30", "train " LORA, dir, dir, dir, dir, "ck", dir,
+	     "adapter");
 	cr_assert(strstr(log_b, "stopped by SIGTERM after step 30: checkpoint"), "%s", log_b);
 	cr_assert(!strstr(log_b, "step 40/100"), "%s", log_b);
 	/* 4. the printed hint, as printed */
@@ -162,7 +163,8 @@ Test(cli_finetune, the_worked_example_runs_as_documented)
 	same_file("A0/adapter_model.safetensors", "adapter/adapter_model.safetensors");
 	/* the newest checkpoint is a PEFT adapter directory with that adapter; the limit of 2
 	 * removed the older ones */
-	same_file("adapter/adapter_model.safetensors", "ck/checkpoint-100/adapter_model.safetensors");
+	same_file("adapter/adapter_model.safetensors",
+		  "ck/checkpoint-100/adapter_model.safetensors");
 	same_file("adapter/adapter_config.json", "ck/checkpoint-100/adapter_config.json");
 	snprintf(a, sizeof(a), "%s/ck/checkpoint-40", dir);
 	cr_assert_neq(stat(a, &st), 0, "--save-total-limit 2 kept checkpoint-40");
