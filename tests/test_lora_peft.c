@@ -355,3 +355,36 @@ Test(lora_peft, nan_or_inf_in_an_adapter_is_refused_naming_the_tensor, .init = m
 				  "1]"), "%s", err);
 	cr_assert_not_null(strstr(err, "lora_B.weight holds Inf"), "%s", err);
 }
+
+/* zinc generate and zinc merge read an adapter through zn_lora_peft_read_config with their
+ * own flag's name: messages name that flag and no flag those commands lack (they have no
+ * --init-adapter or --lora-targets): the targets taken say nothing, a regular expression
+ * is refused with what to write in the file. */
+Test(lora_peft, read_config_names_only_the_commands_own_flag, .init = make_dir,
+     .fini = remove_dir)
+{
+	struct zn_gpt2_config mc;
+	struct zn_lora_config lc;
+	char path[128], *text, *err;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/adapter_config.json", dir);
+	for (int regex = 0; regex < 2; regex++) {
+		text = with("target_modules", regex ? "\".*\\\\.c_attn\"" : "[\"c_attn\"]");
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fputs(text, f);
+		fclose(f);
+		free(text);
+		gpt2_lora(&mc, &lc, 1, 1);
+		cr_assert_eq(zn_lora_peft_read_config(&lc, dir, "--adapter"), regex ? -EINVAL : 0);
+		if (!regex)
+			cr_assert(lc.r == 8 && lc.target_count == 1 &&
+				  !strcmp(lc.targets[0], "c_attn"));
+	}
+	err = stderr_text();
+	cr_assert_not_null(strstr(err, "--adapter "), "%s", err);
+	cr_assert_not_null(strstr(err, "target_modules is the regular expression"), "%s", err);
+	cr_assert_not_null(strstr(err, "write the module names as a list there"), "%s", err);
+	cr_assert(!strstr(err, "--init-adapter") && !strstr(err, "--lora-targets"), "%s", err);
+}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include "cli/cmd_generate.h"
@@ -77,6 +78,31 @@ static int take_model_config(int *argc, char **argv, const char **mc)
 	return 0;
 }
 
+/* A LoRA checkpoint holds the adapter, not the base: the command that generates from it
+ * (its checkpoint-N is a PEFT adapter directory; checkpoints of older zinc are not). */
+static int lora_checkpoint(const struct zn_ckpt_dir *ck, const char *path)
+{
+	const struct zn_ckpt_info *in = zn_ckpt_info(ck);
+	const char *src = zn_ckpt_get(ck, "run.model.source");
+	const char *base = zn_ckpt_get(ck, "run.model.path");
+	char cfg[ZN_PATH_MAX + 32];
+
+	if (!src || strcmp(src, "init-from") || !base)
+		base = "BASE";
+	snprintf(cfg, sizeof(cfg), "%s/adapter_config.json", in->path);
+	if (access(cfg, F_OK) == 0)
+		zn_error("zinc generate: --init-from %s is a LoRA checkpoint: it holds the adapter, "
+			 "not the base; give the base and the checkpoint as the adapter: zinc "
+			 "generate --init-from %s --adapter %s", path, base, in->path);
+	else
+		zn_error("zinc generate: --init-from %s is a LoRA checkpoint without the adapter's "
+			 "files (saved by an older zinc): write them with zinc train --resume %s "
+			 "--data FILE --steps %lld --save-adapter DIR (the run's batch flags), then "
+			 "zinc generate --init-from %s --adapter DIR", path, path,
+			 (long long)in->step, base);
+	return ZN_EUSAGE;
+}
+
 /* The model of a checkpoint: recorded in it (train_recipe.h), or the flags given, which
  * must agree with the record; checkpoints of older zinc need the flags. */
 static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, char **argv)
@@ -89,14 +115,8 @@ static int open_checkpoint(struct zn_gen_model *gm, const char *path, int argc, 
 		rc = zn_ckpt_open(&gm->ck, path, "--init-from");
 	if (rc)
 		return rc;
-	if (zn_ckpt_get(gm->ck, "run.lora")) {
-		zn_error("zinc generate: --init-from %s is a LoRA checkpoint: it holds the adapter "
-			 "without the base; write the adapter with zinc train --resume %s "
-			 "--data FILE "
-			 "--steps %lld --save-adapter DIR, then zinc generate --init-from BASE "
-			 "--adapter DIR", path, path, (long long)zn_ckpt_info(gm->ck)->step);
-		return ZN_EUSAGE;
-	}
+	if (zn_ckpt_get(gm->ck, "run.lora"))
+		return lora_checkpoint(gm->ck, path);
 	r.flags = argc ? argv : NULL; /* none: zn_train_recipe_fill allocates the record's */
 	r.flag_count = argc;
 	if (zn_train_recipe_recorded(gm->ck)) {
@@ -395,7 +415,8 @@ int zn_gen_model_adapter(struct zn_gen_model *gm, const char *dir)
 		rc = zn_lora_peft_check_tensors(&gm->lc, gm->adapter, "--adapter");
 	if (rc) {
 		zn_error("zinc generate: --adapter %s: give a PEFT LoRA adapter of this model "
-			 "(zinc train --save-adapter DIR writes one)", dir);
+			 "(zinc train --save-adapter DIR writes one; a LoRA run's --save-dir "
+			 "DIR/checkpoint-N is one too)", dir);
 		return ZN_EUSAGE;
 	}
 	gm->lora = true;

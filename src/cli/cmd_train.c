@@ -279,6 +279,8 @@ static int parse(int argc, char **argv, struct zn_config *cfg, struct zn_train_m
 					  sizeof(o->run_meta)) ? ZN_EUSAGE : 0;
 	o->ck.run_meta = o->run_meta;
 	o->ck.save_adapter = o->lora.save_adapter;
+	o->ck.extra_files = o->lora.on ? zn_train_lora_ckpt_files : NULL;
+	o->ck.extra_ctx = &o->lora;
 	o->ck.argc = argc;
 	o->ck.argv = argv;
 	free(rest);

@@ -203,6 +203,7 @@ static int save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_da
 		.data_step = (int64_t)zn_data_step(d->d), .global_micro = t->global_micro,
 		.seq = t->seq, .config_json = t->config_json, .run_meta = t->o->run_meta,
 		.data_path = t->data_path, .data_id = t->data_path ? &t->data_id : NULL,
+		.extra_files = t->o->extra_files, .extra_ctx = t->o->extra_ctx,
 	};
 
 	return zn_ckpt_save(e, t->comm, &a, where, n);

@@ -39,6 +39,9 @@ struct zn_train_ckpt_opts {
 	struct zn_ckpt_dir *resume_dir; /* --resume, opened by the caller (who closes it) */
 	const char *run_meta;    /* how the model was made (train_recipe.h), in every save */
 	const char *save_adapter; /* LoRA --save-adapter: what SIGTERM writes without --save-dir */
+	/* files every checkpoint also holds (a LoRA run's adapter: ckpt.h's extra_files) */
+	int (*extra_files)(void *ctx, struct zn_engine *e, const char *dir);
+	void *extra_ctx;
 	int argc;                /* the command line, for the resume hint */
 	char **argv;
 };

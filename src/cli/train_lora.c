@@ -243,6 +243,7 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 		tl->lc.alpha = (float)tl->lc.r; /* PEFT's default is 8 with r 8: scale 1 */
 	tl->lc.base = *model;
 	tl->seed = seed;
+	tl->base_name = init_from;
 	if (tl->init_adapter)
 		rc = zn_lora_peft_read(tl->init_adapter, "--init-adapter", &peft);
 	if (!rc && tl->init_adapter)
@@ -302,24 +303,40 @@ static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad
 	return rc;
 }
 
-int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
-		       const struct zn_train_lora_out *out)
+/* every layer's adapters, read from the engine (collective: every rank reads every layer)
+ * into *out (n arrays; free with free_adapters) */
+static int read_adapters(struct zn_engine *e, float ***out)
 {
 	int n = zn_engine_layer_count(e), rc = 0;
 	float **ad = zn_size_calloc((uint64_t)n, sizeof(*ad), "the adapter layers' pointers");
 
-	if (!tl->save_adapter && !(tl->merge && out->path)) {
-		free(ad);
-		return 0;
-	}
 	if (!ad)
 		return -ENOMEM;
-	/* collective: every rank reads every layer */
 	for (int l = 0; !rc && l < n; l++) {
 		ad[l] = zn_size_calloc(zn_engine_layer_numel(e, l) + 1, sizeof(float),
 				       "an adapter layer");
 		rc = ad[l] ? zn_engine_read_layer(e, l, ad[l]) : -ENOMEM;
 	}
+	*out = ad;
+	return rc;
+}
+
+static void free_adapters(float **ad, int n)
+{
+	for (int l = 0; ad && l < n; l++)
+		free(ad[l]);
+	free(ad);
+}
+
+int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
+		       const struct zn_train_lora_out *out)
+{
+	float **ad = NULL;
+	int rc;
+
+	if (!tl->save_adapter && !(tl->merge && out->path))
+		return 0;
+	rc = read_adapters(e, &ad);
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)
 		rc = zn_lora_save_peft(&tl->lc, (const float *const *)ad, tl->save_adapter,
 				       out->init_from);
@@ -327,9 +344,19 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
 		printf("saved adapter %s\n", tl->save_adapter);
 	if (!rc && tl->merge && out->path)
 		rc = save_merged(tl, e, ad, out);
-	for (int l = 0; l < n; l++)
-		free(ad[l]);
-	free(ad);
+	free_adapters(ad, zn_engine_layer_count(e));
+	return rc;
+}
+
+int zn_train_lora_ckpt_files(void *ctx, struct zn_engine *e, const char *dir)
+{
+	struct zn_train_lora *tl = ctx;
+	float **ad = NULL;
+	int rc = read_adapters(e, &ad);
+
+	if (!rc && zn_engine_rank(e) == 0)
+		rc = zn_lora_save_peft(&tl->lc, (const float *const *)ad, dir, tl->base_name);
+	free_adapters(ad, zn_engine_layer_count(e));
 	return rc;
 }
 

@@ -27,6 +27,7 @@ struct zn_train_lora {
 	int (*base_load)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
 	void *base_ctx;
 	uint64_t seed;
+	const char *base_name;     /* --init-from (NULL: a seeded base), for adapter_config.json */
 };
 
 /* Takes the flags above out of rest[0 .. *n) (the others stay, in order). Returns 0 or
@@ -59,6 +60,12 @@ struct zn_train_lora_out {
  * adapters merged in float64, rounded once to out->dtype). Collective. */
 int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
 		       const struct zn_train_lora_out *out);
+/* The checkpoint's copy of the adapter (ckpt.h's extra_files, ctx the zn_train_lora):
+ * dir/adapter_model.safetensors and adapter_config.json as --save-adapter writes them, so
+ * a checkpoint-N is a PEFT adapter directory, as the Hugging Face Trainer saves a PEFT
+ * model's (zinc generate --adapter and zinc merge --adapter take it). Collective; rank 0
+ * writes. 0 or a negative code (logged). */
+int zn_train_lora_ckpt_files(void *ctx, struct zn_engine *e, const char *dir);
 void zn_train_lora_release(struct zn_train_lora *tl);
 
 #endif

@@ -264,6 +264,8 @@ int zn_ckpt_save(struct zn_engine *e, struct zn_comm *c, const struct zn_ckpt_sa
 	if (!rc)
 		rc = write_rank(e, tmp, &crc);
 	rc = agree(c, rc);
+	if (!rc && a->extra_files)
+		rc = agree(c, a->extra_files(a->extra_ctx, e, tmp));
 	crcs[e->rt.rank] = crc;
 	if (!rc && c && zn_comm_size(c) > 1)
 		rc = zn_comm_all_gather(c, NULL, crcs, crcs + e->rt.rank, 1, ZN_DTYPE_F32);

@@ -6,6 +6,8 @@
  *     DIR/checkpoint-<step>/zinc-checkpoint.txt   metadata, "key=value" lines, its own CRC
  *     DIR/checkpoint-<step>/config.json           the effective config of the run
  *     DIR/checkpoint-<step>/rank-RRRRR-of-WWWWW.bin  rank R's fp32 master, m, v per layer
+ *     DIR/checkpoint-<step>/...                   the caller's extra_files (a LoRA run:
+ *                                                 adapter_model.safetensors, adapter_config.json)
  *     DIR/latest                                  "checkpoint-<step>", written last
  *
  * A rank file holds, for every layer, the elements [offset, offset + count) of the layer
@@ -78,6 +80,13 @@ struct zn_ckpt_save_args {
 	const struct zn_ckpt_data_id *data_id;
 	const char *run_meta;    /* the caller's "run.KEY=value\n" lines (how the model was
 				  * made: cli/train_recipe.h), copied into the metadata; or NULL */
+	/* the caller's own files, written into the temporary directory dir after the rank
+	 * files and before the metadata, so they appear with the checkpoint or not at all (a
+	 * LoRA run's PEFT adapter, as the Hugging Face Trainer's checkpoint-N holds it).
+	 * Called on every rank (it may be collective; rank 0 writes); 0 or a negative code.
+	 * NULL: none */
+	int (*extra_files)(void *ctx, struct zn_engine *e, const char *dir);
+	void *extra_ctx;
 };
 
 /* Saves a checkpoint of e after its step e->step (every rank calls it; c: a comm of host

@@ -307,9 +307,10 @@ int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *ou
 }
 
 /* target_modules as cfg's targets: a list, or "all-linear" (every linear layer but the
- * output head, as PEFT: the family's known names) */
+ * output head, as PEFT: the family's known names). label names the flag and file in
+ * messages; flags: the command has --lora-targets (zinc train) */
 static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
-			const char *path)
+			const char *label, bool flags)
 {
 	bool conv1d = !strcmp(cfg->base.ops->family, "gpt2");
 
@@ -319,9 +320,9 @@ static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p
 		snprintf(names, sizeof(names), "%s", p->targets);
 		for (char *t = strtok_r(names, ",", &save); t; t = strtok_r(NULL, ",", &save))
 			if (!zn_lora_target_known(t)) {
-				zn_error("--init-adapter %s: target_modules has '%s', which zinc "
-					 "cannot put an adapter on (Llama: q_proj ... down_proj; "
-					 "GPT-2: c_attn, c_proj, c_fc)", path, t);
+				zn_error("%s: target_modules has '%s', which zinc cannot put an "
+					 "adapter on (Llama: q_proj ... down_proj; GPT-2: c_attn, "
+					 "c_proj, c_fc)", label, t);
 				return -EINVAL;
 			}
 		return zn_lora_add_targets(cfg, p->targets);
@@ -330,22 +331,25 @@ static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p
 		return zn_lora_add_targets(cfg, conv1d ? "c_attn,c_proj,c_fc" :
 					   "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
 					   "down_proj");
-	zn_error("--init-adapter %s: target_modules is %s%s%s: give the modules with "
-		 "--lora-targets", path, p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ?
-		 "the regular expression '" : "missing", p->targets_kind ==
-		 ZN_LORA_PEFT_TARGETS_REGEX ? p->targets : "", p->targets_kind ==
-		 ZN_LORA_PEFT_TARGETS_REGEX ? "'" : "");
+	zn_error("%s: target_modules is %s%s%s: %s", label,
+		 p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ? "the regular expression '" :
+		 "missing", p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ? p->targets : "",
+		 p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ? "'" : "",
+		 flags ? "give the modules with --lora-targets" :
+		 "write the module names as a list there (e.g. [\"q_proj\", \"v_proj\"])");
 	return -EINVAL;
 }
 
-int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
-		       const char *path, bool take_dropout)
+/* zn_lora_peft_apply with label naming the flag and file, and flags: the command has the
+ * --lora-* flags (zinc train), whose names the messages may give as remedies */
+static int apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p, const char *label,
+		 bool take_dropout, bool flags)
 {
 	bool conv1d = !strcmp(cfg->base.ops->family, "gpt2");
 
 	if (p->r != cfg->r || p->alpha != cfg->alpha || p->rslora != cfg->rslora) {
-		zn_error("--init-adapter %s: r %d, lora_alpha %g, use_rslora %s but this run has "
-			 "--lora-r %d --lora-alpha %g%s: give the adapter's values", path, p->r,
+		zn_error("%s: r %d, lora_alpha %g, use_rslora %s but this run has --lora-r %d "
+			 "--lora-alpha %g%s: give the adapter's values", label, p->r,
 			 (double)p->alpha, p->rslora ? "true" : "false", cfg->r,
 			 (double)cfg->alpha, cfg->rslora ? " --use-rslora" : "");
 		return -EINVAL;
@@ -353,42 +357,52 @@ int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
 	/* PEFT itself resets it to false on an nn.Linear with a warning; the file then
 	 * claims a layout the weights do not have */
 	if (p->fan_in_fan_out && !conv1d) {
-		zn_error("--init-adapter %s: fan_in_fan_out is true, but the %s family's weights "
-			 "are nn.Linear ([out, in]): set it to false (only GPT-2's Conv1D weights "
-			 "are stored fan-in first)", path, cfg->base.ops->family);
+		zn_error("%s: fan_in_fan_out is true, but the %s family's weights are nn.Linear "
+			 "([out, in]): set it to false (only GPT-2's Conv1D weights are stored "
+			 "fan-in first)", label, cfg->base.ops->family);
 		return -EINVAL;
 	}
 	if (take_dropout)
 		cfg->dropout = p->dropout;
 	if (cfg->target_count == 0) {
 		char list[ZN_LORA_MAX_TARGETS * (ZN_LORA_NAME_MAX + 1)] = "";
-		int rc = take_targets(cfg, p, path);
+		int rc = take_targets(cfg, p, label, flags);
 
 		for (int i = 0, u = 0; !rc && i < cfg->target_count; i++)
 			u += snprintf(list + u, sizeof(list) - (size_t)u, "%s%s", i ? "," : "",
 				      cfg->targets[i]);
 		if (rc)
 			return rc;
-		zn_info("--init-adapter %s: --lora-targets %s taken from its target_modules", path,
-			list);
+		/* a command without the flag takes the file as it is: nothing to say */
+		if (flags)
+			zn_info("%s: --lora-targets %s taken from its target_modules", label, list);
 	}
 	return 0;
+}
+
+int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
+		       const char *path, bool take_dropout)
+{
+	char label[ZN_PATH_MAX + 64];
+
+	snprintf(label, sizeof(label), "--init-adapter %s", path);
+	return apply(cfg, p, label, take_dropout, true);
 }
 
 int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const char *what)
 {
 	struct zn_lora_peft p;
-	char path[ZN_PATH_MAX + 32];
+	char label[ZN_PATH_MAX + 96];
 	int rc = zn_lora_peft_read(dir, what, &p);
 
 	if (rc)
 		return rc;
-	snprintf(path, sizeof(path), "%s/adapter_config.json", dir);
+	snprintf(label, sizeof(label), "%s %s/adapter_config.json", what, dir);
 	cfg->r = p.r;
 	cfg->alpha = p.alpha;
 	cfg->rslora = p.rslora;
 	cfg->target_count = 0;
-	return zn_lora_peft_apply(cfg, &p, path, true);
+	return apply(cfg, &p, label, true, false);
 }
 
 int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn_st_file *f,
