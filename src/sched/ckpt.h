@@ -77,7 +77,7 @@ struct zn_ckpt_save_args {
 	const char *data_path;   /* the training data (NULL: not recorded) and its identity */
 	const struct zn_ckpt_data_id *data_id;
 	const char *run_meta;    /* the caller's "run.KEY=value\n" lines (how the model was
-				  * made: cli/train_recipe.h), copied into the metadata; or NULL */
+				  * made: train/train_recipe.h), copied into the metadata; or NULL */
 };
 
 /* Saves a checkpoint of e after its step e->step (every rank calls it; c: a comm of host

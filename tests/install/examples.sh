@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The public API from outside the tree (docs/api.md): installs the build into a temporary
+# prefix, checks that only the public header went in, compiles examples/train.c with
+# nothing but `pkg-config --cflags --libs zinc`, runs it and examples/train.py (ctypes over
+# the installed libzinc.so) and asserts that their per-step losses equal those `zinc
+# train` prints for the same settings.
+#
+#     tests/install/examples.sh SRC_DIR BUILD_DIR   (ctest: install_examples)
+#
+# ZN_SANITIZE=1 (a sanitizer build): the example is compiled with the same sanitizers and
+# python3 runs with their runtimes preloaded (leak checks off: python's own allocations).
+set -euo pipefail
+src=$1
+build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log" || {
+	cat "$tmp/install.log"; fail "cmake --install"; }
+headers=$(cd "$tmp/prefix" && find include -type f | sort | tr '\n' ' ')
+[ "$headers" = "include/zinc.h " ] || fail "installed headers: '$headers', want include/zinc.h only"
+pc=$(find "$tmp/prefix" -name zinc.pc)
+[ -n "$pc" ] || fail "no zinc.pc installed"
+libdir=$(dirname "$(dirname "$pc")")
+for f in "$tmp/prefix/bin/zinc" "$libdir/libzinc.so" "$libdir/libzinc.a"; do
+	[ -e "$f" ] || fail "$f not installed"
+done
+
+export PKG_CONFIG_PATH=$(dirname "$pc")
+cflags=()
+if [ "${ZN_SANITIZE:-0}" = 1 ]; then
+	cflags=(-fsanitize=address,undefined)
+fi
+# shellcheck disable=SC2046 # pkg-config's words
+cc "${cflags[@]}" "$src/examples/train.c" $(pkg-config --cflags --libs zinc) -o "$tmp/train" ||
+	fail "examples/train.c does not compile with pkg-config --cflags --libs zinc alone"
+
+settings=(--model tiny --data "$src/data/demo.txt" --steps 4 --device host)
+losses() { grep '^step ' "$1" | grep -o 'loss [0-9.-]*' || true; }
+
+"$tmp/prefix/bin/zinc" train "${settings[@]}" --steps-per-print 1 > "$tmp/zinc.out" ||
+	fail "zinc train: $(cat "$tmp/zinc.out")"
+losses "$tmp/zinc.out" > "$tmp/want"
+[ "$(wc -l < "$tmp/want")" = 4 ] || fail "zinc train printed $(wc -l < "$tmp/want") step lines, want 4"
+
+LD_LIBRARY_PATH=$libdir "$tmp/train" "${settings[@]}" > "$tmp/c.out" ||
+	fail "examples/train.c: $(cat "$tmp/c.out")"
+losses "$tmp/c.out" > "$tmp/c"
+diff "$tmp/want" "$tmp/c" || fail "examples/train.c's losses differ from zinc train's (above)"
+echo "examples/train.c: $(tr '\n' ' ' < "$tmp/c")= zinc train's"
+
+if ! command -v python3 > /dev/null; then
+	echo "examples/train.py: skipped, no python3 on PATH"
+	exit 0
+fi
+pyenv=()
+if [ "${ZN_SANITIZE:-0}" = 1 ]; then
+	pyenv=(LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+	       ASAN_OPTIONS=detect_leaks=0)
+fi
+env "${pyenv[@]}" ZINC_LIBRARY="$libdir/libzinc.so" python3 "$src/examples/train.py" \
+	"${settings[@]}" > "$tmp/py.out" || fail "examples/train.py: $(cat "$tmp/py.out")"
+losses "$tmp/py.out" > "$tmp/py"
+diff "$tmp/want" "$tmp/py" || fail "examples/train.py's losses differ from zinc train's (above)"
+echo "examples/train.py: $(tr '\n' ' ' < "$tmp/py")= zinc train's"
