@@ -18,7 +18,7 @@
 #include "train/train_model.h"
 #include "zinc.h"
 
-struct train_opts;
+struct zn_train_cli;
 
 struct zn_train_setup {
 	struct zn_config cfg;
@@ -26,7 +26,7 @@ struct zn_train_setup {
 	struct zn_model model;      /* what the engine is given: tm, or LoRA's wrapping */
 	struct zn_engine_options eo; /* seq_len as the run's */
 	bool lora;                  /* a LoRA run: model wraps tm */
-	struct train_opts *opts;    /* zinc train's parsed options (cmd_train.c): the LoRA
+	struct zn_train_cli *opts;    /* zinc train's parsed options (cmd_train.c): the LoRA
 				     * settings model points into, a --resume checkpoint */
 };
 

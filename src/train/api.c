@@ -79,7 +79,7 @@ int zn_net_from_flags(struct zn_net **out, int argc, const char *const *argv)
 			rc = -ENOMEM;
 	}
 	if (!rc) {
-		/* the flags again, --init-from / --model-config included, as zinc train reads them */
+		/* all the flags, --init-from / --model-config included, as zinc train reads them */
 		char *all[NET_MAX_FLAGS];
 		int n = 0;
 

@@ -324,7 +324,8 @@ int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out,
 	if (!rc)
 		rc = zn_train_model_parse(&tm, n, args, init_from, model_config, left, &k);
 	if (!rc && k > 0) {
-		zn_error("%s: not a model flag (see zinc estimate --help)", left[0]);
+		zn_error("%s: not a model flag (the model flags: zinc train --help, \"model:\")",
+			 left[0]);
 		rc = -EINVAL;
 	}
 	if (!rc)
