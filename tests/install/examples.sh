@@ -7,8 +7,9 @@
 #
 #     tests/install/examples.sh SRC_DIR BUILD_DIR   (ctest: install_examples)
 #
-# ZN_SANITIZE=1 (a sanitizer build): the example is compiled with the same sanitizers and
-# python3 runs with their runtimes preloaded (leak checks off: python's own allocations).
+# ZN_CC: the compiler that built the library (default cc). ZN_SANITIZE=1 (a sanitizer
+# build): the example is compiled with the same sanitizers and python3 runs with their
+# runtimes preloaded (leak checks off: python's own allocations).
 set -euo pipefail
 src=$1
 build=$2
@@ -28,12 +29,13 @@ for f in "$tmp/prefix/bin/zinc" "$libdir/libzinc.so" "$libdir/libzinc.a"; do
 done
 
 export PKG_CONFIG_PATH=$(dirname "$pc")
+cc=${ZN_CC:-cc}
 cflags=()
 if [ "${ZN_SANITIZE:-0}" = 1 ]; then
 	cflags=(-fsanitize=address,undefined)
 fi
 # shellcheck disable=SC2046 # pkg-config's words
-cc "${cflags[@]}" "$src/examples/train.c" $(pkg-config --cflags --libs zinc) -o "$tmp/train" ||
+"$cc" "${cflags[@]}" "$src/examples/train.c" $(pkg-config --cflags --libs zinc) -o "$tmp/train" ||
 	fail "examples/train.c does not compile with pkg-config --cflags --libs zinc alone"
 
 settings=(--model tiny --data "$src/data/demo.txt" --steps 4 --device host)
@@ -56,7 +58,9 @@ if ! command -v python3 > /dev/null; then
 fi
 pyenv=()
 if [ "${ZN_SANITIZE:-0}" = 1 ]; then
-	pyenv=(LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+	asan=$("$cc" -print-file-name=libasan.so)
+	ubsan=$("$cc" -print-file-name=libubsan.so)
+	pyenv=(LD_PRELOAD="$asan $ubsan"
 	       ASAN_OPTIONS=detect_leaks=0)
 fi
 env "${pyenv[@]}" ZINC_LIBRARY="$libdir/libzinc.so" python3 "$src/examples/train.py" \
