@@ -1,8 +1,8 @@
 /* include/zinc.h's model and trainer (src/train/api.c), through the public header alone:
  * a run resumed from zn_trainer_save_checkpoint continues with the losses and final
  * weights of the uninterrupted run; zn_trainer_eval is the loss of the same tokens before
- * the step that would train on them; bad inputs return a code and zn_last_error names
- * what to change. (The losses against zinc train's: tests/install/examples.sh.) */
+ * the step that would train on them; the net may go before its trainer; bad inputs return
+ * a code and zn_last_error names what to change. (The losses against zinc train's: tests/install/examples.sh.) */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +55,7 @@ static void run(const char *resume, int save_at, float *losses, const char *out)
 	host_config(&cfg);
 	cr_assert_eq(zn_net_from_preset(&net, "tiny"), 0, "%s", zn_last_error());
 	cr_assert_eq(zn_trainer_create(&t, &cfg, net, &o), 0, "%s", zn_last_error());
+	zn_net_destroy(net); /* the trainer keeps what it needs */
 	while ((rc = zn_trainer_step(t, &st)) == 0) {
 		losses[n++] = st.loss;
 		cr_assert_eq(st.step, zn_trainer_steps_done(t));
@@ -67,7 +68,6 @@ static void run(const char *resume, int save_at, float *losses, const char *out)
 	cr_assert_eq(zn_trainer_steps_done(t), STEPS);
 	cr_assert_eq(zn_trainer_save_hf(t, out), 0, "%s", zn_last_error());
 	zn_trainer_destroy(t);
-	zn_net_destroy(net);
 }
 
 static char *read_file(const char *path, size_t *len)

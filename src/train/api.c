@@ -138,12 +138,20 @@ static int options(struct zn_trainer *t, const struct zn_net *net,
 	struct zn_train_opts *o = &t->own_opts;
 	int rc = 0;
 
+	const char *given[5] = { in->data, in->val_data, in->resume, net->init_from,
+				 net->model_config };
+
+	/* the caller's strings are copied: the trainer reads them after create returns, and
+	 * the net may be destroyed before the trainer */
+	for (int i = 0; i < 5; i++)
+		if (given[i] && !(t->own_paths[i] = copy(given[i])))
+			return -ENOMEM;
 	*o = (struct zn_train_opts){
-		.data = in->data, .init_from = net->init_from, .model_config = net->model_config,
-		.seq = in->seq, .steps = in->steps, .warmup_ratio = in->warmup_ratio,
-		.trace_first = 1,
-		.ev = { .val_data = in->val_data, .eval_batches = in->eval_batches },
-		.ck = { .resume = in->resume },
+		.data = t->own_paths[0], .init_from = t->own_paths[3],
+		.model_config = t->own_paths[4], .seq = in->seq, .steps = in->steps,
+		.warmup_ratio = in->warmup_ratio, .trace_first = 1,
+		.ev = { .val_data = t->own_paths[1], .eval_batches = in->eval_batches },
+		.ck = { .resume = t->own_paths[2] },
 	};
 	if (in->steps < 0 || in->seq < 0 || in->eval_batches < 0) {
 		zn_error("zn_trainer_create: steps, seq and eval_batches are counts (>= 0)");
@@ -158,7 +166,7 @@ static int options(struct zn_trainer *t, const struct zn_net *net,
 				       .flag_count = net->flag_count,
 				       .flags = (char **)net->flags };
 	if (in->resume) {
-		rc = zn_ckpt_open(&o->ck.resume_dir, in->resume, "resume");
+		rc = zn_ckpt_open(&o->ck.resume_dir, o->ck.resume, "resume");
 		if (!rc)
 			rc = zn_train_recipe_check(o->ck.resume_dir, "resume", r, &t->own_tm,
 						   &o->lora, seed);
@@ -283,5 +291,7 @@ void zn_trainer_destroy(struct zn_trainer *t)
 	zn_train_end(t);
 	zn_ckpt_close(t->own_opts.ck.resume_dir);
 	zn_train_ranks_end(&t->own_ranks);
+	for (int i = 0; i < 5; i++)
+		free(t->own_paths[i]);
 	free(t);
 }

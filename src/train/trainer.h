@@ -78,6 +78,8 @@ struct zn_trainer {
 	struct zn_train_opts own_opts;
 	struct zn_train_ranks own_ranks;
 	char run_meta[16384];         /* how the model was made, for its checkpoints */
+	/* copies of the caller's data, val_data, resume and the net's init_from, model_config */
+	char *own_paths[5];
 	bool own;                     /* made by zn_trainer_create: eval only when asked */
 };
 
