@@ -38,33 +38,43 @@ fi
 "$cc" "${cflags[@]}" "$src/examples/train.c" $(pkg-config --cflags --libs zinc) -o "$tmp/train" ||
 	fail "examples/train.c does not compile with pkg-config --cflags --libs zinc alone"
 
-settings=(--model tiny --data "$src/data/demo.txt" --steps 4 --device host)
 losses() { grep '^step ' "$1" | grep -o 'loss [0-9.-]*' || true; }
-
-"$tmp/prefix/bin/zinc" train "${settings[@]}" --steps-per-print 1 > "$tmp/zinc.out" ||
-	fail "zinc train: $(cat "$tmp/zinc.out")"
-losses "$tmp/zinc.out" > "$tmp/want"
-[ "$(wc -l < "$tmp/want")" = 4 ] || fail "zinc train printed $(wc -l < "$tmp/want") step lines, want 4"
-
-LD_LIBRARY_PATH=$libdir "$tmp/train" "${settings[@]}" > "$tmp/c.out" ||
-	fail "examples/train.c: $(cat "$tmp/c.out")"
-losses "$tmp/c.out" > "$tmp/c"
-diff "$tmp/want" "$tmp/c" || fail "examples/train.c's losses differ from zinc train's (above)"
-echo "examples/train.c: $(tr '\n' ' ' < "$tmp/c")= zinc train's"
-
-if ! command -v python3 > /dev/null; then
-	echo "examples/train.py: skipped, no python3 on PATH"
-	exit 0
-fi
 pyenv=()
 if [ "${ZN_SANITIZE:-0}" = 1 ]; then
 	asan=$("$cc" -print-file-name=libasan.so)
 	ubsan=$("$cc" -print-file-name=libubsan.so)
-	pyenv=(LD_PRELOAD="$asan $ubsan"
-	       ASAN_OPTIONS=detect_leaks=0)
+	pyenv=(LD_PRELOAD="$asan $ubsan" ASAN_OPTIONS=detect_leaks=0)
 fi
-env "${pyenv[@]}" ZINC_LIBRARY="$libdir/libzinc.so" python3 "$src/examples/train.py" \
-	"${settings[@]}" > "$tmp/py.out" || fail "examples/train.py: $(cat "$tmp/py.out")"
-losses "$tmp/py.out" > "$tmp/py"
-diff "$tmp/want" "$tmp/py" || fail "examples/train.py's losses differ from zinc train's (above)"
-echo "examples/train.py: $(tr '\n' ' ' < "$tmp/py")= zinc train's"
+
+# The three programs with the same settings ($@, zinc train's flags): the same losses.
+same_losses() {
+	local name=$1 steps=$2
+	shift 2
+	"$tmp/prefix/bin/zinc" train "$@" --steps "$steps" --steps-per-print 1 \
+		> "$tmp/zinc.out" || fail "zinc train: $(cat "$tmp/zinc.out")"
+	losses "$tmp/zinc.out" > "$tmp/want"
+	[ "$(wc -l < "$tmp/want")" = "$steps" ] ||
+		fail "zinc train printed $(wc -l < "$tmp/want") step lines, want $steps"
+	LD_LIBRARY_PATH=$libdir "$tmp/train" "$@" --steps "$steps" > "$tmp/c.out" ||
+		fail "examples/train.c: $(cat "$tmp/c.out")"
+	losses "$tmp/c.out" > "$tmp/c"
+	diff "$tmp/want" "$tmp/c" || fail "$name: examples/train.c's losses differ from zinc train's"
+	echo "$name: examples/train.c: $(tr '\n' ' ' < "$tmp/c")= zinc train's"
+	if ! command -v python3 > /dev/null; then
+		echo "$name: examples/train.py: skipped, no python3 on PATH"
+		return
+	fi
+	env "${pyenv[@]}" ZINC_LIBRARY="$libdir/libzinc.so" python3 "$src/examples/train.py" \
+		"$@" --steps "$steps" > "$tmp/py.out" || fail "examples/train.py: $(cat "$tmp/py.out")"
+	losses "$tmp/py.out" > "$tmp/py"
+	diff "$tmp/want" "$tmp/py" || fail "$name: examples/train.py's losses differ from zinc train's"
+	echo "$name: examples/train.py: $(tr '\n' ' ' < "$tmp/py")= zinc train's"
+}
+
+# a preset, zinc train's defaults otherwise (seed, lr, schedule, batch, seq)
+same_losses preset 4 --model tiny --data "$src/data/demo.txt" --device host
+# a Hugging Face directory (a Llama written by zinc train --steps 0), a shorter --seq
+"$tmp/prefix/bin/zinc" train --model llama-tiny --steps 0 --save-final "$tmp/hf" \
+	--device host --seed 3 > "$tmp/hf.out" || fail "zinc train --save-final: $(cat "$tmp/hf.out")"
+same_losses init-from 3 --init-from "$tmp/hf" --seq 32 --data "$src/data/demo.txt" \
+	--device host
