@@ -73,6 +73,47 @@ same_losses() {
 
 # a preset, zinc train's defaults otherwise (seed, lr, schedule, batch, seq)
 same_losses preset 4 --model tiny --data "$src/data/demo.txt" --device host
+# the engine from outside: zn_engine_create takes zn_net_model's model (no internal
+# header), and one step on the file's first window is zinc train's first loss
+cat > "$tmp/engine.c" <<'PROG'
+#include <stdio.h>
+#include <zinc.h>
+int main(int argc, char **argv)
+{
+	struct zn_config cfg;
+	struct zn_net *net;
+	struct zn_engine *e;
+	struct zn_step_stats st;
+	int in[64], tg[64], c, n = 0;
+	FILE *f = fopen(argv[1], "rb");
+
+	while (f && n < 65 && (c = fgetc(f)) != EOF) { /* text: one token per byte */
+		if (n < 64)
+			in[n] = c;
+		if (n > 0)
+			tg[n - 1] = c;
+		n++;
+	}
+	zn_config_defaults(&cfg);
+	cfg.runtime.device = ZN_DEVICE_HOST;
+	if (n < 65 || argc < 2 || zn_config_validate(&cfg, 1) || zn_net_from_preset(&net, "tiny") ||
+	    zn_engine_create(&e, &cfg, zn_net_model(net), &(struct zn_engine_options){
+			.seq_len = zn_net_seq(net) }) || zn_engine_step(e, in, tg, &st))
+		return fprintf(stderr, "engine.c: %s\n", zn_last_error()), 1;
+	printf("step 1/1 | loss %.4f\n", st.loss);
+	zn_engine_destroy(e);
+	zn_net_destroy(net);
+	return 0;
+}
+PROG
+"$cc" "${cflags[@]}" "$tmp/engine.c" $(pkg-config --cflags --libs zinc) -o "$tmp/engine" ||
+	fail "a zn_engine_create caller does not compile with zinc.h alone"
+LD_LIBRARY_PATH=$libdir "$tmp/engine" "$src/data/demo.txt" > "$tmp/engine.out" ||
+	fail "engine.c: $(cat "$tmp/engine.out")"
+losses "$tmp/engine.out" > "$tmp/e"
+head -1 "$tmp/want" | diff - "$tmp/e" || fail "zn_engine_step's loss is not zinc train's first"
+echo "engine: $(cat "$tmp/e") = zinc train's first step"
+
 # a Hugging Face directory (a Llama written by zinc train --steps 0), a shorter --seq
 "$tmp/prefix/bin/zinc" train --model llama-tiny --steps 0 --save-final "$tmp/hf" \
 	--device host --seed 3 > "$tmp/hf.out" || fail "zinc train --save-final: $(cat "$tmp/hf.out")"
