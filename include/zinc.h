@@ -10,8 +10,13 @@
  *     if (zn_config_load_json(&cfg, "ds.json") || zn_config_validate(&cfg, 1))
  *             return 2;
  *
- * The training engine (zn_engine_*, at the end) runs data-parallel ZeRO steps of a GPT-2
- * model built from a zn_config and a model shape (src/model/gpt2.h).
+ * The trainer (zn_net_*, zn_trainer_*, at the end) is what `zinc train` runs: a model
+ * from a preset, flags or a Hugging Face directory, trained on a token or text file with
+ * checkpoints and saves. The training engine (zn_engine_*) below it runs data-parallel
+ * ZeRO steps of a model on caller-made batches. docs/api.md shows both from C and Python.
+ *
+ * Errors: functions return 0 or a negative errno-style code and log one line on stderr;
+ * zn_last_error() returns that line for the calling thread.
  */
 #ifndef ZINC_H
 #define ZINC_H
@@ -482,5 +487,103 @@ int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
  * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or
  * infinite. */
 int zn_engine_save(struct zn_engine *e, const char *path, enum zn_dtype dtype);
+
+/* ---- errors ---------------------------------------------------------------------------
+ *
+ * The last error line zinc logged on the calling thread (without the "zinc: error: "
+ * prefix and the file:line), "" when none yet. Valid until the thread's next zinc call
+ * that fails; thread-local, so threads do not see each other's errors. */
+const char *zn_last_error(void);
+
+/* sizeof(struct zn_config), for callers that allocate one without this header's layout
+ * (Python's ctypes: a buffer of this size, then zn_config_defaults). */
+size_t zn_config_size(void);
+
+/* ---- the model: an opaque description (src/train) ---------------------------------------
+ *
+ * A zn_net is what the model is, not its weights: a family (GPT-2, or Llama / Qwen2 /
+ * Mistral), its shapes, and for zn_net_from_hf the directory its weights come from. Build
+ * it from one of:
+ *   zn_net_from_preset  "tiny", "small", "gpt2", ..., "llama-tiny", "llama-3-8b", ...
+ *                       (zinc train --model NAME's names)
+ *   zn_net_from_flags   zinc train's model flags: {"--model", "tiny", "--layers", "4"},
+ *                       {"--model-config", "config.json"}, ...
+ *   zn_net_from_hf      a Hugging Face directory (config.json + safetensors): the trainer
+ *                       starts from its weights (zinc train --init-from DIR)
+ * Each returns 0, or ZN_EUSAGE / -EINVAL (zn_last_error says which flag or key) with
+ * *out NULL. The net is read-only afterwards: one net may serve several trainers. */
+struct zn_net;
+int zn_net_from_preset(struct zn_net **out, const char *name);
+int zn_net_from_flags(struct zn_net **out, int argc, const char *const *argv);
+int zn_net_from_hf(struct zn_net **out, const char *dir);
+void zn_net_destroy(struct zn_net *net); /* accepts NULL */
+int zn_net_seq(const struct zn_net *net);   /* the model's sequence length */
+int zn_net_vocab(const struct zn_net *net);
+uint64_t zn_net_params(const struct zn_net *net); /* as Hugging Face counts them */
+/* The model as zn_engine_create takes it (valid while net lives); for callers that make
+ * their own batches instead of using a trainer. */
+const struct zn_model *zn_net_model(const struct zn_net *net);
+
+/* ---- the trainer (src/train) ------------------------------------------------------------
+ *
+ * zinc train as a library: the batches (llm.c's layout, or packed documents), the engine,
+ * LoRA, periodic eval and checkpoints. With the same config, net and options it trains
+ * exactly as `zinc train` does (the CLI is built on these calls): the same losses.
+ *
+ *     struct zn_config cfg;
+ *     struct zn_net *net;
+ *     struct zn_trainer *t;
+ *     struct zn_step_stats st;
+ *     zn_config_defaults(&cfg);               // zinc train's defaults; or zn_config_from_args
+ *     if (zn_net_from_preset(&net, "tiny") ||
+ *         zn_trainer_create(&t, &cfg, net, &(struct zn_trainer_options){
+ *                 .data = "data/demo.txt", .steps = 20 }))
+ *             fprintf(stderr, "%s\n", zn_last_error());
+ *     while (zn_trainer_step(t, &st) == 0)    // 1 after the last step
+ *             printf("step %lld loss %.4f\n", (long long)st.step, st.loss);
+ *     zn_trainer_save_hf(t, "out");
+ *     zn_trainer_destroy(t);
+ *     zn_net_destroy(net);
+ *
+ * Threading: one thread per trainer. Collective (under mpirun): every call but destroy is
+ * made by every rank in the same order. A trainer sets no signal handlers; after an error
+ * from step, save or eval, only destroy is valid.
+ */
+struct zn_trainer;
+
+struct zn_trainer_options {
+	const char *data;   /* training tokens: an llm.c token file or UTF-8 text (needed) */
+	int steps;          /* optimizer steps of the run (its schedule's "auto" length) */
+	int seq;            /* T; 0 = the net's sequence length */
+	double warmup_ratio; /* > 0: warmup_num_steps = ceil(steps x ratio) (--warmup-ratio) */
+	const char *resume; /* a checkpoint directory (zinc train --resume): its weights,
+			     * optimizer state and data position; NULL = start fresh */
+	const char *val_data; /* eval tokens for zn_trainer_eval; NULL = none */
+	int eval_batches;   /* batches per zn_trainer_eval (0: 1) */
+};
+
+/* Resolves the config's "auto" values (from the net and steps) and validates it for the
+ * ranks of the launch, then builds the engine (weights seeded from cfg's seed, from the
+ * net's HF directory, or from options->resume) and opens the data. cfg and options are
+ * copied. Returns 0, ZN_EUSAGE (a setting to change), or a negative code (a file, an
+ * allocation); zn_last_error() says which. */
+int zn_trainer_create(struct zn_trainer **out, const struct zn_config *cfg,
+		      const struct zn_net *net, const struct zn_trainer_options *options);
+/* One optimizer step on the next batch: 0 and st filled (st->step is 1-based), 1 when
+ * the run's steps are done (nothing trained), or a negative code. */
+int zn_trainer_step(struct zn_trainer *t, struct zn_step_stats *st);
+/* The mean loss over options->eval_batches batches of val_data, forward only (the
+ * weights unchanged). -EINVAL without val_data. */
+int zn_trainer_eval(struct zn_trainer *t, float *loss);
+/* The weights as a Hugging Face model: path ending in .safetensors one file, any other
+ * path a directory (config.json + model.safetensors); fp32. */
+int zn_trainer_save_hf(struct zn_trainer *t, const char *path);
+/* A checkpoint directory of the step just taken (weights, optimizer state, data
+ * position) that options->resume (or zinc train --resume) continues from. */
+int zn_trainer_save_checkpoint(struct zn_trainer *t, const char *dir);
+/* Optimizer steps taken so far (a resumed run starts at the checkpoint's). */
+int64_t zn_trainer_steps_done(const struct zn_trainer *t);
+struct zn_engine *zn_trainer_engine(struct zn_trainer *t); /* for zn_engine_memory etc. */
+void zn_trainer_destroy(struct zn_trainer *t); /* accepts NULL and half-built */
 
 #endif

@@ -1,4 +1,4 @@
-/* zinc train and zinc estimate with Llama-family models (src/cli/train_model.c, train_hf.c):
+/* zinc train and zinc estimate with Llama-family models (src/train/train_model.c, train_hf.c):
  * --model llama-tiny trains from the loss of a uniform guess; a sharded Hugging Face
  * directory round trip (save, --init-from DIR, a 0-learning-rate step at ZeRO-3 with CPU
  * offload, save again: the same files byte for byte) for untied and tied lm_head, fp32 and

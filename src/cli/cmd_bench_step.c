@@ -20,7 +20,7 @@
 #include "cli/cmd_bench_step.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "comm/comm.h"
 #include "core/fsio.h"
 #include "core/log.h"
@@ -28,7 +28,7 @@
 #include "core/trace.h"
 #include "cpu/adamw.h"
 #include "gpu/device.h"
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "model/model.h"
 #include "nvme/swap.h"
 #include "zinc.h"
@@ -80,17 +80,17 @@ static int own_flags(int n, char **rest, struct opts *o, struct zn_config *cfg, 
 		const char *a = rest[i], *v;
 
 		if (!strcmp(a, "--bw")) {
-			v = zn_cli_value(n, rest, &i);
+			v = zn_arg_value(n, rest, &i);
 			rc = v ? zn_bs_parse_bw(v, o->rows, &o->caps) : ZN_EUSAGE;
 		} else if (!strcmp(a, "--warmup")) {
-			rc = zn_cli_int(n, rest, &i, 0, 1000, &o->warmup);
+			rc = zn_arg_int(n, rest, &i, 0, 1000, &o->warmup);
 		} else if (!strcmp(a, "--steps")) {
-			rc = zn_cli_int(n, rest, &i, 1, 1000, &o->steps);
+			rc = zn_arg_int(n, rest, &i, 1, 1000, &o->steps);
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
 		} else if (!strcmp(a, "--csv") || !strcmp(a, "--plot") || !strcmp(a, "--trace") ||
 			   !strcmp(a, "--model-config")) {
-			if (!(v = zn_cli_value(n, rest, &i)))
+			if (!(v = zn_arg_value(n, rest, &i)))
 				return ZN_EUSAGE;
 			if (a[2] == 'c')
 				o->csv = v;
@@ -102,10 +102,10 @@ static int own_flags(int n, char **rest, struct opts *o, struct zn_config *cfg, 
 				o->model_config = v;
 		} else if (!strcmp(a, "--seq")) {
 			rest[(*m)++] = rest[i];
-			rc = zn_cli_int(n, rest, &i, 1, 1 << 20, &o->seq);
+			rc = zn_arg_int(n, rest, &i, 1, 1 << 20, &o->seq);
 			rest[(*m)++] = rest[i];
 		} else if (!strcmp(a, "--dtype")) {
-			v = zn_cli_value(n, rest, &i);
+			v = zn_arg_value(n, rest, &i);
 			if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16"))) {
 				zn_error("--dtype '%s': use fp32, bf16 or fp16", v ? v : "");
 				return ZN_EUSAGE;
@@ -596,7 +596,7 @@ static int check_paths(const struct opts *o, int argc, char **argv)
 	};
 	int n = 5;
 
-	zn_cli_config_inputs(argc, argv, io, &n, 16);
+	zn_arg_config_inputs(argc, argv, io, &n, 16);
 	return zn_io_check(io, n);
 }
 

@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/estimate_fit.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "cli/estimate_plan.h"
 #include "cli/flags.h"
 #include "cli/train_setup.h"
@@ -148,11 +148,11 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 		if (!strcmp(a, "--json"))
 			o->json = true;
 		else if (!strcmp(a, "--lora-params"))
-			rc = zn_cli_count(argc, argv, &i, &o->lora_params);
+			rc = zn_arg_count(argc, argv, &i, &o->lora_params);
 		else if (!strcmp(a, "--fit"))
 			o->fit = true;
 		else if (!strcmp(a, "--nvme-path")) {
-			const char *v = zn_cli_value(argc, argv, &i);
+			const char *v = zn_arg_value(argc, argv, &i);
 
 			if (!v || o->nvme_path_count >= ZN_FIT_MAX_PATHS) {
 				zn_error("--nvme-path takes a directory (at most %d)", ZN_FIT_MAX_PATHS);
@@ -161,47 +161,47 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 				o->nvme_path[o->nvme_path_count++] = v;
 			}
 		} else if (!strcmp(a, "--nvme-mem")) {
-			rc = zn_cli_size(argc, argv, &i, &o->nvme_mem);
+			rc = zn_arg_size(argc, argv, &i, &o->nvme_mem);
 			if (!rc && !o->nvme_mem)
 				o->zero_budget = a;
 		}
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			return 1;
 		else if (!strcmp(a, "--params"))
-			rc = zn_cli_count(argc, argv, &i, &o->params);
+			rc = zn_arg_count(argc, argv, &i, &o->params);
 		else if (!strcmp(a, "--largest-layer"))
-			rc = zn_cli_count(argc, argv, &i, &o->largest_layer);
+			rc = zn_arg_count(argc, argv, &i, &o->largest_layer);
 		else if (!strcmp(a, "--layers"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->layers);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->layers);
 		else if (!strcmp(a, "--hidden"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->hidden);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 24, &o->hidden);
 		else if (!strcmp(a, "--heads"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 16, &o->heads);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 16, &o->heads);
 		else if (!strcmp(a, "--vocab"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 30, &o->vocab);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 30, &o->vocab);
 		else if (!strcmp(a, "--seq"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &o->seq);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 24, &o->seq);
 		else if (!strcmp(a, "--micro-batch"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->micro);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->micro);
 		else if (!strcmp(a, "--gpus"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
 		else if (!strcmp(a, "--nodes"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
 		else if (!strcmp(a, "--prefetch-depth"))
-			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->prefetch_depth);
+			rc = zn_arg_int(argc, argv, &i, 0, 1024, &o->prefetch_depth);
 		else if (!strcmp(a, "--buffer-count"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1024, &o->buffer_count);
+			rc = zn_arg_int(argc, argv, &i, 1, 1024, &o->buffer_count);
 		else if (!strcmp(a, "--frozen-read-buffers"))
-			rc = zn_cli_int(argc, argv, &i, 0, 1024, &o->frozen_read_buffers);
+			rc = zn_arg_int(argc, argv, &i, 0, 1024, &o->frozen_read_buffers);
 		else if (!strcmp(a, "--device-mem") || !strcmp(a, "--host-mem")) {
 			uint64_t *v = a[2] == 'd' ? &o->device_mem : &o->host_mem;
 
-			rc = zn_cli_size(argc, argv, &i, v);
+			rc = zn_arg_size(argc, argv, &i, v);
 			if (!rc && !*v)
 				o->zero_budget = a;
 		}
 		else if (!strcmp(a, "--dtype")) {
-			const char *v = zn_cli_value(argc, argv, &i);
+			const char *v = zn_arg_value(argc, argv, &i);
 
 			if (v && !strcmp(v, "fp32"))
 				o->fp32 = true;
@@ -358,8 +358,8 @@ int zn_cmd_estimate(int argc, char **argv)
 
 		printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s) = "
 		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,
-		       zn_cli_fmt_count(o.params, p, sizeof(p)),
-		       zn_cli_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
+		       zn_arg_fmt_count(o.params, p, sizeof(p)),
+		       zn_arg_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
 		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
 						  "bf16 mixed precision (2+2+12 B/param)");
 		printf("# device = model states on the device + working set (layers in flight); "
@@ -367,8 +367,8 @@ int zn_cmd_estimate(int argc, char **argv)
 		if (o.lora_params)
 			printf("# LoRA: %s adapter params trained; the %s params above are the "
 			       "frozen base (parameters only, on the parameters' tier)\n",
-			       zn_cli_fmt_count(o.lora_params, b0, sizeof(b0)),
-			       zn_cli_fmt_count(o.params, b1, sizeof(b1)));
+			       zn_arg_fmt_count(o.lora_params, b0, sizeof(b0)),
+			       zn_arg_fmt_count(o.params, b1, sizeof(b1)));
 		printf("%5s %9s %9s %12s %12s %12s %12s %12s %12s%s%s\n", "stage", "off_optim",
 		       "off_param", "dev_model", "dev_working", "device", "host/rank",
 		       "host/node", "nvme/rank", o.device_mem ? "  fits_dev" : "",
@@ -417,12 +417,12 @@ int zn_cmd_estimate(int argc, char **argv)
 		}
 		printf("%5d %9s %9s %12s %12s %12s %12s %12s %12s", in.stage,
 		       offload_name(in.offload_optimizer), offload_name(in.offload_param),
-		       zn_cli_fmt_bytes(e.device_model_bytes, b[0], 32),
-		       zn_cli_fmt_bytes(e.device_working_bytes, b[1], 32),
-		       zn_cli_fmt_bytes(e.device_bytes, b[2], 32),
-		       zn_cli_fmt_bytes(e.host_bytes, b[3], 32),
-		       zn_cli_fmt_bytes(e.host_node_bytes, b[4], 32),
-		       zn_cli_fmt_bytes(e.nvme_bytes, b[5], 32));
+		       zn_arg_fmt_bytes(e.device_model_bytes, b[0], 32),
+		       zn_arg_fmt_bytes(e.device_working_bytes, b[1], 32),
+		       zn_arg_fmt_bytes(e.device_bytes, b[2], 32),
+		       zn_arg_fmt_bytes(e.host_bytes, b[3], 32),
+		       zn_arg_fmt_bytes(e.host_node_bytes, b[4], 32),
+		       zn_arg_fmt_bytes(e.nvme_bytes, b[5], 32));
 		if (o.device_mem)
 			printf("  %8s", fits(e.device_bytes, o.device_mem));
 		if (o.host_mem)

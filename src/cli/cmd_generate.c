@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_generate.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
 #include "zinc.h"
@@ -60,7 +60,7 @@ void zn_generate_usage(FILE *f)
 
 static int float_flag(int argc, char **argv, int *i, float lo, float *out)
 {
-	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	const char *flag = argv[*i], *v = zn_arg_value(argc, argv, i);
 	char *end;
 	double x;
 
@@ -84,19 +84,19 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 		const char *f = argv[i], *v;
 
 		if (!strcmp(f, "--init-from")) {
-			rc = (a->init_from = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->init_from = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--prompt")) {
-			rc = (a->prompt = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->prompt = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--adapter")) {
-			rc = (a->adapter = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->adapter = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--system")) {
-			rc = (a->system = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->system = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--template")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc)
 				rc = zn_sft_template_parse(v, &a->tmpl);
 		} else if (!strcmp(f, "--stop")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && (!*v || a->n_stops == ZN_GEN_MAX_STOPS)) {
 				zn_error("--stop '%s': give a non-empty text, at most %d of them", v,
 					 ZN_GEN_MAX_STOPS);
@@ -105,36 +105,36 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 			if (!rc)
 				a->stops[a->n_stops++] = v;
 		} else if (!strcmp(f, "--tokenizer")) {
-			rc = (a->tokenizer = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->tokenizer = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--nvme-path")) {
-			rc = (a->nvme_path = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->nvme_path = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--max-new-tokens")) {
-			rc = zn_cli_int(argc, argv, &i, 0, 1 << 24, &a->max_new);
+			rc = zn_arg_int(argc, argv, &i, 0, 1 << 24, &a->max_new);
 		} else if (!strcmp(f, "--max-seq")) {
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 24, &a->max_seq);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 24, &a->max_seq);
 		} else if (!strcmp(f, "--prefetch-depth")) {
-			rc = zn_cli_int(argc, argv, &i, 0, 1 << 10, &a->depth);
+			rc = zn_arg_int(argc, argv, &i, 0, 1 << 10, &a->depth);
 			a->depth = a->depth ? a->depth : -1; /* zn_gen_opts: < 0 is none */
 		} else if (!strcmp(f, "--prefill-chunk")) {
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &a->chunk);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &a->chunk);
 		} else if (!strcmp(f, "--top-k")) {
-			rc = zn_cli_int(argc, argv, &i, 0, 1 << 30, &a->top_k);
+			rc = zn_arg_int(argc, argv, &i, 0, 1 << 30, &a->top_k);
 		} else if (!strcmp(f, "--temperature")) {
 			rc = float_flag(argc, argv, &i, 0.0f, &a->temperature);
 		} else if (!strcmp(f, "--top-p")) {
 			rc = float_flag(argc, argv, &i, 0.0f, &a->top_p);
 		} else if (!strcmp(f, "--seed")) {
-			rc = zn_cli_count(argc, argv, &i, &a->seed);
+			rc = zn_arg_count(argc, argv, &i, &a->seed);
 		} else if (!strcmp(f, "--ignore-eos")) {
 			a->ignore_eos = true;
 		} else if (!strcmp(f, "--print-ids")) {
 			a->print_ids = true;
 		} else if (!strcmp(f, "--device-mem")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc)
 				rc = zn_hf_parse_size(v, "--device-mem", &a->device_mem);
 		} else if (!strcmp(f, "--device")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && !strcmp(v, "auto"))
 				a->device = ZN_DEVICE_AUTO;
 			else if (!rc && !strcmp(v, "host"))
@@ -146,7 +146,7 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 				rc = ZN_EUSAGE;
 			}
 		} else if (!strcmp(f, "--offload-param")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && !strcmp(v, "none"))
 				a->home = ZN_GEN_DEVICE;
 			else if (!rc && !strcmp(v, "cpu"))

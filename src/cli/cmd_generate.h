@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "data/sft.h"
 #include "data/tokenizer.h"
 #include "model/lora/lora.h"

@@ -10,8 +10,8 @@
 #include <cjson/cJSON.h>
 #include "cli/cmd_generate.h"
 #include "cli/flags.h"
-#include "cli/train_hf.h"
-#include "cli/train_recipe.h"
+#include "train/train_hf.h"
+#include "train/train_recipe.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "model/safetensors.h"

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "cli/cmd_generate.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "sched/generate_sample.h"
 #include "sched/generate_text.h"
@@ -49,13 +49,13 @@ static void report(const struct gen_args *a, struct zn_gen *g, int n_prompt, dou
 		n_prompt, pre_ms, pre_ms > 0 ? 1e3 * n_prompt / pre_ms : 0.0, n_new, dec_ms,
 		dec_ms > 0 && n_new ? 1e3 * n_new / dec_ms : 0.0);
 	fprintf(stderr, "device %s: %s used; layers on %s, %s streamed", s.device_name,
-		zn_cli_fmt_ibytes(s.device_bytes, b1, sizeof(b1)), home[a->home],
-		zn_cli_fmt_ibytes(s.streamed_bytes, b2, sizeof(b2)));
+		zn_arg_fmt_ibytes(s.device_bytes, b1, sizeof(b1)), home[a->home],
+		zn_arg_fmt_ibytes(s.streamed_bytes, b2, sizeof(b2)));
 	if (a->home != ZN_GEN_DEVICE)
 		fprintf(stderr, " (%d ahead)", s.prefetch_depth);
 	if (a->home == ZN_GEN_NVME)
 		fprintf(stderr, ", %s read from nvme",
-			zn_cli_fmt_ibytes(s.nvme_read_bytes, b3, sizeof(b3)));
+			zn_arg_fmt_ibytes(s.nvme_read_bytes, b3, sizeof(b3)));
 	fputc('\n', stderr);
 }
 

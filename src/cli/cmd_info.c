@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "cpu/topo.h"
 #include "gpu/device.h"
@@ -32,7 +32,7 @@ static void print_gpus(void)
 			continue;
 		}
 		printf("  gpu %d: %s, default budget %s\n", i, zn_device_name(dev),
-		       zn_cli_fmt_ibytes(zn_device_budget_bytes(dev), b, sizeof(b)));
+		       zn_arg_fmt_ibytes(zn_device_budget_bytes(dev), b, sizeof(b)));
 		zn_device_destroy(dev);
 	}
 }
@@ -65,8 +65,8 @@ static void print_path(const char *path)
 		return;
 	}
 	printf("nvme path %s: %s, %s free of %s, writable %s, O_DIRECT %s%s%s, fallocate %s\n",
-	       path, p.fs_type, zn_cli_fmt_ibytes(p.free_bytes, f, sizeof(f)),
-	       zn_cli_fmt_ibytes(p.total_bytes, t, sizeof(t)), p.writable ? "yes" : "no",
+	       path, p.fs_type, zn_arg_fmt_ibytes(p.free_bytes, f, sizeof(f)),
+	       zn_arg_fmt_ibytes(p.total_bytes, t, sizeof(t)), p.writable ? "yes" : "no",
 	       p.o_direct ? "yes" : "no", p.o_direct ? "" : ": ",
 	       p.o_direct ? "" : zn_strerror(p.o_direct_err), p.fallocate ? "yes" : "no");
 }

@@ -1,6 +1,6 @@
 /* zinc merge: a PEFT LoRA adapter merged into its base, written as a Hugging Face
  * directory, with no training (docs/lora.md, "zinc merge"). Each layer of the base is read
- * (cli/train_hf.h's loader), its targets get W + scale B A computed in float64 and rounded
+ * (train/train_hf.h's loader), its targets get W + scale B A computed in float64 and rounded
  * once to the output dtype (lora.h: zn_lora_merge_layer), and the layer is streamed to the
  * writer (config.json, shards and index as transformers' save_pretrained writes them),
  * so host memory holds one layer. The output directory's rules are merge_out.h's. */
@@ -12,9 +12,9 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "cli/merge_out.h"
-#include "cli/train_hf.h"
-#include "cli/train_model.h"
-#include "cli/util.h"
+#include "train/train_hf.h"
+#include "train/train_model.h"
+#include "core/args.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
@@ -58,19 +58,19 @@ static int parse(struct merge_args *a, int argc, char **argv)
 		const char *f = argv[i], *v;
 
 		if (!strcmp(f, "--init-from")) {
-			rc = (a->init_from = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->init_from = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--adapter")) {
-			rc = (a->adapter = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->adapter = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--output")) {
-			rc = (a->output = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (a->output = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 		} else if (!strcmp(f, "--overwrite")) {
 			a->overwrite = true;
 		} else if (!strcmp(f, "--max-shard-size")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && zn_hf_parse_size(v, "--max-shard-size", &a->shard_bytes))
 				rc = ZN_EUSAGE;
 		} else if (!strcmp(f, "--dtype")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && !strcmp(v, "auto"))
 				a->dtype = -1;
 			else if (!rc && !strcmp(v, "fp32"))

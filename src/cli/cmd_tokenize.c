@@ -14,7 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/fsio.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -341,18 +341,18 @@ int zn_cmd_tokenize(int argc, char **argv)
 			free(inputs);
 			return 0;
 		} else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--init-from")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			tok_path = v;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			out = v;
 		} else if (!strcmp(a, "--val-output")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			val_out = v;
 		} else if (!strcmp(a, "--val-fraction")) {
 			char *end = NULL;
 
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc) {
 				z.val_fraction = strtod(v, &end);
 				if (*end || end == v || !(z.val_fraction >= 0 && z.val_fraction < 1)) {
@@ -363,12 +363,12 @@ int zn_cmd_tokenize(int argc, char **argv)
 		} else if (!strcmp(a, "--seed")) {
 			uint64_t s;
 
-			rc = zn_cli_count(argc, argv, &i, &s);
+			rc = zn_arg_count(argc, argv, &i, &s);
 			z.seed = s;
 		} else if (!strcmp(a, "--threads")) {
-			rc = zn_cli_int(argc, argv, &i, 1, 4096, &z.threads);
+			rc = zn_arg_int(argc, argv, &i, 1, 4096, &z.threads);
 		} else if (!strcmp(a, "--template")) {
-			rc = (v = zn_cli_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc)
 				rc = zn_sft_template_parse(v, &z.tmpl);
 		} else if (!strcmp(a, "--quiet")) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "cli/estimate_acts.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "lmhead_ce.h"
 #include "sched/recompute.h"
@@ -61,8 +61,8 @@ static void per_layer(const struct acts_model *m, const struct zn_est_acts *a, i
 			last++;
 		printf("#   layer%s %d%s%.0d: activations %s%s, output %s%s\n",
 		       last > l ? "s" : "", l, last > l ? "-" : "", last > l ? last : 0,
-		       zn_cli_fmt_bytes(bytes, b[0], 32), last > l ? " each" : "",
-		       zn_cli_fmt_bytes(last == m->n - 1 ? 0 : x, b[1], 32),
+		       zn_arg_fmt_bytes(bytes, b[0], 32), last > l ? " each" : "",
+		       zn_arg_fmt_bytes(last == m->n - 1 ? 0 : x, b[1], 32),
 		       last > l ? " each" : "");
 		l = last + 1;
 	}
@@ -88,14 +88,14 @@ int zn_estimate_acts(const struct zn_est_acts *a, const struct zn_train_model *t
 	       m.n - 1);
 	per_layer(&m, a, T, off.x);
 	printf("#   without checkpointing: device %s (every layer's activations and output; "
-	       "+ %s gradients, scratch, tokens)\n", zn_cli_fmt_bytes(off.device_acts, b[0], 32),
-	       zn_cli_fmt_bytes(off.device_fixed, b[1], 32));
+	       "+ %s gradients, scratch, tokens)\n", zn_arg_fmt_bytes(off.device_acts, b[0], 32),
+	       zn_arg_fmt_bytes(off.device_fixed, b[1], 32));
 	for (int i = 0; i < 3; i++) {
 		bytes_for(&m, a, T, true, homes[i], &on);
 		printf("#   --gradient-checkpointing --checkpoint-every %d, checkpoints on %-6s: "
 		       "device %s, pinned host %s, nvme %s (%d runs)\n", on.every,
-		       zn_tier_name(homes[i]), zn_cli_fmt_bytes(on.device_acts, b[0], 32),
-		       zn_cli_fmt_bytes(on.host, b[1], 32), zn_cli_fmt_bytes(on.nvme, b[2], 32),
+		       zn_tier_name(homes[i]), zn_arg_fmt_bytes(on.device_acts, b[0], 32),
+		       zn_arg_fmt_bytes(on.host, b[1], 32), zn_arg_fmt_bytes(on.nvme, b[2], 32),
 		       on.runs);
 	}
 	return 0;

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 
 struct zn_est_acts {
 	int micro;          /* --micro-batch */

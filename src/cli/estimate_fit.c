@@ -17,8 +17,8 @@
 #include <sys/statvfs.h>
 
 #include "cli/cli.h"
-#include "cli/train_model.h"
-#include "cli/util.h"
+#include "train/train_model.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "model/gpt2/gpt2.h"
 
@@ -271,10 +271,10 @@ int zn_estimate_fit(const struct zn_fit_opts *f)
 		return 0;
 	}
 	printf("# zinc estimate --fit: budgets device %s per rank%s, host %s per node%s, "
-	       "nvme %s%s\n", zn_cli_fmt_bytes(b.device, s[0], 32),
+	       "nvme %s%s\n", zn_arg_fmt_bytes(b.device, s[0], 32),
 	       f->device_mem ? "" : " (zinc train's host-device default: give --device-mem)",
-	       zn_cli_fmt_bytes(b.host, s[1], 32), f->host_mem ? "" : " (RAM)",
-	       b.nvme_unlimited ? "unlimited" : zn_cli_fmt_bytes(b.nvme, s[2], 32),
+	       zn_arg_fmt_bytes(b.host, s[1], 32), f->host_mem ? "" : " (RAM)",
+	       b.nvme_unlimited ? "unlimited" : zn_arg_fmt_bytes(b.nvme, s[2], 32),
 	       f->nvme_mem ? "" : f->nvme_path_count ? " free on --nvme-path" :
 	       " (give --nvme-path DIR or --nvme-mem SIZE)");
 	printf("# the family: the model with its layer count changed; %s; gradients of an "
@@ -288,10 +288,10 @@ int zn_estimate_fit(const struct zn_fit_opts *f)
 
 		printf("%5d %9s %9s %8d %10s %12s %12s %12s  %s\n", r->stage, off(r->opt),
 		       off(r->prm), r->layers,
-		       r->layers ? zn_cli_fmt_count(r->params, s[3], 32) : "-",
-		       r->layers ? zn_cli_fmt_bytes(r->e.device_bytes, s[4], 32) : "-",
-		       r->layers ? zn_cli_fmt_bytes(r->e.host_node_bytes, s[5], 32) : "-",
-		       r->layers ? zn_cli_fmt_bytes(r->e.nvme_bytes, s[6], 32) : "-",
+		       r->layers ? zn_arg_fmt_count(r->params, s[3], 32) : "-",
+		       r->layers ? zn_arg_fmt_bytes(r->e.device_bytes, s[4], 32) : "-",
+		       r->layers ? zn_arg_fmt_bytes(r->e.host_node_bytes, s[5], 32) : "-",
+		       r->layers ? zn_arg_fmt_bytes(r->e.nvme_bytes, s[6], 32) : "-",
 		       r->limit ? r->limit : "");
 	}
 	return 0;

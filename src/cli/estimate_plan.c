@@ -13,9 +13,9 @@
 #include "cli/cli.h"
 #include "cli/estimate_acts.h"
 #include "cli/flags.h"
-#include "cli/train_io.h"
+#include "train/train_io.h"
 #include "cli/train_setup.h"
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "gpu/device.h"
 #include "sched/plan.h"
@@ -73,9 +73,9 @@ static int split_args(int argc, char **argv, struct plan_opts *o)
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--gpus"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->gpus);
 		else if (!strcmp(a, "--nodes"))
-			rc = zn_cli_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
+			rc = zn_arg_int(argc, argv, &i, 1, 1 << 20, &o->nodes);
 		else if (!strcmp(a, "--json"))
 			o->json = true;
 		else if (!strcmp(a, "--nvme-mem")) {
@@ -83,7 +83,7 @@ static int split_args(int argc, char **argv, struct plan_opts *o)
 			rc = ZN_EUSAGE;
 		}
 		else if (!strcmp(a, "--host-mem")) {
-			rc = zn_cli_size(argc, argv, &i, &o->host_mem);
+			rc = zn_arg_size(argc, argv, &i, &o->host_mem);
 			if (!rc && !o->host_mem) {
 				zn_error("--host-mem 0: a budget must be above 0 (leave it out)");
 				rc = ZN_EUSAGE;
@@ -261,16 +261,16 @@ static void print_text(const struct result *r)
 	printf("# model: %s\n", model);
 	printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s), %s, "
 	       "micro-batch %lld x accumulation %lld x seq %d; device budget %s\n", ZN_VERSION,
-	       zn_cli_fmt_count(zn_train_model_params(&s->tm), b[0], 32),
-	       zn_cli_fmt_count(zn_train_model_largest_layer(&s->tm), b[1], 32), r->o->gpus,
+	       zn_arg_fmt_count(zn_train_model_params(&s->tm), b[0], 32),
+	       zn_arg_fmt_count(zn_train_model_largest_layer(&s->tm), b[1], 32), r->o->gpus,
 	       r->o->nodes, c->precision.bf16 ? "bf16 (fp32 master)" :
 	       c->precision.fp16 ? "fp16 (fp32 master)" : "fp32",
 	       (long long)c->train_micro_batch_size_per_gpu,
 	       (long long)c->gradient_accumulation_steps, s->eo.seq_len,
-	       zn_cli_fmt_ibytes(r->budget, b[2], 32));
+	       zn_arg_fmt_ibytes(r->budget, b[2], 32));
 	if (r->lora_params)
 		printf("# LoRA: %s adapter params trained; the base is frozen\n",
-		       zn_cli_fmt_count(r->lora_params, b[0], 32));
+		       zn_arg_fmt_count(r->lora_params, b[0], 32));
 	printf("# zinc train with these flags plans (per rank):\n");
 	printf("%s", r->line);
 	if (r->refused)
@@ -292,12 +292,12 @@ static void print_text(const struct result *r)
 		if (w->rc && w->rc != -ENOMEM)
 			continue;
 		printf("%5d %9s %9s %12s %12s %12s %12s %12s %12s  %4s", w->stage, off(w->opt),
-		       off(w->prm), zn_cli_fmt_ibytes(w->m.device_model_bytes, b[0], 32),
-		       zn_cli_fmt_ibytes(w->m.device_working_bytes, b[1], 32),
-		       zn_cli_fmt_ibytes(w->m.device_bytes, b[2], 32),
-		       zn_cli_fmt_ibytes(w->m.pinned_plan_bytes, b[3], 32),
-		       zn_cli_fmt_ibytes(w->m.pinned_plan_bytes * (uint64_t)r->o->gpus, b[4], 32),
-		       zn_cli_fmt_ibytes(w->m.nvme_bytes, b[5], 32), w->rc ? "no" : "yes");
+		       off(w->prm), zn_arg_fmt_ibytes(w->m.device_model_bytes, b[0], 32),
+		       zn_arg_fmt_ibytes(w->m.device_working_bytes, b[1], 32),
+		       zn_arg_fmt_ibytes(w->m.device_bytes, b[2], 32),
+		       zn_arg_fmt_ibytes(w->m.pinned_plan_bytes, b[3], 32),
+		       zn_arg_fmt_ibytes(w->m.pinned_plan_bytes * (uint64_t)r->o->gpus, b[4], 32),
+		       zn_arg_fmt_ibytes(w->m.nvme_bytes, b[5], 32), w->rc ? "no" : "yes");
 		if (r->o->host_mem)
 			printf("  %9s", w->m.pinned_plan_bytes * (uint64_t)r->o->gpus <=
 			       r->o->host_mem ? "yes" : "no");

@@ -8,6 +8,8 @@
 #include <strings.h>
 
 static int zn_level = -1;
+/* zn_last_error's line: per thread, so a trainer's error is not another thread's */
+static _Thread_local char zn_last_err[1024];
 
 static enum zn_log_level level_from_env(void)
 {
@@ -47,6 +49,8 @@ void zn_log(enum zn_log_level level, const char *file, int line, const char *fmt
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (level == ZN_LOG_ERROR)
+		memcpy(zn_last_err, msg, sizeof(zn_last_err));
 	if (level == ZN_LOG_INFO)
 		fprintf(stderr, "zinc: %s\n", msg);
 	else if (level == ZN_LOG_WARN)
@@ -71,6 +75,11 @@ int zn_check_neg(long rc, const char *call, const char *file, int line)
 		return 0;
 	zn_log(ZN_LOG_ERROR, file, line, "%s failed: %s", call, strerror((int)-rc));
 	return (int)rc;
+}
+
+const char *zn_last_error(void)
+{
+	return zn_last_err;
 }
 
 const char *zn_strerror(int rc)

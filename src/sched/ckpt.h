@@ -79,7 +79,7 @@ struct zn_ckpt_save_args {
 	const char *data_path;   /* the training data (NULL: not recorded) and its identity */
 	const struct zn_ckpt_data_id *data_id;
 	const char *run_meta;    /* the caller's "run.KEY=value\n" lines (how the model was
-				  * made: cli/train_recipe.h), copied into the metadata; or NULL */
+				  * made: train/train_recipe.h), copied into the metadata; or NULL */
 	/* the caller's own files, written into the temporary directory dir after the rank
 	 * files and before the metadata, so they appear with the checkpoint or not at all (a
 	 * LoRA run's PEFT adapter, as the Hugging Face Trainer's checkpoint-N holds it).

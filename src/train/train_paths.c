@@ -1,11 +1,11 @@
 /* zinc train's inputs and outputs compared by identity (train_paths.h). The name lists
  * say which files inside a directory each flag reads or writes, so an output may sit
  * beside an input in one directory as long as neither touches the other's files. */
-#include "cli/train_paths.h"
+#include "train/train_paths.h"
 
 #include <string.h>
 
-#include "cli/util.h"
+#include "core/args.h"
 #include "core/fsio.h"
 #include "zinc.h"
 
@@ -50,7 +50,7 @@ int zn_train_paths_check(const struct zn_train_paths *p)
 	/* a --resume of the save directory is read and written by design */
 	io[n++] = (struct zn_io){ .path = p->resume, .what = "--resume", .names = ckpt_names,
 				  .shared = true };
-	zn_cli_config_inputs(p->argc, p->argv, io, &n, MAX_PATHS - 6);
+	zn_arg_config_inputs(p->argc, p->argv, io, &n, MAX_PATHS - 6);
 	io[n++] = (struct zn_io){ .path = p->save_final, .what = "--save-final", .out = true,
 				  .names = final_names, .kind = "model" };
 	io[n++] = (struct zn_io){ .path = p->save_adapter, .what = "--save-adapter", .out = true,

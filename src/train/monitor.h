@@ -4,9 +4,9 @@
  * as in DeepSpeed's Train/Samples events). zinc writes train_loss, lr, loss_scale (1: no
  * fp16 scaling), grad_norm, elapsed_time_ms_step and its split (forward, backward,
  * optimizer, wait) and tokens_per_second. Rank 0 only. Existing files are appended to, as
- * DeepSpeed does; a symlink or non-regular file there is refused. Internal to src/cli. */
-#ifndef ZN_CLI_MONITOR_H
-#define ZN_CLI_MONITOR_H
+ * DeepSpeed does; a symlink or non-regular file there is refused. Internal to zinc (src/train). */
+#ifndef ZN_TRAIN_MONITOR_H
+#define ZN_TRAIN_MONITOR_H
 
 #include "zinc.h"
 

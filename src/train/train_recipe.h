@@ -1,7 +1,7 @@
 /* How a run's model was made, recorded in its checkpoints ("run." keys of the metadata,
  * sched/ckpt.h) so that `zinc train --resume DIR` and `zinc generate --init-from DIR` need no
  * model flags, and a re-run of the same command line with --resume added is checked against
- * the checkpoint instead of refused (docs/checkpoint.md). Internal to src/cli.
+ * the checkpoint instead of refused (docs/checkpoint.md). Internal to zinc (src/train).
  *
  * Recorded: the source (run.model.source = init-from | model-config | flags), its absolute
  * path, the model flags as given (run.model.flag.K), the resolved model (run.model.* as
@@ -14,15 +14,15 @@
  *     rc = zn_train_recipe_check(ck, "--resume", &r, &tm, &tl, seed);  // names a difference
  *     rc = zn_train_recipe_text(&r, &tm, &tl, seed, buf, size);       // for the next save
  */
-#ifndef ZN_CLI_TRAIN_RECIPE_H
-#define ZN_CLI_TRAIN_RECIPE_H
+#ifndef ZN_TRAIN_RECIPE_H
+#define ZN_TRAIN_RECIPE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/train_lora.h"
-#include "cli/train_model.h"
+#include "train/train_lora.h"
+#include "train/train_model.h"
 
 struct zn_ckpt_dir;
 

@@ -5,7 +5,7 @@
  * last 64 KiB of each file's tensor bytes (the headers alone cannot tell two models of one
  * layout apart; a fine-tune changes the first and last tensors too). A few reads however
  * large the model; a change confined to the middle of a shard goes unseen. */
-#include "cli/train_recipe.h"
+#include "train/train_recipe.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* zinc train's token batches (through the model's data loader, src/model/data.h: llm.c
  * token files or text as bytes) and its per-step lines. */
-#include "cli/train_io.h"
+#include "train/train_io.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* zinc train's checkpoints: --save-dir/--save-steps/--save-total-limit, --resume (alias
  * --resume-from-checkpoint), and the SIGTERM stop (finish the step, save, exit 0).
- * The checkpoint itself is src/sched/ckpt.h; docs/checkpoint.md. Internal to src/cli.
+ * The checkpoint itself is src/sched/ckpt.h; docs/checkpoint.md. Internal to zinc (src/train).
  *
  *     struct zn_train_ckpt ck;
  *     rc = zn_train_ckpt_begin(&ck, &opts, cfg, &model, comm, world, T);  // opens --resume
@@ -12,8 +12,8 @@
  *     }
  *     zn_train_ckpt_end(&ck);
  */
-#ifndef ZN_CLI_TRAIN_CKPT_H
-#define ZN_CLI_TRAIN_CKPT_H
+#ifndef ZN_TRAIN_CKPT_H
+#define ZN_TRAIN_CKPT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -84,6 +84,11 @@ int zn_train_ckpt_resumed(struct zn_train_ckpt *t, struct zn_engine *e,
 /* after step `step` of `steps`: the agreed SIGTERM stop and the saves; *stop: end now */
 int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
 			     struct zn_train_data *d, int64_t step, int steps, bool *stop);
+/* A checkpoint of the step just taken under dir (DIR/checkpoint-<step>, its path in
+ * where), as the cadence above saves one: zinc train's --save-dir, zn_trainer_save_checkpoint.
+ * Collective. */
+int zn_train_ckpt_save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_data *d,
+		       const char *dir, char *where, size_t n);
 void zn_train_ckpt_end(struct zn_train_ckpt *t);
 /* after step `step`: whether --save-hf-steps asks for DIR/hf-<step> (its path in buf) */
 bool zn_train_ckpt_hf_due(const struct zn_train_ckpt *t, int64_t step, char *buf, size_t n);

@@ -3,13 +3,13 @@
  * train_model.h), --save-final DIR or FILE.safetensors with --save-shard-size. Tensors go
  * by the model's layer descriptors (model.h), so nothing here names a family but for
  * GPT-2's lone files (no config: the GPT-2 loader's checks; metadata when saving one).
- * Internal to src/cli. */
-#ifndef ZN_CLI_TRAIN_HF_H
-#define ZN_CLI_TRAIN_HF_H
+ * Internal to zinc (src/train). */
+#ifndef ZN_TRAIN_HF_H
+#define ZN_TRAIN_HF_H
 
 #include <stdint.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "zinc.h"
 
 /* Loading layer by layer (the engine's init_layer, zinc.h): open checks the checkpoint

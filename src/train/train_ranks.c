@@ -5,7 +5,7 @@
  * nested objects opened by "{" and closed by "}"), minus the keys each rank may set for
  * itself, then "model.*" lines and the caller's extra lines.
  */
-#include "cli/train_ranks.h"
+#include "train/train_ranks.h"
 
 #include <errno.h>
 #include <stdio.h>

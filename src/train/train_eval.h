@@ -1,5 +1,5 @@
 /* zinc train's data order and validation flags: --shuffle, --epochs N, --val-data FILE,
- * --eval-steps N, --eval-batches K. Internal to src/cli.
+ * --eval-steps N, --eval-batches K. Internal to zinc (src/train).
  *
  * Validation: every N optimizer steps and after the last, K global batches of the
  * validation file (from its start, the same tokens each time, laid out as a training
@@ -7,13 +7,13 @@
  * rank 0 prints "val loss 3.2101 | ppl 24.78 | step 100" and the summary the best and the
  * last value. With --packing documents the validation file is packed as the training
  * data is (its rows, positions and predicted targets; zn_engine_eval_pos). */
-#ifndef ZN_CLI_TRAIN_EVAL_H
-#define ZN_CLI_TRAIN_EVAL_H
+#ifndef ZN_TRAIN_EVAL_H
+#define ZN_TRAIN_EVAL_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "cli/train_io.h"
+#include "train/train_io.h"
 
 struct zn_train_eval_opts {
 	const char *val_data;
@@ -40,7 +40,10 @@ struct zn_train_eval {
 int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts *o,
 		       enum zn_data_format format, int vocab, const struct zn_engine *e, int T,
 		       uint64_t seed, bool packed);
-/* After optimizer step `step` (1-based) of `steps`: evaluates when due. */
+/* Evaluates now, forward only: *loss the mean over the batches, recorded (last, best) as
+ * of optimizer step `step`. -EINVAL (logged) without validation data. Collective. */
+int zn_train_eval_run(struct zn_train_eval *v, struct zn_engine *e, int step, float *loss);
+/* After optimizer step `step` (1-based) of `steps`: evaluates when due, one line to out. */
 int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
 			     FILE *out);
 void zn_train_eval_summary(FILE *f, const struct zn_train_eval *v); /* nothing when off */

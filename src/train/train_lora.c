@@ -6,9 +6,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "cli/train_hf.h"
-#include "cli/train_lora.h"
-#include "cli/util.h"
+#include "train/train_hf.h"
+#include "train/train_lora.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "core/size.h"
 #include "model/hf_dir.h"
@@ -16,7 +16,7 @@
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
 {
-	const char *v = zn_cli_value(n, rest, i), *a = rest[*i - 1];
+	const char *v = zn_arg_value(n, rest, i), *a = rest[*i - 1];
 	char *end = NULL;
 	double x;
 
@@ -40,7 +40,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 		const char *a = rest[i];
 
 		if (!strcmp(a, "--lora-r")) {
-			rc = zn_cli_int(*n, rest, &i, 1, 1 << 16, &tl->lc.r);
+			rc = zn_arg_int(*n, rest, &i, 1, 1 << 16, &tl->lc.r);
 			tl->on = true;
 		} else if (!strcmp(a, "--lora-alpha")) {
 			rc = float_flag(*n, rest, &i, 1e-6f, 1e9f, &tl->lc.alpha);
@@ -49,7 +49,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			rc = float_flag(*n, rest, &i, 0.0f, 1.0f, &tl->lc.dropout);
 			tl->dropout_given = true;
 		} else if (!strcmp(a, "--lora-targets")) {
-			const char *v = zn_cli_value(*n, rest, &i);
+			const char *v = zn_arg_value(*n, rest, &i);
 
 			rc = v ? (zn_lora_add_targets(&tl->lc, v) ? ZN_EUSAGE : 0) : ZN_EUSAGE;
 		} else if (!strcmp(a, "--use-rslora")) {
@@ -58,7 +58,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 		} else if (!strcmp(a, "--merge-adapter")) {
 			tl->merge = true;
 		} else if (!strcmp(a, "--save-adapter") || !strcmp(a, "--init-adapter")) {
-			const char *v = zn_cli_value(*n, rest, &i);
+			const char *v = zn_arg_value(*n, rest, &i);
 
 			if (!v)
 				return ZN_EUSAGE;
@@ -266,7 +266,7 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 	return 0;
 }
 
-/* the merged model, streamed layer by layer to the writer (cli/train_hf.h): each layer's
+/* the merged model, streamed layer by layer to the writer (train/train_hf.h): each layer's
  * frozen base (whole on every rank) with its adapters merged in float64 */
 struct merge_src {
 	struct zn_train_lora *tl;

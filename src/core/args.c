@@ -1,5 +1,5 @@
 /* Option parsing and unit formatting shared by the subcommands. */
-#include "cli/util.h"
+#include "core/args.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "zinc.h"
 
-const char *zn_cli_value(int argc, char **argv, int *i)
+const char *zn_arg_value(int argc, char **argv, int *i)
 {
 	if (*i + 1 >= argc) {
 		zn_error("%s needs a value", argv[*i]);
@@ -19,9 +19,9 @@ const char *zn_cli_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
-int zn_cli_int(int argc, char **argv, int *i, int min, int max, int *out)
+int zn_arg_int(int argc, char **argv, int *i, int min, int max, int *out)
 {
-	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	const char *flag = argv[*i], *v = zn_arg_value(argc, argv, i);
 	char *end;
 	long x;
 
@@ -37,9 +37,9 @@ int zn_cli_int(int argc, char **argv, int *i, int min, int max, int *out)
 	return 0;
 }
 
-int zn_cli_double(int argc, char **argv, int *i, double min, double max, double *out)
+int zn_arg_double(int argc, char **argv, int *i, double min, double max, double *out)
 {
-	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	const char *flag = argv[*i], *v = zn_arg_value(argc, argv, i);
 	char *end;
 	double x;
 
@@ -55,9 +55,9 @@ int zn_cli_double(int argc, char **argv, int *i, double min, double max, double 
 	return 0;
 }
 
-int zn_cli_count(int argc, char **argv, int *i, uint64_t *out)
+int zn_arg_count(int argc, char **argv, int *i, uint64_t *out)
 {
-	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	const char *flag = argv[*i], *v = zn_arg_value(argc, argv, i);
 
 	if (!v)
 		return ZN_EUSAGE;
@@ -68,9 +68,9 @@ int zn_cli_count(int argc, char **argv, int *i, uint64_t *out)
 	return 0;
 }
 
-int zn_cli_size(int argc, char **argv, int *i, uint64_t *out)
+int zn_arg_size(int argc, char **argv, int *i, uint64_t *out)
 {
-	const char *flag = argv[*i], *v = zn_cli_value(argc, argv, i);
+	const char *flag = argv[*i], *v = zn_arg_value(argc, argv, i);
 
 	if (!v)
 		return ZN_EUSAGE;
@@ -94,21 +94,21 @@ static const char *fmt_scaled(double v, double base, const char *const *units, c
 	return buf;
 }
 
-const char *zn_cli_fmt_bytes(uint64_t bytes, char *buf, size_t size)
+const char *zn_arg_fmt_bytes(uint64_t bytes, char *buf, size_t size)
 {
 	static const char *const units[] = { "B", "KB", "MB", "GB", "TB", "PB", NULL };
 
 	return fmt_scaled((double)bytes, 1000.0, units, buf, size);
 }
 
-const char *zn_cli_fmt_ibytes(uint64_t bytes, char *buf, size_t size)
+const char *zn_arg_fmt_ibytes(uint64_t bytes, char *buf, size_t size)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", NULL };
 
 	return fmt_scaled((double)bytes, 1024.0, units, buf, size);
 }
 
-const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size)
+const char *zn_arg_fmt_count(uint64_t n, char *buf, size_t size)
 {
 	double v = (double)n;
 
@@ -125,7 +125,7 @@ const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size)
 	return buf;
 }
 
-void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max)
+void zn_arg_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max)
 {
 	for (int i = 1; i < argc && *n < max; i++) {
 		const char *path = NULL;

@@ -1,6 +1,6 @@
 /* zinc train's Hugging Face checkpoints (GPT-2 and the Llama family) through
  * model/hf_dir.h; see train_hf.h. */
-#include "cli/train_hf.h"
+#include "train/train_hf.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,13 +1,13 @@
 /* zinc train's input and output: this rank's token batches from a file (llm.c's layout)
- * and the header and per-step lines. Internal to src/cli. */
-#ifndef ZN_CLI_TRAIN_IO_H
-#define ZN_CLI_TRAIN_IO_H
+ * and the header and per-step lines. Internal to zinc (src/train). */
+#ifndef ZN_TRAIN_IO_H
+#define ZN_TRAIN_IO_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "zinc.h"
 
 struct zn_data;

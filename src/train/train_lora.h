@@ -3,12 +3,12 @@
  * the adapters from a PEFT directory, --save-adapter DIR writes one, --merge-adapter with
  * --save-final DIR|FILE.safetensors writes the base with the adapters merged. Internal to
  * src/cli. */
-#ifndef ZN_CLI_TRAIN_LORA_H
-#define ZN_CLI_TRAIN_LORA_H
+#ifndef ZN_TRAIN_LORA_H
+#define ZN_TRAIN_LORA_H
 
 #include <stdbool.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "model/lora/lora.h"
 #include "zinc.h"
 

@@ -1,5 +1,5 @@
 /* zinc train's checkpoints and SIGTERM stop (train_ckpt.h, docs/checkpoint.md). */
-#include "cli/train_ckpt.h"
+#include "train/train_ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/train_io.h"
-#include "cli/util.h"
+#include "train/train_io.h"
+#include "core/args.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -28,7 +28,7 @@ int zn_train_ckpt_flag(int n, char **rest, int *i, struct zn_train_ckpt_opts *o)
 
 	if (!strcmp(a, "--save-dir") || !strcmp(a, "--resume") ||
 	    !strcmp(a, "--resume-from-checkpoint")) {
-		const char *v = zn_cli_value(n, rest, i);
+		const char *v = zn_arg_value(n, rest, i);
 
 		if (!v)
 			return ZN_EUSAGE;
@@ -43,11 +43,11 @@ int zn_train_ckpt_flag(int n, char **rest, int *i, struct zn_train_ckpt_opts *o)
 		return 1;
 	}
 	if (!strcmp(a, "--save-steps"))
-		return zn_cli_int(n, rest, i, 1, 1 << 30, &o->save_steps) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 1 << 30, &o->save_steps) ? ZN_EUSAGE : 1;
 	if (!strcmp(a, "--save-hf-steps"))
-		return zn_cli_int(n, rest, i, 1, 1 << 30, &o->save_hf_steps) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 1 << 30, &o->save_hf_steps) ? ZN_EUSAGE : 1;
 	if (!strcmp(a, "--save-total-limit"))
-		return zn_cli_int(n, rest, i, 1, 1 << 20, &o->keep) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 1 << 20, &o->keep) ? ZN_EUSAGE : 1;
 	return 0;
 }
 
@@ -195,11 +195,11 @@ int zn_train_ckpt_resumed(struct zn_train_ckpt *t, struct zn_engine *e,
 	return rc;
 }
 
-static int save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_data *d,
-		char *where, size_t n)
+int zn_train_ckpt_save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_data *d,
+		       const char *dir, char *where, size_t n)
 {
 	struct zn_ckpt_save_args a = {
-		.dir = t->o->save_dir, .keep = t->o->keep,
+		.dir = dir, .keep = t->o->keep,
 		.data_step = (int64_t)zn_data_step(d->d), .global_micro = t->global_micro,
 		.seq = t->seq, .config_json = t->config_json, .run_meta = t->o->run_meta,
 		.data_path = t->data_path, .data_id = t->data_path ? &t->data_id : NULL,
@@ -298,7 +298,7 @@ int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
 	due = t->o->save_dir && (*stop || step >= steps ||
 				 (t->o->save_steps && step % t->o->save_steps == 0));
 	if (due) {
-		rc = save(t, e, d, where, sizeof(where));
+		rc = zn_train_ckpt_save(t, e, d, t->o->save_dir, where, sizeof(where));
 		if (rc)
 			return rc;
 		if (zn_engine_rank(e) == 0)

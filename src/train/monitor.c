@@ -1,5 +1,5 @@
 /* csv_monitor (monitor.h). */
-#include "cli/monitor.h"
+#include "train/monitor.h"
 
 #include <errno.h>
 #include <fcntl.h>

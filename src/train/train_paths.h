@@ -2,9 +2,9 @@
  * output (--save-final, --save-adapter, --trace, --save-dir and its hf-N, the csv
  * monitor's directory) is compared with every input (--data, --val-data, --config,
  * --model-config, --init-from, --init-adapter, --resume) and with the other outputs.
- * Internal to src/cli. */
-#ifndef ZN_CLI_TRAIN_PATHS_H
-#define ZN_CLI_TRAIN_PATHS_H
+ * Internal to zinc (src/train). */
+#ifndef ZN_TRAIN_PATHS_H
+#define ZN_TRAIN_PATHS_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
 /* The model of a zinc command, GPT-2 or the Llama family; see train_model.h. */
-#include "cli/train_model.h"
+#include "train/train_model.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -300,9 +300,8 @@ void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size
 		 (long long)c->rope.original_max_position_embeddings);
 }
 
-/* The model of a command line of model flags only (--init-from and --model-config
- * included). */
-static int model_from_flags(int argc, char **argv, struct zn_train_model *out)
+int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out,
+			      const char **init_from_out)
 {
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	char **left = calloc((size_t)argc + 1, sizeof(*left));
@@ -325,11 +324,14 @@ static int model_from_flags(int argc, char **argv, struct zn_train_model *out)
 	if (!rc)
 		rc = zn_train_model_parse(&tm, n, args, init_from, model_config, left, &k);
 	if (!rc && k > 0) {
-		zn_error("%s: not a model flag (see zinc estimate --help)", left[0]);
+		zn_error("%s: not a model flag (the model flags: zinc train --help, \"model:\")",
+			 left[0]);
 		rc = -EINVAL;
 	}
 	if (!rc)
 		*out = tm;
+	if (!rc && init_from_out)
+		*init_from_out = init_from;
 	free(args);
 	free(left);
 	return rc;
@@ -339,7 +341,7 @@ int zn_train_model_size(int argc, char **argv, uint64_t *params, uint64_t *large
 			char *line, size_t size)
 {
 	struct zn_train_model tm;
-	int rc = model_from_flags(argc, argv, &tm);
+	int rc = zn_train_model_from_flags(argc, argv, &tm, NULL);
 
 	if (!rc) {
 		*params = zn_train_model_params(&tm);

@@ -1,6 +1,6 @@
 /* zinc train across ranks: every rank agrees on what it runs before any work, and a rank
  * that fails after that ends the whole job (comm.h's zn_comm_agree and zn_comm_abort).
- * Internal to src/cli.
+ * Internal to zinc (src/train).
  *
  *     struct zn_train_ranks r;
  *     if (zn_train_ranks_start(&r, cfg.runtime.comm_timeout_s))
@@ -12,13 +12,13 @@
  *             zn_train_ranks_fail(&r, 1); // world > 1: does not return
  *     zn_train_ranks_end(&r);
  */
-#ifndef ZN_CLI_TRAIN_RANKS_H
-#define ZN_CLI_TRAIN_RANKS_H
+#ifndef ZN_TRAIN_RANKS_H
+#define ZN_TRAIN_RANKS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cli/train_model.h"
+#include "train/train_model.h"
 #include "zinc.h"
 
 struct zn_comm;

@@ -1,10 +1,11 @@
 /* Validation during zinc train and the data-order flags (train_eval.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/train_eval.h"
-#include "cli/util.h"
+#include "train/train_eval.h"
+#include "core/args.h"
 #include "core/log.h"
 #include "data/pack.h"
 #include "model/data.h"
@@ -28,15 +29,15 @@ int zn_train_eval_flag(int n, char **rest, int *i, struct zn_train_eval_opts *o)
 		return 1;
 	}
 	if (!strcmp(a, "--val-data")) {
-		o->val_data = zn_cli_value(n, rest, i);
+		o->val_data = zn_arg_value(n, rest, i);
 		return o->val_data ? 1 : ZN_EUSAGE;
 	}
 	if (!strcmp(a, "--epochs"))
-		return zn_cli_int(n, rest, i, 1, 1000000, &o->epochs) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 1000000, &o->epochs) ? ZN_EUSAGE : 1;
 	if (!strcmp(a, "--eval-steps"))
-		return zn_cli_int(n, rest, i, 1, 100000000, &o->eval_steps) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 100000000, &o->eval_steps) ? ZN_EUSAGE : 1;
 	if (!strcmp(a, "--eval-batches"))
-		return zn_cli_int(n, rest, i, 1, 1000000, &o->eval_batches) ? ZN_EUSAGE : 1;
+		return zn_arg_int(n, rest, i, 1, 1000000, &o->eval_batches) ? ZN_EUSAGE : 1;
 	return 0;
 }
 
@@ -109,22 +110,23 @@ int zn_train_eval_open(struct zn_train_eval *v, const struct zn_train_eval_opts 
 	return 0;
 }
 
-int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
-			     FILE *out)
+int zn_train_eval_run(struct zn_train_eval *v, struct zn_engine *e, int step, float *loss)
 {
 	double sum = 0.0;
 	int rc = 0;
 
-	if (!v->on || (step != steps && !(v->o->eval_steps && step % v->o->eval_steps == 0)))
-		return 0;
+	if (!v->on) {
+		zn_error("eval: no validation data (--val-data FILE)");
+		return -EINVAL;
+	}
 	zn_data_seek(v->d.d, 0);
 	for (int b = 0; !rc && b < v->batches; b++) {
-		float loss = 0.0f;
+		float l = 0.0f;
 
 		rc = zn_train_data_next(&v->d);
 		if (!rc)
-			rc = zn_engine_eval_pos(e, v->d.inputs, v->d.targets, v->d.pos, &loss);
-		sum += loss;
+			rc = zn_engine_eval_pos(e, v->d.inputs, v->d.targets, v->d.pos, &l);
+		sum += l;
 	}
 	if (rc)
 		return rc;
@@ -134,10 +136,23 @@ int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int s
 		v->best = v->last;
 		v->best_step = step;
 	}
-	if (zn_engine_rank(e) == 0)
+	*loss = v->last;
+	return 0;
+}
+
+int zn_train_eval_after_step(struct zn_train_eval *v, struct zn_engine *e, int step, int steps,
+			     FILE *out)
+{
+	float loss;
+	int rc;
+
+	if (!v->on || (step != steps && !(v->o->eval_steps && step % v->o->eval_steps == 0)))
+		return 0;
+	rc = zn_train_eval_run(v, e, step, &loss);
+	if (!rc && zn_engine_rank(e) == 0)
 		fprintf(out, "val loss %.4f | ppl %.2f | step %d | %d batches\n", v->last,
 			exp((double)v->last), step, v->batches);
-	return 0;
+	return rc;
 }
 
 void zn_train_eval_summary(FILE *f, const struct zn_train_eval *v)

@@ -1,5 +1,5 @@
 /* The model a zinc command works on, whichever family it is (GPT-2 or the Llama family:
- * Llama, Qwen2, Mistral), chosen from the command line. Internal to src/cli; zinc train
+ * Llama, Qwen2, Mistral), chosen from the command line. Internal to zinc (src/train); zinc train
  * and zinc estimate share it, so both take the same model flags.
  *
  * Where the model comes from, first match:
@@ -15,8 +15,8 @@
  * Llama model takes only --seq (the training length); GPT-2 only --heads (checked against
  * the file) and --seq.
  */
-#ifndef ZN_CLI_TRAIN_MODEL_H
-#define ZN_CLI_TRAIN_MODEL_H
+#ifndef ZN_TRAIN_MODEL_H
+#define ZN_TRAIN_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +57,12 @@ void zn_train_model_hf(const struct zn_train_model *tm, struct zn_hf_config *hf)
 void zn_train_model_line(const struct zn_train_model *tm, char *buf, size_t size);
 /* "model.layers=2\n..." lines every rank must agree on */
 void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size);
+
+/* The model of a command line of model flags only (--init-from and --model-config
+ * included; anything else is refused); *init_from_out (may be NULL): --init-from's value,
+ * pointing into argv, or NULL. 0 or -EINVAL / -ENOMEM (logged). */
+int zn_train_model_from_flags(int argc, char **argv, struct zn_train_model *out,
+			      const char **init_from_out);
 
 /* zinc estimate --fit's model: argv holds only model flags (--init-from and --model-config
  * included). Sets the parameter count, the largest layer and the model line. Returns 0 or
