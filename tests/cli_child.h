@@ -34,6 +34,22 @@ static inline char *zt_read_all(const char *path, size_t *len)
 	return data;
 }
 
+/* dir/a and dir/b hold the same bytes (asserted, naming a and b). */
+static inline void zt_same_file(const char *dir, const char *a, const char *b)
+{
+	char pa[4096], pb[4096];
+	size_t na, nb;
+	char *x, *y;
+
+	snprintf(pa, sizeof(pa), "%s/%s", dir, a);
+	snprintf(pb, sizeof(pb), "%s/%s", dir, b);
+	x = zt_read_all(pa, &na);
+	y = zt_read_all(pb, &nb);
+	cr_assert(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
+	free(x);
+	free(y);
+}
+
 /* Runs zinc with words (space-separated arguments); its stdout and stderr go to log (NULL:
  * /dev/null), env (NAME=VALUE or NULL) is added to its environment, and as_limit (bytes,
  * 0 = none; ignored under AddressSanitizer, whose shadow needs terabytes of address space)

@@ -66,19 +66,10 @@ static __attribute__((format(printf, 3, 4))) void zinc(char *out, const char *en
 	free(text);
 }
 
+/* dir/a and dir/b hold the same bytes */
 static void same_file(const char *a, const char *b)
 {
-	char pa[256], pb[256];
-	size_t na, nb;
-	char *x, *y;
-
-	snprintf(pa, sizeof(pa), "%s/%s", dir, a);
-	snprintf(pb, sizeof(pb), "%s/%s", dir, b);
-	x = zt_read_all(pa, &na);
-	y = zt_read_all(pb, &nb);
-	cr_assert(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
-	free(x);
-	free(y);
+	zt_same_file(dir, a, b);
 }
 
 /* docs/finetune.md's chat generation from --init-from dir/model (with --adapter dir/adapter

@@ -47,19 +47,10 @@ static void make_base(const char *name, int seed)
 		     0, "%s", out);
 }
 
+/* dir/a and dir/b hold the same bytes */
 static void same_file(const char *a, const char *b)
 {
-	char pa[256], pb[256];
-	size_t na, nb;
-	char *x, *y;
-
-	snprintf(pa, sizeof(pa), "%s/%s", dir, a);
-	snprintf(pb, sizeof(pb), "%s/%s", dir, b);
-	x = zt_read_all(pa, &na);
-	y = zt_read_all(pb, &nb);
-	cr_assert(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
-	free(x);
-	free(y);
+	zt_same_file(dir, a, b);
 }
 
 /* The command the SIGTERM stop printed ("go on with:\n  zinc train ..."), run as it is
