@@ -7,11 +7,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
+
 static int zn_level = -1;
 
 static enum zn_log_level level_from_env(void)
 {
-	const char *s = getenv("ZINC_LOG");
+	const char *s = zn_env_value(ZN_ENV_LOG);
 
 	if (!s)
 		return ZN_LOG_INFO;
