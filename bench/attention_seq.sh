@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attention and compute dtype side by side on the host device (issue 17, bench/RESULTS.md):
+# Attention and compute dtype side by side on the host device (bench/RESULTS.md):
 # the 2-layer GPT-2 of d_model 256, 8 heads, micro-batch 1, vocab 256 at sequence 256, 512,
 # 1024 and 2048, trained STEPS steps (default 3) by
 #   old   a zinc built from main before the fused attention (588cd5d: naive attention with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale benchmark (issue 10): a GPT-2-shaped model of about 3 B parameters (gpt2-xl widened to
+# Scale benchmark: a GPT-2-shaped model of about 3 B parameters (gpt2-xl widened to
 # 96 layers: 48 GB of model states at 16 bytes per parameter, twice this VM's RAM) trained
 # for 3 steps at ZeRO stage 3 with optimizer and parameters on NVMe, on the host device.
 #

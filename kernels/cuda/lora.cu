@@ -2,18 +2,10 @@
  * elements; lora_up: one cuBLAS GEMM). The dropout mask is kernels/dropout.h's hash, the
  * same bits as the CPU's. */
 #include "common.cuh"
+#include "core/hash.h"
 
 extern "C" {
 #include "ops.h"
-}
-
-static __device__ __forceinline__ uint64_t dropout_hash(uint64_t seed, uint64_t i)
-{
-	uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static __global__ void cols_add_kernel(float *out, const float *inp, float s, size_t total,
@@ -55,7 +47,7 @@ static __global__ void dropout_kernel(float *out, const float *inp, float p, flo
 				      uint64_t seed, size_t n)
 {
 	for (size_t i = first_index(); i < n; i += grid_step()) {
-		float u = (float)(dropout_hash(seed, i) >> 40) * (1.0f / 16777216.0f);
+		float u = (float)(zn_hash_seeded(seed, i) >> 40) * (1.0f / 16777216.0f);
 
 		out[i] = u >= p ? inp[i] * s : 0.0f;
 	}

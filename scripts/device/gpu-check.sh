@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates and measures zinc's CUDA side in one run on a lent GPU machine that has nvcc,
+# Validates and measures zinc's CUDA side in one run on the GPU machine, which has nvcc,
 # CMake, a C compiler and the driver but none of Debian's -dev packages and no network.
 #
 #   scripts/device/fetch-debs.sh          # here, once: .debs/ (carried to the device)

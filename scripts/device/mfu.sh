@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model FLOP utilization of zinc train on a lent GPU (issues 17 and 26; formula in
+# Model FLOP utilization of zinc train on the GPU machine (formula in
 # docs/kernels.md, "Model FLOP utilization"):
 #
 #   MFU = tok/s x (6 N + 12 L d_attn T) / peak

@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "core/dtype.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "cpu/adamw.h"
@@ -234,11 +235,8 @@ static uint64_t arena_bytes(const struct opts *o)
 /* splitmix64 of the index: the same data for any thread count */
 static float hash_uniform(uint64_t i, float lo, float hi)
 {
-	uint64_t z = i + 0x9e3779b97f4a7c15ull;
+	uint64_t z = zn_hash_seeded(i, 0);
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
 	return lo + (hi - lo) * (float)((z >> 40) * (1.0 / (1ull << 24)));
 }
 

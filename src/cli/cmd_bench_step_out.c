@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cmd_bench_step.h"
+#include "core/fault.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "zinc.h"
@@ -277,7 +278,7 @@ const char *zn_bs_plot_fallback(const char *path, char *buf, size_t size)
 {
 	size_t len = strlen(path);
 
-	if (have_gnuplot() && !getenv("ZINC_NO_GNUPLOT"))
+	if (have_gnuplot() && !zn_fault_value(ZN_FAULT_NO_GNUPLOT))
 		return NULL;
 	if (len > 4 && !strcmp(path + len - 4, ".png"))
 		len -= 4;

@@ -16,6 +16,7 @@
 #include "cli/flags.h"
 #include "core/args.h"
 #include "core/fsio.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "data/sft.h"
@@ -55,14 +56,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
 }
 
 static void usage(FILE *f)
@@ -159,7 +152,7 @@ static int flush_batch(struct tz *z, struct doc *docs, size_t n)
 		docs[i].rc = encode_doc(z, z->scratch[omp_get_thread_num()], &docs[i]);
 	for (size_t i = 0; i < n; i++) {
 		bool val = z->val_fraction > 0 &&
-			   (double)(mix(z->seed ^ mix(z->docs)) >> 11) * 0x1p-53 < z->val_fraction;
+			   (double)(zn_hash_seeded(z->seed ^ zn_hash_seeded(z->docs, 0), 0) >> 11) * 0x1p-53 < z->val_fraction;
 
 		if (!rc)
 			rc = docs[i].rc;

@@ -14,6 +14,7 @@
 #include "comm/comm_backends.h"
 #include "comm/comm_impl.h"
 #include "core/dtype.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "gpu/device.h"
 
@@ -155,11 +156,11 @@ int zn_comm_create(struct zn_comm **out, const struct zn_comm_config *cfg)
 	c->fail_op_index = cfg->fail_op_index;
 	/* as the device's ZINC_DEVICE_FAIL_*: a fault for comms created by others (the
 	 * engine), which tests cannot configure directly */
-	fault_env = getenv("ZINC_COMM_FAIL_OP");
+	fault_env = zn_fault_value(ZN_FAULT_COMM_FAIL_OP);
 	if (!c->fail_op_index && fault_env && *fault_env)
 		c->fail_op_index = strtoull(fault_env, NULL, 10);
 	c->stop_op_index = cfg->stop_op_index;
-	fault_env = getenv("ZINC_COMM_STOP_OP");
+	fault_env = zn_fault_value(ZN_FAULT_COMM_STOP_OP);
 	if (!c->stop_op_index && fault_env && *fault_env)
 		c->stop_op_index = strtoull(fault_env, NULL, 10);
 	c->deterministic = cfg->deterministic;

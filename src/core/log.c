@@ -7,13 +7,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
+
 static int zn_level = -1;
 /* zn_last_error's line: per thread, so a trainer's error is not another thread's */
 static _Thread_local char zn_last_err[1024];
 
 static enum zn_log_level level_from_env(void)
 {
-	const char *s = getenv("ZINC_LOG");
+	const char *s = zn_env_value(ZN_ENV_LOG);
 
 	if (!s)
 		return ZN_LOG_INFO;

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "cpu/arena_cuda.h"
 #include "cpu/topo.h"
@@ -297,7 +298,7 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 		goto destroy_arena;
 	}
 	a->lock_ready = true;
-	fault_env = getenv("ZINC_ARENA_FAIL_ALLOC");
+	fault_env = zn_fault_value(ZN_FAULT_ARENA_ALLOC);
 	if (fault_env && *fault_env)
 		zn_arena_inject_fault(a, atoi(fault_env));
 	rc = map_region(a, a->size);

@@ -4,12 +4,13 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "cpu/arena_cuda.h"
 
 int zn_arena_cuda_pin(void *ptr_h, size_t bytes)
 {
-	const char *inject = getenv("ZINC_ARENA_FAIL_CUDA_REGISTER");
+	const char *inject = zn_fault_value(ZN_FAULT_ARENA_CUDA_REGISTER);
 	int rc;
 
 	if (inject && atoi(inject) > 0) {

@@ -7,11 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "gpu/device_impl.h"
 
-static const char *const fault_env[ZN_DEVICE_FAULT_COUNT] = {
-	"ZINC_DEVICE_FAIL_ALLOC", "ZINC_DEVICE_FAIL_STREAM", "ZINC_DEVICE_FAIL_EVENT",
+static const enum zn_fault fault_hook[ZN_DEVICE_FAULT_COUNT] = {
+	ZN_FAULT_DEVICE_ALLOC, ZN_FAULT_DEVICE_STREAM, ZN_FAULT_DEVICE_EVENT,
 };
 static const char *const fault_what[ZN_DEVICE_FAULT_COUNT] = {
 	"device allocation", "stream creation", "event creation",
@@ -86,7 +87,7 @@ static int pick_ops(const struct zn_device_config *cfg, const struct zn_device_o
 static void read_fault_env(struct zn_device *dev)
 {
 	for (int i = 0; i < ZN_DEVICE_FAULT_COUNT; i++) {
-		const char *s = getenv(fault_env[i]);
+		const char *s = zn_fault_value(fault_hook[i]);
 
 		if (s && *s)
 			zn_device_inject_fault(dev, i, atoi(s));
@@ -203,7 +204,7 @@ bool zn_device_fault_hit(struct zn_device *dev, enum zn_device_fault what)
 				return false;
 			zn_error("%s on device %s failed by fault injection (%s or "
 				 "zn_device_inject_fault)", fault_what[what], dev->name,
-				 fault_env[what]);
+				 zn_fault_name(fault_hook[what]));
 			return true;
 		}
 	}

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "core/hash.h"
 #include "gpu/device_impl.h"
 
 struct zn_ptr_slot {
@@ -15,7 +16,7 @@ struct zn_ptr_slot {
 static uint64_t slot_of(const struct zn_ptr_map *m, const void *key)
 {
 	/* Allocations are 256-byte aligned: drop the zero bits, then Fibonacci hashing. */
-	uint64_t h = ((uint64_t)(uintptr_t)key >> 8) * 0x9e3779b97f4a7c15ull;
+	uint64_t h = ((uint64_t)(uintptr_t)key >> 8) * ZN_HASH_GOLDEN;
 
 	return (h >> 17) & (m->cap - 1);
 }

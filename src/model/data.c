@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/fsio.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/size.h"
 #include "core/utf8.h"
@@ -362,26 +363,19 @@ int zn_data_open(struct zn_data **out, const char *path, int B, int T, int rank,
 			       shuffle);
 }
 
-static uint64_t mix64(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Fisher-Yates with a splitmix64 stream keyed by (seed, epoch). The modulo bias is below
- * windows / 2^64: irrelevant here. */
+/* Fisher-Yates with a splitmix64 stream keyed by (seed, epoch): each draw is the first
+ * output of the stream seeded by the draw before. The modulo bias is below windows / 2^64:
+ * irrelevant here. */
 static void draw_perm(struct zn_data *d, uint64_t epoch)
 {
-	uint64_t state = mix64(mix64(d->seed) ^ epoch);
+	uint64_t state = zn_hash_seeded(zn_hash_seeded(d->seed, 0) ^ epoch, 0);
 
 	for (uint64_t i = 0; i < d->windows; i++)
 		d->perm[i] = i;
 	for (uint64_t i = d->windows - 1; i > 0; i--) {
 		uint64_t j, t;
 
-		state = mix64(state);
+		state = zn_hash_seeded(state, 0);
 		j = state % (i + 1);
 		t = d->perm[i];
 		d->perm[i] = d->perm[j];

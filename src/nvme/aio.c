@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "core/env.h"
 #include "core/log.h"
 
 uint64_t zn_aio_now_ns(void)
@@ -87,7 +88,7 @@ static int check_config(const struct zn_aio_config *cfg)
 
 static int backend_from_env(enum zn_aio_backend *b)
 {
-	const char *s = getenv("ZINC_AIO_BACKEND");
+	const char *s = zn_env_value(ZN_ENV_AIO_BACKEND);
 
 	if (!s || !*s || !strcasecmp(s, "auto"))
 		return 0;

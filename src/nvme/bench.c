@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "nvme/aio_impl.h"
 
@@ -30,7 +31,7 @@ static void fill_pattern(uint64_t *w, uint64_t bytes, uint64_t seed)
 	uint64_t i;
 
 	for (i = 0; i < bytes / 8; i++)
-		w[i] = mix(seed * 0x9e3779b97f4a7c15ull + i);
+		w[i] = mix(seed * ZN_HASH_GOLDEN + i);
 }
 
 static int run_io(struct zn_aio *aio, enum zn_aio_op op, struct zn_aio_file *f, uint64_t bytes,

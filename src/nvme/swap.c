@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "nvme/crc32c.h"
 #include "nvme/swap_impl.h"
@@ -164,7 +165,7 @@ static int inject_errno(const struct zn_swap_config *c)
 		{ "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT }, { "EIO", EIO },
 		{ "EOPNOTSUPP", EOPNOTSUPP },
 	};
-	const char *v = getenv("ZINC_SWAP_FAIL_FALLOCATE");
+	const char *v = zn_fault_value(ZN_FAULT_SWAP_FALLOCATE);
 	char *end;
 	long n;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/fault.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "sched/ckpt_impl.h"
@@ -32,7 +33,7 @@ static int fault_errno(void)
 		const char *name;
 		int err;
 	} known[] = { { "ENOSPC", ENOSPC }, { "EIO", EIO }, { "EDQUOT", EDQUOT } };
-	const char *v = getenv("ZINC_CKPT_FAIL_ERRNO");
+	const char *v = zn_fault_value(ZN_FAULT_CKPT_FAIL_ERRNO);
 
 	for (size_t i = 0; v && i < sizeof(known) / sizeof(known[0]); i++)
 		if (!strcmp(v, known[i].name))
@@ -42,7 +43,7 @@ static int fault_errno(void)
 
 int zn_ckpt_fault_point(const char *op, const char *path)
 {
-	const char *v = getenv("ZINC_CKPT_FAIL_AT");
+	const char *v = zn_fault_value(ZN_FAULT_CKPT_FAIL_AT);
 	long k;
 	int err;
 
@@ -270,7 +271,7 @@ int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint3
 	unsigned char *t = malloc(tb);
 	uint64_t bufbytes = zn_ckpt_state_max_slice(e) * 3 * sizeof(float) + 4;
 	float *buf = malloc(bufbytes);
-	const char *nc = getenv("ZINC_CKPT_NO_COPY");
+	const char *nc = zn_fault_value(ZN_FAULT_CKPT_NO_COPY);
 	bool copy = zn_ckpt_state_on_nvme(e) && !(nc && *nc && strcmp(nc, "0"));
 	uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
 	int rc = t && buf ? 0 : -ENOMEM;

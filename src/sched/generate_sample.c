@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "sched/generate_sample.h"
 
@@ -39,14 +40,6 @@ void zn_sampler_free(struct zn_sampler *s)
 	free(s->prob);
 	s->idx = NULL;
 	s->prob = NULL;
-}
-
-static uint64_t mix(uint64_t z)
-{
-	z += 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static const double *g_prob; /* qsort's comparison reads it; one thread */
@@ -104,7 +97,7 @@ int zn_sample(struct zn_sampler *s, const float *logits, uint64_t step)
 			sum += s->prob[s->idx[i]];
 	}
 	/* 53 random bits from (seed, step) */
-	u = (double)(mix(mix(s->seed) ^ step) >> 11) * (1.0 / 9007199254740992.0) * sum;
+	u = (double)(zn_hash_seeded(zn_hash_seeded(s->seed, 0) ^ step, 0) >> 11) * (1.0 / 9007199254740992.0) * sum;
 	for (int i = 0; i < keep; i++) {
 		acc += s->prob[s->idx[i]];
 		if (u < acc)

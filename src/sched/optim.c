@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
@@ -261,7 +262,7 @@ int zn_optim_create(struct zn_engine *e)
 	struct zn_optim *o = &e->opt;
 	int rc;
 
-	const char *inject = getenv("ZINC_TEST_OVERFLOW");
+	const char *inject = zn_fault_value(ZN_FAULT_OVERFLOW);
 
 	if (e->cfg.precision.fp16)
 		zn_lossscale_init(&o->ls, &e->cfg.precision);

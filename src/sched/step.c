@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
@@ -79,12 +80,8 @@ static const int *step_pos(const struct zn_engine *e)
 /* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
 static uint64_t micro_seed(const struct zn_engine *e, int micro)
 {
-	uint64_t z = e->cfg.runtime.seed ^ ((uint64_t)e->step * 0x9e3779b97f4a7c15ull) ^
-		     ((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return zn_mix64(e->cfg.runtime.seed ^ ((uint64_t)e->step * ZN_HASH_GOLDEN) ^
+			((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32));
 }
 
 static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro)

@@ -15,6 +15,7 @@
 
 #include "train/train_io.h"
 #include "core/args.h"
+#include "core/fault.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -280,7 +281,7 @@ int zn_train_ckpt_after_step(struct zn_train_ckpt *t, struct zn_engine *e,
 
 	/* test hook: ZINC_TEST_SIGTERM_AT=STEP sends this process SIGTERM after that step
 	 * (under mpirun to one rank: the agreement below stops every rank there) */
-	const char *hook = getenv("ZINC_TEST_SIGTERM_AT");
+	const char *hook = zn_fault_value(ZN_FAULT_SIGTERM_AT);
 
 	if (hook && *hook && strtoll(hook, NULL, 10) == step && t->deferred) {
 		raise(SIGTERM);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "model/gpt2/gpt2.h"
 
@@ -128,22 +129,13 @@ void zn_gpt2_shape_params(int layers, int hidden, int vocab, int seq, uint64_t *
 
 /* ---- initialization -------------------------------------------------------------------- */
 
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* The stream key of one tensor: a splitmix64 state derived from (seed, layer, tensor). */
 static uint64_t tensor_key(uint64_t seed, int layer, int tensor)
 {
-	uint64_t k = mix64(seed + GOLDEN);
+	uint64_t k = zn_hash_seeded(seed, 0);
 
-	k = mix64(k + GOLDEN * (uint64_t)(layer + 1));
-	return mix64(k + GOLDEN * (uint64_t)(tensor + 1));
+	k = zn_hash_seeded(k, (uint64_t)layer);
+	return zn_hash_seeded(k, (uint64_t)tensor);
 }
 
 /* Element i of normal(0, 1) in the tensor's stream: splitmix64 outputs 2i and 2i+1 of the
@@ -151,8 +143,8 @@ static uint64_t tensor_key(uint64_t seed, int layer, int tensor)
  * on float rounding of intermediate terms. */
 static float normal_at(uint64_t key, uint64_t i)
 {
-	uint64_t a = mix64(key + GOLDEN * (2 * i + 1));
-	uint64_t b = mix64(key + GOLDEN * (2 * i + 2));
+	uint64_t a = zn_hash_seeded(key, 2 * i);
+	uint64_t b = zn_hash_seeded(key, 2 * i + 1);
 	double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53; /* (0, 1]: log stays finite */
 	double u2 = (double)(b >> 11) * 0x1.0p-53;
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "model/llama/llama.h"
 
@@ -100,19 +101,10 @@ int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out
 	return rc;
 }
 
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static float normal_at(uint64_t key, uint64_t i)
 {
-	uint64_t a = mix64(key + GOLDEN * (2 * i + 1));
-	uint64_t b = mix64(key + GOLDEN * (2 * i + 2));
+	uint64_t a = zn_hash_seeded(key, 2 * i);
+	uint64_t b = zn_hash_seeded(key, 2 * i + 1);
 	double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53;
 	double u2 = (double)(b >> 11) * 0x1.0p-53;
 
@@ -131,8 +123,8 @@ void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_laye
 		uint64_t hi = end < d->offset + d->numel ? end : d->offset + d->numel;
 		/* norms (1-D "...norm.weight") are 1, biases 0, matrices normal(0, 0.02) */
 		int one = d->ndim == 1 && strstr(d->name, "norm.weight") != NULL;
-		uint64_t key = mix64(mix64(mix64(seed + GOLDEN) + GOLDEN * (uint64_t)(L->index + 1)) +
-				     GOLDEN * (uint64_t)(t + 1));
+		uint64_t layer_key = zn_hash_seeded(zn_hash_seeded(seed, 0), (uint64_t)L->index);
+		uint64_t key = zn_hash_seeded(layer_key, (uint64_t)t);
 
 		for (uint64_t i = lo; i < hi; i++) {
 			float *o = out_h + (i - first);

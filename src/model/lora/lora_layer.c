@@ -21,6 +21,7 @@
  */
 #include <stdint.h>
 
+#include "core/hash.h"
 #include "model/lora/lora.h"
 
 struct lora_ctx {
@@ -102,9 +103,12 @@ static int64_t rows_in(const struct lora_ctx *c, const struct zn_lora_adapter *a
 	return (int64_t)((pp - wp) / elem / (uintptr_t)C);
 }
 
+/* The seed of adapter i's dropout masks in this layer. Only the first half of splitmix64's
+ * mix (core/hash.h): each mask element hashes it again with zn_hash_seeded, and the full
+ * mix would change every LoRA dropout mask, so every loss, of runs already made. */
 static uint64_t adapter_seed(const struct lora_ctx *c, int i)
 {
-	uint64_t z = c->io->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(c->L->index * 64 + i + 1);
+	uint64_t z = c->io->seed + ZN_HASH_GOLDEN * (uint64_t)(c->L->index * 64 + i + 1);
 
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	return z ^ (z >> 27);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "model/lora/lora.h"
 
@@ -190,15 +191,6 @@ int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_de
 
 /* ---- PEFT's initialization ---------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
 void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,
 			uint64_t first, uint64_t count, float *out_h, uint64_t seed)
 {
@@ -211,12 +203,12 @@ void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_
 		uint64_t hi = end < d->offset + d->numel ? end : d->offset + d->numel;
 		/* torch kaiming_uniform_(a = sqrt(5)) on [r, in]: bound = 1 / sqrt(in) */
 		double bound = 1.0 / sqrt((double)d->shape[1]);
-		uint64_t key = mix64(mix64(seed ^ 0x4c6f5241ull) + GOLDEN * (uint64_t)(L->index + 1));
+		uint64_t key = zn_hash_seeded(zn_mix64(seed ^ 0x4c6f5241ull), (uint64_t)L->index);
 
-		key = mix64(key + GOLDEN * (uint64_t)(t + 1));
+		key = zn_hash_seeded(key, (uint64_t)t);
 		(void)cfg;
 		for (uint64_t i = lo; i < hi; i++) {
-			double u = (double)(mix64(key + GOLDEN * (i - d->offset + 1)) >> 11) *
+			double u = (double)(zn_hash_seeded(key, i - d->offset) >> 11) *
 				   0x1.0p-53;
 
 			out_h[i - first] = (float)((2.0 * u - 1.0) * bound);
