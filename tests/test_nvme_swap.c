@@ -159,7 +159,7 @@ Test(nvme_swap, stripes_pool) { roundtrip(ZN_AIO_BACKEND_POOL, 2, 2); }
 
 Test(nvme_swap, striping_spreads_bytes)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1 << 20 };
+	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1 << 20, 0 };
 	struct zn_aio *aio = engine(ZN_AIO_BACKEND_AUTO, 1);
 	struct zn_swap_config c = swap_cfg(3, &ext, 1);
 	struct zn_swap *s;
@@ -217,7 +217,7 @@ Test(nvme_swap, concurrent_reads_and_writes)
 	int i;
 
 	for (i = 0; i < T; i++)
-		ext[i] = (struct zn_swap_extent){ { ZN_SWAP_PARAM, i, 0 }, (uint64_t)(200 + 60 * i) << 10 };
+		ext[i] = (struct zn_swap_extent){ { ZN_SWAP_PARAM, i, 0 }, (uint64_t)(200 + 60 * i) << 10, 0 };
 	struct zn_swap_config cfg = swap_cfg(2, ext, T);
 	cr_assert_eq(zn_swap_create(&s, aio, &cfg), 0);
 	for (i = 0; i < T; i++) {
@@ -234,8 +234,8 @@ Test(nvme_swap, concurrent_reads_and_writes)
 
 Test(nvme_swap, modes_reservation_and_cleanup)
 {
-	struct zn_swap_extent ext[2] = { { { ZN_SWAP_GRAD, 0, 0 }, 300000 },
-					 { { ZN_SWAP_GRAD, 1, 0 }, 500000 } };
+	struct zn_swap_extent ext[2] = { { { ZN_SWAP_GRAD, 0, 0 }, 300000, 0 },
+					 { { ZN_SWAP_GRAD, 1, 0 }, 500000, 0 } };
 	struct zn_aio *aio = engine(ZN_AIO_BACKEND_AUTO, 1);
 	struct zn_swap_config c = swap_cfg(2, ext, 2);
 	char dirs[2][ZN_PATH_MAX + 200], lock[ZN_PATH_MAX + 2500];
@@ -296,7 +296,7 @@ static void dir_count(const char *root, int *count)
 
 Test(nvme_swap, full_disk_found_before_writing, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1ull << 50 }; /* 1 PiB */
+	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1ull << 50, 0 }; /* 1 PiB */
 	struct zn_aio *aio;
 	struct zn_swap *s = (void *)1;
 	int n;
@@ -316,7 +316,7 @@ Test(nvme_swap, full_disk_found_before_writing, .init = cr_redirect_stderr)
 
 Test(nvme_swap, fallocate_enospc_reported, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1 << 20 };
+	struct zn_swap_extent ext = { { ZN_SWAP_MASTER, 0, 0 }, 1 << 20, 0 };
 	struct zn_aio *aio;
 	struct zn_swap *s;
 	int n, p;
@@ -343,7 +343,7 @@ Test(nvme_swap, fallocate_enospc_reported, .init = cr_redirect_stderr)
 /* A child makes a store and dies without destroying it; the next start cleans up. */
 Test(nvme_swap, crash_leftovers_removed_on_next_start, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_EXP_AVG, 2, 0 }, 256 << 10 };
+	struct zn_swap_extent ext = { { ZN_SWAP_EXP_AVG, 2, 0 }, 256 << 10, 0 };
 	struct zn_swap *s;
 	struct zn_aio *aio;
 	int status, n;
@@ -387,7 +387,7 @@ Test(nvme_swap, crash_leftovers_removed_on_next_start, .init = cr_redirect_stder
 /* A live run with the same run id and rank holds its directory: refuse, do not remove. */
 Test(nvme_swap, live_run_not_touched, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_PARAM, 0, 0 }, 64 << 10 };
+	struct zn_swap_extent ext = { { ZN_SWAP_PARAM, 0, 0 }, 64 << 10, 0 };
 	int ready[2], quit[2], status;
 	struct zn_swap *s;
 	struct zn_aio *aio;
@@ -437,7 +437,7 @@ Test(nvme_swap, live_run_not_touched, .init = cr_redirect_stderr)
 
 Test(nvme_swap, checksum_catches_corruption, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext = { { ZN_SWAP_EXP_AVG_SQ, 7, 0 }, 300 << 10 };
+	struct zn_swap_extent ext = { { ZN_SWAP_EXP_AVG_SQ, 7, 0 }, 300 << 10, 0 };
 	struct zn_aio *aio;
 	struct zn_swap *s;
 	struct zn_swap_req r;
@@ -479,10 +479,89 @@ Test(nvme_swap, checksum_catches_corruption, .init = cr_redirect_stderr)
 	teardown();
 }
 
+/* flips one bit of byte at of key's extent in its file, behind the store's back */
+static void flip_byte(struct zn_swap *s, struct zn_swap_key key, uint64_t at)
+{
+	char *blk = nvme_test_alloc(4096);
+	uint64_t foff;
+	int p, fd;
+
+	cr_assert_eq(zn_swap_locate(s, key, at & ~(uint64_t)4095, &p, &foff), 0);
+	fd = open(zn_swap_file(s, p), O_RDWR | O_DIRECT);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, blk, 4096, (off_t)foff), 4096);
+	blk[at % 4096] ^= 0x10;
+	cr_assert_eq(pwrite(fd, blk, 4096, (off_t)foff), 4096);
+	close(fd);
+	free(blk);
+}
+
+/* An extent moved in chunks (the optimizer's staging) is checked chunk by chunk: a
+ * corrupted chunk fails its read, naming its offset; the others read clean; a partial
+ * write leaves only its own block unchecked. */
+Test(nvme_swap, checksum_per_block_catches_a_chunk, .init = cr_redirect_stderr)
+{
+	enum { BLK = 64 << 10, LEN = 200 << 10 }; /* 3 blocks and a 8 KiB tail */
+	struct zn_swap_extent ext = { { ZN_SWAP_EXP_AVG, 3, 0 }, LEN, BLK };
+	struct zn_aio *aio;
+	struct zn_swap *s;
+	struct zn_swap_req r;
+	char *a = nvme_test_alloc(LEN), *b = nvme_test_alloc(LEN);
+
+	setup();
+	aio = engine(ZN_AIO_BACKEND_AUTO, 2);
+	struct zn_swap_config c = swap_cfg(2, &ext, 1);
+	cr_assert_eq(zn_swap_create(&s, aio, &c), 0);
+	nvme_test_fill(a, LEN, 5);
+	/* written chunk by chunk, the tail chunk short */
+	for (uint64_t off = 0; off < LEN; off += BLK) {
+		uint64_t n = LEN - off < BLK ? LEN - off : BLK;
+
+		cr_assert_eq(zn_swap_write(s, ext.key, off, n, a + off, &r), 0);
+		cr_assert_eq(zn_swap_wait(&r), 0);
+	}
+	flip_byte(s, ext.key, BLK + 1234);
+	flip_byte(s, ext.key, 3 * BLK + 100);
+	cr_assert_eq(zn_swap_read(s, ext.key, 0, BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), 0, "a clean chunk reads");
+	cr_assert_eq(zn_swap_read(s, ext.key, BLK, BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), -EBADMSG, "the corrupted chunk is caught");
+	cr_assert(file_contains(cr_get_redirected_stderr(), "checksum mismatch",
+				"(exp_avg, layer 3, rank 0) at byte 65536"));
+	cr_assert_eq(zn_swap_read(s, ext.key, 3 * BLK, LEN - 3 * BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), -EBADMSG, "the short tail chunk is checked too");
+	/* a whole read checks every block */
+	cr_assert_eq(zn_swap_read(s, ext.key, 0, LEN, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), -EBADMSG);
+	/* rewriting block 1 whole makes it valid; 8 KiB into block 2 drops block 2's check,
+	 * so its (rewritten, then corrupted) bytes pass, while block 3 is still caught */
+	cr_assert_eq(zn_swap_write(s, ext.key, BLK, BLK, a + BLK, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), 0);
+	cr_assert_eq(zn_swap_read(s, ext.key, BLK, BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), 0);
+	nvme_test_compare(b, a + BLK, BLK, "block 1 after its rewrite");
+	cr_assert_eq(zn_swap_write(s, ext.key, 2 * BLK, 8192, a + 2 * BLK, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), 0);
+	flip_byte(s, ext.key, 2 * BLK + 9000);
+	cr_assert_eq(zn_swap_read(s, ext.key, 2 * BLK, BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), 0, "a partly written block is not checked");
+	cr_assert_eq(zn_swap_read(s, ext.key, 3 * BLK, LEN - 3 * BLK, b, &r), 0);
+	cr_assert_eq(zn_swap_wait(&r), -EBADMSG);
+	zn_swap_destroy(s);
+	/* a block that is no multiple of 4 KiB is refused at create */
+	ext.crc_block = 6000;
+	c = swap_cfg(2, &ext, 1);
+	cr_assert_eq(zn_swap_create(&s, aio, &c), -EINVAL);
+	cr_assert(file_contains(cr_get_redirected_stderr(), "not a multiple of 4 KiB", ""));
+	zn_aio_destroy(aio);
+	free(a), free(b);
+	teardown();
+}
+
 Test(nvme_swap, bad_requests_and_configs, .init = cr_redirect_stderr)
 {
-	struct zn_swap_extent ext[2] = { { { ZN_SWAP_PARAM, 0, 0 }, 65536 },
-					 { { ZN_SWAP_PARAM, 0, 0 }, 4096 } };
+	struct zn_swap_extent ext[2] = { { { ZN_SWAP_PARAM, 0, 0 }, 65536, 0 },
+					 { { ZN_SWAP_PARAM, 0, 0 }, 4096, 0 } };
 	struct zn_aio *aio;
 	struct zn_swap *s;
 	struct zn_swap_req r;

@@ -269,8 +269,8 @@ static int measure_mix(const struct zn_config *cfg, uint64_t rd, uint64_t wr,
 		cfg->zero.offload_optimizer.device == ZN_OFFLOAD_NVME ?
 			&cfg->zero.offload_optimizer : &cfg->zero.offload_param;
 	uint64_t r4 = (rd + 4095) / 4096 * 4096, w4 = (wr + 4095) / 4096 * 4096;
-	struct zn_swap_extent ext[2] = { { { ZN_SWAP_OTHER, 0, 0 }, r4 ? r4 : 4096 },
-					 { { ZN_SWAP_OTHER, 1, 0 }, w4 ? w4 : 4096 } };
+	struct zn_swap_extent ext[2] = { { { ZN_SWAP_OTHER, 0, 0 }, r4 ? r4 : 4096, 0 },
+					 { { ZN_SWAP_OTHER, 1, 0 }, w4 ? w4 : 4096, 0 } };
 	struct zn_aio_config ac = cfg->aio;
 	struct zn_swap_config sc = { .run_id = "bench-step", .extents = ext, .extent_count = 2 };
 	struct zn_aio *aio = NULL;

@@ -22,12 +22,18 @@
 #include "nvme/swap_impl.h"
 
 
+/* one checksum block of an extent */
+struct zn_swap_crc {
+	uint32_t crc;
+	bool valid;
+};
+
 struct zn_swap_ext {
 	struct zn_swap_key key;
 	uint64_t bytes;   /* rounded up to 4 KiB */
 	uint64_t logical; /* start in the striped space */
-	uint32_t crc;
-	bool crc_valid;
+	uint64_t block;   /* checksum block bytes (the whole extent: bytes) */
+	struct zn_swap_crc *crc; /* ceil(bytes / block) blocks */
 };
 
 struct zn_swap {
@@ -132,8 +138,21 @@ static int layout(struct zn_swap *s, const struct zn_swap_config *c)
 	if (!s->ext)
 		return -ENOMEM;
 	for (i = 0; i < c->extent_count; i++) {
+		uint64_t b = align_up(c->extents[i].bytes), blk = c->extents[i].crc_block;
+
+		if (blk % 4096) {
+			zn_error("swap: extent (%s, layer %d): a checksum block of %" PRIu64
+				 " bytes is not a multiple of 4 KiB", zn_swap_kind_name(
+					 c->extents[i].key.kind), c->extents[i].key.layer, blk);
+			return -EINVAL;
+		}
 		s->ext[i].key = c->extents[i].key;
-		s->ext[i].bytes = align_up(c->extents[i].bytes);
+		s->ext[i].bytes = b;
+		s->ext[i].block = blk && blk < b ? blk : (b ? b : 4096);
+		s->ext[i].crc = calloc((size_t)((b + s->ext[i].block - 1) / s->ext[i].block) + 1,
+				       sizeof(*s->ext[i].crc));
+		if (!s->ext[i].crc)
+			return -ENOMEM;
 	}
 	qsort(s->ext, s->ext_count, sizeof(*s->ext), ext_cmp);
 	for (i = 0; i < s->ext_count; i++) {
@@ -253,6 +272,8 @@ void zn_swap_destroy(struct zn_swap *s)
 	}
 	if (s->lock_ok)
 		pthread_mutex_destroy(&s->lock);
+	for (size_t i = 0; s->ext && i < s->ext_count; i++)
+		free(s->ext[i].crc);
 	free(s->ext);
 	free(s);
 }
@@ -375,13 +396,18 @@ static int submit(struct zn_swap *s, enum zn_aio_op op, struct zn_swap_key key,
 		return rc;
 	}
 	req->extent = (int)(e - s->ext);
-	req->whole = offset == 0 && bytes == e->bytes;
-	if (s->checksum && op == ZN_AIO_WRITE) {
-		if (req->whole)
-			req->crc = zn_crc32c(0, buf, bytes);
-		/* Until this write is waited for, the extent's bytes are in flux. */
+	/* the whole checksum blocks it covers: from a block's start to a block's end or the
+	 * extent's */
+	if (bytes && offset % e->block == 0 &&
+	    (bytes % e->block == 0 || offset + bytes == e->bytes)) {
+		req->block_first = offset / e->block;
+		req->block_count = (bytes + e->block - 1) / e->block;
+	}
+	if (s->checksum && op == ZN_AIO_WRITE && bytes) {
+		/* Until this write is waited for, the blocks it touches are in flux. */
 		pthread_mutex_lock(&s->lock);
-		e->crc_valid = false;
+		for (uint64_t k = offset / e->block; k <= (offset + bytes - 1) / e->block; k++)
+			e->crc[k].valid = false;
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (!bytes)
@@ -436,38 +462,38 @@ int zn_swap_write(struct zn_swap *s, struct zn_swap_key key, uint64_t offset, ui
 	return submit(s, ZN_AIO_WRITE, key, offset, bytes, (void *)buf_h, ZN_AIO_PRIO_NORMAL, req);
 }
 
-/* All parts are done: record or check the checksum. */
+/* All parts are done: record or check the checksum of each whole block. A written
+ * buffer is the caller's until this returns, so its bytes are the ones written. */
 static int finish(struct zn_swap_req *req, int rc)
 {
 	struct zn_swap *s = req->swap;
 	struct zn_swap_ext *e = &s->ext[req->extent];
-	uint32_t got;
 
 	req->finished = true;
 	req->result = rc;
-	if (!s->checksum || !req->whole || rc)
+	if (!s->checksum || !req->block_count || rc)
 		return rc;
-	if (req->op == ZN_AIO_WRITE) {
+	for (uint64_t i = 0; i < req->block_count; i++) {
+		uint64_t k = req->block_first + i, at = i * e->block;
+		uint64_t n = req->bytes - at < e->block ? req->bytes - at : e->block;
+		uint32_t got = zn_crc32c(0, (const char *)req->buf_h + at, n), want;
+		bool check;
+
 		pthread_mutex_lock(&s->lock);
-		e->crc = req->crc;
-		e->crc_valid = true;
+		if (req->op == ZN_AIO_WRITE)
+			e->crc[k] = (struct zn_swap_crc){ got, true };
+		check = e->crc[k].valid;
+		want = e->crc[k].crc;
 		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
-	pthread_mutex_lock(&s->lock);
-	bool check = e->crc_valid;
-	uint32_t want = e->crc;
-	pthread_mutex_unlock(&s->lock);
-	if (!check)
-		return 0;
-	got = zn_crc32c(0, req->buf_h, req->bytes);
-	if (got != want) {
-		zn_error("checksum mismatch reading swap extent (%s, layer %d, rank %d) from %s%s: "
-			 "stored %08x, read %08x: the file was changed or the device corrupted it; "
-			 "restart from a checkpoint", zn_swap_kind_name(e->key.kind), e->key.layer,
-			 e->key.rank, s->paths[0].file, s->path_count > 1 ? " and its stripes" : "",
-			 want, got);
+		if (req->op == ZN_AIO_WRITE || !check || got == want)
+			continue;
+		zn_error("checksum mismatch reading swap extent (%s, layer %d, rank %d) at byte %"
+			 PRIu64 " from %s%s: stored %08x, read %08x: the file was changed or the "
+			 "device corrupted it; restart from a checkpoint",
+			 zn_swap_kind_name(e->key.kind), e->key.layer, e->key.rank, k * e->block,
+			 s->paths[0].file, s->path_count > 1 ? " and its stripes" : "", want, got);
 		req->result = -EBADMSG;
+		break;
 	}
 	return req->result;
 }

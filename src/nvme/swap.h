@@ -14,10 +14,13 @@
  * directory whose lock nobody holds (and any half-made .zinc-swap-*.tmp of a dead pid),
  * with a line saying so. zn_swap_destroy() removes this store's files and directories.
  *
- * With checksum set, every write of a whole extent records the CRC32C of its bytes and
- * every later read of the whole extent checks it (-EBADMSG on mismatch, with a line naming
- * the extent and files). A write of part of an extent drops its checksum until the next
- * whole write (partial ranges are not verified).
+ * With checksum set, an extent is checked in blocks of its crc_block bytes (0: the whole
+ * extent is one block): every write of whole blocks records the CRC32C of each, and every
+ * later read of whole blocks checks them (-EBADMSG on mismatch, with a line naming the
+ * extent, the block's offset and the files). A block is whole when it starts at a multiple
+ * of crc_block and ends at the next or at the extent's end, so a caller that moves an
+ * extent in chunks sets crc_block to the chunk's bytes. A write of part of a block drops
+ * that block's checksum until its next whole write (partial blocks are not verified).
  *
  * I/O goes through the caller's engine; offsets, sizes and buffers must be 4 KiB aligned
  * (extent sizes are rounded up to 4 KiB: buffers for a whole extent need the rounded
@@ -65,6 +68,7 @@ struct zn_swap_key {
 struct zn_swap_extent {
 	struct zn_swap_key key;
 	uint64_t bytes;
+	uint64_t crc_block; /* checksum block (multiple of 4 KiB); 0: the whole extent */
 };
 
 struct zn_swap_config {
@@ -88,10 +92,9 @@ struct zn_swap_req {
 	struct zn_swap *swap;
 	int extent;
 	int part_count;
-	bool whole;
+	uint64_t block_first, block_count; /* the whole checksum blocks it covers (0: none) */
 	bool finished;
 	int result;
-	uint32_t crc; /* of the buffer, for a whole-extent write */
 	enum zn_aio_op op;
 	void *buf_h;
 	uint64_t bytes;

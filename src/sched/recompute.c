@@ -262,7 +262,7 @@ static int make_store(struct zn_engine *e)
 		return -ENOMEM;
 	for (int c = 0; c < ck->runs - 1; c++)
 		ext[c] = (struct zn_swap_extent){ { ZN_SWAP_ACTIVATION, c, e->rt.rank },
-						  zn_plan_host_alloc_bytes(ck->x_bytes) };
+						  zn_plan_host_alloc_bytes(ck->x_bytes), 0 };
 	if (e->cfg.runtime.run_id[0])
 		snprintf(run_id, sizeof(run_id), "%s-acts", e->cfg.runtime.run_id);
 	else

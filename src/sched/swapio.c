@@ -289,6 +289,13 @@ static int make_store(struct zn_engine *e, struct zn_swap **out, const char *wha
 	return zn_swap_create(out, e->sw.aio, &sc);
 }
 
+/* A layer moved in chunks is checksummed per chunk (elem: bytes per element), so every
+ * chunk read is verified; a layer of one chunk as one block. */
+static uint64_t crc_block(const struct zn_engine *e, int l, uint64_t elem)
+{
+	return zn_swapio_chunks(e, l) > 1 ? e->plan.swap_chunk_numel * elem : 0;
+}
+
 static int make_stores(struct zn_engine *e)
 {
 	struct zn_swap_extent *ext = calloc((size_t)(3 * e->n), sizeof(*ext));
@@ -299,19 +306,22 @@ static int make_stores(struct zn_engine *e)
 		return -ENOMEM;
 	if (zn_swapio_optim(e)) {
 		for (int l = 0; l < e->n; l++) {
-			uint64_t b = e->L[l].sh.shard_numel * 4;
+			uint64_t b = e->L[l].sh.shard_numel * 4, cb = crc_block(e, l, 4);
 
 			if (!e->plan.master_aliases_params)
-				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_MASTER, l), b };
-			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), b };
-			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), b };
+				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_MASTER, l),
+								    b, cb };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), b, cb };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), b,
+							    cb };
 		}
 		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
 	}
 	if (!rc && zn_swapio_params(e)) {
 		for (int l = 0; l < e->n; l++)
 			ext[l] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_PARAM, l),
-							  zn_swapio_param_shard_bytes(e, l) };
+							  zn_swapio_param_shard_bytes(e, l),
+							  crc_block(e, l, e->plan.param_bytes) };
 		rc = make_store(e, &e->sw.swap_param, "param", &e->cfg.zero.offload_param, ext,
 				(size_t)e->n);
 	}
