@@ -34,6 +34,26 @@ static inline char *zt_read_all(const char *path, size_t *len)
 	return data;
 }
 
+/* dir/name in one of 8 rotating buffers (so a call may take several paths). */
+static inline const char *zt_path(const char *dir, const char *name)
+{
+	static char p[8][4096];
+	static int k;
+
+	k = (k + 1) % 8;
+	snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
+	return p[k];
+}
+
+/* Runs the shell command fmt with its two %s as a and b; asserts it exits 0. */
+static inline void zt_sh(const char *fmt, const char *a, const char *b)
+{
+	char cmd[8192];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
 /* dir/a and dir/b hold the same bytes (asserted, naming a and b). */
 static inline void zt_same_file(const char *dir, const char *a, const char *b)
 {

@@ -22,20 +22,12 @@ static char dir[64];
 
 static const char *path(const char *name)
 {
-	static char p[8][512];
-	static int k;
-
-	k = (k + 1) % 8;
-	snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
-	return p[k];
+	return zt_path(dir, name);
 }
 
 static void sh(const char *fmt, const char *a, const char *b)
 {
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), fmt, a, b);
-	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	zt_sh(fmt, a, b);
 }
 
 static void make_dir(void)

@@ -53,10 +53,7 @@ static int run(const char *args, char *out, size_t size)
 
 static void sh(const char *fmt, const char *a, const char *b)
 {
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), fmt, a, b);
-	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	zt_sh(fmt, a, b);
 }
 
 #define COMMON "--device host --seq 16 --micro-batch 2 --no-pin-memory --data " \

@@ -28,20 +28,12 @@ static const char *const targets[] = { "q_proj", "v_proj", "down_proj", "gate_pr
 
 static const char *path(const char *name)
 {
-	static char p[8][512];
-	static int k;
-
-	k = (k + 1) % 8;
-	snprintf(p[k], sizeof(p[k]), "%s/%s", dir, name);
-	return p[k];
+	return zt_path(dir, name);
 }
 
 static void sh(const char *fmt, const char *a, const char *b)
 {
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), fmt, a, b);
-	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	zt_sh(fmt, a, b);
 }
 
 static bool has(const char *file, const char *text)
