@@ -70,6 +70,7 @@ struct nv_case {
 	bool pipeline;
 	float clip;
 	int layers; /* 0: the default tiny model (2 blocks) */
+	enum zn_optim_states states; /* m and v as stored: the same in all three runs */
 };
 
 static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
@@ -97,12 +98,14 @@ static void check_case(const struct nv_case *k)
 		snprintf(sub[i], sizeof(sub[i]), "%s/p%d", dir, i);
 		cr_assert_eq(mkdir(sub[i], 0700), 0, "mkdir %s", sub[i]);
 	}
-	snprintf(what, sizeof(what), "stage %d optimizer %s params %s%s gas %d, %d path%s",
-		 k->stage, k->opt == ZN_OFFLOAD_NVME ? "nvme" : "cpu",
+	snprintf(what, sizeof(what), "stage %d optimizer %s params %s%s gas %d, %d path%s, "
+		 "states %s", k->stage, k->opt == ZN_OFFLOAD_NVME ? "nvme" : "cpu",
 		 k->prm == ZN_OFFLOAD_NVME ? "nvme" : k->prm == ZN_OFFLOAD_CPU ? "cpu" : "device",
-		 k->bf16 ? " bf16" : "", k->gas, k->paths, k->paths > 1 ? "s" : "");
+		 k->bf16 ? " bf16" : "", k->gas, k->paths, k->paths > 1 ? "s" : "",
+		 zn_optim_states_name(k->states));
 
 	et_config(&c, k->stage, ZN_OFFLOAD_CPU, ET_B, k->gas);
+	c.optimizer.states = k->states;
 	c.zero.offload_param.device = k->prm == ZN_OFFLOAD_NONE ? ZN_OFFLOAD_NONE : ZN_OFFLOAD_CPU;
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
@@ -123,6 +126,7 @@ static void check_case(const struct nv_case *k)
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, k->gas);
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
+	c.optimizer.states = k->states;
 	cr_assert_eq(et_train_model(&ref, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
 	cr_assert(nv.loss[ET_STEPS - 1] != ref.loss[0], "the weights moved");
 	cr_assert_eq(et_compare(what, &ref, &nv, 1e-5), 0,
@@ -162,6 +166,29 @@ Test(nvme_engine, stage2_optimizer_nvme_without_pipelining)
 Test(nvme_engine, bf16_stage1_optimizer_nvme)
 {
 	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, true, 1, 1, 2, true, 0, 0);
+}
+
+/* Compact optimizer state (zinc.optimizer_states): extents, staging, read-ahead and
+ * write-behind sized to it, bit for bit with cpu offload of the same setting */
+Test(nvme_engine, int8_states_all_nvme_two_paths_two_buffers_equal_cpu_offload)
+{
+	check_case(&(struct nv_case){ .stage = 3, .opt = ZN_OFFLOAD_NVME, .prm = ZN_OFFLOAD_NVME,
+				      .gas = 1, .paths = 2, .buffers = 2, .pipeline = true,
+				      .layers = 4, .states = ZN_STATES_INT8 });
+}
+
+Test(nvme_engine, int8_states_bf16_stage2_optimizer_nvme_accumulation)
+{
+	check_case(&(struct nv_case){ .stage = 2, .opt = ZN_OFFLOAD_NVME, .bf16 = true, .gas = 2,
+				      .paths = 1, .buffers = 3, .pipeline = true,
+				      .states = ZN_STATES_INT8 });
+}
+
+Test(nvme_engine, bf16_states_stage3_optimizer_nvme_without_pipelining)
+{
+	check_case(&(struct nv_case){ .stage = 3, .opt = ZN_OFFLOAD_NVME, .prm = ZN_OFFLOAD_CPU,
+				      .gas = 1, .paths = 1, .buffers = 2, .pipeline = false,
+				      .states = ZN_STATES_BF16 });
 }
 
 /* Whether some line of the redirected stderr holds a (and b); the first call reads it. */

@@ -56,9 +56,10 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_encoder_pos_forward,
 	zn_cuda_encoder_pos_backward,
 	zn_cuda_encoder_pos_forward_bf16,
+	zn_cuda_adamw_states,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 51 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 52 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -176,7 +176,8 @@ static int finish(struct zn_engine *e, const struct zn_ckpt_save_args *a, const 
 	int rc = sizes ? 0 : -ENOMEM;
 
 	for (int r = 0; !rc && r < e->rt.world; r++)
-		sizes[r] = zn_ckpt_rank_file_bytes(e->numel, e->n, r, e->rt.world);
+		sizes[r] = zn_ckpt_rank_file_bytes(e->numel, e->n, r, e->rt.world,
+						   e->plan.states);
 	snprintf(path, sizeof(path), "%s/%s", tmp, ZN_CKPT_CONFIG);
 	if (!rc)
 		rc = write_new(path, cj, strlen(cj), &ccrc);

@@ -65,6 +65,7 @@ char *zn_ckpt_meta_text(struct zn_engine *e, const struct zn_ckpt_save_args *a,
 	    a->global_micro, a->seq);
 	add(&t, "world=%d\nstage=%d\ndtype=%s\nseed=%" PRIu64 "\nfamily=%s\n", e->rt.world,
 	    e->cfg.zero.stage, dtype_name(e->pdt), e->cfg.runtime.seed, e->model.ops->family);
+	add(&t, "optimizer_states=%s\n", zn_optim_states_name(e->plan.states));
 	add(&t, "ls.scale=%a\nls.cur_hysteresis=%d\nls.iter=%" PRId64
 	    "\nls.last_overflow_iter=%" PRId64 "\n", ls.scale, ls.cur_hysteresis, ls.iter,
 	    ls.last_overflow_iter);
@@ -211,6 +212,20 @@ static int get_file(const struct zn_ckpt_meta *m, const char *path, const char *
 	return 0;
 }
 
+/* optimizer_states: fp32 when absent (checkpoints from before the setting) */
+static int get_states(struct zn_ckpt_meta *m, const char *path)
+{
+	const char *v = zn_ckpt_meta_get(m, "optimizer_states");
+
+	m->states = ZN_STATES_FP32;
+	for (int s = ZN_STATES_FP32; v && s <= ZN_STATES_INT8; s++)
+		if (!strcmp(v, zn_optim_states_name(s))) {
+			m->states = s;
+			return 0;
+		}
+	return v ? bad(path, "bad value of", "optimizer_states") : 0;
+}
+
 int zn_ckpt_meta_read(struct zn_ckpt_meta *m, const char *path)
 {
 	size_t len = 0;
@@ -256,5 +271,7 @@ int zn_ckpt_meta_read(struct zn_ckpt_meta *m, const char *path)
 	}
 	if (!rc)
 		rc = get_file(m, path, "config", &m->config_size, &m->config_crc);
+	if (!rc)
+		rc = get_states(m, path);
 	return rc;
 }

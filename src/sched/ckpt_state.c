@@ -1,6 +1,7 @@
 /* The engine's optimizer state for checkpoints: this rank's slice of each layer's master, m
  * and v read from whichever tier holds them (device, pinned host, nvme extents), and m and v
- * put back after a resume. Called between steps only (the step's streams drained and nvme
+ * put back after a resume, as stored (zinc.optimizer_states: int8 m and v are their codes
+ * and block scales, never widened, so a resume is exact). Called between steps only (the step's streams drained and nvme
  * requests waited for: every step ends that way), so nothing here races an update. */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "cpu/q8.h"
 #include "sched/ckpt_impl.h"
 #include "sched/engine_impl.h"
 
@@ -37,11 +39,55 @@ uint64_t zn_ckpt_state_max_slice(const struct zn_engine *e)
 	return m;
 }
 
+/* A slice [shift, shift + count) of a moment buffer of n_buf elements, as the tiers hold it
+ * (int8: the absmax after all n_buf codes), and as a rank file holds it (the codes of the
+ * count elements, then their blocks' absmax): at most two pieces, each {offset in the
+ * buffer, offset in the file's moment, bytes}. shift is a multiple of the int8 block (a
+ * shard offset). */
+static int moment_pieces(enum zn_optim_states s, uint64_t n_buf, uint64_t shift,
+			 uint64_t count, uint64_t pc[2][3])
+{
+	uint64_t es = zn_plan_moment_bytes(s, ZN_Q8_BLOCK) / ZN_Q8_BLOCK; /* 4, 2, 1 */
+
+	pc[0][0] = shift * es;
+	pc[0][1] = 0;
+	pc[0][2] = count * es;
+	if (s != ZN_STATES_INT8)
+		return 1;
+	pc[1][0] = n_buf + shift / ZN_Q8_BLOCK * 4;
+	pc[1][1] = count;
+	pc[1][2] = zn_plan_moment_bytes(s, count) - count;
+	return 2;
+}
+
+int zn_ckpt_state_pieces(const struct zn_engine *e, int l, int k, uint64_t piece[2][2])
+{
+	uint64_t pc[2][3], first, count;
+	int n;
+
+	zn_ckpt_state_slice(e, l, &first, &count);
+	if (k == 0) {
+		piece[0][0] = 0;
+		piece[0][1] = count * 4;
+		return 1;
+	}
+	/* nvme homes stage 1-3 state: the extent is the shard, the slice its real part */
+	n = moment_pieces(e->plan.states, e->L[l].sh.shard_numel, 0, count, pc);
+	for (int i = 0; i < n; i++) {
+		piece[i][0] = pc[i][0];
+		piece[i][1] = pc[i][2];
+	}
+	return n;
+}
+
 static int swap_sync(struct zn_engine *e, struct zn_swap *s, int kind, int l, void *buf,
 		     bool write)
 {
 	struct zn_swap_key k = { .kind = kind, .layer = l, .rank = e->rt.rank };
-	uint64_t bytes = e->L[l].sh.shard_numel * 4;
+	uint64_t n = e->L[l].sh.shard_numel;
+	/* whole extents: the master, or m or v as stored (4 KiB multiples) */
+	uint64_t bytes = kind == ZN_SWAP_EXP_AVG || kind == ZN_SWAP_EXP_AVG_SQ ?
+		zn_plan_host_alloc_bytes(zn_plan_moment_bytes(e->plan.states, n)) : n * 4;
 	struct zn_swap_req r;
 	int rc;
 
@@ -55,26 +101,30 @@ static int swap_sync(struct zn_engine *e, struct zn_swap *s, int kind, int l, vo
 	return rc;
 }
 
-static int copy_down(struct zn_engine *e, float *dst, const float *src, uint64_t n,
+static int copy_down(struct zn_engine *e, void *dst, const void *src, uint64_t bytes,
 		     bool on_device)
 {
 	if (!on_device) {
-		memcpy(dst, src, n * 4);
+		memcpy(dst, src, bytes);
 		return 0;
 	}
-	return zn_memcpy_async(e->rt.copy_out, dst, src, n * 4, ZN_COPY_D2H);
+	return zn_memcpy_async(e->rt.copy_out, dst, src, bytes, ZN_COPY_D2H);
 }
 
-int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
+int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 {
 	struct zn_layer *ly = &e->L[l];
-	uint64_t first, count, shift;
-	const float *src[3];
+	enum zn_optim_states st = e->plan.states;
+	uint64_t first, count, shift, n_buf = zn_tiers_optim_numel(e, l);
+	uint64_t mb, pc[2][3];
+	const void *src[3];
 	bool dev = e->plan.pl.optim == ZN_TIER_DEVICE;
-	int rc = 0;
+	char *out = buf;
+	int rc = 0, np;
 
 	zn_ckpt_state_slice(e, l, &first, &count);
 	shift = first - ly->opt_off; /* 0 except at stage 0 (the span is the whole layer) */
+	mb = zn_plan_moment_bytes(st, count);
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
 		struct zn_sbuf *sb = &e->sw.sbuf[0];
 		bool alias = e->plan.master_aliases_params;
@@ -98,45 +148,68 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
 		src[1] = dev ? ly->m_d : ly->m_h;
 		src[2] = dev ? ly->v_d : ly->v_h;
 	}
-	for (int k = 0; !rc && k < 3; k++)
-		rc = copy_down(e, buf + k * count, src[k] + shift, count, dev);
+	if (!rc)
+		rc = copy_down(e, out, (const float *)src[0] + shift, count * 4, dev);
+	np = moment_pieces(st, n_buf, shift, count, pc);
+	for (int k = 1; !rc && k < 3; k++)
+		for (int i = 0; !rc && i < np; i++)
+			rc = copy_down(e, out + count * 4 + (uint64_t)(k - 1) * mb + pc[i][1],
+				       (const char *)src[k] + pc[i][0], pc[i][2], dev);
 	if (!rc && dev)
 		rc = zn_stream_synchronize(e->rt.copy_out);
 	return rc;
 }
 
-int zn_ckpt_state_put(struct zn_engine *e, int l, const float *m, const float *v)
+/* a moment in file layout (count elements) into a whole buffer of n_buf elements: zero,
+ * then the pieces (the padding stays zero, as at create) */
+static int put_moment(struct zn_engine *e, void *dst, const void *src, uint64_t n_buf,
+		      uint64_t count, bool on_device)
+{
+	uint64_t pc[2][3];
+	int np = moment_pieces(e->plan.states, n_buf, 0, count, pc), rc = 0;
+	uint64_t whole = zn_plan_moment_bytes(e->plan.states, n_buf);
+
+	if (!on_device) {
+		memset(dst, 0, whole);
+		for (int i = 0; i < np; i++)
+			memcpy((char *)dst + pc[i][0], (const char *)src + pc[i][1], pc[i][2]);
+		return 0;
+	}
+	rc = zn_memset_async(e->rt.copy_in, dst, 0, whole);
+	for (int i = 0; !rc && i < np; i++)
+		rc = zn_memcpy_async(e->rt.copy_in, (char *)dst + pc[i][0],
+				     (const char *)src + pc[i][1], pc[i][2], ZN_COPY_H2D);
+	return rc;
+}
+
+int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 {
 	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->opt_count;
+	uint64_t n = ly->opt_count, n_buf = zn_tiers_optim_numel(e, l);
 	int rc = 0;
 
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
 		struct zn_sbuf *sb = &e->sw.sbuf[0];
-		uint64_t whole = ly->sh.shard_numel;
 
 		/* the last step's write-behind may still be writing from this buffer */
 		rc = zn_swapio_quiesce(e);
-		if (rc)
-			return rc;
-		/* the padding beyond the real elements stays zero, as at create */
-		memset(sb->m_h, 0, whole * 4);
-		memset(sb->v_h, 0, whole * 4);
-		memcpy(sb->m_h, m, n * 4);
-		memcpy(sb->v_h, v, n * 4);
-		rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG, l, sb->m_h, true);
+		if (!rc)
+			rc = put_moment(e, sb->m_h, m, n_buf, n, false);
+		if (!rc)
+			rc = put_moment(e, sb->v_h, v, n_buf, n, false);
+		if (!rc)
+			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG, l, sb->m_h, true);
 		if (!rc)
 			rc = swap_sync(e, e->sw.swap_opt, ZN_SWAP_EXP_AVG_SQ, l, sb->v_h, true);
 		return rc;
 	}
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
-		memcpy(ly->m_h, m, n * 4);
-		memcpy(ly->v_h, v, n * 4);
-		return 0;
+		put_moment(e, ly->m_h, m, n_buf, n, false);
+		return put_moment(e, ly->v_h, v, n_buf, n, false);
 	}
-	rc = zn_memcpy_async(e->rt.copy_in, ly->m_d, m, n * 4, ZN_COPY_H2D);
+	rc = put_moment(e, ly->m_d, m, n_buf, n, true);
 	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, ly->v_d, v, n * 4, ZN_COPY_H2D);
+		rc = put_moment(e, ly->v_d, v, n_buf, n, true);
 	if (!rc)
 		rc = zn_stream_synchronize(e->rt.copy_in);
 	return rc;
@@ -173,17 +246,22 @@ uint64_t zn_ckpt_nvme_copied_bytes(void)
 	return atomic_load(&copied_bytes);
 }
 
+enum zn_optim_states zn_ckpt_state_states(const struct zn_engine *e)
+{
+	return e->plan.states;
+}
+
 bool zn_ckpt_state_on_nvme(const struct zn_engine *e)
 {
 	return e->plan.pl.optim == ZN_TIER_NVME;
 }
 
-/* Appends the first `bytes` of layer l's part k (0 master, 1 m, 2 v) to fd at its file
- * position with copy_file_range (the kernel copies, or reflinks where the filesystem
+/* Appends bytes [from, from + bytes) of layer l's part k (0 master, 1 m, 2 v) to fd at its
+ * file position with copy_file_range (the kernel copies, or reflinks where the filesystem
  * can), stripe unit by stripe unit. -EOPNOTSUPP (nothing appended) when the filesystems
  * do not support it: the caller copies through the staging buffer instead. */
-int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes,
-		       const char *path)
+int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
+		       uint64_t bytes, const char *path)
 {
 	bool alias = e->plan.master_aliases_params;
 	struct zn_swap *s = k == 0 && alias ? e->sw.swap_param : e->sw.swap_opt;
@@ -198,7 +276,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes
 		int pi, in;
 		off64_t off;
 
-		rc = zn_swap_locate(s, key, done, &pi, &fo);
+		rc = zn_swap_locate(s, key, from + done, &pi, &fo);
 		if (rc)
 			break;
 		n = ZN_PLAN_SWAP_STRIPE - fo % ZN_PLAN_SWAP_STRIPE;

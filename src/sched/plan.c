@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "core/log.h"
+#include "cpu/adamw.h"
 
 const char *zn_tier_name(enum zn_tier t)
 {
@@ -61,12 +62,26 @@ void zn_plan_placement(int stage, enum zn_offload_device offload_optimizer,
 	out->params = stage >= 3 ? tier_of(offload_param) : ZN_TIER_DEVICE;
 }
 
-void zn_plan_state_bytes(bool mixed_precision, struct zn_state_bytes *out)
+uint64_t zn_plan_moment_bytes(enum zn_optim_states states, uint64_t n)
 {
+	return zn_adamw_state_bytes(states, n);
+}
+
+uint64_t zn_plan_optim_bytes(bool mixed_precision, enum zn_optim_states states, uint64_t n)
+{
+	return (mixed_precision ? 4 * n : 0) + 2 * zn_plan_moment_bytes(states, n);
+}
+
+void zn_plan_state_bytes(bool mixed_precision, enum zn_optim_states states,
+			 struct zn_state_bytes *out)
+{
+	/* per parameter: a whole number of blocks, so int8's absmax counts as it is stored */
+	double optim = (double)zn_plan_optim_bytes(mixed_precision, states, 1 << 20) / (1 << 20);
+
 	if (mixed_precision)
-		*out = (struct zn_state_bytes){ .param = 2, .grad = 2, .optim = 12 };
+		*out = (struct zn_state_bytes){ .param = 2, .grad = 2, .optim = optim };
 	else
-		*out = (struct zn_state_bytes){ .param = 4, .grad = 4, .optim = 8 };
+		*out = (struct zn_state_bytes){ .param = 4, .grad = 4, .optim = optim };
 }
 
 int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out)
@@ -83,14 +98,15 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 		return ZN_EUSAGE;
 	N = (uint64_t)in->ranks;
 	Ls = (L + N - 1) / N; /* one rank's shard of the largest layer */
-	zn_plan_state_bytes(in->mixed_precision, &b);
+	zn_plan_state_bytes(in->mixed_precision, in->states, &b);
 	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &pl);
 
 	/* Model states: the ZeRO paper's 16P, 4P + 12P/N, 2P + 14P/N, 16P/N (mixed precision)
 	 * with each class counted on its home tier. */
 	uint64_t param_b = pl.params_sharded ? b.param * P / N : b.param * P;
 	uint64_t grad_b = pl.grads_sharded ? b.grad * P / N : b.grad * P;
-	uint64_t optim_b = pl.optim_sharded ? b.optim * P / N : b.optim * P;
+	uint64_t optim_b = zn_plan_optim_bytes(in->mixed_precision, in->states,
+					       pl.optim_sharded ? P / N : P);
 	uint64_t grad_shard_b = b.grad * P / N;
 
 	if (pl.params == ZN_TIER_DEVICE)
@@ -130,7 +146,8 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 
 	/* nvme needs pinned staging: buffer_count buffers of one layer's shard per class. */
 	if (pl.optim == ZN_TIER_NVME)
-		out->pinned_staging_bytes += (uint64_t)in->buffer_count * Ls * b.optim;
+		out->pinned_staging_bytes += (uint64_t)in->buffer_count *
+			zn_plan_optim_bytes(in->mixed_precision, in->states, Ls);
 	if (pl.params == ZN_TIER_NVME)
 		out->pinned_staging_bytes += (uint64_t)in->buffer_count * Ls * b.param;
 	out->host_bytes += out->pinned_staging_bytes;
@@ -239,8 +256,8 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 		if (host_optim && !p->master_aliases_params)
 			out->master_h = zn_plan_host_alloc_bytes(opt * 4);
 		if (host_optim) {
-			out->m_h = zn_plan_host_alloc_bytes(opt * 4);
-			out->v_h = zn_plan_host_alloc_bytes(opt * 4);
+			out->m_h = zn_plan_host_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
+			out->v_h = zn_plan_host_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
 		}
 		if (p->pl.params == ZN_TIER_DEVICE)
 			out->param_stage_h = zn_plan_host_alloc_bytes(s.shard_numel * pb);
@@ -249,8 +266,8 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 			out->grad_shard_d = zn_plan_device_alloc_bytes(s.shard_numel * 4);
 		if (!p->master_aliases_params)
 			out->master_d = zn_plan_device_alloc_bytes(opt * 4);
-		out->m_d = zn_plan_device_alloc_bytes(opt * 4);
-		out->v_d = zn_plan_device_alloc_bytes(opt * 4);
+		out->m_d = zn_plan_device_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
+		out->v_d = zn_plan_device_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
 	}
 }
 
@@ -286,9 +303,13 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
 		if (s.shard_numel > out->swap_shard_numel)
 			out->swap_shard_numel = s.shard_numel;
+		/* m and v as stored, each extent (and transfer) a 4 KiB multiple */
+		uint64_t mv = 2 * zn_plan_host_alloc_bytes(zn_plan_moment_bytes(out->states,
+										  s.shard_numel));
+
 		if (opt_nvme)
-			out->nvme_optim_bytes += (out->master_aliases_params ? 2 : 3) *
-				zn_plan_host_alloc_bytes(s.shard_numel * 4);
+			out->nvme_optim_bytes += mv + (out->master_aliases_params ? 0 :
+				zn_plan_host_alloc_bytes(s.shard_numel * 4));
 		if (prm_nvme)
 			out->nvme_param_bytes += zn_plan_host_alloc_bytes(s.shard_numel * pb);
 		/* per step: AdamW reads and writes master, m and v; with parameters on nvme
@@ -296,8 +317,8 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		 * micro-batch's forward and backward) and AdamW writes the new shard unless
 		 * it is the master */
 		if (opt_nvme) {
-			out->nvme_step_read_bytes += 3 * s.shard_numel * 4;
-			out->nvme_step_write_bytes += 3 * s.shard_numel * 4;
+			out->nvme_step_read_bytes += s.shard_numel * 4 + mv;
+			out->nvme_step_write_bytes += s.shard_numel * 4 + mv;
 		}
 		if (prm_nvme) {
 			uint64_t uses = l == 0 ? 1 : 2 * (uint64_t)in->grad_accum;
@@ -316,8 +337,11 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 	out->nvme_param_path_bytes = prm_nvme ? path_bytes(out->nvme_param_bytes,
 							   in->param_path_count) : 0;
 	out->swap_buffers = in->swap_buffer_count > 2 ? in->swap_buffer_count : 2;
+	out->swap_moment_bytes = zn_plan_host_alloc_bytes(zn_plan_moment_bytes(out->states,
+									 out->swap_shard_numel));
 	if (opt_nvme)
-		per_buf += 3 * zn_plan_host_alloc_bytes(out->swap_shard_numel * 4);
+		per_buf += zn_plan_host_alloc_bytes(out->swap_shard_numel * 4) +
+			   2 * out->swap_moment_bytes;
 	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
 		per_buf += zn_plan_host_alloc_bytes(out->swap_shard_numel * pb);
 	out->host_swap_bytes += (uint64_t)out->swap_buffers * per_buf;
@@ -384,6 +408,7 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		return rc;
 	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &out->pl);
 	out->param_bytes = in->bf16 ? 2 : 4;
+	out->states = in->states;
 	/* fp32 parameters on the optimizer's tier are the master (nothing to round). */
 	out->master_aliases_params = !in->bf16 && out->pl.params == out->pl.optim;
 	out->gathers = in->stage == 3 || (in->bf16 && !in->compute16);

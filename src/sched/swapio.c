@@ -3,7 +3,8 @@
  * the host arena, which is registered with the aio engine as fixed buffers.
  *
  * Extents (per layer, this rank's shard): master, m, v in the optimizer's store (the master
- * is the parameter extent when fp32 parameters are on nvme too), the parameter shard in the
+ * is the parameter extent when fp32 parameters are on nvme too; m and v as
+ * zinc.optimizer_states stores them, each rounded to 4 KiB), the parameter shard in the
  * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
  * files at create, so a full disk stops the run before training.
  *
@@ -106,22 +107,33 @@ static int hot_put(struct zn_engine *e, int l, const void *src, uint64_t bytes)
 	return rc;
 }
 
-/* The three optimizer-state extents of layer l and their staging sections. */
+/* m (or v) of layer l as stored (plan.states), rounded to 4 KiB: its extent's size, and
+ * what every transfer of it moves (O_DIRECT sizes) */
+static uint64_t moment_bytes(const struct zn_engine *e, int l)
+{
+	return zn_plan_host_alloc_bytes(zn_plan_moment_bytes(e->plan.states,
+							     e->L[l].sh.shard_numel));
+}
+
+/* The three optimizer-state extents of layer l, their staging sections and sizes. */
 struct opt_part {
 	struct zn_swap *store;
 	struct zn_swap_key key;
 	void *buf_h;
+	uint64_t bytes;
 };
 
 static int opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
 		     struct opt_part p[3])
 {
 	bool alias = e->plan.master_aliases_params;
+	uint64_t mb = moment_bytes(e, l);
 
 	p[0] = (struct opt_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
-				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
-	p[1] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
-	p[2] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+				  key_of(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h,
+				  e->L[l].sh.shard_numel * 4 };
+	p[1] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG, l), sb->m_h, mb };
+	p[2] = (struct opt_part){ e->sw.swap_opt, key_of(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h, mb };
 	return 3;
 }
 
@@ -280,12 +292,12 @@ static int make_stores(struct zn_engine *e)
 		return -ENOMEM;
 	if (zn_swapio_optim(e)) {
 		for (int l = 0; l < e->n; l++) {
-			uint64_t b = e->L[l].sh.shard_numel * 4;
+			uint64_t b = e->L[l].sh.shard_numel * 4, mb = moment_bytes(e, l);
 
 			if (!e->plan.master_aliases_params)
 				ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_MASTER, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), b };
-			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), b };
+			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG, l), mb };
+			ext[k++] = (struct zn_swap_extent){ key_of(e, ZN_SWAP_EXP_AVG_SQ, l), mb };
 		}
 		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
 	}
@@ -315,9 +327,9 @@ static int make_staging(struct zn_engine *e)
 		if (zn_swapio_optim(e)) {
 			rc = zn_tiers_halloc(e, &sb->master_h, n * 4);
 			if (!rc)
-				rc = zn_tiers_halloc(e, &sb->m_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->m_h, e->plan.swap_moment_bytes);
 			if (!rc)
-				rc = zn_tiers_halloc(e, &sb->v_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->v_h, e->plan.swap_moment_bytes);
 		}
 		if (!rc && zn_swapio_params(e) && !(zn_swapio_optim(e) &&
 						    e->plan.master_aliases_params))
@@ -471,12 +483,13 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 		struct opt_part p[3];
 
 		memcpy(sb->master_h, src, n * 4);
-		memset(sb->m_h, 0, n * 4);
-		memset(sb->v_h, 0, n * 4);
 		opt_parts(e, l, sb, p);
+		/* all-zero bytes are the zero state of every setting (cpu/adamw.h) */
+		memset(sb->m_h, 0, p[1].bytes);
+		memset(sb->v_h, 0, p[2].bytes);
 		/* an aliased master is the parameter extent, written above */
 		for (int i = e->plan.master_aliases_params ? 1 : 0; !rc && i < 3; i++)
-			rc = write_sync(e, p[i].store, p[i].key, n * 4, p[i].buf_h);
+			rc = write_sync(e, p[i].store, p[i].key, p[i].bytes, p[i].buf_h);
 	}
 	return rc;
 }
@@ -586,8 +599,8 @@ static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
-		rc = zn_swap_read_prio(p[i].store, p[i].key, 0, e->L[l].sh.shard_numel * 4,
-				       p[i].buf_h, ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
+		rc = zn_swap_read_prio(p[i].store, p[i].key, 0, p[i].bytes, p[i].buf_h,
+				       ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
 		if (!rc)
 			sb->rd_n++;
 	}
@@ -686,7 +699,7 @@ int zn_swapio_opt_release(struct zn_engine *e, int l)
 
 		opt_parts(e, l, sb, p);
 		for (int i = 0; !rc && i < 3; i++) {
-			rc = zn_swap_write(p[i].store, p[i].key, 0, n * 4, p[i].buf_h,
+			rc = zn_swap_write(p[i].store, p[i].key, 0, p[i].bytes, p[i].buf_h,
 					   &sb->wr[sb->wr_n]);
 			if (!rc)
 				sb->wr_n++;
