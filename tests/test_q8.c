@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/q8.h"
 #include "kernels_check.h"
@@ -176,5 +177,92 @@ Test(q8, m_keeps_its_sign_and_zero_blocks_stay_zero)
 		cr_expect_eq(absmax[0], 0.0f);
 		for (int i = 0; i < QR_BLOCK; i++)
 			cr_expect_eq(codes[i], sgn ? ZN_Q8_ZERO_SIGNED : ZN_Q8_ZERO_UNSIGNED);
+	}
+}
+
+/* q8.h's bucket tables: at most one midpoint in every bucket, and the code through them is
+ * the full count of midpoints below x at every bucket's edges and around every midpoint */
+static float next_up(float x)
+{
+	return nextafterf(x, INFINITY);
+}
+
+Test(q8, bucket_tables_give_the_full_count)
+{
+	for (int sgn = 0; sgn < 2; sgn++) {
+		const struct zn_q8_lut *t = zn_q8_lut(sgn);
+		const float *bound = zn_q8_bounds(sgn);
+		float *x = malloc(sizeof(float) * 256 * 64), *absmax = malloc(64 * 4), probe[8];
+		uint8_t *codes = malloc(256 * 64);
+		size_t n = 0;
+		int bad = 0;
+
+		cr_assert(x && absmax && codes);
+		for (uint32_t k = 1; k + 1 < ZN_Q8_LUT_COUNT; k++) {
+			uint32_t u = (k + ZN_Q8_LUT_BASE) << 16, w = (k + 1 + ZN_Q8_LUT_BASE) << 16;
+			float lo, hi;
+			int in_pos = 0, in_neg = 0;
+
+			memcpy(&lo, &u, 4);
+			memcpy(&hi, &w, 4);
+			for (int j = 0; j < 255; j++) {
+				in_pos += bound[j] >= lo && bound[j] < hi;
+				in_neg += bound[j] > -hi && bound[j] <= -lo;
+			}
+			cr_assert_leq(in_pos, 1, "bucket %u [%g, %g) holds %d midpoints", k, lo, hi,
+				      in_pos);
+			cr_assert_leq(in_neg, 1, "bucket %u holds %d negative midpoints", k, in_neg);
+		}
+		/* probes: bucket edges, every midpoint and its neighbours, both signs; one
+		 * block at a time with absmax 1 (x * (1 / 1) is x) */
+		for (uint32_t k = 0; k < ZN_Q8_LUT_COUNT + 255; k++) {
+			float p;
+			int np = 0;
+
+			if (k < ZN_Q8_LUT_COUNT) {
+				uint32_t u = (k + ZN_Q8_LUT_BASE) << 16;
+
+				memcpy(&p, &u, 4);
+				probe[np++] = p;
+				probe[np++] = nextafterf(p, 0);
+			} else {
+				p = bound[k - ZN_Q8_LUT_COUNT];
+				probe[np++] = p;
+				probe[np++] = next_up(p);
+				probe[np++] = nextafterf(p, -INFINITY);
+			}
+			for (int q = 0; q < np; q++)
+				for (int neg = 0; neg < 2; neg++) {
+					if (n % 256 == 0)
+						x[n++] = 1.0f; /* the block's absmax */
+					x[n++] = neg ? -fabsf(probe[q]) : fabsf(probe[q]);
+					if (fabsf(x[n - 1]) > 1.0f)
+						x[n - 1] = neg ? -1.0f : 1.0f;
+					if (n == 256 * 64 || (k + 1 == ZN_Q8_LUT_COUNT + 255 &&
+							      q + 1 == np && neg)) {
+						zn_q8_quantize(codes, absmax, x, n, sgn);
+						for (size_t i = 0; i < n; i++) {
+							int want = 0;
+
+							for (int j = 0; j < 255; j++)
+								want += bound[j] < x[i];
+							if (sgn && x[i] < 0 && want == ZN_Q8_ZERO_SIGNED)
+								want--;
+							if (!sgn && x[i] < 0)
+								continue; /* v is never negative */
+							if (codes[i] != want && bad++ < 5)
+								printf("%s x %.9g: code %d, full count %d\n",
+								       sgn ? "signed" : "unsigned", x[i],
+								       codes[i], want);
+						}
+						n = 0;
+					}
+				}
+		}
+		cr_expect_eq(bad, 0, "%d codes differ from the full count", bad);
+		(void)t;
+		free(x);
+		free(absmax);
+		free(codes);
 	}
 }

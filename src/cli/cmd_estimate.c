@@ -11,6 +11,7 @@
 #include "cli/estimate_acts.h"
 #include "cli/estimate_lora.h"
 #include "core/log.h"
+#include "cpu/adamw.h"
 #include "cli/train_model.h"
 #include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
@@ -21,6 +22,7 @@ struct est_opts {
 	int gpus, nodes, prefetch_depth, buffer_count;
 	int frozen_read_buffers; /* LoRA, base on nvme: 0 = the engine's automatic count */
 	bool fp32, json;
+	enum zn_optim_states states; /* --optimizer-states */
 	uint64_t device_mem, host_mem;
 	/* a model by name, config or zinc train's model flags (train_model.h) */
 	char *margv[64];
@@ -76,7 +78,8 @@ static void usage(FILE *f)
 		"                      --model NAME | --model-config DIR/config.json | "
 		"--init-from PATH) [zinc train's model flags]\n"
 		"                     [--gpus N] [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
-		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
+		"                     [--dtype bf16|fp32] [--optimizer-states fp32|bf16|int8]\n"
+		"                     [--device-mem SIZE] [--host-mem SIZE] [--json]\n"
 		"                     [--lora-r R --lora-targets LIST | --lora-params N]\n"
 		"                     [--frozen-read-buffers N]\n"
 		"                     [--micro-batch B [--gradient-checkpointing] [--checkpoint-every K]]\n"
@@ -97,6 +100,9 @@ static void usage(FILE *f)
 		"home (docs/activations.md).\n"
 		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary).\n"
 		"Bytes are printed in decimal units (1 GB = 1e9 B), as the ZeRO paper does.\n"
+		"--optimizer-states bf16|int8: AdamW's m and v as zinc train stores them (2 + 2\n"
+		"bytes, or bitsandbytes' blockwise 8-bit: 1 + 1 and an fp32 scale per 256; the\n"
+		"fp32 master stays; docs/cpu.md).\n"
 		"--model takes zinc train's presets (GPT-2 and Llama: llama-3-8b, llama-3-70b, ...),\n"
 		"--model-config a Hugging Face config.json (gpt2, llama, qwen2, mistral), and the\n"
 		"model flags of zinc train (--layers --heads --kv-heads --d-model --head-dim\n"
@@ -234,6 +240,8 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			if (!rc && !*v)
 				o->zero_budget = a;
 		}
+		else if (!strcmp(a, "--optimizer-states"))
+			rc = zn_cli_optimizer_states(argc, argv, &i, &o->states);
 		else if (!strcmp(a, "--dtype")) {
 			const char *v = zn_cli_value(argc, argv, &i);
 
@@ -355,7 +363,8 @@ static int fit(const struct est_opts *o)
 		.hidden = o->hidden, .vocab = o->vocab, .seq = o->seq,
 		.ranks = o->gpus * o->nodes, .ranks_per_node = o->gpus,
 		.prefetch_depth = o->prefetch_depth, .buffer_count = o->buffer_count,
-		.fp32 = o->fp32, .json = o->json, .device_mem = o->device_mem,
+		.fp32 = o->fp32, .states = o->states, .json = o->json,
+		.device_mem = o->device_mem,
 		.host_mem = o->host_mem, .nvme_mem = o->nvme_mem,
 		.nvme_path_count = o->nvme_path_count,
 	};
@@ -383,6 +392,9 @@ int zn_cmd_estimate(int argc, char **argv)
 	n = rows_for(rows);
 	int ranks = o.gpus * o.nodes;
 	uint64_t act_bytes = 0;
+	struct zn_state_bytes sb;
+
+	zn_plan_state_bytes(!o.fp32, o.states, &sb);
 
 	if (o.acts.micro && zn_estimate_acts(&o.acts, &o.tm, &act_bytes))
 		return ZN_EXIT_USAGE;
@@ -402,12 +414,16 @@ int zn_cmd_estimate(int argc, char **argv)
 						o.frozen_read_buffers > 0 ? o.frozen_read_buffers :
 						1 + o.prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
+		cJSON_AddStringToObject(root, "optimizer_states", zn_optim_states_name(o.states));
+		cJSON_AddNumberToObject(root, "param_bytes_per_param", sb.param);
+		cJSON_AddNumberToObject(root, "grad_bytes_per_param", sb.grad);
+		cJSON_AddNumberToObject(root, "optimizer_bytes_per_param", sb.optim);
 		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
 		if (o.acts.micro)
 			cJSON_AddNumberToObject(root, "activation_bytes", (double)act_bytes);
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
-		char p[32], l[32], b0[32], b1[32];
+		char p[32], l[32], b0[32], b1[32], sbl[96];
 
 		if (o.model)
 			printf("# model: %s\n", o.line);
@@ -416,8 +432,7 @@ int zn_cmd_estimate(int argc, char **argv)
 		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,
 		       zn_cli_fmt_count(o.params, p, sizeof(p)),
 		       zn_cli_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
-		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
-						  "bf16 mixed precision (2+2+12 B/param)");
+		       o.prefetch_depth, zn_cli_fmt_state_bytes(o.fp32 ? "fp32" : "bf16", o.states, sbl, sizeof(sbl)));
 		printf("# device = model states on the device + working set (layers in flight)%s\n",
 		       o.acts.micro ? (o.acts.checkpointing ?
 				       " + activations (checkpointing, on the device)" :
@@ -443,7 +458,8 @@ int zn_cmd_estimate(int argc, char **argv)
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
-			.mixed_precision = !o.fp32, .activation_bytes = act_bytes,
+			.mixed_precision = !o.fp32, .states = o.states,
+			.activation_bytes = act_bytes,
 		};
 		struct zn_estimate e;
 		char b[7][32];

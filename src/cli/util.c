@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
+#include "cpu/adamw.h"
+#include "sched/plan.h"
 #include "zinc.h"
 
 const char *zn_cli_value(int argc, char **argv, int *i)
@@ -103,4 +106,35 @@ const char *zn_cli_fmt_count(uint64_t n, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%llu", (unsigned long long)n);
 	return buf;
+}
+
+const char *zn_cli_fmt_state_bytes(const char *dtype, enum zn_optim_states states, char *buf,
+				   size_t size)
+{
+	bool mixed = strcmp(dtype, "fp32") != 0;
+	struct zn_state_bytes b;
+	char st[48] = "";
+
+	zn_plan_state_bytes(mixed, states, &b);
+	if (states != ZN_STATES_FP32)
+		snprintf(st, sizeof(st), ", %s optimizer states", zn_optim_states_name(states));
+	snprintf(buf, size, "%s%s%s (%u+%u+%.3g B/param)", dtype,
+		 mixed ? " mixed precision" : "", st, b.param, b.grad, b.optim);
+	return buf;
+}
+
+int zn_cli_optimizer_states(int argc, char **argv, int *i, enum zn_optim_states *out)
+{
+	const char *v = zn_cli_value(argc, argv, i);
+
+	if (!v)
+		return ZN_EUSAGE;
+	for (int s = ZN_STATES_FP32; s <= ZN_STATES_INT8; s++)
+		if (!strcmp(v, zn_optim_states_name(s))) {
+			*out = s;
+			return 0;
+		}
+	zn_error("--optimizer-states takes fp32, bf16 or int8 (AdamW's m and v; docs/cpu.md), "
+		 "not '%s'", v);
+	return ZN_EUSAGE;
 }

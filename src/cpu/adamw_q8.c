@@ -4,8 +4,9 @@
  * A block is widened, updated and quantized while it sits in L1: the first loop reads the
  * codes, widens them through the maps (a gather each), runs adamw.h's update, writes the
  * master and the parameter copy and keeps the fresh m and v in two local arrays; the block's
- * absmax is their largest magnitude; the second loop finds each code by eight halvings
- * over the map's midpoints (cpu/q8.h, gathers again) and writes the codes. Memory sees each
+ * absmax is their largest magnitude; the second loop finds each code through q8.h's
+ * bucket tables (one table load and one comparison of the value's low bits: a gather
+ * again) and writes them. Memory sees each
  * stream once: the pass stays at the bandwidth bound of its (fewer) bytes.
  *
  * Weight decay is per element: a block may straddle two tensors (the shard is one flat
@@ -45,25 +46,9 @@ struct q8_call {
 	int ot;
 	size_t osize;
 	size_t n;
-	const float *map_s, *map_u, *bound_s, *bound_u;
+	const float *map_s, *map_u;
+	const struct zn_q8_lut *lut_s, *lut_u;
 };
-
-/* the number of midpoints below x (q8.c's code_of): eight halvings, written out so the
- * vectorizer sees straight-line code (one gather each) */
-static ALWAYS_INLINE unsigned q8_code(const float *bound, float x)
-{
-	unsigned c = 0;
-
-	c += bound[c + 127] < x ? 128u : 0u;
-	c += bound[c + 63] < x ? 64u : 0u;
-	c += bound[c + 31] < x ? 32u : 0u;
-	c += bound[c + 15] < x ? 16u : 0u;
-	c += bound[c + 7] < x ? 8u : 0u;
-	c += bound[c + 3] < x ? 4u : 0u;
-	c += bound[c + 1] < x ? 2u : 0u;
-	c += bound[c] < x ? 1u : 0u;
-	return c;
-}
 
 static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restrict dec,
 				   const float *restrict l2d, size_t b0, size_t len,
@@ -74,7 +59,7 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 	const float eps = k->eps, neg_step = k->neg_step_size, ibc2 = k->inv_bc2_sqrt;
 	const float scale = k->grad_scale;
 	const float *restrict map_s = a->map_s, *restrict map_u = a->map_u;
-	const float *restrict bound_s = a->bound_s, *restrict bound_u = a->bound_u;
+	const int32_t *restrict lut_s = a->lut_s->entry, *restrict lut_u = a->lut_u->entry;
 	size_t b = b0 / ZN_Q8_BLOCK;
 	const float am = a->m_absmax[b], av = a->v_absmax[b];
 	float *restrict master = a->master + b0;
@@ -122,12 +107,12 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 
 #pragma omp simd
 	for (size_t i = 0; i < len; i++) {
-		unsigned cm = q8_code(bound_s, mt[i] * im);
+		unsigned cm = q8_code(lut_s, mt[i] * im);
 
 		/* m keeps its sign: a negative m never becomes 0 */
 		cm -= mt[i] < 0.0f && cm == ZN_Q8_ZERO_SIGNED ? 1u : 0u;
 		mq[i] = (uint8_t)cm;
-		vq[i] = (uint8_t)q8_code(bound_u, vt[i] * iv);
+		vq[i] = (uint8_t)q8_code(lut_u, vt[i] * iv);
 	}
 	/* the rest of the last block is padding: zero */
 	for (size_t i = len; i < ZN_Q8_BLOCK; i++) {
@@ -262,7 +247,7 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		.ot = param_out ? (int)out_dtype : ZN_ADAMW_OUT_NONE,
 		.osize = out_dtype == ZN_DTYPE_F32 ? 4 : 2, .n = n,
 		.map_s = zn_q8_map(true), .map_u = zn_q8_map(false),
-		.bound_s = zn_q8_bounds(true), .bound_u = zn_q8_bounds(false),
+		.lut_s = zn_q8_lut(true), .lut_u = zn_q8_lut(false),
 	};
 	float *sc = malloc(2 * (size_t)(span_count > 0 ? span_count : 1) * sizeof(*sc));
 	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;

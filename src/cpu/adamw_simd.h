@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu/q8.h"
 #include "zinc.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -101,6 +102,20 @@ static ALWAYS_INLINE void store_out(void *out, int t, size_t i, float x)
 		((uint16_t *)out)[i] = f32_to_bf16(x);
 	else if (t == ZN_DTYPE_F16)
 		((uint16_t *)out)[i] = f32_to_f16(x);
+}
+
+/* The code of x (q8.h): the midpoints below x, through a bucket table's entry. */
+static ALWAYS_INLINE unsigned q8_code(const int32_t *restrict entry, float x)
+{
+	uint32_t u = f32_bits(x);
+	uint32_t k = (u & 0x7fffffffu) >> 16, lo = u & 0xffffu, neg = u >> 31;
+	uint32_t e, mid;
+
+	k = k > ZN_Q8_LUT_BASE ? k - ZN_Q8_LUT_BASE : 0;
+	k = k < ZN_Q8_LUT_COUNT - 1 ? k : ZN_Q8_LUT_COUNT - 1;
+	e = (uint32_t)entry[k + neg * ZN_Q8_LUT_COUNT];
+	mid = e & 0xffffu;
+	return (e >> 16) + (neg ? (mid > lo ? 1u : 0u) : (lo > mid ? 1u : 0u));
 }
 
 /* zn_bf16_to_f32: exact */

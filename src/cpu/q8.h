@@ -53,6 +53,25 @@ const float *zn_q8_map(bool is_signed);
  * of x is the number of them below x. */
 const float *zn_q8_bounds(bool is_signed);
 
+/* A shortcut to that count for SIMD loops (one table load per value instead of eight
+ * halvings through the midpoints): a bucket per bf16 value of |x| (the top 16 bits of its
+ * float) from 2^-26 up (every smaller magnitude in bucket 0, every magnitude of 1 or more
+ * in the last), each holding at most one midpoint (the maps' entries are at least 0.7 %
+ * apart; a bucket spans 0.8 %: the tests check every bucket). Entry k (x >= +0) or
+ * ZN_Q8_LUT_COUNT + k (x <= -0) is c << 16 | lo: c the midpoints below the bucket's values,
+ * lo the low 16 bits of the magnitude of the midpoint inside it, whose top 16 bits are the
+ * bucket's, as x's: so x > that midpoint exactly when x's low 16 bits are above lo (x >= 0)
+ * or below it (x < 0). Without a midpoint inside, lo is 0xffff (x >= 0) or 0: never. The
+ * code is c plus that one comparison: the same count as the halvings for every x but NaN.
+ * (One 32-bit load: a second load indexed by the first's result would wait for it, and
+ * GCC vectorizes 32-bit table loads only.) */
+#define ZN_Q8_LUT_BASE (101u << 7) /* bf16 bits of 2^-26 */
+#define ZN_Q8_LUT_COUNT 3329       /* buckets up to 1.0's, then 1.0 and above */
+struct zn_q8_lut {
+	int32_t entry[2 * ZN_Q8_LUT_COUNT]; /* x >= +0, then x <= -0 */
+};
+const struct zn_q8_lut *zn_q8_lut(bool is_signed);
+
 /* Codes and block scales of x[0 .. n): codes[n], absmax[zn_q8_blocks(n)]. */
 void zn_q8_quantize(uint8_t *codes, float *absmax, const float *x, size_t n, bool is_signed);
 /* x[i] = map[codes[i]] * absmax[i / ZN_Q8_BLOCK] for i < n (one float multiply). */

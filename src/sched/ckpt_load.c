@@ -259,15 +259,14 @@ static int read_range(const struct zn_ckpt_dir *c, int l, int kind, uint64_t fir
 
 int zn_ckpt_check_states(const struct zn_ckpt_dir *c, enum zn_optim_states states)
 {
-	char what[256];
-
 	if (c->m.states == states)
 		return 0;
-	snprintf(what, sizeof(what), "optimizer states %s in the checkpoint, %s in this run "
-		 "(--optimizer-states / zinc.optimizer_states: resume with %s)",
+	zn_error("--resume %s/%s: optimizer states %s in the checkpoint, %s in this run: a "
+		 "checkpoint keeps m and v as they were stored; resume with --optimizer-states "
+		 "%s (zinc.optimizer_states)", c->dir, ZN_CKPT_META,
 		 zn_optim_states_name(c->m.states), zn_optim_states_name(states),
 		 zn_optim_states_name(c->m.states));
-	return differs(c, what);
+	return ZN_EUSAGE;
 }
 
 int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h)
