@@ -119,7 +119,7 @@ static int parse_states(const char *s, enum zn_optim_states *out)
 	return -1;
 }
 
-static int parse_threads(const char *s, struct opts *o)
+static int parse_threads(const char *s, struct zn_ba_opts *o)
 {
 	char *end;
 
@@ -127,7 +127,7 @@ static int parse_threads(const char *s, struct opts *o)
 	while (*s) {
 		long t = strtol(s, &end, 10);
 
-		if (end == s || t < 1 || t > 4096 || o->thread_rows == MAX_THREAD_ROWS)
+		if (end == s || t < 1 || t > 4096 || o->thread_rows == ZN_BA_MAX_THREAD_ROWS)
 			return -1;
 		o->threads[o->thread_rows++] = (int)t;
 		s = *end == ',' ? end + 1 : end;
@@ -137,12 +137,12 @@ static int parse_threads(const char *s, struct opts *o)
 	return o->thread_rows ? 0 : -1;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o, int cores)
+static int parse_opts(int argc, char **argv, struct zn_ba_opts *o, int cores)
 {
-	*o = (struct opts){ .n = 1ull << 26, .grad_dtype = ZN_DTYPE_F32,
+	*o = (struct zn_ba_opts){ .n = 1ull << 26, .grad_dtype = ZN_DTYPE_F32,
 			    .out_dtype = ZN_DTYPE_BF16, .reps = 5, .numa_node = -1,
 			    .bind = true };
-	for (int t = 1; t <= cores && o->thread_rows < MAX_THREAD_ROWS; t++)
+	for (int t = 1; t <= cores && o->thread_rows < ZN_BA_MAX_THREAD_ROWS; t++)
 		o->threads[o->thread_rows++] = t;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -198,12 +198,12 @@ static size_t out_size(int out_dtype)
 }
 
 /* elements of the moments: whole int8 blocks (the rest of the last one is padding) */
-static uint64_t moment_numel(const struct opts *o)
+static uint64_t moment_numel(const struct zn_ba_opts *o)
 {
 	return (uint64_t)zn_q8_blocks(o->n) * ZN_Q8_BLOCK;
 }
 
-static int carve(struct zn_arena *ar, const struct opts *o, struct bufs *b)
+static int carve(struct zn_arena *ar, const struct zn_ba_opts *o, struct bufs *b)
 {
 	uint64_t n4 = o->n * 4, mb = zn_adamw_state_bytes(o->states, moment_numel(o));
 	int rc = 0;
@@ -229,7 +229,7 @@ static int carve(struct zn_arena *ar, const struct opts *o, struct bufs *b)
 	return rc;
 }
 
-static uint64_t arena_bytes(const struct opts *o)
+static uint64_t arena_bytes(const struct zn_ba_opts *o)
 {
 	uint64_t per = 4 * 4 + zn_dtype_size(o->grad_dtype) + out_size(o->out_dtype);
 
@@ -249,7 +249,7 @@ static float hash_uniform(uint64_t i, float lo, float hi)
 }
 
 /* m and v of block k (elements [k x 256, ...)) as stored */
-static void fill_moments_block(const struct opts *o, struct bufs *b, size_t k)
+static void fill_moments_block(const struct zn_ba_opts *o, struct bufs *b, size_t k)
 {
 	float m[ZN_Q8_BLOCK], v[ZN_Q8_BLOCK];
 	size_t first = k * ZN_Q8_BLOCK, len = ZN_Q8_BLOCK;
@@ -274,7 +274,7 @@ static void fill_moments_block(const struct opts *o, struct bufs *b, size_t k)
 	}
 }
 
-static void fill(const struct opts *o, struct bufs *b)
+static void fill(const struct zn_ba_opts *o, struct bufs *b)
 {
 	int64_t n = (int64_t)o->n, blocks = (int64_t)zn_q8_blocks(o->n);
 
@@ -319,7 +319,7 @@ struct window {
 
 /* The windows: start, middle, end. int8 ones start on a block and hold whole blocks, or
  * end at n (the reference pads the last block as the whole run does). */
-static void windows(const struct opts *o, size_t at[3], size_t len[3])
+static void windows(const struct zn_ba_opts *o, size_t at[3], size_t len[3])
 {
 	size_t n = o->n, w = n < CHECK_WINDOW ? n : CHECK_WINDOW;
 
@@ -340,7 +340,7 @@ static void windows(const struct opts *o, size_t at[3], size_t len[3])
 }
 
 /* window k's copy of the state before the step */
-static void window_save(const struct opts *o, const struct bufs *b, struct window *w)
+static void window_save(const struct zn_ba_opts *o, const struct bufs *b, struct window *w)
 {
 	size_t es = zn_adamw_state_bytes(o->states, ZN_Q8_BLOCK) / ZN_Q8_BLOCK;
 	uint64_t cap = o->states == ZN_STATES_INT8 ? zn_q8_blocks(w->len) * ZN_Q8_BLOCK : w->len;
@@ -359,7 +359,7 @@ static void window_save(const struct opts *o, const struct bufs *b, struct windo
 
 /* fp32 moments: within 1e-6 of the reference (its FMA choice is the pass's); compact ones:
  * every byte of master, m, v and their scales */
-static bool window_same(const struct opts *o, const struct bufs *b, const struct window *w,
+static bool window_same(const struct zn_ba_opts *o, const struct bufs *b, const struct window *w,
 			double *max_rel)
 {
 	size_t es = zn_adamw_state_bytes(o->states, ZN_Q8_BLOCK) / ZN_Q8_BLOCK;
@@ -393,7 +393,7 @@ static bool window_same(const struct opts *o, const struct bufs *b, const struct
 
 /* Saves three windows, runs one step on everything (also the warm-up), and compares the
  * windows with the reference run on the saved copies. */
-static bool check_step(const struct opts *o, struct bufs *b, struct zn_adamw_params *p,
+static bool check_step(const struct zn_ba_opts *o, struct bufs *b, struct zn_adamw_params *p,
 		       double *max_rel)
 {
 	static struct window w[3];
@@ -430,7 +430,7 @@ static bool check_step(const struct opts *o, struct bufs *b, struct zn_adamw_par
 }
 
 struct run_ctx {
-	const struct opts *o;
+	const struct zn_ba_opts *o;
 	struct bufs *b;
 	struct zn_adamw_params *p;
 	int threads;
@@ -457,7 +457,7 @@ static void run_rmw(void *arg)
 static void run_adamw(void *arg)
 {
 	struct run_ctx *c = arg;
-	const struct opts *o = c->o;
+	const struct zn_ba_opts *o = c->o;
 
 	struct zn_adamw_span all = { 0, o->n, c->p->weight_decay };
 
@@ -473,7 +473,7 @@ static void run_norm(void *arg)
 	zn_grad_sumsq(c->b->grad, c->o->grad_dtype, c->o->n, c->threads, &c->sumsq, &c->nonfinite);
 }
 
-static void measure(const struct opts *o, struct bufs *b, int threads, int node, struct row *r)
+static void measure(const struct zn_ba_opts *o, struct bufs *b, int threads, int node, struct zn_ba_row *r)
 {
 	struct zn_adamw_params p;
 	struct run_ctx c = { o, b, &p, threads, 0.0f, 0, false };
@@ -517,8 +517,8 @@ int zn_cmd_bench_adam(int argc, char **argv)
 	struct zn_arena_config ac;
 	struct zn_arena *ar = NULL;
 	struct bufs b = { 0 };
-	static struct row rows[MAX_THREAD_ROWS];
-	struct opts o;
+	static struct zn_ba_row rows[ZN_BA_MAX_THREAD_ROWS];
+	struct zn_ba_opts o;
 	char load[128];
 	bool all_ok = true;
 	int rc;

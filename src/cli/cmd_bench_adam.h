@@ -12,12 +12,12 @@
 #include "cpu/topo.h"
 #include "zinc.h"
 
-#define MAX_THREAD_ROWS 64
+#define ZN_BA_MAX_THREAD_ROWS 64
 #define ZN_BENCH_ADAM_WINDOW 4099 /* checked elements per window: odd, off the SIMD width */
 
-struct opts {
+struct zn_ba_opts {
 	uint64_t n;
-	int threads[MAX_THREAD_ROWS];
+	int threads[ZN_BA_MAX_THREAD_ROWS];
 	int thread_rows;
 	enum zn_dtype grad_dtype;
 	int out_dtype; /* -1 = none */
@@ -29,7 +29,7 @@ struct opts {
 	bool l2; /* L2-regularised Adam instead of AdamW */
 };
 
-struct row {
+struct zn_ba_row {
 	int threads;
 	double triad_gbs, rmw_gbs, adamw_gbs, adamw_gparams, norm_gbs;
 	double max_rel_err;
@@ -41,13 +41,13 @@ struct row {
 void zn_bench_adam_rmw(float *master, const struct zn_adamw_moments *mo, const void *grad,
 		       size_t gsize, void *out, size_t osize, size_t n, int threads, float zero);
 /* Bytes each element of AdamW moves (the rmw bound moves the same). */
-double zn_bench_adam_bpp(const struct opts *o);
+double zn_bench_adam_bpp(const struct zn_ba_opts *o);
 void zn_bench_adam_load_avg(char *buf, size_t n); /* /proc/loadavg's line, or "?" */
-void zn_bench_adam_print_table(const struct opts *o, const struct zn_cpu_info *ci,
-			       struct zn_arena *ar, const char *load, const struct row *rows,
+void zn_bench_adam_print_table(const struct zn_ba_opts *o, const struct zn_cpu_info *ci,
+			       struct zn_arena *ar, const char *load, const struct zn_ba_row *rows,
 			       int nrows);
-void zn_bench_adam_print_json(const struct opts *o, const struct zn_cpu_info *ci,
-			      struct zn_arena *ar, const char *load, const struct row *rows,
+void zn_bench_adam_print_json(const struct zn_ba_opts *o, const struct zn_cpu_info *ci,
+			      struct zn_arena *ar, const char *load, const struct zn_ba_row *rows,
 			      int nrows);
 
 #endif

@@ -27,13 +27,13 @@ static size_t out_size(int out_dtype)
 	return out_dtype < 0 ? 0 : zn_dtype_size(out_dtype);
 }
 
-double zn_bench_adam_bpp(const struct opts *o)
+double zn_bench_adam_bpp(const struct zn_ba_opts *o)
 {
 	return zn_adamw_states_bytes_per_param(o->states, o->grad_dtype, o->out_dtype >= 0,
 					       o->out_dtype < 0 ? 0 : o->out_dtype);
 }
 
-static void print_bytes_formula(FILE *f, const struct opts *o, double bpp)
+static void print_bytes_formula(FILE *f, const struct zn_ba_opts *o, double bpp)
 {
 	static const char *const mv[] = { "m 4+4 + v 4+4", "m 2+2 + v 2+2",
 					  "m 1+1 + v 1+1 + absmax (4+4) x 2 / 256" };
@@ -46,8 +46,8 @@ static void print_bytes_formula(FILE *f, const struct opts *o, double bpp)
 		bpp);
 }
 
-void zn_bench_adam_print_table(const struct opts *o, const struct zn_cpu_info *ci,
-			struct zn_arena *ar, const char *load, const struct row *rows, int nrows)
+void zn_bench_adam_print_table(const struct zn_ba_opts *o, const struct zn_cpu_info *ci,
+			struct zn_arena *ar, const char *load, const struct zn_ba_row *rows, int nrows)
 {
 	double bpp = zn_bench_adam_bpp(o);
 	const char *out = o->out_dtype < 0 ? "none" : zn_dtype_name(o->out_dtype);
@@ -86,7 +86,7 @@ void zn_bench_adam_print_table(const struct opts *o, const struct zn_cpu_info *c
 	printf("# %7s %8s %8s %9s %8s %6s %8s %6s\n", "", "GB/s", "GB/s", "Gparam/s", "GB/s", "%",
 	       "GB/s", "");
 	for (int i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
+		const struct zn_ba_row *r = &rows[i];
 
 		printf("  %7d %8.2f %8.2f %9.3f %8.2f %6.1f %8.2f %6s\n", r->threads, r->triad_gbs,
 		       r->rmw_gbs, r->adamw_gparams, r->adamw_gbs, 100 * r->adamw_gbs / r->rmw_gbs,
@@ -94,8 +94,8 @@ void zn_bench_adam_print_table(const struct opts *o, const struct zn_cpu_info *c
 	}
 }
 
-void zn_bench_adam_print_json(const struct opts *o, const struct zn_cpu_info *ci, struct zn_arena *ar,
-		       const char *load, const struct row *rows, int nrows)
+void zn_bench_adam_print_json(const struct zn_ba_opts *o, const struct zn_cpu_info *ci, struct zn_arena *ar,
+		       const char *load, const struct zn_ba_row *rows, int nrows)
 {
 	cJSON *j = cJSON_CreateObject(), *arr = cJSON_CreateArray();
 

@@ -573,9 +573,10 @@ static void describe(const struct zn_config *cfg, const struct zn_train_model *t
 	snprintf(env->model, sizeof(env->model), "%s: %.1fM params", line,
 		 (double)zn_train_model_params(tm) / 1e6);
 	snprintf(env->setting, sizeof(env->setting), "zero %d, offload optimizer %s, param %s, "
-		 "%s, nvme %s%s", cfg->zero.stage, dev[cfg->zero.offload_optimizer.device],
-		 dev[cfg->zero.offload_param.device], cfg->precision.bf16 ? "bf16" :
-		 cfg->precision.fp16 ? "fp16" : "fp32", off->nvme_path[0],
+		 "%s, optimizer states %s, nvme %s%s", cfg->zero.stage,
+		 dev[cfg->zero.offload_optimizer.device], dev[cfg->zero.offload_param.device],
+		 cfg->precision.bf16 ? "bf16" : cfg->precision.fp16 ? "fp16" : "fp32",
+		 zn_optim_states_name(cfg->optimizer.states), off->nvme_path[0],
 		 off->nvme_path_count > 1 ? " (+ more)" : "");
 }
 

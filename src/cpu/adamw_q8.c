@@ -253,8 +253,11 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
 	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
 
-	if (!sc)
+	if (!sc) {
+		zn_error("AdamW (int8 moments): no memory for the decay factors of %d spans",
+			 span_count);
 		return -ENOMEM;
+	}
 	/* each span's decay factors, rounded as zn_adamw_consts_get rounds them */
 	for (int s = 0; s < span_count; s++) {
 		struct zn_adamw_params q = *p;
