@@ -26,6 +26,7 @@ static int ck_world = 1;
 
 struct ck_run {
 	float loss[16];
+	float scale[16];          /* fp16: the loss scale after each step */
 	int layers;
 	float *w[16];
 	uint64_t numel[16];
@@ -89,6 +90,7 @@ static inline int ck_train(struct ck_run *r, const struct zn_config *cfg, const 
 		}
 		rc = zn_engine_step(e, in, tg, &st);
 		r->loss[s] = st.loss;
+		r->scale[s] = st.next_loss_scale;
 	}
 	if (!rc && save_dir) {
 		struct zn_ckpt_save_args a = { .dir = save_dir, .data_step = (int64_t)to * gas,

@@ -5,6 +5,8 @@
 
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,68 @@ static inline long long zt_zinc_rss(const char *words, const char *log, const ch
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zinc %s: status %d", words,
 		  status);
 	return (long long)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+/* Runs "env timeout 60 zinc <args>" through the shell (env: "VAR=value " prefixes or "";
+ * args: printf format), stdin from /dev/null; stdout and stderr together in out. Returns
+ * the exit code (124: cut at 60 s), or -1 when killed by a signal. */
+static inline __attribute__((format(printf, 4, 5))) int zt_zinc_run(char *out, size_t size,
+								      const char *env,
+								      const char *fmt, ...)
+{
+	char args[4096], cmd[4600];
+	va_list ap;
+	size_t n;
+	FILE *p;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "%stimeout 60 %s %s 2>&1 </dev/null", env, ZN_ZINC_EXE, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = 0;
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Runs zinc with the NULL-terminated arguments from first on; its stdout goes to the file
+ * out and its stderr to err (the same path: one file, both streams in the order written,
+ * as 2>&1; NULL: /dev/null). Returns its exit status, 128 + the signal if one killed it. */
+static inline int zt_zinc(const char *out, const char *err, const char *first, ...)
+{
+	char *argv[96];
+	int argc = 0, status = 0;
+	va_list ap;
+	pid_t pid;
+
+	argv[argc++] = (char *)ZN_ZINC_EXE;
+	argv[argc++] = (char *)first;
+	va_start(ap, first);
+	for (char *a = va_arg(ap, char *); a; a = va_arg(ap, char *)) {
+		cr_assert_lt(argc, 95, "too many arguments");
+		argv[argc++] = a;
+	}
+	va_end(ap);
+	argv[argc] = NULL;
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fo = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644), fe;
+
+		setenv("ASAN_OPTIONS", "quarantine_size_mb=0:thread_local_quarantine_size_kb=0", 1);
+		fe = out && err && !strcmp(out, err) ? fo :
+		     open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 #endif

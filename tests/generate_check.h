@@ -8,6 +8,7 @@
 
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
+#include "model/lora/lora.h"
 #include "sched/generate.h"
 
 #define T_ALL 12
@@ -53,6 +54,37 @@ static inline struct zn_gen *make(const struct zn_model *m, enum zn_gen_home hom
 				  const char *dir)
 {
 	return make_on(m, home, dir, ZN_DEVICE_HOST);
+}
+
+/* LoRA adapters (test_generate_lora, test_gpu_generate): A and B uniform in [-0.4, 0.4)
+ * from (layer, element), far from PEFT's B = 0 start */
+static inline int init_adapter(void *ctx, int layer, const struct zn_layer_desc *L, float *p)
+{
+	(void)ctx;
+	for (uint64_t i = 0; i < L->numel; i++) {
+		uint64_t z = (uint64_t)(layer + 101) * 0xd1b54a32d192ed03ull +
+			     i * 0x9e3779b97f4a7c15ull;
+
+		z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ull;
+		z ^= z >> 32;
+		p[i] = 0.8f * ((float)((double)(z >> 11) / 9007199254740992.0) - 0.5f);
+	}
+	return 0;
+}
+
+/* make_on with the adapters of lc (prepared on m, dropout 0) applied unmerged */
+static inline struct zn_gen *make_lora_on(const struct zn_model *m,
+					  const struct zn_lora_config *lc,
+					  enum zn_gen_home home, const char *dir,
+					  enum zn_device_kind kind)
+{
+	struct zn_gen_opts o = { .max_t = T_ALL, .max_chunk = 5, .home = home, .nvme_path = dir,
+				 .device = kind, .init_layer = init_layer, .lora = lc,
+				 .init_adapter = init_adapter };
+	struct zn_gen *g = NULL;
+
+	cr_assert_eq(zn_gen_create(&g, m, &o), 0);
+	return g;
 }
 
 static inline struct zn_gpt2_config gpt2_cfg(void)

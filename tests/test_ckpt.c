@@ -3,10 +3,13 @@
  * refusals of corrupt, truncated and mismatched checkpoints; rotation. (Kills during a
  * save and signals run the zinc command: tests/test_cli_ckpt.c.) */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <errno.h>
 #include <fcntl.h>
 
 #include "ckpt_common.h"
+#include "cli_child.h"
+#include "sched/ckpt_impl.h"
 
 static void tmpdir(char *out, size_t n)
 {
@@ -199,6 +202,79 @@ Test(ckpt, refuses_another_optimizer_states)
 	ck_rmtree(dir);
 }
 
+/* ---- the fp16 loss scaler across precisions ------------------------------------------- */
+
+/* An fp32 (or bf16) checkpoint saves no loss scale (zeros): an fp16 resume starts its scaler
+ * fresh at 2^initial_scale_power and trains finite losses close to the fp32 run's (it used
+ * to load scale 0 and fail at its first step). */
+Test(ckpt, fp16_resume_from_fp32_starts_the_scaler_fresh)
+{
+	struct zn_config c32, c16;
+	struct ck_run a = { 0 }, b = { 0 }, r = { 0 };
+	struct zn_gpt2_config mc;
+	char dir[64], sd[128];
+	int *stream;
+
+	ck_config(&c32, 2, ZN_OFFLOAD_NONE);
+	c16 = c32;
+	c16.precision.fp16 = true;
+	c16.precision.initial_scale_power = 8;
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(CK_STEPS, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&a, &c32, stream, 0, CK_STEPS, NULL, NULL), 0);
+	cr_assert_eq(ck_train(&b, &c32, stream, 0, 3, NULL, sd), 0);
+	cr_assert_eq(ck_train(&r, &c16, stream, 3, CK_STEPS, sd, NULL), 0);
+	for (int s = 3; s < CK_STEPS; s++) {
+		cr_assert(isfinite(r.loss[s]), "step %d loss %g", s + 1, r.loss[s]);
+		cr_assert_float_eq(r.loss[s], a.loss[s], 1e-2f * fabsf(a.loss[s]), "step %d",
+				   s + 1);
+		cr_assert_float_eq(r.scale[s], 256.0f, 0, "step %d scale %g", s + 1, r.scale[s]);
+	}
+	ck_run_free(&a);
+	ck_run_free(&b);
+	ck_run_free(&r);
+	free(stream);
+	ck_rmtree(dir);
+}
+
+/* A dynamic fp16 checkpoint resumed with a static loss_scale keeps the config's scale (it
+ * used to take the checkpoint's position); resumed dynamic, it goes on from it. */
+Test(ckpt, fp16_static_scale_is_the_configs_on_resume)
+{
+	struct zn_config dyn, st;
+	struct ck_run b = { 0 }, r = { 0 }, d = { 0 };
+	struct zn_gpt2_config mc;
+	char dir[64], sd[128];
+	int *stream;
+
+	ck_config(&dyn, 2, ZN_OFFLOAD_NONE);
+	dyn.precision.fp16 = true;
+	dyn.precision.initial_scale_power = 8;
+	dyn.precision.loss_scale_window = 2;
+	st = dyn;
+	st.precision.loss_scale = 1024;
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(CK_STEPS, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&b, &dyn, stream, 0, 3, NULL, sd), 0);
+	cr_assert_float_eq(b.scale[2], 512.0f, 0, "the dynamic scale doubled once: %g",
+			   b.scale[2]);
+	cr_assert_eq(ck_train(&r, &st, stream, 3, CK_STEPS, sd, NULL), 0);
+	cr_assert_eq(ck_train(&d, &dyn, stream, 3, 4, sd, NULL), 0);
+	for (int s = 3; s < CK_STEPS; s++)
+		cr_assert_float_eq(r.scale[s], 1024.0f, 0, "step %d scale %g", s + 1, r.scale[s]);
+	cr_assert_float_eq(d.scale[3], 1024.0f, 0, "dynamic: 512 doubled at step 4, got %g",
+			   d.scale[3]);
+	ck_run_free(&b);
+	ck_run_free(&r);
+	ck_run_free(&d);
+	free(stream);
+	ck_rmtree(dir);
+}
+
 /* ---- integrity ---------------------------------------------------------------------- */
 
 /* A saved checkpoint at step 2 under dir/save; path of its rank file in rank. */
@@ -286,6 +362,46 @@ Test(ckpt, refuses_a_missing_rank_file)
 	ck_rmtree(dir);
 }
 
+/* The metadata with a second "step" line and a CRC made for it: zinc writes each key once,
+ * so a repeated one is refused naming it (before, the first was read silently). */
+Test(ckpt, refuses_a_repeated_metadata_key, .init = cr_redirect_stderr)
+{
+	char dir[64], rank[256], meta[256], line[32], *text, *at, *out, err[4096];
+	size_t n, len, k;
+	FILE *f;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	f = fopen(meta, "rb");
+	cr_assert_not_null(f);
+	text = calloc(1, 1 << 20);
+	n = fread(text, 1, (1 << 20) - 1, f);
+	fclose(f);
+	at = strstr(text, "crc32=");
+	cr_assert_not_null(at);
+	len = (size_t)(at - text);
+	out = calloc(1, len + 64);
+	k = (size_t)(strstr(text, "\nstep=") + 1 - text);
+	memcpy(out, text, k);
+	memcpy(out + k, "step=1\n", 7);
+	memcpy(out + k + 7, text + k, len - k);
+	snprintf(line, sizeof(line), "crc32=%08x\n",
+		 zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), out, len + 7));
+	f = fopen(meta, "wb");
+	cr_assert_not_null(f);
+	fwrite(out, 1, len + 7, f);
+	fputs(line, f);
+	fclose(f);
+	cr_assert_eq(open_rc(dir), -EBADMSG);
+	fflush(stderr);
+	n = fread(err, 1, sizeof(err) - 1, cr_get_redirected_stderr());
+	err[n] = 0;
+	cr_expect(strstr(err, "a key given twice: step"), "%s", err);
+	free(out);
+	free(text);
+	ck_rmtree(dir);
+}
+
 Test(ckpt, refuses_a_changed_metadata)
 {
 	char dir[64], rank[256], meta[256];
@@ -319,6 +435,120 @@ Test(ckpt, refuses_another_model_shape_and_batch)
 	mc.layers = 3;
 	cr_assert_eq(zn_ckpt_check(c, &model, ET_B, ET_T, NULL), ZN_EUSAGE);
 	zn_ckpt_close(c);
+	ck_rmtree(dir);
+}
+
+/* The metadata of dir's checkpoint-2 with the line of key set to value (appended when the
+ * key is new) and its CRC line made right again: what a bug or a hand edit could leave. */
+static void rewrite_meta(const char *dir, const char *key, const char *value)
+{
+	char path[256], line[512], *out = malloc(1 << 20);
+	size_t used = 0, klen = strlen(key);
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "crc32=", 6))
+			continue;
+		if (!found && !strncmp(line, key, klen) && line[klen] == '=') {
+			snprintf(line, sizeof(line), "%s=%s\n", key, value);
+			found = true;
+		}
+		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s", line);
+	}
+	fclose(f);
+	if (!found)
+		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s=%s\n", key, value);
+	used += (size_t)snprintf(out + used, (1 << 20) - used, "crc32=%08x\n",
+				 (unsigned)zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), out, used));
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(out, 1, used, f), used);
+	fclose(f);
+	free(out);
+}
+
+/* A metadata whose CRC is right but whose fields no run could have written is refused when
+ * the checkpoint is opened, before any engine exists (it used to fail at step 1, or run
+ * with a step near INT64_MAX). */
+Test(ckpt, metadata_out_of_range_is_refused_at_open)
+{
+	static const char *const bad[][2] = {
+		{ "skipped", "3" }, { "step", "9223372036854775806" }, { "step", "-1" },
+		{ "step", "2147483648" }, { "data_step", "1" }, { "global_micro", "0" },
+		{ "seq", "0" }, { "world", "0" }, { "stage", "4" }, { "dtype", "fp8" },
+		{ "seed", "18446744073709551616" }, { "ls.scale", "nan" }, { "ls.scale", "inf" },
+		{ "ls.cur_hysteresis", "4294967297" }, { "ls.iter", "3" },
+		{ "ls.last_overflow_iter", "-2" }, { "layer.0", "9223372036854775807" },
+		{ "rank.0", "10 00000000" }, { "config", "1099511627776 00000000" },
+		{ "tensor.1.99", "x 1x1" }, { "layer.9", "10" }, { "resume_anyway", "1" },
+		{ "data.size", "12" }, { "step", "02" },
+	};
+	char dir[64], rank[256], meta[256], *orig;
+	size_t n = 0;
+	FILE *f;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	orig = zt_read_all(meta, &n);
+	/* the rewrite itself keeps a good checkpoint good */
+	rewrite_meta(dir, "skipped", "0");
+	cr_assert_eq(open_rc(dir), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rewrite_meta(dir, bad[i][0], bad[i][1]);
+		cr_assert_eq(open_rc(dir), -EBADMSG, "%s=%s was accepted", bad[i][0], bad[i][1]);
+		f = fopen(meta, "w");
+		cr_assert_eq(fwrite(orig, 1, n, f), n);
+		fclose(f);
+	}
+	/* a seed above INT64_MAX (zinc.seed is a uint64) reads back */
+	rewrite_meta(dir, "seed", "18446744073709551615");
+	cr_assert_eq(open_rc(dir), 0);
+	free(orig);
+	ck_rmtree(dir);
+}
+
+/* Every byte of a rank file's header is checked, even with both CRCs made right again:
+ * its version, its stage against the metadata's, its reserved bytes. */
+Test(ckpt, rank_header_fields_are_all_checked)
+{
+	static const long at[] = { 8, 20, 40 }; /* version, stage, a reserved byte */
+	char dir[64], rank[256], meta[256], *orig, *meta0, entry[64];
+	size_t n = 0, mn = 0;
+	FILE *f;
+
+	saved(dir, sizeof(dir), rank, sizeof(rank));
+	snprintf(meta, sizeof(meta), "%s/save/checkpoint-2/%s", dir, ZN_CKPT_META);
+	orig = zt_read_all(rank, &n);
+	meta0 = zt_read_all(meta, &mn);
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		char *b = malloc(n);
+		uint32_t c;
+
+		memcpy(b, orig, n);
+		b[at[i]] ^= 1;
+		c = zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), b, n - 8);
+		memcpy(b + n - 8, &c, 4);
+		f = fopen(rank, "wb");
+		cr_assert_eq(fwrite(b, 1, n, f), n);
+		fclose(f);
+		snprintf(entry, sizeof(entry), "%zu %08x", n, (unsigned)c);
+		rewrite_meta(dir, "rank.0", entry);
+		cr_assert_eq(open_rc(dir), -EBADMSG, "byte %ld of the header was accepted", at[i]);
+		f = fopen(meta, "wb");
+		cr_assert_eq(fwrite(meta0, 1, mn, f), mn);
+		fclose(f);
+		free(b);
+	}
+	f = fopen(rank, "wb");
+	cr_assert_eq(fwrite(orig, 1, n, f), n);
+	fclose(f);
+	cr_assert_eq(open_rc(dir), 0);
+	free(orig);
+	free(meta0);
 	ck_rmtree(dir);
 }
 

@@ -228,6 +228,62 @@ Test(cli_ckpt, bad_checkpoints_are_refused_and_nothing_is_overwritten)
 	rmtree(d);
 }
 
+/* A resume under another config names each key that differs with both values, and another
+ * data file gets a line naming both files' sizes; training goes on. */
+Test(cli_ckpt, resume_names_config_and_data_differences)
+{
+	char d[64], other[128], cmd[2048];
+
+	tmpdir(d, sizeof(d));
+	cr_assert(ok(zinc("", "--steps 2 --save-dir %s/ck", d)), "%s", out);
+	cr_assert(ok(zinc("", "--steps 2 --resume %s/ck", d)), "%s", out);
+	cr_assert(!strstr(out, "--resume: config") && !strstr(out, "differs"), "%s", out);
+	cr_assert(ok(zinc("", "--steps 3 --resume %s/ck --steps-per-print 2 --warmup-max-lr 2e-3",
+			  d)), "%s", out);
+	cr_assert(strstr(out, "config steps_per_print is 1 in the checkpoint"), "%s", out);
+	cr_assert(strstr(out, ", 2 in this run"), "%s", out);
+	cr_assert(strstr(out, "config scheduler.params.warmup_max_lr is 0.001"), "%s", out);
+	cr_assert(!strstr(out, "data file differs"), "%s", out);
+	/* the same text with one byte changed: the size is the same, the sampled CRC not */
+	snprintf(other, sizeof(other), "%s/other.txt", d);
+	snprintf(cmd, sizeof(cmd), "sed '1s/^./X/' %s/data/demo.txt > %s", ZN_TEST_SRC_DIR, other);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "exec %s train " FLAGS " --data %s --steps 3 --resume %s/ck "
+		 "2>&1", ZN_ZINC_EXE, other, d);
+	{
+		FILE *p = popen(cmd, "r");
+		size_t n = fread(out, 1, sizeof(out) - 1, p);
+
+		out[n] = 0;
+		cr_assert(ok(pclose(p)), "%s", out);
+	}
+	cr_assert(strstr(out, "the data file differs from the one the checkpoint was saved with"),
+		  "%s", out);
+	cr_assert(strstr(out, "demo.txt: 39458 bytes") && strstr(out, "other.txt: 39458 bytes"),
+		  "%s", out);
+	rmtree(d);
+}
+
+/* A metadata field out of range with a right CRC is refused before any step (exit 1, no
+ * "step" line), naming the field. */
+Test(cli_ckpt, metadata_out_of_range_is_refused_before_training)
+{
+	char d[64], cmd[1024];
+
+	tmpdir(d, sizeof(d));
+	cr_assert(ok(zinc("", "--steps 2 --save-dir %s/ck", d)), "%s", out);
+	/* skipped=3 at step 2, with the CRC line recomputed */
+	snprintf(cmd, sizeof(cmd), "cd %s/ck/checkpoint-2 && sed -i -e 's/^skipped=0$/skipped=3/' "
+		 "-e '/^crc32=/d' zinc-checkpoint.txt && python3 -c \"import zlib; "
+		 "d = open('zinc-checkpoint.txt', 'rb').read(); open('zinc-checkpoint.txt', "
+		 "'ab').write(b'crc32=%%08x\\n' %% (zlib.crc32(d) & 0xffffffff))\"", d);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert(!ok(zinc("", "--steps 4 --resume %s/ck", d)));
+	cr_assert(strstr(out, "more skipped steps than steps: skipped"), "%s", out);
+	cr_assert(!strstr(out, "step 3/"), "%s", out);
+	rmtree(d);
+}
+
 /* kill -9 at the k-th file operation of a save, for every k until the save completes */
 Test(cli_ckpt, kill_at_every_save_operation_leaves_a_checkpoint)
 {

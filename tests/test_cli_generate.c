@@ -135,6 +135,32 @@ Test(cli_generate, greedy_says_back_a_memorized_line_from_file_checkpoint_and_st
 	cr_expect(strstr(err, "layers on nvme,") && strstr(err, "streamed (1 ahead),") &&
 		  strstr(err, "read from nvme"), "%s", err);
 	free(err);
+	/* --stop: the text ends before the earliest stop string, which is not printed (each
+	 * spans several byte tokens) */
+	cr_assert_eq(zinc("generate", "--init-from", path("m.safetensors"), "--tokenizer", "bytes",
+			  "--prompt", "hello", "--max-new-tokens", "26", "--stop", "zinc", NULL), 0);
+	expect_out("hello from \n", "--stop zinc");
+	cr_assert_eq(zinc("generate", "--init-from", path("m.safetensors"), "--tokenizer", "bytes",
+			  "--prompt", "hello", "--max-new-tokens", "26", "--stop", "tiny", "--stop",
+			  ", the", "--print-ids", NULL), 0);
+	expect_out("hello from zinc\n", "--stop tiny --stop ', the'");
+	err = file("err");
+	cr_expect(strstr(err, "decode: 15 tokens"), "the text stops at the stop's last token: %s",
+		  err);
+	free(err);
+	/* stdout and stderr into one file (2>&1): the text has its line, the figures theirs */
+	cr_assert_eq(zt_zinc(path("both"), path("both"), "generate", "--init-from",
+			     path("m.safetensors"), "--tokenizer", "bytes", "--prompt", "hello",
+			     "--max-new-tokens", "26", NULL), 0);
+	err = file("both");
+	{
+		const char *at = strstr(err, want);
+
+		cr_expect(at && (at == err || at[-1] == '\n') &&
+			  !strncmp(at + strlen(want), "prefill: ", 9),
+			  "the text's line, then the figures: '%s'", err);
+	}
+	free(err);
 	/* a checkpoint needs the run's model flags */
 	cr_expect_eq(zinc("generate", "--init-from", path("ck"), "--tokenizer", "bytes", "--prompt",
 			  "hello", NULL), 2);

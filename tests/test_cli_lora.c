@@ -188,6 +188,74 @@ Test(cli_lora, bad_flags_are_refused_by_name)
 	cr_assert(strstr(out, "give the adapter's values"), "%s", out);
 }
 
+/* An adapter on c_attn and c_fc: a run on c_attn alone is refused naming c_fc (its tensors
+ * would be dropped and lost at --save-adapter); without --lora-targets the adapter's
+ * target_modules are taken and --save-adapter writes back every tensor, bit for bit. */
+Test(cli_lora, adapter_tensors_outside_the_targets_are_refused_or_taken)
+{
+	static char out[1 << 16];
+
+	write_text("d.txt");
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 2 --lr 0.01 " LORA
+			  " --save-adapter A1"), 0, "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --lr 0 --lora-r 4 --lora-alpha 8 "
+			  "--lora-targets c_attn --init-adapter A1 --save-adapter A2"), 2, "%s",
+		     out);
+	cr_assert(strstr(out, "adapters of modules outside --lora-targets c_attn: c_fc"), "%s",
+		  out);
+	{
+		char a2[128];
+
+		snprintf(a2, sizeof(a2), "%s/A2", dir);
+		cr_assert(access(a2, F_OK) != 0, "refused, yet %s was written", a2);
+	}
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --lr 0 --lora-r 4 --lora-alpha 8 "
+			  "--init-adapter A1 --save-adapter A2"), 0, "%s", out);
+	cr_assert(strstr(out, "--lora-targets c_attn,c_fc taken from its target_modules"), "%s",
+		  out);
+	cr_assert(files_equal("A1/adapter_model.safetensors", "A2/adapter_model.safetensors"));
+	cr_assert(files_equal("A1/adapter_config.json", "A2/adapter_config.json"));
+}
+
+/* Sets key to the JSON value in ADIR/adapter_config.json (a line after the first "{"). */
+static void config_add(const char *adir, const char *key, const char *value)
+{
+	char path[128], cmd[512];
+
+	snprintf(path, sizeof(path), "%s/%s/adapter_config.json", dir, adir);
+	snprintf(cmd, sizeof(cmd), "sed -i '1s/{/{ \"%s\": %s,/' %s", key, value, path);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A PEFT field that changes the model is refused with exit 2 naming it; an adapter of
+ * another base model gets a warning line (the same model spelled otherwise does not). */
+Test(cli_lora, peft_fields_and_base_model_are_checked)
+{
+	static char out[1 << 16];
+
+	write_text("d.txt");
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --save-final B.safetensors"), 0,
+		     "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --init-from B.safetensors " LORA
+			  " --save-adapter A"), 0, "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --init-from ./B.safetensors " LORA
+			  " --init-adapter A"), 0, "%s", out);
+	cr_assert(!strstr(out, "base_model_name_or_path"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --save-final C.safetensors "
+			  "--seed 7"), 0, "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --init-from C.safetensors " LORA
+			  " --init-adapter A"), 0, "%s", out);
+	cr_assert(strstr(out, "warning: --init-adapter A: its base_model_name_or_path is "
+			 "'B.safetensors', but --init-from is C.safetensors"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 " LORA " --init-adapter A"), 0, "%s",
+		     out);
+	cr_assert(strstr(out, "seeded initialization (no --init-from)"), "%s", out);
+	config_add("A", "use_dora", "true");
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 " LORA " --init-adapter A"), 2, "%s",
+		     out);
+	cr_assert(strstr(out, "use_dora is true, which adds DoRA's magnitude vectors"), "%s", out);
+}
+
 /* The outside check (scripts/lora_check.py): an independent float64 PyTorch Llama (adapter
  * on q_proj, v_proj) and GPT-2 (c_attn, c_fc) with a PEFT adapter, 3 AdamW steps, against zinc train --init-from --init-adapter
  * --save-adapter: losses within 1e-4, adapters within 1e-3. Skipped without torch. */

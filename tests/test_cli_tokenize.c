@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/fsio.h"
+#include "data/tokenizer.h"
 #include "model/data.h"
 
 #define FIX ZN_TEST_SRC_DIR "/tests/ref/tok/"
@@ -249,6 +250,53 @@ Test(cli_tokenize, val_fraction_sends_whole_documents)
 	free(tr);
 	free(va);
 	cJSON_Delete(cases);
+}
+
+/* JSONL lines are read as Python's json.loads reads them: "a\u0000b" is three characters
+ * (tokenized whole, not cut at the NUL), a repeated "text" is its last value, and a raw
+ * NUL byte (not JSON) is refused with the file and line. */
+Test(cli_tokenize, jsonl_strings_keep_their_nul_and_last_key)
+{
+	char out[8192];
+	struct zn_tok *tok = NULL;
+	struct zn_tok_scratch *s;
+	struct zn_ids want = { 0 };
+	int32_t magic, count, eot;
+	uint32_t *got;
+	size_t k = 0;
+	FILE *f = fopen(at("nul.jsonl"), "w");
+	static const char raw[] = "{\"text\": \"ok\"}\n{\"text\": \"a\0b\"}\n";
+
+	cr_assert(f);
+	fputs("{\"text\": \"a\\u0000b\"}\n{\"text\": \"first\", \"text\": \"last one\"}\n", f);
+	fclose(f);
+	cr_assert_eq(zinc(out, sizeof(out), "--tokenizer " FIX "gpt2 -o %s %s", at("n.bin"),
+			  at("nul.jsonl")), 0, "%s", out);
+	cr_assert_eq(zn_tok_load(&tok, FIX "gpt2"), 0);
+	s = zn_tok_scratch_new(tok);
+	eot = zn_tok_eos(tok);
+	cr_assert_eq(zn_ids_push(&want, eot), 0);
+	cr_assert_eq(zn_tok_encode(tok, s, "a\0b", 3, &want), 0);
+	cr_assert_gt(want.n, 2, "\"a\\0b\" is more than \"a\"");
+	cr_assert_eq(zn_ids_push(&want, eot), 0);
+	cr_assert_eq(zn_tok_encode(tok, s, "last one", 8, &want), 0);
+	got = read_tokens(at("n.bin"), &magic, &count);
+	cr_expect_eq((size_t)count, want.n, "%d tokens, want %zu", count, want.n);
+	for (k = 0; k < want.n && k < (size_t)count; k++)
+		cr_expect_eq(got[k], (uint32_t)want.v[k], "token %zu is %u, want %d", k, got[k],
+			     want.v[k]);
+	free(got);
+	zn_ids_free(&want);
+	zn_tok_scratch_free(s);
+	zn_tok_free(tok);
+	f = fopen(at("raw.jsonl"), "wb");
+	cr_assert(f);
+	fwrite(raw, 1, sizeof(raw) - 1, f);
+	fclose(f);
+	cr_expect_eq(zinc(out, sizeof(out), "--tokenizer " FIX "gpt2 -o %s %s", at("r.bin"),
+			  at("raw.jsonl")), 1);
+	cr_expect(strstr(out, "raw.jsonl:2:12: a NUL byte inside a string"), "%s", out);
+	cr_expect_neq(access(at("r.bin"), F_OK), 0, "a failed run leaves no output");
 }
 
 Test(cli_tokenize, bad_inputs_named)

@@ -388,6 +388,62 @@ Test(config_keys, strict_json, .init = cr_redirect_stderr)
 	cr_assert_not_null(strstr(err, "NUL"), "%s", err);
 }
 
+/* A key given twice takes its last value as Python's json.load in the Hugging Face
+ * Trainer does: a repeated object replaces the first whole (its eps is gone), never merges
+ * into it; integers are read as written, exact past 2^53. */
+Test(config_keys, repeated_key_takes_the_last_value, .init = cr_redirect_stderr)
+{
+	struct zn_config cfg;
+	char *err;
+
+	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.1, "
+			  "\"eps\": 1e-3}},\n \"steps_per_print\": 3,\n \"optimizer\": {\"type\": "
+			  "\"AdamW\", \"params\": {\"lr\": 0.2}}, \"steps_per_print\": 5}"), 0);
+	cr_assert_float_eq(cfg.optimizer.lr, 0.2f, 0);
+	cr_assert_float_eq(cfg.optimizer.eps, 1e-8f, 0, "eps %g came from the replaced object",
+			   (double)cfg.optimizer.eps);
+	cr_assert_eq(cfg.steps_per_print, 5);
+	cr_assert_eq(load(&cfg, "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+			  "{\"warmup_num_steps\": 9007199254740993}}}"), 0);
+	cr_assert_eq(cfg.scheduler.warmup_num_steps, 9007199254740993ll);
+	err = stderr_text();
+	cr_assert_not_null(strstr(err, "t.json:3:2: key \"optimizer\" repeats in one object "
+				       "(so do other keys): the last value is used"), "%s", err);
+}
+
+/* A float key's value must be one a float holds: 1e300 would be inf after the cast (which
+ * C leaves undefined), 1e-50 would be 0. Refused at load, naming the key (exit 2). */
+Test(config_keys, floats_beyond_a_float_are_refused, .init = cr_redirect_stderr)
+{
+	struct zn_config cfg;
+	const char *lr[] = { "--lr", "1e300" }, *betas[] = { "--betas", "0.9,1e39" };
+	char *err;
+
+	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"params\": {\"lr\": 1e300}}}"), ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"params\": {\"eps\": 1e-50}}}"), ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"gradient_clipping\": -3.5e38}"), ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"optimizer\": {\"params\": {\"betas\": [0.9, 1e300]}}}"),
+		     ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"gradient_clipping\": 1e400}"), ZN_EUSAGE);
+	zn_config_defaults(&cfg);
+	cr_assert_eq(flags(&cfg, 2, lr), ZN_EUSAGE);
+	cr_assert_eq(flags(&cfg, 2, betas), ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"gradient_clipping\": 3.4e38, \"optimizer\": {\"params\": "
+			  "{\"eps\": 1.2e-38, \"weight_decay\": 0}}}"), 0, "the float's own range");
+	cr_assert_float_eq(cfg.gradient_clipping, 3.4e38f, 1e31);
+	cr_assert_eq(zn_config_validate(&cfg, 1), 0);
+	err = stderr_text();
+	cr_assert_not_null(strstr(err, "t.json: optimizer.params.lr: '1e300' is not valid: "
+				       "give a number a 32-bit float holds"), "%s", err);
+	cr_assert_not_null(strstr(err, "optimizer.params.eps: '1e-50'"), "%s",
+			   err);
+	cr_assert_not_null(strstr(err, "gradient_clipping: '-3.5e38'"), "%s", err);
+	cr_assert_not_null(strstr(err, "optimizer.params.betas"), "%s", err);
+	cr_assert_not_null(strstr(err, "gradient_clipping: '1e400'"), "%s", err);
+	cr_assert_not_null(strstr(err, "--lr: '1e300' is not valid"), "%s", err);
+	cr_assert_not_null(strstr(err, "--betas: '0.9,1e39' is not valid"), "%s", err);
+}
+
 Test(config_keys, help_lists_every_key)
 {
 	char *text = NULL;

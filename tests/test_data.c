@@ -3,6 +3,7 @@
  * wrapping, seeded shuffling, seek, every malformed-file error, files that are not
  * regular, a file truncated during a run, and tokens beyond the vocabulary. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -337,6 +338,35 @@ Test(data, llama3_token_files_are_uint32_tokens)
 		cr_expect_eq(zn_data_open(&d, write_bytes("l3v1.bin", h, sizeof(h)), 1, 1, 0, 1, 0,
 					  false), -EINVAL);
 	}
+}
+
+/* A masked file's header counts its labels (int 5): a count the entries disagree with is
+ * refused when opened, naming both. */
+Test(data, masked_file_label_count_must_match_its_entries, .init = cr_redirect_stderr)
+{
+	int32_t h[256 + 9] = { ZN_DATA_MAGIC_MASKED, 1, 9, 0, 0, 5 };
+	struct zn_data *d = NULL;
+	char err[4096];
+	size_t n;
+
+	for (int i = 0; i < 9; i++) /* labels at 0, 2, 4, 6, 8 */
+		h[256 + i] = (int32_t)((uint32_t)(10 + i) | (i % 2 ? ZN_DATA_NOT_LABEL : 0));
+	cr_assert_eq(zn_data_open(&d, write_bytes("m.bin", h, sizeof(h)), 1, 4, 0, 1, 0, false), 0);
+	cr_expect(zn_data_masked(d));
+	zn_data_close(d);
+	h[5] = 6;
+	cr_expect_eq(zn_data_open(&d, write_bytes("m6.bin", h, sizeof(h)), 1, 4, 0, 1, 0, false),
+		     -EINVAL);
+	cr_expect_null(d);
+	h[5] = -1;
+	cr_expect_eq(zn_data_open(&d, write_bytes("mneg.bin", h, sizeof(h)), 1, 4, 0, 1, 0, false),
+		     -EINVAL);
+	fflush(stderr);
+	n = fread(err, 1, sizeof(err) - 1, cr_get_redirected_stderr());
+	err[n] = 0;
+	cr_expect(strstr(err, "m6.bin: the header counts 6 labels but the entries hold 5"), "%s",
+		  err);
+	cr_expect(strstr(err, "mneg.bin: the header's label count -1 is negative"), "%s", err);
 }
 
 Test(data, binary_without_a_known_header_is_refused_unless_text_is_asked)

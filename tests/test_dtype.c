@@ -384,3 +384,75 @@ Test(dtype, adamw_output_rounding_matches)
 	free(g);
 	free(out);
 }
+
+/* ---- zn_f64_round_to: one rounding from float64 --------------------------------------- */
+
+static float from16(uint16_t b, enum zn_dtype t)
+{
+	return t == ZN_DTYPE_BF16 ? zn_bf16_to_f32(b) : zn_f16_to_f32(b);
+}
+
+static uint16_t to16(float f, enum zn_dtype t)
+{
+	return t == ZN_DTYPE_BF16 ? zn_f32_to_bf16(f) : zn_f32_to_f16(f);
+}
+
+/* r is a value of t, and no value of t is nearer to x (x > 0, finite result): its
+ * neighbours in t's bit order are at least as far; on a tie r's last bit is even */
+static void expect_nearest(double x, enum zn_dtype t)
+{
+	float r = zn_f64_round_to(x, t);
+	uint16_t b = to16(r, t);
+	double up, dn;
+
+	cr_assert(isfinite(r) && from16(b, t) == r, "%s(%.17g) = %.9g is not a %s value",
+		  zn_dtype_name(t), x, (double)r, zn_dtype_name(t));
+	up = from16((uint16_t)(b + 1), t);
+	dn = b ? (double)from16((uint16_t)(b - 1), t) : -(double)from16(1, t);
+	cr_assert(fabs(x - r) <= fabs(x - up) && fabs(x - r) <= fabs(x - dn),
+		  "%s(%.17g) = %.9g; %.9g or %.9g is nearer", zn_dtype_name(t), x, (double)r,
+		  up, dn);
+	if (fabs(x - r) == fabs(x - up) || fabs(x - r) == fabs(x - dn))
+		cr_assert_eq(b & 1, 0, "%s(%.17g): a tie goes to the even neighbour",
+			     zn_dtype_name(t), x);
+	cr_assert_eq(zn_f64_round_to(-x, t), -r, "the rounding is symmetric");
+}
+
+Test(dtype, f64_round_to_is_one_rounding_to_nearest_even)
+{
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+	/* 1 + 2^-7 is a bf16 value with an odd last bit; x just below the midpoint to the
+	 * next one rounds down, but through fp32 it would become the midpoint and then round
+	 * up to the even 1 + 2^-6: the double rounding this function exists to avoid */
+	double x = 1.0 + 0x1p-7 + 0x1p-8 - 0x1p-30;
+
+	cr_assert_eq(zn_f64_round_to(x, ZN_DTYPE_BF16), 1.0f + 0x1p-7f);
+	cr_assert_eq(zn_f32_to_bf16((float)x), zn_f32_to_bf16(1.0f + 0x1p-6f),
+		     "the example must round twice through fp32");
+	/* the same for fp16 (10 bits): 1 + 2^-10 odd, the midpoint at 1 + 1.5 * 2^-10 */
+	x = 1.0 + 0x1p-10 + 0x1p-11 - 0x1p-40;
+	cr_assert_eq(zn_f64_round_to(x, ZN_DTYPE_F16), 1.0f + 0x1p-10f);
+	/* exact ties go to even; fp32 is the plain conversion; inf, NaN, overflow */
+	cr_assert_eq(zn_f64_round_to(1.0 + 0x1p-8, ZN_DTYPE_BF16), 1.0f);
+	cr_assert_eq(zn_f64_round_to(1.0 + 3 * 0x1p-8, ZN_DTYPE_BF16), 1.0f + 0x1p-6f);
+	cr_assert_eq(zn_f64_round_to(0.1, ZN_DTYPE_F32), 0.1f);
+	cr_assert(isinf(zn_f64_round_to(65520.0, ZN_DTYPE_F16)), "65520 rounds to fp16 inf");
+	cr_assert_eq(zn_f64_round_to(65519.99, ZN_DTYPE_F16), 65504.0f);
+	cr_assert(isinf(zn_f64_round_to(INFINITY, ZN_DTYPE_BF16)));
+	cr_assert(isnan(zn_f64_round_to(NAN, ZN_DTYPE_F16)));
+	cr_assert_eq(zn_f64_round_to(0x1p-25, ZN_DTYPE_F16), 0.0f, "half the least: even 0");
+	cr_assert_eq(zn_f64_round_to(0x1p-25 + 0x1p-40, ZN_DTYPE_F16), 0x1p-24f);
+	/* random magnitudes from fp16's and bf16's subnormals up to their largest values */
+	for (int i = 0; i < 200000; i++) {
+		double m, e;
+
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		m = 1.0 + (double)(s >> 11) * 0x1p-53;
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		e = (double)(int)(s % 60) - 40.0; /* 2^-40 .. 2^19 */
+		if (ldexp(m, (int)e) < 65504.0)
+			expect_nearest(ldexp(m, (int)e), ZN_DTYPE_F16);
+		e = (double)(int)(s % 250) - 130.0; /* 2^-130 .. 2^119 */
+		expect_nearest(ldexp(m, (int)e), ZN_DTYPE_BF16);
+	}
+}

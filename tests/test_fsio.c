@@ -16,6 +16,7 @@
 #include "core/fsio.h"
 #include "model/hf_config.h"
 #include "model/hf_dir.h"
+#include "zinc.h"
 
 static char dir[64];
 
@@ -287,4 +288,159 @@ Test(fsio, output_directories_are_checked_like_files)
 		cr_expect_eq(zn_output_check_dir(at("ro/new"), "--save-final"), -EROFS);
 		umount(sub);
 	}
+}
+
+/* A tree with a link inside it pointing at a directory outside, and a link to that
+ * directory at the top: removal takes the links, never what they point to. */
+Test(fsio, removal_never_follows_a_link)
+{
+	char victim[160], tree[160];
+	struct stat st;
+
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(tree, sizeof(tree), "%s/tree", dir);
+	cr_assert_eq(mkdir(victim, 0755), 0);
+	put(at("victim/keep.txt"), "keep", 0644);
+	cr_assert_eq(mkdir(tree, 0755), 0);
+	cr_assert_eq(mkdir(at("tree/sub"), 0755), 0);
+	put(at("tree/a.bin"), "a", 0644);
+	put(at("tree/sub/b.bin"), "b", 0644);
+	cr_assert_eq(symlink(victim, at("tree/inner-link")), 0);
+	cr_assert_eq(symlink(victim, at("tree/sub/deep-link")), 0);
+	cr_assert_eq(symlink(at("victim/keep.txt"), at("tree/file-link")), 0);
+	cr_assert_eq(symlink(victim, at("top-link")), 0);
+
+	cr_expect_eq(zn_remove_tree(at("top-link"), "test"), 0);
+	cr_expect_neq(lstat(at("top-link"), &st), 0, "the link itself is gone");
+	cr_expect_str_eq(get(at("victim/keep.txt")), "keep", "its target is untouched");
+	cr_expect_eq(zn_remove_tree(at("tree/"), "test"), 0, "a trailing / is the link");
+	cr_expect_neq(lstat(tree, &st), 0, "the tree is gone");
+	cr_expect_str_eq(get(at("victim/keep.txt")), "keep");
+	cr_expect_eq(zn_remove_tree(at("absent"), "test"), 0, "nothing to remove");
+	cr_expect_eq(count_entries(), 1, "only the victim is left");
+}
+
+/* The lock is per open: a second zn_dir_lock, even in this process, is refused naming
+ * the directory and the holder the lock file records. */
+Test(fsio, a_locked_directory_is_refused_naming_its_holder)
+{
+	char sub[160], log[200], *text;
+	int a = -1, b = -1, saved, fd;
+
+	snprintf(sub, sizeof(sub), "%s/ck", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_assert_eq(zn_dir_lock(sub, "--save-dir", &a), 0);
+	cr_assert_geq(a, 0);
+	snprintf(log, sizeof(log), "%s/stderr.txt", dir);
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	dup2(fd, 2);
+	close(fd);
+	cr_expect_eq(zn_dir_lock(sub, "--save-dir", &b), -EBUSY);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	cr_expect_eq(b, -1);
+	cr_assert_eq(zn_read_input_file(log, "log", 1 << 16, &text, NULL), 0);
+	cr_expect(strstr(text, sub) && strstr(text, "in use by another zinc run"), "%s", text);
+	snprintf(log, sizeof(log), "pid %ld on host ", (long)getpid());
+	cr_expect(strstr(text, log), "the holder is named: %s", text);
+	free(text);
+	close(a);
+	cr_expect_eq(zn_dir_lock(sub, "--save-dir", &b), 0, "free again once closed");
+	close(b);
+	/* a link planted at the lock file's name is not followed */
+	cr_assert_eq(unlink(at("ck/" ZN_DIR_LOCK_NAME)), 0);
+	put(at("target"), "t", 0644);
+	cr_assert_eq(symlink(at("target"), at("ck/" ZN_DIR_LOCK_NAME)), 0);
+	cr_expect_neq(zn_dir_lock(sub, "--save-dir", &b), 0);
+	cr_expect_str_eq(get(at("target")), "t");
+}
+
+Test(fsio, output_directories_are_made_but_never_a_link)
+{
+	char sub[160];
+	struct stat st;
+
+	snprintf(sub, sizeof(sub), "%s/real", dir);
+	cr_expect_eq(zn_output_dir_make(sub, "--save-adapter"), 0);
+	cr_expect(!lstat(sub, &st) && S_ISDIR(st.st_mode));
+	cr_expect_eq(zn_output_dir_make(at("real/"), "--save-adapter"), 0, "existing");
+	cr_assert_eq(symlink(sub, at("link")), 0);
+	cr_expect_eq(zn_output_dir_make(at("link"), "--save-adapter"), -EEXIST);
+	cr_expect_eq(zn_output_dir_make(at("link/"), "--save-adapter"), -EEXIST,
+		     "a trailing / does not follow it either");
+	put(at("file"), "f", 0644);
+	cr_expect_eq(zn_output_dir_make(at("file"), "--save-adapter"), -EEXIST);
+	cr_expect_neq(zn_output_dir_make(at("no/such/dir"), "--save-adapter"), 0);
+}
+
+static struct zn_io in(const char *path)
+{
+	return (struct zn_io){ .path = path, .what = "--data" };
+}
+
+static struct zn_io out(const char *path)
+{
+	return (struct zn_io){ .path = path, .what = "-o", .out = true };
+}
+
+static int check2(struct zn_io a, struct zn_io b)
+{
+	struct zn_io io[2] = { a, b };
+
+	return zn_io_check(io, 2);
+}
+
+/* Outputs against inputs and each other by identity, however they are spelled. */
+Test(fsio, outputs_are_compared_with_inputs_by_identity)
+{
+	static const char *const hf[] = { "config.json", "*.safetensors", NULL };
+	char sub[160], rel[200], cwd[4096];
+
+	put(at("in.txt"), "text", 0644);
+	cr_assert_eq(link(at("in.txt"), at("hard.txt")), 0);
+	cr_assert_eq(symlink(at("in.txt"), at("soft.txt")), 0);
+	snprintf(sub, sizeof(sub), "%s/model", dir);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_expect_eq(check2(out(at("in.txt")), in(at("in.txt"))), ZN_EUSAGE, "the same spelling");
+	snprintf(rel, sizeof(rel), "%s/model/../in.txt", dir);
+	cr_expect_eq(check2(out(rel), in(at("in.txt"))), ZN_EUSAGE, "through ..");
+	cr_expect_eq(check2(out(at("hard.txt")), in(at("in.txt"))), ZN_EUSAGE, "a hard link");
+	cr_expect_eq(check2(out(at("soft.txt")), in(at("in.txt"))), ZN_EUSAGE, "a symlink");
+	cr_expect_eq(check2(out(at("out.bin")), in(at("in.txt"))), 0, "another file");
+	/* two outputs that do not exist yet: the parent directory and the name */
+	snprintf(rel, sizeof(rel), "%s/./model/../new.bin", dir);
+	cr_expect_eq(check2(out(at("new.bin")), out(rel)), ZN_EUSAGE);
+	cr_expect_eq(check2(out(at("new.bin")), out(at("new2.bin"))), 0);
+	cr_assert(getcwd(cwd, sizeof(cwd)));
+	cr_assert_eq(chdir(dir), 0);
+	cr_expect_eq(check2(out("new.bin"), out(at("new.bin"))), ZN_EUSAGE, "relative");
+	cr_expect_eq(check2(out("in.txt"), in("./in.txt")), ZN_EUSAGE);
+	cr_assert_eq(chdir(cwd), 0);
+	/* a directory's names: an output inside an input directory at a name it reads, an
+	 * input inside an output directory at a name it writes, the directories themselves */
+	put(at("model/config.json"), "{}", 0644);
+	struct zn_io in_dir = { .path = sub, .what = "--init-from", .names = hf };
+	struct zn_io out_dir = { .path = sub, .what = "--save-final", .out = true, .names = hf };
+
+	cr_expect_eq(check2(out(at("model/model.safetensors")), in_dir), ZN_EUSAGE);
+	cr_expect_eq(check2(out(at("model/notes.txt")), in_dir), 0, "a name it does not read");
+	cr_expect_eq(check2(out_dir, in(at("model/config.json"))), ZN_EUSAGE);
+	cr_expect_eq(check2(out_dir, in(at("in.txt"))), 0);
+	cr_expect_eq(check2(out_dir, in_dir), ZN_EUSAGE, "the same directory");
+	/* --save-dir and --resume (both shared) are the same directory by design */
+	struct zn_io save = { .path = sub, .what = "--save-dir", .out = true, .names = hf,
+			      .shared = true };
+	struct zn_io resume = { .path = sub, .what = "--resume", .names = hf, .shared = true };
+
+	cr_expect_eq(check2(save, resume), 0);
+	cr_expect_eq(check2(save, in(at("model/config.json"))), ZN_EUSAGE, "but not other inputs");
+	cr_expect_eq(check2(out(NULL), in(at("in.txt"))), 0, "a flag not given");
+	/* an output over an input of its own kind (a model over the one it started from) */
+	in_dir.kind = out_dir.kind = "model";
+	cr_expect_eq(check2(out_dir, in_dir), 0);
+	out_dir.kind = "adapter";
+	cr_expect_eq(check2(out_dir, in_dir), ZN_EUSAGE, "another kind");
 }

@@ -4,6 +4,7 @@
  * sort_keys=True), and every malformed config is refused naming the file and the key.
  */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,35 @@ Test(hf_config, refusals_name_file_and_key)
 		       "tie_word_embeddings", NULL);
 	expect_refusal("{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 0, \"n_head\": 4,"
 		       " \"n_positions\": 8, \"vocab_size\": 10}", "n_layer", NULL);
+}
+
+/* A key given twice is its last value, as transformers' json.load reads config.json: the
+ * first "gelu" no longer refuses, a last one does; a last null rope_scaling is no
+ * scaling. config.json as a file: a NUL byte is refused, never the end of the text. */
+Test(hf_config, repeated_key_takes_the_last_value)
+{
+	struct zn_hf_config c;
+	char path[] = "/tmp/zn_test_hfc_nul_XXXXXX";
+	static const char nul_file[] = "{" LLAMA "}\0{\"model_type\": \"gptj\"}";
+	int fd;
+
+	cr_redirect_stderr();
+	cr_assert_eq(zn_hf_config_parse("{" LLAMA ", \"hidden_act\": \"gelu\", \"hidden_act\": "
+					"\"silu\"}", "ok", &c), 0);
+	cr_assert_eq(zn_hf_config_parse("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\","
+					" \"factor\": 8}, \"rope_scaling\": null}", "ok", &c), 0);
+	cr_expect_eq(c.rope_scaling.type, ZN_HF_ROPE_DEFAULT);
+	cr_assert_eq(zn_hf_config_parse("{" LLAMA ", \"num_hidden_layers\": 5, "
+					"\"num_hidden_layers\": 3}", "ok", &c), 0);
+	cr_expect_eq(c.num_hidden_layers, 3);
+	expect_refusal("{" LLAMA ", \"hidden_act\": \"silu\", \"hidden_act\": \"gelu\"}",
+		       "hidden_act", "\"gelu\"");
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, nul_file, sizeof(nul_file) - 1), (ssize_t)sizeof(nul_file) - 1);
+	close(fd);
+	cr_expect_neq(zn_hf_config_load(path, &c), 0, "a NUL byte ended the file");
+	unlink(path);
 }
 
 /* transformers 5 writes rope_theta and the scaling inside rope_parameters */

@@ -115,7 +115,7 @@ static void free_model(struct model *m)
 
 static void save(const struct model *m, const char *path, enum zn_dtype dt, uint64_t shard)
 {
-	struct zn_hf_save_opts o = { dt, shard, tiny_json };
+	struct zn_hf_save_opts o = { dt, shard, tiny_json, NULL };
 
 	cr_assert_eq(zn_hf_save(path, &m->cfg, &o, m->e, m->n), 0, "save %s", path);
 }
@@ -179,7 +179,7 @@ Test(hf_dir, sharded_round_trip_values_and_bytes)
 	zn_hf_close(s);
 	/* save what was read: every file byte for byte the same */
 	{
-		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 1000, tiny_json };
+		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 1000, tiny_json, NULL };
 		char *ia = zt_read_all(path_of("a/model.safetensors.index.json"), NULL);
 
 		cr_assert_eq(zn_hf_save(b, &m.cfg, &o, e2, m.n), 0);
@@ -272,7 +272,7 @@ Test(hf_dir, single_file_config_from_metadata_or_beside)
 {
 	struct model m;
 	struct zn_hf_src *s;
-	struct zn_hf_save_opts o = { ZN_DTYPE_F16, 0, NULL };
+	struct zn_hf_save_opts o = { ZN_DTYPE_F16, 0, NULL, NULL };
 	const struct zn_st_tensor *t;
 	char cfgpath[256];
 
@@ -354,7 +354,7 @@ Test(hf_dir, python_reads_the_directories)
 		cr_skip_test("python3 is not installed");
 	for (int i = 0; i < 3; i++) {
 		struct model m;
-		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 600, cfgs[i] };
+		struct zn_hf_save_opts o = { ZN_DTYPE_BF16, 600, cfgs[i], NULL };
 		const char *d = path_of(i == 0 ? "py0" : i == 1 ? "py1" : "py2");
 
 		make_model(&m, cfgs[i]);
@@ -563,10 +563,65 @@ Test(hf_dir, malformed_directories_refused)
 	/* saving over a file that is not a directory */
 	write_all(path_of("plain"), "x", 1);
 	{
-		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 0, NULL };
+		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 0, NULL, NULL };
 
 		cr_expect_eq(zn_hf_save(path_of("plain"), &m.cfg, &o, m.e, m.n), -EINVAL);
 	}
+	/* a link to another model's directory (planted where --save-hf-steps writes hf-N):
+	 * refused, that directory's files untouched */
+	d = fresh(&m, "m11", 0);
+	cr_assert_eq(symlink(d, path_of("hf-2")), 0);
+	{
+		struct zn_hf_save_opts o = { ZN_DTYPE_F32, 1000, NULL, "--save-hf-steps" };
+		struct zn_hf_src *s = NULL;
+		char *before, *after;
+		size_t n1 = 0, n2 = 0;
+
+		snprintf(f, sizeof(f), "%s/config.json", d);
+		before = zt_read_all(f, &n1);
+		cr_expect_eq(zn_hf_save(path_of("hf-2"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		cr_expect_eq(zn_hf_save(path_of("hf-2/"), &m.cfg, &o, m.e, m.n), -EINVAL);
+		after = zt_read_all(f, &n2);
+		cr_expect(n1 == n2 && !memcmp(before, after, n1), "config.json was rewritten");
+		cr_expect_eq(zn_hf_open(&s, d), 0, "the linked model still opens");
+		cr_expect_eq(zn_hf_check_layout(s), 0, "with its shard and no index");
+		zn_hf_close(s);
+		free(before);
+		free(after);
+	}
+	free_model(&m);
+}
+
+/* A tensor named twice in weight_map goes to its last shard, as transformers' json.load of
+ * the index has it: the right shard listed last opens; listed first, the last (wrong) one
+ * is refused naming it. */
+Test(hf_dir, repeated_weight_map_entry_takes_the_last_shard)
+{
+	struct model m;
+	struct zn_hf_src *s = NULL;
+	char f[256], right[128], wrong[128], both[300];
+	const char *d;
+	float x[16];
+	int rc;
+
+	make_model(&m, tiny_json);
+	d = fresh(&m, "dup1", 1000);
+	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);
+	snprintf(right, sizeof(right), "\"model.norm.weight\": \"%s\"",
+		 shard_of(d, "model.norm.weight"));
+	snprintf(wrong, sizeof(wrong), "\"model.norm.weight\": \"%s\"",
+		 shard_of(d, "model.embed_tokens.weight"));
+	snprintf(both, sizeof(both), "\"weight_map\": {\n    %s,", wrong);
+	edit(f, "\"weight_map\": {", both);
+	captured(&s, d, &rc);
+	cr_assert_eq(rc, 0, "the last entry (the right shard) was not taken");
+	cr_assert_eq(zn_hf_read_rows(s, "model.norm.weight", 0, 16, ZN_DTYPE_F32, x), 0);
+	zn_hf_close(s);
+	d = fresh(&m, "dup2", 1000);
+	snprintf(f, sizeof(f), "%s/model.safetensors.index.json", d);
+	snprintf(both, sizeof(both), "%s, %s", right, wrong);
+	edit(f, right, both);
+	expect_says(refusal(d), "\"weight_map\".\"model.norm.weight\" puts the tensor in", NULL);
 	free_model(&m);
 }
 

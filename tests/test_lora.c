@@ -6,13 +6,18 @@
  *   stage and home tier, and the adapters agree across stages and tiers;
  * - the plan counts a LoRA run: no gradient or optimizer bytes for the frozen base. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/dtype.h"
 #include "engine_common.h"
 #include "lora_check.h"
 #include "model/llama/llama.h"
 #include "model/lora/lora.h"
+#include "model/safetensors.h"
 #include "sched/plan.h"
 
 static uint64_t lcg(uint64_t *s)
@@ -51,7 +56,7 @@ static void check_merged(const struct zn_model *base, const char *targets, bool 
 		/* the frozen base is the base model's own init, the same seed */
 		cr_assert_eq(L.ld[l].frozen_numel, M.ld[l].numel);
 		cr_assert_eq(memcmp(L.f[l], M.p[l], M.ld[l].numel * 4), 0, "layer %d", l);
-		zn_lora_merge_layer(&lc, l, L.p[l], M.p[l]);
+		zn_lora_merge_layer(&lc, l, L.p[l], M.p[l], ZN_DTYPE_F32);
 	}
 	ll = lc_net_run(&L, &lm, tok, tok + 1, B, T, 0);
 	lm_ = lc_net_run(&M, base, tok, tok + 1, B, T, 0);
@@ -191,6 +196,76 @@ Test(lora, targets_names_and_init)
 	}
 	free(p);
 	zn_lora_release(&lc);
+}
+
+/* adapter_config.json with `r_text` in place of its "r": 4 line (PEFT's file otherwise, as
+ * zinc saves it); whether --init-adapter's read, apply and open take it for r 4 */
+static int open_with_r(struct zn_lora_config *lc, const char *d, const char *r_text)
+{
+	char path[160], *text, *at, *edited;
+	struct zn_lora_peft peft;
+	struct zn_st_file *f = NULL;
+	FILE *fp;
+	size_t n;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/adapter_config.json", d);
+	fp = fopen(path, "r");
+	cr_assert_not_null(fp);
+	text = calloc(1, 1 << 16);
+	n = fread(text, 1, (1 << 16) - 1, fp);
+	fclose(fp);
+	at = strstr(text, "\"r\": 4,");
+	cr_assert_not_null(at, "%.*s", (int)n, text);
+	edited = calloc(1, n + 256);
+	snprintf(edited, n + 256, "%.*s%s%s", (int)(at - text), text, r_text, at + 7);
+	fp = fopen(path, "w");
+	fputs(edited, fp);
+	fclose(fp);
+	rc = zn_lora_peft_read(d, "--init-adapter", &peft);
+	if (!rc)
+		rc = zn_lora_peft_apply(lc, &peft, path, false);
+	if (!rc)
+		rc = zn_lora_peft_open(lc, d, &f);
+	zn_st_close(f);
+	fp = fopen(path, "w"); /* back as saved, for the next case */
+	fputs(text, fp);
+	fclose(fp);
+	free(edited);
+	free(text);
+	return rc;
+}
+
+/* adapter_config.json is read as PEFT's json.load reads it: a key given twice is its last
+ * value ("r": 8 then "r": 4 is r 4, and the reverse r 8, which this run refuses). */
+Test(lora, adapter_config_repeated_key_takes_the_last_value, .init = cr_redirect_stderr)
+{
+	struct zn_gpt2_config mc;
+	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
+	struct zn_layer_desc d;
+	float **adapters;
+	char dir[] = "/tmp/zn_test_peft_XXXXXX", cmd[96];
+
+	et_model(&mc);
+	lc.base = zn_gpt2_model(&mc);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	adapters = calloc((size_t)lc.layers, sizeof(*adapters));
+	for (int l = 0; l < lc.layers; l++) {
+		cr_assert_eq(zn_lora_describe(&lc, l, &d), 0);
+		adapters[l] = calloc(d.numel + 1, sizeof(float));
+	}
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(zn_lora_save_peft(&lc, (const float *const *)adapters, dir, NULL), 0);
+	cr_expect_eq(open_with_r(&lc, dir, "\"r\": 4,"), 0, "as saved");
+	cr_expect_eq(open_with_r(&lc, dir, "\"r\": 8,\n  \"r\": 4,"), 0, "the last r is 4");
+	cr_expect_neq(open_with_r(&lc, dir, "\"r\": 4,\n  \"r\": 8,"), 0, "the last r is 8");
+	for (int l = 0; l < lc.layers; l++)
+		free(adapters[l]);
+	free(adapters);
+	zn_lora_release(&lc);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
 }
 
 /* ---- through the engine ----------------------------------------------------------------- */

@@ -111,6 +111,92 @@ Test(sft, chatml_template_matches_the_reference)
 	check_template("chatml", REF "tok/qwen2", ZN_SFT_CHATML);
 }
 
+/* zinc generate --template: the prompt is the text apply_chat_template(messages,
+ * add_generation_prompt=True) renders (the strings below are Llama-3-Instruct's and
+ * Qwen2's templates written out), and its special tokens come out as their ids */
+static void check_prompt(const char *tok_dir, enum zn_sft_template t, const char *system,
+			 const char *want, const int32_t *special, int n_special)
+{
+	struct zn_tok *tok;
+	struct zn_tok_scratch *s;
+	struct zn_ids ids = { 0 };
+	char *text;
+	size_t n;
+	int found = 0;
+
+	cr_assert_eq(zn_tok_load(&tok, tok_dir), 0);
+	cr_assert_eq(zn_sft_render_prompt(tok, t, system, "  What is 2 + 2?\n", &text, &n), 0);
+	cr_assert_eq(n, strlen(want));
+	cr_assert_str_eq(text, want);
+	s = zn_tok_scratch_new(tok);
+	cr_assert_eq(zn_tok_encode(tok, s, text, n, &ids), 0);
+	for (size_t i = 0; i < ids.n; i++)
+		found += found < n_special && ids.v[i] == special[found];
+	cr_assert_eq(found, n_special, "the template's special tokens, in order, as their ids");
+	cr_assert_eq(zn_sft_end_of_turn(tok, t), t == ZN_SFT_LLAMA3 ? 128009 : 313);
+	free(text);
+	zn_ids_free(&ids);
+	zn_tok_scratch_free(s);
+	zn_tok_free(tok);
+}
+
+
+/* "\u0000" in a role's content is a character, as Python's json.loads has it: the
+ * conversation renders with the NUL bytes (not cut at them) and tokenizes as that text. */
+Test(sft, content_keeps_its_nul)
+{
+	static const char line[] = "{\"messages\": [{\"role\": \"user\", \"content\": "
+				   "\"a\\u0000b\"}, {\"role\": \"assistant\", \"content\": "
+				   "\"c\\u0000d\"}]}";
+	static const char turns[] = "<|im_start|>user\na\0b<|im_end|>\n<|im_start|>assistant\n"
+				    "c\0d<|im_end|>\n";
+	struct zn_ids ids = { 0 }, mask = { 0 }, want = { 0 };
+	struct zn_tok *tok = NULL;
+	struct zn_tok_scratch *s;
+	char text[256];
+	int n, labels = 0;
+
+	cr_assert_eq(zn_tok_load(&tok, REF "tok/qwen2"), 0);
+	s = zn_tok_scratch_new(tok);
+	n = zn_tok_decode_one(tok, zn_sft_delimiter(tok, ZN_SFT_CHATML), text, sizeof(text));
+	cr_assert_gt(n, 0);
+	memcpy(text + n, turns, sizeof(turns) - 1);
+	cr_assert_eq(zn_tok_encode(tok, s, text, (size_t)n + sizeof(turns) - 1, &want), 0);
+	cr_assert_eq(zn_sft_encode(tok, s, ZN_SFT_CHATML, line, strlen(line), "nul.jsonl", 1, &ids,
+				   &mask), 0);
+	cr_assert_eq(ids.n, want.n, "%zu ids, want %zu", ids.n, want.n);
+	for (size_t i = 0; i < ids.n; i++) {
+		cr_expect_eq(ids.v[i], want.v[i], "id %zu is %d, want %d", i, ids.v[i], want.v[i]);
+		labels += mask.v[i];
+	}
+	cr_expect_gt(labels, 0);
+	zn_ids_free(&ids);
+	zn_ids_free(&mask);
+	zn_ids_free(&want);
+	zn_tok_scratch_free(s);
+	zn_tok_free(tok);
+}
+
+Test(sft, generation_prompt_is_the_chat_template_turn)
+{
+	static const int32_t l3[] = { 128000, 128006, 128007, 128009, 128006, 128007, 128009,
+				      128006, 128007 };
+	static const int32_t l3_nosys[] = { 128000, 128006, 128007, 128009, 128006, 128007 };
+	static const int32_t cm[] = { 312, 313, 312, 313, 312 };
+
+	check_prompt(REF "sft/llama3", ZN_SFT_LLAMA3, " Be brief. ",
+		     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief."
+		     "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 2?"
+		     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", l3, 9);
+	check_prompt(REF "sft/llama3", ZN_SFT_LLAMA3, NULL,
+		     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 2?"
+		     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", l3_nosys, 6);
+	/* chatml keeps the contents as they are (Qwen2's template does not trim) */
+	check_prompt(REF "tok/qwen2", ZN_SFT_CHATML, " Be brief. ",
+		     "<|im_start|>system\n Be brief. <|im_end|>\n<|im_start|>user\n  What is 2 + "
+		     "2?\n<|im_end|>\n<|im_start|>assistant\n", cm, 5);
+}
+
 Test(sft, bad_conversations_name_the_line)
 {
 	static const char *bad[] = { "{\"text\": \"no messages\"}", "{\"messages\": []}",

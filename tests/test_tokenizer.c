@@ -5,9 +5,11 @@
  * Unicode letters, digits, whitespace runs, contractions, special tokens, byte fallback. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fsio.h"
 #include "data/tokenizer.h"
@@ -123,4 +125,164 @@ Test(tokenizer, refuses_what_it_cannot_read)
 	cr_expect_null(tok);
 	cr_expect_neq(zn_tok_load(&tok, "/nonexistent/dir"), 0);
 	remove(path);
+}
+
+/* ---- tokenizer.json that Hugging Face tokenizers refuses, refused (src/data/tok_vocab.c) */
+
+static char tok_dir[64];
+
+static void make_tok_dir(void)
+{
+	snprintf(tok_dir, sizeof(tok_dir), "/tmp/zn_tok_XXXXXX");
+	cr_assert_not_null(mkdtemp(tok_dir));
+}
+
+static void remove_tok_dir(void)
+{
+	char p[96];
+
+	snprintf(p, sizeof(p), "%s/tokenizer.json", tok_dir);
+	remove(p);
+	rmdir(tok_dir);
+}
+
+/* a BPE tokenizer.json with these model keys and added_tokens, loaded from a directory */
+static int load_bpe(const char *model_keys, const char *added, struct zn_tok **tok)
+{
+	char p[96];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/tokenizer.json", tok_dir);
+	f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "{\"model\": {\"type\": \"BPE\", %s}, \"added_tokens\": [%s]}", model_keys,
+		added);
+	fclose(f);
+	*tok = NULL;
+	return zn_tok_load(tok, tok_dir);
+}
+
+static char *captured(void)
+{
+	static char buf[16384];
+	FILE *f = cr_get_redirected_stderr();
+	size_t n;
+
+	fflush(stderr);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	return buf;
+}
+
+#define ABC "\"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3, \"bc\": 4}"
+
+static const struct {
+	const char *model, *added, *says;
+} refused_tokenizers[] = {
+	{ "\"vocab\": {}, \"merges\": []", "", "model.vocab is empty" },
+	{ ABC ", \"merges\": [\"a x\"]", "", "model.merges[0] names \"x\", which is not in" },
+	{ ABC ", \"merges\": [\"a c\"]", "", "model.merges[0] names \"ac\", which is not in" },
+	{ ABC ", \"merges\": [\"a b\", \"a b c\"]", "", "model.merges[1] is not a merge of two" },
+	{ ABC ", \"merges\": [[\"a\", \"b\", \"c\"]]", "",
+	  "model.merges[0] is not a merge of two" },
+	{ ABC ", \"merges\": [\"ab\"]", "", "model.merges[0] is not a merge of two" },
+	{ ABC ", \"merges\": {\"a\": \"b\"}", "", "model.merges must be a list" },
+	{ "\"vocab\": {\"a\": 0, \"\xff\": 1}, \"merges\": []", "", "invalid UTF-8 (byte 0xff)" },
+	{ "\"vocab\": {\"a\": 2147483000}, \"merges\": []", "",
+	  "id 2147483000 in a tokenizer of 1 tokens" },
+	{ "\"vocab\": {\"a\": 0}, \"merges\": []", "{\"id\": 10000000000, \"content\": \"<s>\"}",
+	  "added token \"<s>\" has id 10000000000: ids are 0 .. 2147483646" },
+	{ "\"vocab\": {\"a\": 0.5}, \"merges\": []", "", "token \"a\" has id 0.5, a float" },
+	{ "\"vocab\": {\"a\": 1.0}, \"merges\": []", "", "token \"a\" has id 1.0, a float" },
+	{ "\"vocab\": {\"a\": 0}, \"merges\": []", "{\"id\": 1e0, \"content\": \"<s>\"}",
+	  "added token \"<s>\" has id 1e0, a float" },
+	{ "\"vocab\": {\"a\": -1}, \"merges\": []", "", "token \"a\" has id -1: ids are 0 .." },
+	{ "\"vocab\": {\"a\": \"0\"}, \"merges\": []", "", "token \"a\" has no id" },
+	{ "\"vocab\": {\"a\": 0}, \"merges\": []", "{\"id\": 1}", "added_tokens[0] has no" },
+};
+
+Test(tokenizer, refuses_what_tokenizers_refuses, .init = make_tok_dir, .fini = remove_tok_dir)
+{
+	size_t n = sizeof(refused_tokenizers) / sizeof(refused_tokenizers[0]);
+
+	cr_redirect_stderr();
+	for (size_t i = 0; i < n; i++) {
+		struct zn_tok *tok;
+
+		cr_expect_neq(load_bpe(refused_tokenizers[i].model, refused_tokenizers[i].added,
+				       &tok), 0, "case %zu accepted", i);
+		zn_tok_free(tok);
+	}
+	{
+		const char *err = captured();
+
+		for (size_t i = 0; i < n; i++)
+			cr_expect(strstr(err, refused_tokenizers[i].says),
+				  "case %zu: no \"%s\" in:\n%s", i, refused_tokenizers[i].says, err);
+	}
+}
+
+static void expect_ids(const struct zn_tok *tok, const char *text, int n, const int32_t *want)
+{
+	struct zn_tok_scratch *s = zn_tok_scratch_new(tok);
+	struct zn_ids ids = { 0 };
+
+	cr_assert_not_null(s);
+	cr_assert_eq(zn_tok_encode(tok, s, text, strlen(text), &ids), 0);
+	cr_expect_eq((int)ids.n, n, "\"%s\": %zu ids, want %d", text, ids.n, n);
+	for (int i = 0; i < n && i < (int)ids.n; i++)
+		cr_expect_eq(ids.v[i], want[i], "\"%s\": id %d is %d, want %d", text, i, ids.v[i],
+			     want[i]);
+	zn_ids_free(&ids);
+	zn_tok_scratch_free(s);
+}
+
+/* tokenizers collects the merges into a HashMap and transformers into a dict (bpe_ranks):
+ * a pair listed twice has its last rank, so "b c" (rank 1) goes before "a b" (rank 2) */
+Test(tokenizer, repeated_merge_takes_its_last_rank, .init = make_tok_dir,
+     .fini = remove_tok_dir)
+{
+	struct zn_tok *tok;
+
+	cr_assert_eq(load_bpe(ABC ", \"merges\": [\"a b\", \"b c\"]", "", &tok), 0);
+	expect_ids(tok, "abc", 2, (const int32_t[]){ 3, 2 });
+	zn_tok_free(tok);
+	cr_assert_eq(load_bpe(ABC ", \"merges\": [\"a b\", \"b c\", \"a b\"]", "", &tok), 0);
+	expect_ids(tok, "abc", 2, (const int32_t[]){ 0, 4 });
+	zn_tok_free(tok);
+}
+
+/* a key given twice in model.vocab: the last id, as serde's map and json.load have it; the
+ * "#version" line of a merges.txt carried into the list is skipped, as tokenizers does */
+Test(tokenizer, repeated_vocab_key_and_version_line, .init = make_tok_dir,
+     .fini = remove_tok_dir)
+{
+	struct zn_tok *tok;
+
+	cr_redirect_stderr();
+	cr_assert_eq(load_bpe("\"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"a\": 3}, \"merges\": "
+			      "[\"#version: 0.2\", \"a b\"]", "", &tok), 0);
+	cr_expect_eq(zn_tok_id(tok, "a"), 3);
+	cr_expect_eq(zn_tok_vocab(tok), 4);
+	expect_ids(tok, "abab", 2, (const int32_t[]){ 2, 2 });
+	expect_ids(tok, "ba", 2, (const int32_t[]){ 1, 3 });
+	zn_tok_free(tok);
+	cr_expect(strstr(captured(), "key \"a\" repeats in one object"));
+}
+
+/* Byte fallback with <0xXX> tokens for some bytes only (found by the tokenizer fuzzer: the
+ * missing byte's id -1 went out as a token): a character takes its byte tokens only when
+ * all of them exist, else it is <unk>, as tokenizers does. */
+Test(tokenizer, byte_fallback_with_missing_byte_tokens_is_unk, .init = make_tok_dir,
+     .fini = remove_tok_dir)
+{
+	struct zn_tok *tok;
+
+	cr_redirect_stderr();
+	cr_assert_eq(load_bpe("\"vocab\": {\"<unk>\": 0, \"a\": 1, \"<0xC3>\": 2, \"<0xA9>\": 3, "
+			      "\"<0xE2>\": 4}, \"merges\": [], \"byte_fallback\": true, "
+			      "\"unk_token\": \"<unk>\"", "", &tok), 0);
+	expect_ids(tok, "a\xc3\xa9", 3, (const int32_t[]){ 1, 2, 3 });
+	expect_ids(tok, "a\xe2\x82\xac" "a", 3, (const int32_t[]){ 1, 0, 1 });
+	zn_tok_free(tok);
 }

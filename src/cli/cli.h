@@ -8,6 +8,7 @@ int zn_cmd_estimate(int argc, char **argv);
 int zn_cmd_info(int argc, char **argv);
 int zn_cmd_tokenize(int argc, char **argv);
 int zn_cmd_generate(int argc, char **argv);
+int zn_cmd_merge(int argc, char **argv);
 int zn_cmd_bench_nvme(int argc, char **argv);
 int zn_cmd_bench_adam(int argc, char **argv);
 int zn_cmd_bench_step(int argc, char **argv);

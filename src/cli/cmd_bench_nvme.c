@@ -607,8 +607,12 @@ int zn_cmd_bench_nvme(int argc, char **argv)
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	/* --out is checked before the benchmark runs, so a bad one wastes no time */
-	if (o.out && zn_output_check(o.out, "--out"))
+	/* --out is checked before the benchmark runs, so a bad one wastes no time; neither
+	 * it nor --file (overwritten with test data) may be --config or each other */
+	if (zn_io_check((struct zn_io[]){ { .path = o.out, .what = "--out", .out = true },
+					  { .path = o.file, .what = "--file", .out = true },
+					  { .path = o.config, .what = "--config" } }, 3) ||
+	    (o.out && zn_output_check(o.out, "--out")))
 		return ZN_EXIT_USAGE;
 	fd = open_target(&o, name, sizeof(name), &fresh);
 	if (fd < 0)

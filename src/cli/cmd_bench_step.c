@@ -580,6 +580,25 @@ static void describe(const struct zn_config *cfg, const struct zn_train_model *t
 		 off->nvme_path_count > 1 ? " (+ more)" : "");
 }
 
+/* The outputs are not the inputs or each other, by identity (core/fsio.h); without
+ * gnuplot --plot writes a CSV beside it, which --csv must not be either. */
+static int check_paths(const struct opts *o, int argc, char **argv)
+{
+	char csv[ZN_PATH_MAX + 8];
+	struct zn_io io[16] = {
+		{ .path = o->csv, .what = "--csv", .out = true },
+		{ .path = o->plot, .what = "--plot", .out = true },
+		{ .path = o->plot ? zn_bs_plot_fallback(o->plot, csv, sizeof(csv)) : NULL,
+		  .what = "--plot (its CSV, gnuplot missing)", .out = true },
+		{ .path = o->trace, .what = "--trace", .out = true },
+		{ .path = o->model_config, .what = "--model-config" },
+	};
+	int n = 5;
+
+	zn_cli_config_inputs(argc, argv, io, &n, 16);
+	return zn_io_check(io, n);
+}
+
 int zn_cmd_bench_step(int argc, char **argv)
 {
 	struct opts o = { .warmup = 2, .steps = 5 };
@@ -609,7 +628,8 @@ int zn_cmd_bench_step(int argc, char **argv)
 			 "--offload-param nvme (stage 3) with --nvme-path DIR");
 		return ZN_EXIT_USAGE;
 	}
-	if ((o.csv && zn_output_check(o.csv, "--csv")) ||
+	if (check_paths(&o, argc, argv) ||
+	    (o.csv && zn_output_check(o.csv, "--csv")) ||
 	    (o.plot && zn_output_check(o.plot, "--plot")) ||
 	    (o.trace && zn_output_check(o.trace, "--trace")))
 		return ZN_EXIT_USAGE;

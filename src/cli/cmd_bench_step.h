@@ -49,9 +49,13 @@ void zn_bs_print_table(FILE *f, const struct zn_bs_env *env, const struct zn_bs_
 int zn_bs_print_json(FILE *f, const struct zn_bs_env *env, const struct zn_bs_row *rows,
 		     int n);
 int zn_bs_write_csv(const char *path, const struct zn_bs_row *rows, int n);
-/* gnuplot's PNG of rows; without gnuplot says so and writes FILE.csv instead */
+/* gnuplot's PNG of rows, through an exclusive temporary beside path renamed into place
+ * (core/fsio.h); without gnuplot says so and writes FILE.csv instead */
 int zn_bs_plot(const char *path, const struct zn_bs_env *env, const struct zn_bs_row *rows,
 	       int n);
+/* The CSV zn_bs_plot writes instead of path when gnuplot is missing (in buf), or NULL when
+ * gnuplot will draw path itself. */
+const char *zn_bs_plot_fallback(const char *path, char *buf, size_t size);
 /* --bw LIST into caps; usage errors logged naming --bw */
 int zn_bs_parse_bw(const char *list, struct zn_bs_row *rows, int *n);
 

@@ -273,26 +273,47 @@ static bool have_gnuplot(void)
 	return false;
 }
 
+const char *zn_bs_plot_fallback(const char *path, char *buf, size_t size)
+{
+	size_t len = strlen(path);
+
+	if (have_gnuplot() && !getenv("ZINC_NO_GNUPLOT"))
+		return NULL;
+	if (len > 4 && !strcmp(path + len - 4, ".png"))
+		len -= 4;
+	snprintf(buf, size, "%.*s.csv", (int)len, path);
+	return buf;
+}
+
 int zn_bs_plot(const char *path, const struct zn_bs_env *env, const struct zn_bs_row *rows,
 	       int n)
 {
-	char tmp[ZN_PATH_MAX + 32], csv[ZN_PATH_MAX + 8];
+	char tmp[ZN_PATH_MAX + 300], csv[ZN_PATH_MAX + 8];
+	const char *slash = strrchr(path, '/');
+	struct zn_atomic_file af;
 	FILE *g;
 	int rc;
 
-	if (!have_gnuplot() || getenv("ZINC_NO_GNUPLOT")) {
-		size_t len = strlen(path);
-
-		if (len > 4 && !strcmp(path + len - 4, ".png"))
-			len -= 4;
-		snprintf(csv, sizeof(csv), "%.*s.csv", (int)len, path);
+	if (zn_bs_plot_fallback(path, csv, sizeof(csv))) {
 		fprintf(stderr, "zinc bench step: gnuplot not found (apt-get install gnuplot-nox): "
 			"no plot; the rows are in %s\n", csv);
 		return zn_bs_write_csv(csv, rows, n);
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
+	/* the name goes into gnuplot's script inside '...' */
+	if (strpbrk(path, "'\n")) {
+		zn_error("--plot %s: a name with ' or a newline cannot be given to gnuplot: choose "
+			 "another", path);
+		return -EINVAL;
+	}
+	/* gnuplot writes into our exclusive temporary (never a planted name or link) */
+	rc = zn_atomic_file_begin(&af, path, "--plot");
+	if (rc)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%.*s%s%s", slash ? (int)(slash - path) : 0, path,
+		 slash ? "/" : "", af.tmp);
 	g = popen("gnuplot", "w");
 	if (!g) {
+		zn_atomic_file_abort(&af);
 		zn_error("--plot %s: cannot start gnuplot", path);
 		return -EIO;
 	}
@@ -331,15 +352,9 @@ int zn_bs_plot(const char *path, const struct zn_bs_env *env, const struct zn_bs
 		env->host_device ? env->base_step_ms : env->base_compute_ms);
 	rc = pclose(g);
 	if (rc) {
-		unlink(tmp);
+		zn_atomic_file_abort(&af);
 		zn_error("--plot %s: gnuplot failed (status %d)", path, rc);
 		return -EIO;
 	}
-	if (rename(tmp, path)) {
-		rc = -errno;
-		unlink(tmp);
-		zn_error("--plot %s: %s", path, zn_strerror(rc));
-		return rc;
-	}
-	return 0;
+	return zn_atomic_file_commit(&af);
 }

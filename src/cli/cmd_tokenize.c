@@ -14,6 +14,8 @@
 
 #include "cli/cli.h"
 #include "cli/util.h"
+#include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "data/sft.h"
 #include "data/tokenizer.h"
@@ -103,18 +105,20 @@ static int encode_doc(struct tz *z, struct zn_tok_scratch *s, struct doc *d)
 		return zn_sft_encode(z->tok, s, z->tmpl, d->text, d->len, d->file, d->line, &d->ids,
 				     &d->mask);
 	if (d->jsonl) {
-		const cJSON *t;
+		/* core/json, as Python's json.loads: the line number in errors, the last of a
+		 * repeated key, and the text's length through \u0000 */
+		struct zn_json_opts o = { .origin = d->file, .line = d->line,
+					  .flags = ZN_JSON_NUL_OK | ZN_JSON_QUIET_DUP };
 
-		root = cJSON_ParseWithLength(d->text, d->len);
-		t = cJSON_GetObjectItemCaseSensitive(root, "text");
-		if (!cJSON_IsString(t)) {
-			zn_error("%s:%llu: %s: each JSONL line needs a \"text\" string", d->file,
-				 (unsigned long long)d->line, root ? "no \"text\" field" : "not JSON");
+		if (zn_json_parse(d->text, d->len, &o, &root))
+			return -EINVAL;
+		text = zn_json_string(cJSON_GetObjectItemCaseSensitive(root, "text"), &len);
+		if (!text) {
+			zn_error("%s:%llu: each JSONL line needs a \"text\" string", d->file,
+				 (unsigned long long)d->line);
 			cJSON_Delete(root);
 			return -EINVAL;
 		}
-		text = t->valuestring;
-		len = strlen(text);
 	}
 	if (zn_tok_adds_bos(z->tok))
 		rc = zn_ids_push(&d->ids, zn_tok_bos(z->tok));
@@ -282,6 +286,39 @@ static int total_size(char **inputs, int n, uint64_t *total)
 	return 0;
 }
 
+/* The outputs are neither an input nor each other, by identity (core/fsio.h): -o equal
+ * to an input would replace the text with its tokens, -o equal to --val-output would
+ * keep one split only. */
+static int check_paths(const char *tok, const char *out, const char *val_out, char **inputs,
+		       int n_in)
+{
+	static const char *const tok_names[] = { "tokenizer.json", "tokenizer_config.json",
+						 NULL };
+	struct zn_io *io = calloc((size_t)n_in + 4, sizeof(*io));
+	char *sibling = NULL;
+	const char *slash = strrchr(tok, '/');
+	struct stat st;
+	int n = 0, rc;
+
+	if (!io)
+		return -ENOMEM;
+	io[n++] = (struct zn_io){ .path = out, .what = "-o", .out = true };
+	io[n++] = (struct zn_io){ .path = val_out, .what = "--val-output", .out = true };
+	io[n++] = (struct zn_io){ .path = tok, .what = "--tokenizer", .names = tok_names };
+	/* a tokenizer.json file is read with the tokenizer_config.json beside it */
+	if ((stat(tok, &st) || !S_ISDIR(st.st_mode)) &&
+	    asprintf(&sibling, "%.*s%stokenizer_config.json", slash ? (int)(slash - tok) : 0,
+		     tok, slash ? "/" : "") < 0)
+		sibling = NULL;
+	io[n++] = (struct zn_io){ .path = sibling, .what = "--tokenizer" };
+	for (int i = 0; i < n_in; i++)
+		io[n++] = (struct zn_io){ .path = inputs[i], .what = "input" };
+	rc = zn_io_check(io, n);
+	free(sibling);
+	free(io);
+	return rc;
+}
+
 int zn_cmd_tokenize(int argc, char **argv)
 {
 	const char *tok_path = NULL, *out = NULL, *val_out = NULL;
@@ -347,6 +384,12 @@ int zn_cmd_tokenize(int argc, char **argv)
 			 "input file (zinc tokenize --help)");
 		rc = ZN_EUSAGE;
 	}
+	if (!rc && !val_out && z.val_fraction > 0) {
+		val_out = val_default = default_val_path(out);
+		rc = val_out ? 0 : -ENOMEM;
+	}
+	if (!rc)
+		rc = check_paths(tok_path, out, z.val_fraction > 0 ? val_out : NULL, inputs, n_in);
 	if (!rc)
 		rc = total_size(inputs, n_in, &z.total_bytes);
 	if (rc)
@@ -364,8 +407,6 @@ int zn_cmd_tokenize(int argc, char **argv)
 	}
 	if (z.tmpl && (rc = zn_sft_check(tok, z.tmpl, tok_path)))
 		goto out;
-	if (!val_out && z.val_fraction > 0)
-		val_out = val_default = default_val_path(out);
 	z.scratch = calloc((size_t)z.threads, sizeof(*z.scratch));
 	for (int t = 0; z.scratch && t < z.threads; t++)
 		if (!(z.scratch[t] = zn_tok_scratch_new(tok)))

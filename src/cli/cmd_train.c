@@ -22,6 +22,7 @@
 #include "cli/train_eval.h"
 #include "cli/train_lora.h"
 #include "cli/train_io.h"
+#include "cli/train_paths.h"
 #include "cli/train_ranks.h"
 #include "cli/util.h"
 #include "comm/comm.h"
@@ -59,7 +60,8 @@ static void usage(FILE *f)
 		"                     text, one token per byte (needs --vocab >= 256); other files\n"
 		"                     need --data-format text\n"
 		"  --seq T            sequence length (default: the model's --seq)\n"
-		"  --steps N          optimizer steps (default 20)\n"
+		"  --steps N          optimizer steps (default 20; 0: none, --save-final and\n"
+		"                     --save-adapter write the initial model, --data optional)\n"
 		"  --dtype fp32|bf16|fp16  bf16/fp16: parameters stored and communicated as\n"
 		"                     bf16/fp16, fp32 master weights (same as --bf16, --fp16;\n"
 		"                     fp16 adds DeepSpeed's loss scaling); bf16 GEMMs with fp32\n"
@@ -127,7 +129,9 @@ static int own_flags(int *n, char **rest, struct train_opts *o, struct zn_config
 			else
 				o->save_final = v;
 		} else if (!strcmp(a, "--steps")) {
-			rc = zn_cli_int(*n, rest, &i, 1, 100000000, &o->steps);
+			/* 0: no step; what --save-final (--merge-adapter) and --save-adapter
+			 * write is the initial model */
+			rc = zn_cli_int(*n, rest, &i, 0, 100000000, &o->steps);
 			o->steps_given = true;
 		} else if (!strcmp(a, "--seq")) {
 			/* the training length; also the model's (wpe rows) unless --init-from */
@@ -259,6 +263,24 @@ static void own_text(const struct train_opts *o, char *buf, size_t size)
 		 o->ev.eval_batches);
 }
 
+/* Every file the run reads or writes, by identity (train_paths.h). */
+static int check_paths(const struct train_opts *o, const struct zn_config *cfg, int argc,
+		       char **argv)
+{
+	const struct zn_monitor_config *m = &cfg->monitor;
+	char csv[ZN_PATH_MAX + 300];
+
+	snprintf(csv, sizeof(csv), "%s/%s", m->csv_output_path[0] ? m->csv_output_path :
+		 "csv_monitor", m->csv_job_name);
+	return zn_train_paths_check(&(struct zn_train_paths){
+		.data = o->data, .val_data = o->ev.val_data, .model_config = o->model_config,
+		.init_from = o->init_from, .init_adapter = o->lora.init_adapter,
+		.resume = o->ck.resume, .save_final = o->save_final,
+		.save_adapter = o->lora.save_adapter, .trace = o->trace, .save_dir = o->ck.save_dir,
+		.csv_dir = m->csv_enabled ? csv : NULL, .save_hf = o->ck.save_hf_steps > 0,
+		.argc = argc, .argv = argv });
+}
+
 /* Runs the steps; a failure on one of several ranks ends the job (train_ranks.h) before
  * anything waits for the other ranks. */
 static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
@@ -294,7 +316,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
 	eo.init_layer = init ? zn_train_hf_load_layer : ck.resume ? zn_ckpt_init_layer : NULL;
 	eo.init_ctx = init ? (void *)init : (void *)ck.resume;
-	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed);
+	rc = zn_train_lora_setup(&o->lora, &model, &eo, cfg->runtime.seed, o->init_from);
 	if (!rc)
 		rc = zn_engine_create(&e, cfg, &model, &eo);
 	zn_train_hf_loader_close(init);
@@ -304,7 +326,9 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		zn_train_ranks_fail(ranks, rc);
 		return rc;
 	}
-	rc = zn_train_data_open(&data, o->data, cfg->runtime.data_format,
+	/* --steps 0 without --data: nothing to read */
+	rc = !o->data ? 0 :
+	     zn_train_data_open(&data, o->data, cfg->runtime.data_format,
 				zn_train_model_vocab(tm), e,
 				eo.seq_len, cfg->runtime.seed, o->ev.shuffle,
 				cfg->runtime.packing == ZN_PACKING_DOCUMENTS);
@@ -313,7 +337,7 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 			 "(docs/packing.md); drop --shuffle");
 		rc = -EINVAL;
 	}
-	if (!rc && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
+	if (!rc && o->data && cfg->runtime.packing == ZN_PACKING_DOCUMENTS)
 		rc = zn_train_data_pack(&data, e, NULL);
 	if (!rc && o->ev.epochs) {
 		/* an epoch is steps_per_epoch data steps, grad_accum of them per step */
@@ -339,9 +363,11 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc)
 		zn_train_print_header(stdout, cfg, tm, e, eo.seq_len, steps);
-	if (!rc && ck.start >= steps && zn_engine_rank(e) == 0)
+	if (!rc && ck.resume && ck.start >= steps && zn_engine_rank(e) == 0)
 		printf("the checkpoint is at step %lld, --steps %d: no step to train\n",
 		       (long long)ck.start, steps);
+	else if (!rc && steps == 0 && zn_engine_rank(e) == 0)
+		printf("--steps 0: no step to train; the initial model is saved as asked\n");
 	for (int s = (int)ck.start; !rc && !stop && s < steps; s++) {
 		struct zn_step_stats st;
 
@@ -360,8 +386,8 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 		if (!rc)
 			rc = zn_train_ckpt_after_step(&ck, e, &data, s + 1, steps, &stop);
 		if (!rc && zn_train_ckpt_hf_due(&ck, s + 1, hf, sizeof(hf))) {
-			rc = zn_train_hf_save(e, tm, hf, o->save_dtype, o->shard_bytes,
-					      o->init_from);
+			rc = zn_train_hf_save(e, tm, hf, "--save-hf-steps", o->save_dtype,
+					      o->shard_bytes, o->init_from);
 			if (!rc && zn_engine_rank(e) == 0)
 				printf("saved %s\n", hf);
 		}
@@ -375,13 +401,16 @@ static int train(const struct zn_config *cfg, const struct zn_train_model *tm,
 	}
 	if (!rc && o->lora.on && !stop) {
 		/* --save-adapter, and the merged model for --save-final */
-		rc = zn_train_lora_save(&o->lora, e, o->save_final, o->save_dtype, o->init_from);
+		struct zn_train_lora_out lo = { o->save_final, o->save_dtype, o->shard_bytes, tm,
+						o->init_from };
+
+		rc = zn_train_lora_save(&o->lora, e, &lo);
 		if (!rc && o->save_final && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	} else if (!rc && o->save_final && !stop) {
 		/* streamed layer by layer, a file or a directory */
-		rc = zn_train_hf_save(e, tm, o->save_final, o->save_dtype, o->shard_bytes,
-				      o->init_from);
+		rc = zn_train_hf_save(e, tm, o->save_final, "--save-final", o->save_dtype,
+				      o->shard_bytes, o->init_from);
 		if (!rc && zn_engine_rank(e) == 0)
 			printf("saved %s\n", o->save_final);
 	}
@@ -421,7 +450,7 @@ int zn_cmd_train(int argc, char **argv)
 	struct zn_config cfg;
 	char own[1024];
 	bool help = false, ok;
-	int rc, rank = 0;
+	int rc, rank = 0, save_lock = -1;
 
 	memset(&tm, 0, sizeof(tm));
 	ok = !parse(argc, argv, &cfg, &tm, &o, &help);
@@ -431,13 +460,24 @@ int zn_cmd_train(int argc, char **argv)
 	}
 	if (zn_train_ranks_start(&ranks))
 		return ZN_EXIT_USAGE;
+	/* --steps 0 runs no step, so no schedule is evaluated: an "auto" total_num_steps
+	 * of 1 keeps a decay schedule valid */
 	if (ok)
 		zn_config_resolve_auto(&cfg, &(struct zn_config_derive){ .hidden = zn_train_model_width(&tm),
-									 .steps = o.steps });
+									 .steps = o.steps ? o.steps : 1 });
 	ok = ok && !zn_config_validate(&cfg, ranks.world);
-	if (ok && !o.data && !o.print_config) {
+	if (ok && !o.data && !o.print_config && (o.steps > 0 || o.ck.resume || o.ev.epochs)) {
 		zn_error("zinc train: give the training tokens with --data FILE (e.g. "
 			 "--data data/demo.txt)");
+		ok = false;
+	}
+	if (ok && o.lora.merge && o.lora.init_adapter && !o.steps_given && !o.ev.epochs)
+		zn_warn("--merge-adapter --init-adapter: zinc train trains --steps %d (the "
+			"default) before it merges; to merge the adapter as it is: zinc merge "
+			"--init-from BASE --adapter DIR --output OUT, or --steps 0", o.steps);
+	if (ok && o.steps == 0 && !o.save_final && !o.lora.save_adapter && !o.print_config) {
+		zn_error("zinc train --steps 0 trains nothing: give --save-final PATH (or "
+			 "--save-adapter DIR) to write the initial model");
 		ok = false;
 	}
 	if (ok && o.ev.epochs && o.steps_given) {
@@ -452,8 +492,17 @@ int zn_cmd_train(int argc, char **argv)
 	if (ok && o.trace && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
 	    rank == 0 && zn_output_check(o.trace, "--trace"))
 		ok = false;
+	if (ok && o.lora.save_adapter && !o.print_config &&
+	    zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    zn_output_check_dir(o.lora.save_adapter, "--save-adapter"))
+		ok = false;
+	/* no output may be an input or another output (by identity), before anything is
+	 * made; then the save directory is made and locked */
+	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 && rank == 0 &&
+	    check_paths(&o, &cfg, argc, argv))
+		ok = false;
 	if (ok && !o.print_config && zn_comm_world_hint(&rank, NULL, NULL) == 0 &&
-	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank))
+	    zn_train_ckpt_check_opts(&o.ck, o.init_from != NULL, rank, &save_lock))
 		ok = false;
 	if (ok && o.lora.on && (o.ck.save_dir || o.ck.resume)) {
 		zn_error("--save-dir and --resume do not take LoRA runs yet: save the adapters "
@@ -466,6 +515,8 @@ int zn_cmd_train(int argc, char **argv)
 	rc = zn_train_ranks_agree(&ranks, &cfg, &tm, own, ok);
 	if (rc) {
 		zn_train_ranks_end(&ranks);
+		if (save_lock >= 0)
+			close(save_lock);
 		return ZN_EXIT_USAGE;
 	}
 	if (o.print_config) {
@@ -484,5 +535,7 @@ int zn_cmd_train(int argc, char **argv)
 	rc = train(&cfg, &tm, &o, &ranks);
 	zn_train_ranks_end(&ranks);
 	zn_train_lora_release(&o.lora);
+	if (save_lock >= 0)
+		close(save_lock); /* after the last save */
 	return rc;
 }

@@ -1,4 +1,5 @@
-/* zinc: dispatches to the subcommands (train, estimate, info, bench nvme|adam). */
+/* zinc: dispatches to the subcommands (train, estimate, tokenize, generate, merge, info,
+ * bench nvme|adam|step). */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@ static void usage(FILE *f)
 		"  estimate   model-state bytes per rank for every ZeRO stage and offload choice\n"
 		"  tokenize   text or JSONL to llm.c token files with a Hugging Face tokenizer.json\n"
 		"  generate   text from a model with a KV cache (layers on the device, cpu or nvme)\n"
+		"  merge      a LoRA adapter merged into its base, as a Hugging Face directory\n"
 		"  info       the machine as zinc sees it (CPU, NUMA, memory, GPUs, io_uring, nvme)\n"
 		"  bench nvme NVMe read/write bandwidth with zinc's io_uring engine\n"
 		"  bench adam CPU AdamW throughput against the memory-bandwidth bound\n"
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
 		return zn_cmd_tokenize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generate"))
 		return zn_cmd_generate(argc - 1, argv + 1);
+	if (!strcmp(cmd, "merge"))
+		return zn_cmd_merge(argc - 1, argv + 1);
 	if (!strcmp(cmd, "info"))
 		return zn_cmd_info(argc - 1, argv + 1);
 	if (!strcmp(cmd, "bench")) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
 
 static const char *const figure_names[ZN_MONITOR_FIGURES] = {
@@ -81,6 +82,10 @@ int zn_monitor_open(struct zn_monitor *m, const struct zn_config *cfg)
 		zn_error("csv_monitor: cannot create %s: %s", dir, strerror(-rc));
 		return rc;
 	}
+	/* the files' own directory is never a link (core/fsio.h, outputs) */
+	rc = zn_output_dir_make(dir, "csv_monitor.output_path");
+	if (rc)
+		return rc;
 	for (int i = 0; !rc && i < ZN_MONITOR_FIGURES; i++)
 		rc = open_figure(dir, figure_names[i], &m->fd[i]);
 	if (rc) {

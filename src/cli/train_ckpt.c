@@ -1,7 +1,9 @@
 /* zinc train's checkpoints and SIGTERM stop (train_ckpt.h, docs/checkpoint.md). */
 #include "cli/train_ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/train_io.h"
 #include "cli/util.h"
@@ -72,8 +75,41 @@ void zn_train_ckpt_text(const struct zn_train_ckpt_opts *o, char *buf, size_t si
 		 o->save_steps, o->keep, o->resume ? "given" : "none", o->save_hf_steps);
 }
 
-int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank)
+/* An hf-N that will be written and exists already must be a directory, not a link to
+ * one (zn_hf_save refuses it again when it writes: one planted during the run). */
+static int check_hf_dirs(const struct zn_train_ckpt_opts *o)
 {
+	int dir_fd = open(o->save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd, rc = 0;
+	DIR *d;
+	struct dirent *de;
+
+	fd = dir_fd >= 0 ? dup(dir_fd) : -1;
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	while (d && !rc && (de = readdir(d))) {
+		char *end, path[ZN_PATH_MAX + 300];
+		long long k;
+
+		if (strncmp(de->d_name, "hf-", 3))
+			continue;
+		k = strtoll(de->d_name + 3, &end, 10);
+		if (*end || end == de->d_name + 3 || k <= 0 || k % o->save_hf_steps)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", o->save_dir, de->d_name);
+		rc = zn_output_check_dir(path, "--save-hf-steps");
+	}
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
+	return rc;
+}
+
+int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank,
+			     int *lock_fd)
+{
+	*lock_fd = -1;
 	if (o->resume && init_from) {
 		zn_error("--resume and --init-from both give the starting weights: use one");
 		return ZN_EUSAGE;
@@ -84,8 +120,20 @@ int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from,
 			 "--save-hf-steps");
 		return ZN_EUSAGE;
 	}
-	if (o->save_dir && rank == 0 && zn_output_check_dir(o->save_dir, "--save-dir"))
+	if (!o->save_dir || rank != 0)
+		return 0;
+	/* made now and locked for the run's life: a second run on it is refused here, before
+	 * any work, instead of sharing .tmp-checkpoint-N with this one (rank 0 holds the
+	 * lock for the job: its ranks share the directory by design) */
+	if (zn_output_check_dir(o->save_dir, "--save-dir") ||
+	    zn_output_dir_make(o->save_dir, "--save-dir") ||
+	    zn_dir_lock(o->save_dir, "--save-dir", lock_fd))
 		return ZN_EUSAGE;
+	if (o->save_hf_steps && check_hf_dirs(o)) {
+		close(*lock_fd);
+		*lock_fd = -1;
+		return ZN_EUSAGE;
+	}
 	return 0;
 }
 
@@ -126,9 +174,18 @@ int zn_train_ckpt_resumed(struct zn_train_ckpt *t, struct zn_engine *e,
 	const struct zn_ckpt_info *in;
 	int rc;
 
+	/* the data file's identity: recorded with every save, compared on resume */
+	if (t->o->save_dir || t->resume) {
+		t->data_path = zn_data_path(d->d);
+		rc = zn_ckpt_data_id(t->data_path, &t->data_id);
+		if (rc)
+			return rc;
+	}
 	if (!t->resume)
 		return 0;
 	in = zn_ckpt_info(t->resume);
+	if (zn_engine_rank(e) == 0)
+		zn_ckpt_check_data(in, t->data_path, &t->data_id);
 	rc = zn_ckpt_restore(e, t->resume);
 	if (!rc)
 		zn_data_seek(d->d, (uint64_t)in->data_step);
@@ -145,6 +202,7 @@ static int save(struct zn_train_ckpt *t, struct zn_engine *e, struct zn_train_da
 		.dir = t->o->save_dir, .keep = t->o->keep,
 		.data_step = (int64_t)zn_data_step(d->d), .global_micro = t->global_micro,
 		.seq = t->seq, .config_json = t->config_json,
+		.data_path = t->data_path, .data_id = t->data_path ? &t->data_id : NULL,
 	};
 
 	return zn_ckpt_save(e, t->comm, &a, where, n);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sched/ckpt.h"
 #include "zinc.h"
 
 struct zn_ckpt_dir;
@@ -41,8 +42,12 @@ int zn_train_ckpt_flag(int n, char **rest, int *i, struct zn_train_ckpt_opts *o)
 void zn_train_ckpt_usage(FILE *f);
 /* agreement lines ("train.save_dir=given\n" ...) */
 void zn_train_ckpt_text(const struct zn_train_ckpt_opts *o, char *buf, size_t size);
-/* before any work (rank 0): --save-dir can be written; --resume with --init-from refused */
-int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank);
+/* Before any work: --resume with --init-from refused; on rank 0, --save-dir can be
+ * written, is made, and is locked for the run (core/fsio.h, zn_dir_lock: another run
+ * holding it is refused naming it), and an existing DIR/hf-N the run would write is a
+ * directory, not a link. *lock_fd: the lock, to close at the end (-1: none). */
+int zn_train_ckpt_check_opts(const struct zn_train_ckpt_opts *o, bool init_from, int rank,
+			     int *lock_fd);
 
 struct zn_train_ckpt {
 	const struct zn_train_ckpt_opts *o;
@@ -52,6 +57,8 @@ struct zn_train_ckpt {
 	int64_t global_micro;
 	int seq;
 	char *config_json;
+	const char *data_path;   /* --data and its identity (zn_ckpt_data_id), with */
+	struct zn_ckpt_data_id data_id; /* --save-dir or --resume */
 	const char *stop_sig;    /* "SIGTERM" once a stop was agreed */
 	bool deferred;           /* SIGTERM finishes the step (one rank, or --save-dir) */
 };
@@ -59,7 +66,9 @@ struct zn_train_ckpt {
 int zn_train_ckpt_begin(struct zn_train_ckpt *t, const struct zn_train_ckpt_opts *o,
 			const struct zn_config *cfg, const struct zn_model *model,
 			struct zn_comm *comm, int world, int seq);
-/* after zn_engine_create and the data's open: state, counters and data position */
+/* after zn_engine_create and the data's open: the data file's identity (with --save-dir or
+ * --resume; a line when it differs from the checkpoint's), state, counters and data
+ * position */
 int zn_train_ckpt_resumed(struct zn_train_ckpt *t, struct zn_engine *e,
 			  struct zn_train_data *d);
 /* after step `step` of `steps`: the agreed SIGTERM stop and the saves; *stop: end now */

@@ -160,11 +160,12 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 	return rc;
 }
 
-/* The engine's layers, one at a time: every rank reads layers 0 .. n-1 in order (the read
- * is collective); on rank 0 the writer asks for the tensors in layer order and each fill
- * reads its layer into the one buffer when it is not there yet. */
+/* The layers, one at a time, from read (the engine's: every rank reads layers 0 .. n-1 in
+ * order, the read is collective; or zinc merge's): the writer asks for the tensors in
+ * layer order and each fill reads its layer into the one buffer when it is not there yet. */
 struct layer_stream {
-	struct zn_engine *e;
+	int (*read)(void *ctx, int l, float *buf);
+	void *ctx;
 	const struct zn_layer_desc *ld;
 	int n, have; /* the layer in buf, or the last one read; -1 none */
 	float *buf;  /* the largest layer's numel floats */
@@ -181,7 +182,7 @@ static int stream_to(struct layer_stream *ls, int l)
 	int rc = 0;
 
 	while (!rc && ls->have < l)
-		rc = zn_engine_read_layer(ls->e, ++ls->have, ls->buf);
+		rc = ls->read(ls->ctx, ++ls->have, ls->buf);
 	return rc;
 }
 
@@ -252,22 +253,57 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 	return rc;
 }
 
-int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
-		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from)
+static int engine_read(void *ctx, int l, float *buf)
 {
-	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL };
-	struct zn_hf_src *src = NULL;
-	struct layer_stream ls = { e, NULL, 0, -1, NULL };
+	return zn_engine_read_layer(ctx, l, buf);
+}
+
+/* the buffer of the largest layer and the descriptors, for a stream from read */
+static int stream_open(struct layer_stream *ls, const struct zn_train_model *tm,
+		       int (*read)(void *ctx, int l, float *buf), void *ctx)
+{
 	struct zn_layer_desc *ld = NULL;
 	uint64_t max = 0;
+	int rc;
+
+	*ls = (struct layer_stream){ read, ctx, NULL, 0, -1, NULL };
+	rc = describe_all(tm, &ld, &ls->n);
+	for (int l = 0; !rc && l < ls->n; l++)
+		max = ld[l].numel > max ? ld[l].numel : max;
+	ls->ld = ld;
+	ls->buf = rc ? NULL : malloc(max * sizeof(float) + 1);
+	return rc ? rc : ls->buf ? 0 : -ENOMEM;
+}
+
+static void stream_close(struct layer_stream *ls)
+{
+	free(ls->buf);
+	free((void *)ls->ld);
+}
+
+int zn_train_hf_write(const struct zn_train_model *tm,
+		      int (*read)(void *ctx, int l, float *buf), void *ctx, const char *path,
+		      const struct zn_hf_save_opts *o)
+{
+	struct layer_stream ls;
+	int rc = stream_open(&ls, tm, read, ctx);
+
+	if (!rc)
+		rc = write_out(tm, &ls, path, o);
+	stream_close(&ls);
+	return rc;
+}
+
+int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
+		     const char *what, enum zn_dtype dtype, uint64_t shard_bytes,
+		     const char *init_from)
+{
+	struct zn_hf_save_opts o = { dtype, shard_bytes, NULL, what };
+	struct zn_hf_src *src = NULL;
+	struct layer_stream ls;
 	int rc, rc2;
 
-	rc = describe_all(tm, &ld, &ls.n);
-	for (int l = 0; !rc && l < ls.n; l++)
-		max = ld[l].numel > max ? ld[l].numel : max;
-	ls.ld = ld;
-	ls.buf = rc ? NULL : malloc(max * sizeof(float) + 1);
-	rc = rc ? rc : ls.buf ? 0 : -ENOMEM;
+	rc = stream_open(&ls, tm, engine_read, e);
 	/* the config the run started from, for its other keys */
 	if (!rc && zn_engine_rank(e) == 0 && init_from && !zn_hf_open(&src, init_from))
 		o.base_config = zn_hf_src_config_json(src);
@@ -276,8 +312,7 @@ int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const
 	/* every rank reads every layer, whatever rank 0's writing did */
 	rc2 = ls.buf ? stream_to(&ls, ls.n - 1) : 0;
 	zn_hf_close(src);
-	free(ls.buf);
-	free(ld);
+	stream_close(&ls);
 	return rc ? rc : rc2;
 }
 

@@ -29,6 +29,14 @@ void zn_train_hf_loader_close(struct zn_train_hf_loader *h); /* accepts NULL */
  * zn_output_check of path; an existing directory: of path/config.json in it. */
 int zn_train_hf_output_check(const char *path);
 
+/* Writes a model whose layers come from read(ctx, l, buf) (called for l = 0 .. n-1 in
+ * order, buf the layer's numel floats: the descriptors' layout) to path as zn_train_hf_save
+ * does, on this process alone (zinc merge). 0 or a negative code. */
+struct zn_hf_save_opts;
+int zn_train_hf_write(const struct zn_train_model *tm,
+		      int (*read)(void *ctx, int l, float *buf), void *ctx, const char *path,
+		      const struct zn_hf_save_opts *o);
+
 /* Saves the engine's weights layer by layer: every rank calls it and reads layers 0 .. n-1
  * in order (the read is collective); rank 0 streams each into the writer, so host memory
  * holds one layer (and one tensor's conversion) at a time. A .safetensors path is one file
@@ -36,8 +44,11 @@ int zn_train_hf_output_check(const char *path);
  * text under "config" (hf_dir.h); any other path a Hugging Face
  * directory (model/hf_dir.h) with shards of at most shard_bytes (0: 5GB) whose
  * config.json keeps the other keys (token ids, ...) of init_from's config when the run
- * started from one (init_from may be NULL). Returns 0 or a negative code. */
+ * started from one (init_from may be NULL). what: the flag, for messages. A link (or
+ * anything but a directory) at a directory path is refused, never written through.
+ * Returns 0 or a negative code. */
 int zn_train_hf_save(struct zn_engine *e, const struct zn_train_model *tm, const char *path,
-		     enum zn_dtype dtype, uint64_t shard_bytes, const char *init_from);
+		     const char *what, enum zn_dtype dtype, uint64_t shard_bytes,
+		     const char *init_from);
 
 #endif

@@ -2,10 +2,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
+#include "cli/train_hf.h"
 #include "cli/train_lora.h"
 #include "cli/util.h"
 #include "core/log.h"
+#include "model/hf_dir.h"
 #include "model/safetensors.h"
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
@@ -40,6 +44,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 			rc = float_flag(*n, rest, &i, 1e-6f, 1e9f, &tl->lc.alpha);
 		} else if (!strcmp(a, "--lora-dropout")) {
 			rc = float_flag(*n, rest, &i, 0.0f, 1.0f, &tl->lc.dropout);
+			tl->dropout_given = true;
 		} else if (!strcmp(a, "--lora-targets")) {
 			const char *v = zn_cli_value(*n, rest, &i);
 
@@ -67,7 +72,7 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 
 int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 {
-	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->lc.dropout > 0 ||
+	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->dropout_given ||
 		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter;
 
 	if (!tl->on && any) {
@@ -77,9 +82,10 @@ int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 	}
 	if (!tl->on)
 		return 0;
-	if (!tl->lc.target_count) {
+	if (!tl->lc.target_count && !tl->init_adapter) {
 		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
-			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc)");
+			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or "
+			 "an adapter whose target_modules to take with --init-adapter DIR");
 		return ZN_EUSAGE;
 	}
 	if (save_final && !tl->merge) {
@@ -87,16 +93,10 @@ int zn_train_lora_check(const struct zn_train_lora *tl, const char *save_final)
 			 "(or save the adapters alone with --save-adapter DIR)");
 		return ZN_EUSAGE;
 	}
-	if (tl->merge && save_final &&
-	    (strlen(save_final) < 12 ||
-	     strcmp(save_final + strlen(save_final) - 12, ".safetensors"))) {
-		zn_error("--merge-adapter --save-final %s: the merged model is one file: give a "
-			 "path ending in .safetensors", save_final);
-		return ZN_EUSAGE;
-	}
 	if (tl->merge && !save_final) {
-		zn_error("--merge-adapter: give the merged model's file with --save-final "
-			 "FILE.safetensors");
+		zn_error("--merge-adapter: give the merged model's destination with --save-final "
+			 "DIR (a Hugging Face directory) or FILE.safetensors (to merge a saved "
+			 "adapter without training: zinc merge)");
 		return ZN_EUSAGE;
 	}
 	return 0;
@@ -124,10 +124,74 @@ static int init_adapters(void *ctx, int l, const struct zn_layer_desc *L, float 
 	return 0;
 }
 
-int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
-			struct zn_engine_options *eo, uint64_t seed)
+/* The model's name in path: its last part (trailing slashes and ".safetensors"
+ * dropped), or its folder's when that is the generic "model" (model.safetensors) */
+static void model_name(const char *path, char *out, size_t size)
 {
-	int rc;
+	size_t n = strlen(path);
+	const char *p;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	p = path + n;
+	while (p > path && p[-1] != '/')
+		p--;
+	if (path + n - p == 17 && !strncmp(p, "model.safetensors", 17) && p > path + 1) {
+		n = (size_t)(p - 1 - path);
+		p = path + n;
+		while (p > path && p[-1] != '/')
+			p--;
+	}
+	n -= (size_t)(p - path);
+	if (n > 12 && !strncmp(p + n - 12, ".safetensors", 12))
+		n -= 12;
+	snprintf(out, size, "%.*s", (int)n, p);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+
+	return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Does base_model_name_or_path `name` (a local path, or a hub id "org/model") name the
+ * model at init_from (a directory, or a file in one)? The same file or directory (or
+ * init_from's folder), else the same model name (a hub id against a local copy:
+ * "meta-llama/Llama-3-8B" and /models/Llama-3-8B), case-insensitively. */
+static bool same_base(const char *name, const char *init_from)
+{
+	char a[256], b[256], dir[ZN_PATH_MAX];
+	const char *slash = strrchr(init_from, '/');
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - init_from) : 1,
+		 slash ? init_from : ".");
+	if (!strcmp(name, init_from) || same_file(name, init_from) || same_file(name, dir))
+		return true;
+	model_name(name, a, sizeof(a));
+	model_name(init_from, b, sizeof(b));
+	return a[0] && !strcasecmp(a, b);
+}
+
+static void check_base(const struct zn_train_lora *tl, const char *name, const char *init_from)
+{
+	if (!name[0])
+		return;
+	if (!init_from)
+		zn_warn("--init-adapter %s: its base_model_name_or_path is '%s', but this run's "
+			"base is a seeded initialization (no --init-from): the adapter was trained "
+			"on another model", tl->init_adapter, name);
+	else if (!same_base(name, init_from))
+		zn_warn("--init-adapter %s: its base_model_name_or_path is '%s', but --init-from "
+			"is %s: the adapter was trained on another model (check --init-from)",
+			tl->init_adapter, name, init_from);
+}
+
+int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
+			struct zn_engine_options *eo, uint64_t seed, const char *init_from)
+{
+	struct zn_lora_peft peft;
+	int rc = 0;
 
 	if (!tl->on)
 		return 0;
@@ -135,11 +199,18 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 		tl->lc.alpha = (float)tl->lc.r; /* PEFT's default is 8 with r 8: scale 1 */
 	tl->lc.base = *model;
 	tl->seed = seed;
-	rc = zn_lora_prepare(&tl->lc);
+	if (tl->init_adapter)
+		rc = zn_lora_peft_read(tl->init_adapter, "--init-adapter", &peft);
+	if (!rc && tl->init_adapter)
+		rc = zn_lora_peft_apply(&tl->lc, &peft, tl->init_adapter, !tl->dropout_given);
+	if (!rc)
+		rc = zn_lora_prepare(&tl->lc);
 	if (!rc && tl->init_adapter)
 		rc = zn_lora_peft_open(&tl->lc, tl->init_adapter, &tl->adapter);
 	if (rc)
 		return ZN_EUSAGE;
+	if (tl->init_adapter)
+		check_base(tl, peft.base, init_from);
 	tl->base_load = eo->init_params_h ? NULL : eo->init_layer;
 	tl->base_ctx = eo->init_ctx;
 	eo->init_params_h = NULL;
@@ -150,43 +221,50 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 	return 0;
 }
 
-static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad,
-		       const char *path, enum zn_dtype dtype)
-{
-	const struct zn_lora_config *c = &tl->lc;
-	int n = c->layers, rc = 0;
-	float **w = calloc((size_t)n, sizeof(*w));
-	struct zn_layer_desc *bd = calloc((size_t)n, sizeof(*bd));
+/* the merged model, streamed layer by layer to the writer (cli/train_hf.h): each layer's
+ * frozen base (whole on every rank) with its adapters merged in float64 */
+struct merge_src {
+	struct zn_train_lora *tl;
+	struct zn_engine *e;
+	float **ad;
+	enum zn_dtype dtype;
+};
 
-	if (!w || !bd)
-		rc = -ENOMEM;
-	for (int l = 0; !rc && l < n; l++) {
-		bd[l] = c->lay[l].base;
-		w[l] = malloc((bd[l].numel + 1) * sizeof(float));
-		rc = w[l] ? zn_engine_read_frozen(e, l, w[l]) : -ENOMEM;
-		if (!rc)
-			zn_lora_merge_layer(c, l, ad[l], w[l]);
-	}
-	if (!rc && !c->base.ops->save) {
-		zn_error("--merge-adapter: model %s cannot be saved", c->base.ops->family);
-		rc = -EINVAL;
-	}
-	if (!rc && zn_engine_rank(e) == 0)
-		rc = c->base.ops->save(c->base.config, bd, (const float *const *)w, path, dtype);
-	for (int l = 0; w && l < n; l++)
-		free(w[l]);
-	free(w);
-	free(bd);
+static int merged_layer(void *ctx, int l, float *buf)
+{
+	struct merge_src *m = ctx;
+	int rc = zn_engine_read_frozen(m->e, l, buf);
+
+	if (!rc)
+		zn_lora_merge_layer(&m->tl->lc, l, m->ad[l], buf, m->dtype);
 	return rc;
 }
 
-int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char *save_final,
-		       enum zn_dtype dtype, const char *base_name)
+static int save_merged(struct zn_train_lora *tl, struct zn_engine *e, float **ad,
+		       const struct zn_train_lora_out *out)
+{
+	struct merge_src m = { tl, e, ad, out->dtype };
+	struct zn_hf_save_opts o = { out->dtype, out->shard_bytes, NULL, "--save-final" };
+	struct zn_hf_src *src = NULL;
+	int rc;
+
+	if (zn_engine_rank(e) != 0)
+		return 0;
+	/* the config the run started from, for its other keys */
+	if (out->init_from && !zn_hf_open(&src, out->init_from))
+		o.base_config = zn_hf_src_config_json(src);
+	rc = zn_train_hf_write(out->tm, merged_layer, &m, out->path, &o);
+	zn_hf_close(src);
+	return rc;
+}
+
+int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
+		       const struct zn_train_lora_out *out)
 {
 	int n = zn_engine_layer_count(e), rc = 0;
 	float **ad = calloc((size_t)n, sizeof(*ad));
 
-	if (!tl->save_adapter && !(tl->merge && save_final)) {
+	if (!tl->save_adapter && !(tl->merge && out->path)) {
 		free(ad);
 		return 0;
 	}
@@ -199,11 +277,11 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e, const char
 	}
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)
 		rc = zn_lora_save_peft(&tl->lc, (const float *const *)ad, tl->save_adapter,
-				       base_name);
+				       out->init_from);
 	if (!rc && tl->save_adapter && zn_engine_rank(e) == 0)
 		printf("saved adapter %s\n", tl->save_adapter);
-	if (!rc && tl->merge && save_final)
-		rc = save_merged(tl, e, ad, save_final, dtype);
+	if (!rc && tl->merge && out->path)
+		rc = save_merged(tl, e, ad, out);
 	for (int l = 0; l < n; l++)
 		free(ad[l]);
 	free(ad);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fsio.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
 #include "sched/plan.h"
@@ -137,4 +138,18 @@ int zn_cli_optimizer_states(int argc, char **argv, int *i, enum zn_optim_states 
 	zn_error("--optimizer-states takes fp32, bf16 or int8 (AdamW's m and v; docs/cpu.md), "
 		 "not '%s'", v);
 	return ZN_EUSAGE;
+}
+
+void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max)
+{
+	for (int i = 1; i < argc && *n < max; i++) {
+		const char *path = NULL;
+
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			path = argv[++i];
+		else if (!strncmp(argv[i], "--config=", 9))
+			path = argv[i] + 9;
+		if (path)
+			io[(*n)++] = (struct zn_io){ .path = path, .what = "--config" };
+	}
 }

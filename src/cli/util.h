@@ -25,4 +25,9 @@ const char *zn_cli_fmt_state_bytes(const char *dtype, enum zn_optim_states state
 /* "fp32", "bf16", "int8" from argv (--optimizer-states VALUE): 0 or ZN_EUSAGE (logged) */
 int zn_cli_optimizer_states(int argc, char **argv, int *i, enum zn_optim_states *out);
 
+struct zn_io;
+/* Appends the --config FILE / --config=FILE inputs of the command line to io (at most
+ * max - *n of them) for zn_io_check (core/fsio.h). */
+void zn_cli_config_inputs(int argc, char **argv, struct zn_io *io, int *n, int max);
+
 #endif

@@ -2,6 +2,7 @@
  * JSON in and out is config_json.c; cross-field rules are config_validate.c.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -162,17 +163,46 @@ static int parse_i64(const char *s, int64_t *out)
 	return 0;
 }
 
-static int parse_float(const char *s, float *out)
+/* Whether a float holds v: finite, at most FLT_MAX (casting a larger double is undefined),
+ * and a nonzero v at least FLT_MIN (below it the float loses v's digits, down to 0). */
+static bool float_holds(double v)
 {
-	char *end;
+	return isfinite(v) && fabs(v) <= FLT_MAX && (v == 0 || fabs(v) >= FLT_MIN);
+}
+
+/* a number a float holds at s, up to *end */
+static int parse_float_at(const char *s, char **end, float *out)
+{
 	double v;
 
 	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v))
+	v = strtod(s, end);
+	if (errno || *end == s || !float_holds(v))
 		return ZN_EUSAGE;
 	*out = (float)v;
 	return 0;
+}
+
+static int parse_float(const char *s, float *out)
+{
+	char *end;
+
+	return parse_float_at(s, &end, out) || *end ? ZN_EUSAGE : 0;
+}
+
+/* "b1,b2" (spaces allowed around the comma) */
+static int parse_betas(const char *s, float *b1, float *b2)
+{
+	char *end;
+
+	if (parse_float_at(s, &end, b1))
+		return ZN_EUSAGE;
+	end += strspn(end, " \t");
+	if (*end != ',')
+		return ZN_EUSAGE;
+	if (parse_float_at(end + 1, &end, b2))
+		return ZN_EUSAGE;
+	return end[strspn(end, " \t")] ? ZN_EUSAGE : 0;
 }
 
 static void choices_text(const struct zn_key *k, char *buf, size_t size)
@@ -294,9 +324,8 @@ static int set_at(struct zn_config *cfg, const struct zn_key *k, size_t off, con
 		break;
 	case ZN_KEY_BETAS: {
 		float b1, b2;
-		char extra;
 
-		if (sscanf(value, "%f , %f %c", &b1, &b2, &extra) != 2)
+		if (parse_betas(value, &b1, &b2))
 			rc = ZN_EUSAGE;
 		else {
 			cfg->optimizer.beta1 = b1;
@@ -319,7 +348,7 @@ static const char *type_hint(const struct zn_key *k, char *buf, size_t size)
 	case ZN_KEY_SIZE:
 		return "a size in bytes (e.g. 1048576, 1M, 4K)";
 	case ZN_KEY_FLOAT:
-		return "a number";
+		return "a number a 32-bit float holds (0, or 1.2e-38 to 3.4e38 either sign)";
 	case ZN_KEY_BOOL:
 		return "true or false";
 	case ZN_KEY_ENUM:
@@ -328,7 +357,7 @@ static const char *type_hint(const struct zn_key *k, char *buf, size_t size)
 	case ZN_KEY_PATHS:
 		return "a directory of 1 to 1023 bytes, at most 8 of them";
 	case ZN_KEY_BETAS:
-		return "two numbers, e.g. 0.9,0.95";
+		return "two numbers a 32-bit float holds, e.g. 0.9,0.95";
 	case ZN_KEY_NAME:
 		return "1 to 40 letters, digits, '.', '_' or '-'";
 	case ZN_KEY_STRING:

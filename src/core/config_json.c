@@ -10,6 +10,7 @@
 
 #include "core/config_keys.h"
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 
 struct json_ctx {
@@ -111,6 +112,11 @@ static int set_from_json(struct json_ctx *c, const struct zn_key *k, const cJSON
 	if (cJSON_IsBool(v))
 		return zn_config_set_string(c->cfg, k, cJSON_IsTrue(v) ? "true" : "false", origin);
 	if (cJSON_IsNumber(v)) {
+		/* as written: an integer exact past 2^53 (9007199254740993 stays itself), a
+		 * float key's value as the user wrote it in messages; other keys given a float
+		 * (4.0, 5e8) get the double's shortest digits ("4", "500000000") */
+		if (v->valuestring && (k->type == ZN_KEY_FLOAT || !strpbrk(v->valuestring, ".eE")))
+			return zn_config_set_string(c->cfg, k, v->valuestring, origin);
 		snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
 		return zn_config_set_string(c->cfg, k, buf, origin);
 	}
@@ -236,68 +242,16 @@ static void walk(struct json_ctx *c, const cJSON *obj, const char *prefix)
 	}
 }
 
-static int line_of(const char *json, const char *at)
-{
-	int line = 1;
-
-	for (const char *p = json; at && p < at; p++)
-		line += *p == '\n';
-	return line;
-}
-
-/* What cJSON accepts and JSON does not: numbers with leading zeros ("01", "-007"), and
- * \u0000 in a string (a key "a\u0000b" would act as "a"). */
-static int strict_check(const char *json, const char *origin)
-{
-	bool in_str = false;
-
-	for (const char *p = json; *p; p++) {
-		if (in_str) {
-			if (*p == '\\') {
-				if (!strncmp(p + 1, "u0000", 5)) {
-					zn_error("%s: line %d: a string holds \\u0000 (NUL): remove it",
-						 origin, line_of(json, p));
-					return ZN_EUSAGE;
-				}
-				if (p[1])
-					p++;
-			} else if (*p == '"') {
-				in_str = false;
-			}
-			continue;
-		}
-		if (*p == '"') {
-			in_str = true;
-		} else if ((*p == '0' || *p == '-') && (p == json || !strchr("0123456789.eE+-", p[-1]))) {
-			const char *q = *p == '-' ? p + 1 : p;
-
-			if (q[0] == '0' && q[1] >= '0' && q[1] <= '9') {
-				zn_error("%s: line %d: number with a leading zero: JSON does not allow "
-					 "it; write it without the zero", origin, line_of(json, p));
-				return ZN_EUSAGE;
-			}
-		}
-	}
-	return 0;
-}
-
-int zn_config_load_json_string(struct zn_config *cfg, const char *json, const char *origin)
+static int load_text(struct zn_config *cfg, const char *json, size_t len, const char *origin)
 {
 	struct json_ctx c = { .cfg = cfg, .origin = origin, .rc = 0 };
-	const char *end = NULL;
+	struct zn_json_opts o = { .origin = origin };
 	cJSON *root;
 
-	if (strict_check(json, origin))
+	/* core/json: strict JSON; a repeated key takes its last value, as Python's json.load in
+	 * the Hugging Face Trainer does (DeepSpeed's own launcher refuses it) */
+	if (zn_json_parse(json, len, &o, &root))
 		return ZN_EUSAGE;
-	/* require_null_terminated: anything but white space after the object is an error */
-	root = cJSON_ParseWithOpts(json, &end, 1);
-	if (!root) {
-		const char *at = end ? end : cJSON_GetErrorPtr();
-
-		zn_error("%s: not valid JSON near line %d: fix the syntax there (nothing may "
-			 "follow the closing brace)", origin, line_of(json, at));
-		return ZN_EUSAGE;
-	}
 	if (!cJSON_IsObject(root)) {
 		zn_error("%s: the config must be a JSON object { ... }", origin);
 		cJSON_Delete(root);
@@ -308,23 +262,21 @@ int zn_config_load_json_string(struct zn_config *cfg, const char *json, const ch
 	return c.rc;
 }
 
+int zn_config_load_json_string(struct zn_config *cfg, const char *json, const char *origin)
+{
+	return load_text(cfg, json, strlen(json), origin);
+}
+
 int zn_config_load_json(struct zn_config *cfg, const char *path)
 {
 	char *buf;
+	size_t n;
 	int rc;
 
 	/* a regular file only: a directory or FIFO is refused by name, never read or waited on */
-	size_t n;
-
 	if (zn_read_input_file(path, "--config", 16u << 20, &buf, &n))
 		return ZN_EUSAGE;
-	if (memchr(buf, 0, n)) {
-		zn_error("%s: the file holds a NUL byte at offset %zu: a config is JSON text",
-			 path, (size_t)((char *)memchr(buf, 0, n) - buf));
-		free(buf);
-		return ZN_EUSAGE;
-	}
-	rc = zn_config_load_json_string(cfg, buf, path);
+	rc = load_text(cfg, buf, n, path); /* n, not strlen: a NUL byte is refused, not an end */
 	free(buf);
 	return rc;
 }

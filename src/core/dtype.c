@@ -1,6 +1,7 @@
 /* bf16/fp16 <-> fp32 conversions (scalar and array). */
 #include "core/dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 static uint32_t f32_bits(float f)
@@ -107,6 +108,28 @@ void zn_cast_f16_to_f32(float *out, const uint16_t *in, size_t n)
 #pragma omp parallel for if (n > (1u << 16)) schedule(static)
 	for (size_t i = 0; i < n; i++)
 		out[i] = zn_f16_to_f32(in[i]);
+}
+
+float zn_f64_round_to(double x, enum zn_dtype t)
+{
+	/* bf16: 7 stored mantissa bits, normals from 2^-126 (fp32's range); fp16: 10 bits,
+	 * normals from 2^-14, largest 65504 */
+	const int mant = t == ZN_DTYPE_BF16 ? 7 : 10, emin = t == ZN_DTYPE_BF16 ? -126 : -14;
+	const double max = t == ZN_DTYPE_BF16 ? ldexp(2.0 - ldexp(1.0, -7), 127) : 65504.0;
+	double ulp, q;
+	int e;
+
+	if (t == ZN_DTYPE_F32 || !isfinite(x) || x == 0.0)
+		return (float)x; /* fp32: one rounding of the double, to nearest even */
+	(void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+	e = e - 1 < emin ? emin : e - 1;
+	ulp = ldexp(1.0, e - mant); /* the spacing of t's values at x (subnormals: fixed) */
+	/* x / ulp and the product are exact (powers of two); nearbyint rounds to nearest
+	 * even in the default mode, so this is the one rounding of x to t */
+	q = nearbyint(x / ulp) * ulp;
+	if (fabs(q) > max) /* past the largest finite value by half an ulp or more */
+		return x > 0 ? INFINITY : -INFINITY;
+	return (float)q; /* exact: t's values are fp32 values */
 }
 
 size_t zn_dtype_size(enum zn_dtype t)

@@ -18,6 +18,12 @@ float zn_bf16_to_f32(uint16_t h);
 uint16_t zn_f32_to_f16(float f);
 float zn_f16_to_f32(uint16_t h);
 
+/* x rounded once (to nearest, ties to even) to a value of dtype t, returned as the fp32 that
+ * holds it exactly, so converting it to t afterwards changes nothing: a float64 result
+ * stored as bf16 or fp16 without first rounding to fp32 (which could round twice). Past t's
+ * largest finite value: inf; NaN stays NaN; fp16 subnormals kept. */
+float zn_f64_round_to(double x, enum zn_dtype t);
+
 void zn_cast_f32_to_bf16(uint16_t *out, const float *in, size_t n);
 void zn_cast_bf16_to_f32(float *out, const uint16_t *in, size_t n);
 void zn_cast_f32_to_f16(uint16_t *out, const float *in, size_t n);

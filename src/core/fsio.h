@@ -28,6 +28,7 @@
 #ifndef ZN_CORE_FSIO_H
 #define ZN_CORE_FSIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -77,6 +78,70 @@ void zn_atomic_file_abort(struct zn_atomic_file *af);
 
 /* Writes a whole buffer to path through zn_atomic_file. */
 int zn_write_file_atomic(const char *path, const char *what, const void *buf, size_t n);
+
+/* ---- removal, locks and output directories (fsio_tree.c) ----
+ *
+ * Removal never follows a link: a symlink (or any non-directory) is unlinked itself, a
+ * directory is opened with O_NOFOLLOW|O_DIRECTORY and emptied through its fd (unlinkat),
+ * its subdirectories likewise; another file system is never entered (-EXDEV). So a link
+ * planted where zinc removes its own files (a stale temporary, an old checkpoint) costs
+ * the link, never what it points to. */
+
+/* Removes path: a directory with everything in it, or the file or link itself. The
+ * components above the last are followed as given (they are the user's path). 0 (also
+ * when path is absent) or the first negative errno, after one warning line naming what
+ * and path. */
+int zn_remove_tree(const char *path, const char *what);
+/* The same for name in the directory dir_fd. */
+int zn_remove_tree_at(int dir_fd, const char *name, const char *what);
+
+#define ZN_DIR_LOCK_NAME ".zinc-lock"
+/* Locks the directory dir for this process's life: flock() on dir/.zinc-lock (made when
+ * missing, never through a link), which then names this process (pid, host, start time).
+ * -EBUSY, after a line naming dir and the run that holds it, when another process holds
+ * it; a file system without locks (ENOLCK) gets a warning and *fd_out without a lock.
+ * *fd_out: the lock file's descriptor; closing it (or exiting) releases the lock. */
+int zn_dir_lock(const char *dir, const char *what, int *fd_out);
+
+/* An output directory, made when missing (mode 0777 less the umask): refused when path
+ * names a symlink (to a directory or not), a file, FIFO or device, as zn_output_check_dir
+ * does; so files are never written through a link planted at the directory's name. */
+int zn_output_dir_make(const char *path, const char *what);
+
+/* ---- what a command reads and writes, by identity (fsio_ident.c) ----
+ *
+ * A command lists every path it reads (inputs) and writes or removes (outputs) and
+ * zn_io_check refuses, before any work, an output that is the same file as another entry
+ * (same device and inode after resolving links, so hard links and symlinks count; for a
+ * path that does not exist yet, the same resolved parent directory and name), or that
+ * lies inside another entry's directory at a name that entry reads or writes (or contains
+ * one). Two exceptions, both declared by the command: entries of one `kind` (an output
+ * replacing an input of its own kind) and two `shared` entries.
+ *
+ *     struct zn_io io[] = { { .path = in, .what = "input" },
+ *                           { .path = out, .what = "-o", .out = true } };
+ *     if (zn_io_check(io, 2))
+ *             return ZN_EUSAGE;            // "-o x and input ./x are the same file: ..."
+ */
+struct zn_io {
+	const char *path;  /* NULL: not given (skipped) */
+	const char *what;  /* the flag, for the message */
+	bool out;          /* written or removed by the command */
+	/* when path is (or, for an output, will be) a directory: fnmatch patterns of the
+	 * names in it the command reads or writes ("*": everything); NULL: path is a file */
+	const char *const *names;
+	/* a directory the command both reads and writes by design (--save-dir, and the
+	 * --resume that reads it): two shared entries are not compared with each other, and
+	 * a shared one is compared with others only by the names inside it */
+	bool shared;
+	/* an output may be the same file or directory as an input of the same kind, which
+	 * the command has read whole before it writes (a model saved over the one a run
+	 * started from, as transformers' save_pretrained allows); NULL: never */
+	const char *kind;
+};
+
+/* 0, or ZN_EUSAGE after a line naming both flags and paths and what to change. */
+int zn_io_check(const struct zn_io *io, int n);
 
 /* "a directory", "a FIFO (named pipe)", "a character device", ... for messages. */
 const char *zn_file_kind(mode_t m);

@@ -75,11 +75,29 @@ static int remove_all(void)
 	for (int i = 0; i < ZN_SIGNALS_SLOTS; i++) {
 		struct zn_sig_slot *s = &slots[i];
 
+		size_t dn = strlen(s->dir);
+		int dfd;
+
 		if (!s->live)
 			continue;
-		for (int f = 0; f < ZN_SIGNALS_FILES; f++)
-			if (s->file_live[f])
+		/* files inside the directory through its own descriptor: were the directory
+		 * swapped for a link, nothing elsewhere is removed (the name is unlinked
+		 * itself, rmdir never follows one) */
+		dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		for (int f = 0; f < ZN_SIGNALS_FILES; f++) {
+			const char *name = s->file[f] + dn + 1;
+			bool inside = !strncmp(s->file[f], s->dir, dn) && s->file[f][dn] == '/' &&
+				      !strchr(name, '/');
+
+			if (!s->file_live[f])
+				continue;
+			if (!inside)
 				unlink(s->file[f]);
+			else if (dfd >= 0)
+				unlinkat(dfd, name, 0);
+		}
+		if (dfd >= 0)
+			close(dfd);
 		rmdir(s->dir);
 		memset(s->file_live, 0, sizeof(s->file_live));
 		s->live = false;

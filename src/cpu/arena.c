@@ -269,6 +269,7 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 	struct zn_arena *a;
 	uint64_t bytes = cfg->bytes ? cfg->bytes : zn_arena_default_bytes(cfg);
 	const char *fault_env;
+	double pin_t0;
 	int rc;
 
 	*out = NULL;
@@ -307,11 +308,13 @@ int zn_arena_create(struct zn_arena **out, const struct zn_arena_config *cfg)
 	bind_region(a);
 	if (cfg->populate)
 		populate(a, cfg->thread_count);
+	pin_t0 = now_s();
 	rc = pin_region(a, cfg);
 	if (rc)
 		goto destroy_arena;
-	zn_debug("arena: %" PRIu64 " bytes on NUMA node %d, %s, touched in %.2f s", a->size,
-		 a->numa_node, zn_arena_pin_name(a->pin), a->populate_s);
+	/* the pinning time: scripts/device/gpu-check.sh reports a slow cudaHostRegister */
+	zn_debug("arena: %" PRIu64 " bytes on NUMA node %d, %s in %.2f s, touched in %.2f s",
+		 a->size, a->numa_node, zn_arena_pin_name(a->pin), now_s() - pin_t0, a->populate_s);
 	*out = a;
 	return 0;
 

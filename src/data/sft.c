@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "data/sft.h"
 #include "zinc.h"
@@ -130,33 +131,33 @@ static int token_text(const struct zn_tok *tok, int32_t id, struct render *r)
 	return n < 0 ? -EINVAL : put(r, buf, (size_t)n);
 }
 
-/* content with Python's str.strip() (Jinja's trim) when strip */
-static int content(struct render *r, const char *c, bool strip)
+/* c[0 .. n) with Python's str.strip() (Jinja's trim) when strip */
+static int content(struct render *r, const char *c, size_t n, bool strip)
 {
-	size_t a = 0, b = strlen(c);
+	size_t a = 0, b = n;
 
-	while (strip && a < b && strchr(" \t\n\r\v\f", c[a]))
+	while (strip && a < b && c[a] && strchr(" \t\n\r\v\f", c[a]))
 		a++;
-	while (strip && b > a && strchr(" \t\n\r\v\f", c[b - 1]))
+	while (strip && b > a && c[b - 1] && strchr(" \t\n\r\v\f", c[b - 1]))
 		b--;
 	return put(r, c + a, b - a);
 }
 
 static int render_message(struct render *r, enum zn_sft_template t, const char *role,
-			  const char *text)
+			  size_t role_len, const char *text, size_t text_len)
 {
-	bool a = !strcmp(role, "assistant");
+	bool a = role_len == 9 && !memcmp(role, "assistant", 9);
 	int rc;
 
 	if (t == ZN_SFT_LLAMA3) {
 		rc = puts_(r, "<|start_header_id|>");
 		if (!rc)
-			rc = puts_(r, role);
+			rc = put(r, role, role_len);
 		if (!rc)
 			rc = puts_(r, "<|end_header_id|>\n\n");
 		mark(r, a);
 		if (!rc)
-			rc = content(r, text, true);
+			rc = content(r, text, text_len, true);
 		if (!rc)
 			rc = puts_(r, "<|eot_id|>");
 		mark(r, false);
@@ -164,12 +165,12 @@ static int render_message(struct render *r, enum zn_sft_template t, const char *
 	}
 	rc = puts_(r, "<|im_start|>");
 	if (!rc)
-		rc = puts_(r, role);
+		rc = put(r, role, role_len);
 	if (!rc)
 		rc = puts_(r, "\n");
 	mark(r, a);
 	if (!rc)
-		rc = content(r, text, false);
+		rc = content(r, text, text_len, false);
 	if (!rc)
 		rc = puts_(r, "<|im_end|>");
 	mark(r, false);
@@ -186,17 +187,19 @@ static int render(const struct zn_tok *tok, enum zn_sft_template t, const cJSON 
 
 	rc = token_text(tok, zn_sft_delimiter(tok, t), r); /* zinc tokenize's delimiter */
 	cJSON_ArrayForEach(m, msgs) {
-		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+		size_t role_len = 0, len = 0;
+		const char *role = zn_json_string(cJSON_GetObjectItemCaseSensitive(m, "role"),
+						  &role_len);
+		const char *c = zn_json_string(cJSON_GetObjectItemCaseSensitive(m, "content"), &len);
 
 		if (rc)
 			return rc;
-		if (!cJSON_IsString(role) || !cJSON_IsString(c)) {
+		if (!role || !c) {
 			zn_error("%s:%llu: messages[%d] needs a \"role\" string and a \"content\" "
 				 "string", file, (unsigned long long)line, i);
 			return -EINVAL;
 		}
-		rc = render_message(r, t, role->valuestring, c->valuestring);
+		rc = render_message(r, t, role, role_len, c, len);
 		i++;
 	}
 	if (!rc && r->spans == SPANS_MAX) {
@@ -246,17 +249,23 @@ int zn_sft_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, enum zn_sf
 		  const char *json, size_t len, const char *file, uint64_t line,
 		  struct zn_ids *ids, struct zn_ids *mask)
 {
-	cJSON *root = cJSON_ParseWithLength(json, len);
-	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	/* core/json, as Python's json.loads: the line number in errors, the last of a repeated
+	 * key, and each string's length through \u0000 */
+	struct zn_json_opts o = { .origin = file, .line = line,
+				  .flags = ZN_JSON_NUL_OK | ZN_JSON_QUIET_DUP };
+	cJSON *root = NULL;
+	const cJSON *msgs;
 	struct render r = { 0 };
 	size_t first = ids->n;
 	int rc;
 
+	if (zn_json_parse(json, len, &o, &root))
+		return -EINVAL;
+	msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
 	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
 		zn_error("%s:%llu: %s: with --template each JSONL line needs a \"messages\" list "
 			 "of {\"role\", \"content\"}", file, (unsigned long long)line,
-			 !root ? "not JSON" : cJSON_IsArray(msgs) ? "an empty \"messages\"" :
-			 "no \"messages\" list");
+			 cJSON_IsArray(msgs) ? "an empty \"messages\"" : "no \"messages\" list");
 		cJSON_Delete(root);
 		return -EINVAL;
 	}
@@ -268,4 +277,37 @@ int zn_sft_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, enum zn_sf
 	free(r.text);
 	cJSON_Delete(root);
 	return rc;
+}
+
+int32_t zn_sft_end_of_turn(const struct zn_tok *tok, enum zn_sft_template t)
+{
+	return zn_tok_id(tok, t == ZN_SFT_LLAMA3 ? "<|eot_id|>" : "<|im_end|>");
+}
+
+int zn_sft_render_prompt(const struct zn_tok *tok, enum zn_sft_template t,
+			 const char *system, const char *user, char **out, size_t *len)
+{
+	struct render r = { 0 };
+	int rc = 0;
+
+	*out = NULL;
+	/* llama3's template opens with bos_token; chatml's with nothing */
+	if (t == ZN_SFT_LLAMA3)
+		rc = token_text(tok, zn_tok_bos(tok), &r);
+	if (!rc && system)
+		rc = render_message(&r, t, "system", 6, system, strlen(system));
+	if (!rc)
+		rc = render_message(&r, t, "user", 4, user, strlen(user));
+	/* add_generation_prompt: the assistant's header, its turn left open */
+	if (!rc && t == ZN_SFT_LLAMA3)
+		rc = puts_(&r, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+	else if (!rc)
+		rc = puts_(&r, "<|im_start|>assistant\n");
+	if (rc) {
+		free(r.text);
+		return rc;
+	}
+	*out = r.text;
+	*len = r.n;
+	return 0;
 }

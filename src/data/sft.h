@@ -42,6 +42,24 @@ int zn_sft_check(const struct zn_tok *tok, enum zn_sft_template t, const char *t
  * the tokenizer has it. */
 int32_t zn_sft_delimiter(const struct zn_tok *tok, enum zn_sft_template t);
 
+/* The template's end-of-turn token (<|eot_id|>, <|im_end|>), or -1. */
+int32_t zn_sft_end_of_turn(const struct zn_tok *tok, enum zn_sft_template t);
+/* A prompt for generation (zinc generate --template): what Hugging Face's
+ * apply_chat_template(messages, add_generation_prompt=True) renders for a system message
+ * (when system is not NULL) and a user message, with the templates above (contents as in
+ * training, llama3 trimmed), then the assistant's open turn:
+ *   llama3: <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nSYSTEM<|eot_id|>
+ *           <|start_header_id|>user<|end_header_id|>\n\nUSER<|eot_id|>
+ *           <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   chatml: <|im_start|>system\nSYSTEM<|im_end|>\n<|im_start|>user\nUSER<|im_end|>\n
+ *           <|im_start|>assistant\n
+ * (no delimiter before a chatml prompt: that is zinc tokenize's). The special tokens are
+ * their text, which the tokenizer splits out: encode it without adding a BOS. *out is a
+ * new NUL-terminated string (free it), *len its length. 0, -EINVAL (no BOS for llama3) or
+ * -ENOMEM. */
+int zn_sft_render_prompt(const struct zn_tok *tok, enum zn_sft_template t,
+			 const char *system, const char *user, char **out, size_t *len);
+
 /* One conversation: json[0..len) is a JSONL line. Appends its ids to *ids and as many 0/1
  * to *mask (same indexing). Errors (-EINVAL) name file:line and the field. */
 int zn_sft_encode(const struct zn_tok *tok, struct zn_tok_scratch *s, enum zn_sft_template t,

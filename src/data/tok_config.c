@@ -127,7 +127,8 @@ int zn_tok_decode_one(const struct zn_tok *tok, int32_t id, char *buf, size_t si
 			return size ? 1 : 0;
 		}
 	for (size_t i = 0; i < tok->len[id] && n < size;) {
-		if (tok->spm && !memcmp(s + i, "\xe2\x96\x81", 3) && i + 3 <= tok->len[id]) {
+		/* the length first: a token ending within 3 bytes must not be compared past it */
+		if (tok->spm && i + 3 <= tok->len[id] && !memcmp(s + i, "\xe2\x96\x81", 3)) {
 			buf[n++] = ' ';
 			i += 3;
 		} else {

@@ -82,6 +82,16 @@ static int encode_byte_word(const struct zn_tok *tok, struct zn_tok_scratch *s, 
 	return zn_bpe_merge(tok, s, k, ids);
 }
 
+/* Byte fallback takes a character as <0xXX> tokens only when each of its bytes has one
+ * (tokenizers' BPE::tokenize_with_cache); otherwise the character is <unk>. */
+static bool has_byte_tokens(const struct zn_tok *tok, const char *c, size_t n)
+{
+	for (size_t b = 0; b < n; b++)
+		if (tok->byte_id[(unsigned char)c[b]] < 0)
+			return false;
+	return true;
+}
+
 /* One SentencePiece-style word (already with "▁" for spaces): chars, byte fallback, BPE. */
 static int encode_spm_word(const struct zn_tok *tok, struct zn_tok_scratch *s, const char *w,
 			   size_t n, struct zn_ids *ids)
@@ -102,7 +112,7 @@ static int encode_spm_word(const struct zn_tok *tok, struct zn_tok_scratch *s, c
 		if (id >= 0) {
 			s->sym[k++] = id;
 			last_unk = false;
-		} else if (tok->byte_fallback && tok->byte_id[(unsigned char)w[i]] >= 0) {
+		} else if (tok->byte_fallback && has_byte_tokens(tok, w + i, cl)) {
 			for (size_t b = 0; b < cl; b++)
 				s->sym[k++] = tok->byte_id[(unsigned char)w[i + b]];
 			last_unk = false;

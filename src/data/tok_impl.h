@@ -92,6 +92,10 @@ int zn_bpe_merge(const struct zn_tok *tok, struct zn_tok_scratch *s, size_t n,
 struct cJSON;
 const char *zn_tok_json_str(const struct cJSON *o, const char *key);
 bool zn_tok_json_true(const struct cJSON *o, const char *key, bool dflt);
+/* tok_vocab.c: model.vocab with added_tokens, and model.merges (after the vocab) */
+int zn_tok_read_vocab(struct zn_tok *t, const struct cJSON *model, const struct cJSON *added,
+		      const char *file);
+int zn_tok_read_merges(struct zn_tok *t, const struct cJSON *model, const char *file);
 /* tok_pre.c: the normalizer and pre_tokenizer keys */
 int zn_tok_read_pre(struct zn_tok *t, const struct cJSON *pre, const char *file);
 int zn_tok_read_norm(struct zn_tok *t, const struct cJSON *nm, const char *file);

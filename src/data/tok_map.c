@@ -113,8 +113,13 @@ int zn_pairmap_put(struct zn_pairmap *m, int32_t a, int32_t b, int32_t rank, int
 	size_t i = mix64(k) & (m->cap - 1);
 
 	while (m->key[i]) {
-		if (m->key[i] == k)
-			return 0; /* the first (lowest) rank wins, as in tokenizers */
+		if (m->key[i] == k) {
+			/* a repeated pair takes its last rank, as tokenizers (collecting the
+			 * merges into a HashMap) and transformers (a dict of bpe_ranks) do */
+			m->rank[i] = rank;
+			m->merged[i] = merged;
+			return 0;
+		}
 		i = (i + 1) & (m->cap - 1);
 	}
 	m->key[i] = k;

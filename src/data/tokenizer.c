@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "data/tok_impl.h"
 
@@ -32,132 +33,6 @@ static void byte_level_map(struct zn_tok *t)
 			t->bl_len[b] = 2;
 		}
 	}
-}
-
-static int set_str(struct zn_tok *t, int32_t id, const char *s)
-{
-	if (t->str[id])
-		return 0;
-	if (!(t->str[id] = strdup(s)))
-		return -ENOMEM;
-	t->len[id] = (uint32_t)strlen(s);
-	return 0;
-}
-
-static int read_vocab(struct zn_tok *t, const cJSON *model, const cJSON *added, const char *file)
-{
-	const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *it;
-	int64_t max = -1;
-	int rc = 0;
-
-	if (!cJSON_IsObject(vocab)) {
-		zn_error("%s: model.vocab is missing or not an object", file);
-		return -EINVAL;
-	}
-	cJSON_ArrayForEach(it, vocab) {
-		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 2147483647.0) {
-			zn_error("%s: model.vocab[\"%s\"] is not an id >= 0", file, it->string);
-			return -EINVAL;
-		}
-		if (it->valueint > max)
-			max = it->valueint;
-	}
-	cJSON_ArrayForEach(it, added) {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-
-		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || !zn_tok_json_str(it, "content")) {
-			zn_error("%s: an added_tokens entry lacks an id >= 0 or a content", file);
-			return -EINVAL;
-		}
-		if (id->valueint > max)
-			max = id->valueint;
-	}
-	t->n_ids = max + 1;
-	t->str = calloc((size_t)t->n_ids + 1, sizeof(char *));
-	t->len = calloc((size_t)t->n_ids + 1, sizeof(uint32_t));
-	if (!t->str || !t->len)
-		return -ENOMEM;
-	cJSON_ArrayForEach(it, vocab) {
-		int32_t id = it->valueint;
-
-		if (t->str[id]) {
-			zn_error("%s: model.vocab gives id %d to both \"%s\" and \"%s\"", file, id,
-				 t->str[id], it->string);
-			return -EINVAL;
-		}
-		rc = set_str(t, id, it->string);
-		if (!rc)
-			rc = zn_strmap_put(&t->vocab, t->str[id], t->len[id], id);
-		if (rc)
-			return rc;
-	}
-	cJSON_ArrayForEach(it, added) {
-		rc = set_str(t, cJSON_GetObjectItemCaseSensitive(it, "id")->valueint,
-			     zn_tok_json_str(it, "content"));
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-static int read_merges(struct zn_tok *t, const cJSON *model, const char *file)
-{
-	const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges"), *it;
-	int32_t rank = 0;
-	char *buf = NULL;
-	size_t cap = 0;
-	int rc = 0, skipped = 0;
-
-	cJSON_ArrayForEach(it, merges) {
-		const char *a = NULL, *b = NULL;
-		size_t la = 0, lb = 0;
-
-		if (cJSON_IsString(it)) {
-			const char *sp = strchr(it->valuestring, ' ');
-
-			if (sp) {
-				a = it->valuestring;
-				la = (size_t)(sp - a);
-				b = sp + 1;
-				lb = strlen(b);
-			}
-		} else if (cJSON_GetArraySize(it) == 2 && cJSON_IsString(cJSON_GetArrayItem(it, 0)) &&
-			   cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
-			a = cJSON_GetArrayItem(it, 0)->valuestring;
-			b = cJSON_GetArrayItem(it, 1)->valuestring;
-			la = strlen(a);
-			lb = strlen(b);
-		}
-		if (!a) {
-			zn_error("%s: model.merges[%d] is neither \"a b\" nor [\"a\", \"b\"]", file, rank);
-			rc = -EINVAL;
-			break;
-		}
-		if (la + lb + 1 > cap) {
-			cap = 2 * (la + lb + 1);
-			char *nb = realloc(buf, cap);
-
-			if (!nb) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = nb;
-		}
-		memcpy(buf, a, la);
-		memcpy(buf + la, b, lb);
-		int32_t ia = zn_strmap_get(&t->vocab, a, la), ib = zn_strmap_get(&t->vocab, b, lb);
-		int32_t im = zn_strmap_get(&t->vocab, buf, la + lb);
-
-		if (ia < 0 || ib < 0 || im < 0)
-			skipped++;
-		else if ((rc = zn_pairmap_put(&t->merges, ia, ib, rank, im)))
-			break;
-		rank++;
-	}
-	free(buf);
-	if (skipped)
-		zn_warn("%s: %d merges name tokens missing from model.vocab: skipped", file, skipped);
-	return rc;
 }
 
 static int cmp_added(const void *pa, const void *pb)
@@ -240,18 +115,13 @@ static int resolve(const char *path, char **json, char **config)
 	return 0;
 }
 
+/* core/json: UTF-8 and strict JSON checked, a repeated key takes its last value as in
+ * tokenizers (serde into a map) and transformers (json.load) */
 static cJSON *parse_file(const char *path, const char *what)
 {
-	char *text = NULL;
-	cJSON *root;
+	cJSON *root = NULL;
 
-	if (zn_read_input_file(path, what, TOK_JSON_MAX, &text, NULL))
-		return NULL;
-	root = cJSON_Parse(text);
-	if (!root)
-		zn_error("%s: not valid JSON near byte %zu", path,
-			 (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
-	free(text);
+	zn_json_load(path, what, TOK_JSON_MAX, NULL, &root);
 	return root;
 }
 
@@ -310,9 +180,9 @@ int zn_tok_load(struct zn_tok **out, const char *path)
 		rc = -EINVAL;
 	}
 	if (!rc)
-		rc = read_vocab(t, model, added, json);
+		rc = zn_tok_read_vocab(t, model, added, json);
 	if (!rc)
-		rc = read_merges(t, model, json);
+		rc = zn_tok_read_merges(t, model, json);
 	if (!rc)
 		rc = read_added(t, added);
 	if (rc)

@@ -31,6 +31,7 @@ struct zn_data {
 	uint64_t steps_per_epoch;
 	uint64_t step;
 	int64_t max_token;
+	uint64_t header_labels; /* masked: the header's label count (int 5) */
 	int64_t vocab_limit; /* 0: none; else zn_data_next refuses tokens >= it */
 	int64_t known_vocab; /* the tokenizer's vocabulary for this header, 0 if none */
 	int64_t doc_token;   /* the document delimiter (zn_data_doc_token), -1 if none */
@@ -106,6 +107,11 @@ static int parse_token_header(struct zn_data *d, const unsigned char *hb, size_t
 		zn_error("%s: the header's token count %d is negative", d->path, count);
 		return -EINVAL;
 	}
+	if (d->masked && le32(hb + 20) < 0) {
+		zn_error("%s: the header's label count %d is negative", d->path, le32(hb + 20));
+		return -EINVAL;
+	}
+	d->header_labels = d->masked ? (uint64_t)le32(hb + 20) : 0;
 	d->tok_count = (uint64_t)count;
 	d->data_off = ZN_DATA_HEADER_INTS * 4;
 	/* the document delimiter: zinc tokenize's record, else the header's tokenizer's */
@@ -162,12 +168,36 @@ static uint32_t chunk_max(const unsigned char *p, int tok_bytes, bool masked, ui
 	}
 }
 
-/* One pass over the tokens: the largest, and (text under auto) UTF-8 validity; *bad_at
- * is the offset of the first byte that is not text, or UINT64_MAX. */
+/* The labels among cnt masked entries at p: those without bit 31. */
+static uint64_t chunk_labels(const unsigned char *p, uint64_t cnt)
+{
+	const uint32_t *q = (const uint32_t *)(const void *)p;
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < cnt; i++)
+		n += !(q[i] & ZN_DATA_NOT_LABEL);
+	return n;
+}
+
+/* A masked file's header counts its labels: a count that disagrees with the entries is a
+ * file written by something else or damaged, and the loss's normalisation would be wrong. */
+static int check_labels(const struct zn_data *d, uint64_t labels)
+{
+	if (!d->masked || labels == d->header_labels)
+		return 0;
+	zn_error("%s: the header counts %llu labels but the entries hold %llu: the masked file "
+		 "is damaged (write it again with zinc tokenize --template)", d->path,
+		 (unsigned long long)d->header_labels, (unsigned long long)labels);
+	return -EINVAL;
+}
+
+/* One pass over the tokens: the largest, the labels of a masked file, and (text under auto)
+ * UTF-8 validity; *bad_at is the offset of the first byte that is not text, or
+ * UINT64_MAX. */
 static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 {
 	unsigned char *buf = malloc(SCAN_CHUNK + 4);
-	uint64_t off = 0, total = d->tok_count * (uint64_t)d->tok_bytes;
+	uint64_t off = 0, total = d->tok_count * (uint64_t)d->tok_bytes, labels = 0;
 	size_t carry = 0;
 	int64_t mx = 0;
 	int rc = 0;
@@ -185,6 +215,8 @@ static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 			int64_t t = chunk_max(buf + carry, d->tok_bytes, d->masked, cnt);
 
 			mx = t > mx ? t : mx;
+			if (d->masked)
+				labels += chunk_labels(buf + carry, cnt);
 		}
 		if (!rc && check_text && *bad_at == UINT64_MAX) {
 			size_t ok = zn_utf8_prefix(buf, carry + n, &bad);
@@ -198,7 +230,7 @@ static int scan(struct zn_data *d, bool check_text, uint64_t *bad_at)
 	}
 	free(buf);
 	d->max_token = mx;
-	return rc;
+	return rc ? rc : check_labels(d, labels);
 }
 
 static int refuse_format(const struct zn_data *d, enum zn_data_format format, int32_t magic,

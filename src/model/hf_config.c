@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "model/hf_config.h"
 
@@ -328,14 +329,22 @@ static int parse_llama(const struct jctx *c, struct zn_hf_config *cfg)
 	return 0;
 }
 
-int zn_hf_config_parse(const char *json, const char *path, struct zn_hf_config *out)
+int zn_hf_config_parse_n(const char *json, size_t len, const char *path,
+			 struct zn_hf_config *out)
 {
-	cJSON *root = cJSON_Parse(json);
-	struct jctx c = { path, root, "" };
-	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+	struct zn_json_opts o = { .origin = path };
+	cJSON *root = NULL;
+	struct jctx c = { path, NULL, "" };
+	const cJSON *type;
 	int rc = -EINVAL;
 
 	memset(out, 0, sizeof(*out));
+	/* core/json: Python's rules, so a repeated key takes its last value as transformers'
+	 * json.load does */
+	if (zn_json_parse(json, len, &o, &root))
+		return -EINVAL;
+	c.obj = root;
+	type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
 	if (!cJSON_IsObject(root)) {
 		zn_error("%s: not a JSON object (config.json expected)", path);
 		goto delete_root;
@@ -361,14 +370,20 @@ delete_root:
 	return rc;
 }
 
+int zn_hf_config_parse(const char *json, const char *path, struct zn_hf_config *out)
+{
+	return zn_hf_config_parse_n(json, strlen(json), path, out);
+}
+
 int zn_hf_config_load(const char *path, struct zn_hf_config *out)
 {
 	char *text = NULL;
+	size_t len = 0;
 	/* a regular file only (core/fsio): a FIFO or directory is refused, never waited on */
-	int rc = zn_read_input_file(path, "config.json", 16u << 20, &text, NULL);
+	int rc = zn_read_input_file(path, "config.json", 16u << 20, &text, &len);
 
 	if (!rc)
-		rc = zn_hf_config_parse(text, path, out);
+		rc = zn_hf_config_parse_n(text, len, path, out);
 	free(text);
 	return rc;
 }

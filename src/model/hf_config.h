@@ -90,7 +90,11 @@ struct zn_hf_tensor_spec {
 
 const char *zn_hf_family_name(int family); /* "gpt2", "llama", "qwen2", "mistral" */
 
-/* Parses config.json text; path names the file in errors. Returns 0 or -EINVAL. */
+/* Parses config.json text json[0 .. len) (core/json.h's rules: a repeated key takes its
+ * last value, a NUL byte is refused); path names the file in errors. Returns 0 or
+ * -EINVAL. zn_hf_config_parse: the same for a NUL-terminated string. */
+int zn_hf_config_parse_n(const char *json, size_t len, const char *path,
+			 struct zn_hf_config *out);
 int zn_hf_config_parse(const char *json, const char *path, struct zn_hf_config *out);
 
 /* Reads and parses the file at path. Returns 0, -errno or -EINVAL. */

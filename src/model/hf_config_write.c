@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include "core/json.h"
 
 #include "model/hf_config.h"
 #include "model/hf_json.h"
@@ -142,11 +143,17 @@ static int write_llama(cJSON *o, const struct zn_hf_config *c)
 
 char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json)
 {
-	cJSON *o = base_json ? cJSON_Parse(base_json) : cJSON_CreateObject();
+	struct zn_json_opts jo = { .origin = "config.json", .flags = ZN_JSON_QUIET_DUP };
+	cJSON *o = NULL;
 	char *text = NULL;
 	const char *dtype_key;
 	int rc;
 
+	/* the base was read by zn_hf_config_parse already: the same rules, warned there */
+	if (base_json && zn_json_parse(base_json, strlen(base_json), &jo, &o))
+		return NULL;
+	if (!base_json)
+		o = cJSON_CreateObject();
 	if (!cJSON_IsObject(o))
 		goto delete_obj;
 	/* transformers 5 names torch_dtype "dtype": keep the original's name */

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "model/hf_dir.h"
 
@@ -66,22 +67,23 @@ static bool is_file(const char *path)
 
 /* The whole small file (config.json, the index) as a string, or NULL (logged): a regular
  * file only (core/fsio), so a FIFO or directory is refused, never waited on. */
-static char *slurp(const char *path, int *rc)
+static char *slurp(const char *path, size_t *len, int *rc)
 {
 	char *text = NULL;
 
-	*rc = zn_read_input_file(path, "Hugging Face file", 64u << 20, &text, NULL);
+	*rc = zn_read_input_file(path, "Hugging Face file", 64u << 20, &text, len);
 	return text;
 }
 
 static int load_config(struct zn_hf_src *s, const char *path)
 {
+	size_t len = 0;
 	int rc;
 
-	s->config_json = slurp(path, &rc);
+	s->config_json = slurp(path, &len, &rc);
 	if (rc)
 		return rc;
-	rc = zn_hf_config_parse(s->config_json, path, &s->config);
+	rc = zn_hf_config_parse_n(s->config_json, len, path, &s->config);
 	s->has_config = !rc;
 	return rc;
 }
@@ -132,15 +134,21 @@ static int check_shard_exists(const struct zn_hf_src *s, const cJSON *v)
 
 static int load_index(struct zn_hf_src *s)
 {
+	struct zn_json_opts o = { .origin = s->index_path };
 	char *text;
+	size_t len = 0;
 	const cJSON *wm, *v;
 	int rc, n, i = 0;
 
-	text = slurp(s->index_path, &rc);
+	text = slurp(s->index_path, &len, &rc);
 	if (rc)
 		return rc;
-	s->index = cJSON_Parse(text);
+	/* core/json: a tensor named twice in weight_map goes to its last shard, as
+	 * transformers' json.load of the index has it */
+	rc = zn_json_parse(text, len, &o, &s->index);
 	free(text);
+	if (rc)
+		return rc;
 	wm = cJSON_GetObjectItemCaseSensitive(s->index, "weight_map");
 	if (!cJSON_IsObject(wm)) {
 		zn_error("%s: %s", s->index_path, cJSON_IsObject(s->index) ?

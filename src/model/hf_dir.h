@@ -79,11 +79,14 @@ struct zn_hf_save_opts {
 	enum zn_dtype dtype;      /* of every tensor written */
 	uint64_t shard_bytes;     /* 0: ZN_HF_DEFAULT_SHARD_BYTES */
 	const char *base_config;  /* config.json text whose other keys to keep, or NULL */
+	const char *what;         /* the flag, for messages; NULL: "saving" */
 };
 
 /* Saves count tensors (zn_st_entry: name, shape, data_h or fill; see safetensors.h) with
  * config cfg (its torch_dtype is set from opts->dtype). cfg may be NULL only for a
  * .safetensors path. Returns 0, -EINVAL or the -errno of the failed write. */
+/* "model-DDDDD-of-DDDDD.safetensors": a shard's name as transformers writes it */
+bool zn_hf_is_shard_name(const char *s);
 int zn_hf_save(const char *path, const struct zn_hf_config *cfg,
 	       const struct zn_hf_save_opts *opts, const struct zn_st_entry *entries,
 	       int count);

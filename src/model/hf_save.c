@@ -110,12 +110,18 @@ static void shard_name(char *buf, int k, int n)
 
 /* Writes text to dir/name through core/fsio's atomic file (exclusive temporary, fsync,
  * rename, folder fsync). */
-static int write_text_atomic(const char *dir, const char *name, const char *text)
+static int write_text_atomic(const char *dir, const char *name, const char *text,
+			     const char *what)
 {
 	char path[ZN_PATH_MAX + 64];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return zn_write_file_atomic(path, "--save-final", text, strlen(text));
+	return zn_write_file_atomic(path, what, text, strlen(text));
+}
+
+static const char *what_of(const struct zn_hf_save_opts *o)
+{
+	return o->what ? o->what : "saving";
 }
 
 static char *index_json(const struct zn_st_entry *e, int count, enum zn_dtype dtype,
@@ -144,7 +150,7 @@ delete_root:
 
 /* "model-DDDDD-of-DDDDD.safetensors", the only names besides model.safetensors that a
  * save removes (transformers' rule), so a user's other files stay. */
-static bool is_shard_name(const char *s)
+bool zn_hf_is_shard_name(const char *s)
 {
 	static const char pattern[] = "model-#####-of-#####.safetensors";
 
@@ -158,30 +164,33 @@ static bool is_shard_name(const char *s)
 
 /* Removes model.safetensors or model-DDDDD-of-DDDDD.safetensors files (and the index when
  * unsharded) that the save did not write: transformers would load a stale model.safetensors
- * before the index. */
+ * before the index. Through the directory's own descriptor: each name is unlinked itself,
+ * a link never followed. */
 static void remove_stale(const char *dir, int n)
 {
-	DIR *d = opendir(dir);
+	int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = dir_fd >= 0 ? dup(dir_fd) : -1;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
-	char path[ZN_PATH_MAX + 300];
 	int removed = 0;
 
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
+	while (d && (de = readdir(d))) {
 		const char *s = de->d_name;
 		bool single = !strcmp(s, "model.safetensors");
-		bool shard = is_shard_name(s);
+		bool shard = zn_hf_is_shard_name(s);
 		int k = 0, of = 0;
 		bool ours = n == 1 ? single :
 				     shard && sscanf(s, "model-%5d-of-%5d", &k, &of) == 2 && of == n;
 
-		if (((single || shard) && !ours) || (n == 1 && !strcmp(s, INDEX_NAME))) {
-			snprintf(path, sizeof(path), "%s/%s", dir, s);
-			removed += !unlink(path);
-		}
+		if (((single || shard) && !ours) || (n == 1 && !strcmp(s, INDEX_NAME)))
+			removed += !unlinkat(dir_fd, s, 0);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
 	if (removed)
 		zn_info("%s: removed %d files of an earlier save that this one does not use",
 			dir, removed);
@@ -252,11 +261,11 @@ static int write_dir_files(const char *dir, const struct zn_hf_config *cfg,
 		index = index_json(e, count, o->dtype, plan, n);
 	if (n > 1 && !index)
 		goto free_all;
-	rc = write_text_atomic(dir, "config.json", config);
+	rc = write_text_atomic(dir, "config.json", config, what_of(o));
 	if (!rc)
 		rc = write_shards(dir, e, count, o->dtype, plan, n);
 	if (!rc && index)
-		rc = write_text_atomic(dir, INDEX_NAME, index);
+		rc = write_text_atomic(dir, INDEX_NAME, index, what_of(o));
 	if (!rc)
 		remove_stale(dir, n);
 free_all:
@@ -264,23 +273,6 @@ free_all:
 	free(config);
 	free(plan);
 	return rc;
-}
-
-static void remove_tree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[ZN_PATH_MAX + 300];
-
-	while (d && (de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
 }
 
 static int sync_path(const char *path)
@@ -305,9 +297,10 @@ static int save_new_dir(const char *path, const struct zn_hf_config *cfg,
 	int rc;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	/* new (mkdir fails on anything already there, a link included) */
 	if (mkdir(tmp, 0755)) {
 		rc = -errno;
-		zn_error("%s: cannot create: %s", tmp, zn_strerror(rc));
+		zn_error("%s %s: cannot create %s: %s", what_of(o), path, tmp, zn_strerror(rc));
 		return rc;
 	}
 	rc = write_dir_files(tmp, cfg, o, e, count, max);
@@ -316,7 +309,7 @@ static int save_new_dir(const char *path, const struct zn_hf_config *cfg,
 		zn_error("rename %s -> %s failed: %s", tmp, path, zn_strerror(rc));
 	}
 	if (rc) {
-		remove_tree(tmp);
+		zn_remove_tree(tmp, what_of(o));
 		return rc;
 	}
 	snprintf(parent, sizeof(parent), "%s", path);
@@ -383,12 +376,11 @@ int zn_hf_save(const char *path, const struct zn_hf_config *cfg,
 		zn_error("%s: a Hugging Face directory needs the model's config", path);
 		return -EINVAL;
 	}
-	if (stat(path, &st))
+	/* the directory itself, never a link to one: writing through a link would replace
+	 * (and remove) another directory's files (fsio.h, outputs) */
+	if (lstat(path, &st) && errno == ENOENT)
 		return save_new_dir(path, cfg, opts, entries, count, max);
-	if (!S_ISDIR(st.st_mode)) {
-		zn_error("%s exists and is not a directory: give a directory, or a path ending "
-			 "in .safetensors for one file", path);
-		return -EINVAL;
-	}
+	if (zn_output_dir_make(path, what_of(opts)))
+		return -EINVAL; /* a file, a link, a FIFO ... there */
 	return write_dir_files(path, cfg, opts, entries, count, max);
 }

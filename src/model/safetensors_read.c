@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/fsio.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "model/safetensors.h"
 
@@ -99,13 +100,15 @@ int zn_st_metadata_int(const struct zn_st_file *f, const char *key, int64_t lo, 
 	return 0;
 }
 
-/* A JSON number that is a non-negative integer below 2^53 (exact in a double). */
+/* A JSON number written as an integer (the Rust reader refuses 16.0 for a usize), 0 to
+ * 2^63 - 1. */
 static int json_u64(const cJSON *v, uint64_t *out)
 {
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= 9007199254740992.0 ||
-	    v->valuedouble != (double)(uint64_t)v->valuedouble)
+	int64_t x;
+
+	if (zn_json_int(v, 0, INT64_MAX, &x))
 		return -EINVAL;
-	*out = (uint64_t)v->valuedouble;
+	*out = (uint64_t)x;
 	return 0;
 }
 
@@ -289,17 +292,38 @@ static int parse_metadata(struct zn_st_file *f, cJSON *root, cJSON *item)
 	return 0;
 }
 
-static int parse_header(struct zn_st_file *f, const char *json)
+/* Repeated keys as the Rust reader (serde) takes them: the last of two tensors with one
+ * name (a HashMap) and of two __metadata__ entries; a second __metadata__ or a tensor's
+ * dtype, shape or data_offsets given twice is an error there ("duplicate field"). */
+static const char *header_dup(void *arg, int depth, const char *parent, const char *key)
 {
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+	(void)arg;
+	if (depth == 1 && !strcmp(key, "__metadata__"))
+		return "safetensors allows one \"__metadata__\"";
+	if (depth == 2 && strcmp(parent, "__metadata__") &&
+	    (!strcmp(key, "dtype") || !strcmp(key, "shape") || !strcmp(key, "data_offsets")))
+		return "safetensors refuses a tensor's field given twice";
+	return NULL;
+}
+
+/* The header: JSON as core/json reads it, n bytes that only white space (the format pads
+ * with spaces) may end; a NUL byte is refused, not taken as the end. */
+static int parse_header(struct zn_st_file *f, const char *json, size_t n)
+{
+	char origin[ZN_PATH_MAX + 16];
+	struct zn_json_opts o = { .origin = origin, .dup = header_dup };
+	cJSON *root = NULL;
 	cJSON *item, *meta = NULL;
 	int *order = NULL;
-	int rc = -EINVAL, i = 0;
+	int rc, i = 0;
 
+	snprintf(origin, sizeof(origin), "%s (header)", f->path);
+	rc = zn_json_parse(json, n, &o, &root);
+	if (rc)
+		return rc;
+	rc = -EINVAL;
 	if (!cJSON_IsObject(root)) {
-		zn_error("%s: the header is not a JSON object (parse stopped at header byte %lld)",
-			 f->path, end ? (long long)(end - json) : -1LL);
+		zn_error("%s: the header is not a JSON object", f->path);
 		goto delete_root;
 	}
 	cJSON_ArrayForEach(item, root) {
@@ -368,7 +392,7 @@ static int read_header(struct zn_st_file *f)
 	rc = zn_pread_all(f->fd, json, n, 8, f->path);
 	json[n] = 0;
 	if (!rc)
-		rc = parse_header(f, json);
+		rc = parse_header(f, json, (size_t)n);
 	free(json);
 	return rc;
 }

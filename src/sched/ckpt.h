@@ -32,8 +32,13 @@
  * hold its slices); zn_ckpt_restore puts m and v on their tiers and the step counters back.
  * Every refusal names the file and what differs.
  *
+ * A failed save removes its partial temporary directory (rank 0, after every rank's
+ * writes); removals never follow links (core/fsio.h, zn_remove_tree), and rotation takes
+ * only real checkpoint-N directories.
+ *
  * Fault injection (tests): ZINC_CKPT_FAIL_AT=K kills the process (SIGKILL) at the K-th
- * write, fsync, mkdir or rename of this process's saves, after logging which.
+ * create, write, fsync, mkdir, rename or copy of this process's saves, after logging
+ * which; with ZINC_CKPT_FAIL_ERRNO=ENOSPC (EIO, EDQUOT) that operation fails instead.
  */
 #ifndef ZN_SCHED_CKPT_H
 #define ZN_SCHED_CKPT_H
@@ -54,6 +59,15 @@ struct zn_ckpt_dir;
 #define ZN_CKPT_CONFIG "config.json"
 #define ZN_CKPT_LATEST "latest"
 
+/* The training data's identity: its size and the CRC-32 of up to 1 MiB at its start,
+ * middle and end (a sample: the whole file is not read). */
+struct zn_ckpt_data_id {
+	uint64_t size;
+	uint32_t crc;
+};
+/* The identity of the file at path. 0 or -errno (logged, naming path). */
+int zn_ckpt_data_id(const char *path, struct zn_ckpt_data_id *out);
+
 /* What a save records besides the engine's state. */
 struct zn_ckpt_save_args {
 	const char *dir;         /* the save directory (created when missing) */
@@ -62,6 +76,8 @@ struct zn_ckpt_save_args {
 	int64_t global_micro;    /* world x micro batch: sequences per loader step */
 	int seq;                 /* T */
 	const char *config_json; /* the effective config */
+	const char *data_path;   /* the training data (NULL: not recorded) and its identity */
+	const struct zn_ckpt_data_id *data_id;
 };
 
 /* Saves a checkpoint of e after its step e->step (every rank calls it; c: a comm of host
@@ -74,8 +90,12 @@ int zn_ckpt_save(struct zn_engine *e, struct zn_comm *c, const struct zn_ckpt_sa
 struct zn_ckpt_info {
 	int64_t step, data_step, global_micro;
 	int seq, world, stage;
+	enum zn_dtype dtype;     /* the parameters' dtype of the run that saved it */
 	uint64_t seed;
 	const char *path;        /* the checkpoint directory */
+	bool has_data;           /* the data file was recorded: */
+	const char *data_path;
+	struct zn_ckpt_data_id data;
 };
 
 /* Opens and verifies the checkpoint at path (a save directory: its `latest`; or one
@@ -86,12 +106,17 @@ void zn_ckpt_close(struct zn_ckpt_dir *c); /* accepts NULL */
 const struct zn_ckpt_info *zn_ckpt_info(const struct zn_ckpt_dir *c);
 /* The model (layer count, each tensor's name and shape) and the batch layout (world x
  * micro, seq) of this run against the checkpoint's; config_json: this run's effective
- * config (a difference is only reported). ZN_EUSAGE naming what differs. */
+ * config (each differing key is only reported: a warning line naming it and both values).
+ * ZN_EUSAGE naming what differs. */
 int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int64_t global_micro,
 		  int seq, const char *config_json);
 /* The optimizer states setting of this run against the checkpoint's (a checkpoint keeps
  * m and v as stored: another setting is refused). ZN_EUSAGE naming both. */
 int zn_ckpt_check_states(const struct zn_ckpt_dir *c, enum zn_optim_states states);
+/* A warning line when the checkpoint recorded its data file and id differs from it
+ * (path: this run's --data). Returns 1 then, else 0. */
+int zn_ckpt_check_data(const struct zn_ckpt_info *in, const char *path,
+		       const struct zn_ckpt_data_id *id);
 /* zn_engine_options.init_layer with ctx = the zn_ckpt: layer l's fp32 master. */
 int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
 /* After zn_engine_create with zn_ckpt_init_layer: m and v of this rank's span of every

@@ -1,5 +1,5 @@
 /* Checkpoint files: the counted file operations of a save (ZINC_CKPT_FAIL_AT kills the
- * process at one of them), CRC-32 through zlib, and the rank file: written layer by layer
+ * process at one of them, or fails it with ZINC_CKPT_FAIL_ERRNO), CRC-32 through zlib, and the rank file: written layer by layer
  * from the engine's tiers, verified whole before a resume uses it. */
 #include <dirent.h>
 #include <errno.h>
@@ -24,33 +24,60 @@
 
 static atomic_long fault_count;
 
-void zn_ckpt_fault_point(const char *op, const char *path)
+/* ZINC_CKPT_FAIL_ERRNO's value (ENOSPC, EIO, EDQUOT), 0 when unset: the K-th operation
+ * then fails with it instead of killing the process. */
+static int fault_errno(void)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} known[] = { { "ENOSPC", ENOSPC }, { "EIO", EIO }, { "EDQUOT", EDQUOT } };
+	const char *v = getenv("ZINC_CKPT_FAIL_ERRNO");
+
+	for (size_t i = 0; v && i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(v, known[i].name))
+			return known[i].err;
+	return 0;
+}
+
+int zn_ckpt_fault_point(const char *op, const char *path)
 {
 	const char *v = getenv("ZINC_CKPT_FAIL_AT");
 	long k;
+	int err;
 
 	if (!v || !*v)
-		return; /* counted only while the hook is set */
+		return 0; /* counted only while the hook is set */
 	k = atomic_fetch_add(&fault_count, 1) + 1;
 	if (strtol(v, NULL, 10) != k)
-		return;
+		return 0;
+	err = fault_errno();
+	if (err) {
+		zn_error("ZINC_CKPT_FAIL_AT=%ld: %s %s fails: %s", k, op, path,
+			 zn_strerror(-err));
+		return -err;
+	}
 	fprintf(stderr, "ZINC_CKPT_FAIL_AT=%ld: killing the process at %s %s\n", k, op, path);
 	fflush(stderr);
 	raise(SIGKILL);
+	return 0;
 }
 
 int zn_ckpt_write(int fd, const void *buf, size_t n, const char *path)
 {
-	zn_ckpt_fault_point("write", path);
-	return zn_write_all(fd, buf, n, path);
+	int rc = zn_ckpt_fault_point("write", path);
+
+	return rc ? rc : zn_write_all(fd, buf, n, path);
 }
 
 int zn_ckpt_fsync(int fd, const char *path)
 {
-	zn_ckpt_fault_point("fsync", path);
-	if (fsync(fd)) {
-		int rc = -errno;
+	int rc = zn_ckpt_fault_point("fsync", path);
 
+	if (rc)
+		return rc;
+	if (fsync(fd)) {
+		rc = -errno;
 		zn_error("checkpoint: fsync %s failed: %s", path, zn_strerror(rc));
 		return rc;
 	}
@@ -73,9 +100,10 @@ int zn_ckpt_fsync_dir(const char *dir)
 
 int zn_ckpt_rename(const char *from, const char *to)
 {
-	int rc;
+	int rc = zn_ckpt_fault_point("rename", to);
 
-	zn_ckpt_fault_point("rename", to);
+	if (rc)
+		return rc;
 	/* an existing checkpoint of the same step: swapped atomically, so `to` never goes
 	 * missing; the caller removes what is now at `from` */
 	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0)
@@ -99,8 +127,10 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%ld", dir, name, (long)getpid());
 	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
-	unlink(tmp); /* a dead save's (same pid only after a pid wrap) */
-	zn_ckpt_fault_point("create", tmp);
+	unlink(tmp); /* a dead save's (same pid only after a pid wrap); a link itself */
+	rc = zn_ckpt_fault_point("create", tmp);
+	if (rc)
+		return rc;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = -errno;
@@ -111,8 +141,9 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 	if (!rc)
 		rc = zn_ckpt_fsync(fd, tmp);
 	close(fd);
+	if (!rc)
+		rc = zn_ckpt_fault_point("rename", dst);
 	if (!rc) {
-		zn_ckpt_fault_point("rename", dst);
 		if (rename(tmp, dst)) {
 			rc = -errno;
 			zn_error("checkpoint: cannot rename %s to %s: %s", tmp, dst,
@@ -123,31 +154,6 @@ int zn_ckpt_write_small(const char *dir, const char *name, const void *buf, size
 		unlink(tmp);
 	if (!rc)
 		rc = zn_ckpt_fsync_dir(dir);
-	return rc;
-}
-
-int zn_ckpt_remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int rc = 0;
-
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		char p[ZN_PATH_MAX + 300];
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (unlink(p) && !rc)
-			rc = -errno;
-	}
-	closedir(d);
-	if (rmdir(dir) && !rc)
-		rc = -errno;
-	if (rc)
-		zn_warn("checkpoint: could not remove %s completely: %s", dir, zn_strerror(rc));
 	return rc;
 }
 
@@ -221,8 +227,7 @@ static uint64_t get_u64(const unsigned char *p)
 
 /* header: magic[8], version, rank, world, stage, layers, optimizer states (u32 each: 0
  * fp32, so files from before the setting read as fp32), zero to 64 bytes */
-static void header(unsigned char *h, const struct zn_ckpt_rank_hdr *r,
-		   enum zn_optim_states states)
+static void header(unsigned char *h, const struct zn_ckpt_rank_hdr *r)
 {
 	memset(h, 0, ZN_CKPT_HEADER_BYTES);
 	memcpy(h, ZN_CKPT_MAGIC, 8);
@@ -231,7 +236,7 @@ static void header(unsigned char *h, const struct zn_ckpt_rank_hdr *r,
 	put_u32(h + 16, (uint32_t)r->world);
 	put_u32(h + 20, (uint32_t)r->stage);
 	put_u32(h + 24, (uint32_t)r->layers);
-	put_u32(h + 28, (uint32_t)states);
+	put_u32(h + 28, (uint32_t)r->states);
 }
 
 /* layer table of rank r of w for numel[0 .. layers) into t (layers x 24 bytes) */
@@ -299,7 +304,7 @@ int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint3
 	size_t tb = (size_t)hd->layers * ZN_CKPT_TABLE_BYTES;
 	unsigned char h[ZN_CKPT_HEADER_BYTES], tr[ZN_CKPT_TRAILER_BYTES];
 	unsigned char *t = malloc(tb);
-	enum zn_optim_states st = zn_ckpt_state_states(e);
+	enum zn_optim_states st = hd->states;
 	uint64_t bufbytes = zn_ckpt_slice_bytes(st, zn_ckpt_state_max_slice(e)) + 4;
 	char *buf = malloc(bufbytes);
 	const char *nc = getenv("ZINC_CKPT_NO_COPY");
@@ -307,7 +312,7 @@ int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint3
 	uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
 	int rc = t && buf ? 0 : -ENOMEM;
 
-	header(h, hd, st);
+	header(h, hd);
 	if (!rc) {
 		table(t, numel, hd->layers, hd->rank, hd->world);
 		c = zn_ckpt_crc(c, h, sizeof(h));
@@ -360,10 +365,12 @@ static int fail(const char *path, const char *fmt, uint64_t a, uint64_t b)
 	return -EBADMSG;
 }
 
-int zn_ckpt_verify_rank(const char *path, int rank, int world, const uint64_t *numel,
-			int layers, enum zn_optim_states states, uint64_t size, uint32_t crc)
+int zn_ckpt_verify_rank(const char *path, const struct zn_ckpt_rank_hdr *hd,
+			const uint64_t *numel, uint64_t size, uint32_t crc)
 {
-	uint64_t have = 0, want = zn_ckpt_rank_file_bytes(numel, layers, rank, world, states);
+	int rank = hd->rank, world = hd->world, layers = hd->layers;
+	uint64_t have = 0, want = zn_ckpt_rank_file_bytes(numel, layers, rank, world,
+							   hd->states);
 	size_t tb = (size_t)layers * ZN_CKPT_TABLE_BYTES, chunk = 1u << 20;
 	unsigned char h[ZN_CKPT_HEADER_BYTES], *t = NULL, *buf = NULL;
 	uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
@@ -394,9 +401,19 @@ int zn_ckpt_verify_rank(const char *path, int rank, int world, const uint64_t *n
 	if (!rc && (int)get_u32(h + 24) != layers)
 		rc = fail(path, "has %" PRIu64 " layers, the metadata %" PRIu64, get_u32(h + 24),
 			  (uint64_t)layers);
-	if (!rc && get_u32(h + 28) != (uint32_t)states)
+	if (!rc && get_u32(h + 28) != (uint32_t)hd->states)
 		rc = fail(path, "holds optimizer states %" PRIu64 ", the metadata %" PRIu64
-			  " (0 fp32, 1 bf16, 2 int8)", get_u32(h + 28), (uint64_t)states);
+			  " (0 fp32, 1 bf16, 2 int8)", get_u32(h + 28), (uint64_t)hd->states);
+	/* every other byte: version 1, the metadata's stage, zeros */
+	if (!rc) {
+		unsigned char want_h[ZN_CKPT_HEADER_BYTES];
+
+		header(want_h, hd);
+		if (memcmp(h, want_h, sizeof(want_h)))
+			rc = fail(path, "header differs from what the metadata says (version %" PRIu64
+				  ", stage %" PRIu64 ", or its reserved bytes)", get_u32(h + 8),
+				  get_u32(h + 20));
+	}
 	if (!rc)
 		rc = zn_pread_all(fd, t, tb, sizeof(h), path);
 	for (int l = 0; !rc && l < layers; l++) {

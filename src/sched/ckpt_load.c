@@ -94,7 +94,8 @@ static int verify_files(struct zn_ckpt_dir *c)
 	size_t len = 0;
 
 	snprintf(p, sizeof(p), "%s/%s", c->dir, ZN_CKPT_CONFIG);
-	rc = zn_read_input_file(p, "checkpoint config", 64u << 20, &c->config, &len);
+	rc = zn_read_input_file(p, "checkpoint config", ZN_CKPT_CONFIG_MAX_BYTES, &c->config,
+				&len);
 	if (!rc && (len != m->config_size ||
 		    zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), c->config, len) != m->config_crc)) {
 		zn_error("checkpoint %s: size or CRC-32 differs from the metadata's: the file "
@@ -113,8 +114,9 @@ static int verify_files(struct zn_ckpt_dir *c)
 
 		zn_ckpt_rank_name(name, sizeof(name), r, W);
 		snprintf(p, sizeof(p), "%s/%s", c->dir, name);
-		rc = zn_ckpt_verify_rank(p, r, W, m->numel, L, m->states, m->file_size[r],
-					 m->file_crc[r]);
+		rc = zn_ckpt_verify_rank(p, &(struct zn_ckpt_rank_hdr){ r, W, m->info.stage, L,
+								   m->states },
+					 m->numel, m->file_size[r], m->file_crc[r]);
 		if (!rc) {
 			c->fd[r] = zn_open_input_regular(p, "checkpoint file", NULL);
 			rc = c->fd[r] < 0 ? c->fd[r] : 0;
@@ -213,8 +215,7 @@ int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int
 		return differs(c, what);
 	}
 	if (config_json && c->config && strcmp(config_json, c->config))
-		zn_info("--resume: this run's config differs from the checkpoint's (%s/%s); "
-			"training goes on with this run's", c->dir, ZN_CKPT_CONFIG);
+		zn_ckpt_config_diff(c->dir, c->config, config_json);
 	return 0;
 }
 
@@ -295,8 +296,10 @@ int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt_dir *c)
 		if (!rc)
 			rc = zn_ckpt_state_put(e, l, m, v);
 	}
+	/* only an fp16 run has a loss scaler to go on with (the others save zeros) */
 	if (!rc)
-		zn_ckpt_state_set_counters(e, c->m.info.step, c->m.skipped, &c->m.ls);
+		zn_ckpt_state_set_counters(e, c->m.info.step, c->m.skipped,
+					   c->m.info.dtype == ZN_DTYPE_F16 ? &c->m.ls : NULL);
 	free(m);
 	free(v);
 	return rc;

@@ -228,12 +228,21 @@ void zn_ckpt_state_set_counters(struct zn_engine *e, int64_t step, int64_t skipp
 {
 	e->step = step;
 	e->opt.skipped = skipped;
-	/* the scaler's settings come from this run's config; its position from the checkpoint */
-	if (e->cfg.precision.fp16) {
+	if (!e->cfg.precision.fp16)
+		return;
+	/* the scaler's settings come from this run's config; a dynamic scaler's position
+	 * from an fp16 checkpoint; a static scale is the config's */
+	if (ls && e->opt.ls.dynamic) {
 		e->opt.ls.scale = ls->scale;
-		e->opt.ls.cur_hysteresis = ls->cur_hysteresis;
+		e->opt.ls.cur_hysteresis = ls->cur_hysteresis < e->opt.ls.hysteresis ?
+						   ls->cur_hysteresis : e->opt.ls.hysteresis;
 		e->opt.ls.iter = ls->iter;
 		e->opt.ls.last_overflow_iter = ls->last_overflow_iter;
+		if (e->opt.ls.scale < e->opt.ls.min_scale)
+			e->opt.ls.scale = e->opt.ls.min_scale;
+	} else if (e->rt.rank == 0) {
+		zn_info("--resume: the checkpoint has no %s loss scale to go on with: it starts "
+			"at %g", ls ? "dynamic" : "fp16", e->opt.ls.scale);
 	}
 }
 
@@ -288,7 +297,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
 			break;
 		}
 		off = (off64_t)fo;
-		zn_ckpt_fault_point("copy", path);
+		rc = zn_ckpt_fault_point("copy", path);
 		while (!rc && n > 0) {
 			ssize_t c = copy_file_range(in, &off, fd, NULL, n, 0);
 

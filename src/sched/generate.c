@@ -49,7 +49,21 @@ static int check_opts(const struct zn_model *m, const struct zn_gen_opts *o)
 		zn_error("zinc generate: no weights to load");
 		return -EINVAL;
 	}
+	if (o->lora && (o->lora->base.ops != ops || o->lora->base.config != m->config ||
+			!o->lora->lay || o->lora->dropout != 0 || !o->init_adapter)) {
+		zn_error("zinc generate: the adapters must be prepared on this model, with "
+			 "dropout 0 and a loader");
+		return -EINVAL;
+	}
 	return 0;
+}
+
+/* the extra scratch of layer l's adapters for chunks of up to T tokens (0: none) */
+static uint64_t lora_extra(const struct zn_gen *g, int l, int T)
+{
+	if (!g->o.lora || !g->o.lora->lay[l].count)
+		return 0;
+	return zn_lora_scratch_extra(g->o.lora, &g->ad[l], 1, T, false);
 }
 
 static int make_layers(struct zn_gen *g)
@@ -64,7 +78,9 @@ static int make_layers(struct zn_gen *g)
 	g->L = calloc((size_t)g->n, sizeof(*g->L));
 	g->params_d = calloc((size_t)g->n, sizeof(float *));
 	g->kv_d = calloc((size_t)g->n, sizeof(float *));
-	if (!g->L || !g->params_d || !g->kv_d)
+	g->adapters_d = calloc((size_t)g->n, sizeof(float *));
+	g->ad = calloc((size_t)g->n, sizeof(*g->ad));
+	if (!g->L || !g->params_d || !g->kv_d || !g->adapters_d || !g->ad)
 		return -ENOMEM;
 	for (int l = 0; l < g->n && !rc; l++) {
 		rc = ops->describe(g->m.config, l, &g->L[l]);
@@ -78,8 +94,12 @@ static int make_layers(struct zn_gen *g)
 				 "the adapters first", l);
 			rc = -EINVAL;
 		}
+		if (!rc && g->o.lora)
+			rc = zn_lora_describe(g->o.lora, l, &g->ad[l]);
 		if (!rc) {
-			uint64_t s = ops->decode_scratch_numel(g->m.config, &g->L[l], g->o.max_chunk);
+			/* the adapters' scratch follows the base's (zn_lora_decode) */
+			uint64_t s = ops->decode_scratch_numel(g->m.config, &g->L[l], g->o.max_chunk) +
+				     lora_extra(g, l, g->o.max_chunk);
 
 			scratch = s > scratch ? s : scratch;
 		}
@@ -138,6 +158,32 @@ static int load_layer0(struct zn_gen *g)
 	return rc;
 }
 
+/* the adapters (o.lora): read on the host one layer at a time, kept on the device */
+static int load_adapters(struct zn_gen *g)
+{
+	int rc = 0;
+
+	for (int l = 0; g->o.lora && l < g->n && !rc; l++) {
+		uint64_t b = g->ad[l].numel * sizeof(float);
+		float *h;
+
+		if (!g->o.lora->lay[l].count)
+			continue;
+		h = malloc(b);
+		if (!h)
+			return -ENOMEM;
+		rc = dalloc(g, (void **)&g->adapters_d[l], b, "the adapters");
+		if (!rc)
+			rc = g->o.init_adapter(g->o.adapter_ctx, l, &g->ad[l], h);
+		if (!rc)
+			rc = zn_memcpy_async(g->copy, g->adapters_d[l], h, b, ZN_COPY_H2D);
+		if (!rc)
+			rc = zn_stream_synchronize(g->copy);
+		free(h);
+	}
+	return rc;
+}
+
 int zn_gen_create(struct zn_gen **out, const struct zn_model *m, const struct zn_gen_opts *o)
 {
 	struct zn_device_config dc = { .kind = o->device, .budget_bytes = o->device_mem };
@@ -165,6 +211,8 @@ int zn_gen_create(struct zn_gen **out, const struct zn_model *m, const struct zn
 	if (!rc)
 		rc = load_layer0(g);
 	if (!rc)
+		rc = load_adapters(g);
+	if (!rc)
 		rc = zn_gen_fz_create(g);
 	if (rc) {
 		zn_gen_destroy(g);
@@ -188,6 +236,8 @@ void zn_gen_destroy(struct zn_gen *g)
 			zn_device_free(g->dev, g->params_d[l]);
 		if (g->kv_d)
 			zn_device_free(g->dev, g->kv_d[l]);
+		if (g->adapters_d)
+			zn_device_free(g->dev, g->adapters_d[l]);
 	}
 	zn_device_free(g->dev, g->x_d[0]);
 	zn_device_free(g->dev, g->x_d[1]);
@@ -205,6 +255,8 @@ void zn_gen_destroy(struct zn_gen *g)
 	free(g->L);
 	free(g->params_d);
 	free(g->kv_d);
+	free(g->adapters_d);
+	free(g->ad);
 	free(g);
 }
 
@@ -212,18 +264,26 @@ struct launch {
 	const struct zn_model_ops *ops;
 	const void *config;
 	struct zn_decode_io io;
+	/* with adapters on this layer: */
+	const struct zn_lora_config *lora;
+	const struct zn_layer_desc *ad;
+	const float *adapters;
+	float *extra;
 };
 
 static void run_layer(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	const struct launch *a = ctx;
 
-	a->ops->decode(k, native, a->config, &a->io);
+	if (a->lora)
+		zn_lora_decode(k, native, a->lora, &a->io, a->ad, a->adapters, a->extra);
+	else
+		a->ops->decode(k, native, a->config, &a->io);
 }
 
 static int layer(struct zn_gen *g, int l, int T, int n_logits)
 {
-	struct launch a = { g->m.ops, g->m.config, { 0 } };
+	struct launch a = { g->m.ops, g->m.config, { 0 }, NULL, NULL, NULL, NULL };
 	const float *p = NULL;
 	int rc;
 
@@ -244,6 +304,12 @@ static int layer(struct zn_gen *g, int l, int T, int n_logits)
 	a.io.n_logits = n_logits;
 	a.io.pos0 = g->pos;
 	a.io.T = T;
+	if (g->adapters_d && g->adapters_d[l]) {
+		a.lora = g->o.lora;
+		a.ad = &g->ad[l];
+		a.adapters = g->adapters_d[l];
+		a.extra = g->scratch_d + g->m.ops->decode_scratch_numel(g->m.config, &g->L[l], T);
+	}
 	rc = zn_launch(g->compute, run_layer, &a, sizeof(a));
 	if (!rc)
 		rc = zn_gen_fz_release(g, l);

@@ -19,7 +19,8 @@
  *   ZN_GEN_NVME    the frozen file under nvme_path (unlinked at once: nothing is left
  *                  behind), read through the aio engine (io_uring) into the slots' pinned
  *                  read buffers as soon as they are free, then copied up.
- * The KV caches (one per layer that has one), activations and logits stay on the device.
+ * The KV caches (one per layer that has one), activations and logits stay on the device,
+ * and so do LoRA adapters (o.lora), added to their targets' outputs by zn_lora_decode.
  * Results are the same bits in every home (the same kernels on the same values).
  */
 #ifndef ZN_SCHED_GENERATE_H
@@ -27,6 +28,7 @@
 
 #include <stdint.h>
 
+#include "model/lora/lora.h"
 #include "model/model.h"
 #include "zinc.h"
 
@@ -46,6 +48,14 @@ struct zn_gen_opts {
 	/* layer l's L->numel fp32 parameters into params_h (one layer in host memory) */
 	int (*init_layer)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
 	void *init_ctx;
+	/* LoRA adapters applied unmerged (zinc generate --adapter), or NULL: a prepared
+	 * config whose base is the model generated from, dropout 0; init_adapter fills layer
+	 * l's adapters (L: zn_lora_describe's descriptor; ctx adapter_ctx) for each layer that
+	 * has some. They
+	 * stay on the device whatever the home (a few MB), the base streams as without them. */
+	const struct zn_lora_config *lora;
+	int (*init_adapter)(void *ctx, int layer, const struct zn_layer_desc *L, float *out_h);
+	void *adapter_ctx;
 };
 
 struct zn_gen_stats {

@@ -25,6 +25,8 @@ struct zn_gen {
 	bool fz_restart;                /* the next forward begins a fresh sequence */
 	/* the rest, on the device */
 	float **kv_d;
+	float **adapters_d;             /* o.lora: layer l's adapters, NULL where it has none */
+	struct zn_layer_desc *ad;       /* o.lora: their descriptors */
 	float *x_d[2], *scratch_d, *logits_d;
 	int *tokens_d, *pos_d;
 	int *tokens_h, *pos_h;          /* page-locked staging of the inputs */

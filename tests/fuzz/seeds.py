@@ -70,6 +70,16 @@ def config_seeds():
         {"zero_optimization": {"offload_optimizer": {"device": "nvme",
                                                      "nvme_path": ["/p%d" % i for i in range(9)]}}}))
     put("config", "bad-negative-stage.json", '{"zero_optimization": {"stage": -1}}')
+    # core/json: the last of a repeated key (a repeated object replaces the first whole);
+    # a float key's value must fit a float; NUL is never the end of the text
+    put("config", "ok-repeated-key.json",
+        '{"optimizer": {"type": "AdamW", "params": {"lr": 0.1, "eps": 1e-6}},\n'
+        ' "optimizer": {"type": "AdamW", "params": {"lr": 0.2}}}')
+    put("config", "bad-lr-overflow.json", '{"optimizer": {"type": "AdamW", "params": {"lr": 1e300}}}')
+    put("config", "bad-eps-underflow.json", '{"optimizer": {"params": {"eps": 1e-50}}}')
+    put("config", "bad-nul-after.json", b'{"steps_per_print": 3}\0{"x": 1}')
+    put("config", "bad-nul-escape.json", '{"zinc": {"run_id": "a\\u0000b"}}')
+    put("config", "bad-bom.json", b'\xef\xbb\xbf{}')
 
 
 # ---- safetensors ------------------------------------------------------------------------
@@ -160,6 +170,21 @@ def safetensors_seeds():
     put("safetensors", "bad-nine-dims.st", st([("w", "U8", [1] * 9, b"a")]))
     put("safetensors", "bad-dim-overflow.st", st([], header_override=(
         b'{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}')))
+    # repeated keys as the Rust reader takes them: a name's last entry, one __metadata__,
+    # a tensor's fields once; the header padded with spaces, never NUL bytes
+    put("safetensors", "ok-repeated-name-last.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+        b'"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'), data_extra=b"ab"))
+    put("safetensors", "bad-repeated-metadata.st", st([], header_override=(
+        b'{"__metadata__":{},"__metadata__":{},'
+        b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'), data_extra=b"a"))
+    put("safetensors", "bad-repeated-field.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}'), data_extra=b"a"))
+    h = b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    h += b"\0" * (-len(h) % 8 or 8)
+    put("safetensors", "bad-nul-padded.st", struct.pack("<Q", len(h)) + h + b"a")
+    put("safetensors", "bad-float-offset.st", st([], header_override=(
+        b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1.0]}}'), data_extra=b"a"))
 
 
 # ---- data (llm.c token files and text) ---------------------------------------------------
@@ -226,6 +251,10 @@ def hf_config_seeds():
     put("hf_config", "bad-huge-hidden.json", json.dumps(dict(llama, hidden_size=2 ** 64)))
     put("hf_config", "bad-syntax.json", '{"model_type": "llama",')
     put("hf_config", "bad-not-object.json", '"llama"')
+    body = json.dumps(llama)[1:-1]
+    put("hf_config", "ok-repeated-key-last.json", '{"hidden_act": "gelu", %s}' % body)
+    put("hf_config", "bad-repeated-key-last.json", '{%s, "hidden_act": "gelu"}' % body)
+    put("hf_config", "bad-nul-after.json", json.dumps(llama).encode() + b"\0")
 
 
 # ---- Hugging Face model.safetensors.index.json --------------------------------------------
@@ -257,6 +286,178 @@ def hf_index_seeds():
     put("hf_index", "bad-value-number.json", json.dumps({"weight_map": dict(wm, **{"lm_head.weight": 2})}))
     put("hf_index", "bad-syntax.json", '{"weight_map": {')
     put("hf_index", "bad-empty.json", "")
+    body = json.dumps(wm)[1:-1]
+    put("hf_index", "ok-repeated-last-right.json",
+        '{"weight_map": {"lm_head.weight": "%s", %s}}' % (s1, body))
+    put("hf_index", "bad-repeated-last-wrong.json",
+        '{"weight_map": {%s, "lm_head.weight": "%s"}}' % (body, s1))
+
+
+# ---- PEFT adapter_config.json -------------------------------------------------------------
+def peft_config_seeds():
+    """fuzz_peft_config.c's adapter: GPT-2, LoRA r 4, alpha 8 on c_attn."""
+    zinc = ('{\n  "peft_type": "LORA",\n  "task_type": "CAUSAL_LM",\n'
+            '  "base_model_name_or_path": null,\n  "r": 4,\n  "lora_alpha": 8,\n'
+            '  "lora_dropout": 0,\n  "use_rslora": false,\n  "target_modules": ["c_attn"],\n'
+            '  "fan_in_fan_out": true,\n  "bias": "none",\n  "inference_mode": true,\n'
+            '  "init_lora_weights": true,\n  "modules_to_save": null,\n'
+            '  "layers_to_transform": null,\n  "layers_pattern": null,\n'
+            '  "rank_pattern": {},\n  "alpha_pattern": {},\n  "revision": null\n}\n')
+    peft = {"alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": None,
+            "bias": "none", "fan_in_fan_out": True, "inference_mode": True,
+            "init_lora_weights": True, "layer_replication": None, "layers_pattern": None,
+            "layers_to_transform": None, "loftq_config": {}, "lora_alpha": 8,
+            "lora_dropout": 0.05, "megatron_config": None, "megatron_core": "megatron.core",
+            "modules_to_save": None, "peft_type": "LORA", "r": 4, "rank_pattern": {},
+            "revision": None, "target_modules": ["c_attn"], "task_type": "CAUSAL_LM",
+            "use_dora": False, "use_rslora": False}
+    put("peft_config", "ok-zinc.json", zinc)
+    put("peft_config", "ok-peft.json", json.dumps(peft, indent=2, sort_keys=True))
+    body = json.dumps(peft)[1:-1]
+    put("peft_config", "ok-repeated-r-last.json", '{"r": 8, %s}' % body)
+    put("peft_config", "bad-repeated-r-last.json", '{%s, "r": 8}' % body)
+    put("peft_config", "bad-r.json", json.dumps(dict(peft, r=8)))
+    put("peft_config", "bad-alpha.json", json.dumps(dict(peft, lora_alpha=16)))
+    put("peft_config", "bad-rslora.json", json.dumps(dict(peft, use_rslora=True)))
+    put("peft_config", "bad-nul-after.json", json.dumps(peft).encode() + b"\0")
+    put("peft_config", "bad-nul-escape.json", '{%s, "revision": "a\\u0000b"}' % body)
+    put("peft_config", "bad-syntax.json", '{"r": 4, "lora_alpha": 8,}')
+    put("peft_config", "bad-not-object.json", "[4, 8]")
+    put("peft_config", "bad-empty.json", "")
+
+
+# ---- Hugging Face tokenizer.json ------------------------------------------------------------
+def tokenizer_seeds():
+    """fuzz_tokenizer.c loads the input as a directory's tokenizer.json: the test fixtures
+    (tests/ref/tok) as they are, and small BPE models tokenizers refuses."""
+    ref = os.path.join(HERE, "..", "ref", "tok")
+    for kind in sorted(os.listdir(ref)):
+        with open(os.path.join(ref, kind, "tokenizer.json"), "rb") as f:
+            put("tokenizer", "ok-%s.json" % kind, f.read())
+
+    def bpe(vocab, merges, added=()):
+        return json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": merges},
+                           "added_tokens": list(added)})
+    abc = {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}
+    put("tokenizer", "ok-abc.json", bpe(abc, ["a b", "b c"]))
+    put("tokenizer", "ok-repeated-merge.json", bpe(abc, ["a b", "b c", "a b"]))
+    put("tokenizer", "ok-version-line.json", bpe(abc, ["#version: 0.2", "a b"]))
+    put("tokenizer", "ok-pair-merges.json", bpe(abc, [["a", "b"], ["b", "c"]]))
+    put("tokenizer", "ok-added-sparse.json",
+        bpe(abc, ["a b"], [{"id": 128000, "content": "<s>", "special": True}]))
+    put("tokenizer", "ok-repeated-vocab-key.json",
+        '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "a": 3}, '
+        '"merges": ["a b"]}, "added_tokens": []}')
+    put("tokenizer", "bad-empty-vocab.json", bpe({}, []))
+    put("tokenizer", "bad-merge-part.json", bpe(abc, ["a x"]))
+    put("tokenizer", "bad-merge-result.json", bpe(abc, ["a c"]))
+    put("tokenizer", "bad-merge-three.json", bpe(abc, ["a b c"]))
+    put("tokenizer", "bad-merge-pair-three.json", bpe(abc, [["a", "b", "c"]]))
+    put("tokenizer", "bad-merge-one.json", bpe(abc, ["ab"]))
+    put("tokenizer", "bad-float-id.json", bpe(dict(abc, a=0.5), []))
+    put("tokenizer", "bad-whole-float-id.json", bpe(dict(abc, a=1.0), []))
+    put("tokenizer", "bad-huge-id.json", bpe({"a": 2 ** 31 - 100}, []))
+    put("tokenizer", "bad-huge-added-id.json",
+        bpe(abc, [], [{"id": 10 ** 10, "content": "<s>"}]))
+    put("tokenizer", "bad-invalid-utf8.json",
+        b'{"model": {"type": "BPE", "vocab": {"a": 0, "\xff": 1}, "merges": []}}')
+    put("tokenizer", "bad-nul-key.json", bpe({"a\0": 0}, []))
+    put("tokenizer", "bad-wordpiece.json", '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}')
+    put("tokenizer", "bad-syntax.json", '{"model": {"type": "BPE", "vocab": {"a": 0},}}')
+    put("tokenizer", "bad-empty.json", "")
+
+
+# ---- ckpt_meta (a checkpoint's zinc-checkpoint.txt) ---------------------------------------
+def ckpt_meta_text(world=1, dtype="fp32", extra=None, drop=(), **over):
+    """A 2-layer metadata body (no crc32 line: the target appends it) with fields over."""
+    numel = [96, 40]
+    fixed = 64 + 8 + 24 * len(numel)
+    total = sum(numel)
+    kv = [("zinc_checkpoint", "1"), ("step", "4"), ("skipped", "0"), ("data_step", "8"),
+          ("global_micro", str(2 * world)), ("seq", "16"), ("world", str(world)),
+          ("stage", "3"), ("dtype", dtype), ("seed", "1337"), ("family", "gpt2"),
+          ("ls.scale", "0x1p+16" if dtype == "fp16" else "0x0p+0"),
+          ("ls.cur_hysteresis", "2" if dtype == "fp16" else "0"),
+          ("ls.iter", "4" if dtype == "fp16" else "0"),
+          ("ls.last_overflow_iter", "-1" if dtype == "fp16" else "0"), ("layers", "2"),
+          ("layer.0", "96"), ("tensor.0.0", "transformer.wte.weight 8x8"),
+          ("tensor.0.1", "transformer.wpe.weight 4x8"),
+          ("layer.1", "40"), ("tensor.1.0", "transformer.h.0.ln_1.weight 8x1")]
+    for r in range(world):
+        share = sum(n // world + (1 if r < n % world else 0) for n in numel)
+        kv.append(("rank.%d" % r, "%d %08x" % (fixed + 12 * share, 0x1234abcd + r)))
+    kv += [("config", "2780 928b87eb"), ("data.path", "data/demo.txt"),
+           ("data.size", "39458"), ("data.crc32", "dcb007ad")]
+    kv = [(k, over.get(k.replace(".", "_"), v)) for k, v in kv if k not in drop]
+    kv += extra or []
+    return "".join("%s=%s\n" % (k, v) for k, v in kv)
+
+
+def with_crc(text):
+    import zlib
+    return text + "crc32=%08x\n" % (zlib.crc32(text.encode()) & 0xffffffff)
+
+
+def ckpt_meta_seeds():
+    t = "ckpt_meta"
+    put(t, "ok-fp32.txt", ckpt_meta_text())
+    put(t, "ok-fp32-with-crc.txt", with_crc(ckpt_meta_text()))
+    put(t, "ok-fp16.txt", ckpt_meta_text(dtype="fp16"))
+    put(t, "ok-world3.txt", ckpt_meta_text(world=3))
+    put(t, "ok-seed-above-int64.txt", ckpt_meta_text(seed="18446744073709551615"))
+    put(t, "ok-no-data-identity.txt",
+        ckpt_meta_text(drop=("data.path", "data.size", "data.crc32")))
+    put(t, "bad-crc.txt", ckpt_meta_text() + "crc32=00000000\n")
+    put(t, "bad-crc-short.txt", with_crc(ckpt_meta_text())[:-3] + "\n")
+    put(t, "bad-skipped-over-step.txt", ckpt_meta_text(skipped="5"))
+    put(t, "bad-step-near-int64-max.txt",
+        ckpt_meta_text(step="9223372036854775806", data_step="9223372036854775807"))
+    put(t, "bad-step-over-int32.txt",
+        ckpt_meta_text(step="2147483648", data_step="4294967296"))
+    put(t, "bad-data-step-below-step.txt", ckpt_meta_text(data_step="3"))
+    put(t, "bad-negative-step.txt", ckpt_meta_text(step="-1"))
+    put(t, "bad-step-plus-sign.txt", ckpt_meta_text(step="+4"))
+    put(t, "bad-step-leading-zero.txt", ckpt_meta_text(step="04"))
+    put(t, "bad-global-micro-not-world-multiple.txt", ckpt_meta_text(world=3, global_micro="4"))
+    put(t, "bad-global-micro-zero.txt", ckpt_meta_text(global_micro="0"))
+    put(t, "bad-seq-zero.txt", ckpt_meta_text(seq="0"))
+    put(t, "bad-stage-4.txt", ckpt_meta_text(stage="4"))
+    put(t, "bad-dtype.txt", ckpt_meta_text(dtype="int8"))
+    put(t, "bad-seed-over-uint64.txt", ckpt_meta_text(seed="18446744073709551616"))
+    put(t, "bad-seed-negative.txt", ckpt_meta_text(seed="-1"))
+    put(t, "bad-fp16-scale-zero.txt", ckpt_meta_text(dtype="fp16", ls_scale="0x0p+0"))
+    put(t, "bad-scale-nan.txt", ckpt_meta_text(dtype="fp16", ls_scale="nan"))
+    put(t, "bad-scale-inf.txt", ckpt_meta_text(ls_scale="inf"))
+    put(t, "bad-scale-negative.txt", ckpt_meta_text(ls_scale="-0x1p+0"))
+    put(t, "bad-fp16-hysteresis-zero.txt", ckpt_meta_text(dtype="fp16", ls_cur_hysteresis="0"))
+    put(t, "bad-hysteresis-over-int.txt", ckpt_meta_text(ls_cur_hysteresis="4294967297"))
+    put(t, "bad-ls-iter-over-step.txt", ckpt_meta_text(dtype="fp16", ls_iter="5"))
+    put(t, "bad-last-overflow-over-iter.txt",
+        ckpt_meta_text(dtype="fp16", ls_last_overflow_iter="4"))
+    put(t, "bad-last-overflow-below-minus-one.txt",
+        ckpt_meta_text(dtype="fp16", ls_last_overflow_iter="-2"))
+    put(t, "bad-duplicate-key.txt", ckpt_meta_text(extra=[("step", "4")]))
+    put(t, "bad-unknown-key.txt", ckpt_meta_text(extra=[("resume_anyway", "1")]))
+    put(t, "bad-layer-index-out-of-range.txt", ckpt_meta_text(extra=[("layer.2", "8")]))
+    put(t, "bad-layer-index-leading-zero.txt", ckpt_meta_text(extra=[("layer.01", "40")]))
+    put(t, "bad-rank-index-out-of-range.txt", ckpt_meta_text(extra=[("rank.1", "100 00000000")]))
+    put(t, "bad-tensor-gap.txt", ckpt_meta_text(extra=[("tensor.1.2", "x 1x1")]))
+    put(t, "bad-tensor-over-layer.txt", ckpt_meta_text(tensor_1_0="transformer.h.0.ln_1.weight 8x6"))
+    put(t, "bad-tensor-shape-overflow.txt",
+        ckpt_meta_text(tensor_0_0="w 4294967296x4294967296"))
+    put(t, "bad-layer-numel-huge.txt", ckpt_meta_text(layer_0="9223372036854775807"))
+    put(t, "bad-missing-layer.txt", ckpt_meta_text(drop=("layer.1",)))
+    put(t, "bad-missing-rank.txt", ckpt_meta_text(world=3, drop=("rank.2",)))
+    put(t, "bad-rank-size-small.txt", ckpt_meta_text(rank_0="10 1234abcd"))
+    put(t, "bad-rank-size-huge.txt", ckpt_meta_text(rank_0="18446744073709551615 1234abcd"))
+    put(t, "bad-rank-crc-long.txt", ckpt_meta_text(rank_0="1704 1234abcd9"))
+    put(t, "bad-config-size-huge.txt", ckpt_meta_text(config="1099511627776 928b87eb"))
+    put(t, "bad-data-incomplete.txt", ckpt_meta_text(drop=("data.crc32",)))
+    put(t, "bad-world-zero.txt", ckpt_meta_text().replace("\nworld=1\n", "\nworld=0\n"))
+    put(t, "bad-nul-byte.txt", ckpt_meta_text().replace("family=gpt2", "family=gpt2\0x"))
+    put(t, "bad-empty-key.txt", ckpt_meta_text(extra=[("", "1")]))
+    put(t, "bad-not-key-value.txt", ckpt_meta_text() + "no equals sign\n")
+    put(t, "bad-empty.txt", "")
 
 
 if __name__ == "__main__":
@@ -265,3 +466,6 @@ if __name__ == "__main__":
     data_seeds()
     hf_config_seeds()
     hf_index_seeds()
+    peft_config_seeds()
+    tokenizer_seeds()
+    ckpt_meta_seeds()

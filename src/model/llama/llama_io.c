@@ -40,7 +40,7 @@ int zn_llama_load_layer(const struct zn_llama_config *cfg, const struct zn_layer
 int zn_llama_save(const struct zn_llama_config *cfg, const struct zn_layer_desc *layers,
 		  const float *const *params_h, const char *path, enum zn_dtype dtype)
 {
-	struct zn_hf_save_opts o = { dtype, 0, NULL };
+	struct zn_hf_save_opts o = { dtype, 0, NULL, NULL };
 	struct zn_hf_config hf;
 	struct zn_st_entry *e;
 	int n = zn_llama_layer_count(cfg), count = 0, rc;

@@ -86,21 +86,83 @@ void zn_lora_forward(const struct zn_kernel_table *k, void *stream,
 void zn_lora_backward(const struct zn_kernel_table *k, void *stream,
 		      const struct zn_lora_config *cfg, const struct zn_layer_io *io);
 
+/* alpha / r, or alpha / sqrt(r) with rslora, in float64 (PEFT's `scaling`, a Python
+ * float): what a merge multiplies by. */
+double zn_lora_scale64(const struct zn_lora_config *cfg);
+/* Inference with the adapters unmerged (zinc generate --adapter): the base family's decode
+ * op on layer io->L (the base's descriptor; io->params its weights) against a kernel table
+ * whose matmul_forward adds scale * x A^T B^T to each target's output columns, as the
+ * training forward does. ad is the wrapper's descriptor of the layer (zn_lora_describe),
+ * adapters its floats on the device; extra holds zn_lora_scratch_extra(cfg, ad, 1, T,
+ * false) floats. cfg->dropout must be 0 (inference: PEFT's eval mode). */
+void zn_lora_decode(const struct zn_kernel_table *k, void *stream,
+		    const struct zn_lora_config *cfg, const struct zn_decode_io *io,
+		    const struct zn_layer_desc *ad, const float *adapters, float *extra);
+
 /* The merged weights of layer l: base (frozen_numel floats, the base layout) gets
- * W += scale * B A for every adapter, in float64 per element. */
+ * W + scale64 * B A for every adapter, computed in float64 per element and rounded once
+ * to dtype (held in the float: zn_f64_round_to), so a bf16 or fp16 save writes that value
+ * exactly. */
 void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
-			 float *base);
+			 float *base, enum zn_dtype dtype);
+
+/* PEFT's adapter_config.json (lora_peft_config.c): what zinc takes from it. */
+enum zn_lora_peft_targets {
+	ZN_LORA_PEFT_TARGETS_NONE,       /* null or absent */
+	ZN_LORA_PEFT_TARGETS_LIST,       /* names, comma-separated in targets */
+	ZN_LORA_PEFT_TARGETS_ALL_LINEAR, /* "all-linear" */
+	ZN_LORA_PEFT_TARGETS_REGEX,      /* another string: a regular expression */
+};
+
+struct zn_lora_peft {
+	int r;
+	float alpha, dropout;
+	bool rslora, fan_in_fan_out;
+	enum zn_lora_peft_targets targets_kind;
+	char targets[512];
+	char base[ZN_PATH_MAX]; /* base_model_name_or_path, "" when null */
+};
+
+/* Parses adapter_config.json's text (NUL-terminated; path names it in errors): peft_type
+ * LORA, r, lora_alpha, use_rslora, lora_dropout in [0, 1), bias "none", target_modules,
+ * and every other LoraConfig field that changes the model or the training (modules_to_save,
+ * layers_to_transform, rank_pattern, alpha_pattern, use_dora, lora_bias, init_lora_weights
+ * that rewrite the base, ...) at the value PEFT treats as its default, else -EINVAL
+ * (logged, naming the field and value). A field PEFT does not have is accepted only when
+ * null, false, 0, "", [] or {}. Pure: no file, no model. */
+int zn_lora_peft_parse(const char *text, const char *path, struct zn_lora_peft *out);
+/* dir/adapter_config.json read and parsed (core/json: a repeated key takes its last value,
+ * as PEFT's json.load); what names the flag in messages. */
+int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *out);
+/* Before zn_lora_prepare (cfg->base set): r, lora_alpha and use_rslora must be cfg's;
+ * target_modules become cfg's targets when it has none (a list of names zinc knows, or
+ * "all-linear"; a regular expression is refused: give the targets); lora_dropout becomes
+ * cfg's when take_dropout; fan_in_fan_out true is refused on nn.Linear families (all but
+ * GPT-2, whose Conv1D weights PEFT marks so). 0 or -EINVAL (logged). */
+int zn_lora_peft_apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
+		       const char *path, bool take_dropout);
 
 /* PEFT's files (lora_peft.c). save: dir/adapter_model.safetensors (fp32, PEFT's names) and
  * dir/adapter_config.json (base_name may be NULL); adapters[l] is layer l's trainable
- * buffer. open: checks dir/adapter_config.json's r, lora_alpha, use_rslora against cfg and
- * opens the tensors; load_layer reads layer L's adapters (-EINVAL naming a missing or
- * misshapen tensor). Return 0 or a negative code (logged). */
+ * buffer. open (cfg prepared): opens dir/adapter_model.safetensors and checks its tensors
+ * are exactly cfg's adapters, with their shapes and finite values (-EINVAL naming the
+ * modules outside cfg's targets, a missing or misshapen tensor, or a NaN/Inf element);
+ * load_layer reads layer L's adapters. Return 0 or a negative code (logged). */
 struct zn_st_file;
 int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adapters,
 		      const char *dir, const char *base_name);
 int zn_lora_peft_open(const struct zn_lora_config *cfg, const char *dir,
 		      struct zn_st_file **out);
+/* dir/adapter_config.json into cfg (cfg->base set; lora_peft_config.c), for the commands
+ * that take an adapter as it is (zinc merge, generate --adapter): zn_lora_peft_read's checks,
+ * then r, lora_alpha, use_rslora, lora_dropout and target_modules (a list of names or
+ * "all-linear"; a regular expression is refused) taken. what names the flag in messages.
+ * 0 or a negative code (logged). */
+int zn_lora_peft_read_config(struct zn_lora_config *cfg, const char *dir, const char *what);
+/* Every adapter tensor of cfg is in f with its shape and a float dtype, and f holds no
+ * other tensor. 0 or -EINVAL (logged, naming the tensor; what names the flag). */
+int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn_st_file *f,
+			       const char *what);
 int zn_lora_peft_load_layer(const struct zn_st_file *f, const struct zn_layer_desc *L,
 			    float *params_h);
 

@@ -404,3 +404,22 @@ void zn_lora_backward(const struct zn_kernel_table *k, void *stream,
 {
 	run(k, stream, cfg, io, true);
 }
+
+void zn_lora_decode(const struct zn_kernel_table *k, void *stream,
+		    const struct zn_lora_config *cfg, const struct zn_decode_io *io,
+		    const struct zn_layer_desc *ad, const float *adapters, float *extra)
+{
+	const struct zn_lora_layer *ly = &cfg->lay[io->L->index];
+	struct zn_kernel_table kt = *k;
+	/* the wrapper's view of this layer, as in training: the base is `frozen`, the
+	 * adapters `params` (rows_in, A_of and B_of read these) */
+	struct zn_layer_io w = { .L = ad, .params = adapters, .frozen = io->params };
+	struct lora_ctx c = { .k = k, .cfg = cfg, .ly = ly, .L = ad, .io = &w };
+	const struct lora_ctx *prev = cur;
+
+	carve(&c, extra, 1, io->T);
+	kt.matmul_forward = lora_matmul_forward;
+	cur = &c;
+	cfg->base.ops->decode(&kt, stream, cfg->base.config, io);
+	cur = prev;
+}

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "model/lora/lora.h"
 
@@ -225,10 +226,17 @@ void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_
 
 /* ---- the merged weights ------------------------------------------------------------- */
 
+double zn_lora_scale64(const struct zn_lora_config *cfg)
+{
+	return cfg->rslora ? (double)cfg->alpha / sqrt((double)cfg->r) :
+			     (double)cfg->alpha / (double)cfg->r;
+}
+
 void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *adapters,
-			 float *base)
+			 float *base, enum zn_dtype dtype)
 {
 	const struct zn_lora_layer *ly = &cfg->lay[l];
+	const double scale = zn_lora_scale64(cfg);
 	struct zn_layer_desc d;
 
 	if (zn_lora_describe(cfg, l, &d))
@@ -239,14 +247,16 @@ void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *a
 		const float *B = adapters + d.tensors[a->a_tensor + 1].offset;
 		float *W = base + ly->base.tensors[a->base_tensor].offset;
 
+#pragma omp parallel for schedule(static) if (a->out * a->in > (1 << 16))
 		for (int64_t o = 0; o < a->out; o++)
 			for (int64_t c = 0; c < a->in; c++) {
 				double s = 0.0;
 
 				for (int k = 0; k < cfg->r; k++)
 					s += (double)B[o * cfg->r + k] * (double)A[k * a->in + c];
-				W[o * a->in + c] = (float)((double)W[o * a->in + c] +
-							   (double)cfg->scale * s);
+				/* one rounding, from float64 straight to the stored dtype */
+				W[o * a->in + c] = zn_f64_round_to((double)W[o * a->in + c] +
+								   scale * s, dtype);
 			}
 	}
 }
