@@ -439,7 +439,8 @@ Test(ckpt, refuses_another_model_shape_and_batch)
 }
 
 /* The metadata of dir's checkpoint-2 with the line of key set to value (appended when the
- * key is new) and its CRC line made right again: what a bug or a hand edit could leave. */
+ * key is new; value NULL: the line dropped) and its CRC line made right again: what a bug
+ * or a hand edit could leave. */
 static void rewrite_meta(const char *dir, const char *key, const char *value)
 {
 	char path[256], line[512], *out = malloc(1 << 20);
@@ -454,13 +455,15 @@ static void rewrite_meta(const char *dir, const char *key, const char *value)
 		if (!strncmp(line, "crc32=", 6))
 			continue;
 		if (!found && !strncmp(line, key, klen) && line[klen] == '=') {
-			snprintf(line, sizeof(line), "%s=%s\n", key, value);
 			found = true;
+			if (!value)
+				continue;
+			snprintf(line, sizeof(line), "%s=%s\n", key, value);
 		}
 		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s", line);
 	}
 	fclose(f);
-	if (!found)
+	if (!found && value)
 		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s=%s\n", key, value);
 	used += (size_t)snprintf(out + used, (1 << 20) - used, "crc32=%08x\n",
 				 (unsigned)zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), out, used));
@@ -485,7 +488,8 @@ Test(ckpt, metadata_out_of_range_is_refused_at_open)
 		{ "ls.last_overflow_iter", "-2" }, { "layer.0", "9223372036854775807" },
 		{ "rank.0", "10 00000000" }, { "config", "1099511627776 00000000" },
 		{ "tensor.1.99", "x 1x1" }, { "layer.9", "10" }, { "resume_anyway", "1" },
-		{ "data.size", "12" }, { "step", "02" },
+		{ "data.size", "12" }, { "step", "02" }, { "optimizer_states", "fp8" },
+		{ "optimizer_states", "INT8" }, { "optimizer_states", "int8" },
 	};
 	char dir[64], rank[256], meta[256], *orig;
 	size_t n = 0;
@@ -507,15 +511,18 @@ Test(ckpt, metadata_out_of_range_is_refused_at_open)
 	/* a seed above INT64_MAX (zinc.seed is a uint64) reads back */
 	rewrite_meta(dir, "seed", "18446744073709551615");
 	cr_assert_eq(open_rc(dir), 0);
+	/* a checkpoint from before the optimizer states setting has no key: fp32 */
+	rewrite_meta(dir, "optimizer_states", NULL);
+	cr_assert_eq(open_rc(dir), 0);
 	free(orig);
 	ck_rmtree(dir);
 }
 
 /* Every byte of a rank file's header is checked, even with both CRCs made right again:
- * its version, its stage against the metadata's, its reserved bytes. */
+ * its version, its stage and optimizer states against the metadata's, its reserved bytes. */
 Test(ckpt, rank_header_fields_are_all_checked)
 {
-	static const long at[] = { 8, 20, 40 }; /* version, stage, a reserved byte */
+	static const long at[] = { 8, 20, 28, 40 }; /* version, stage, states, a reserved byte */
 	char dir[64], rank[256], meta[256], *orig, *meta0, entry[64];
 	size_t n = 0, mn = 0;
 	FILE *f;
