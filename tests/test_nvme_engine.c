@@ -1,7 +1,8 @@
 /* The engine with state homed on nvme (offload_optimizer / offload_param nvme), one rank,
  * host device: the same arithmetic as cpu offload, so the same losses and final weights bit
  * for bit, and stage 0 within 1e-5; striping over two paths; the swap files gone after
- * destroy; an injected I/O error stops the step with the file named. */
+ * destroy; an injected I/O error stops the step with the file named; a damaged int8 extent
+ * fails its checksum. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <dirent.h>
@@ -455,4 +456,49 @@ static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_devi
 			     .clip = clip, .layers = layers };
 
 	check_case(&k);
+}
+
+/* int8 optimizer state on nvme: each moment's extent (codes, then the blocks' absmax) is
+ * written whole, so its CRC32C covers the scales too; a byte of layer 1's v scales flipped
+ * on disk behind the engine's back fails the next step naming the extent. */
+Test(nvme_engine, int8_states_checksum_covers_the_block_scales, .init = cr_redirect_stderr)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_swap_key key = { ZN_SWAP_EXP_AVG_SQ, 1, 0 };
+	struct zn_gpt2_config mc;
+	struct zn_step_stats st;
+	struct zn_config c;
+	struct zn_engine *e;
+	char *blk = nvme_test_alloc(4096);
+	int *tok = stream_for(2, 1), p, fd, rc;
+	uint64_t at, foff;
+
+	nvme_test_dir(dir, sizeof(dir));
+	et_model(&mc);
+	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
+	c.zero.offload_param.device = ZN_OFFLOAD_CPU;
+	c.optimizer.states = ZN_STATES_INT8;
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the clean step trains");
+	cr_assert_eq(zn_engine_flush(e), 0, "its write-behind lands");
+	/* byte 1 of block 0's absmax: right after the shard's codes */
+	at = e->L[1].sh.shard_numel + 1;
+	cr_assert_eq(zn_swap_locate(e->sw.swap_opt, key, at & ~4095ull, &p, &foff), 0);
+	fd = open(zn_swap_file(e->sw.swap_opt, p), O_RDWR | O_DIRECT);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, blk, 4096, (off_t)foff), 4096);
+	blk[at % 4096] ^= 0x10;
+	cr_assert_eq(pwrite(fd, blk, 4096, (off_t)foff), 4096);
+	close(fd);
+	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
+	cr_assert_eq(rc, -EBADMSG, "the step reads the damaged extent: %d", rc);
+	cr_assert(stderr_has("checksum mismatch", "(exp_avg_sq, layer 1, rank 0)"),
+		  "the error names the extent");
+	zn_engine_destroy(e);
+	free(blk);
+	free(tok);
+	nvme_test_rmdir(dir);
 }
