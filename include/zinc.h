@@ -48,6 +48,16 @@ enum zn_device_kind {
 	ZN_DEVICE_CUDA = 2,
 };
 
+/* How AdamW's m and v are stored (zinc.optimizer_states, --optimizer-states; docs/cpu.md,
+ * "Compact optimizer state"): fp32; bf16 (round to nearest even); int8 = bitsandbytes'
+ * blockwise 8-bit state (256-element blocks, an fp32 absmax per block, a signed dynamic map
+ * for m and an unsigned one for v). The fp32 master stays in every setting. */
+enum zn_optim_states {
+	ZN_STATES_FP32 = 0,
+	ZN_STATES_BF16 = 1,
+	ZN_STATES_INT8 = 2,
+};
+
 enum zn_lr_schedule {
 	ZN_LR_CONSTANT = 0,     /* no "scheduler" block, as in DeepSpeed */
 	ZN_LR_WARMUP = 1,       /* WarmupLR */
@@ -106,6 +116,7 @@ struct zn_optimizer_config {
 	float eps;
 	float weight_decay;
 	bool adam_w_mode; /* Adam: true (DeepSpeed's default) = AdamW, false = L2 (Adam) */
+	enum zn_optim_states states; /* zinc.optimizer_states: m and v as fp32, bf16 or int8 */
 };
 
 /* "scheduler": DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR and their params */

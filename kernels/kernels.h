@@ -39,6 +39,22 @@ struct zn_kernel_adamw {
 	int32_t l2;          /* 0: AdamW; 1: L2-regularised Adam (weight_decay into the gradient) */
 };
 
+/* AdamW's m and v stored compactly (zinc.optimizer_states; src/cpu/adamw.h "compact
+ * moments"): states 1 = bf16 (uint16), 2 = int8 (codes, with one fp32 absmax per block of
+ * 256 elements: element 0 starts a block); the enum zn_optim_states values. */
+struct zn_kernel_moments {
+	int32_t states;
+	void *m, *v;
+	float *m_absmax, *v_absmax;
+};
+
+/* Elements [first, first + count) of an adamw_states call take weight_decay. */
+struct zn_kernel_span {
+	uint64_t first, count;
+	float weight_decay;
+};
+#define ZN_KERNEL_ADAMW_SPANS 16 /* spans per adamw_states call (a layer's tensors) */
+
 /* a target that is not predicted (no loss, no gradient): Hugging Face's -100 label; any
  * negative target is read so */
 #define ZN_TARGET_IGNORE (-1)
@@ -329,6 +345,18 @@ struct zn_kernel_table {
 	void (*gelu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, size_t N);
 	void (*swiglu_forward_bf16out)(void *stream, uint16_t *out16, const float *inp, int B,
 				       int T, int IC);
+	/* adamw with compact moments (mo->states bf16 or int8): src/cpu/adamw.h's
+	 * zn_adamw_step_states, the same bits where the CPU build has hardware FMA. bf16:
+	 * each moment widened, updated, rounded to nearest even. int8: one pass per block of
+	 * 256 (widen through the dynamic maps, update with the fresh fp32 m and v, new absmax,
+	 * nearest code, m's sign kept; an element with an inf or NaN gradient gets m = v = 0
+	 * and keeps its weight; the rest of N's last block becomes 0). Weight decay per
+	 * element: spans[0 .. span_count) (at most ZN_KERNEL_ADAMW_SPANS) tile [0, N);
+	 * hp->weight_decay is not read. hp and the spans must pass the CPU checks (the caller
+	 * checks; the ops report nothing). */
+	void (*adamw_states)(void *stream, float *master, const struct zn_kernel_moments *mo,
+			     uint16_t *out_bf16, const float *grad, const struct zn_kernel_adamw *hp,
+			     const struct zn_kernel_span *spans, int span_count, size_t N);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

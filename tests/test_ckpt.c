@@ -17,16 +17,23 @@ static void tmpdir(char *out, size_t n)
 	cr_assert_not_null(mkdtemp(out));
 }
 
-static void exact(int stage, enum zn_offload_device off, int k)
+static void exact_states(int stage, enum zn_offload_device off, int k,
+			 enum zn_optim_states states)
 {
 	struct zn_config c;
 	char dir[64], sd[128];
 
 	ck_config(&c, stage, off);
+	c.optimizer.states = states;
 	tmpdir(dir, sizeof(dir));
 	snprintf(sd, sizeof(sd), "%s/save", dir);
 	ck_exact(&c, sd, k);
 	ck_rmtree(dir);
+}
+
+static void exact(int stage, enum zn_offload_device off, int k)
+{
+	exact_states(stage, off, k, ZN_STATES_FP32);
 }
 
 Test(ckpt, exact_resume_stage0) { exact(0, ZN_OFFLOAD_NONE, 2); }
@@ -36,6 +43,20 @@ Test(ckpt, exact_resume_stage2) { exact(2, ZN_OFFLOAD_NONE, 1); }
 Test(ckpt, exact_resume_stage2_cpu) { exact(2, ZN_OFFLOAD_CPU, 4); }
 Test(ckpt, exact_resume_stage3) { exact(3, ZN_OFFLOAD_NONE, 3); }
 Test(ckpt, exact_resume_stage3_cpu) { exact(3, ZN_OFFLOAD_CPU, 3); }
+
+/* m and v as stored (codes and block scales, never widened): the resume is exact */
+Test(ckpt, exact_resume_int8_states_device_and_cpu)
+{
+	exact_states(0, ZN_OFFLOAD_NONE, 2, ZN_STATES_INT8);
+	exact_states(2, ZN_OFFLOAD_NONE, 3, ZN_STATES_INT8);
+	exact_states(3, ZN_OFFLOAD_CPU, 3, ZN_STATES_INT8);
+}
+
+Test(ckpt, exact_resume_bf16_states_device_and_cpu)
+{
+	exact_states(1, ZN_OFFLOAD_NONE, 2, ZN_STATES_BF16);
+	exact_states(2, ZN_OFFLOAD_CPU, 4, ZN_STATES_BF16);
+}
 
 /* optimizer on the host, parameter shards on the device (not aliased) */
 Test(ckpt, exact_resume_stage3_optimizer_cpu_params_device)
@@ -110,6 +131,72 @@ Test(ckpt, resume_at_another_stage)
 				  r.w[l][i], a.w[l][i]);
 	ck_run_free(&a);
 	ck_run_free(&b);
+	ck_run_free(&r);
+	free(stream);
+	ck_rmtree(dir);
+}
+
+/* int8 state saved at stage 3 with cpu offload, resumed at stage 1 on the device: the
+ * blocks start at the same elements in every sharding, so the codes come back as saved and
+ * the run goes on as the straight one bit for bit (one micro-batch: with accumulation stage
+ * 1 would add the gradients in another order, resume_at_another_stage's tolerance) */
+Test(ckpt, int8_states_resume_at_another_stage_bit_for_bit)
+{
+	struct zn_config c3, c1;
+	struct ck_run a = { 0 }, b = { 0 }, r = { 0 };
+	struct zn_gpt2_config mc;
+	char dir[64], sd[128];
+	int *stream;
+
+	ck_config(&c3, 3, ZN_OFFLOAD_CPU);
+	ck_config(&c1, 1, ZN_OFFLOAD_NONE);
+	c3.gradient_accumulation_steps = c1.gradient_accumulation_steps = 1;
+	c3.optimizer.states = c1.optimizer.states = ZN_STATES_INT8;
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(CK_STEPS, 1, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&a, &c3, stream, 0, CK_STEPS, NULL, NULL), 0);
+	cr_assert_eq(ck_train(&b, &c3, stream, 0, 3, NULL, sd), 0);
+	cr_assert_eq(ck_train(&r, &c1, stream, 3, CK_STEPS, sd, NULL), 0);
+	for (int s = 3; s < CK_STEPS; s++)
+		cr_assert_eq(memcmp(&r.loss[s], &a.loss[s], 4), 0, "step %d: %.9g vs %.9g", s + 1,
+			     r.loss[s], a.loss[s]);
+	for (int l = 0; l < a.layers; l++)
+		cr_assert_eq(memcmp(r.w[l], a.w[l], a.numel[l] * 4), 0, "layer %d", l);
+	ck_run_free(&a);
+	ck_run_free(&b);
+	ck_run_free(&r);
+	free(stream);
+	ck_rmtree(dir);
+}
+
+/* a checkpoint keeps m and v as stored: a resume with another setting is refused before
+ * anything is put on the tiers */
+Test(ckpt, refuses_another_optimizer_states)
+{
+	struct zn_config c;
+	struct ck_run a = { 0 }, r = { 0 };
+	struct zn_gpt2_config mc;
+	struct zn_ckpt_dir *ck;
+	char dir[64], sd[128];
+	int *stream;
+
+	ck_config(&c, 2, ZN_OFFLOAD_CPU);
+	c.optimizer.states = ZN_STATES_INT8;
+	et_model(&mc);
+	stream = et_tokens(et_stream_len(CK_STEPS, 2, 1, ET_B), mc.vocab, 11);
+	tmpdir(dir, sizeof(dir));
+	snprintf(sd, sizeof(sd), "%s/save", dir);
+	cr_assert_eq(ck_train(&a, &c, stream, 0, 2, NULL, sd), 0);
+	cr_assert_eq(zn_ckpt_open(&ck, sd, "--resume"), 0);
+	cr_assert_eq(zn_ckpt_check_states(ck, ZN_STATES_INT8), 0);
+	cr_assert_eq(zn_ckpt_check_states(ck, ZN_STATES_FP32), ZN_EUSAGE);
+	cr_assert_eq(zn_ckpt_check_states(ck, ZN_STATES_BF16), ZN_EUSAGE);
+	zn_ckpt_close(ck);
+	c.optimizer.states = ZN_STATES_FP32;
+	cr_assert_eq(ck_train(&r, &c, stream, 2, 4, sd, NULL), ZN_EUSAGE);
+	ck_run_free(&a);
 	ck_run_free(&r);
 	free(stream);
 	ck_rmtree(dir);
@@ -352,7 +439,8 @@ Test(ckpt, refuses_another_model_shape_and_batch)
 }
 
 /* The metadata of dir's checkpoint-2 with the line of key set to value (appended when the
- * key is new) and its CRC line made right again: what a bug or a hand edit could leave. */
+ * key is new; value NULL: the line dropped) and its CRC line made right again: what a bug
+ * or a hand edit could leave. */
 static void rewrite_meta(const char *dir, const char *key, const char *value)
 {
 	char path[256], line[512], *out = malloc(1 << 20);
@@ -367,13 +455,15 @@ static void rewrite_meta(const char *dir, const char *key, const char *value)
 		if (!strncmp(line, "crc32=", 6))
 			continue;
 		if (!found && !strncmp(line, key, klen) && line[klen] == '=') {
-			snprintf(line, sizeof(line), "%s=%s\n", key, value);
 			found = true;
+			if (!value)
+				continue;
+			snprintf(line, sizeof(line), "%s=%s\n", key, value);
 		}
 		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s", line);
 	}
 	fclose(f);
-	if (!found)
+	if (!found && value)
 		used += (size_t)snprintf(out + used, (1 << 20) - used, "%s=%s\n", key, value);
 	used += (size_t)snprintf(out + used, (1 << 20) - used, "crc32=%08x\n",
 				 (unsigned)zn_ckpt_crc(zn_ckpt_crc(0, NULL, 0), out, used));
@@ -398,7 +488,8 @@ Test(ckpt, metadata_out_of_range_is_refused_at_open)
 		{ "ls.last_overflow_iter", "-2" }, { "layer.0", "9223372036854775807" },
 		{ "rank.0", "10 00000000" }, { "config", "1099511627776 00000000" },
 		{ "tensor.1.99", "x 1x1" }, { "layer.9", "10" }, { "resume_anyway", "1" },
-		{ "data.size", "12" }, { "step", "02" },
+		{ "data.size", "12" }, { "step", "02" }, { "optimizer_states", "fp8" },
+		{ "optimizer_states", "INT8" }, { "optimizer_states", "int8" },
 	};
 	char dir[64], rank[256], meta[256], *orig;
 	size_t n = 0;
@@ -420,15 +511,18 @@ Test(ckpt, metadata_out_of_range_is_refused_at_open)
 	/* a seed above INT64_MAX (zinc.seed is a uint64) reads back */
 	rewrite_meta(dir, "seed", "18446744073709551615");
 	cr_assert_eq(open_rc(dir), 0);
+	/* a checkpoint from before the optimizer states setting has no key: fp32 */
+	rewrite_meta(dir, "optimizer_states", NULL);
+	cr_assert_eq(open_rc(dir), 0);
 	free(orig);
 	ck_rmtree(dir);
 }
 
 /* Every byte of a rank file's header is checked, even with both CRCs made right again:
- * its version, its stage against the metadata's, its reserved bytes. */
+ * its version, its stage and optimizer states against the metadata's, its reserved bytes. */
 Test(ckpt, rank_header_fields_are_all_checked)
 {
-	static const long at[] = { 8, 20, 40 }; /* version, stage, a reserved byte */
+	static const long at[] = { 8, 20, 28, 40 }; /* version, stage, states, a reserved byte */
 	char dir[64], rank[256], meta[256], *orig, *meta0, entry[64];
 	size_t n = 0, mn = 0;
 	FILE *f;

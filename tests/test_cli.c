@@ -82,6 +82,34 @@ Test(cli, estimate_json)
 	cJSON_Delete(root);
 }
 
+/* --optimizer-states: the bytes per parameter in the header and the table's figures */
+Test(cli, estimate_optimizer_states)
+{
+	static char out[65536];
+	cJSON *root, *r;
+	double nvme = -1;
+
+	cr_assert_eq(run("estimate --params 64B --largest-layer 1B --gpus 8 --nodes 8 "
+			 "--optimizer-states int8", out, sizeof(out)), 0);
+	cr_assert(strstr(out, "bf16 mixed precision, int8 optimizer states (2+2+6.03 B/param)"),
+		  "%s", out);
+	cr_assert_eq(run("estimate --params 64B --largest-layer 1B --gpus 8 --nodes 8 "
+			 "--optimizer-states bf16 --json", out, sizeof(out)), 0);
+	root = cJSON_Parse(out);
+	cr_assert_not_null(root, "not JSON: %s", out);
+	cr_assert_str_eq(cJSON_GetObjectItem(root, "optimizer_states")->valuestring, "bf16");
+	cr_assert_float_eq(cJSON_GetObjectItem(root, "optimizer_bytes_per_param")->valuedouble,
+			   8.0, 1e-9);
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "rows"))
+		if (cJSON_GetObjectItem(r, "stage")->valueint == 3 &&
+		    !strcmp(cJSON_GetObjectItem(r, "offload_optimizer")->valuestring, "nvme") &&
+		    !strcmp(cJSON_GetObjectItem(r, "offload_param")->valuestring, "cpu"))
+			nvme = cJSON_GetObjectItem(r, "nvme_bytes_per_rank")->valuedouble;
+	cr_assert_float_eq(nvme, 8.0 * 64e9 / 64, 1, "master + bf16 m and v: 8 B/param on nvme");
+	cJSON_Delete(root);
+	cr_assert_eq(run("estimate --params 1B --optimizer-states int4", NULL, 0), 2);
+}
+
 Test(cli, estimate_gpt_shape)
 {
 	static char out[65536];

@@ -114,6 +114,32 @@ Test(cli_ckpt, resume_saves_the_straight_runs_bytes)
 	rmtree(d);
 }
 
+/* int8 optimizer state: the resume saves the straight run's bytes; a resume with another
+ * --optimizer-states is refused (exit 1, as every refused resume) naming both, and writes
+ * nothing */
+Test(cli_ckpt, int8_states_resume_exactly_and_refuse_another_setting)
+{
+	char d[64], a[128], b[128];
+
+	tmpdir(d, sizeof(d));
+	snprintf(a, sizeof(a), "%s/a.safetensors", d);
+	snprintf(b, sizeof(b), "%s/b.safetensors", d);
+	cr_assert(ok(zinc("", "--optimizer-states int8 --steps 5 --save-final %s", a)), "%s", out);
+	cr_assert(strstr(out, "int8 optimizer states"), "%s", out);
+	cr_assert(ok(zinc("", "--optimizer-states int8 --steps 2 --save-dir %s/ck", d)), "%s",
+		  out);
+	cr_assert(ok(zinc("", "--optimizer-states int8 --steps 5 --resume %s/ck --save-final %s",
+			  d, b)), "%s", out);
+	same_file(a, b);
+	unlink(b);
+	cr_assert_eq(WEXITSTATUS(zinc("", "--steps 5 --resume %s/ck --save-final %s", d, b)), 1,
+		     "%s", out);
+	cr_assert(strstr(out, "optimizer states int8 in the checkpoint, fp32 in this run"), "%s",
+		  out);
+	cr_assert_eq(access(b, F_OK), -1, "a refused resume wrote %s", b);
+	rmtree(d);
+}
+
 /* --save-hf-steps: the gathered weights in DIR/hf-<step>, as --save-final writes them */
 Test(cli_ckpt, save_hf_steps_writes_the_weights)
 {

@@ -293,6 +293,23 @@ Test(config, bad_values_are_errors, .init = cr_redirect_stderr)
 	cr_assert_not_null(strstr(stderr_text(), "zero_optimization.stage"));
 }
 
+Test(config, optimizer_states_flag_and_key, .init = cr_redirect_stderr)
+{
+	struct zn_config cfg;
+	const char *argv[] = { "--optimizer-states", "bf16" };
+	const char *bad[] = { "--optimizer-states", "int4" };
+
+	zn_config_defaults(&cfg);
+	cr_assert_eq(cfg.optimizer.states, ZN_STATES_FP32, "fp32 by default");
+	cr_assert_eq(load(&cfg, "{\"zinc\": {\"optimizer_states\": \"int8\"}}"), 0);
+	cr_assert_eq(cfg.optimizer.states, ZN_STATES_INT8);
+	cr_assert_eq(flags(&cfg, 2, argv), 0);
+	cr_assert_eq(cfg.optimizer.states, ZN_STATES_BF16, "the flag overrides the JSON");
+	cr_assert_eq(flags(&cfg, 2, bad), ZN_EUSAGE);
+	cr_assert_eq(load(&cfg, "{\"zinc\": {\"optimizer_states\": \"8bit\"}}"), ZN_EUSAGE);
+	cr_assert_not_null(strstr(stderr_text(), "zinc.optimizer_states"));
+}
+
 static int validate_json(const char *json, int world)
 {
 	struct zn_config cfg;

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 
+#include "cpu/adamw.h"
 #include "engine_common.h"
 #include "sched/plan.h"
 
@@ -55,28 +56,44 @@ Test(engine, stage0_loss_goes_down)
 	free(rep);
 }
 
-static void check_equiv(int stage, enum zn_offload_device off, bool bf16)
+/* stage and offload against stage 0, m and v stored as `states` in both: within 1e-5
+ * (fp32 states; the reference tolerance of docs/testing.md), or bit for bit (compact
+ * states: one rank reduces nothing, so every tier computes the same bits, and a code
+ * flipped by rounding would show) */
+static void check_equiv_states(int stage, enum zn_offload_device off, bool bf16,
+			       enum zn_optim_states states)
 {
 	struct zn_config c;
 	struct et_run ref, r;
 	int *tok = stream_for(ET_STEPS, 1, 1, ET_B);
-	char what[64];
+	char what[96];
 
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, 1);
 	c.precision.bf16 = bf16;
+	c.optimizer.states = states;
 	cr_assert_eq(et_train(&ref, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
 	et_config(&c, stage, off, ET_B, 1);
 	c.precision.bf16 = bf16;
+	c.optimizer.states = states;
 	cr_assert_eq(et_train(&r, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
-	snprintf(what, sizeof(what), "stage %d offload %s%s", stage,
-		 off == ZN_OFFLOAD_CPU ? "cpu" : "none", bf16 ? " bf16" : "");
+	snprintf(what, sizeof(what), "stage %d offload %s%s states %s", stage,
+		 off == ZN_OFFLOAD_CPU ? "cpu" : "none", bf16 ? " bf16" : "",
+		 zn_optim_states_name(states));
 	cr_assert(r.loss[ET_STEPS - 1] != ref.loss[0], "the weights moved");
-	cr_assert_eq(et_compare(what, &ref, &r, 1e-5), 0, "%s differs from stage 0", what);
+	if (states == ZN_STATES_FP32)
+		cr_assert_eq(et_compare(what, &ref, &r, 1e-5), 0, "%s differs from stage 0", what);
+	else
+		cr_assert_eq(et_identical(what, &ref, &r), 0, "%s differs from stage 0", what);
 	cr_assert(r.peak_bytes <= r.plan_bytes, "%s: device peak %llu > plan %llu", what,
 		  (unsigned long long)r.peak_bytes, (unsigned long long)r.plan_bytes);
 	et_run_free(&ref);
 	et_run_free(&r);
 	free(tok);
+}
+
+static void check_equiv(int stage, enum zn_offload_device off, bool bf16)
+{
+	check_equiv_states(stage, off, bf16, ZN_STATES_FP32);
 }
 
 Test(engine, stage1_equals_stage0) { check_equiv(1, ZN_OFFLOAD_NONE, false); }
@@ -88,6 +105,50 @@ Test(engine, stage3_offload_equals_stage0) { check_equiv(3, ZN_OFFLOAD_CPU, fals
 
 Test(engine, bf16_stage3_offload_equals_bf16_stage0) { check_equiv(3, ZN_OFFLOAD_CPU, true); }
 Test(engine, bf16_stage2_equals_bf16_stage0) { check_equiv(2, ZN_OFFLOAD_NONE, true); }
+
+/* compact optimizer state on the device (the kernel table's adamw_states) and on the CPU */
+Test(engine, int8_states_every_stage_and_offload_equal_stage0)
+{
+	for (int stage = 1; stage <= 3; stage++) {
+		check_equiv_states(stage, ZN_OFFLOAD_NONE, false, ZN_STATES_INT8);
+		check_equiv_states(stage, ZN_OFFLOAD_CPU, false, ZN_STATES_INT8);
+	}
+	check_equiv_states(3, ZN_OFFLOAD_CPU, true, ZN_STATES_INT8);
+}
+
+Test(engine, bf16_states_every_stage_and_offload_equal_stage0)
+{
+	for (int stage = 1; stage <= 3; stage++) {
+		check_equiv_states(stage, ZN_OFFLOAD_NONE, false, ZN_STATES_BF16);
+		check_equiv_states(stage, ZN_OFFLOAD_CPU, false, ZN_STATES_BF16);
+	}
+	check_equiv_states(2, ZN_OFFLOAD_NONE, true, ZN_STATES_BF16);
+}
+
+/* compact states change the update a little: the losses stay near fp32 state's and the
+ * state is really stored compactly (the runs differ) */
+Test(engine, compact_states_track_fp32_states)
+{
+	struct zn_config c;
+	struct et_run a, b;
+	int *tok = stream_for(ET_STEPS, 1, 1, ET_B);
+
+	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 1);
+	cr_assert_eq(et_train(&a, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	for (int st = ZN_STATES_BF16; st <= ZN_STATES_INT8; st++) {
+		c.optimizer.states = st;
+		cr_assert_eq(et_train(&b, &c, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+		for (int s = 0; s < ET_STEPS; s++)
+			cr_assert(fabsf(a.loss[s] - b.loss[s]) < 1e-2f * a.loss[s],
+				  "states %s step %d: loss %g vs fp32 states %g",
+				  zn_optim_states_name(st), s + 1, b.loss[s], a.loss[s]);
+		cr_assert(memcmp(a.w[0], b.w[0], a.numel[0] * 4) != 0,
+			  "states %s: the same weights as fp32 state", zn_optim_states_name(st));
+		et_run_free(&b);
+	}
+	et_run_free(&a);
+	free(tok);
+}
 
 Test(engine, bf16_tracks_fp32)
 {

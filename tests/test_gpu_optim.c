@@ -28,6 +28,7 @@
 #include "gpu_test_util.h"
 #include "kernels.h"
 #include "optim_check.h"
+#include "zinc.h"
 
 #define RTOL_STATE 1e-6
 #define RTOL_SUMSQ 1e-9
@@ -118,6 +119,73 @@ Test(gpu_optim, adamw_matches_cpu_with_decay) { check_adamw(0.1f, 0); }
 Test(gpu_optim, adamw_matches_cpu_without_decay) { check_adamw(0.0f, 0); }
 /* L2-regularised Adam (hp.l2): the decay in the gradient, on both tables alike */
 Test(gpu_optim, l2_adam_matches_cpu) { check_adamw(0.1f, 1); }
+
+/* adamw_states (bf16 and int8 moments): the CUDA op against the CPU table over 3 steps,
+ * spans with and without decay that start inside blocks, a non-finite gradient element
+ * (int8), a size ending inside a block. The moments as stored must be the CPU's bytes where the
+ * CPU build has hardware FMA (the same operations, maps, midpoints and reciprocal). */
+static void check_adamw_states(int32_t states)
+{
+	static const size_t sizes[] = { 1000, 100003 };
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k], cap = (n + 255) / 256 * 256;
+		size_t mb = states == ZN_STATES_INT8 ? cap + cap / 256 * 4 : 2 * cap;
+		struct zn_kernel_span sp[3] = { { 0, 77, 0.1f }, { 77, 300, 0.0f },
+						{ 377, n - 377, 0.1f } };
+		struct oc_state h;
+		uint8_t *m = calloc(1, mb), *v = calloc(1, mb), *mg = malloc(mb);
+		char what[96];
+
+		cr_assert(m && v && mg);
+		oc_state_init(&h, n, 700 + k);
+		if (states == ZN_STATES_INT8) /* bitsandbytes' rule: the element is reset */
+			h.grad[n / 2] = NAN;
+		float *master_d = up(h.master, n * 4), *grad_d = up(h.grad, n * 4);
+		void *m_d = up(m, mb), *v_d = up(v, mb);
+		uint16_t *out_d = up(h.out, n * 2);
+		struct zn_kernel_moments mc = { states, m, v, NULL, NULL };
+		struct zn_kernel_moments md = { states, m_d, v_d, NULL, NULL };
+
+		if (states == ZN_STATES_INT8) {
+			mc.m_absmax = (float *)(m + cap);
+			mc.v_absmax = (float *)(v + cap);
+			md.m_absmax = (float *)((uint8_t *)m_d + cap);
+			md.v_absmax = (float *)((uint8_t *)v_d + cap);
+		}
+		for (int64_t step = 1; step <= 3; step++) {
+			struct zn_kernel_adamw hp = oc_hparams(step, 0.0f);
+
+			gpu->adamw_states(st, master_d, &md, out_d, grad_d, &hp, sp, 3, n);
+			cpu->adamw_states(NULL, h.master, &mc, h.out, h.grad, &hp, sp, 3, n);
+			snprintf(what, sizeof(what), "adamw_states %d n %zu step %lld", (int)states,
+				 n, (long long)step);
+			close_f32(what, master_d, h.master, n);
+			close_bf16(what, out_d, h.out, n);
+#ifdef FP_FAST_FMAF
+			down(mg, m_d, mb, what);
+			cr_assert_eq(memcmp(mg, m, mb), 0, "%s: m differs from the CPU's", what);
+			down(mg, v_d, mb, what);
+			cr_assert_eq(memcmp(mg, v, mb), 0, "%s: v differs from the CPU's", what);
+#endif
+		}
+		gt_free(master_d);
+		gt_free(grad_d);
+		gt_free(m_d);
+		gt_free(v_d);
+		gt_free(out_d);
+		free(m);
+		free(v);
+		free(mg);
+		oc_state_free(&h);
+	}
+	close_gpu(st);
+}
+
+Test(gpu_optim, adamw_states_bf16_matches_cpu) { check_adamw_states(ZN_STATES_BF16); }
+Test(gpu_optim, adamw_states_int8_matches_cpu) { check_adamw_states(ZN_STATES_INT8); }
 
 /* NULL bf16 output: master, m, v as before, nothing else written */
 Test(gpu_optim, adamw_without_bf16_copy)

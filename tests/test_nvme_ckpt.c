@@ -31,8 +31,8 @@ static int swap_entries(const char *dir)
 	return n;
 }
 
-static void exact_capped(int stage, enum zn_offload_device prm, bool bf16, int k,
-			 uint64_t cap)
+static void exact_states(int stage, enum zn_offload_device prm, bool bf16, int k,
+			 uint64_t cap, enum zn_optim_states states)
 {
 	char dir[ZN_PATH_MAX], sd[ZN_PATH_MAX + 16];
 	struct zn_config c;
@@ -41,12 +41,19 @@ static void exact_capped(int stage, enum zn_offload_device prm, bool bf16, int k
 	ck_config(&c, stage, ZN_OFFLOAD_NVME);
 	c.zero.offload_param.device = prm;
 	c.precision.bf16 = bf16;
+	c.optimizer.states = states;
 	c.aio.bandwidth_cap_bytes_per_s = cap;
 	set_paths(&c, dir);
 	snprintf(sd, sizeof(sd), "%s/save", dir);
 	ck_exact(&c, sd, k);
 	cr_assert_eq(swap_entries(dir), 0);
 	ck_rmtree(dir);
+}
+
+static void exact_capped(int stage, enum zn_offload_device prm, bool bf16, int k,
+			 uint64_t cap)
+{
+	exact_states(stage, prm, bf16, k, cap, ZN_STATES_FP32);
 }
 
 static void exact(int stage, enum zn_offload_device prm, bool bf16, int k)
@@ -86,9 +93,21 @@ Test(nvme_ckpt, exact_resume_state_in_chunks)
 	ck_rmtree(dir);
 }
 
+/* compact state in the extents: copied as stored (int8: codes, then block scales) */
+Test(nvme_ckpt, exact_resume_int8_states_all_nvme_slow_write_behind)
+{
+	exact_states(3, ZN_OFFLOAD_NVME, false, 3, 2000000, ZN_STATES_INT8);
+}
+
+Test(nvme_ckpt, exact_resume_bf16_states_stage2_optimizer_nvme)
+{
+	exact_states(2, ZN_OFFLOAD_NONE, true, 2, 0, ZN_STATES_BF16);
+}
+
 /* The extents copied file to file (copy_file_range) give the bytes the staging-buffer path
- * (ZINC_CKPT_NO_COPY=1) gives. */
-Test(nvme_ckpt, copied_extents_equal_the_staged_copy)
+ * (ZINC_CKPT_NO_COPY=1) gives: fp32 state, and int8 (two pieces of each moment: the codes,
+ * then the block scales that sit after all of the shard's codes in the extent). */
+static void copied_equals_staged(enum zn_optim_states states)
 {
 	char dir[ZN_PATH_MAX], s1[ZN_PATH_MAX + 16], s2[ZN_PATH_MAX + 16], cmd[3 * ZN_PATH_MAX];
 	struct ck_run a = { 0 }, b = { 0 };
@@ -99,6 +118,7 @@ Test(nvme_ckpt, copied_extents_equal_the_staged_copy)
 
 	nvme_test_dir(dir, sizeof(dir));
 	ck_config(&c, 3, ZN_OFFLOAD_NVME);
+	c.optimizer.states = states;
 	set_paths(&c, dir);
 	et_model(&mc);
 	stream = et_tokens(et_stream_len(2, 2, 1, ET_B), mc.vocab, 11);
@@ -119,6 +139,12 @@ Test(nvme_ckpt, copied_extents_equal_the_staged_copy)
 	ck_run_free(&b);
 	free(stream);
 	ck_rmtree(dir);
+}
+
+Test(nvme_ckpt, copied_extents_equal_the_staged_copy)
+{
+	copied_equals_staged(ZN_STATES_FP32);
+	copied_equals_staged(ZN_STATES_INT8);
 }
 
 static char out[1 << 16];

@@ -1,7 +1,8 @@
 /* The engine with state homed on nvme (offload_optimizer / offload_param nvme), one rank,
  * host device: the same arithmetic as cpu offload, so the same losses and final weights bit
  * for bit, and stage 0 within 1e-5; striping over two paths; the swap files gone after
- * destroy; an injected I/O error stops the step with the file named. */
+ * destroy; an injected I/O error stops the step with the file named; a damaged int8 extent
+ * fails its checksum. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <dirent.h>
@@ -70,6 +71,7 @@ struct nv_case {
 	bool pipeline;
 	float clip;
 	int layers; /* 0: the default tiny model (2 blocks) */
+	enum zn_optim_states states; /* m and v as stored: the same in all three runs */
 };
 
 static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_device prm,
@@ -97,12 +99,14 @@ static void check_case(const struct nv_case *k)
 		snprintf(sub[i], sizeof(sub[i]), "%s/p%d", dir, i);
 		cr_assert_eq(mkdir(sub[i], 0700), 0, "mkdir %s", sub[i]);
 	}
-	snprintf(what, sizeof(what), "stage %d optimizer %s params %s%s gas %d, %d path%s",
-		 k->stage, k->opt == ZN_OFFLOAD_NVME ? "nvme" : "cpu",
+	snprintf(what, sizeof(what), "stage %d optimizer %s params %s%s gas %d, %d path%s, "
+		 "states %s", k->stage, k->opt == ZN_OFFLOAD_NVME ? "nvme" : "cpu",
 		 k->prm == ZN_OFFLOAD_NVME ? "nvme" : k->prm == ZN_OFFLOAD_CPU ? "cpu" : "device",
-		 k->bf16 ? " bf16" : "", k->gas, k->paths, k->paths > 1 ? "s" : "");
+		 k->bf16 ? " bf16" : "", k->gas, k->paths, k->paths > 1 ? "s" : "",
+		 zn_optim_states_name(k->states));
 
 	et_config(&c, k->stage, ZN_OFFLOAD_CPU, ET_B, k->gas);
+	c.optimizer.states = k->states;
 	c.zero.offload_param.device = k->prm == ZN_OFFLOAD_NONE ? ZN_OFFLOAD_NONE : ZN_OFFLOAD_CPU;
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
@@ -123,6 +127,7 @@ static void check_case(const struct nv_case *k)
 	et_config(&c, 0, ZN_OFFLOAD_NONE, ET_B, k->gas);
 	c.precision.bf16 = k->bf16;
 	c.gradient_clipping = k->clip;
+	c.optimizer.states = k->states;
 	cr_assert_eq(et_train_model(&ref, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
 	cr_assert(nv.loss[ET_STEPS - 1] != ref.loss[0], "the weights moved");
 	cr_assert_eq(et_compare(what, &ref, &nv, 1e-5), 0,
@@ -185,6 +190,38 @@ Test(nvme_engine, params_staged_in_chunks_optimizer_cpu_clipped)
 Test(nvme_engine, state_staged_in_chunks_stage1_optimizer_nvme)
 {
 	run_case(1, ZN_OFFLOAD_NVME, ZN_OFFLOAD_NONE, false, 1, 1, 16, true, 0, 0);
+}
+
+/* Compact optimizer state (zinc.optimizer_states): extents, staging, read-ahead and
+ * write-behind sized to it, bit for bit with cpu offload of the same setting */
+Test(nvme_engine, int8_states_all_nvme_two_paths_two_buffers_equal_cpu_offload)
+{
+	check_case(&(struct nv_case){ .stage = 3, .opt = ZN_OFFLOAD_NVME, .prm = ZN_OFFLOAD_NVME,
+				      .gas = 1, .paths = 2, .buffers = 2, .pipeline = true,
+				      .layers = 4, .states = ZN_STATES_INT8 });
+}
+
+Test(nvme_engine, int8_states_bf16_stage2_optimizer_nvme_accumulation)
+{
+	check_case(&(struct nv_case){ .stage = 2, .opt = ZN_OFFLOAD_NVME, .bf16 = true, .gas = 2,
+				      .paths = 1, .buffers = 3, .pipeline = true,
+				      .states = ZN_STATES_INT8 });
+}
+
+/* 16 staging buffers, where fp32 state would be staged in chunks: compact m and v are
+ * staged whole per layer (plan.c), bit for bit cpu offload's */
+Test(nvme_engine, int8_states_with_many_buffers_staged_whole)
+{
+	check_case(&(struct nv_case){ .stage = 3, .opt = ZN_OFFLOAD_NVME, .prm = ZN_OFFLOAD_NVME,
+				      .bf16 = true, .gas = 2, .paths = 2, .buffers = 16,
+				      .pipeline = true, .states = ZN_STATES_INT8 });
+}
+
+Test(nvme_engine, bf16_states_stage3_optimizer_nvme_without_pipelining)
+{
+	check_case(&(struct nv_case){ .stage = 3, .opt = ZN_OFFLOAD_NVME, .prm = ZN_OFFLOAD_CPU,
+				      .gas = 1, .paths = 1, .buffers = 2, .pipeline = false,
+				      .states = ZN_STATES_BF16 });
 }
 
 /* Whether some line of the redirected stderr holds a (and b); the first call reads it. */
@@ -451,4 +488,49 @@ static void run_case(int stage, enum zn_offload_device opt, enum zn_offload_devi
 			     .clip = clip, .layers = layers };
 
 	check_case(&k);
+}
+
+/* int8 optimizer state on nvme: each moment's extent (codes, then the blocks' absmax) is
+ * written whole, so its CRC32C covers the scales too; a byte of layer 1's v scales flipped
+ * on disk behind the engine's back fails the next step naming the extent. */
+Test(nvme_engine, int8_states_checksum_covers_the_block_scales, .init = cr_redirect_stderr)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_swap_key key = { ZN_SWAP_EXP_AVG_SQ, 1, 0 };
+	struct zn_gpt2_config mc;
+	struct zn_step_stats st;
+	struct zn_config c;
+	struct zn_engine *e;
+	char *blk = nvme_test_alloc(4096);
+	int *tok = stream_for(2, 1), p, fd, rc;
+	uint64_t at, foff;
+
+	nvme_test_dir(dir, sizeof(dir));
+	et_model(&mc);
+	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
+	c.zero.offload_param.device = ZN_OFFLOAD_CPU;
+	c.optimizer.states = ZN_STATES_INT8;
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the clean step trains");
+	cr_assert_eq(zn_engine_flush(e), 0, "its write-behind lands");
+	/* byte 1 of block 0's absmax: right after the shard's codes */
+	at = e->L[1].sh.shard_numel + 1;
+	cr_assert_eq(zn_swap_locate(e->sw.swap_opt, key, at & ~4095ull, &p, &foff), 0);
+	fd = open(zn_swap_file(e->sw.swap_opt, p), O_RDWR | O_DIRECT);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, blk, 4096, (off_t)foff), 4096);
+	blk[at % 4096] ^= 0x10;
+	cr_assert_eq(pwrite(fd, blk, 4096, (off_t)foff), 4096);
+	close(fd);
+	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
+	cr_assert_eq(rc, -EBADMSG, "the step reads the damaged extent: %d", rc);
+	cr_assert(stderr_has("checksum mismatch", "(exp_avg_sq, layer 1, rank 0)"),
+		  "the error names the extent");
+	zn_engine_destroy(e);
+	free(blk);
+	free(tok);
+	nvme_test_rmdir(dir);
 }

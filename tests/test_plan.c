@@ -145,6 +145,37 @@ Test(plan, placement)
 
 /* ---- the engine's plan ---------------------------------------------------------------- */
 
+/* m and v as stored: the ZeRO formulas with 12 bytes of optimizer state per parameter
+ * become 8 (bf16) and 4 + 2 x (1 + 4/256) (int8) */
+Test(plan, optimizer_states_change_the_optimizer_bytes_per_parameter)
+{
+	uint64_t P = 64000000000ull, N = 64; /* P / N a multiple of 256 */
+	struct zn_estimate_input in = { .params = P, .largest_layer = P / 100, .ranks = 64,
+					.ranks_per_node = 8, .stage = 3,
+					.offload_optimizer = ZN_OFFLOAD_NVME,
+					.offload_param = ZN_OFFLOAD_CPU, .prefetch_depth = 1,
+					.buffer_count = 4, .mixed_precision = true };
+	struct zn_state_bytes b;
+	struct zn_estimate e;
+
+	zn_plan_state_bytes(true, ZN_STATES_FP32, &b);
+	cr_assert_float_eq(b.optim, 12.0, 1e-12);
+	zn_plan_state_bytes(true, ZN_STATES_BF16, &b);
+	cr_assert_float_eq(b.optim, 8.0, 1e-12);
+	zn_plan_state_bytes(true, ZN_STATES_INT8, &b);
+	cr_assert_float_eq(b.optim, 4.0 + 2 * (1.0 + 4.0 / 256), 1e-12);
+	zn_plan_state_bytes(false, ZN_STATES_INT8, &b);
+	cr_assert_float_eq(b.optim, 2 * (1.0 + 4.0 / 256), 1e-12, "fp32: the params are the master");
+	cr_assert_eq(zn_plan_estimate(&in, &e), 0);
+	cr_assert_eq(e.nvme_bytes, 12 * P / N);
+	in.states = ZN_STATES_BF16;
+	cr_assert_eq(zn_plan_estimate(&in, &e), 0);
+	cr_assert_eq(e.nvme_bytes, 8 * P / N);
+	in.states = ZN_STATES_INT8;
+	cr_assert_eq(zn_plan_estimate(&in, &e), 0);
+	cr_assert_eq(e.nvme_bytes, 4 * P / N + 2 * (P / N + P / N / 256 * 4));
+}
+
 static const uint64_t eng_layers[] = { 300000, 120000, 120000, 5000 };
 
 static struct zn_engine_plan_input eng_in(int stage, enum zn_offload_device opt,
@@ -381,6 +412,57 @@ Test(plan, engine_nvme_bytes_per_step)
 	in.offload_optimizer = ZN_OFFLOAD_CPU;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert_eq(p.nvme_step_read_bytes + p.nvme_step_write_bytes, 0);
+}
+
+/* compact m and v on every tier: the buffers, the extents, the staging sections and the
+ * bytes each step moves; int8 reads and writes about half of fp32 state's, bf16 two thirds */
+Test(plan, engine_optimizer_states_on_every_tier)
+{
+	struct zn_engine_plan_input in = eng_in(3, ZN_OFFLOAD_NVME, ZN_OFFLOAD_CPU, true, 1);
+	struct zn_engine_plan p[3];
+	struct zn_layer_buffers b;
+	struct zn_shard s;
+
+	for (int st = 0; st < 3; st++) {
+		in.states = st;
+		cr_assert_eq(zn_plan_engine(&in, &p[st]), 0);
+	}
+	zn_plan_shard(eng_layers[0], 1, 0, &s); /* 301056 elements: 1176 blocks */
+	cr_assert_eq(p[2].swap_moment_bytes, zn_plan_host_alloc_bytes(301056 + 1176 * 4));
+	cr_assert_eq(p[1].swap_moment_bytes, 2 * 301056);
+	/* compact m and v are staged whole (one chunk per layer); fp32 in chunks */
+	cr_assert_eq(p[2].swap_chunk_numel, p[2].swap_shard_numel);
+	cr_assert_eq(p[1].swap_chunk_numel, p[1].swap_shard_numel);
+	cr_assert_lt(p[0].swap_chunk_numel, p[0].swap_shard_numel);
+	cr_assert_eq(p[0].swap_moment_bytes, zn_plan_host_alloc_bytes(4 * p[0].swap_chunk_numel));
+	for (int st = 0; st < 3; st++) {
+		uint64_t mv = 0, opt = 0;
+
+		for (int l = 0; l < 4; l++) {
+			zn_plan_shard(eng_layers[l], 1, 0, &s);
+			mv += 2 * zn_plan_host_alloc_bytes(zn_plan_moment_bytes(st, s.shard_numel));
+			opt += 4 * s.shard_numel;
+		}
+		cr_assert_eq(p[st].nvme_optim_bytes, opt + mv, "states %d", st);
+		cr_assert_eq(p[st].nvme_step_read_bytes, opt + mv);
+		cr_assert_eq(p[st].nvme_step_write_bytes, opt + mv);
+	}
+	cr_assert_leq((double)p[2].nvme_step_read_bytes / p[0].nvme_step_read_bytes, 0.51);
+	cr_assert_leq((double)p[1].nvme_step_read_bytes / p[0].nvme_step_read_bytes, 0.67);
+	/* the host tier and the device tier hold the same bytes as stored */
+	in = eng_in(2, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NONE, true, 1);
+	in.states = ZN_STATES_INT8;
+	cr_assert_eq(zn_plan_engine(&in, &p[0]), 0);
+	zn_plan_layer_buffers(&in, &p[0], 1, &b);
+	zn_plan_shard(eng_layers[1], 1, 0, &s);
+	cr_assert_eq(b.m_h, zn_plan_host_alloc_bytes(s.shard_numel + s.shard_numel / 256 * 4));
+	cr_assert_eq(b.v_h, b.m_h);
+	cr_assert_eq(b.master_h, zn_plan_host_alloc_bytes(s.shard_numel * 4));
+	in = eng_in(0, ZN_OFFLOAD_NONE, ZN_OFFLOAD_NONE, false, 1);
+	in.states = ZN_STATES_BF16;
+	cr_assert_eq(zn_plan_engine(&in, &p[0]), 0);
+	zn_plan_layer_buffers(&in, &p[0], 1, &b);
+	cr_assert_eq(b.m_d, zn_plan_device_alloc_bytes(2 * s.padded_numel));
 }
 
 Test(plan, prefetch_depth_from_the_stage3_limits)

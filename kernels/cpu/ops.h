@@ -103,6 +103,11 @@ void zn_cpu_scale(float *out, float s, size_t N);
 struct zn_kernel_adamw;
 void zn_cpu_adamw(float *master, float *m, float *v, uint16_t *out_bf16, const float *grad,
 		  const struct zn_kernel_adamw *hp, size_t N);
+struct zn_kernel_moments;
+struct zn_kernel_span;
+void zn_cpu_adamw_states(float *master, const struct zn_kernel_moments *mo, uint16_t *out_bf16,
+			 const float *grad, const struct zn_kernel_adamw *hp,
+			 const struct zn_kernel_span *spans, int span_count, size_t N);
 void zn_cpu_grad_sumsq(double *sumsq, int32_t *nonfinite, const float *grad, size_t N);
 
 /* Llama-family ops (kernels.h): embedding, RMSNorm, RoPE, SwiGLU, grouped-query attention */

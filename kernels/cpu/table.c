@@ -124,6 +124,13 @@ static void adamw(void *stream, float *master, float *m, float *v, uint16_t *out
 	zn_cpu_adamw(master, m, v, out_bf16, grad, hp, N);
 }
 
+static void adamw_states(void *stream, float *master, const struct zn_kernel_moments *mo,
+			 uint16_t *out_bf16, const float *grad, const struct zn_kernel_adamw *hp,
+			 const struct zn_kernel_span *spans, int span_count, size_t N)
+{
+	zn_cpu_adamw_states(master, mo, out_bf16, grad, hp, spans, span_count, N);
+}
+
 /* work_d is the CUDA reduction's scratch: the CPU sums in fixed chunks of its own */
 static void grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
 		       const float *grad, size_t N)
@@ -404,4 +411,5 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.rmsnorm_forward_bf16out = rmsnorm_forward_bf16out,
 	.gelu_forward_bf16out = gelu_forward_bf16out,
 	.swiglu_forward_bf16out = swiglu_forward_bf16out,
+	.adamw_states = adamw_states,
 };

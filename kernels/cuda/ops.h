@@ -73,6 +73,11 @@ void zn_cuda_scale(void *stream, float *out, float s, size_t N);
 struct zn_kernel_adamw;
 void zn_cuda_adamw(void *stream, float *master, float *m, float *v, uint16_t *out_bf16,
 		   const float *grad, const struct zn_kernel_adamw *hp, size_t N);
+struct zn_kernel_moments;
+struct zn_kernel_span;
+void zn_cuda_adamw_states(void *stream, float *master, const struct zn_kernel_moments *mo,
+			  uint16_t *out_bf16, const float *grad, const struct zn_kernel_adamw *hp,
+			  const struct zn_kernel_span *spans, int span_count, size_t N);
 void zn_cuda_grad_sumsq(void *stream, double *sumsq_d, int32_t *nonfinite_d, double *work_d,
 			const float *grad, size_t N);
 

@@ -3,16 +3,17 @@
  * For each thread count it measures, on the same pinned arena:
  *   triad  STREAM triad a[i] = b[i] + s*c[i] over fp32 arrays of N:   12 N bytes
  *   rmw    AdamW's access pattern with no arithmetic to speak of: grad read; master, m, v
- *          read and written in place; the output copy written:   bytes_per_param * N
- *   adamw  zn_adamw_step over N params:                          bytes_per_param * N
+ *          (as --optimizer-states stores them) read and written in place; the output copy
+ *          written (cmd_bench_adam_rmw.c):                       bytes_per_param * N
+ *   adamw  zn_adamw_step_states over N params:                   bytes_per_param * N
  *   norm   zn_grad_sumsq (squared L2 norm + inf/NaN):            grad_bytes * N
  * Each figure is best of --reps after one warm-up; GB/s = bytes / seconds / 1e9. The AdamW
- * result is checked against zn_adamw_step_ref on three windows (start, middle, end) outside
- * the timed loop. bytes_per_param counts what the algorithm must move (fp32 grad, bf16 out:
- * 4 + 8 + 8 + 8 + 2 = 30); write-allocate reads of the output are not counted (in rmw
- * either), so %rmw compares like with like.
+ * result is checked against zn_adamw_step_states_ref on three windows (start, middle, end)
+ * outside the timed loop. bytes_per_param counts what the algorithm must move (fp32 grad,
+ * bf16 out: 4 + 8 + 8 + 8 + 2 = 30; int8 m and v: 4 + 8 + 2 + 2 + 0.0625 + 2 = 18.0625);
+ * write-allocate reads of the output are not counted (in rmw either), so %rmw compares
+ * like with like.
  */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -31,32 +32,16 @@
 #include "cpu/topo.h"
 #include "zinc.h"
 
-#define MAX_THREAD_ROWS 64
-#define CHECK_WINDOW 4099 /* odd: windows end off the SIMD width */
+#include "cli/cmd_bench_adam.h"
+#include "cpu/q8.h"
 
-struct opts {
-	uint64_t n;
-	int threads[MAX_THREAD_ROWS];
-	int thread_rows;
-	enum zn_dtype grad_dtype;
-	int out_dtype; /* -1 = none */
-	int reps;
-	int numa_node;
-	bool json;
-	bool bind;
-	bool l2; /* L2-regularised Adam instead of AdamW */
-};
+#define CHECK_WINDOW ZN_BENCH_ADAM_WINDOW
 
 struct bufs {
-	float *master, *m, *v, *ta, *tb, *tc;
+	float *master, *ta, *tb, *tc;
+	void *m, *v;        /* as stored (o->states): n rounded up to whole int8 blocks */
+	struct zn_adamw_moments mo;
 	void *grad, *out;
-};
-
-struct row {
-	int threads;
-	double triad_gbs, rmw_gbs, adamw_gbs, adamw_gparams, norm_gbs;
-	double max_rel_err;
-	bool check_ok;
 };
 
 static double now_s(void)
@@ -80,7 +65,9 @@ static void usage(FILE *f)
 		"  --numa-node N     NUMA node of the arena and the threads (default: this thread's)\n"
 		"  --no-bind         leave OpenMP threads unbound (default: one per core, hwloc)\n"
 		"  --json            print JSON instead of the table\n"
-		"  --l2              L2-regularised Adam (adam_w_mode false) instead of AdamW\n");
+		"  --l2              L2-regularised Adam (adam_w_mode false) instead of AdamW\n"
+		"  --optimizer-states fp32|bf16|int8  m and v as stored (default fp32; docs/cpu.md):\n"
+		"                    AdamW and its rmw bound move their bytes\n");
 }
 
 /* "64M" = 64e6, "64Mi" = 2^26 (zinc.h's count convention, plus binary suffixes). */
@@ -124,7 +111,7 @@ static int parse_dtype(const char *s, bool allow_none, int *out)
 	return 0;
 }
 
-static int parse_threads(const char *s, struct opts *o)
+static int parse_threads(const char *s, struct zn_ba_opts *o)
 {
 	char *end;
 
@@ -132,7 +119,7 @@ static int parse_threads(const char *s, struct opts *o)
 	while (*s) {
 		long t = strtol(s, &end, 10);
 
-		if (end == s || t < 1 || t > 4096 || o->thread_rows == MAX_THREAD_ROWS)
+		if (end == s || t < 1 || t > 4096 || o->thread_rows == ZN_BA_MAX_THREAD_ROWS)
 			return -1;
 		o->threads[o->thread_rows++] = (int)t;
 		s = *end == ',' ? end + 1 : end;
@@ -142,12 +129,12 @@ static int parse_threads(const char *s, struct opts *o)
 	return o->thread_rows ? 0 : -1;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o, int cores)
+static int parse_opts(int argc, char **argv, struct zn_ba_opts *o, int cores)
 {
-	*o = (struct opts){ .n = 1ull << 26, .grad_dtype = ZN_DTYPE_F32,
+	*o = (struct zn_ba_opts){ .n = 1ull << 26, .grad_dtype = ZN_DTYPE_F32,
 			    .out_dtype = ZN_DTYPE_BF16, .reps = 5, .numa_node = -1,
 			    .bind = true };
-	for (int t = 1; t <= cores && o->thread_rows < MAX_THREAD_ROWS; t++)
+	for (int t = 1; t <= cores && o->thread_rows < ZN_BA_MAX_THREAD_ROWS; t++)
 		o->threads[o->thread_rows++] = t;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -183,6 +170,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int cores)
 			bad = (o->reps = atoi(v)) < 1;
 		else if (!strcmp(a, "--numa-node"))
 			bad = (o->numa_node = atoi(v)) < 0;
+		else if (!strcmp(a, "--optimizer-states"))
+			bad = zn_optim_states_parse(v, &o->states);
 		else {
 			zn_cli_unknown_flag("zinc bench adam", a, usage);
 			return -1;
@@ -200,17 +189,23 @@ static size_t out_size(int out_dtype)
 	return out_dtype < 0 ? 0 : zn_dtype_size(out_dtype);
 }
 
-static int carve(struct zn_arena *ar, const struct opts *o, struct bufs *b)
+/* elements of the moments: whole int8 blocks (the rest of the last one is padding) */
+static uint64_t moment_numel(const struct zn_ba_opts *o)
 {
-	uint64_t n4 = o->n * 4;
+	return (uint64_t)zn_q8_blocks(o->n) * ZN_Q8_BLOCK;
+}
+
+static int carve(struct zn_arena *ar, const struct zn_ba_opts *o, struct bufs *b)
+{
+	uint64_t n4 = o->n * 4, mb = zn_adamw_state_bytes(o->states, moment_numel(o));
 	int rc = 0;
 
 	if (!rc)
 		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->master);
 	if (!rc)
-		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->m);
+		rc = zn_arena_alloc(ar, mb, 0, &b->m);
 	if (!rc)
-		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->v);
+		rc = zn_arena_alloc(ar, mb, 0, &b->v);
 	if (!rc)
 		rc = zn_arena_alloc(ar, o->n * zn_dtype_size(o->grad_dtype), 0, &b->grad);
 	if (o->out_dtype >= 0)
@@ -222,14 +217,16 @@ static int carve(struct zn_arena *ar, const struct opts *o, struct bufs *b)
 		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->tb);
 	if (!rc)
 		rc = zn_arena_alloc(ar, n4, 0, (void **)&b->tc);
+	zn_adamw_moments_of(&b->mo, o->states, b->m, b->v, moment_numel(o));
 	return rc;
 }
 
-static uint64_t arena_bytes(const struct opts *o)
+static uint64_t arena_bytes(const struct zn_ba_opts *o)
 {
-	uint64_t per = 4 * 6 + zn_dtype_size(o->grad_dtype) + out_size(o->out_dtype);
+	uint64_t per = 4 * 4 + zn_dtype_size(o->grad_dtype) + out_size(o->out_dtype);
 
-	return o->n * per + 16 * 4096; /* each view rounds up to a page */
+	/* each view rounds up to a page */
+	return o->n * per + 2 * zn_adamw_state_bytes(o->states, moment_numel(o)) + 16 * 4096;
 }
 
 /* splitmix64 of the index: the same data for any thread count */
@@ -240,17 +237,41 @@ static float hash_uniform(uint64_t i, float lo, float hi)
 	return lo + (hi - lo) * (float)((z >> 40) * (1.0 / (1ull << 24)));
 }
 
-static void fill(const struct opts *o, struct bufs *b)
+/* m and v of block k (elements [k x 256, ...)) as stored */
+static void fill_moments_block(const struct zn_ba_opts *o, struct bufs *b, size_t k)
 {
-	int64_t n = (int64_t)o->n;
+	float m[ZN_Q8_BLOCK], v[ZN_Q8_BLOCK];
+	size_t first = k * ZN_Q8_BLOCK, len = ZN_Q8_BLOCK;
+	struct zn_adamw_moments at;
+
+	for (size_t j = 0; j < len; j++) {
+		bool real = first + j < o->n; /* the padding stays zero */
+
+		m[j] = real ? hash_uniform(4 * (first + j) + 1, -1e-3f, 1e-3f) : 0.0f;
+		v[j] = real ? hash_uniform(4 * (first + j) + 2, 0, 1e-5f) : 0.0f;
+	}
+	zn_adamw_moments_at(&at, &b->mo, first);
+	if (o->states == ZN_STATES_INT8) {
+		zn_q8_quantize(at.m, at.m_absmax, m, len, true);
+		zn_q8_quantize(at.v, at.v_absmax, v, len, false);
+	} else if (o->states == ZN_STATES_BF16) {
+		zn_cast_f32_to_bf16(at.m, m, len);
+		zn_cast_f32_to_bf16(at.v, v, len);
+	} else {
+		memcpy(at.m, m, sizeof(m));
+		memcpy(at.v, v, sizeof(v));
+	}
+}
+
+static void fill(const struct zn_ba_opts *o, struct bufs *b)
+{
+	int64_t n = (int64_t)o->n, blocks = (int64_t)zn_q8_blocks(o->n);
 
 #pragma omp parallel for schedule(static)
 	for (int64_t i = 0; i < n; i++) {
 		float g = hash_uniform(4 * i + 3, -1e-2f, 1e-2f);
 
 		b->master[i] = hash_uniform(4 * i, -1, 1);
-		b->m[i] = hash_uniform(4 * i + 1, -1e-3f, 1e-3f);
-		b->v[i] = hash_uniform(4 * i + 2, 0, 1e-5f);
 		if (o->grad_dtype == ZN_DTYPE_F32)
 			((float *)b->grad)[i] = g;
 		else if (o->grad_dtype == ZN_DTYPE_BF16)
@@ -261,6 +282,9 @@ static void fill(const struct opts *o, struct bufs *b)
 		b->tb[i] = hash_uniform(i, 0, 1);
 		b->tc[i] = hash_uniform(i + 1, 0, 1);
 	}
+#pragma omp parallel for schedule(static)
+	for (int64_t k = 0; k < blocks; k++)
+		fill_moments_block(o, b, (size_t)k);
 }
 
 static void triad(struct bufs *b, int64_t n, int threads, float s)
@@ -273,124 +297,129 @@ static void triad(struct bufs *b, int64_t n, int threads, float s)
 		a[i] = x[i] + s * y[i];
 }
 
-/* The AdamW streams with no arithmetic to speak of: zero is 0 at run time, so nothing
- * changes, but the compiler cannot know that and must load and store every stream. Same
- * loop structure as zn_adamw_step (static schedule over 16 Ki-element chunks, `omp simd`
- * bodies specialised per element size), so the two differ only in the arithmetic. */
-#define RMW_CHUNK_COUNT 16384
-
-static inline __attribute__((always_inline)) void
-rmw_chunk(float *restrict mst, float *restrict m, float *restrict v, const void *restrict grad,
-	  void *restrict out, size_t gsize, size_t osize, float zero, size_t n)
-{
-#pragma omp simd
-	for (size_t i = 0; i < n; i++) {
-		float g = gsize == 4 ? ((const float *)grad)[i]
-				     : (float)((const uint16_t *)grad)[i];
-		float x = fmaf(g, zero, mst[i]);
-
-		g *= zero;
-		mst[i] = x;
-		m[i] += g;
-		v[i] += g;
-		if (osize == 4)
-			((float *)out)[i] = x;
-		else if (osize == 2)
-			((uint16_t *)out)[i] = (uint16_t)(x * zero);
-	}
-}
-
-static void rmw_range(struct bufs *b, size_t at, size_t n, size_t gsize, size_t osize, float zero)
-{
-	const char *g = (const char *)b->grad + at * gsize;
-	char *o = b->out ? (char *)b->out + at * osize : NULL;
-	float *mst = b->master + at, *m = b->m + at, *v = b->v + at;
-
-	if (gsize == 4 && osize == 2)
-		rmw_chunk(mst, m, v, g, o, 4, 2, zero, n);
-	else if (gsize == 2 && osize == 2)
-		rmw_chunk(mst, m, v, g, o, 2, 2, zero, n);
-	else if (gsize == 4 && osize == 4)
-		rmw_chunk(mst, m, v, g, o, 4, 4, zero, n);
-	else if (gsize == 2 && osize == 4)
-		rmw_chunk(mst, m, v, g, o, 2, 4, zero, n);
-	else if (gsize == 4)
-		rmw_chunk(mst, m, v, g, o, 4, 0, zero, n);
-	else
-		rmw_chunk(mst, m, v, g, o, 2, 0, zero, n);
-}
-
-static void rmw(struct bufs *b, int64_t n, int threads, size_t gsize, size_t osize, float zero)
-{
-	int64_t chunks = (n + RMW_CHUNK_COUNT - 1) / RMW_CHUNK_COUNT;
-
-#pragma omp parallel for schedule(static) num_threads(threads)
-	for (int64_t c = 0; c < chunks; c++) {
-		int64_t at = c * RMW_CHUNK_COUNT;
-		int64_t len = n - at < RMW_CHUNK_COUNT ? n - at : RMW_CHUNK_COUNT;
-
-		rmw_range(b, (size_t)at, (size_t)len, gsize, osize, zero);
-	}
-}
-
 struct window {
 	size_t at, len;
-	float master[CHECK_WINDOW], m[CHECK_WINDOW], v[CHECK_WINDOW];
+	float master[CHECK_WINDOW];
+	/* m and v as stored, then (int8) their blocks' absmax */
+	uint8_t m[CHECK_WINDOW * 4 + 256], v[CHECK_WINDOW * 4 + 256];
+	struct zn_adamw_moments mo;
 	float ref_out[CHECK_WINDOW]; /* room for fp32 output */
 };
 
-/* Saves three windows, runs one step on everything (also the warm-up), and compares the
- * windows with the reference run on the saved copies. */
-static bool check_step(const struct opts *o, struct bufs *b, struct zn_adamw_params *p,
-		       double *max_rel)
+/* The windows: start, middle, end. int8 ones start on a block and hold whole blocks, or
+ * end at n (the reference pads the last block as the whole run does). */
+static void windows(const struct zn_ba_opts *o, size_t at[3], size_t len[3])
 {
-	static struct window w[3];
-	size_t gs = zn_dtype_size(o->grad_dtype), os = out_size(o->out_dtype);
-	size_t len = o->n < CHECK_WINDOW ? o->n : CHECK_WINDOW;
-	size_t at[3] = { 0, (o->n - len) / 2 | 1, o->n - len };
+	size_t n = o->n, w = n < CHECK_WINDOW ? n : CHECK_WINDOW;
+
+	if (o->states != ZN_STATES_INT8) {
+		at[0] = 0;
+		at[1] = (n - w) / 2 | 1;
+		at[1] = at[1] + w > n ? 0 : at[1];
+		at[2] = n - w;
+		len[0] = len[1] = len[2] = w;
+		return;
+	}
+	w = n < 15 * ZN_Q8_BLOCK ? n : 15 * ZN_Q8_BLOCK;
+	at[0] = 0;
+	at[1] = n / 2 / ZN_Q8_BLOCK * ZN_Q8_BLOCK;
+	at[2] = (n - w) / ZN_Q8_BLOCK * ZN_Q8_BLOCK;
+	for (int k = 0; k < 3; k++)
+		len[k] = at[k] + w > n || k == 2 ? n - at[k] : w;
+}
+
+/* window k's copy of the state before the step */
+static void window_save(const struct zn_ba_opts *o, const struct bufs *b, struct window *w)
+{
+	size_t es = zn_adamw_state_bytes(o->states, ZN_Q8_BLOCK) / ZN_Q8_BLOCK;
+	uint64_t cap = o->states == ZN_STATES_INT8 ? zn_q8_blocks(w->len) * ZN_Q8_BLOCK : w->len;
+	struct zn_adamw_moments at;
+
+	zn_adamw_moments_at(&at, &b->mo, w->at);
+	zn_adamw_moments_of(&w->mo, o->states, w->m, w->v, cap);
+	memcpy(w->master, b->master + w->at, w->len * 4);
+	memcpy(w->m, at.m, w->len * es);
+	memcpy(w->v, at.v, w->len * es);
+	if (o->states == ZN_STATES_INT8) {
+		memcpy(w->mo.m_absmax, at.m_absmax, zn_q8_blocks(w->len) * 4);
+		memcpy(w->mo.v_absmax, at.v_absmax, zn_q8_blocks(w->len) * 4);
+	}
+}
+
+/* fp32 moments: within 1e-6 of the reference (its FMA choice is the pass's); compact ones:
+ * every byte of master, m, v and their scales */
+static bool window_same(const struct zn_ba_opts *o, const struct bufs *b, const struct window *w,
+			double *max_rel)
+{
+	size_t es = zn_adamw_state_bytes(o->states, ZN_Q8_BLOCK) / ZN_Q8_BLOCK;
+	struct zn_adamw_moments at;
 	bool ok = true;
 
-	at[1] = at[1] + len > o->n ? 0 : at[1];
-	for (int k = 0; k < 3; k++) {
-		w[k].at = at[k];
-		w[k].len = len;
-		memcpy(w[k].master, b->master + at[k], len * 4);
-		memcpy(w[k].m, b->m + at[k], len * 4);
-		memcpy(w[k].v, b->v + at[k], len * 4);
+	zn_adamw_moments_at(&at, &b->mo, w->at);
+	if (o->states != ZN_STATES_FP32) {
+		size_t nb = o->states == ZN_STATES_INT8 ? zn_q8_blocks(w->len) * 4 : 0;
+
+		return !memcmp(b->master + w->at, w->master, w->len * 4) &&
+		       !memcmp(at.m, w->m, w->len * es) && !memcmp(at.v, w->v, w->len * es) &&
+		       (!nb || (!memcmp(at.m_absmax, w->mo.m_absmax, nb) &&
+				!memcmp(at.v_absmax, w->mo.v_absmax, nb)));
 	}
-	if (zn_adamw_step(p, b->master, b->m, b->v, b->grad, o->grad_dtype, b->out,
-			  o->out_dtype < 0 ? 0 : o->out_dtype, o->n))
-		return false;
-	*max_rel = 0;
-	for (int k = 0; k < 3; k++) {
-		const char *g = (const char *)b->grad + w[k].at * gs;
+	for (size_t i = 0; i < w->len; i++) {
+		float got[3] = { b->master[w->at + i], ((float *)at.m)[i], ((float *)at.v)[i] };
+		float want[3] = { w->master[i], ((const float *)w->m)[i], ((const float *)w->v)[i] };
 
-		zn_adamw_step_ref(p, w[k].master, w[k].m, w[k].v, g, o->grad_dtype,
-				  os ? w[k].ref_out : NULL, o->out_dtype < 0 ? 0 : o->out_dtype,
-				  w[k].len);
-		for (size_t i = 0; i < w[k].len; i++) {
-			size_t j = w[k].at + i;
-			float got[3] = { b->master[j], b->m[j], b->v[j] };
-			float want[3] = { w[k].master[i], w[k].m[i], w[k].v[i] };
+		for (int q = 0; q < 3; q++) {
+			double s = fmax(fabs(got[q]), fabs(want[q]));
+			double e = s > 0 ? fabs((double)got[q] - want[q]) / s : 0;
 
-			for (int q = 0; q < 3; q++) {
-				double s = fmax(fabs(got[q]), fabs(want[q]));
-				double e = s > 0 ? fabs((double)got[q] - want[q]) / s : 0;
-
-				if (!(e <= 1e-6))
-					ok = false;
-				*max_rel = fmax(*max_rel, isnan(e) ? INFINITY : e);
-			}
-			if (os && memcmp((char *)b->out + j * os, (char *)w[k].ref_out + i * os, os) &&
-			    memcmp(got, want, 4) == 0)
-				ok = false; /* same master, different rounding of the copy */
+			if (!(e <= 1e-6))
+				ok = false;
+			*max_rel = fmax(*max_rel, isnan(e) ? INFINITY : e);
 		}
 	}
 	return ok;
 }
 
+/* Saves three windows, runs one step on everything (also the warm-up), and compares the
+ * windows with the reference run on the saved copies. */
+static bool check_step(const struct zn_ba_opts *o, struct bufs *b, struct zn_adamw_params *p,
+		       double *max_rel)
+{
+	static struct window w[3];
+	size_t gs = zn_dtype_size(o->grad_dtype), os = out_size(o->out_dtype), at[3], len[3];
+	struct zn_adamw_span all = { 0, o->n, p->weight_decay };
+	bool ok = true;
+
+	windows(o, at, len);
+	for (int k = 0; k < 3; k++) {
+		w[k].at = at[k];
+		w[k].len = len[k];
+		window_save(o, b, &w[k]);
+	}
+	if (zn_adamw_step_states(p, b->master, &b->mo, b->grad, o->grad_dtype, b->out,
+				 o->out_dtype < 0 ? 0 : o->out_dtype, o->n, &all, 1))
+		return false;
+	*max_rel = 0;
+	for (int k = 0; k < 3; k++) {
+		const char *g = (const char *)b->grad + w[k].at * gs;
+		struct zn_adamw_span span = { 0, w[k].len, p->weight_decay };
+
+		zn_adamw_step_states_ref(p, w[k].master, &w[k].mo, g, o->grad_dtype,
+					 os ? w[k].ref_out : NULL,
+					 o->out_dtype < 0 ? 0 : o->out_dtype, w[k].len, &span, 1);
+		if (!window_same(o, b, &w[k], max_rel))
+			ok = false;
+		for (size_t i = 0; os && i < w[k].len; i++)
+			if (memcmp((char *)b->out + (w[k].at + i) * os,
+				   (char *)w[k].ref_out + i * os, os) &&
+			    memcmp(&b->master[w[k].at + i], &w[k].master[i], 4) == 0)
+				ok = false; /* same master, different rounding of the copy */
+	}
+	return ok;
+}
+
 struct run_ctx {
-	const struct opts *o;
+	const struct zn_ba_opts *o;
 	struct bufs *b;
 	struct zn_adamw_params *p;
 	int threads;
@@ -410,18 +439,20 @@ static void run_rmw(void *arg)
 {
 	struct run_ctx *c = arg;
 
-	rmw(c->b, (int64_t)c->o->n, c->threads, zn_dtype_size(c->o->grad_dtype),
-	    out_size(c->o->out_dtype), c->zero);
+	zn_bench_adam_rmw(c->b->master, &c->b->mo, c->b->grad, zn_dtype_size(c->o->grad_dtype),
+			  c->b->out, out_size(c->o->out_dtype), c->o->n, c->threads, c->zero);
 }
 
 static void run_adamw(void *arg)
 {
 	struct run_ctx *c = arg;
-	const struct opts *o = c->o;
+	const struct zn_ba_opts *o = c->o;
+
+	struct zn_adamw_span all = { 0, o->n, c->p->weight_decay };
 
 	c->p->step++;
-	zn_adamw_step(c->p, c->b->master, c->b->m, c->b->v, c->b->grad, o->grad_dtype, c->b->out,
-		      o->out_dtype < 0 ? 0 : o->out_dtype, o->n);
+	zn_adamw_step_states(c->p, c->b->master, &c->b->mo, c->b->grad, o->grad_dtype, c->b->out,
+			     o->out_dtype < 0 ? 0 : o->out_dtype, o->n, &all, 1);
 }
 
 static void run_norm(void *arg)
@@ -431,12 +462,11 @@ static void run_norm(void *arg)
 	zn_grad_sumsq(c->b->grad, c->o->grad_dtype, c->o->n, c->threads, &c->sumsq, &c->nonfinite);
 }
 
-static void measure(const struct opts *o, struct bufs *b, int threads, int node, struct row *r)
+static void measure(const struct zn_ba_opts *o, struct bufs *b, int threads, int node, struct zn_ba_row *r)
 {
 	struct zn_adamw_params p;
 	struct run_ctx c = { o, b, &p, threads, 0.0f, 0, false };
-	double bpp = zn_adamw_bytes_per_param(o->grad_dtype, o->out_dtype >= 0,
-					      o->out_dtype < 0 ? 0 : o->out_dtype);
+	double bpp = zn_bench_adam_bpp(o);
 	double n = (double)o->n;
 
 	zn_adamw_params_init(&p, NULL);
@@ -470,128 +500,19 @@ static void measure(const struct opts *o, struct bufs *b, int threads, int node,
 		r->check_ok = false;
 }
 
-static void load_avg(char *buf, size_t n)
-{
-	FILE *f = fopen("/proc/loadavg", "r"); /* 1, 5, 15-minute load */
-
-	snprintf(buf, n, "?");
-	if (f) {
-		if (fgets(buf, (int)n, f))
-			buf[strcspn(buf, "\n")] = '\0';
-		fclose(f);
-	}
-}
-
-static void print_bytes_formula(FILE *f, const struct opts *o, unsigned bpp)
-{
-	fprintf(f, "# bytes per param: grad %zu + master 4+4 + m 4+4 + v 4+4", zn_dtype_size(o->grad_dtype));
-	if (o->out_dtype >= 0)
-		fprintf(f, " + out %zu", out_size(o->out_dtype));
-	fprintf(f, " = %u (write-allocate reads of the output not counted, in rmw neither)\n", bpp);
-}
-
-static void print_table(const struct opts *o, const struct zn_cpu_info *ci,
-			struct zn_arena *ar, const char *load, const struct row *rows, int nrows)
-{
-	unsigned bpp = zn_adamw_bytes_per_param(o->grad_dtype, o->out_dtype >= 0,
-						o->out_dtype < 0 ? 0 : o->out_dtype);
-	const char *out = o->out_dtype < 0 ? "none" : zn_dtype_name(o->out_dtype);
-	char touched[32];
-
-	printf("# zinc bench adam: zinc %s, %s, simd %s (cpu %s), OpenMP %d\n", ZN_VERSION,
-	       "gcc " __VERSION__, ci->simd_built, ci->simd_cpu, _OPENMP);
-	printf("# machine: %s, %d cores, %d CPUs, %d NUMA node(s), %.1f GiB RAM, load %s\n",
-	       ci->model, ci->core_count, ci->cpu_count, ci->numa_count,
-	       ci->mem_total_bytes / 1073741824.0, load);
-	printf("# arena: %.2f GiB on NUMA node %d, %s, %.2f GiB in huge pages, touched in %s\n",
-	       zn_arena_size(ar) / 1073741824.0, zn_arena_numa_node(ar),
-	       zn_arena_pin_name(zn_arena_pinned(ar)), zn_arena_huge_bytes(ar) / 1073741824.0,
-	       zn_format_ms(touched, sizeof(touched), zn_arena_populate_s(ar) * 1e3));
-	printf("# problem: N = %llu params, grad %s, out %s, lr 1e-3, betas 0.9 0.999, wd 0.01; "
-	       "best of %d (interleaved) after 1 warm-up; threads %s\n", (unsigned long long)o->n,
-	       zn_dtype_name(o->grad_dtype), out, o->reps, o->bind ? "bound one per core (hwloc)" : "unbound");
-	print_bytes_formula(stdout, o, bpp);
-	printf("# triad GB/s = 12 N / t        (a[i] = b[i] + s*c[i], fp32: STREAM triad)\n");
-	printf("# rmw   GB/s = %u N / t        (AdamW's streams, no arithmetic: the bound)\n", bpp);
-	printf("# adamw GB/s = %u N / t, Gparam/s = N / t / 1e9, %%rmw = adamw GB/s / rmw GB/s\n", bpp);
-	printf("# norm  GB/s = %zu N / t         (zn_grad_sumsq: squared L2 norm + inf/NaN check)\n",
-	       zn_dtype_size(o->grad_dtype));
-	printf("# check: AdamW vs the scalar reference on 3 windows of %d (rel <= 1e-6, copy exact)\n",
-	       CHECK_WINDOW);
-	printf("#\n");
-	printf("# %7s %8s %8s %9s %8s %6s %8s %6s\n", "threads", "triad", "rmw", "adamw", "adamw",
-	       "%rmw", "norm", "check");
-	printf("# %7s %8s %8s %9s %8s %6s %8s %6s\n", "", "GB/s", "GB/s", "Gparam/s", "GB/s", "%",
-	       "GB/s", "");
-	for (int i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
-
-		printf("  %7d %8.2f %8.2f %9.3f %8.2f %6.1f %8.2f %6s\n", r->threads, r->triad_gbs,
-		       r->rmw_gbs, r->adamw_gparams, r->adamw_gbs, 100 * r->adamw_gbs / r->rmw_gbs,
-		       r->norm_gbs, r->check_ok ? "ok" : "FAIL");
-	}
-}
-
-static void print_json(const struct opts *o, const struct zn_cpu_info *ci, struct zn_arena *ar,
-		       const char *load, const struct row *rows, int nrows)
-{
-	cJSON *j = cJSON_CreateObject(), *arr = cJSON_CreateArray();
-
-	cJSON_AddStringToObject(j, "bench", "adam");
-	cJSON_AddStringToObject(j, "version", ZN_VERSION);
-	cJSON_AddStringToObject(j, "compiler", "gcc " __VERSION__);
-	cJSON_AddStringToObject(j, "simd_built", ci->simd_built);
-	cJSON_AddStringToObject(j, "cpu", ci->model);
-	cJSON_AddNumberToObject(j, "cores", ci->core_count);
-	cJSON_AddNumberToObject(j, "cpus", ci->cpu_count);
-	cJSON_AddStringToObject(j, "load", load);
-	cJSON_AddNumberToObject(j, "params", (double)o->n);
-	cJSON_AddStringToObject(j, "grad", zn_dtype_name(o->grad_dtype));
-	cJSON_AddStringToObject(j, "out", o->out_dtype < 0 ? "none" : zn_dtype_name(o->out_dtype));
-	cJSON_AddNumberToObject(j, "bytes_per_param",
-				zn_adamw_bytes_per_param(o->grad_dtype, o->out_dtype >= 0,
-							 o->out_dtype < 0 ? 0 : o->out_dtype));
-	cJSON_AddStringToObject(j, "pinned", zn_arena_pin_name(zn_arena_pinned(ar)));
-	cJSON_AddNumberToObject(j, "numa_node", zn_arena_numa_node(ar));
-	cJSON_AddNumberToObject(j, "huge_page_bytes", (double)zn_arena_huge_bytes(ar));
-	cJSON_AddNumberToObject(j, "reps", o->reps);
-	cJSON_AddBoolToObject(j, "bound", o->bind);
-	for (int i = 0; i < nrows; i++) {
-		cJSON *r = cJSON_CreateObject();
-
-		cJSON_AddNumberToObject(r, "threads", rows[i].threads);
-		cJSON_AddNumberToObject(r, "triad_gbs", rows[i].triad_gbs);
-		cJSON_AddNumberToObject(r, "rmw_gbs", rows[i].rmw_gbs);
-		cJSON_AddNumberToObject(r, "adamw_gbs", rows[i].adamw_gbs);
-		cJSON_AddNumberToObject(r, "adamw_gparams_per_s", rows[i].adamw_gparams);
-		cJSON_AddNumberToObject(r, "fraction_of_rmw", rows[i].adamw_gbs / rows[i].rmw_gbs);
-		cJSON_AddNumberToObject(r, "norm_gbs", rows[i].norm_gbs);
-		cJSON_AddNumberToObject(r, "max_rel_err", rows[i].max_rel_err);
-		cJSON_AddBoolToObject(r, "check_ok", rows[i].check_ok);
-		cJSON_AddItemToArray(arr, r);
-	}
-	cJSON_AddItemToObject(j, "rows", arr);
-	char *s = cJSON_Print(j);
-
-	if (s)
-		puts(s);
-	free(s);
-	cJSON_Delete(j);
-}
-
 int zn_cmd_bench_adam(int argc, char **argv)
 {
 	struct zn_cpu_info ci;
 	struct zn_arena_config ac;
 	struct zn_arena *ar = NULL;
 	struct bufs b = { 0 };
-	static struct row rows[MAX_THREAD_ROWS];
-	struct opts o;
+	static struct zn_ba_row rows[ZN_BA_MAX_THREAD_ROWS];
+	struct zn_ba_opts o;
 	char load[128];
 	bool all_ok = true;
 	int rc;
 
-	load_avg(load, sizeof(load));
+	zn_bench_adam_load_avg(load, sizeof(load));
 	if (zn_cpu_info_get(&ci))
 		return 1;
 	rc = parse_opts(argc, argv, &o, ci.core_count > 0 ? ci.core_count : 1);
@@ -615,9 +536,9 @@ int zn_cmd_bench_adam(int argc, char **argv)
 		all_ok &= rows[i].check_ok;
 	}
 	if (o.json)
-		print_json(&o, &ci, ar, load, rows, o.thread_rows);
+		zn_bench_adam_print_json(&o, &ci, ar, load, rows, o.thread_rows);
 	else
-		print_table(&o, &ci, ar, load, rows, o.thread_rows);
+		zn_bench_adam_print_table(&o, &ci, ar, load, rows, o.thread_rows);
 	zn_arena_destroy(ar);
 	if (!all_ok)
 		fprintf(stderr, "zinc bench adam: AdamW result differs from the reference (check FAIL)\n");

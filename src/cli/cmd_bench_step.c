@@ -223,39 +223,46 @@ static int measure_copy(const struct zn_config *cfg, struct zn_bs_env *env)
 	return rc;
 }
 
-/* AdamW over numel elements of this rank's shard, nothing else running: 5 runs after one
- * untimed, the fastest. */
+/* AdamW over numel elements of this rank's shard, m and v stored as the run stores them
+ * (zinc.optimizer_states), nothing else running: 5 runs after one untimed, the fastest. */
 static int measure_adamw(const struct zn_config *cfg, uint64_t numel, enum zn_dtype pdt,
 			 struct zn_bs_env *env)
 {
-	size_t n = (size_t)numel;
-	float *b = calloc(4 * n + 1, sizeof(float));
+	size_t n = (size_t)numel, cap = (n + 255) / 256 * 256; /* whole int8 blocks */
+	uint64_t mb = zn_adamw_state_bytes(cfg->optimizer.states, cap);
+	float *b = calloc(2 * n + 1, sizeof(float));
+	void *m = calloc(mb + 1, 1), *v = calloc(mb + 1, 1);
 	void *out = pdt == ZN_DTYPE_F32 ? NULL : calloc(n + 1, 2);
+	struct zn_adamw_span all = { 0, n, cfg->optimizer.weight_decay };
+	struct zn_adamw_moments mo;
 	struct zn_adamw_params p;
 	double t[5];
 	int rc = 0;
 
-	if (!b || (pdt != ZN_DTYPE_F32 && !out)) {
-		free(b);
-		free(out);
+	if (!b || !m || !v || (pdt != ZN_DTYPE_F32 && !out)) {
 		zn_error("zinc bench step: no memory to time AdamW over %zu elements", n);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		b[i] = 0.01f * (float)(i % 97);   /* master */
-		b[3 * n + i] = 1e-3f * (float)(i % 13) - 6e-3f; /* grad */
+		b[n + i] = 1e-3f * (float)(i % 13) - 6e-3f; /* grad */
 	}
+	zn_adamw_moments_of(&mo, cfg->optimizer.states, m, v, cap);
 	zn_adamw_params_init(&p, &cfg->optimizer);
 	for (int i = -1; !rc && i < 5; i++) { /* one untimed first: pages, the thread team */
 		double t0 = now_ms();
 
 		p.step = i + 2;
-		rc = zn_adamw_step(&p, b, b + n, b + 2 * n, b + 3 * n, ZN_DTYPE_F32, out, pdt, n);
+		rc = zn_adamw_step_states(&p, b, &mo, b + n, ZN_DTYPE_F32, out, pdt, n, &all, 1);
 		if (i >= 0)
 			t[i] = now_ms() - t0;
 	}
 	env->adamw_ms = fastest(t, 5);
+out:
 	free(b);
+	free(m);
+	free(v);
 	free(out);
 	return rc;
 }
@@ -576,9 +583,10 @@ static void describe(const struct zn_config *cfg, const struct zn_train_model *t
 	snprintf(env->model, sizeof(env->model), "%s: %.1fM params", line,
 		 (double)zn_train_model_params(tm) / 1e6);
 	snprintf(env->setting, sizeof(env->setting), "zero %d, offload optimizer %s, param %s, "
-		 "%s, nvme %s%s", cfg->zero.stage, dev[cfg->zero.offload_optimizer.device],
-		 dev[cfg->zero.offload_param.device], cfg->precision.bf16 ? "bf16" :
-		 cfg->precision.fp16 ? "fp16" : "fp32", off->nvme_path[0],
+		 "%s, optimizer states %s, nvme %s%s", cfg->zero.stage,
+		 dev[cfg->zero.offload_optimizer.device], dev[cfg->zero.offload_param.device],
+		 cfg->precision.bf16 ? "bf16" : cfg->precision.fp16 ? "fp16" : "fp32",
+		 zn_optim_states_name(cfg->optimizer.states), off->nvme_path[0],
 		 off->nvme_path_count > 1 ? " (+ more)" : "");
 }
 

@@ -15,6 +15,7 @@
 #include "cli/flags.h"
 #include "cli/train_setup.h"
 #include "core/log.h"
+#include "cpu/adamw.h"
 #include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
@@ -24,6 +25,7 @@ struct est_opts {
 	int gpus, nodes, prefetch_depth, buffer_count;
 	int frozen_read_buffers; /* LoRA, base on nvme: 0 = the engine's automatic count */
 	bool fp32, json;
+	enum zn_optim_states states; /* --optimizer-states */
 	uint64_t device_mem, host_mem;
 	/* --fit's family: a model by name, config or zinc train's model flags
 	 * (train_model.h) */
@@ -75,7 +77,8 @@ static void usage(FILE *f)
 		"                     [--host-mem SIZE] [--json]\n"
 		"       zinc estimate --params N --largest-layer N [--lora-params N] [--gpus N]\n"
 		"                     [--nodes M] [--prefetch-depth D] [--buffer-count B]\n"
-		"                     [--dtype bf16|fp32] [--device-mem SIZE] [--host-mem SIZE]\n"
+		"                     [--dtype bf16|fp32] [--optimizer-states fp32|bf16|int8]\n"
+		"                     [--device-mem SIZE] [--host-mem SIZE]\n"
 		"                     [--frozen-read-buffers N] [--json]\n"
 		"       zinc estimate --fit (a model | a GPT shape) [--device-mem SIZE]\n"
 		"                     [--host-mem SIZE] [--nvme-path DIR]... | [--nvme-mem SIZE]\n"
@@ -101,6 +104,9 @@ static void usage(FILE *f)
 		"layer 0's and --frozen-read-buffers N, default 1 + prefetch depth + 4).\n"
 		"Counts take K/M/B/T suffixes (70B = 70e9); sizes K/M/G (binary). Bytes in decimal\n"
 		"units (1 GB = 1e9 B), as the ZeRO paper does.\n"
+		"--optimizer-states bf16|int8: AdamW's m and v as zinc train stores them (2 + 2\n"
+		"bytes, or bitsandbytes' blockwise 8-bit: 1 + 1 and an fp32 scale per 256; the\n"
+		"fp32 master stays; docs/cpu.md).\n"
 		"--fit: for every stage and offload choice, the most layers (and parameters) of\n"
 		"this model that fit --device-mem (default 1 GiB) per rank, --host-mem (default\n"
 		"RAM) per node and --nvme-mem or the free space on the --nvme-path directories per\n"
@@ -199,6 +205,17 @@ static int parse_args(int argc, char **argv, struct est_opts *o)
 			rc = zn_arg_size(argc, argv, &i, v);
 			if (!rc && !*v)
 				o->zero_budget = a;
+		}
+		else if (!strcmp(a, "--optimizer-states")) {
+			const char *v = zn_arg_value(argc, argv, &i);
+
+			if (!v)
+				rc = ZN_EUSAGE;
+			else if (zn_optim_states_parse(v, &o->states)) {
+				zn_error("--optimizer-states takes fp32, bf16 or int8 (AdamW's m and v; "
+					 "docs/cpu.md), not '%s'", v);
+				rc = ZN_EUSAGE;
+			}
 		}
 		else if (!strcmp(a, "--dtype")) {
 			const char *v = zn_arg_value(argc, argv, &i);
@@ -307,7 +324,8 @@ static int fit(const struct est_opts *o)
 		.hidden = o->hidden, .vocab = o->vocab, .seq = o->seq,
 		.ranks = o->gpus * o->nodes, .ranks_per_node = o->gpus,
 		.prefetch_depth = o->prefetch_depth, .buffer_count = o->buffer_count,
-		.fp32 = o->fp32, .json = o->json, .device_mem = o->device_mem,
+		.fp32 = o->fp32, .states = o->states, .json = o->json,
+		.device_mem = o->device_mem,
 		.host_mem = o->host_mem, .nvme_mem = o->nvme_mem,
 		.nvme_path_count = o->nvme_path_count,
 	};
@@ -337,6 +355,9 @@ int zn_cmd_estimate(int argc, char **argv)
 		return fit(&o);
 	n = rows_for(rows);
 	int ranks = o.gpus * o.nodes;
+	struct zn_state_bytes sb;
+
+	zn_plan_state_bytes(!o.fp32, o.states, &sb);
 
 	if (o.json) {
 		root = cJSON_CreateObject();
@@ -351,17 +372,21 @@ int zn_cmd_estimate(int argc, char **argv)
 						o.frozen_read_buffers > 0 ? o.frozen_read_buffers :
 						1 + o.prefetch_depth + ZN_PLAN_FROZEN_READ_AHEAD);
 		cJSON_AddStringToObject(root, "dtype", o.fp32 ? "fp32" : "bf16");
+		cJSON_AddStringToObject(root, "optimizer_states", zn_optim_states_name(o.states));
+		cJSON_AddNumberToObject(root, "param_bytes_per_param", sb.param);
+		cJSON_AddNumberToObject(root, "grad_bytes_per_param", sb.grad);
+		cJSON_AddNumberToObject(root, "optimizer_bytes_per_param", sb.optim);
 		cJSON_AddNumberToObject(root, "lora_params", (double)o.lora_params);
 		jrows = cJSON_AddArrayToObject(root, "rows");
 	} else {
-		char p[32], l[32], b0[32], b1[32];
+		char p[32], l[32], b0[32], b1[32], sbl[96];
 
 		printf("# zinc estimate %s: %s params, largest layer %s, %d GPU(s) x %d node(s) = "
 		       "%d ranks, prefetch depth %d, %s\n", ZN_VERSION,
 		       zn_arg_fmt_count(o.params, p, sizeof(p)),
 		       zn_arg_fmt_count(o.largest_layer, l, sizeof(l)), o.gpus, o.nodes, ranks,
-		       o.prefetch_depth, o.fp32 ? "fp32 (4+4+8 B/param)" :
-						  "bf16 mixed precision (2+2+12 B/param)");
+		       o.prefetch_depth,
+		       zn_plan_fmt_state_bytes(o.fp32 ? "fp32" : "bf16", o.states, sbl, sizeof(sbl)));
 		printf("# device = model states on the device + working set (layers in flight); "
 		       "activations not counted (give a model for zinc train's own plan)\n");
 		if (o.lora_params)
@@ -385,7 +410,7 @@ int zn_cmd_estimate(int argc, char **argv)
 			.ranks_per_node = o.gpus, .stage = rows[i].stage,
 			.offload_optimizer = rows[i].opt, .offload_param = rows[i].param,
 			.prefetch_depth = o.prefetch_depth, .buffer_count = o.buffer_count,
-			.mixed_precision = !o.fp32,
+			.mixed_precision = !o.fp32, .states = o.states,
 		};
 		struct zn_estimate e;
 		char b[7][32];

@@ -163,7 +163,7 @@ static const char *check(const struct zn_fit_opts *f, const struct zn_fit_budget
 		.ranks = f->ranks, .ranks_per_node = f->ranks_per_node, .stage = r->stage,
 		.offload_optimizer = r->opt, .offload_param = r->prm,
 		.prefetch_depth = f->prefetch_depth, .buffer_count = f->buffer_count,
-		.mixed_precision = !f->fp32, .grad_ring = true,
+		.mixed_precision = !f->fp32, .states = f->states, .grad_ring = true,
 	};
 
 	*params = fam->base + (uint64_t)layers * fam->per_layer;
@@ -262,7 +262,7 @@ int zn_estimate_fit(const struct zn_fit_opts *f)
 {
 	struct zn_fit_row rows[ZN_FIT_ROWS];
 	struct zn_fit_budgets b;
-	char s[8][32];
+	char s[8][32], sbl[96];
 
 	if (zn_fit_budgets(f, &b) || zn_fit_rows(f, &b, rows))
 		return ZN_EUSAGE;
@@ -279,8 +279,8 @@ int zn_estimate_fit(const struct zn_fit_opts *f)
 	       " (give --nvme-path DIR or --nvme-mem SIZE)");
 	printf("# the family: the model with its layer count changed; %s; gradients of an "
 	       "nvme optimizer through the pinned ring (one micro-batch, no clipping); "
-	       "activations not counted\n", f->fp32 ? "fp32 (4+4+8 B/param)" :
-	       "bf16 mixed precision (2+2+12 B/param)");
+	       "activations not counted\n",
+	       zn_plan_fmt_state_bytes(f->fp32 ? "fp32" : "bf16", f->states, sbl, sizeof(sbl)));
 	printf("%5s %9s %9s %8s %10s %12s %12s %12s  %s\n", "stage", "off_optim", "off_param",
 	       "layers", "params", "device", "host/node", "nvme/rank", "limited by");
 	for (int i = 0; i < ZN_FIT_ROWS; i++) {

@@ -23,6 +23,7 @@ struct zn_fit_opts {
 	/* as zinc estimate */
 	int ranks, ranks_per_node, prefetch_depth, buffer_count;
 	bool fp32, json;
+	enum zn_optim_states states;
 	/* budgets: 0 = from the machine (device: ZN_FIT_DEFAULT_DEVICE; host: MemTotal; nvme:
 	 * the free space of the nvme_path file systems, unlimited without a path) */
 	uint64_t device_mem, host_mem, nvme_mem;

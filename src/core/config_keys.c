@@ -24,6 +24,7 @@ static const char *const optim_names[] = { "AdamW", "Adam", NULL };
 static const char *const warmup_names[] = { "linear", "log", NULL };
 static const char *const data_format_names[] = { "auto", "text", "tokens", NULL };
 static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
+static const char *const states_names[] = { "fp32", "bf16", "int8", NULL };
 static const char *const packing_names[] = { "windows", "documents", NULL };
 
 static const char *const ckpt_home_names[] = { "device", "cpu", "nvme", NULL };
@@ -253,6 +254,11 @@ const struct zn_key zn_config_keys[] = {
 	  compute_dtype_names, 0,
 	  "GEMM inputs: auto (bf16 with bf16 parameters), fp32 (exact fp32 path) or bf16 "
 	  "(fp32 accumulation)", NULL, 0 },
+	{ "zinc.optimizer_states", "optimizer-states", ZN_KEY_ENUM, OFF(optimizer.states),
+	  states_names, 0,
+	  "AdamW's m and v: fp32, bf16 (2 bytes each) or int8 (bitsandbytes' blockwise 8-bit "
+	  "state: 1 byte each + an fp32 scale per 256); the fp32 master stays (docs/cpu.md)",
+	  NULL, 0 },
 	{ "zinc.packing", "packing", ZN_KEY_ENUM, OFF(runtime.packing), packing_names, 0,
 	  "sequences from --data: windows (consecutive windows across documents) or "
 	  "documents (whole documents packed, attention and positions per document; "

@@ -91,6 +91,62 @@ int zn_adamw_step_ref(const struct zn_adamw_params *p, float *master, float *m, 
 		      const void *grad, enum zn_dtype grad_dtype, void *param_out,
 		      enum zn_dtype out_dtype, size_t n);
 
+/* ---- compact moments (zinc.optimizer_states; docs/cpu.md, "Compact optimizer state") ----
+ *
+ * m and v stored as fp32, bf16 or int8 (enum zn_optim_states), the master always fp32.
+ * zn_adamw_step_states runs the update above on each element with the moments widened to
+ * float, then stores them back:
+ *   bf16: widened exactly, stored rounded to nearest even (as the parameter copy);
+ *   int8: per block of ZN_Q8_BLOCK elements (cpu/q8.h): every element widened (map entry
+ *         times the block's absmax), updated with the fresh fp32 m and v, then the block
+ *         quantized again from those fresh values (new absmax, nearest code, m's sign
+ *         kept). bitsandbytes' rule for an element whose gradient is inf or NaN: its m
+ *         and v become 0 and its master (and copy) stay as they were. Elements past n in
+ *         n's last block are set to 0 (the shard's padding).
+ * One pass: an int8 block is read, updated and written while it is in cache.
+ *
+ * Byte layout of a buffer holding the moments of n elements (n a multiple of ZN_Q8_BLOCK
+ * for int8): fp32 n floats; bf16 n uint16; int8 n codes then zn_q8_blocks(n) floats of
+ * absmax (zn_adamw_state_bytes). All-zero bytes are the zero state in every setting.
+ */
+struct zn_adamw_moments {
+	enum zn_optim_states states;
+	void *m, *v;                /* element 0: fp32 float, bf16 uint16_t, int8 codes */
+	float *m_absmax, *v_absmax; /* int8: block 0's scale (element 0 starts a block) */
+};
+
+/* Weight decay of elements [first, first + count) of a call (each tensor's own). */
+struct zn_adamw_span {
+	size_t first, count;
+	float weight_decay;
+};
+
+/* Bytes of the m (or v) buffer of n elements: 4n, 2n, or n + 4 x blocks. */
+uint64_t zn_adamw_state_bytes(enum zn_optim_states s, uint64_t n);
+/* The moments of a buffer pair laid out as above for n elements (int8: n a multiple of
+ * ZN_Q8_BLOCK, the absmax right after the codes). */
+void zn_adamw_moments_of(struct zn_adamw_moments *mo, enum zn_optim_states s, void *m_buf,
+			 void *v_buf, uint64_t n);
+/* The moments from element i on (int8: i a multiple of ZN_Q8_BLOCK). */
+void zn_adamw_moments_at(struct zn_adamw_moments *out, const struct zn_adamw_moments *mo,
+			 uint64_t i);
+const char *zn_optim_states_name(enum zn_optim_states s); /* "fp32", "bf16", "int8" */
+/* The setting named s ("fp32", "bf16", "int8"): 0, or -1 for any other name. */
+int zn_optim_states_parse(const char *s, enum zn_optim_states *out);
+
+/* One AdamW step over n elements with m and v as mo->states: p->weight_decay is ignored,
+ * spans[0 .. span_count) give each element's (they must tile [0, n) in order). fp32 is
+ * zn_adamw_step once per span. Same threading, checks and returns as zn_adamw_step. */
+int zn_adamw_step_states(const struct zn_adamw_params *p, float *master,
+			 const struct zn_adamw_moments *mo, const void *grad,
+			 enum zn_dtype grad_dtype, void *param_out, enum zn_dtype out_dtype,
+			 size_t n, const struct zn_adamw_span *spans, int span_count);
+/* Its scalar reference (the moments through core/dtype.h and cpu/q8.h). */
+int zn_adamw_step_states_ref(const struct zn_adamw_params *p, float *master,
+			     const struct zn_adamw_moments *mo, const void *grad,
+			     enum zn_dtype grad_dtype, void *param_out, enum zn_dtype out_dtype,
+			     size_t n, const struct zn_adamw_span *spans, int span_count);
+
 /* One pass over a gradient: *sumsq = sum of grad[i]^2 (accumulated in double, over fixed
  * chunks combined in order, so the same for any thread count) and *nonfinite = whether any
  * element is inf or NaN (then *sumsq is not meaningful). thread_count 0 = OpenMP default.
@@ -104,5 +160,8 @@ int zn_grad_sumsq_ref(const void *grad, enum zn_dtype grad_dtype, size_t n, doub
 
 /* Bytes of memory traffic per element that an AdamW step must move (see above). */
 unsigned zn_adamw_bytes_per_param(enum zn_dtype grad_dtype, bool has_out, enum zn_dtype out_dtype);
+/* The same with m and v stored as s: 2 x (m + v) bytes each (int8: 1 + 4/256). */
+double zn_adamw_states_bytes_per_param(enum zn_optim_states s, enum zn_dtype grad_dtype,
+				       bool has_out, enum zn_dtype out_dtype);
 
 #endif

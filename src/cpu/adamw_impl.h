@@ -26,6 +26,26 @@ int zn_adamw_args_check(const struct zn_adamw_params *p, const float *master, co
 			const float *v, const void *grad, enum zn_dtype grad_dtype,
 			const void *param_out, enum zn_dtype out_dtype, size_t n);
 
+/* Checks the arguments of a zn_adamw_step_states call (the moments, each span's weight
+ * decay, the spans tiling [0, n)). Returns 0 or -EINVAL (logged). */
+int zn_adamw_states_check(const struct zn_adamw_params *p, const float *master,
+			  const struct zn_adamw_moments *mo, const void *grad,
+			  enum zn_dtype grad_dtype, const void *param_out, enum zn_dtype out_dtype,
+			  size_t n, const struct zn_adamw_span *spans, int span_count);
+
+/* The int8 block pass (adamw_q8.c) of zn_adamw_step_states; arguments checked. */
+int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
+		     const struct zn_adamw_moments *mo, const void *grad, enum zn_dtype grad_dtype,
+		     void *param_out, enum zn_dtype out_dtype, size_t n,
+		     const struct zn_adamw_span *spans, int span_count);
+
+/* The scalar reference's pieces (adamw_ref.c): one element's update with the gradient
+ * element grad (before grad_scale), and the dtype conversions through core/dtype.h. */
+void zn_adamw_ref_element(const struct zn_adamw_consts *k, float grad, float *master, float *m,
+			  float *v);
+float zn_adamw_ref_load(const void *grad, enum zn_dtype t, size_t i);
+void zn_adamw_ref_store(void *out, enum zn_dtype t, size_t i, float x);
+
 /* Checks a gradient dtype. Returns 0 or -EINVAL (logged). */
 int zn_adamw_grad_dtype_check(enum zn_dtype t, const char *what);
 

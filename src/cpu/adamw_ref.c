@@ -113,7 +113,7 @@ int zn_adamw_args_check(const struct zn_adamw_params *p, const float *master, co
 	return 0;
 }
 
-static float load_ref(const void *grad, enum zn_dtype t, size_t i)
+float zn_adamw_ref_load(const void *grad, enum zn_dtype t, size_t i)
 {
 	if (t == ZN_DTYPE_F32)
 		return ((const float *)grad)[i];
@@ -122,7 +122,7 @@ static float load_ref(const void *grad, enum zn_dtype t, size_t i)
 	return zn_f16_to_f32(((const uint16_t *)grad)[i]);
 }
 
-static void store_ref(void *out, enum zn_dtype t, size_t i, float x)
+void zn_adamw_ref_store(void *out, enum zn_dtype t, size_t i, float x)
 {
 	if (t == ZN_DTYPE_F32)
 		((float *)out)[i] = x;
@@ -143,19 +143,26 @@ int zn_adamw_step_ref(const struct zn_adamw_params *p, float *master, float *m, 
 		return rc;
 	zn_adamw_consts_get(&k, p);
 	for (size_t i = 0; i < n; i++) {
-		float g = load_ref(grad, grad_dtype, i) * k.grad_scale;
-
-		if (k.l2)
-			g = fma_ref(k.l2_decay, master[i], g);
-		m[i] = fma_ref(k.beta1, m[i], k.omb1 * g);
-		v[i] = fma_ref(k.beta2, v[i], (k.omb2 * g) * g);
-		float denom = fma_ref(sqrtf(v[i]), k.inv_bc2_sqrt, k.eps);
-
-		master[i] = fma_ref(k.neg_step_size, m[i] / denom, master[i] * k.decay);
+		zn_adamw_ref_element(&k, zn_adamw_ref_load(grad, grad_dtype, i), &master[i], &m[i],
+				     &v[i]);
 		if (param_out)
-			store_ref(param_out, out_dtype, i, master[i]);
+			zn_adamw_ref_store(param_out, out_dtype, i, master[i]);
 	}
 	return 0;
+}
+
+void zn_adamw_ref_element(const struct zn_adamw_consts *k, float grad, float *master, float *m,
+			  float *v)
+{
+	float g = grad * k->grad_scale;
+
+	if (k->l2)
+		g = fma_ref(k->l2_decay, *master, g);
+	*m = fma_ref(k->beta1, *m, k->omb1 * g);
+	*v = fma_ref(k->beta2, *v, (k->omb2 * g) * g);
+	float denom = fma_ref(sqrtf(*v), k->inv_bc2_sqrt, k->eps);
+
+	*master = fma_ref(k->neg_step_size, *m / denom, *master * k->decay);
 }
 
 int zn_grad_sumsq_ref(const void *grad, enum zn_dtype grad_dtype, size_t n, double *sumsq,
@@ -168,7 +175,7 @@ int zn_grad_sumsq_ref(const void *grad, enum zn_dtype grad_dtype, size_t n, doub
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		float g = load_ref(grad, grad_dtype, i);
+		float g = zn_adamw_ref_load(grad, grad_dtype, i);
 
 		if (!isfinite(g))
 			bad = true;

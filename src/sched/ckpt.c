@@ -99,7 +99,8 @@ static int write_new(const char *path, const void *buf, size_t n, uint32_t *crc)
 
 static int write_rank(struct zn_engine *e, const char *tmp, uint32_t *crc)
 {
-	struct zn_ckpt_rank_hdr hd = { e->rt.rank, e->rt.world, e->cfg.zero.stage, e->n };
+	struct zn_ckpt_rank_hdr hd = { e->rt.rank, e->rt.world, e->cfg.zero.stage, e->n,
+				       zn_ckpt_state_states(e) };
 	char name[64], path[ZN_PATH_MAX + 256];
 	int fd, rc;
 
@@ -206,7 +207,8 @@ static int finish(struct zn_engine *e, const struct zn_ckpt_save_args *a, const 
 	int rc = sizes ? 0 : -ENOMEM;
 
 	for (int r = 0; !rc && r < e->rt.world; r++)
-		sizes[r] = zn_ckpt_rank_file_bytes(e->numel, e->n, r, e->rt.world);
+		sizes[r] = zn_ckpt_rank_file_bytes(e->numel, e->n, r, e->rt.world,
+						   e->plan.states);
 	snprintf(path, sizeof(path), "%s/%s", tmp, ZN_CKPT_CONFIG);
 	if (!rc)
 		rc = write_new(path, cj, strlen(cj), &ccrc);

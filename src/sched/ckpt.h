@@ -6,13 +6,15 @@
  *     DIR/checkpoint-<step>/zinc-checkpoint.txt   metadata, "key=value" lines, its own CRC
  *     DIR/checkpoint-<step>/config.json           the effective config of the run
  *     DIR/checkpoint-<step>/rank-RRRRR-of-WWWWW.bin  rank R's fp32 master, m, v per layer
+ *                                                 (m and v as zinc.optimizer_states stores them)
  *     DIR/checkpoint-<step>/...                   the caller's extra_files (a LoRA run:
  *                                                 adapter_model.safetensors, adapter_config.json)
  *     DIR/latest                                  "checkpoint-<step>", written last
  *
  * A rank file holds, for every layer, the elements [offset, offset + count) of the layer
  * that rank R owns under sharding over W ranks (zn_plan_shard: the same slices at every
- * stage, so a file never depends on the stage), master then m then v, each count floats;
+ * stage, so a file never depends on the stage), master (count floats) then m then v (as
+ * stored: count floats, count bf16, or count int8 codes then their blocks' fp32 absmax);
  * a header, a layer table and a trailer with the CRC-32 (zlib) of all bytes before it.
  * Parameters are not stored: in every stage and dtype they are the master cast to the
  * stored dtype (AdamW writes both from one value, with the same rounding as the cast), so
@@ -121,6 +123,9 @@ const char *zn_ckpt_get(const struct zn_ckpt_dir *c, const char *key);
  * ZN_EUSAGE naming what differs. */
 int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int64_t global_micro,
 		  int seq, const char *config_json);
+/* The optimizer states setting of this run against the checkpoint's (a checkpoint keeps
+ * m and v as stored: another setting is refused). ZN_EUSAGE naming both. */
+int zn_ckpt_check_states(const struct zn_ckpt_dir *c, enum zn_optim_states states);
 /* A warning line when the checkpoint recorded its data file and id differs from it
  * (path: this run's --data). Returns 1 then, else 0. */
 int zn_ckpt_check_data(const struct zn_ckpt_info *in, const char *path,

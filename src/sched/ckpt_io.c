@@ -178,7 +178,13 @@ void zn_ckpt_rank_name(char *buf, size_t n, int rank, int world)
 	snprintf(buf, n, "rank-%05d-of-%05d.bin", rank, world);
 }
 
-uint64_t zn_ckpt_rank_file_bytes(const uint64_t *numel, int layers, int rank, int world)
+uint64_t zn_ckpt_slice_bytes(enum zn_optim_states states, uint64_t count)
+{
+	return count * 4 + 2 * zn_plan_moment_bytes(states, count);
+}
+
+uint64_t zn_ckpt_rank_file_bytes(const uint64_t *numel, int layers, int rank, int world,
+				 enum zn_optim_states states)
 {
 	uint64_t b = ZN_CKPT_HEADER_BYTES + (uint64_t)layers * ZN_CKPT_TABLE_BYTES +
 		     ZN_CKPT_TRAILER_BYTES;
@@ -187,7 +193,7 @@ uint64_t zn_ckpt_rank_file_bytes(const uint64_t *numel, int layers, int rank, in
 		struct zn_shard s;
 
 		zn_plan_shard(numel[l], world, rank, &s);
-		b += s.real_numel * 12;
+		b += zn_ckpt_slice_bytes(states, s.real_numel);
 	}
 	return b;
 }
@@ -220,7 +226,8 @@ static uint64_t get_u64(const unsigned char *p)
 	return x;
 }
 
-/* header: magic[8], version, rank, world, stage, layers (u32 each), zero to 64 bytes */
+/* header: magic[8], version, rank, world, stage, layers, optimizer states (u32 each: 0
+ * fp32, so files from before the setting read as fp32), zero to 64 bytes */
 static void header(unsigned char *h, const struct zn_ckpt_rank_hdr *r)
 {
 	memset(h, 0, ZN_CKPT_HEADER_BYTES);
@@ -230,6 +237,7 @@ static void header(unsigned char *h, const struct zn_ckpt_rank_hdr *r)
 	put_u32(h + 16, (uint32_t)r->world);
 	put_u32(h + 20, (uint32_t)r->stage);
 	put_u32(h + 24, (uint32_t)r->layers);
+	put_u32(h + 28, (uint32_t)r->states);
 }
 
 /* layer table of rank r of w for numel[0 .. layers) into t (layers x 24 bytes) */
@@ -263,14 +271,43 @@ static int crc_back(int fd, uint64_t pos, uint64_t n, void *buf, uint64_t bufbyt
 	return rc;
 }
 
+/* nvme: layer l's parts k0 .. 2 appended to fd file to file, each piece's CRC from the
+ * copy just written; *k0 becomes the first part still to write (3: all copied) and *copy
+ * false when the filesystems cannot copy (the rest goes through the staging buffer) */
+static int copy_parts(struct zn_engine *e, int l, int fd, const char *path, void *buf,
+		      uint64_t bufbytes, uint32_t *c, int *k0, bool *copy)
+{
+	int rc = 0;
+
+	for (; !rc && *k0 < 3; (*k0)++) {
+		uint64_t pc[2][2];
+		int np = zn_ckpt_state_pieces(e, l, *k0, pc);
+
+		for (int i = 0; !rc && i < np; i++) {
+			off_t pos = lseek(fd, 0, SEEK_CUR);
+
+			rc = pos < 0 ? -errno : zn_ckpt_state_copy(e, l, *k0, fd, pc[i][0],
+								   pc[i][1], path);
+			if (rc == -EOPNOTSUPP && i == 0) {
+				*copy = false;
+				return 0;
+			}
+			if (!rc)
+				rc = crc_back(fd, (uint64_t)pos, pc[i][1], buf, bufbytes, path, c);
+		}
+	}
+	return rc;
+}
+
 int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint32_t *crc,
 			    const struct zn_ckpt_rank_hdr *hd, const uint64_t *numel)
 {
 	size_t tb = (size_t)hd->layers * ZN_CKPT_TABLE_BYTES;
 	unsigned char h[ZN_CKPT_HEADER_BYTES], tr[ZN_CKPT_TRAILER_BYTES];
 	unsigned char *t = malloc(tb);
-	uint64_t bufbytes = zn_ckpt_state_max_slice(e) * 3 * sizeof(float) + 4;
-	float *buf = malloc(bufbytes);
+	enum zn_optim_states st = hd->states;
+	uint64_t bufbytes = zn_ckpt_slice_bytes(st, zn_ckpt_state_max_slice(e)) + 4;
+	char *buf = malloc(bufbytes);
 	const char *nc = zn_fault_value(ZN_FAULT_CKPT_NO_COPY);
 	bool copy = zn_ckpt_state_on_nvme(e) && !(nc && *nc && strcmp(nc, "0"));
 	uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
@@ -287,29 +324,24 @@ int zn_ckpt_write_rank_file(struct zn_engine *e, int fd, const char *path, uint3
 		rc = zn_ckpt_write(fd, t, tb, path);
 	/* one layer at a time: host memory is one slice's master, m and v */
 	for (int l = 0; !rc && l < hd->layers; l++) {
-		uint64_t first, count;
+		uint64_t first, count, at[4];
 		int k = 0;
 
 		zn_ckpt_state_slice(e, l, &first, &count);
-		/* nvme: extents copied file to file; the CRC from the copy just written */
-		for (; !rc && copy && count && k < 3; k++) {
-			off_t pos = lseek(fd, 0, SEEK_CUR);
-
-			rc = pos < 0 ? -errno : zn_ckpt_state_copy(e, l, k, fd, count * 4, path);
-			if (rc == -EOPNOTSUPP) {
-				copy = false;
-				rc = 0;
-				break;
-			}
-			if (!rc)
-				rc = crc_back(fd, (uint64_t)pos, count * 4, buf, bufbytes, path, &c);
-		}
+		/* nvme: extents copied file to file */
+		if (copy && count)
+			rc = copy_parts(e, l, fd, path, buf, bufbytes, &c, &k, &copy);
 		if (rc || k == 3 || !count)
 			continue;
+		/* where each part starts in the slice's bytes (master, m, v, end) */
+		at[0] = 0;
+		at[1] = count * 4;
+		at[2] = at[1] + zn_plan_moment_bytes(st, count);
+		at[3] = zn_ckpt_slice_bytes(st, count);
 		rc = zn_ckpt_state_read(e, l, buf);
 		if (!rc) {
-			c = zn_ckpt_crc(c, buf + k * count, (3 - k) * count * 4);
-			rc = zn_ckpt_write(fd, buf + k * count, (3 - k) * count * 4, path);
+			c = zn_ckpt_crc(c, buf + at[k], at[3] - at[k]);
+			rc = zn_ckpt_write(fd, buf + at[k], at[3] - at[k], path);
 		}
 	}
 	put_u32(tr, c);
@@ -338,7 +370,8 @@ int zn_ckpt_verify_rank(const char *path, const struct zn_ckpt_rank_hdr *hd,
 			const uint64_t *numel, uint64_t size, uint32_t crc)
 {
 	int rank = hd->rank, world = hd->world, layers = hd->layers;
-	uint64_t have = 0, want = zn_ckpt_rank_file_bytes(numel, layers, rank, world);
+	uint64_t have = 0, want = zn_ckpt_rank_file_bytes(numel, layers, rank, world,
+							   hd->states);
 	size_t tb = (size_t)layers * ZN_CKPT_TABLE_BYTES, chunk = 1u << 20;
 	unsigned char h[ZN_CKPT_HEADER_BYTES], *t = NULL, *buf = NULL;
 	uint32_t c = (uint32_t)crc32(0, Z_NULL, 0);
@@ -369,6 +402,9 @@ int zn_ckpt_verify_rank(const char *path, const struct zn_ckpt_rank_hdr *hd,
 	if (!rc && (int)get_u32(h + 24) != layers)
 		rc = fail(path, "has %" PRIu64 " layers, the metadata %" PRIu64, get_u32(h + 24),
 			  (uint64_t)layers);
+	if (!rc && get_u32(h + 28) != (uint32_t)hd->states)
+		rc = fail(path, "holds optimizer states %" PRIu64 ", the metadata %" PRIu64
+			  " (0 fp32, 1 bf16, 2 int8)", get_u32(h + 28), (uint64_t)hd->states);
 	/* every other byte: version 1, the metadata's stage, zeros */
 	if (!rc) {
 		unsigned char want_h[ZN_CKPT_HEADER_BYTES];

@@ -12,6 +12,7 @@
 
 #include "core/fsio.h"
 #include "core/log.h"
+#include "cpu/q8.h"
 #include "model/model.h"
 #include "sched/ckpt_impl.h"
 #include "sched/engine_impl.h"
@@ -119,7 +120,8 @@ static int verify_files(struct zn_ckpt_dir *c)
 
 		zn_ckpt_rank_name(name, sizeof(name), r, W);
 		snprintf(p, sizeof(p), "%s/%s", c->dir, name);
-		rc = zn_ckpt_verify_rank(p, &(struct zn_ckpt_rank_hdr){ r, W, m->info.stage, L },
+		rc = zn_ckpt_verify_rank(p, &(struct zn_ckpt_rank_hdr){ r, W, m->info.stage, L,
+								   m->states },
 					 m->numel, m->file_size[r], m->file_crc[r]);
 		if (!rc) {
 			c->fd[r] = zn_open_input_regular(p, "checkpoint file", NULL);
@@ -130,7 +132,7 @@ static int verify_files(struct zn_ckpt_dir *c)
 
 			zn_plan_shard(m->numel[l], W, r, &s);
 			c->data_off[(size_t)r * L + l] = off;
-			off += s.real_numel * 12;
+			off += zn_ckpt_slice_bytes(m->states, s.real_numel);
 		}
 	}
 	return rc;
@@ -224,11 +226,16 @@ int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int
 	return 0;
 }
 
-/* kind 0 master, 1 m, 2 v: elements [first, first + count) of layer l into dst */
+/* kind 0 master, 1 m, 2 v: elements [first, first + count) of layer l into dst, as a rank
+ * file holds a slice of count elements (the master fp32; m and v as stored: int8 codes,
+ * then the blocks' absmax). first and every slice start are multiples of the int8 block
+ * (shard offsets), so the blocks are the same in every sharding. */
 static int read_range(const struct zn_ckpt_dir *c, int l, int kind, uint64_t first,
-		      uint64_t count, float *dst)
+		      uint64_t count, void *dst)
 {
 	int W = c->m.info.world, rc = 0;
+	enum zn_optim_states st = kind ? c->m.states : ZN_STATES_FP32;
+	uint64_t es = zn_plan_moment_bytes(st, ZN_Q8_BLOCK) / ZN_Q8_BLOCK; /* 4, 2, 1 */
 
 	for (int r = 0; !rc && r < W; r++) {
 		struct zn_shard s;
@@ -241,13 +248,33 @@ static int read_range(const struct zn_ckpt_dir *c, int l, int kind, uint64_t fir
 							       first + count;
 		if (lo >= hi)
 			continue;
-		off = c->data_off[(size_t)r * c->m.layers + l] + (uint64_t)kind * s.real_numel * 4 +
-		      (lo - s.offset) * 4;
+		/* this slice's part: the master, then m, then v */
+		off = c->data_off[(size_t)r * c->m.layers + l] +
+		      (kind ? s.real_numel * 4 : 0) +
+		      (kind == 2 ? zn_plan_moment_bytes(st, s.real_numel) : 0);
 		zn_ckpt_rank_name(name, sizeof(name), r, W);
 		snprintf(p, sizeof(p), "%s/%s", c->dir, name);
-		rc = zn_pread_all(c->fd[r], dst + (lo - first), (hi - lo) * 4, off, p);
+		rc = zn_pread_all(c->fd[r], (char *)dst + (lo - first) * es, (hi - lo) * es,
+				  off + (lo - s.offset) * es, p);
+		if (!rc && st == ZN_STATES_INT8)
+			rc = zn_pread_all(c->fd[r], (char *)dst + count +
+					  (lo - first) / ZN_Q8_BLOCK * 4,
+					  zn_q8_blocks(hi - lo) * 4,
+					  off + s.real_numel + (lo - s.offset) / ZN_Q8_BLOCK * 4, p);
 	}
 	return rc;
+}
+
+int zn_ckpt_check_states(const struct zn_ckpt_dir *c, enum zn_optim_states states)
+{
+	if (c->m.states == states)
+		return 0;
+	zn_error("--resume %s/%s: optimizer states %s in the checkpoint, %s in this run: a "
+		 "checkpoint keeps m and v as they were stored; resume with --optimizer-states "
+		 "%s (zinc.optimizer_states)", c->dir, ZN_CKPT_META,
+		 zn_optim_states_name(c->m.states), zn_optim_states_name(states),
+		 zn_optim_states_name(c->m.states));
+	return ZN_EUSAGE;
 }
 
 int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h)
@@ -259,9 +286,12 @@ int zn_ckpt_init_layer(void *ctx, int layer, const struct zn_layer_desc *L, floa
 
 int zn_ckpt_restore(struct zn_engine *e, const struct zn_ckpt_dir *c)
 {
-	uint64_t max = zn_ckpt_state_max_slice(e) + 1;
-	float *m = malloc(max * 4), *v = malloc(max * 4);
+	uint64_t max = zn_plan_moment_bytes(e->plan.states, zn_ckpt_state_max_slice(e)) + 4;
+	void *m = malloc(max), *v = malloc(max);
 	int rc = m && v ? 0 : -ENOMEM;
+
+	if (!rc)
+		rc = zn_ckpt_check_states(c, e->plan.states);
 
 	for (int l = 0; !rc && l < e->n; l++) {
 		uint64_t first, count;

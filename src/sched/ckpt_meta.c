@@ -75,6 +75,7 @@ char *zn_ckpt_meta_text(struct zn_engine *e, const struct zn_ckpt_save_args *a,
 	    a->global_micro, a->seq);
 	add(&t, "world=%d\nstage=%d\ndtype=%s\nseed=%" PRIu64 "\nfamily=%s\n", e->rt.world,
 	    e->cfg.zero.stage, dtype_name(e->pdt), e->cfg.runtime.seed, e->model.ops->family);
+	add(&t, "optimizer_states=%s\n", zn_optim_states_name(e->plan.states));
 	add(&t, "ls.scale=%a\nls.cur_hysteresis=%d\nls.iter=%" PRId64
 	    "\nls.last_overflow_iter=%" PRId64 "\n", ls.scale, ls.cur_hysteresis, ls.iter,
 	    ls.last_overflow_iter);

@@ -12,6 +12,7 @@
 
 #include "core/fsio.h"
 #include "core/log.h"
+#include "cpu/adamw.h"
 #include "model/model.h"
 #include "sched/ckpt_impl.h"
 
@@ -211,6 +212,21 @@ static int parse_scaler(struct zn_ckpt_meta *m, const char *path)
 	return rc;
 }
 
+/* optimizer_states: fp32, bf16 or int8; fp32 when absent (checkpoints from before the
+ * setting) */
+static int parse_states(struct zn_ckpt_meta *m, const char *path)
+{
+	const char *v = zn_ckpt_meta_get(m, "optimizer_states");
+
+	m->states = ZN_STATES_FP32;
+	for (int s = ZN_STATES_FP32; v && s <= ZN_STATES_INT8; s++)
+		if (!strcmp(v, zn_optim_states_name(s))) {
+			m->states = s;
+			return 0;
+		}
+	return v ? bad(path, "bad value (fp32, bf16 or int8) of", "optimizer_states") : 0;
+}
+
 static int parse_counts(struct zn_ckpt_meta *m, const char *path)
 {
 	struct zn_ckpt_info *in = &m->info;
@@ -254,7 +270,8 @@ static int parse_counts(struct zn_ckpt_meta *m, const char *path)
 					     ZN_DTYPE_F32;
 	if (!fam || !key_chars(fam) || strlen(fam) > 32)
 		return bad(path, "missing or bad", "family");
-	return parse_scaler(m, path);
+	rc = parse_states(m, path);
+	return rc ? rc : parse_scaler(m, path);
 }
 
 /* "NAME RxC" of tensor.l.k: rows x cols in *numel */
@@ -314,8 +331,11 @@ static int parse_layers(struct zn_ckpt_meta *m, const char *path)
 	for (int r = 0; !rc && r < m->info.world; r++) {
 		snprintf(key, sizeof(key), "rank.%d", r);
 		rc = get_file(m, path, key, &m->file_size[r], &m->file_crc[r]);
-		/* a rank's share lies between nothing and the whole model */
-		if (!rc && (m->file_size[r] < fixed || m->file_size[r] > fixed + total * 12))
+		/* a rank's share lies between nothing and the whole model (12 bytes an element;
+		 * int8 moments add two 4-byte scales per slice, more than the 6 bytes they save
+		 * only on a slice of one element) */
+		if (!rc && (m->file_size[r] < fixed ||
+			    m->file_size[r] > fixed + total * 12 + (uint64_t)m->layers * 8))
 			rc = bad(path, "a size no rank file of these layers has in", key);
 	}
 	if (!rc)
@@ -378,7 +398,7 @@ static int check_keys(const struct zn_ckpt_meta *m, const char *path)
 		"zinc_checkpoint", "step", "skipped", "data_step", "global_micro", "seq",
 		"world", "stage", "dtype", "seed", "family", "ls.scale", "ls.cur_hysteresis",
 		"ls.iter", "ls.last_overflow_iter", "layers", "config", "data.path",
-		"data.size", "data.crc32",
+		"data.size", "data.crc32", "optimizer_states",
 	};
 
 	for (int i = 0; i < m->kv_count; i++) {

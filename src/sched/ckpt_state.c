@@ -1,6 +1,7 @@
 /* The engine's optimizer state for checkpoints: this rank's slice of each layer's master, m
  * and v read from whichever tier holds them (device, pinned host, nvme extents), and m and v
- * put back after a resume. Called between steps only (the step's streams drained and nvme
+ * put back after a resume, as stored (zinc.optimizer_states: int8 m and v are their codes
+ * and block scales, never widened, so a resume is exact). Called between steps only (the step's streams drained and nvme
  * requests waited for: every step ends that way), so nothing here races an update. */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "cpu/q8.h"
 #include "sched/ckpt_impl.h"
 #include "sched/engine_impl.h"
 
@@ -37,50 +39,108 @@ uint64_t zn_ckpt_state_max_slice(const struct zn_engine *e)
 	return m;
 }
 
-static int copy_down(struct zn_engine *e, float *dst, const float *src, uint64_t n,
+/* A slice [shift, shift + count) of a moment buffer of n_buf elements, as the tiers hold it
+ * (int8: the absmax after all n_buf codes), and as a rank file holds it (the codes of the
+ * count elements, then their blocks' absmax): at most two pieces, each {offset in the
+ * buffer, offset in the file's moment, bytes}. shift is a multiple of the int8 block (a
+ * shard offset). */
+static int moment_pieces(enum zn_optim_states s, uint64_t n_buf, uint64_t shift,
+			 uint64_t count, uint64_t pc[2][3])
+{
+	uint64_t es = zn_plan_moment_bytes(s, ZN_Q8_BLOCK) / ZN_Q8_BLOCK; /* 4, 2, 1 */
+
+	pc[0][0] = shift * es;
+	pc[0][1] = 0;
+	pc[0][2] = count * es;
+	if (s != ZN_STATES_INT8)
+		return 1;
+	pc[1][0] = n_buf + shift / ZN_Q8_BLOCK * 4;
+	pc[1][1] = count;
+	pc[1][2] = zn_plan_moment_bytes(s, count) - count;
+	return 2;
+}
+
+int zn_ckpt_state_pieces(const struct zn_engine *e, int l, int k, uint64_t piece[2][2])
+{
+	uint64_t pc[2][3], first, count;
+	int n;
+
+	zn_ckpt_state_slice(e, l, &first, &count);
+	if (k == 0) {
+		piece[0][0] = 0;
+		piece[0][1] = count * 4;
+		return 1;
+	}
+	/* nvme homes stage 1-3 state: the extent is the shard, the slice its real part */
+	n = moment_pieces(e->plan.states, e->L[l].sh.shard_numel, 0, count, pc);
+	for (int i = 0; i < n; i++) {
+		piece[i][0] = pc[i][0];
+		piece[i][1] = pc[i][2];
+	}
+	return n;
+}
+
+static int copy_down(struct zn_engine *e, void *dst, const void *src, uint64_t bytes,
 		     bool on_device)
 {
 	if (!on_device) {
-		memcpy(dst, src, n * 4);
+		memcpy(dst, src, bytes);
 		return 0;
 	}
-	return zn_memcpy_async(e->rt.copy_out, dst, src, n * 4, ZN_COPY_D2H);
+	return zn_memcpy_async(e->rt.copy_out, dst, src, bytes, ZN_COPY_D2H);
 }
 
-/* nvme: a chunk of master, m and v into the checkpoint's [master | m | v] (count each) */
+/* nvme: a chunk of master, m and v into the checkpoint's [master | m | v] (count elements
+ * each, m and v in file layout); compact m and v are one chunk (plan.c) */
 struct state_out {
-	float *buf;
-	uint64_t count;
+	char *buf;
+	uint64_t count, n_buf;
+	enum zn_optim_states st;
 };
 
 static int state_out_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
 {
 	const struct state_out *o = ctx;
-	const float *src[3] = { sb->master_h, sb->m_h, sb->v_h };
+	const void *src[3] = { sb->master_h, sb->m_h, sb->v_h };
 	uint64_t n = o->count > off ? o->count - off : 0; /* the real elements of the chunk */
+	uint64_t mb = zn_plan_moment_bytes(o->st, o->count), pc[2][3];
+	int np = moment_pieces(o->st, o->n_buf, 0, n > len ? len : n, pc);
 
 	if (n > len)
 		n = len;
-	for (int k = 0; k < 3; k++)
-		memcpy(o->buf + k * o->count + off, src[k], n * 4);
+	memcpy(o->buf + off * 4, src[0], n * 4);
+	for (int k = 1; k < 3; k++) {
+		char *dst = o->buf + o->count * 4 + (uint64_t)(k - 1) * mb;
+
+		if (o->st == ZN_STATES_FP32) {
+			memcpy(dst + off * 4, src[k], n * 4);
+			continue;
+		}
+		for (int i = 0; i < np; i++)
+			memcpy(dst + pc[i][1], (const char *)src[k] + pc[i][0], pc[i][2]);
+	}
 	return 0;
 }
 
-int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
+int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 {
 	struct zn_layer *ly = &e->L[l];
-	uint64_t first, count, shift;
-	const float *src[3];
+	enum zn_optim_states st = e->plan.states;
+	uint64_t first, count, shift, n_buf = zn_tiers_optim_numel(e, l);
+	uint64_t mb, pc[2][3];
+	const void *src[3];
 	bool dev = e->plan.pl.optim == ZN_TIER_DEVICE;
-	int rc = 0;
+	char *out = buf;
+	int rc = 0, np;
 
 	zn_ckpt_state_slice(e, l, &first, &count);
 	shift = first - ly->opt_off; /* 0 except at stage 0 (the span is the whole layer) */
+	mb = zn_plan_moment_bytes(st, count);
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
 		/* stage >= 1: the slice is the shard's first elements; after the last step's
 		 * write-behind, in chunks (a layer of one chunk: whole extents, whose CRC32C
 		 * the swap store checks as they come in) */
-		struct state_out o = { buf, count };
+		struct state_out o = { out, count, n_buf, st };
 
 		return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
 					  false, state_out_chunk, &o);
@@ -88,17 +148,46 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, float *buf)
 	src[0] = zn_tiers_master_span(e, l, NULL);
 	src[1] = dev ? ly->m_d : ly->m_h;
 	src[2] = dev ? ly->v_d : ly->v_h;
-	for (int k = 0; !rc && k < 3; k++)
-		rc = copy_down(e, buf + k * count, src[k] + shift, count, dev);
+	if (!rc)
+		rc = copy_down(e, out, (const float *)src[0] + shift, count * 4, dev);
+	np = moment_pieces(st, n_buf, shift, count, pc);
+	for (int k = 1; !rc && k < 3; k++)
+		for (int i = 0; !rc && i < np; i++)
+			rc = copy_down(e, out + count * 4 + (uint64_t)(k - 1) * mb + pc[i][1],
+				       (const char *)src[k] + pc[i][0], pc[i][2], dev);
 	if (!rc && dev)
 		rc = zn_stream_synchronize(e->rt.copy_out);
 	return rc;
 }
 
-/* nvme: a chunk of the resumed m and v (n real elements), zero beyond them as at create */
+/* a moment in file layout (count elements) into a whole buffer of n_buf elements: zero,
+ * then the pieces (the padding stays zero, as at create) */
+static int put_moment(struct zn_engine *e, void *dst, const void *src, uint64_t n_buf,
+		      uint64_t count, bool on_device)
+{
+	uint64_t pc[2][3];
+	int np = moment_pieces(e->plan.states, n_buf, 0, count, pc), rc = 0;
+	uint64_t whole = zn_plan_moment_bytes(e->plan.states, n_buf);
+
+	if (!on_device) {
+		memset(dst, 0, whole);
+		for (int i = 0; i < np; i++)
+			memcpy((char *)dst + pc[i][0], (const char *)src + pc[i][1], pc[i][2]);
+		return 0;
+	}
+	rc = zn_memset_async(e->rt.copy_in, dst, 0, whole);
+	for (int i = 0; !rc && i < np; i++)
+		rc = zn_memcpy_async(e->rt.copy_in, (char *)dst + pc[i][0],
+				     (const char *)src + pc[i][1], pc[i][2], ZN_COPY_H2D);
+	return rc;
+}
+
+/* nvme: a chunk of the resumed m and v (n real elements, file layout), zero beyond them as
+ * at create; compact m and v are one chunk (plan.c) */
 struct state_in {
-	const float *m, *v;
-	uint64_t n;
+	struct zn_engine *e;
+	const void *m, *v;
+	uint64_t n, n_buf;
 };
 
 static int state_in_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
@@ -108,33 +197,36 @@ static int state_in_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn
 
 	if (n > len)
 		n = len;
+	if (in->e->plan.states != ZN_STATES_FP32) {
+		put_moment(in->e, sb->m_h, in->m, in->n_buf, n, false);
+		return put_moment(in->e, sb->v_h, in->v, in->n_buf, n, false);
+	}
 	memset(sb->m_h, 0, len * 4);
 	memset(sb->v_h, 0, len * 4);
-	memcpy(sb->m_h, in->m + off, n * 4);
-	memcpy(sb->v_h, in->v + off, n * 4);
+	memcpy(sb->m_h, (const float *)in->m + off, n * 4);
+	memcpy(sb->v_h, (const float *)in->v + off, n * 4);
 	return 0;
 }
 
-int zn_ckpt_state_put(struct zn_engine *e, int l, const float *m, const float *v)
+int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 {
 	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->opt_count;
+	uint64_t n = ly->opt_count, n_buf = zn_tiers_optim_numel(e, l);
 	int rc = 0;
 
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
-		struct state_in in = { m, v, n };
+		struct state_in in = { e, m, v, n, n_buf };
 
 		return zn_swapio_state_io(e, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
 					  &in);
 	}
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
-		memcpy(ly->m_h, m, n * 4);
-		memcpy(ly->v_h, v, n * 4);
-		return 0;
+		put_moment(e, ly->m_h, m, n_buf, n, false);
+		return put_moment(e, ly->v_h, v, n_buf, n, false);
 	}
-	rc = zn_memcpy_async(e->rt.copy_in, ly->m_d, m, n * 4, ZN_COPY_H2D);
+	rc = put_moment(e, ly->m_d, m, n_buf, n, true);
 	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, ly->v_d, v, n * 4, ZN_COPY_H2D);
+		rc = put_moment(e, ly->v_d, v, n_buf, n, true);
 	if (!rc)
 		rc = zn_stream_synchronize(e->rt.copy_in);
 	return rc;
@@ -180,17 +272,22 @@ uint64_t zn_ckpt_nvme_copied_bytes(void)
 	return atomic_load(&copied_bytes);
 }
 
+enum zn_optim_states zn_ckpt_state_states(const struct zn_engine *e)
+{
+	return e->plan.states;
+}
+
 bool zn_ckpt_state_on_nvme(const struct zn_engine *e)
 {
 	return e->plan.pl.optim == ZN_TIER_NVME;
 }
 
-/* Appends the first `bytes` of layer l's part k (0 master, 1 m, 2 v) to fd at its file
- * position with copy_file_range (the kernel copies, or reflinks where the filesystem
+/* Appends bytes [from, from + bytes) of layer l's part k (0 master, 1 m, 2 v) to fd at its
+ * file position with copy_file_range (the kernel copies, or reflinks where the filesystem
  * can), stripe unit by stripe unit. -EOPNOTSUPP (nothing appended) when the filesystems
  * do not support it: the caller copies through the staging buffer instead. */
-int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes,
-		       const char *path)
+int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
+		       uint64_t bytes, const char *path)
 {
 	bool alias = e->plan.master_aliases_params;
 	struct zn_swap *s = k == 0 && alias ? e->sw.swap_param : e->sw.swap_opt;
@@ -205,7 +302,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t bytes
 		int pi, in;
 		off64_t off;
 
-		rc = zn_swap_locate(s, key, done, &pi, &fo);
+		rc = zn_swap_locate(s, key, from + done, &pi, &fo);
 		if (rc)
 			break;
 		n = ZN_PLAN_SWAP_STRIPE - fo % ZN_PLAN_SWAP_STRIPE;

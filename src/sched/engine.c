@@ -112,6 +112,7 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 		.layer_count = e->n, .layer_numel = e->numel, .world = e->rt.world,
 		.stage = c->zero.stage, .offload_optimizer = c->zero.offload_optimizer.device,
 		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16 || c->precision.fp16,
+		.states = c->optimizer.states,
 		.compute16 = e->compute16,
 		.grad_accum = e->gas,
 		.norm_first = c->gradient_clipping > 0 || c->precision.fp16,

@@ -53,12 +53,12 @@ int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count
 }
 
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
-			float grad_scale, float *master, float *m, float *v, const float *grad,
-			void *out, enum zn_dtype out_dtype)
+			float grad_scale, float *master, const struct zn_adamw_moments *mo,
+			const float *grad, void *out, enum zn_dtype out_dtype)
 {
-	size_t osz = zn_dtype_size(out_dtype);
 	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
-	int n = zn_optim_spans(&e->ld[layer], first, count, sp), rc = 0;
+	struct zn_adamw_span ws[ZN_MODEL_MAX_TENSORS];
+	int n = zn_optim_spans(&e->ld[layer], first, count, sp);
 	struct zn_adamw_params p;
 
 	zn_adamw_params_init(&p, &e->cfg.optimizer);
@@ -71,14 +71,12 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 		p.worker_ns = ((struct zn_engine *)e)->tr.worker_ns;
 		p.worker_max = ZN_TRACE_MAX_SUB;
 	}
-	for (int s = 0; !rc && s < n; s++) {
-		uint64_t i = sp[s].i;
-
-		p.weight_decay = sp[s].decay ? e->cfg.optimizer.weight_decay : 0.0f;
-		rc = zn_adamw_step(&p, master + i, m + i, v + i, grad + i, ZN_DTYPE_F32,
-				   out ? (char *)out + i * osz : NULL, out_dtype, (size_t)sp[s].len);
-	}
-	return rc;
+	/* each tensor's weight decay (its flag); fp32 moments: one call per tensor as before */
+	for (int s = 0; s < n; s++)
+		ws[s] = (struct zn_adamw_span){ (size_t)sp[s].i, (size_t)sp[s].len,
+						sp[s].decay ? e->cfg.optimizer.weight_decay : 0.0f };
+	return zn_adamw_step_states(&p, master, mo, grad, ZN_DTYPE_F32, out, out_dtype,
+				    (size_t)count, ws, n);
 }
 
 int zn_optim_host_accumulate(struct zn_engine *e, int l)
@@ -124,9 +122,14 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 
 	if (!rc && ly->opt_count)
 		rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "adamw", l, 0, &h);
-	if (!rc && ly->opt_count)
-		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), ly->m_d, ly->v_d,
-				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL), e->opt.clip_coef);
+	if (!rc && ly->opt_count) {
+		struct zn_adamw_moments mo;
+
+		zn_tiers_moments(e, l, NULL, &mo);
+		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), &mo,
+				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL),
+				     e->opt.clip_coef);
+	}
 	if (!rc)
 		rc = zn_tr_end(e, e->rt.comm_s, h);
 	if (!rc)
@@ -142,6 +145,7 @@ static int adamw_chunk(struct zn_engine *e, int l, int c, struct zn_sbuf *sb)
 	struct zn_layer *ly = &e->L[l];
 	uint64_t off, len, real, so;
 	char *out = zn_tiers_out_span(e, l, sb);
+	struct zn_adamw_moments all, mo;
 
 	zn_swapio_chunk(e, l, c, &off, &len);
 	real = ly->opt_count > off ? ly->opt_count - off : 0;
@@ -152,10 +156,12 @@ static int adamw_chunk(struct zn_engine *e, int l, int c, struct zn_sbuf *sb)
 	so = zn_swapio_optim(e) ? 0 : off;
 	if (out && !zn_swapio_params(e))
 		out += off * zn_tiers_param_bytes(e);
+	/* compact moments are one chunk (plan.c), so an int8 so is 0 */
+	zn_tiers_moments(e, l, sb, &all);
+	zn_adamw_moments_at(&mo, &all, so);
 	return zn_adamw_layer_span(e, l, ly->opt_off + off, real, e->opt.clip_coef,
-				   zn_tiers_master_span(e, l, sb) + so,
-				   zn_tiers_m_host(e, l, sb) + so, zn_tiers_v_host(e, l, sb) + so,
-				   ly->grad_h + off, out, e->pdt);
+				   zn_tiers_master_span(e, l, sb) + so, &mo, ly->grad_h + off, out,
+				   e->pdt);
 }
 
 int zn_optim_update_host(struct zn_engine *e, int l)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu/adamw.h"
 #include "gpu/device.h"
 #include "sched/lossscale.h"
 #include "zinc.h"
@@ -85,15 +86,17 @@ int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer);
 /* offloaded gradient shards: the receive shard added into the layer's shard */
 int zn_optim_host_accumulate(struct zn_engine *e, int layer);
 
-/* CPU AdamW over layer elements [first, first + count); the buffers start at `first`. */
+/* CPU AdamW over layer elements [first, first + count); the buffers start at `first` (mo:
+ * the moments as stored; int8: first starts a block), each tensor with its weight decay. */
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
-			float grad_scale, float *master, float *m, float *v, const float *grad,
-			void *out, enum zn_dtype out_dtype);
+			float grad_scale, float *master, const struct zn_adamw_moments *mo,
+			const float *grad, void *out, enum zn_dtype out_dtype);
 
 /* optim_device.c: the optimizer's device work through the kernel table */
 uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count); /* 0: none */
 int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
-		    float *m, float *v, const float *grad, void *out, float grad_scale);
+		    const struct zn_adamw_moments *mo, const float *grad, void *out,
+		    float grad_scale);
 /* layer's squared sum of grad[0 .. n) into norm_d (n may be 0) */
 int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
 		    uint64_t n);

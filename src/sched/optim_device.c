@@ -19,10 +19,14 @@
 #include "cpu/adamw.h"
 #include "sched/engine_impl.h"
 
+/* every tensor of a layer can be its own span of one adamw_states call */
+_Static_assert(ZN_KERNEL_ADAMW_SPANS >= ZN_MODEL_MAX_TENSORS, "kernel spans < tensors");
+
 struct adamw_job {
 	struct zn_engine *e;
 	int layer;
-	float *master, *m, *v;
+	float *master;
+	struct zn_adamw_moments mo;
 	const float *grad;
 	uint16_t *out;
 	struct zn_kernel_adamw hp; /* weight_decay: the configured one, for decaying tensors */
@@ -61,6 +65,27 @@ uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count)
 	return work_offset(layer_count) + ZN_KERNEL_SUMSQ_WORK_COUNT * sizeof(double);
 }
 
+/* compact moments: one launch over the layer's span, each tensor's decay in a span */
+static void adamw_states_fn(struct adamw_job *j, void *native, const struct zn_kernel_table *k,
+			    const struct zn_optim_span *sp, int n)
+{
+	const struct zn_layer *ly = &j->e->L[j->layer];
+	struct zn_kernel_span ks[ZN_KERNEL_ADAMW_SPANS];
+	struct zn_kernel_moments mo = {
+		.states = (int32_t)j->mo.states, .m = j->mo.m, .v = j->mo.v,
+		.m_absmax = j->mo.m_absmax, .v_absmax = j->mo.v_absmax,
+	};
+	bool f16 = j->e->pdt == ZN_DTYPE_F16;
+
+	for (int s = 0; s < n; s++)
+		ks[s] = (struct zn_kernel_span){ sp[s].i, sp[s].len,
+						 sp[s].decay ? j->hp.weight_decay : 0.0f };
+	k->adamw_states(native, j->master, &mo, j->out && !f16 ? j->out : NULL, j->grad, &j->hp,
+			ks, n, (size_t)ly->opt_count);
+	if (j->out && f16)
+		k->cast_f32_to_f16(native, j->out, j->master, (size_t)ly->opt_count);
+}
+
 /* One launch per layer; the span is split at tensor boundaries (each tensor's decay flag). */
 static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
@@ -70,8 +95,11 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 	int n = zn_optim_spans(&j->e->ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_runtime_now_ms();
+	float *m = j->mo.m, *v = j->mo.v;
 
-	for (int s = 0; s < n; s++) {
+	if (j->mo.states != ZN_STATES_FP32)
+		adamw_states_fn(j, native, k, sp, n);
+	for (int s = 0; j->mo.states == ZN_STATES_FP32 && s < n; s++) {
 		uint64_t i = sp[s].i;
 
 		hp.weight_decay = sp[s].decay ? j->hp.weight_decay : 0.0f;
@@ -79,7 +107,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 		 * (the same bits as the CPU's fused fp16 output) */
 		bool f16 = j->e->pdt == ZN_DTYPE_F16;
 
-		k->adamw(native, j->master + i, j->m + i, j->v + i,
+		k->adamw(native, j->master + i, m + i, v + i,
 			 j->out && !f16 ? j->out + i : NULL, j->grad + i, &hp, (size_t)sp[s].len);
 		if (j->out && f16)
 			k->cast_f32_to_f16(native, j->out + i, j->master + i, (size_t)sp[s].len);
@@ -96,11 +124,12 @@ static void sumsq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 }
 
 int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
-		    float *m, float *v, const float *grad, void *out, float grad_scale)
+		    const struct zn_adamw_moments *mo, const float *grad, void *out,
+		    float grad_scale)
 {
 	const struct zn_optimizer_config *o = &e->cfg.optimizer;
 	struct adamw_job j = {
-		.e = e, .layer = layer, .master = master, .m = m, .v = v, .grad = grad,
+		.e = e, .layer = layer, .master = master, .mo = *mo, .grad = grad,
 		.out = out,
 		.hp = { .lr = e->opt.lr, .beta1 = e->opt.beta1, .beta2 = e->opt.beta2, .eps = o->eps,
 			.weight_decay = o->weight_decay, .grad_scale = grad_scale,

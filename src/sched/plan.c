@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "core/size.h"
+#include "cpu/adamw.h"
 
 const char *zn_tier_name(enum zn_tier t)
 {
@@ -63,12 +65,44 @@ void zn_plan_placement(int stage, enum zn_offload_device offload_optimizer,
 	out->params = stage >= 3 ? tier_of(offload_param) : ZN_TIER_DEVICE;
 }
 
-void zn_plan_state_bytes(bool mixed_precision, struct zn_state_bytes *out)
+uint64_t zn_plan_moment_bytes(enum zn_optim_states states, uint64_t n)
 {
+	if (zn_size_overflowed(zn_size_mul(n, 4)))
+		return ZN_SIZE_OVERFLOW;
+	return zn_adamw_state_bytes(states, n);
+}
+
+uint64_t zn_plan_optim_bytes(bool mixed_precision, enum zn_optim_states states, uint64_t n)
+{
+	return zn_size_add(mixed_precision ? zn_size_mul(n, 4) : 0,
+			   zn_size_mul(2, zn_plan_moment_bytes(states, n)));
+}
+
+const char *zn_plan_fmt_state_bytes(const char *dtype, enum zn_optim_states states, char *buf,
+				    size_t size)
+{
+	bool mixed = strcmp(dtype, "fp32") != 0;
+	struct zn_state_bytes b;
+	char st[48] = "";
+
+	zn_plan_state_bytes(mixed, states, &b);
+	if (states != ZN_STATES_FP32)
+		snprintf(st, sizeof(st), ", %s optimizer states", zn_optim_states_name(states));
+	snprintf(buf, size, "%s%s%s (%u+%u+%.3g B/param)", dtype, mixed ? " mixed precision" : "",
+		 st, b.param, b.grad, b.optim);
+	return buf;
+}
+
+void zn_plan_state_bytes(bool mixed_precision, enum zn_optim_states states,
+			 struct zn_state_bytes *out)
+{
+	/* per parameter: a whole number of blocks, so int8's absmax counts as it is stored */
+	double optim = (double)zn_plan_optim_bytes(mixed_precision, states, 1 << 20) / (1 << 20);
+
 	if (mixed_precision)
-		*out = (struct zn_state_bytes){ .param = 2, .grad = 2, .optim = 12 };
+		*out = (struct zn_state_bytes){ .param = 2, .grad = 2, .optim = optim };
 	else
-		*out = (struct zn_state_bytes){ .param = 4, .grad = 4, .optim = 8 };
+		*out = (struct zn_state_bytes){ .param = 4, .grad = 4, .optim = optim };
 }
 
 /* ---- the engine's plan ---------------------------------------------------------------- */
@@ -150,8 +184,8 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 		if (host_optim && !p->master_aliases_params)
 			out->master_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
 		if (host_optim) {
-			out->m_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
-			out->v_h = zn_plan_host_alloc_bytes(zn_size_mul(opt, 4));
+			out->m_h = zn_plan_host_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
+			out->v_h = zn_plan_host_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
 		}
 		if (p->pl.params == ZN_TIER_DEVICE)
 			out->param_stage_h = zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb));
@@ -160,8 +194,8 @@ void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 			out->grad_shard_d = zn_plan_device_alloc_bytes(zn_size_mul(s.shard_numel, 4));
 		if (!p->master_aliases_params)
 			out->master_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
-		out->m_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
-		out->v_d = zn_plan_device_alloc_bytes(zn_size_mul(opt, 4));
+		out->m_d = zn_plan_device_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
+		out->v_d = zn_plan_device_alloc_bytes(zn_plan_moment_bytes(p->states, opt));
 	}
 }
 
@@ -218,13 +252,18 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		zn_plan_shard(in->layer_numel[l], in->world, 0, &s);
 		if (s.shard_numel > out->swap_shard_numel)
 			out->swap_shard_numel = s.shard_numel;
+		/* m and v as stored, each extent (and transfer) a 4 KiB multiple */
+		uint64_t mv = zn_size_mul(2, zn_plan_host_alloc_bytes(
+			zn_plan_moment_bytes(out->states, s.shard_numel)));
+		uint64_t master = out->master_aliases_params ? 0 :
+			zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, 4));
+
 		if (l > 0 && s.shard_numel > out->fetch_ring_numel)
 			out->fetch_ring_numel = s.shard_numel;
 		state_numel = zn_size_add(state_numel, s.shard_numel);
 		if (opt_nvme)
-			out->nvme_optim_bytes = zn_size_add(out->nvme_optim_bytes, zn_size_mul(
-				out->master_aliases_params ? 2 : 3,
-				zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, 4))));
+			out->nvme_optim_bytes = zn_size_add(out->nvme_optim_bytes,
+							    zn_size_add(mv, master));
 		if (prm_nvme)
 			out->nvme_param_bytes = zn_size_add(out->nvme_param_bytes,
 				zn_plan_host_alloc_bytes(zn_size_mul(s.shard_numel, pb)));
@@ -233,10 +272,10 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 		 * micro-batch's forward and backward) and AdamW writes the new shard unless
 		 * it is the master */
 		if (opt_nvme) {
-			out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
-								zn_size_mul(s.shard_numel, 12));
-			out->nvme_step_write_bytes = zn_size_add(out->nvme_step_write_bytes,
-								 zn_size_mul(s.shard_numel, 12));
+			uint64_t rw = zn_size_add(zn_size_mul(s.shard_numel, 4), mv);
+
+			out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes, rw);
+			out->nvme_step_write_bytes = zn_size_add(out->nvme_step_write_bytes, rw);
 		}
 		if (prm_nvme) {
 			uint64_t uses = l == 0 ? 1 : 2 * (uint64_t)in->grad_accum;
@@ -258,10 +297,16 @@ static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_pl
 	out->nvme_param_path_bytes = prm_nvme ? path_bytes(out->nvme_param_bytes,
 							   in->param_path_count) : 0;
 	out->swap_buffers = in->swap_buffer_count > 2 ? in->swap_buffer_count : 2;
-	out->swap_chunk_numel = swap_chunk(out->swap_shard_numel, state_numel, out->swap_buffers);
+	/* compact m and v are stored whole per layer (their int8 block scales follow the
+	 * codes), so a layer is one chunk: staging holds the largest shard */
+	out->swap_chunk_numel = out->states == ZN_STATES_FP32 ?
+		swap_chunk(out->swap_shard_numel, state_numel, out->swap_buffers) :
+		out->swap_shard_numel;
+	out->swap_moment_bytes = zn_plan_host_alloc_bytes(
+		zn_plan_moment_bytes(out->states, out->swap_chunk_numel));
 	if (opt_nvme)
-		per_buf = zn_size_mul(3, zn_plan_host_alloc_bytes(zn_size_mul(out->swap_chunk_numel,
-									      4)));
+		per_buf = zn_size_add(zn_plan_host_alloc_bytes(zn_size_mul(out->swap_chunk_numel, 4)),
+				      zn_size_mul(2, out->swap_moment_bytes));
 	if (prm_nvme && !(opt_nvme && out->master_aliases_params))
 		per_buf = zn_size_add(per_buf, zn_plan_host_alloc_bytes(
 					  zn_size_mul(out->swap_chunk_numel, pb)));
@@ -363,6 +408,7 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 		return rc;
 	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &out->pl);
 	out->param_bytes = in->bf16 ? 2 : 4;
+	out->states = in->states;
 	/* fp32 parameters on the optimizer's tier are the master (nothing to round). */
 	out->master_aliases_params = !in->bf16 && out->pl.params == out->pl.optim;
 	out->gathers = in->stage == 3 || (in->bf16 && !in->compute16);

@@ -54,14 +54,26 @@ void zn_plan_placement(int stage, enum zn_offload_device offload_optimizer,
 		       enum zn_offload_device offload_param, struct zn_placement *out);
 
 /* Bytes per parameter of each class: mixed precision (bf16/fp16 params and grads, fp32
- * master + m + v = 2 + 2 + 12) or fp32 training (params are the master: 4 + 4 + 8). */
+ * master + m + v = 2 + 2 + 12) or fp32 training (params are the master: 4 + 4 + 8), with
+ * m and v as zinc.optimizer_states stores them (bf16: 2 + 2; int8: 1 + 1 and an fp32
+ * absmax per 256 elements each, so the master + m + v of mixed precision are 8 or 6.03). */
 struct zn_state_bytes {
 	unsigned param;
 	unsigned grad;
-	unsigned optim;
+	double optim;
 };
 
-void zn_plan_state_bytes(bool mixed_precision, struct zn_state_bytes *out);
+void zn_plan_state_bytes(bool mixed_precision, enum zn_optim_states states,
+			 struct zn_state_bytes *out);
+/* The precision ("fp32", "bf16" or "fp16") and the bytes per parameter of the model states:
+ * "bf16 mixed precision (2+2+12 B/param)", "bf16 mixed precision, int8 optimizer states
+ * (2+2+6.03 B/param)", "fp32 (4+4+8 B/param)", ... */
+const char *zn_plan_fmt_state_bytes(const char *dtype, enum zn_optim_states states, char *buf,
+				    size_t size);
+/* Optimizer bytes of n elements: the fp32 master (mixed precision) and m and v as stored. */
+uint64_t zn_plan_optim_bytes(bool mixed_precision, enum zn_optim_states states, uint64_t n);
+/* One moment (m or v) of n elements as stored (cpu/adamw.h zn_adamw_state_bytes). */
+uint64_t zn_plan_moment_bytes(enum zn_optim_states states, uint64_t n);
 
 struct zn_estimate_input {
 	uint64_t params;         /* P, total parameters */
@@ -74,6 +86,7 @@ struct zn_estimate_input {
 	int prefetch_depth;      /* layers fetched ahead of the one computing (>= 0) */
 	int buffer_count;        /* pinned staging buffers per swapped class (nvme) */
 	bool mixed_precision;
+	enum zn_optim_states states; /* m and v as stored (zinc.optimizer_states) */
 	uint64_t activation_bytes; /* per rank, added to the device total (0 = not counted) */
 	/* LoRA (docs/lora.md): a frozen base of frozen_params (largest layer
 	 * frozen_largest_layer); params are then the trainable adapters. The base has
@@ -121,7 +134,8 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            device. Stage 2-3: one shard per layer, on the device, or with
  *            offload_optimizer cpu in pinned memory, plus a receive shard when micro-batches
  *            are accumulated (the next micro-batch's shard lands there and is added).
- *   optim:   fp32 master, m, v: stage 0 full, stage >= 1 one shard, on the optimizer's tier.
+ *   optim:   fp32 master, m, v: stage 0 full, stage >= 1 one shard, on the optimizer's tier;
+ *            m and v as zinc.optimizer_states stores them (zn_plan_moment_bytes).
  *            The master is not a separate buffer when the parameters are fp32 and live on
  *            the same tier (master_aliases_params): then the parameters are the master.
  *   staging: with offload_optimizer cpu and parameters homed on the device, AdamW writes
@@ -159,10 +173,11 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
  *            extent; their fetches copy it up without reading nvme (swapio.c).
  *            Extents are 4 KiB multiples; per path the swap store stripes them in 1 MiB
  *            units (ZN_PLAN_SWAP_STRIPE), so a path holds ceil(stripes / paths) stripes.
- *            NVMe bytes per step (per rank, shard bytes as transferred): reads = 12 B per
- *            optimizer element (master, m, v) + with parameters on nvme the shard per
+ *            NVMe bytes per step (per rank, shard bytes as transferred): reads = the
+ *            master (4 B) and m and v as stored (4 KiB-rounded; fp32 4 + 4, bf16 2 + 2,
+ *            int8 about 1 + 1) per optimizer element + with parameters on nvme the shard per
  *            fetch of a layer that is not hot (layers above H, 2 x grad_accum each);
- *            writes = 12 B per optimizer element + the parameter shard unless it is the
+ *            writes = the same optimizer bytes + the parameter shard unless it is the
  *            master (fp32, both on nvme).
  */
 #define ZN_PLAN_DEVICE_ALIGN 256
@@ -197,6 +212,7 @@ struct zn_engine_plan_input {
 	enum zn_offload_device offload_param;
 	bool bf16;  /* 16-bit stored parameters: bf16 or fp16 (2 bytes, fp32 master) */
 	bool compute16; /* bf16 compute: the layers read the 16-bit parameters themselves */
+	enum zn_optim_states states; /* m and v as stored (zinc.optimizer_states) */
 	int grad_accum;              /* micro-batches per step, >= 1 */
 	bool norm_first;             /* clipping or fp16: every update waits for the norm */
 	int prefetch_depth;          /* >= 0: layers fetched ahead of the one computing */
@@ -222,6 +238,7 @@ struct zn_layer_buffers {
 struct zn_engine_plan {
 	struct zn_placement pl;
 	unsigned param_bytes;        /* bytes per stored parameter: 4 or 2 */
+	enum zn_optim_states states; /* m and v: fp32, bf16 or int8 (zn_plan_moment_bytes) */
 	bool master_aliases_params;
 	bool gathers;                /* compute reads fetched working copies (stage 3 or bf16) */
 	bool bf16_gather;            /* stage 3 bf16: slots have a bf16 gather buffer too */
@@ -246,7 +263,10 @@ struct zn_engine_plan {
 	int hot_layers;              /* parameters on nvme: layers 1 .. hot_layers (and 0) hot */
 	uint64_t swap_shard_numel;   /* largest shard over all layers */
 	uint64_t fetch_ring_numel;   /* a ring fetch buffer: the largest shard of layers 1 .. n-1 */
-	uint64_t swap_chunk_numel;   /* a staging buffer's sections: elements of one chunk */
+	uint64_t swap_chunk_numel;   /* a staging buffer's sections: elements of one chunk (the
+				      * largest shard with compact optimizer states) */
+	uint64_t swap_moment_bytes;  /* m (or v) of one chunk as stored, 4 KiB multiple: the
+				      * staging sections of m and v */
 	uint64_t nvme_optim_bytes;   /* extents of master, m, v (per rank) */
 	uint64_t nvme_param_bytes;   /* extents of the parameter shards (per rank) */
 	uint64_t nvme_act_bytes;     /* extents of the activation checkpoints (per rank) */

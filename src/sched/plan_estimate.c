@@ -33,14 +33,15 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 		return ZN_EUSAGE;
 	N = (uint64_t)in->ranks;
 	Ls = (L + N - 1) / N; /* one rank's shard of the largest layer */
-	zn_plan_state_bytes(in->mixed_precision, &b);
+	zn_plan_state_bytes(in->mixed_precision, in->states, &b);
 	zn_plan_placement(in->stage, in->offload_optimizer, in->offload_param, &pl);
 
 	/* Model states: the ZeRO paper's 16P, 4P + 12P/N, 2P + 14P/N, 16P/N (mixed precision)
 	 * with each class counted on its home tier. */
 	uint64_t param_b = class_bytes(b.param, P, pl.params_sharded ? N : 1);
 	uint64_t grad_b = class_bytes(b.grad, P, pl.grads_sharded ? N : 1);
-	uint64_t optim_b = class_bytes(b.optim, P, pl.optim_sharded ? N : 1);
+	uint64_t optim_b = zn_plan_optim_bytes(in->mixed_precision, in->states,
+					       pl.optim_sharded ? P / N : P);
 	uint64_t grad_shard_b = class_bytes(b.grad, P, N);
 
 	if (pl.params == ZN_TIER_DEVICE)
@@ -82,7 +83,7 @@ int zn_plan_estimate(const struct zn_estimate_input *in, struct zn_estimate *out
 	/* nvme needs pinned staging: buffer_count buffers of one layer's shard per class. */
 	if (pl.optim == ZN_TIER_NVME)
 		add(&out->pinned_staging_bytes, zn_size_mul((uint64_t)in->buffer_count,
-							    zn_size_mul(Ls, b.optim)));
+			zn_plan_optim_bytes(in->mixed_precision, in->states, Ls)));
 	if (pl.params == ZN_TIER_NVME)
 		add(&out->pinned_staging_bytes, zn_size_mul((uint64_t)in->buffer_count,
 							    zn_size_mul(Ls, b.param)));

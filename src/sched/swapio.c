@@ -3,7 +3,8 @@
  * the host arena, which is registered with the aio engine as fixed buffers.
  *
  * Extents (per layer, this rank's shard): master, m, v in the optimizer's store (the master
- * is the parameter extent when fp32 parameters are on nvme too), the parameter shard in the
+ * is the parameter extent when fp32 parameters are on nvme too; m and v as
+ * zinc.optimizer_states stores them, each rounded to 4 KiB), the parameter shard in the
  * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
  * files at create, so a full disk stops the run before training.
  *
@@ -128,16 +129,29 @@ int zn_swapio_hot_put(struct zn_engine *e, int l, uint64_t off, const void *src,
 	return rc;
 }
 
+uint64_t zn_swapio_moment_bytes(const struct zn_engine *e, int l)
+{
+	if (e->plan.states == ZN_STATES_FP32)
+		return 0;
+	return zn_plan_host_alloc_bytes(zn_plan_moment_bytes(e->plan.states,
+							     e->L[l].sh.shard_numel));
+}
 
 int zn_swapio_opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
 			struct zn_swapio_part p[3])
 {
 	bool alias = e->plan.master_aliases_params;
+	uint64_t mb = zn_swapio_moment_bytes(e, l);
 
 	p[0] = (struct zn_swapio_part){ alias ? e->sw.swap_param : e->sw.swap_opt,
-				  zn_swapio_key(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l), sb->master_h };
-	p[1] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), sb->m_h };
-	p[2] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), sb->v_h };
+					zn_swapio_key(e, alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER, l),
+					sb->master_h, 4, 0 };
+	p[1] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG, l),
+					sb->m_h, 4, mb };
+	p[2] = (struct zn_swapio_part){ e->sw.swap_opt, zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l),
+					sb->v_h, 4, mb };
+	if (e->plan.states != ZN_STATES_FP32)
+		p[1].elem = p[2].elem = 0; /* stored whole (one chunk: plan.c) */
 	return 3;
 }
 
@@ -307,12 +321,14 @@ static int make_stores(struct zn_engine *e)
 	if (zn_swapio_optim(e)) {
 		for (int l = 0; l < e->n; l++) {
 			uint64_t b = e->L[l].sh.shard_numel * 4, cb = crc_block(e, l, 4);
+			uint64_t mb = e->plan.states == ZN_STATES_FP32 ? b : zn_swapio_moment_bytes(e, l);
 
 			if (!e->plan.master_aliases_params)
 				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_MASTER, l),
 								    b, cb };
-			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), b, cb };
-			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), b,
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG, l), mb,
+							    cb };
+			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(e, ZN_SWAP_EXP_AVG_SQ, l), mb,
 							    cb };
 		}
 		rc = make_store(e, &e->sw.swap_opt, "optim", &e->cfg.zero.offload_optimizer, ext, k);
@@ -374,9 +390,9 @@ static int make_staging(struct zn_engine *e)
 		if (zn_swapio_optim(e)) {
 			rc = zn_tiers_halloc(e, &sb->master_h, n * 4);
 			if (!rc)
-				rc = zn_tiers_halloc(e, &sb->m_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->m_h, e->plan.swap_moment_bytes);
 			if (!rc)
-				rc = zn_tiers_halloc(e, &sb->v_h, n * 4);
+				rc = zn_tiers_halloc(e, &sb->v_h, e->plan.swap_moment_bytes);
 		}
 		if (!rc && zn_swapio_params(e) && !(zn_swapio_optim(e) &&
 						    e->plan.master_aliases_params))
@@ -586,7 +602,8 @@ static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l, int c)
 	if (e->tr.on)
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
-		rc = zn_swap_read_prio(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
+		rc = zn_swap_read_prio(p[i].store, p[i].key, zn_swapio_part_at(&p[i], off),
+				       zn_swapio_part_bytes(&p[i], len), p[i].buf_h,
 				       ZN_AIO_PRIO_BACKGROUND, &sb->rd[sb->rd_n]);
 		if (!rc)
 			sb->rd_n++;
@@ -696,7 +713,8 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 
 		zn_swapio_opt_parts(e, l, sb, p);
 		for (int i = 0; !rc && i < 3; i++) {
-			rc = zn_swap_write(p[i].store, p[i].key, off * 4, n * 4, p[i].buf_h,
+			rc = zn_swap_write(p[i].store, p[i].key, zn_swapio_part_at(&p[i], off),
+					   zn_swapio_part_bytes(&p[i], n), p[i].buf_h,
 					   &sb->wr[sb->wr_n]);
 			if (!rc)
 				sb->wr_n++;

@@ -17,7 +17,8 @@ struct zn_engine;
  * chunk (plan.swap_chunk_numel elements of a shard); NULL where that class is not on
  * nvme. */
 struct zn_sbuf {
-	float *master_h, *m_h, *v_h; /* optimizer on nvme (master_h: the parameters if aliased) */
+	float *master_h;             /* optimizer on nvme (the parameters if aliased) */
+	void *m_h, *v_h;             /* as stored (plan.states), plan.swap_moment_bytes each */
 	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
 	int rd_n, wr_n;              /* requests submitted and not yet waited for */
 	int layer, chunk;            /* whose state it holds: layer, chunk of its shard */

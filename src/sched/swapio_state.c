@@ -41,10 +41,12 @@ int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
 		for (int i = 0; !rc && i < 3; i++) {
 			if (!(parts & (1u << i)))
 				continue;
-			rc = write ? zn_swap_write(p[i].store, p[i].key, off * 4, len * 4,
-						   p[i].buf_h, &r[n]) :
-				     zn_swap_read(p[i].store, p[i].key, off * 4, len * 4, p[i].buf_h,
-						  &r[n]);
+			uint64_t at = zn_swapio_part_at(&p[i], off);
+			uint64_t bytes = zn_swapio_part_bytes(&p[i], len);
+
+			rc = write ? zn_swap_write(p[i].store, p[i].key, at, bytes, p[i].buf_h,
+						   &r[n]) :
+				     zn_swap_read(p[i].store, p[i].key, at, bytes, p[i].buf_h, &r[n]);
 			n += !rc;
 		}
 		/* the requests submitted are waited for, even after a failed submit */
@@ -62,17 +64,20 @@ int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
 }
 
 struct init_ctx {
-	const float *src_h; /* the layer's shard of tmp_h */
+	const float *src_h;   /* the layer's shard of tmp_h */
+	uint64_t moment_bytes; /* compact m (or v) of the whole shard; 0: fp32 */
 };
 
-/* the initial master (the parameters) and zero m, v of one chunk */
+/* the initial master (the parameters) and zero m, v of one chunk: all-zero bytes are the
+ * zero state of every optimizer_states setting (cpu/adamw.h) */
 static int init_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbuf *sb)
 {
 	const struct init_ctx *c = ctx;
+	uint64_t mb = c->moment_bytes ? c->moment_bytes : len * 4;
 
 	memcpy(sb->master_h, c->src_h + off, len * 4);
-	memset(sb->m_h, 0, len * 4);
-	memset(sb->v_h, 0, len * 4);
+	memset(sb->m_h, 0, mb);
+	memset(sb->v_h, 0, mb);
 	return 0;
 }
 
@@ -102,7 +107,7 @@ int zn_swapio_init_layer(struct zn_engine *e, int l)
 	if (!rc && zn_swapio_optim(e))
 		rc = zn_swapio_state_io(e, l, (e->plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
 					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
-					&(struct init_ctx){ src });
+					&(struct init_ctx){ src, zn_swapio_moment_bytes(e, l) });
 	return rc;
 }
 

@@ -141,14 +141,27 @@ void *zn_tiers_out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
 	return zn_tiers_param_dst(e, l);
 }
 
-float *zn_tiers_m_host(struct zn_engine *e, int l, const struct zn_sbuf *sb)
+uint64_t zn_tiers_optim_numel(const struct zn_engine *e, int l)
 {
-	return e->plan.pl.optim == ZN_TIER_NVME ? sb->m_h : e->L[l].m_h;
+	return e->cfg.zero.stage == 0 ? e->L[l].sh.padded_numel : e->L[l].sh.shard_numel;
 }
 
-float *zn_tiers_v_host(struct zn_engine *e, int l, const struct zn_sbuf *sb)
+void zn_tiers_moments(struct zn_engine *e, int l, const struct zn_sbuf *sb,
+		      struct zn_adamw_moments *mo)
 {
-	return e->plan.pl.optim == ZN_TIER_NVME ? sb->v_h : e->L[l].v_h;
+	struct zn_layer *ly = &e->L[l];
+	void *m = ly->m_d, *v = ly->v_d;
+
+	if (e->plan.pl.optim == ZN_TIER_NVME) {
+		m = sb->m_h;
+		v = sb->v_h;
+	} else if (e->plan.pl.optim == ZN_TIER_HOST) {
+		m = ly->m_h;
+		v = ly->v_h;
+	}
+	/* the staging sections hold the largest shard's layout: an int8 absmax follows the
+	 * codes of this layer's own count, as on the extent */
+	zn_adamw_moments_of(mo, e->plan.states, m, v, zn_tiers_optim_numel(e, l));
 }
 
 const float *zn_tiers_master_full(struct zn_engine *e, int l, bool *on_device)
@@ -206,7 +219,9 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 	struct zn_layer *ly = &e->L[l];
 	const struct zn_placement *pl = &e->plan.pl;
 	bool stage0 = e->cfg.zero.stage == 0;
-	uint64_t opt_n = stage0 ? ly->sh.padded_numel : ly->sh.shard_numel;
+	uint64_t opt_n = zn_tiers_optim_numel(e, l);
+	/* all-zero bytes are the zero state of every setting (cpu/adamw.h) */
+	uint64_t mv_bytes = zn_plan_moment_bytes(e->plan.states, opt_n);
 	uint64_t opt_first = stage0 ? 0 : ly->sh.offset;
 	int rc = 0;
 
@@ -221,13 +236,13 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 	if (!rc && !aliased(e) && pl->optim == ZN_TIER_HOST)
 		rc = put_f32(e, ly->master_h, false, opt_first, opt_n);
 	if (!rc && pl->optim == ZN_TIER_DEVICE) {
-		rc = zn_memset_async(e->rt.copy_in, ly->m_d, 0, opt_n * 4);
+		rc = zn_memset_async(e->rt.copy_in, ly->m_d, 0, mv_bytes);
 		if (!rc)
-			rc = zn_memset_async(e->rt.copy_in, ly->v_d, 0, opt_n * 4);
+			rc = zn_memset_async(e->rt.copy_in, ly->v_d, 0, mv_bytes);
 	}
 	if (pl->optim == ZN_TIER_HOST) {
-		memset(ly->m_h, 0, opt_n * 4);
-		memset(ly->v_h, 0, opt_n * 4);
+		memset(ly->m_h, 0, mv_bytes);
+		memset(ly->v_h, 0, mv_bytes);
 	}
 	if (zn_tiers_optim_on_host(e) && pl->params == ZN_TIER_DEVICE)
 		memset(ly->param_stage_h, 0, ly->sz.param_stage_h);

@@ -10,7 +10,9 @@
  *               optimizer off the device, this rank's shard also comes down to pinned host
  *               memory (pl.grads host), plus a receive shard when micro-batches accumulate.
  *   optimizer:  fp32 master, m, v on pl.optim (stage 0 the whole layer, else a shard); the
- *               master is the parameters when master_aliases_params.
+ *               master is the parameters when master_aliases_params; m and v as
+ *               zinc.optimizer_states stores them (plan.states: fp32, bf16 or int8 codes
+ *               followed by their blocks' absmax), on every tier alike.
  *   output:     where AdamW writes the new parameters: nothing when aliased; the nvme
  *               staging buffer, the host shard, a pinned staging shard on its way up
  *               (optimizer on the host, parameters on the device), or the device copy.
@@ -21,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu/adamw.h"
 #include "gpu/device.h"
 #include "sched/plan.h"
 
@@ -36,11 +39,13 @@ struct zn_layer {
 	void *param_d;           /* stage 0-2: full padded; stage 3 on device: shard */
 	float *grad_d;           /* stage 0-1: full padded */
 	float *grad_shard_d;     /* stage 2-3 without offload: this rank's shard */
-	float *master_d, *m_d, *v_d;
+	float *master_d;
+	void *m_d, *v_d;         /* as stored (plan.states) */
 	void *param_h;           /* stage 3 offload_param cpu: shard */
 	void *param_stage_h;     /* AdamW's new parameter shard on its way to the device */
 	float *grad_h, *grad_recv_h;
-	float *master_h, *m_h, *v_h;
+	float *master_h;
+	void *m_h, *v_h;
 	struct zn_event *grad_ev; /* this micro-batch's gradient shard is on its tier */
 	struct zn_event *aux_ev;  /* scratch event for a hand-over inside this layer */
 	bool recv_pending;        /* grad_recv_h holds a shard not yet added to grad_h */
@@ -66,9 +71,13 @@ float *zn_tiers_master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb
 void *zn_tiers_out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb);
 /* Where the device copy of this rank's new shard goes (its part of param_d). */
 void *zn_tiers_param_dst(struct zn_engine *e, int l);
-/* m and v over the optimizer span on the host tier (sb: nvme staging or NULL) */
-float *zn_tiers_m_host(struct zn_engine *e, int l, const struct zn_sbuf *sb);
-float *zn_tiers_v_host(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+/* Elements of layer l's optimizer buffers (master, m, v): stage 0 the padded layer, else
+ * the shard; a multiple of the int8 block. */
+uint64_t zn_tiers_optim_numel(const struct zn_engine *e, int l);
+/* m and v over the optimizer span, on the optimizer's tier (device pointers there; sb: the
+ * nvme staging buffer or NULL), as stored. */
+void zn_tiers_moments(struct zn_engine *e, int l, const struct zn_sbuf *sb,
+		      struct zn_adamw_moments *mo);
 /* read-back: this rank's fp32 master (stage 0: the full padded layer, else the shard) and
  * whether it is on the device (optimizer not on nvme) */
 const float *zn_tiers_master_full(struct zn_engine *e, int l, bool *on_device);

@@ -165,6 +165,8 @@ int zn_train_ckpt_begin(struct zn_train_ckpt *t, const struct zn_train_ckpt_opts
 	if (!rc)
 		rc = zn_ckpt_check(t->resume, model, t->global_micro, seq, t->config_json);
 	if (!rc)
+		rc = zn_ckpt_check_states(t->resume, cfg->optimizer.states);
+	if (!rc)
 		t->start = zn_ckpt_info(t->resume)->step;
 	return rc;
 }

@@ -16,6 +16,7 @@
 #include "core/units.h"
 #include "data/pack.h"
 #include "model/data.h"
+#include "sched/plan.h"
 
 /* Every token below the model's vocabulary, or an error naming the first one, its
  * position and the vocabulary the file needs. */
@@ -172,17 +173,20 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 			   int steps)
 {
 	struct zn_engine_memory m;
-	char line[256];
+	char line[256], sbl[96];
+	const char *dt = cfg->precision.fp16 ? "fp16" : cfg->precision.bf16 ? "bf16" : "fp32";
 
 	if (zn_engine_rank(e) != 0)
 		return;
 	zn_train_model_line(tm, line, sizeof(line));
 	fprintf(f, "model: %s: %.2fM parameters (%s)\n", line,
 		(double)zn_train_model_params(tm) / 1e6, cfg->precision.bf16 ? "bf16" : "fp32");
-	fprintf(f, "zero stage %d, offload optimizer %s, param %s; %d rank(s) x micro-batch %d "
-		"x accumulation %d x seq %d = %d tokens per step; %d steps\n", cfg->zero.stage,
+	fprintf(f, "zero stage %d, offload optimizer %s, param %s; %s; %d rank(s) x micro-batch "
+		"%d x accumulation %d x seq %d = %d tokens per step; %d steps\n", cfg->zero.stage,
 		off_name(cfg->zero.offload_optimizer.device),
-		off_name(cfg->zero.offload_param.device), zn_engine_world(e),
+		off_name(cfg->zero.offload_param.device),
+		zn_plan_fmt_state_bytes(dt, cfg->optimizer.states, sbl, sizeof(sbl)),
+		zn_engine_world(e),
 		zn_engine_micro_batch(e), zn_engine_grad_accum(e), T,
 		zn_engine_world(e) * zn_engine_micro_batch(e) * zn_engine_grad_accum(e) * T,
 		steps);

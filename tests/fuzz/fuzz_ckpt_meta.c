@@ -45,12 +45,13 @@ static void check_counts(const struct zn_ckpt_meta *m)
 		      (m->ls.last_overflow_iter < m->ls.iter || m->ls.last_overflow_iter <= 0));
 	ZN_FUZZ_CHECK(!in->has_data || (in->data_path && in->data_path[0]));
 	ZN_FUZZ_CHECK(m->config_size <= ZN_CKPT_CONFIG_MAX_BYTES);
+	ZN_FUZZ_CHECK(m->states >= ZN_STATES_FP32 && m->states <= ZN_STATES_INT8);
 }
 
 static void check_layers(const struct zn_ckpt_meta *m)
 {
 	uint64_t total = 0, fixed = ZN_CKPT_HEADER_BYTES + ZN_CKPT_TRAILER_BYTES +
-				    (uint64_t)m->layers * ZN_CKPT_TABLE_BYTES;
+				    (uint64_t)m->layers * ZN_CKPT_TABLE_BYTES, most;
 
 	for (int l = 0; l < m->layers; l++) {
 		ZN_FUZZ_CHECK(m->numel[l] >= 1);
@@ -58,12 +59,15 @@ static void check_layers(const struct zn_ckpt_meta *m)
 		total += m->numel[l];
 		ZN_FUZZ_CHECK(total <= UINT64_MAX / 24);
 	}
-	/* a few ranks' expected sizes: the sum of their shares, within the bounds */
+	/* a few ranks' expected sizes: the sum of their shares, within ckpt_meta_read.c's
+	 * bounds */
+	most = fixed + total * 12 + (uint64_t)m->layers * 8;
 	for (int r = 0; r < m->info.world && r < 64; r++) {
-		uint64_t want = zn_ckpt_rank_file_bytes(m->numel, m->layers, r, m->info.world);
+		uint64_t want = zn_ckpt_rank_file_bytes(m->numel, m->layers, r, m->info.world,
+							 m->states);
 
-		ZN_FUZZ_CHECK(want >= fixed && want <= fixed + total * 12);
-		ZN_FUZZ_CHECK(m->file_size[r] >= fixed && m->file_size[r] <= fixed + total * 12);
+		ZN_FUZZ_CHECK(want >= fixed && want <= most);
+		ZN_FUZZ_CHECK(m->file_size[r] >= fixed && m->file_size[r] <= most);
 	}
 }
 

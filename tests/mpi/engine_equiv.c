@@ -20,7 +20,8 @@
  * plan says. With
  * offload nvme (optimizer state and, at stage 3, parameters on nvme) each rank keeps its
  * swap files in its own directory under $ZN_TEST_NVME_DIR or the current directory (skipped
- * with a line when that has no O_DIRECT). Exit status 1 on any mismatch.
+ * with a line when that has no O_DIRECT). int8 optimizer state: at stages 1-3 the cpu and
+ * nvme tiers give the device tier's bits. Exit status 1 on any mismatch.
  * A plain program (Criterion forks, which MPI does not survive).
  */
 #include <omp.h>
@@ -146,6 +147,50 @@ static int check_recompute(const struct zn_config *base, const struct et_run *wa
 	return bad;
 }
 
+/* int8 optimizer state (zinc.optimizer_states) across the ranks: at each stage the offload
+ * tiers give the bits of the same stage on the device (the same reductions; m and v in the
+ * same blocks on every tier). Against the one-rank reference the ranks' reduction order
+ * can flip a code, so that comparison stays with the fp32 variants above. */
+static int check_int8_tiers(const int *tok, int rank, int world)
+{
+	static const enum zn_offload_device offs[] = { ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME };
+	int bad = 0;
+
+	for (int stage = 1; stage <= 3; stage++) {
+		struct zn_config cfg;
+		struct et_run dev, r;
+		char what[96];
+
+		et_config(&cfg, stage, ZN_OFFLOAD_NONE, ET_B, 1);
+		cfg.optimizer.states = ZN_STATES_INT8;
+		if (et_train(&dev, &cfg, ZN_COMM_AUTO, tok, ET_STEPS))
+			return bad + 1;
+		for (int k = 0; k < 2; k++) {
+			et_config(&cfg, stage, offs[k], ET_B, 1);
+			cfg.optimizer.states = ZN_STATES_INT8;
+			if (offs[k] == ZN_OFFLOAD_NVME) {
+				if (!mpi_nvme_dir("engine_equiv", rank))
+					continue;
+				set_nvme_paths(&cfg, mpi_nvme_dir("engine_equiv", rank));
+			}
+			snprintf(what, sizeof(what), "rank %d/%d: int8 states stage %d offload %s",
+				 rank, world, stage, off_name(offs[k]));
+			if (et_train(&r, &cfg, ZN_COMM_AUTO, tok, ET_STEPS)) {
+				fprintf(stderr, "%s: failed\n", what);
+				bad++;
+				continue;
+			}
+			if (et_identical(what, &dev, &r))
+				bad++;
+			else if (rank == 0)
+				printf("ok  %s: bit-identical with the device tier\n", what);
+			et_run_free(&r);
+		}
+		et_run_free(&dev);
+	}
+	return bad;
+}
+
 int main(void)
 {
 	struct zn_comm_config acfg = { .kind = ZN_COMM_AUTO };
@@ -216,6 +261,7 @@ int main(void)
 		}
 		et_run_free(&r);
 	}
+	failed += check_int8_tiers(tok, rank, world);
 	for (int c = 0; c < REFS; c++)
 		et_run_free(&ref[c]);
 	if (mpi_nvme_dir("engine_equiv", rank))
