@@ -67,7 +67,7 @@ Test(engine_recompute, schedule_recomputes_every_run_but_the_last)
 	zn_config_defaults(&e.cfg);
 	e.cfg.act_ckpt.enabled = true;
 	e.cfg.act_ckpt.every = 2;
-	n = zn_ckpt_schedule(&e, u);
+	n = zn_recompute_schedule(&e, u);
 	cr_assert_eq(n, 12);
 	for (int i = 0; i < n; i++)
 		cr_assert(u[i].layer == want[i][0] && u[i].fwd == want[i][1] &&
@@ -75,7 +75,7 @@ Test(engine_recompute, schedule_recomputes_every_run_but_the_last)
 			  u[i].fwd, u[i].bwd);
 	/* off: forward 1..5, backward 5..1 */
 	e.cfg.act_ckpt.enabled = false;
-	n = zn_ckpt_schedule(&e, u);
+	n = zn_recompute_schedule(&e, u);
 	cr_assert_eq(n, 10);
 	cr_assert(u[5].layer == 5 && u[5].bwd && !u[5].fwd && u[9].layer == 1);
 }

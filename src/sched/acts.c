@@ -67,11 +67,11 @@ int zn_acts_create(struct zn_engine *e)
 	a->acts_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->acts_d), "activation pointers");
 	a->x_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->x_d), "layer output pointers");
 	a->tev = zn_size_calloc(3 * (uint64_t)e->gas, sizeof(*a->tev), "micro-batch events");
-	a->use_n = zn_ckpt_schedule(e, NULL);
+	a->use_n = zn_recompute_schedule(e, NULL);
 	a->use = zn_size_calloc((uint64_t)a->use_n, sizeof(*a->use), "the layer use schedule");
 	if (!a->acts_d || !a->x_d || !a->tev || !a->use)
 		return -ENOMEM;
-	zn_ckpt_schedule(e, a->use);
+	zn_recompute_schedule(e, a->use);
 	/* page-locked under cuda, so the token and loss copies are asynchronous */
 	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, step_bytes);
 	if (!rc)
@@ -82,7 +82,7 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->pos_h, step_bytes);
 	if (e->cfg.act_ckpt.enabled) {
 		if (!rc)
-			rc = zn_ckpt_create(e);
+			rc = zn_recompute_create(e);
 	} else {
 		for (int l = 0; !rc && l < e->n; l++)
 			rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
@@ -121,7 +121,7 @@ void zn_acts_destroy(struct zn_engine *e)
 {
 	struct zn_acts *a = &e->act;
 
-	zn_ckpt_destroy(e);
+	zn_recompute_destroy(e);
 	for (int l = 0; a->acts_d && l < e->n; l++)
 		zn_device_free(e->rt.dev, a->acts_d[l]);
 	for (int l = 0; a->x_d && l < e->n - 1; l++)
@@ -152,8 +152,8 @@ void zn_acts_destroy(struct zn_engine *e)
 
 void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
 {
-	if (e->act.ck.on) {
-		zn_ckpt_fwd_io(e, l, recompute, io);
+	if (e->act.rec.on) {
+		zn_recompute_fwd_io(e, l, recompute, io);
 		return;
 	}
 	io->acts = l > 0 ? e->act.acts_d[l] : NULL;
@@ -163,8 +163,8 @@ void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_
 
 void zn_acts_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 {
-	if (e->act.ck.on) {
-		zn_ckpt_bwd_io(e, l, io);
+	if (e->act.rec.on) {
+		zn_recompute_bwd_io(e, l, io);
 		return;
 	}
 	io->acts = e->act.acts_d[l];

@@ -32,7 +32,7 @@ struct zn_acts {
 	struct zn_event **tev;   /* 3 per micro-batch: start, forward end, backward end */
 	struct zn_use *use;      /* a micro-batch's layer uses: forward 1 .. n-1, backward */
 	int use_n;
-	struct zn_ckpt ck;       /* activation checkpointing (recompute.h); acts_d, x_d unused */
+	struct zn_recompute rec;      /* activation checkpointing (recompute.h); acts_d, x_d unused */
 };
 
 /* device bytes the activations take (as the device counts them), before the plan */

@@ -38,13 +38,13 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, e->act.use[k].layer, &f);
 		if (!rc)
-			rc = zn_ckpt_use_before(e, k);
+			rc = zn_recompute_use_before(e, k);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_ckpt_use_after(e, k);
+			rc = zn_recompute_use_after(e, k);
 	}
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
@@ -113,7 +113,7 @@ int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	r = zn_swapio_quiesce(e);
 	if (!rc)
 		rc = r;
-	r = zn_ckpt_quiesce(e);
+	r = zn_recompute_quiesce(e);
 	if (!rc)
 		rc = r;
 	if (rc)

@@ -83,8 +83,8 @@ static int shape_bufs(const struct zn_act_shape *s)
 {
 	int off = s->home == ZN_TIER_DEVICE ? 0 : shape_runs(s) - 1;
 
-	if (s->home == ZN_TIER_NVME && off > ZN_CKPT_STAGES)
-		return ZN_CKPT_STAGES;
+	if (s->home == ZN_TIER_NVME && off > ZN_RECOMPUTE_STAGES)
+		return ZN_RECOMPUTE_STAGES;
 	return off;
 }
 
@@ -156,24 +156,24 @@ static int bufs_of(const struct zn_engine *e)
 	return shape_bufs(&s);
 }
 
-int zn_ckpt_run_of(const struct zn_engine *e, int l)
+int zn_recompute_run_of(const struct zn_engine *e, int l)
 {
-	return (l - 1) / e->act.ck.every;
+	return (l - 1) / e->act.rec.every;
 }
 
-int zn_ckpt_run_first(const struct zn_engine *e, int r)
+int zn_recompute_run_first(const struct zn_engine *e, int r)
 {
-	return 1 + r * e->act.ck.every;
+	return 1 + r * e->act.rec.every;
 }
 
-int zn_ckpt_run_last(const struct zn_engine *e, int r)
+int zn_recompute_run_last(const struct zn_engine *e, int r)
 {
-	int l = (r + 1) * e->act.ck.every;
+	int l = (r + 1) * e->act.rec.every;
 
 	return l > e->n - 1 ? e->n - 1 : l;
 }
 
-int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use)
+int zn_recompute_schedule(const struct zn_engine *e, struct zn_use *use)
 {
 	int n = e->n, k = 0, K = every_of(e), R = runs_of(e);
 	bool on = e->cfg.act_ckpt.enabled;
@@ -207,42 +207,42 @@ int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use)
 
 /* ---- the io of a layer ---------------------------------------------------------------- */
 
-float *zn_ckpt_x(struct zn_engine *e, int c)
+float *zn_recompute_x(struct zn_engine *e, int c)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 
 	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] : ck->x_d[c % 2];
 }
 
-void zn_ckpt_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
+void zn_recompute_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	int r, i, t;
 
 	if (l == 0) {
 		io->acts = NULL;
 		io->x_in = NULL;
-		io->x_out = zn_ckpt_x(e, 0);
+		io->x_out = zn_recompute_x(e, 0);
 		return;
 	}
-	r = zn_ckpt_run_of(e, l);
-	i = l - zn_ckpt_run_first(e, r);
-	t = zn_ckpt_run_last(e, r);
+	r = zn_recompute_run_of(e, l);
+	i = l - zn_recompute_run_first(e, r);
+	t = zn_recompute_run_last(e, r);
 	io->acts = ck->run_acts_d[i];
-	io->x_in = i == 0 ? zn_ckpt_x(e, r) : ck->run_x_d[i - 1];
+	io->x_in = i == 0 ? zn_recompute_x(e, r) : ck->run_x_d[i - 1];
 	if (l == e->n - 1)
 		io->x_out = NULL;
 	else if (l == t)
-		io->x_out = recompute ? ck->sink_d : zn_ckpt_x(e, r + 1);
+		io->x_out = recompute ? ck->sink_d : zn_recompute_x(e, r + 1);
 	else
 		io->x_out = ck->run_x_d[i];
 }
 
-void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
+void zn_recompute_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 {
 	float *x_out = io->x_out;
 
-	zn_ckpt_fwd_io(e, l, true, io);
+	zn_recompute_fwd_io(e, l, true, io);
 	io->x_out = x_out;
 }
 
@@ -250,7 +250,7 @@ void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 
 static int make_store(struct zn_engine *e)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	struct zn_swap_extent *ext = calloc((size_t)(ck->runs - 1), sizeof(*ext));
 	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext,
 				     .extent_count = (size_t)(ck->runs - 1),
@@ -286,9 +286,9 @@ static uint64_t without_bytes(const struct zn_act_shape *s)
 	return b.device;
 }
 
-int zn_ckpt_create(struct zn_engine *e)
+int zn_recompute_create(struct zn_engine *e)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	int K = every_of(e), rc = 0;
 
 	struct zn_act_shape sh;
@@ -346,13 +346,13 @@ int zn_ckpt_create(struct zn_engine *e)
 	return rc;
 }
 
-void zn_ckpt_destroy(struct zn_engine *e)
+void zn_recompute_destroy(struct zn_engine *e)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 
 	if (!ck->on)
 		return;
-	zn_ckpt_quiesce(e);
+	zn_recompute_quiesce(e);
 	for (int i = 0; ck->x_d && i < ck->x_n; i++)
 		zn_device_free(e->rt.dev, ck->x_d[i]);
 	for (int i = 0; ck->run_x_d && i < ck->every; i++)
@@ -374,10 +374,10 @@ void zn_ckpt_destroy(struct zn_engine *e)
 	free(ck->buf);
 	zn_swap_destroy(ck->swap);
 	zn_aio_destroy(ck->aio);
-	*ck = (struct zn_ckpt){ 0 };
+	*ck = (struct zn_recompute){ 0 };
 }
 
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
 {
-	return e->act.ck.aio;
+	return e->act.rec.aio;
 }

@@ -1,5 +1,5 @@
 /* Activation checkpointing (docs/activations.md): the checkpoints, the run buffers and the
- * order of a micro-batch's layer uses. State: struct zn_ckpt (field ck of struct zn_acts).
+ * order of a micro-batch's layer uses. State: struct zn_recompute (field ck of struct zn_acts).
  *
  * Layers 1 .. n-1 form runs of K (zinc.checkpoint_every) layers: run r is layers
  * 1 + rK .. min(n-1, (r+1)K); R runs. Checkpoint r is the input of run r (checkpoint 0 is
@@ -18,7 +18,7 @@
  *           copied down on the copy-out stream as soon as the layer that makes it is done
  *           (the layer that overwrites the slot waits for that copy), and copied back up on
  *           the copy-in stream one run ahead of the run that recomputes from it.
- *   nvme    the two slots, ZN_CKPT_STAGES pinned staging buffers and one swap extent per
+ *   nvme    the two slots, ZN_RECOMPUTE_STAGES pinned staging buffers and one swap extent per
  *           checkpoint (its own swap store and I/O engine): copied down, written behind
  *           (submitted two checkpoints later), read ahead two runs before it is needed,
  *           copied up one run ahead. A failed read or write stops the step naming the file.
@@ -38,7 +38,7 @@
 struct zn_engine;
 struct zn_layer_io;
 
-#define ZN_CKPT_STAGES 4
+#define ZN_RECOMPUTE_STAGES 4
 
 /* One use of a layer's parameters in a micro-batch: its forward, its backward, or a
  * recomputed forward (fwd) followed by the backward (fwd && bwd). */
@@ -47,24 +47,24 @@ struct zn_use {
 	bool fwd, bwd;
 };
 
-enum zn_ckbuf_state {
-	ZN_CKBUF_FREE = 0,
-	ZN_CKBUF_DOWN,    /* copy down enqueued (out event) */
-	ZN_CKBUF_WRITING, /* nvme write submitted */
-	ZN_CKBUF_READING, /* nvme read submitted */
-	ZN_CKBUF_UP,      /* copy up enqueued (in event) */
+enum zn_recompute_buf_state {
+	ZN_RECOMPUTE_BUF_FREE = 0,
+	ZN_RECOMPUTE_BUF_DOWN,    /* copy down enqueued (out event) */
+	ZN_RECOMPUTE_BUF_WRITING, /* nvme write submitted */
+	ZN_RECOMPUTE_BUF_READING, /* nvme read submitted */
+	ZN_RECOMPUTE_BUF_UP,      /* copy up enqueued (in event) */
 };
 
 /* A pinned buffer of one checkpoint (host: one per checkpoint; nvme: staging). */
-struct zn_ckbuf {
+struct zn_recompute_buf {
 	float *h;
 	int ck;                  /* the checkpoint it holds, -1 none */
-	enum zn_ckbuf_state state;
+	enum zn_recompute_buf_state state;
 	struct zn_event *down, *up;
 	struct zn_swap_req req;
 };
 
-struct zn_ckpt {
+struct zn_recompute {
 	bool on;
 	int every;               /* K */
 	int runs;                /* R */
@@ -77,7 +77,7 @@ struct zn_ckpt {
 	float *sink_d;           /* a recomputed run's last output (R > 1) */
 	struct zn_event *made[2];  /* slot c mod 2: the layer making checkpoint c is done */
 	struct zn_event *slot_free[2]; /* slot's last reader is done */
-	struct zn_ckbuf *buf;    /* host: R - 1; nvme: ZN_CKPT_STAGES */
+	struct zn_recompute_buf *buf;    /* host: R - 1; nvme: ZN_RECOMPUTE_STAGES */
 	int buf_n;
 	struct zn_aio *aio;      /* nvme */
 	struct zn_swap *swap;
@@ -128,30 +128,30 @@ void zn_act_sums_of(const struct zn_act_shape *s, struct zn_act_sums *out); /* p
 
 /* The use sequence: forward 1 .. n-1, then the backward's uses; returns the count (use
  * may be NULL to count). */
-int zn_ckpt_schedule(const struct zn_engine *e, struct zn_use *use);
+int zn_recompute_schedule(const struct zn_engine *e, struct zn_use *use);
 
-int zn_ckpt_create(struct zn_engine *e);
-void zn_ckpt_destroy(struct zn_engine *e);
+int zn_recompute_create(struct zn_engine *e);
+void zn_recompute_destroy(struct zn_engine *e);
 
 /* The io's acts, x_in and x_out for layer l's forward (recompute: in the backward) and
  * backward; layer 0: x_out only. */
-void zn_ckpt_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
-void zn_ckpt_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
+void zn_recompute_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
+void zn_recompute_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
 /* around the forward of layer l (not a recompute): slot reuse, checkpoints down */
-int zn_ckpt_fwd_before(struct zn_engine *e, int l);
-int zn_ckpt_fwd_after(struct zn_engine *e, int l);
-int zn_ckpt_fwd_end(struct zn_engine *e);
+int zn_recompute_fwd_before(struct zn_engine *e, int l);
+int zn_recompute_fwd_after(struct zn_engine *e, int l);
+int zn_recompute_fwd_end(struct zn_engine *e);
 /* around backward use k of the sequence: checkpoints up ahead, slot release */
-int zn_ckpt_use_before(struct zn_engine *e, int k);
-int zn_ckpt_use_after(struct zn_engine *e, int k);
+int zn_recompute_use_before(struct zn_engine *e, int k);
+int zn_recompute_use_after(struct zn_engine *e, int k);
 /* every nvme request waited for (end of step, errors) */
-int zn_ckpt_quiesce(struct zn_engine *e);
+int zn_recompute_quiesce(struct zn_engine *e);
 /* internal (recompute.c, recompute_home.c): run r of layer l, its first and last layer,
  * the device buffer of checkpoint c */
-int zn_ckpt_run_of(const struct zn_engine *e, int l);
-int zn_ckpt_run_first(const struct zn_engine *e, int r);
-int zn_ckpt_run_last(const struct zn_engine *e, int r);
-float *zn_ckpt_x(struct zn_engine *e, int c);
+int zn_recompute_run_of(const struct zn_engine *e, int l);
+int zn_recompute_run_first(const struct zn_engine *e, int r);
+int zn_recompute_run_last(const struct zn_engine *e, int r);
+float *zn_recompute_x(struct zn_engine *e, int c);
 /* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
 

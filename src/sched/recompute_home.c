@@ -9,50 +9,50 @@
 
 static int ckbuf_of(const struct zn_engine *e, int c)
 {
-	return e->act.ck.home == ZN_TIER_HOST ? c : c % e->act.ck.buf_n;
+	return e->act.rec.home == ZN_TIER_HOST ? c : c % e->act.rec.buf_n;
 }
 
-static int io_fail(struct zn_engine *e, struct zn_ckbuf *b, const char *what, int rc)
+static int io_fail(struct zn_engine *e, struct zn_recompute_buf *b, const char *what, int rc)
 {
 	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
 	uint64_t off = 0;
 	int path = 0;
 
-	zn_swap_locate(e->act.ck.swap, key, 0, &path, &off);
+	zn_swap_locate(e->act.rec.swap, key, 0, &path, &off);
 	zn_error("activation checkpoint %d (input of layer %d): nvme %s of %s failed: %s", b->ck,
-		 zn_ckpt_run_first(e, b->ck), what, zn_swap_file(e->act.ck.swap, path), zn_strerror(rc));
+		 zn_recompute_run_first(e, b->ck), what, zn_swap_file(e->act.rec.swap, path), zn_strerror(rc));
 	return rc;
 }
 
-static int ckbuf_write(struct zn_engine *e, struct zn_ckbuf *b)
+static int ckbuf_write(struct zn_engine *e, struct zn_recompute_buf *b)
 {
 	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
 	int rc = zn_event_synchronize(b->down);
 
 	if (!rc)
-		rc = zn_swap_write(e->act.ck.swap, key, 0, zn_plan_host_alloc_bytes(e->act.ck.x_bytes),
+		rc = zn_swap_write(e->act.rec.swap, key, 0, zn_plan_host_alloc_bytes(e->act.rec.x_bytes),
 				   b->h, &b->req);
 	if (rc)
 		return io_fail(e, b, "write", rc);
-	b->state = ZN_CKBUF_WRITING;
+	b->state = ZN_RECOMPUTE_BUF_WRITING;
 	return 0;
 }
 
 /* Brings buffer b to FREE, waiting whatever it is doing (a copy down is written first). */
-static int ckbuf_settle(struct zn_engine *e, struct zn_ckbuf *b)
+static int ckbuf_settle(struct zn_engine *e, struct zn_recompute_buf *b)
 {
 	int rc = 0;
 
-	if (b->state == ZN_CKBUF_DOWN)
-		rc = e->act.ck.home == ZN_TIER_NVME ? ckbuf_write(e, b) : zn_event_synchronize(b->down);
-	if (!rc && (b->state == ZN_CKBUF_WRITING || b->state == ZN_CKBUF_READING)) {
+	if (b->state == ZN_RECOMPUTE_BUF_DOWN)
+		rc = e->act.rec.home == ZN_TIER_NVME ? ckbuf_write(e, b) : zn_event_synchronize(b->down);
+	if (!rc && (b->state == ZN_RECOMPUTE_BUF_WRITING || b->state == ZN_RECOMPUTE_BUF_READING)) {
 		rc = zn_swap_wait(&b->req);
 		if (rc)
-			rc = io_fail(e, b, b->state == ZN_CKBUF_WRITING ? "write" : "read", rc);
+			rc = io_fail(e, b, b->state == ZN_RECOMPUTE_BUF_WRITING ? "write" : "read", rc);
 	}
-	if (!rc && b->state == ZN_CKBUF_UP)
+	if (!rc && b->state == ZN_RECOMPUTE_BUF_UP)
 		rc = zn_event_synchronize(b->up);
-	b->state = ZN_CKBUF_FREE;
+	b->state = ZN_RECOMPUTE_BUF_FREE;
 	return rc;
 }
 
@@ -61,28 +61,28 @@ static int made_by(const struct zn_engine *e, int l)
 {
 	if (l == 0)
 		return 0;
-	if (l == e->n - 1 || l != zn_ckpt_run_last(e, zn_ckpt_run_of(e, l)))
+	if (l == e->n - 1 || l != zn_recompute_run_last(e, zn_recompute_run_of(e, l)))
 		return -1;
-	return zn_ckpt_run_of(e, l) + 1;
+	return zn_recompute_run_of(e, l) + 1;
 }
 
-int zn_ckpt_fwd_before(struct zn_engine *e, int l)
+int zn_recompute_fwd_before(struct zn_engine *e, int l)
 {
 	int c;
 
-	if (!e->act.ck.on || e->act.ck.home == ZN_TIER_DEVICE)
+	if (!e->act.rec.on || e->act.rec.home == ZN_TIER_DEVICE)
 		return 0;
 	/* the slot's previous checkpoint must be down before the layer overwrites it */
 	c = made_by(e, l);
 	if (c < 2)
 		return 0;
-	return zn_stream_wait_event(e->rt.compute, e->act.ck.buf[ckbuf_of(e, c - 2)].down);
+	return zn_stream_wait_event(e->rt.compute, e->act.rec.buf[ckbuf_of(e, c - 2)].down);
 }
 
-int zn_ckpt_fwd_after(struct zn_engine *e, int l)
+int zn_recompute_fwd_after(struct zn_engine *e, int l)
 {
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b;
+	struct zn_recompute *ck = &e->act.rec;
+	struct zn_recompute_buf *b;
 	int c, rc;
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE)
@@ -97,26 +97,26 @@ int zn_ckpt_fwd_after(struct zn_engine *e, int l)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_out, ck->made[c % 2]);
 	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, b->h, zn_ckpt_x(e, c), ck->x_bytes, ZN_COPY_D2H);
+		rc = zn_memcpy_async(e->rt.copy_out, b->h, zn_recompute_x(e, c), ck->x_bytes, ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_event_record(b->down, e->rt.copy_out);
 	if (rc)
 		return rc;
 	b->ck = c;
-	b->state = ZN_CKBUF_DOWN;
+	b->state = ZN_RECOMPUTE_BUF_DOWN;
 	/* nvme: checkpoint c - 2 is written behind (its copy down is done by now or soon) */
 	if (ck->home == ZN_TIER_NVME && c >= 2) {
-		struct zn_ckbuf *p = &ck->buf[ckbuf_of(e, c - 2)];
+		struct zn_recompute_buf *p = &ck->buf[ckbuf_of(e, c - 2)];
 
-		if (p->ck == c - 2 && p->state == ZN_CKBUF_DOWN)
+		if (p->ck == c - 2 && p->state == ZN_RECOMPUTE_BUF_DOWN)
 			rc = ckbuf_write(e, p);
 	}
 	return rc;
 }
 
-int zn_ckpt_fwd_end(struct zn_engine *e)
+int zn_recompute_fwd_end(struct zn_engine *e)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	int rc = 0;
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE)
@@ -124,7 +124,7 @@ int zn_ckpt_fwd_end(struct zn_engine *e)
 	for (int i = 0; !rc && i < 2; i++)
 		rc = zn_event_record(ck->slot_free[i], e->rt.compute);
 	for (int i = 0; !rc && ck->home == ZN_TIER_NVME && i < ck->buf_n; i++)
-		if (ck->buf[i].state == ZN_CKBUF_DOWN)
+		if (ck->buf[i].state == ZN_RECOMPUTE_BUF_DOWN)
 			rc = ckbuf_write(e, &ck->buf[i]);
 	return rc;
 }
@@ -132,12 +132,12 @@ int zn_ckpt_fwd_end(struct zn_engine *e)
 /* nvme: starts reading checkpoint c into its staging buffer (unless it is already there) */
 static int read_ahead(struct zn_engine *e, int c)
 {
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
+	struct zn_recompute *ck = &e->act.rec;
+	struct zn_recompute_buf *b = &ck->buf[ckbuf_of(e, c)];
 	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, c, e->rt.rank };
 	int rc;
 
-	if (ck->home != ZN_TIER_NVME || c < 0 || (b->ck == c && b->state == ZN_CKBUF_READING))
+	if (ck->home != ZN_TIER_NVME || c < 0 || (b->ck == c && b->state == ZN_RECOMPUTE_BUF_READING))
 		return 0;
 	rc = ckbuf_settle(e, b);
 	if (rc)
@@ -146,20 +146,20 @@ static int read_ahead(struct zn_engine *e, int c)
 	rc = zn_swap_read(ck->swap, key, 0, zn_plan_host_alloc_bytes(ck->x_bytes), b->h, &b->req);
 	if (rc)
 		return io_fail(e, b, "read", rc);
-	b->state = ZN_CKBUF_READING;
+	b->state = ZN_RECOMPUTE_BUF_READING;
 	return 0;
 }
 
 /* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
 static int bring_up(struct zn_engine *e, int c)
 {
-	struct zn_ckpt *ck = &e->act.ck;
-	struct zn_ckbuf *b = &ck->buf[ckbuf_of(e, c)];
+	struct zn_recompute *ck = &e->act.rec;
+	struct zn_recompute_buf *b = &ck->buf[ckbuf_of(e, c)];
 	int rc = read_ahead(e, c);
 
 	if (!rc && ck->home == ZN_TIER_NVME) {
 		rc = zn_swap_wait(&b->req);
-		b->state = ZN_CKBUF_FREE;
+		b->state = ZN_RECOMPUTE_BUF_FREE;
 		if (rc)
 			return io_fail(e, b, "read", rc);
 	}
@@ -168,24 +168,24 @@ static int bring_up(struct zn_engine *e, int c)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_in, b->down);
 	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, zn_ckpt_x(e, c), b->h, ck->x_bytes, ZN_COPY_H2D);
+		rc = zn_memcpy_async(e->rt.copy_in, zn_recompute_x(e, c), b->h, ck->x_bytes, ZN_COPY_H2D);
 	if (!rc)
 		rc = zn_event_record(b->up, e->rt.copy_in);
 	if (!rc && ck->home == ZN_TIER_NVME)
-		b->state = ZN_CKBUF_UP;
+		b->state = ZN_RECOMPUTE_BUF_UP;
 	return rc;
 }
 
-int zn_ckpt_use_before(struct zn_engine *e, int k)
+int zn_recompute_use_before(struct zn_engine *e, int k)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	struct zn_use u = e->act.use[k];
 	int r, first, rc = 0;
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1)
 		return 0;
-	r = zn_ckpt_run_of(e, u.layer);
-	first = r == ck->runs - 1 ? zn_ckpt_run_last(e, r) : zn_ckpt_run_first(e, r);
+	r = zn_recompute_run_of(e, u.layer);
+	first = r == ck->runs - 1 ? zn_recompute_run_last(e, r) : zn_recompute_run_first(e, r);
 	if (u.layer != first || (r < ck->runs - 1 && !u.fwd) || (r == ck->runs - 1 && !u.bwd))
 		return 0;
 	/* run r starts: its checkpoint (brought up one run ago) must be in its slot; the
@@ -199,20 +199,20 @@ int zn_ckpt_use_before(struct zn_engine *e, int k)
 	return rc;
 }
 
-int zn_ckpt_use_after(struct zn_engine *e, int k)
+int zn_recompute_use_after(struct zn_engine *e, int k)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	struct zn_use u = e->act.use[k];
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < e->n - 1 || !u.bwd ||
-	    u.layer != zn_ckpt_run_first(e, zn_ckpt_run_of(e, u.layer)))
+	    u.layer != zn_recompute_run_first(e, zn_recompute_run_of(e, u.layer)))
 		return 0;
-	return zn_event_record(ck->slot_free[zn_ckpt_run_of(e, u.layer) % 2], e->rt.compute);
+	return zn_event_record(ck->slot_free[zn_recompute_run_of(e, u.layer) % 2], e->rt.compute);
 }
 
-int zn_ckpt_quiesce(struct zn_engine *e)
+int zn_recompute_quiesce(struct zn_engine *e)
 {
-	struct zn_ckpt *ck = &e->act.ck;
+	struct zn_recompute *ck = &e->act.rec;
 	int rc = 0;
 
 	for (int i = 0; ck->buf && i < ck->buf_n; i++) {

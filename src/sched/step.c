@@ -96,11 +96,11 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 	set_params(e, &a.io, 0, p0, NULL);
 	a.io.frozen = f0;
 	zn_acts_fwd_io(e, 0, false, &a.io);
-	rc = zn_ckpt_fwd_before(e, 0);
+	rc = zn_recompute_fwd_before(e, 0);
 	if (!rc)
 		rc = launch_layer(e, true, 0, &a);
 	if (!rc)
-		rc = zn_ckpt_fwd_after(e, 0);
+		rc = zn_recompute_fwd_after(e, 0);
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
 		const float *p;
@@ -122,7 +122,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 			a.io.losses = e->act.loss_d;
 		}
 		if (!rc)
-			rc = zn_ckpt_fwd_before(e, l);
+			rc = zn_recompute_fwd_before(e, l);
 		if (!rc)
 			rc = launch_layer(e, true, l, &a);
 		if (!rc)
@@ -130,10 +130,10 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_ckpt_fwd_after(e, l);
+			rc = zn_recompute_fwd_after(e, l);
 	}
 	if (!rc)
-		rc = zn_ckpt_fwd_end(e);
+		rc = zn_recompute_fwd_end(e);
 	return rc;
 }
 
@@ -213,7 +213,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)
-			rc = zn_ckpt_use_before(e, k);
+			rc = zn_recompute_use_before(e, k);
 		if (!rc && u.fwd)
 			rc = recompute(e, l, p, p0, a.io.frozen, f0, a.io.seed);
 		if (!rc && u.bwd)
@@ -244,7 +244,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_ckpt_use_after(e, k);
+			rc = zn_recompute_use_after(e, k);
 		if (!rc && u.bwd)
 			rc = reduce_and_update(e, l, b++, micro);
 	}
@@ -490,7 +490,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		r = rc ? zn_swapio_quiesce(e) : zn_swapio_step_end(e);
 		if (!rc)
 			rc = r;
-		r = zn_ckpt_quiesce(e);
+		r = zn_recompute_quiesce(e);
 		if (!rc)
 			rc = r;
 	}
