@@ -357,6 +357,42 @@ struct zn_kernel_table {
 	void (*adamw_states)(void *stream, float *master, const struct zn_kernel_moments *mo,
 			     uint16_t *out_bf16, const float *grad, const struct zn_kernel_adamw *hp,
 			     const struct zn_kernel_span *spans, int span_count, size_t N);
+
+	/* Mixture of experts (kernels/cpu/moe.c; docs/kernels.md "mixture of experts"): N
+	 * tokens, E experts, K experts per token, M = N K token slots (slot t K + k).
+	 * route_forward: probs [N,E] = softmax of logits [N,E] in fp32, sel [N,K] the K
+	 * largest (descending, the lower expert first on a tie), w [N,K] their probabilities,
+	 * divided by their sum when norm. route_backward: dlogits [N,E] from dw [N,K] through
+	 * the weights and the softmax, plus dprob [E] (NULL: none) on every token's
+	 * probabilities (the load-balancing loss). dispatch: the slots grouped by expert,
+	 * stably: perm [M] (sorted position -> slot), pos [M] (slot -> sorted position),
+	 * offsets [E+1] (expert e's rows are [offsets[e], offsets[e+1])). gather: out [M,C]
+	 * row i = inp row perm[i] / K. combine: out [N,C] (= 0, or += when accumulate) plus,
+	 * over the token's slots by ascending expert, w (NULL: 1) times y's row pos[slot].
+	 * scatter_dout: dy [M,C] row i = w[perm[i]] dout row perm[i] / K, dw[perm[i]] = that
+	 * row of dout . y row i. aux_stats: acc [2E] += per expert the slots routed to it,
+	 * then the sum of its probabilities over the tokens. Deterministic: fixed orders, no
+	 * atomics. */
+	void (*moe_route_forward)(void *stream, int *sel, float *w, float *probs,
+				  const float *logits, int N, int E, int K, int norm);
+	void (*moe_route_backward)(void *stream, float *dlogits, const float *dw,
+				   const float *probs, const int *sel, const float *dprob, int N,
+				   int E, int K, int norm);
+	void (*moe_dispatch)(void *stream, int *perm, int *pos, int *offsets, const int *sel,
+			     int N, int E, int K);
+	void (*moe_gather)(void *stream, float *out, const float *inp, const int *perm, int M,
+			   int K, int C);
+	void (*moe_combine)(void *stream, float *out, const float *y, const int *pos,
+			    const int *sel, const float *w, int N, int K, int C, int accumulate);
+	void (*moe_scatter_dout)(void *stream, float *dy, float *dw, const float *dout,
+				 const float *y, const float *w, const int *perm, int M, int K,
+				 int C);
+	void (*moe_aux_stats)(void *stream, float *acc, const float *probs, const int *sel,
+			      int N, int E, int K);
+	/* bytes of device memory src into host memory dst once the stream's work before it
+	 * is done; the calling thread waits (an MoE layer's expert row counts, which size its
+	 * per-expert GEMMs) */
+	void (*read_sync)(void *stream, void *dst, const void *src, size_t bytes);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

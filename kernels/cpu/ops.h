@@ -187,4 +187,18 @@ void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t
 void zn_cpu_kv_attention_forward(float *out, float *kcache, float *vcache, const float *qkv,
 				 int pos0, int T, int NH, int KV, int hd, int window);
 
+/* mixture of experts (moe.c; kernels.h) */
+void zn_cpu_moe_route_forward(int *sel, float *w, float *probs, const float *logits, int N,
+			      int E, int K, int norm);
+void zn_cpu_moe_route_backward(float *dlogits, const float *dw, const float *probs,
+			       const int *sel, const float *dprob, int N, int E, int K, int norm);
+void zn_cpu_moe_dispatch(int *perm, int *pos, int *offsets, const int *sel, int N, int E,
+			 int K);
+void zn_cpu_moe_gather(float *out, const float *inp, const int *perm, int M, int K, int C);
+void zn_cpu_moe_combine(float *out, const float *y, const int *pos, const int *sel,
+			const float *w, int N, int K, int C, int accumulate);
+void zn_cpu_moe_scatter_dout(float *dy, float *dw, const float *dout, const float *y,
+			     const float *w, const int *perm, int M, int K, int C);
+void zn_cpu_moe_aux_stats(float *acc, const float *probs, const int *sel, int N, int E, int K);
+
 #endif

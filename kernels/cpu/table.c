@@ -2,6 +2,8 @@
  * the calling thread) and call the zn_cpu_* ops of ops.h. matmul is the BLAS version. */
 #include "kernels.h"
 
+#include <string.h>
+
 #include "ops.h"
 
 static void encoder_forward(void *stream, float *out, const int *inp, const float *wte,
@@ -351,6 +353,55 @@ static void encoder_pos_forward_bf16(void *stream, float *out, const int *inp,
 	zn_cpu_encoder_pos_forward_bf16(out, inp, pos, wte, wpe, B, T, C);
 }
 
+static void moe_route_forward(void *stream, int *sel, float *w, float *probs,
+			      const float *logits, int N, int E, int K, int norm)
+{
+	zn_cpu_moe_route_forward(sel, w, probs, logits, N, E, K, norm);
+}
+
+static void moe_route_backward(void *stream, float *dlogits, const float *dw,
+			       const float *probs, const int *sel, const float *dprob, int N, int E,
+			       int K, int norm)
+{
+	zn_cpu_moe_route_backward(dlogits, dw, probs, sel, dprob, N, E, K, norm);
+}
+
+static void moe_dispatch(void *stream, int *perm, int *pos, int *offsets, const int *sel, int N,
+			 int E, int K)
+{
+	zn_cpu_moe_dispatch(perm, pos, offsets, sel, N, E, K);
+}
+
+static void moe_gather(void *stream, float *out, const float *inp, const int *perm, int M, int K,
+		       int C)
+{
+	zn_cpu_moe_gather(out, inp, perm, M, K, C);
+}
+
+static void moe_combine(void *stream, float *out, const float *y, const int *pos, const int *sel,
+			const float *w, int N, int K, int C, int accumulate)
+{
+	zn_cpu_moe_combine(out, y, pos, sel, w, N, K, C, accumulate);
+}
+
+static void moe_scatter_dout(void *stream, float *dy, float *dw, const float *dout,
+			     const float *y, const float *w, const int *perm, int M, int K, int C)
+{
+	zn_cpu_moe_scatter_dout(dy, dw, dout, y, w, perm, M, K, C);
+}
+
+static void moe_aux_stats(void *stream, float *acc, const float *probs, const int *sel, int N,
+			  int E, int K)
+{
+	zn_cpu_moe_aux_stats(acc, probs, sel, N, E, K);
+}
+
+/* the stream's work before it already ran: the CPU runs in order on the calling thread */
+static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
+{
+	memcpy(dst, src, bytes);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -412,4 +463,12 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.gelu_forward_bf16out = gelu_forward_bf16out,
 	.swiglu_forward_bf16out = swiglu_forward_bf16out,
 	.adamw_states = adamw_states,
+	.moe_route_forward = moe_route_forward,
+	.moe_route_backward = moe_route_backward,
+	.moe_dispatch = moe_dispatch,
+	.moe_gather = moe_gather,
+	.moe_combine = moe_combine,
+	.moe_scatter_dout = moe_scatter_dout,
+	.moe_aux_stats = moe_aux_stats,
+	.read_sync = read_sync,
 };

@@ -182,4 +182,23 @@ void zn_cuda_kernels_thread_release(void);
 }
 #endif
 
+/* moe.cu */
+void zn_cuda_moe_route_forward(void *stream, int *sel, float *w, float *probs,
+			       const float *logits, int N, int E, int K, int norm);
+void zn_cuda_moe_route_backward(void *stream, float *dlogits, const float *dw,
+				const float *probs, const int *sel, const float *dprob, int N,
+				int E, int K, int norm);
+void zn_cuda_moe_dispatch(void *stream, int *perm, int *pos, int *offsets, const int *sel,
+			  int N, int E, int K);
+void zn_cuda_moe_gather(void *stream, float *out, const float *inp, const int *perm, int M,
+			int K, int C);
+void zn_cuda_moe_combine(void *stream, float *out, const float *y, const int *pos,
+			 const int *sel, const float *w, int N, int K, int C, int accumulate);
+void zn_cuda_moe_scatter_dout(void *stream, float *dy, float *dw, const float *dout,
+			      const float *y, const float *w, const int *perm, int M, int K,
+			      int C);
+void zn_cuda_moe_aux_stats(void *stream, float *acc, const float *probs, const int *sel,
+			   int N, int E, int K);
+void zn_cuda_read_sync(void *stream, void *dst, const void *src, size_t bytes);
+
 #endif

@@ -63,9 +63,17 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_gelu_forward_bf16out,
 	zn_cuda_swiglu_forward_bf16out,
 	zn_cuda_adamw_states,
+	zn_cuda_moe_route_forward,
+	zn_cuda_moe_route_backward,
+	zn_cuda_moe_dispatch,
+	zn_cuda_moe_gather,
+	zn_cuda_moe_combine,
+	zn_cuda_moe_scatter_dout,
+	zn_cuda_moe_aux_stats,
+	zn_cuda_read_sync,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 58 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 66 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

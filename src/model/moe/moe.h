@@ -1,0 +1,99 @@
+/* A sparse mixture-of-experts MLP block, as transformers' MixtralSparseMoeBlock and
+ * Qwen3MoeSparseMoeBlock compute it (docs/model.md, "Mixture of experts"), written once
+ * against the kernel table so it runs on every device:
+ *
+ *     logits = h Wr^T                      router (gate) [E, C], fp32
+ *     p = softmax(logits) (fp32); the K largest; w = them, / their sum when norm
+ *     out[t] = sum over the token's experts e, ascending: w[t,e] * down_e(swiglu(gu_e h[t]))
+ *
+ * Each expert is Llama's MLP with its gate_proj and up_proj stacked ([2I, C]) and its
+ * down_proj [C, I]; the E experts' weights are contiguous ([E, 2I, C] and [E, C, I]). The
+ * tokens are grouped by expert (a stable counting sort: kernels.h moe_dispatch), each
+ * expert runs one GEMM over its rows, and the weighted outputs are added per token in
+ * ascending expert order, so a run is bit-identical to the next. An expert that gets no
+ * token does no work and its gradient stays as it was (zero for the step): it still takes
+ * its AdamW step with the layer, on every rank.
+ *
+ * The load-balancing loss (transformers' load_balancing_loss_func, over the MoE layers of
+ * one forward): L = E sum_e f_e P_e, f_e the share of the token slots routed to e and P_e
+ * its mean probability, both over every MoE layer's tokens; aux_stats gathers the counts
+ * and sums of a layer, zn_moe_aux_loss makes L and the gradient each layer's probabilities
+ * get (dprob, the same for every token).
+ */
+#ifndef ZN_MODEL_MOE_H
+#define ZN_MODEL_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+struct zn_moe_dims {
+	int N;    /* tokens (B T) */
+	int C;    /* hidden */
+	int E;    /* experts */
+	int K;    /* experts per token */
+	int I;    /* an expert's intermediate size */
+	int norm; /* the top-k weights divided by their sum (Mixtral always; Qwen3-MoE's
+		   * norm_topk_prob) */
+};
+
+struct zn_moe_weights {
+	const float *router; /* [E, C] */
+	const float *gu;     /* [E, 2I, C] */
+	const float *down;   /* [E, C, I] */
+};
+
+struct zn_moe_grads {
+	float *router, *gu, *down; /* added to; NULL: frozen (not computed) */
+};
+
+/* What the forward keeps for the backward, and the backward's scratch (zeroed before the
+ * backward, as every layer's scratch). Sizes: zn_moe_acts_bytes, zn_moe_scratch_bytes. */
+struct zn_moe_acts {
+	float *logits, *probs;        /* [N, E] */
+	float *w;                     /* [N, K] */
+	int *sel;                     /* [N, K] */
+	int *perm, *pos;              /* [M] */
+	int *offsets;                 /* [E + 1], device */
+	int *offsets_h;               /* [E + 1], host: the rows per expert */
+	float *xg;                    /* [M, C] the routed rows of h */
+	float *hgu;                   /* [M, 2I] */
+	float *act;                   /* [M, I] */
+	float *y;                     /* [M, C] each expert's output */
+};
+
+struct zn_moe_scratch {
+	float *dy;                    /* [M, C] */
+	float *dact;                  /* [M, I] */
+	float *dhgu;                  /* [M, 2I] */
+	float *dxg;                   /* [M, C] */
+	float *dw;                    /* [N, K] */
+	float *dlogits;               /* [N, E] */
+};
+
+/* Bytes of the device buffers (each rounded to 256) and the carving of one buffer. */
+uint64_t zn_moe_acts_bytes(const struct zn_moe_dims *d);
+uint64_t zn_moe_scratch_bytes(const struct zn_moe_dims *d);
+void zn_moe_acts_carve(struct zn_moe_acts *a, void *base, int *offsets_h,
+		       const struct zn_moe_dims *d);
+void zn_moe_scratch_carve(struct zn_moe_scratch *s, void *base, const struct zn_moe_dims *d);
+
+/* out [N, C] = the block of h [N, C]; aux (NULL: none) [2E] += the layer's statistics. */
+void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct zn_moe_dims *d,
+		    const struct zn_moe_weights *W, struct zn_moe_acts *a, const float *h,
+		    float *out, float *aux);
+/* dh [N, C] += the gradient of h from dout [N, C] (dprob [E]: the load-balancing loss's
+ * per-probability gradient, NULL: none); the weights' gradients added to g. */
+void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
+		     const struct zn_moe_dims *d, const struct zn_moe_weights *W,
+		     const struct zn_moe_grads *g, const struct zn_moe_acts *a,
+		     const struct zn_moe_scratch *s, const float *h, const float *dout,
+		     const float *dprob, float *dh);
+
+/* The load-balancing loss of `layers` MoE layers' statistics summed in aux [2E] (each
+ * layer over the same N tokens), and, scaled by coef, the gradient per probability into
+ * dprob [E] (NULL: not wanted). */
+double zn_moe_aux_loss(const float *aux, int E, int N, int layers, float coef, float *dprob);
+
+#endif
