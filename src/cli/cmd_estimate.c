@@ -15,7 +15,6 @@
 #include "cli/flags.h"
 #include "cli/train_setup.h"
 #include "core/log.h"
-#include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
 struct est_opts {

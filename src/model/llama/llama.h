@@ -55,6 +55,13 @@ struct zn_llama_config {
 	float inv_freq[ZN_ROPE_MAX_HEAD_DIM / 2]; /* filled by zn_llama_config_validate */
 };
 
+/* The model_types the family reads (zn_hf_config.type; its registry entry's types[]) */
+enum zn_llama_type {
+	ZN_LLAMA_LLAMA = 0,
+	ZN_LLAMA_QWEN2 = 1,
+	ZN_LLAMA_MISTRAL = 2,
+};
+
 enum zn_llama_layer_kind {
 	ZN_LLAMA_LAYER_EMBED = 0,
 	ZN_LLAMA_LAYER_BLOCK = 1,
@@ -151,5 +158,17 @@ uint64_t zn_llama_decode_kv_numel(const void *config, const struct zn_layer_desc
 int zn_llama_decode_max_t(const void *config);
 void zn_llama_decode(const struct zn_kernel_table *k, void *stream, const void *config,
 		     const struct zn_decode_io *io);
+
+/* The family's registry entry (llama_family.c, model/family.h) and its config.json hooks
+ * (llama_hf.c; model/hf_family.h): keys, layout and count as that file's opening lists. */
+struct cJSON;
+struct zn_family;
+struct zn_hf_emit;
+struct zn_hf_keys;
+extern const struct zn_family zn_llama_family;
+int zn_llama_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
+int zn_llama_hf_write(struct cJSON *o, const struct zn_hf_config *c);
+void zn_llama_hf_layout(const struct zn_hf_config *c, struct zn_hf_emit *e);
+uint64_t zn_llama_hf_param_count(const struct zn_hf_config *c);
 
 #endif

@@ -56,7 +56,7 @@ bool zn_llama_is_preset(const char *name)
 int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
 {
 	const struct preset *p = find(name);
-	struct zn_hf_config hf = { .family = ZN_HF_LLAMA };
+	struct zn_hf_config hf = { .family = &zn_llama_family, .type = ZN_LLAMA_LLAMA };
 
 	if (!p) {
 		zn_error("llama model: unknown preset '%s': valid: llama-tiny, tinyllama-1.1b, "
@@ -97,8 +97,9 @@ static double shortest(float f)
 void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_config *hf)
 {
 	memset(hf, 0, sizeof(*hf));
-	hf->family = cfg->window > 0 ? ZN_HF_MISTRAL :
-		     cfg->qkv_bias && !cfg->o_bias ? ZN_HF_QWEN2 : ZN_HF_LLAMA;
+	hf->family = &zn_llama_family;
+	hf->type = cfg->window > 0 ? ZN_LLAMA_MISTRAL :
+		   cfg->qkv_bias && !cfg->o_bias ? ZN_LLAMA_QWEN2 : ZN_LLAMA_LLAMA;
 	hf->hidden_size = cfg->hidden;
 	hf->intermediate_size = cfg->intermediate;
 	hf->num_hidden_layers = cfg->layers;
@@ -115,7 +116,7 @@ void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_confi
 			ZN_HF_ROPE_LLAMA3, cfg->rope.factor, cfg->rope.low_freq_factor,
 			cfg->rope.high_freq_factor, cfg->rope.original_max_position_embeddings
 		};
-	hf->attention_bias = hf->family == ZN_HF_QWEN2 || cfg->o_bias;
+	hf->attention_bias = hf->type == ZN_LLAMA_QWEN2 || cfg->o_bias;
 	hf->tie_word_embeddings = cfg->tied;
 	hf->sliding_window = cfg->window;
 }
