@@ -67,7 +67,7 @@ Test(llama_presets, names_and_tiny)
 
 	for (; names[n]; n++)
 		cr_expect(zn_llama_is_preset(names[n]), "%s", names[n]);
-	cr_expect_eq(n, 8);
+	cr_expect_eq(n, 14); /* 8 Llama, 6 Qwen3 */
 	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
 	cr_expect(c.layers == 2 && c.hidden == 64 && c.intermediate == 128 && c.heads == 4 &&
 		  c.kv_heads == 2 && c.head_dim == 16 && c.vocab == 256 && c.seq == 64 &&

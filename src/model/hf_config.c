@@ -195,7 +195,7 @@ int zn_hf_key_rope(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 	return rc;
 }
 
-int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
+int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg, int64_t head_dim)
 {
 	int rc = zn_hf_key_int(c, "num_attention_heads", NULL, 1, 0, 1, cfg->hidden_size,
 			 &cfg->num_attention_heads);
@@ -211,14 +211,16 @@ int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 			 (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads);
 		return -EINVAL;
 	}
-	if (!zn_hf_key(c, "head_dim", NULL) && cfg->hidden_size % cfg->num_attention_heads) {
+	if (!head_dim && !zn_hf_key(c, "head_dim", NULL) &&
+	    cfg->hidden_size % cfg->num_attention_heads) {
 		zn_error("%s: key \"hidden_size\" (%lld) is not a multiple of "
 			 "\"num_attention_heads\" (%lld) and there is no \"head_dim\"", c->path,
 			 (long long)cfg->hidden_size, (long long)cfg->num_attention_heads);
 		return -EINVAL;
 	}
-	return zn_hf_key_int(c, "head_dim", NULL, 0, cfg->hidden_size / cfg->num_attention_heads, 1,
-		       MAX_DIM, &cfg->head_dim);
+	return zn_hf_key_int(c, "head_dim", NULL, 0,
+			     head_dim ? head_dim : cfg->hidden_size / cfg->num_attention_heads,
+			     1, MAX_DIM, &cfg->head_dim);
 }
 
 int zn_hf_config_parse_n(const char *json, size_t len, const char *path,

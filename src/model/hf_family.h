@@ -46,8 +46,9 @@ int zn_hf_key_str(const struct zn_hf_keys *c, const char *key, const char *const
  * rope_parameters */
 int zn_hf_key_rope(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
 /* num_attention_heads, num_key_value_heads (default: the heads; a divisor of them) and
- * head_dim (default hidden_size / heads, which must then divide); needs hidden_size */
-int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
+ * head_dim (absent: head_dim when not 0, else hidden_size / heads, which must then
+ * divide); needs hidden_size */
+int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg, int64_t head_dim);
 
 /* Writing: key set to v, replacing any value; v NULL (out of memory) fails (-1). */
 int zn_hf_set(cJSON *o, const char *key, cJSON *v);

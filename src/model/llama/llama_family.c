@@ -1,5 +1,5 @@
 /* The Llama family's registry entry (model/family.h): its model_types (llama, qwen2,
- * mistral) with their architectures, presets, the model from the command's flags or a
+ * mistral, qwen3) with their architectures, presets, the model from the command's flags or a
  * config.json (which takes --seq, the training length, and no other model flag), LoRA's
  * PEFT target names and the lines zinc prints and checks. */
 #include <errno.h>
@@ -104,6 +104,8 @@ static void text(const void *config, char *buf, size_t size)
 		 c->o_bias, c->tied, c->rope.type, c->rope.theta, c->rope.factor,
 		 c->rope.low_freq_factor, c->rope.high_freq_factor,
 		 (long long)c->rope.original_max_position_embeddings);
+	if (c->qk_norm) /* only then: the lines of runs saved before Qwen3 stay as they were */
+		snprintf(buf + strlen(buf), size - strlen(buf), "model.qk_norm=1\n");
 }
 
 /* indexed by enum zn_llama_type */
@@ -111,6 +113,7 @@ static const struct zn_hf_type types[] = {
 	{ "llama", "LlamaForCausalLM" },
 	{ "qwen2", "Qwen2ForCausalLM" },
 	{ "mistral", "MistralForCausalLM" },
+	{ "qwen3", "Qwen3ForCausalLM" },
 };
 static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
 					    "gate_proj", "up_proj", "down_proj", NULL };
