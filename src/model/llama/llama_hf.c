@@ -182,8 +182,10 @@ int zn_llama_hf_write(cJSON *o, const struct zn_hf_config *c)
 		rc = zn_hf_set_rope(o, c);
 	if (!rc && (c->type == ZN_LLAMA_LLAMA || c->type == ZN_LLAMA_QWEN3))
 		rc = zn_hf_set(o, "attention_bias", cJSON_CreateBool(c->attention_bias));
-	if (!rc && c->type == ZN_LLAMA_QWEN3)
+	if (!rc && c->type == ZN_LLAMA_QWEN3) /* Qwen3Config's to_dict: the window None */
 		rc = zn_hf_set(o, "use_sliding_window", cJSON_CreateFalse());
+	if (!rc && c->type == ZN_LLAMA_QWEN3)
+		rc = zn_hf_set(o, "sliding_window", cJSON_CreateNull());
 	if (!rc && c->type == ZN_LLAMA_LLAMA)
 		rc = zn_hf_set(o, "mlp_bias", cJSON_CreateFalse());
 	if (!rc && c->type == ZN_LLAMA_QWEN2)
