@@ -124,6 +124,8 @@ const struct zn_family zn_llama_family = {
 	.types = types,
 	.type_count = (int)(sizeof(types) / sizeof(types[0])),
 	.presets = zn_llama_preset_names,
+	.flags_help = "--layers N --heads N --kv-heads N --d-model N --head-dim N "
+		      "--intermediate N --seq N --vocab N --tied-embeddings true|false",
 	.lora_targets = lora_targets,
 	.conv1d = false,
 	.seq_free = true,
