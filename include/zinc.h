@@ -513,9 +513,11 @@ size_t zn_config_size(void);
 /* ---- the model: an opaque description (src/train) ---------------------------------------
  *
  * A zn_net is what the model is, not its weights: a family (GPT-2, or Llama / Qwen2 /
- * Mistral), its shapes, and for zn_net_from_hf the directory its weights come from. Build
+ * Mistral / Qwen3: any of zinc's model-family registry), its shapes, and for
+ * zn_net_from_hf the directory its weights come from. Build
  * it from one of:
- *   zn_net_from_preset  "tiny", "small", "gpt2", ..., "llama-tiny", "llama-3-8b", ...
+ *   zn_net_from_preset  "tiny", "small", "gpt2", ..., "llama-tiny", "llama-3-8b",
+ *                       "qwen3-8b", ...
  *                       (zinc train --model NAME's names)
  *   zn_net_from_flags   zinc train's model flags: {"--model", "tiny", "--layers", "4"},
  *                       {"--model-config", "config.json"}, ...
