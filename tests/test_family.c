@@ -70,7 +70,8 @@ Test(family, presets_round_trip_through_config_json)
 			cr_expect_eq(zn_hf_param_count(&hf), f->param_count(cfg), "%s", name);
 			json = zn_hf_config_to_json(&hf, NULL);
 			cr_assert_not_null(json);
-			cr_assert_eq(zn_hf_config_parse(json, name, &back), 0, "%s: %s", name, json);
+			cr_assert_eq(zn_hf_config_parse(json, name, &back), 0, "%s: %s", name,
+				     json);
 			cr_expect(back.family == f && back.type == hf.type, "%s", name);
 			cr_expect_eq(zn_hf_param_count(&back), f->param_count(cfg), "%s", name);
 			cr_expect_str_eq(zn_hf_model_type(&back), f->types[hf.type].model_type);
