@@ -59,7 +59,7 @@ static void usage(FILE *f)
 		"  --csv FILE         the rows as CSV\n"
 		"  --plot FILE.png    step and bound against bandwidth (gnuplot)\n"
 		"  --trace FILE       trace of the first timed step at each cap (docs/trace.md)\n"
-		"  model: as zinc train: --model tiny|small|gpt2|llama-tiny|llama-3.2-1b|...,\n"
+		"  model: as zinc train: --model tiny|small|gpt2|llama-tiny|qwen3-0.6b|...,\n"
 		"         --model-config config.json, --layers --heads --d-model --vocab --seq\n"
 		"  and every zinc train config flag: state on NVMe needs --offload-optimizer nvme\n"
 		"  and/or --offload-param nvme with --nvme-path DIR\n");

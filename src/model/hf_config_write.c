@@ -102,7 +102,8 @@ char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json
 	if (!rc)
 		rc = cfg->family->hf_write(o, cfg);
 	if (!rc)
-		rc = zn_hf_set(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
+		rc = zn_hf_set(o, "tie_word_embeddings",
+			       cJSON_CreateBool(cfg->tie_word_embeddings));
 	if (!rc)
 		rc = zn_hf_set_int(o, "vocab_size", cfg->vocab_size);
 	if (!rc && cfg->torch_dtype[0])

@@ -125,9 +125,11 @@ int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final)
 	if (tl->init_adapter && from_adapter(tl, &p))
 		return ZN_EUSAGE;
 	if (!tl->lc.target_count && !tl->init_adapter) {
-		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
-			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or "
-			 "an adapter whose target_modules to take with --init-adapter DIR");
+		char list[512];
+
+		zn_lora_target_list(list, sizeof(list));
+		zn_error("--lora-r: give the modules with --lora-targets (%s), or an adapter whose "
+			 "target_modules to take with --init-adapter DIR", list);
 		return ZN_EUSAGE;
 	}
 	if (save_final && !tl->merge) {

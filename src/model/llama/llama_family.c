@@ -43,7 +43,8 @@ static int from_source(void *config, const struct zn_family_source *s)
 		size_t n = eq ? (size_t)(eq - a) : strlen(a);
 
 		if (is_shape_flag(a, n)) {
-			zn_error("%.*s: the model comes from %s's config.json; drop the flag", (int)n,
+			zn_error("%.*s: the model comes from %s's config.json; drop the flag",
+				 (int)n,
 				 a, s->path);
 			return -EINVAL;
 		}
