@@ -1,0 +1,179 @@
+/* q8.h's block passes: widen one block's codes to map entries, code one block. With
+ * AVX-512 VBMI (and BW) both go through byte-plane lookups of 64 codes (vpermi2b, 128
+ * bytes a lookup: no gathers, no table larger than 2 KiB per map) and the code through
+ * q8.h's estimate and one comparison; without it, plain loops through the map and the
+ * bucket tables. Both give q8_code's count for every float (the tests compare them over
+ * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls them once per
+ * block and moment. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu/adamw_simd.h"
+#include "cpu/q8.h"
+
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+/* lookup()'s output k, element 4 l + r (l the 128-bit lane, r 0 .. 3) comes from byte
+ * 16 l + 4 k + r of its index: element 16 k + m of a run of 64 codes goes there (a 4 x 4
+ * transpose of 4-byte groups, its own inverse) */
+static _Alignas(64) const uint8_t lookup_order[64] = {
+	0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51,
+	4, 5, 6, 7, 20, 21, 22, 23, 36, 37, 38, 39, 52, 53, 54, 55,
+	8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59,
+	12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63,
+};
+
+/* pack()'s indices into two vectors of 16 codes (byte 4 m of vector j at 64 j + 4 m): the
+ * lookup order above (vectors 0 and 1 for k = 0, 1; 2 and 3 for k = 2, 3), and the natural
+ * order (byte 16 k + m) */
+static _Alignas(64) const uint8_t pack_lookup[64] = {
+	0, 4, 8, 12, 64, 68, 72, 76, 0, 4, 8, 12, 64, 68, 72, 76,
+	16, 20, 24, 28, 80, 84, 88, 92, 16, 20, 24, 28, 80, 84, 88, 92,
+	32, 36, 40, 44, 96, 100, 104, 108, 32, 36, 40, 44, 96, 100, 104, 108,
+	48, 52, 56, 60, 112, 116, 120, 124, 48, 52, 56, 60, 112, 116, 120, 124,
+};
+static _Alignas(64) const uint8_t pack_natural[64] = {
+	0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
+	64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
+	0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
+	64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
+};
+
+/* 64 entries of a 256-float table kept as four byte planes, for 64 codes in lookup_order:
+ * each plane is two 128-byte lookups and a blend on the code's top bit; the interleave of
+ * the four planes makes the floats. */
+static inline void lookup(__m512 out[4], __m512i idx, const uint8_t plane[4][256])
+{
+	__mmask64 upper = _mm512_movepi8_mask(idx);
+	__m512i p[4];
+
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		__m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(plane[k]), idx,
+						      _mm512_load_si512(plane[k] + 64));
+		__m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(plane[k] + 128), idx,
+						      _mm512_load_si512(plane[k] + 192));
+
+		p[k] = _mm512_mask_blend_epi8(upper, lo, hi);
+	}
+	__m512i b01 = _mm512_unpacklo_epi8(p[0], p[1]), t01 = _mm512_unpackhi_epi8(p[0], p[1]);
+	__m512i b23 = _mm512_unpacklo_epi8(p[2], p[3]), t23 = _mm512_unpackhi_epi8(p[2], p[3]);
+
+	out[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(b01, b23));
+	out[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(b01, b23));
+	out[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(t01, t23));
+	out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(t01, t23));
+}
+
+void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
+{
+	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
+	const __m512i order = _mm512_load_si512(lookup_order);
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
+		__m512 f[4];
+
+		lookup(f, _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i)),
+		       t->map_plane);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			_mm512_storeu_ps(y + i + 16 * k, f[k]);
+	}
+}
+
+/* q8.h's estimate for 16 scaled values: the count of midpoints below each or one less */
+static inline __m512i estimate(__m512 xs, const struct zn_q8_vtab *t)
+{
+	__m512i bits = _mm512_castps_si512(xs);
+	/* NaN clamps to 2 (count 255 or, negative, 0 as q8_code's last bucket), tiny and
+	 * subnormal values to 2^-24 (inside decade 0's line) */
+	__m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+	__m512i ab = _mm512_min_epu32(_mm512_max_epu32(mag, _mm512_set1_epi32(0x33800000)),
+				      _mm512_set1_epi32(0x40000000));
+	__m512i bin = _mm512_srli_epi32(ab, 23);
+	__m512 y = _mm512_castsi512_ps(ab);
+	__m512i d = _mm512_permutex2var_epi32(_mm512_loadu_si512(t->bin_d), bin,
+					      _mm512_loadu_si512(t->bin_d + 16));
+	__m512 edge = _mm512_permutex2var_ps(_mm512_loadu_ps(t->bin_t), bin,
+					     _mm512_loadu_ps(t->bin_t + 16));
+	const __m512i one = _mm512_set1_epi32(1);
+
+	d = _mm512_mask_add_epi32(d, _mm512_cmp_ps_mask(y, edge, _CMP_GE_OQ), d, one);
+	d = _mm512_mask_add_epi32(d, _mm512_movepi32_mask(bits), d, _mm512_set1_epi32(8));
+	__m512 line = _mm512_fmadd_ps(_mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_a)), y,
+				      _mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_b)));
+	__m512i c = _mm512_cvt_roundps_epi32(line, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+
+	return _mm512_min_epi32(_mm512_max_epi32(c, _mm512_setzero_si512()),
+				_mm512_set1_epi32(255));
+}
+
+/* the low bytes of four vectors of 16 codes (0 .. 255), in the layout of the index */
+static inline __m512i pack(const __m512i z[4], __m512i index, __mmask64 upper_pair)
+{
+	__m512i lo = _mm512_permutex2var_epi8(z[0], index, z[1]);
+	__m512i hi = _mm512_permutex2var_epi8(z[2], index, z[3]);
+
+	return _mm512_mask_blend_epi8(upper_pair, lo, hi);
+}
+
+void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+{
+	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
+	const __m512i to_lookup = _mm512_load_si512(pack_lookup);
+	const __m512i to_codes = _mm512_load_si512(pack_natural);
+	const __m512 scale = _mm512_set1_ps(inv);
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
+		__m512 xv[4], xs[4], bound[4];
+		__m512i z[4];
+
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			xv[k] = _mm512_loadu_ps(x + i + 16 * k);
+			xs[k] = _mm512_mul_ps(xv[k], scale);
+			z[k] = estimate(xs[k], t);
+		}
+		lookup(bound, pack(z, to_lookup, 0xff00ff00ff00ff00ull), t->bound_plane);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			/* one midpoint more below x: the estimate was one short */
+			__mmask16 above = _mm512_cmp_ps_mask(xs[k], bound[k], _CMP_GT_OQ);
+
+			z[k] = _mm512_mask_add_epi32(z[k], above, z[k], _mm512_set1_epi32(1));
+			/* m keeps its sign: a negative m never becomes 0 (code 127) */
+			if (is_signed)
+				z[k] = _mm512_mask_min_epu32(
+					z[k], _mm512_cmp_ps_mask(xv[k], _mm512_setzero_ps(), _CMP_LT_OQ),
+					z[k], _mm512_set1_epi32(ZN_Q8_ZERO_SIGNED - 1));
+		}
+		_mm512_storeu_si512(codes + i, pack(z, to_codes, 0xffffffff00000000ull));
+	}
+}
+
+#else
+
+void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
+{
+	const float *map = zn_q8_map(is_signed);
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i++)
+		y[i] = map[codes[i]];
+}
+
+void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+{
+	const int32_t *entry = zn_q8_lut(is_signed)->entry;
+
+#pragma omp simd
+	for (int i = 0; i < ZN_Q8_BLOCK; i++) {
+		unsigned c = q8_code(entry, x[i] * inv);
+
+		/* m keeps its sign: a negative m never becomes 0 */
+		c -= is_signed && x[i] < 0.0f && c == ZN_Q8_ZERO_SIGNED ? 1u : 0u;
+		codes[i] = (uint8_t)c;
+	}
+}
+
+#endif
