@@ -131,10 +131,14 @@ static void make_vtab(struct zn_q8_vtab *t, const float *map, const float *bound
 
 		while (pow(10.0, dec + 1) <= ldexp(1.0, x))
 			dec++;
-		t->bin_d[e] = dec + 7 < 0 ? 0 : dec + 7 > 6 ? 6 : dec + 7;
-		t->bin_t[e] = INFINITY;
+		uint32_t d = (uint32_t)(dec + 7 < 0 ? 0 : dec + 7 > 6 ? 6 : dec + 7);
+		/* the power of ten inside (q8.h; a few ulps off changes nothing: the lines
+		 * hold a code beyond the decades' edges), or a NaN (never reached) */
+		uint32_t edge = 0x7fc00000u;
+
 		if (pow(10.0, dec + 1) < ldexp(1.0, x + 1) && dec + 8 >= 1 && dec + 8 <= 6)
-			t->bin_t[e] = (float)pow(10.0, dec + 1);
+			edge = f32_u32((float)pow(10.0, dec + 1));
+		t->bin_edge[e] = (edge & ~7u) | d;
 	}
 }
 

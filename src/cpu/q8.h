@@ -75,8 +75,8 @@ const struct zn_q8_lut *zn_q8_lut(bool is_signed);
 /* The tables of the block passes below on a CPU with AVX-512 VBMI (q8_block.c).
  * Widening and the code's last step read a 256-entry float table as four planes of 256
  * bytes (byte p of every entry: four 128-byte lookups per plane cover 64 codes).
- * The code starts from an estimate: |x| (clamped to [2^-24, 2]) picks its decade (bin_d of
- * its binade, plus 1 when |x| >= bin_t, the power of ten inside the binade), the decade and
+ * The code starts from an estimate: |x| (clamped to [2^-24, 2]) picks its decade (that of
+ * its binade's start, plus 1 when |x| >= the power of ten inside the binade), the decade and
  * the sign a line, floor(seg_a[r] |x| + seg_b[r]) (r = decade + 8 for x <= -0), clamped to
  * [0, 255]. The line puts each midpoint inside a decade half a code above the count it ends
  * (the linspace points of the map's comment are those midpoints): the estimate is the count
@@ -86,8 +86,9 @@ struct zn_q8_vtab {
 	_Alignas(64) uint8_t map_plane[4][256];
 	uint8_t bound_plane[4][256];
 	float seg_a[16], seg_b[16];
-	float bin_t[32];   /* by binade: (float bits >> 23) & 31 */
-	int32_t bin_d[32];
+	/* by binade ((float bits >> 23) & 31): the float bits of the power of ten inside it
+	 * (or of a NaN), whose low 3 bits are the decade of the binade's start */
+	uint32_t bin_edge[32];
 };
 const struct zn_q8_vtab *zn_q8_vtab(bool is_signed);
 

@@ -93,13 +93,12 @@ static inline __m512i estimate(__m512 xs, const struct zn_q8_vtab *t)
 				      _mm512_set1_epi32(0x40000000));
 	__m512i bin = _mm512_srli_epi32(ab, 23);
 	__m512 y = _mm512_castsi512_ps(ab);
-	__m512i d = _mm512_permutex2var_epi32(_mm512_loadu_si512(t->bin_d), bin,
-					      _mm512_loadu_si512(t->bin_d + 16));
-	__m512 edge = _mm512_permutex2var_ps(_mm512_loadu_ps(t->bin_t), bin,
-					     _mm512_loadu_ps(t->bin_t + 16));
+	__m512i edge = _mm512_permutex2var_epi32(_mm512_loadu_si512(t->bin_edge), bin,
+						 _mm512_loadu_si512(t->bin_edge + 16));
+	__m512i d = _mm512_and_si512(edge, _mm512_set1_epi32(7));
 	const __m512i one = _mm512_set1_epi32(1);
 
-	d = _mm512_mask_add_epi32(d, _mm512_cmp_ps_mask(y, edge, _CMP_GE_OQ), d, one);
+	d = _mm512_mask_add_epi32(d, _mm512_cmp_ps_mask(y, _mm512_castsi512_ps(edge), _CMP_GE_OQ), d, one);
 	d = _mm512_mask_add_epi32(d, _mm512_movepi32_mask(bits), d, _mm512_set1_epi32(8));
 	__m512 line = _mm512_fmadd_ps(_mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_a)), y,
 				      _mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_b)));
@@ -156,16 +155,18 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
 {
-	const float *map = zn_q8_map(is_signed);
+	const float *restrict map = zn_q8_map(is_signed);
+	const uint8_t *restrict c = codes;
 
+#pragma omp simd
 	for (int i = 0; i < ZN_Q8_BLOCK; i++)
-		y[i] = map[codes[i]];
+		y[i] = map[c[i]];
 }
 
-void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+/* one loop per map, so the sign rule folds away for v */
+static ALWAYS_INLINE void code_loop(uint8_t *restrict codes, const float *restrict x, float inv,
+				    const int32_t *restrict entry, bool is_signed)
 {
-	const int32_t *entry = zn_q8_lut(is_signed)->entry;
-
 #pragma omp simd
 	for (int i = 0; i < ZN_Q8_BLOCK; i++) {
 		unsigned c = q8_code(entry, x[i] * inv);
@@ -174,6 +175,16 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 		c -= is_signed && x[i] < 0.0f && c == ZN_Q8_ZERO_SIGNED ? 1u : 0u;
 		codes[i] = (uint8_t)c;
 	}
+}
+
+void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+{
+	const int32_t *entry = zn_q8_lut(is_signed)->entry;
+
+	if (is_signed)
+		code_loop(codes, x, inv, entry, true);
+	else
+		code_loop(codes, x, inv, entry, false);
 }
 
 #endif
