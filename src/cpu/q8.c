@@ -138,7 +138,7 @@ static void make_vtab(struct zn_q8_vtab *t, const float *map, const float *bound
 
 		if (pow(10.0, dec + 1) < ldexp(1.0, x + 1) && dec + 8 >= 1 && dec + 8 <= 6)
 			edge = f32_u32((float)pow(10.0, dec + 1));
-		t->bin_edge[e] = (edge & ~7u) | d;
+		t->bin_edge[e] = (edge & ~15u) | d;
 	}
 }
 

@@ -87,7 +87,7 @@ struct zn_q8_vtab {
 	uint8_t bound_plane[4][256];
 	float seg_a[16], seg_b[16];
 	/* by binade ((float bits >> 23) & 31): the float bits of the power of ten inside it
-	 * (or of a NaN), whose low 3 bits are the decade of the binade's start */
+	 * (or of a NaN), whose low 4 bits are the decade of the binade's start */
 	uint32_t bin_edge[32];
 };
 const struct zn_q8_vtab *zn_q8_vtab(bool is_signed);

@@ -24,22 +24,6 @@ static _Alignas(64) const uint8_t lookup_order[64] = {
 	12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63,
 };
 
-/* pack()'s indices into two vectors of 16 codes (byte 4 m of vector j at 64 j + 4 m): the
- * lookup order above (vectors 0 and 1 for k = 0, 1; 2 and 3 for k = 2, 3), and the natural
- * order (byte 16 k + m) */
-static _Alignas(64) const uint8_t pack_lookup[64] = {
-	0, 4, 8, 12, 64, 68, 72, 76, 0, 4, 8, 12, 64, 68, 72, 76,
-	16, 20, 24, 28, 80, 84, 88, 92, 16, 20, 24, 28, 80, 84, 88, 92,
-	32, 36, 40, 44, 96, 100, 104, 108, 32, 36, 40, 44, 96, 100, 104, 108,
-	48, 52, 56, 60, 112, 116, 120, 124, 48, 52, 56, 60, 112, 116, 120, 124,
-};
-static _Alignas(64) const uint8_t pack_natural[64] = {
-	0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
-	64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
-	0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
-	64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
-};
-
 /* 64 entries of a 256-float table kept as four byte planes, for 64 codes in lookup_order:
  * each plane is two 128-byte lookups and a blend on the code's top bit; the interleave of
  * the four planes makes the floats. */
@@ -82,7 +66,8 @@ void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
 	}
 }
 
-/* q8.h's estimate for 16 scaled values: the count of midpoints below each or one less */
+/* q8.h's estimate for 16 scaled values: the count of midpoints below each or one less,
+ * where it lies in [0, 255]; below 0 the count is 0, above 255 it is 255 (pack() clamps) */
 static inline __m512i estimate(__m512 xs, const struct zn_q8_vtab *t)
 {
 	__m512i bits = _mm512_castps_si512(xs);
@@ -91,37 +76,35 @@ static inline __m512i estimate(__m512 xs, const struct zn_q8_vtab *t)
 	__m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
 	__m512i ab = _mm512_min_epu32(_mm512_max_epu32(mag, _mm512_set1_epi32(0x33800000)),
 				      _mm512_set1_epi32(0x40000000));
-	__m512i bin = _mm512_srli_epi32(ab, 23);
 	__m512 y = _mm512_castsi512_ps(ab);
-	__m512i edge = _mm512_permutex2var_epi32(_mm512_loadu_si512(t->bin_edge), bin,
-						 _mm512_loadu_si512(t->bin_edge + 16));
-	__m512i d = _mm512_and_si512(edge, _mm512_set1_epi32(7));
-	const __m512i one = _mm512_set1_epi32(1);
+	/* the binade's power of ten, its low 4 bits the decade of the binade's start (q8.h);
+	 * the line's permute reads those 4 bits only */
+	__m512i r = _mm512_permutex2var_epi32(_mm512_loadu_si512(t->bin_edge),
+					      _mm512_srli_epi32(ab, 23),
+					      _mm512_loadu_si512(t->bin_edge + 16));
+	__mmask16 upper = _mm512_cmp_ps_mask(y, _mm512_castsi512_ps(r), _CMP_GE_OQ);
 
-	d = _mm512_mask_add_epi32(d, _mm512_cmp_ps_mask(y, _mm512_castsi512_ps(edge), _CMP_GE_OQ), d, one);
-	d = _mm512_mask_add_epi32(d, _mm512_movepi32_mask(bits), d, _mm512_set1_epi32(8));
-	__m512 line = _mm512_fmadd_ps(_mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_a)), y,
-				      _mm512_permutexvar_ps(d, _mm512_loadu_ps(t->seg_b)));
-	__m512i c = _mm512_cvt_roundps_epi32(line, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+	r = _mm512_mask_add_epi32(r, upper, r, _mm512_set1_epi32(1));
+	r = _mm512_mask_add_epi32(r, _mm512_movepi32_mask(bits), r, _mm512_set1_epi32(8));
+	__m512 line = _mm512_fmadd_ps(_mm512_permutexvar_ps(r, _mm512_loadu_ps(t->seg_a)), y,
+				      _mm512_permutexvar_ps(r, _mm512_loadu_ps(t->seg_b)));
 
-	return _mm512_min_epi32(_mm512_max_epi32(c, _mm512_setzero_si512()),
-				_mm512_set1_epi32(255));
+	return _mm512_cvt_roundps_epi32(line, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
 }
 
-/* the low bytes of four vectors of 16 codes (0 .. 255), in the layout of the index */
-static inline __m512i pack(const __m512i z[4], __m512i index, __mmask64 upper_pair)
+/* four vectors of 16 counts as bytes clamped to [0, 255] (signed saturation to words,
+ * unsigned to bytes), in lookup_order's layout: byte 16 l + 4 k + r is element 4 l + r of
+ * z[k], as the packs interleave per 128-bit lane */
+static inline __m512i pack(const __m512i z[4])
 {
-	__m512i lo = _mm512_permutex2var_epi8(z[0], index, z[1]);
-	__m512i hi = _mm512_permutex2var_epi8(z[2], index, z[3]);
-
-	return _mm512_mask_blend_epi8(upper_pair, lo, hi);
+	return _mm512_packus_epi16(_mm512_packs_epi32(z[0], z[1]),
+				   _mm512_packs_epi32(z[2], z[3]));
 }
 
 void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 {
 	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
-	const __m512i to_lookup = _mm512_load_si512(pack_lookup);
-	const __m512i to_codes = _mm512_load_si512(pack_natural);
+	const __m512i order = _mm512_load_si512(lookup_order);
 	const __m512 scale = _mm512_set1_ps(inv);
 
 	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
@@ -134,7 +117,9 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 			xs[k] = _mm512_mul_ps(xv[k], scale);
 			z[k] = estimate(xs[k], t);
 		}
-		lookup(bound, pack(z, to_lookup, 0xff00ff00ff00ff00ull), t->bound_plane);
+		/* an estimate below 0 or above 255 is the count clamped: the comparison
+		 * with bounds[0] (x not above it) or bounds[255] (+inf) keeps it so */
+		lookup(bound, pack(z), t->bound_plane);
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++) {
 			/* one midpoint more below x: the estimate was one short */
@@ -143,11 +128,11 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 			z[k] = _mm512_mask_add_epi32(z[k], above, z[k], _mm512_set1_epi32(1));
 			/* m keeps its sign: a negative m never becomes 0 (code 127) */
 			if (is_signed)
-				z[k] = _mm512_mask_min_epu32(
+				z[k] = _mm512_mask_min_epi32(
 					z[k], _mm512_cmp_ps_mask(xv[k], _mm512_setzero_ps(), _CMP_LT_OQ),
 					z[k], _mm512_set1_epi32(ZN_Q8_ZERO_SIGNED - 1));
 		}
-		_mm512_storeu_si512(codes + i, pack(z, to_codes, 0xffffffff00000000ull));
+		_mm512_storeu_si512(codes + i, _mm512_permutexvar_epi8(order, pack(z)));
 	}
 }
 
