@@ -382,3 +382,26 @@ Test(q8, code_block_equals_the_bucket_tables)
 			     p.bad);
 	}
 }
+
+Test(q8, quantize_block_equals_quantize)
+{
+	float x[QR_BLOCK], absmax;
+	uint8_t codes[QR_BLOCK], want[QR_BLOCK];
+
+	for (int round = 0; round < 64; round++)
+		for (int sgn = 0; sgn < 2; sgn++) {
+			fill_spread(x, QR_BLOCK, sgn, 100 + round);
+			/* the specials of AdamW's moments: zeros (both signs), an overflow */
+			x[round % QR_BLOCK] = round & 1 ? -0.0f : 0.0f;
+			if (round % 8 == 7)
+				x[(round * 5) % QR_BLOCK] = sgn && (round & 8) ? -INFINITY : INFINITY;
+			if (round == 0)
+				memset(x, 0, sizeof(x));
+			zn_q8_quantize(want, &absmax, x, QR_BLOCK, sgn);
+			cr_assert_eq(zn_q8_quantize_block(codes, x, sgn), absmax, "round %d", round);
+			for (int i = 0; i < QR_BLOCK; i++)
+				cr_assert_eq(codes[i], want[i], "%s round %d: x[%d] %.9g: code %d, "
+					     "zn_q8_quantize %d", sgn ? "signed" : "unsigned", round, i,
+					     x[i], codes[i], want[i]);
+		}
+}

@@ -63,7 +63,6 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 	const void *restrict grad = (const char *)a->grad + b0 * a->gsize;
 	void *restrict out = a->out ? (char *)a->out + b0 * a->osize : NULL;
 	_Alignas(64) float mt[ZN_Q8_BLOCK], vt[ZN_Q8_BLOCK];
-	float mmax = 0.0f, vmax = 0.0f;
 
 	/* the block's map entries (the padding's too: the codes cover whole blocks) */
 	zn_q8_widen_block(mt, mq, true);
@@ -95,19 +94,8 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 		mt[i] = 0.0f;
 		vt[i] = 0.0f;
 	}
-	/* a second loop over the block in L1 (a reduction inside the one above keeps GCC
-	 * from vectorizing it); max is exact, so any order gives the same bits */
-#pragma omp simd reduction(max : mmax, vmax)
-	for (size_t i = 0; i < ZN_Q8_BLOCK; i++) {
-		mmax = fabsf(mt[i]) > mmax ? fabsf(mt[i]) : mmax;
-		vmax = fabsf(vt[i]) > vmax ? fabsf(vt[i]) : vmax;
-	}
-
-	a->m_absmax[b] = mmax;
-	a->v_absmax[b] = vmax;
-	/* one reciprocal per block (q8.h); 0 for an all-zero block */
-	zn_q8_code_block(mq, mt, mmax > 0.0f ? 1.0f / mmax : 0.0f, true);
-	zn_q8_code_block(vq, vt, vmax > 0.0f ? 1.0f / vmax : 0.0f, false);
+	a->m_absmax[b] = zn_q8_quantize_block(mq, mt, true);
+	a->v_absmax[b] = zn_q8_quantize_block(vq, vt, false);
 }
 
 /* One instantiation per (gradient dtype, output dtype, mode). */

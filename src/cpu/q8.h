@@ -94,8 +94,11 @@ const struct zn_q8_vtab *zn_q8_vtab(bool is_signed);
 
 /* One block: y[i] = map[codes[i]] for i < ZN_Q8_BLOCK (the caller multiplies by absmax). */
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed);
-/* One block: codes[i] for x[i] * inv, i < ZN_Q8_BLOCK, as zn_q8_quantize codes x with inv
- * the reciprocal of the block's absmax (m's sign rule included). */
+/* One block of ZN_Q8_BLOCK values: its codes, as zn_q8_quantize(codes, &absmax, x,
+ * ZN_Q8_BLOCK, is_signed) (the same bits); returns absmax. */
+float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed);
+/* Its codes for a given scale: codes[i] for x[i] * inv, as q8_code (adamw_simd.h) gives them
+ * for every float, with m's sign rule (x[i] < 0 never gets ZN_Q8_ZERO_SIGNED). */
 void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed);
 
 /* Codes and block scales of x[0 .. n): codes[n], absmax[zn_q8_blocks(n)]. */

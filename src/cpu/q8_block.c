@@ -5,6 +5,7 @@
  * bucket tables. Both give q8_code's count for every float (the tests compare them over
  * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls them once per
  * block and moment. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -136,6 +137,21 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 	}
 }
 
+float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed)
+{
+	__m512 amax = _mm512_setzero_ps();
+
+	/* max(|x|, amax) keeps amax where x is NaN, as zn_q8_quantize's comparison */
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 16)
+		amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), amax);
+
+	const float absmax = _mm512_reduce_max_ps(amax);
+
+	/* one reciprocal per block; 0 for an all-zero block (q8.h) */
+	zn_q8_code_block(codes, x, absmax > 0.0f ? 1.0f / absmax : 0.0f, is_signed);
+	return absmax;
+}
+
 #else
 
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
@@ -170,6 +186,18 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 		code_loop(codes, x, inv, entry, true);
 	else
 		code_loop(codes, x, inv, entry, false);
+}
+
+float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed)
+{
+	float absmax = 0.0f;
+
+	/* max is exact: any order gives zn_q8_quantize's bits */
+#pragma omp simd reduction(max : absmax)
+	for (int i = 0; i < ZN_Q8_BLOCK; i++)
+		absmax = fabsf(x[i]) > absmax ? fabsf(x[i]) : absmax;
+	zn_q8_code_block(codes, x, absmax > 0.0f ? 1.0f / absmax : 0.0f, is_signed);
+	return absmax;
 }
 
 #endif
