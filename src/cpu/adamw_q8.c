@@ -1,13 +1,11 @@
 /* AdamW with int8 moments (adamw.h, "compact moments"): one pass over each block of
  * ZN_Q8_BLOCK elements, OpenMP over fixed chunks of blocks, `omp simd` bodies.
  *
- * A block is widened, updated and quantized while it sits in L1: the first loop reads the
- * codes, widens them through the maps (a gather each), runs adamw.h's update, writes the
- * master and the parameter copy and keeps the fresh m and v in two local arrays; the block's
- * absmax is their largest magnitude; the second loop finds each code through q8.h's
- * bucket tables (one table load and one comparison of the value's low bits: a gather
- * again) and writes them. Memory sees each
- * stream once: the pass stays at the bandwidth bound of its (fewer) bytes.
+ * A block is widened, updated and quantized while it sits in L1: q8.h's zn_q8_widen_block
+ * turns its codes into map entries (byte-plane permutes with AVX-512 VBMI, table loads
+ * otherwise), the loop runs adamw.h's update, writes the master and the parameter copy and
+ * keeps the fresh m and v in two local arrays, and zn_q8_quantize_block finds their absmax
+ * and codes (q8_block.c). Memory sees each stream once.
  *
  * Weight decay is per element: a block may straddle two tensors (the shard is one flat
  * buffer, cut into blocks from its start), so each block gets its decay factors in a

@@ -1,7 +1,8 @@
 /* The dynamic maps and blockwise quantization of q8.h. The maps are built once (in
- * double, rounded once to float), with their midpoints and bucket tables; quantize and
- * dequantize are plain loops through adamw_simd.h's q8_code, which AdamW's block pass
- * (adamw_q8.c) inlines too, and the tests hold both to a full search. */
+ * double, rounded once to float), with their midpoints, bucket tables and the block passes'
+ * tables (q8_block.c); quantize and dequantize are plain loops through adamw_simd.h's
+ * q8_code (the reference the block passes are held to), and the tests hold both to a full
+ * search. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -133,7 +134,7 @@ static void make_vtab(struct zn_q8_vtab *t, const float *map, const float *bound
 			dec++;
 		uint32_t d = (uint32_t)(dec + 7 < 0 ? 0 : dec + 7 > 6 ? 6 : dec + 7);
 		/* the power of ten inside (q8.h; a few ulps off changes nothing: the lines
-		 * hold a code beyond the decades' edges), or a NaN (never reached) */
+		 * hold beyond the decades' edges), or a NaN: |x| >= NaN is never true */
 		uint32_t edge = 0x7fc00000u;
 
 		if (pow(10.0, dec + 1) < ldexp(1.0, x + 1) && dec + 8 >= 1 && dec + 8 <= 6)
