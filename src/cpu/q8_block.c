@@ -102,9 +102,10 @@ static inline __m512i pack(const __m512i z[4])
 				   _mm512_packs_epi32(z[2], z[3]));
 }
 
-void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+/* one instantiation per map: the sign rule folds away for v */
+static ALWAYS_INLINE void code_simd(uint8_t *codes, const float *x, float inv,
+				    const struct zn_q8_vtab *t, bool is_signed)
 {
-	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
 	const __m512i order = _mm512_load_si512(lookup_order);
 	const __m512 scale = _mm512_set1_ps(inv);
 
@@ -135,6 +136,16 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 		}
 		_mm512_storeu_si512(codes + i, _mm512_permutexvar_epi8(order, pack(z)));
 	}
+}
+
+void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
+{
+	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
+
+	if (is_signed)
+		code_simd(codes, x, inv, t, true);
+	else
+		code_simd(codes, x, inv, t, false);
 }
 
 float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed)
