@@ -182,4 +182,10 @@ void zn_cpu_dropout(float *out, const float *inp, float p, uint64_t seed, size_t
 void zn_cpu_kv_attention_forward(float *out, float *kcache, float *vcache, const float *qkv,
 				 int pos0, int T, int NH, int KV, int hd, int window);
 
+/* 4-bit frozen base (kernels.h dequant_4bit, dequant_absmax8; quant4.c) */
+void zn_cpu_dequant_4bit(float *out32, uint16_t *out16, const uint8_t *packed,
+			 const float *absmax, size_t N, int blocksize, int type, int qdtype);
+void zn_cpu_dequant_absmax8(float *absmax, const uint8_t *q, const float *map,
+			    const float *absmax2, const float *offset, size_t N, int blocksize2);
+
 #endif

@@ -344,6 +344,20 @@ static void encoder_pos_forward_bf16(void *stream, float *out, const int *inp,
 	zn_cpu_encoder_pos_forward_bf16(out, inp, pos, wte, wpe, B, T, C);
 }
 
+static void dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			 const float *absmax, size_t N, int blocksize, int type, int qdtype)
+{
+	(void)stream;
+	zn_cpu_dequant_4bit(out32, out16, packed, absmax, N, blocksize, type, qdtype);
+}
+
+static void dequant_absmax8(void *stream, float *absmax, const uint8_t *q, const float *map,
+			    const float *absmax2, const float *offset, size_t N, int blocksize2)
+{
+	(void)stream;
+	zn_cpu_dequant_absmax8(absmax, q, map, absmax2, offset, N, blocksize2);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -404,4 +418,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.rmsnorm_forward_bf16out = rmsnorm_forward_bf16out,
 	.gelu_forward_bf16out = gelu_forward_bf16out,
 	.swiglu_forward_bf16out = swiglu_forward_bf16out,
+	.dequant_4bit = dequant_4bit,
+	.dequant_absmax8 = dequant_absmax8,
 };

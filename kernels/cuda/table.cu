@@ -62,9 +62,11 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_rmsnorm_forward_bf16out,
 	zn_cuda_gelu_forward_bf16out,
 	zn_cuda_swiglu_forward_bf16out,
+	zn_cuda_dequant_4bit,
+	zn_cuda_dequant_absmax8,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 57 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 59 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");
