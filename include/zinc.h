@@ -500,6 +500,10 @@ int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
  * collective). */
 uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer);
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
+/* A 4-bit frozen base (docs/qlora.md): its layouts (one per layer), or NULL when the base
+ * is not quantized; and layer's extent as stored (layout bytes) into out_h. */
+const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e);
+int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h);
 
 /* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
  * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or

@@ -481,6 +481,20 @@ uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer)
 	return layer >= 0 && layer < e->n ? e->frozen_numel[layer] : 0;
 }
 
+const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e)
+{
+	return e->fq4;
+}
+
+int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h)
+{
+	if (!e->fq4 || layer < 0 || layer >= e->n) {
+		zn_error("zn_engine_read_frozen_q4: layer %d: no 4-bit base layer", layer);
+		return -EINVAL;
+	}
+	return zn_frozen_read_layer_q4(e, layer, out_h);
+}
+
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)
 {
 	if (layer < 0 || layer >= e->n) {

@@ -227,6 +227,40 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 	return rc;
 }
 
+/* layer l's stored bytes from its home into the 4 KiB-aligned buf (its extent) */
+static int get_home(struct zn_engine *e, int l, void *buf)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t bytes = stored_bytes(e, l);
+	int rc;
+
+	if (p->frozen_home == ZN_TIER_DEVICE) {
+		rc = zn_memcpy_async(e->rt.copy_out, buf, e->fz.home[l], bytes, ZN_COPY_D2H);
+		return rc ? rc : zn_stream_synchronize(e->rt.copy_out);
+	}
+	if (p->frozen_home == ZN_TIER_HOST) {
+		memcpy(buf, e->fz.home[l], bytes);
+		return 0;
+	}
+	return zn_frozen_io_rw(e, l, buf, false);
+}
+
+int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent)
+{
+	void *buf = NULL;
+	int rc;
+
+	if (!fnumel(e, l))
+		return 0;
+	rc = aligned_buf(e, l, &buf);
+	if (!rc)
+		rc = get_home(e, l, buf);
+	if (!rc)
+		memcpy(extent, buf, stored_bytes(e, l));
+	free(buf);
+	return rc;
+}
+
 int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 {
 	const struct zn_engine_plan *p = &e->plan;

@@ -91,6 +91,8 @@ uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l);
 /* layer l's 4-bit extent as stored (a bitsandbytes checkpoint's, zero-padded), onto the
  * home */
 int zn_frozen_init_layer_q4(struct zn_engine *e, int l, const void *extent);
+/* layer l's extent as stored, from the home, into extent (stored bytes) */
+int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent);
 
 /* frozen_q4.c: a 4-bit base (docs/qlora.md), internal to frozen*.c and the engine.
  * prepare: after the layer sizes, e->fq4 and e->frozen_q4_bytes from the options' layouts

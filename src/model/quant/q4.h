@@ -82,6 +82,11 @@ int zn_q4_pack(const struct zn_q4_layer *q, void *extent, const float *f32,
 int zn_q4_unpack(const struct zn_q4_layer *q, float *f32, const void *extent,
 		 enum zn_dtype stored);
 
+/* The segment of tensor t, or -1 when it is not quantized. */
+int zn_q4_find(const struct zn_q4_layer *q, int t);
+/* Where the layer's float at offset (not quantized) lies in the plain part, in elements. */
+uint64_t zn_q4_plain_index(const struct zn_q4_layer *q, uint64_t offset);
+
 /* The plain runs of the layout in order: run i covers floats [*first, *end) of the layer
  * and starts at plain element *plain_at; false past the last run. */
 bool zn_q4_plain_run(const struct zn_q4_layer *q, int i, uint64_t *first, uint64_t *end,

@@ -154,6 +154,23 @@ bool zn_q4_plain_run(const struct zn_q4_layer *q, int i, uint64_t *first, uint64
 	return true;
 }
 
+int zn_q4_find(const struct zn_q4_layer *q, int t)
+{
+	for (int i = 0; i < q->count; i++)
+		if (q->seg[i].tensor == t)
+			return i;
+	return -1;
+}
+
+uint64_t zn_q4_plain_index(const struct zn_q4_layer *q, uint64_t offset)
+{
+	uint64_t at = offset;
+
+	for (int i = 0; i < q->count && q->seg[i].offset < offset; i++)
+		at -= q->seg[i].numel;
+	return at;
+}
+
 static void put_plain(void *dst, const float *src, uint64_t n, enum zn_dtype stored)
 {
 	if (stored == ZN_DTYPE_BF16)
