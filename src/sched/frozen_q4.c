@@ -39,7 +39,10 @@ static int layout(struct zn_engine *e, int l)
 		}
 		return 0;
 	}
-	d = o->frozen_desc ? o->frozen_desc(e->model.config, l) : NULL;
+	/* the family's description of the frozen buffer (LoRA: the base layer), or, where
+	 * the frozen buffer is the layer's own (zinc generate's streamed layers), the layer */
+	d = o->frozen_desc ? o->frozen_desc(e->model.config, l) :
+	    e->ld && e->ld[l].numel == e->frozen_numel[l] ? &e->ld[l] : NULL;
 	if (!d) {
 		zn_error("--quantize-base nf4: the %s model family does not describe its frozen "
 			 "tensors (model.h frozen_desc)", o->family);
