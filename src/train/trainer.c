@@ -59,6 +59,14 @@ static int make_engine(struct zn_trainer *t)
 			return rc;
 		}
 	}
+	if (o->lora.save_quantized && t->cfg.runtime.quantize_base == ZN_QUANTIZE_NONE &&
+	    !(init && zn_train_hf_is_4bit(init))) {
+		zn_error("--save-quantized %s writes a 4-bit base: add --quantize-base nf4 (or "
+			 "start from a 4-bit checkpoint)", o->lora.save_quantized);
+		zn_train_hf_loader_close(init);
+		t->exit_code = ZN_EXIT_USAGE;
+		return -EINVAL;
+	}
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
 	t->eo.init_layer = init ? zn_train_hf_load_layer :
 		o->ck.resume_dir && !o->lora.on ? zn_ckpt_init_layer : NULL;
