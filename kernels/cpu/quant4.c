@@ -33,7 +33,8 @@ void zn_cpu_dequant_absmax8(float *absmax, const uint8_t *q, const float *map,
 			    const float *absmax2, const float *offset, size_t N, int blocksize2)
 {
 	for (size_t i = 0; i < N; i++) {
-		float v = map[q[i]] * absmax2[i / (size_t)blocksize2];
+		/* volatile: rounded before the add, as bitsandbytes' two ops (no fma) */
+		volatile float v = map[q[i]] * absmax2[i / (size_t)blocksize2];
 
 		absmax[i] = v + *offset;
 	}

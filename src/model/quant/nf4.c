@@ -75,10 +75,16 @@ static float linspace_at(int steps, int i)
 {
 	const float start = 0.1f, end = 1.0f;
 	float step = (end - start) / (float)(steps - 1);
+	/* volatile: the product rounded on its own, never contracted into an fma (the build
+	 * is gnu11, where GCC contracts a * b + c across statements) */
+	volatile float prod;
 
-	if (i < steps / 2)
-		return start + step * (float)i;
-	return end - step * (float)(steps - 1 - i);
+	if (i < steps / 2) {
+		prod = step * (float)i;
+		return start + prod;
+	}
+	prod = step * (float)(steps - 1 - i);
+	return end - prod;
 }
 
 static void sort_floats(float *v, int n)
@@ -173,7 +179,7 @@ void zn_q4_unnest(float *absmax, const uint8_t *q, const float *absmax2, float o
 		  uint64_t nb, const float map[256])
 {
 	for (uint64_t i = 0; i < nb; i++) {
-		float v = map[q[i]] * absmax2[i / ZN_Q4_NESTED_BLOCK];
+		volatile float v = map[q[i]] * absmax2[i / ZN_Q4_NESTED_BLOCK]; /* no fma */
 
 		absmax[i] = v + offset;
 	}
