@@ -6,12 +6,16 @@
  * entry of the dynamic map. Seeded inputs; ties within 1e-6 of a midpoint may take either
  * neighbour (bitsandbytes' pivots are the fp32 roundings of the midpoints). */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "model/quant/nf4.h"
+#include "model/quant/q4.h"
 
 static const double nf4_ref[16] = {
 	-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
@@ -236,4 +240,40 @@ Test(nf4, double_quant_matches_the_float64_rules)
 	free(absmax);
 	free(back);
 	free(q);
+}
+
+/* --quantize-base: which tensors (transformers' choice) and whole blocks only */
+Test(nf4, layout_takes_linear_weights_and_refuses_partial_blocks, .init = cr_redirect_stderr)
+{
+	static const char *const names[] = { "model.embed_tokens.weight",
+					      "model.layers.0.input_layernorm.weight",
+					      "model.layers.0.self_attn.q_proj.weight",
+					      "model.layers.0.self_attn.q_proj.bias", "lm_head.weight",
+					      "transformer.h.0.attn.c_attn.weight", "transformer.wte.weight" };
+	static const int ndim[] = { 2, 1, 2, 1, 2, 2, 2 };
+	static const bool linear[] = { false, false, true, false, false, true, false };
+	struct zn_layer_desc d = { .tensor_count = 1 };
+	struct zn_q4_layer q;
+	char buf[512] = { 0 };
+
+	for (int i = 0; i < 7; i++) {
+		struct zn_tensor_desc t = { .ndim = ndim[i] };
+
+		snprintf(t.name, sizeof(t.name), "%s", names[i]);
+		cr_assert_eq(zn_q4_is_linear(&t, NULL), linear[i], "%s", names[i]);
+	}
+	d.tensors[0] = (struct zn_tensor_desc){ .name = "model.layers.0.mlp.down_proj.weight",
+						.ndim = 2, .shape = { 64, 2 }, .numel = 128 };
+	cr_assert(!zn_q4_is_linear(&d.tensors[0], "down_proj"), "llm_int8_skip_modules");
+	cr_assert(!zn_q4_is_linear(&d.tensors[0], "model.layers.0"), "a skipped prefix");
+	cr_assert(zn_q4_is_linear(&d.tensors[0], "up_proj,lm_head"));
+	cr_assert_eq(zn_q4_layout(&q, &d, 128, ZN_DTYPE_BF16, false, NULL), 0);
+	cr_assert_eq(q.count, 1);
+	cr_assert_eq(q.bytes, 64 + 2 * 4 + 8 /* the packed codes, absmax, 16-byte aligned */);
+	d.tensors[0].shape[1] = 1;
+	d.tensors[0].numel = 100;
+	cr_assert_eq(zn_q4_layout(&q, &d, 100, ZN_DTYPE_BF16, false, NULL), -EINVAL);
+	fflush(stderr);
+	fread(buf, 1, sizeof(buf) - 1, cr_get_redirected_stderr());
+	cr_assert(strstr(buf, "down_proj") && strstr(buf, "multiple"), "%s", buf);
 }

@@ -60,7 +60,10 @@ static void usage(FILE *f)
 		"         c_attn,c_proj,c_fc | q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,\n"
 		"         down_proj  --lora-dropout P  --use-rslora  --init-adapter DIR\n"
 		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
-		"         FILE.safetensors: the merged model)\n");
+		"         FILE.safetensors: the merged model)\n"
+		"  QLoRA (docs/qlora.md): --quantize-base nf4 [--double-quant] (the base's\n"
+		"         linear weights in bitsandbytes' NF4)  --save-quantized DIR (write the\n"
+		"         4-bit base as a bitsandbytes checkpoint; --init-from reads one)\n");
 	zn_train_ckpt_usage(f);
 	fputs(zn_train_eval_usage, f);
 	fprintf(f, "\n");
