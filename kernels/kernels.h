@@ -408,6 +408,21 @@ struct zn_kernel_table {
 	void (*qk_rmsnorm_backward)(void *stream, float *dqkv, float *dwq, float *dwk,
 				    const float *inp, const float *wq, const float *wk,
 				    const float *rstd, int B, int T, int NH, int KV, int hd);
+
+	/* A 4-bit frozen base (bitsandbytes' NF4 / FP4, docs/qlora.md), dequantized into the
+	 * working copy as bitsandbytes' dequantize_4bit: element i is code[q_i] x
+	 * absmax[i / blocksize] in fp32, q_i the high nibble of packed[i / 2] for even i and
+	 * the low one for odd i, code NF4's table (type 0) or FP4's (type 1); the product is
+	 * rounded to qdtype (0 fp32, 1 bf16, 2 fp16: the quant state's dtype, as the kernel
+	 * writes it) and stored as fp32 into out32 or as bf16 into out16 (the other NULL). */
+	void (*dequant_4bit)(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			     const float *absmax, size_t N, int blocksize, int type, int qdtype);
+	/* bitsandbytes' nested absmax (dequantize_blockwise, then + offset, fp32):
+	 * absmax[i] = map[q[i]] * absmax2[i / blocksize2] + *offset, map 256 floats; every
+	 * pointer the device's (offset is one float of the stored extent). */
+	void (*dequant_absmax8)(void *stream, float *absmax, const uint8_t *q, const float *map,
+				const float *absmax2, const float *offset, size_t N,
+				int blocksize2);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -414,6 +414,18 @@ static void moe_aux_stats(void *stream, float *acc, const float *probs, const in
 static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
 {
 	memcpy(dst, src, bytes);
+static void dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			 const float *absmax, size_t N, int blocksize, int type, int qdtype)
+{
+	(void)stream;
+	zn_cpu_dequant_4bit(out32, out16, packed, absmax, N, blocksize, type, qdtype);
+}
+
+static void dequant_absmax8(void *stream, float *absmax, const uint8_t *q, const float *map,
+			    const float *absmax2, const float *offset, size_t N, int blocksize2)
+{
+	(void)stream;
+	zn_cpu_dequant_absmax8(absmax, q, map, absmax2, offset, N, blocksize2);
 }
 
 const struct zn_kernel_table zn_kernels_cpu = {
@@ -487,4 +499,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.moe_scatter_dout = moe_scatter_dout,
 	.moe_aux_stats = moe_aux_stats,
 	.read_sync = read_sync,
+	.dequant_4bit = dequant_4bit,
+	.dequant_absmax8 = dequant_absmax8,
 };

@@ -163,6 +163,10 @@ void zn_cuda_rmsnorm_forward_bf16out(void *stream, uint16_t *out16, float *rstd,
 void zn_cuda_gelu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, size_t N);
 void zn_cuda_swiglu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, int B,
 				    int T, int IC);
+void zn_cuda_dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			  const float *absmax, size_t N, int blocksize, int type, int qdtype);
+void zn_cuda_dequant_absmax8(void *stream, float *absmax, const uint8_t *q, const float *map,
+			     const float *absmax2, const float *offset, size_t N, int blocksize2);
 
 /* LoRA (kernels/cuda/lora.cu) */
 void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,

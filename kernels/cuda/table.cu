@@ -73,9 +73,11 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_read_sync,
 	zn_cuda_qk_rmsnorm_forward,
 	zn_cuda_qk_rmsnorm_backward,
+	zn_cuda_dequant_4bit,
+	zn_cuda_dequant_absmax8,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 68 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 70 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

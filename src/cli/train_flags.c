@@ -98,7 +98,10 @@ static void usage(FILE *f)
 		"         --lora-dropout P  --use-rslora  --init-adapter DIR\n"
 
 		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
-		"         FILE.safetensors: the merged model)\n");
+		"         FILE.safetensors: the merged model)\n"
+		"  QLoRA (docs/qlora.md): --quantize-base nf4 [--double-quant] (the base's\n"
+		"         linear weights in bitsandbytes' NF4)  --save-quantized DIR (write the\n"
+		"         4-bit base as a bitsandbytes checkpoint; --init-from reads one)\n");
 	zn_train_ckpt_usage(f);
 	fputs(zn_train_eval_usage, f);
 	fprintf(f, "\n");
@@ -266,6 +269,12 @@ int zn_train_cli_parse(int argc, char **argv, struct zn_config *cfg, struct zn_t
 		rc = model_config(n, rest, o, tm);
 	if (!rc && !*help)
 		rc = zn_train_lora_check(&o->run.lora, o->run.save_final);
+	if (!rc && !*help && cfg->runtime.quantize_base != ZN_QUANTIZE_NONE && !o->run.lora.on) {
+		zn_error("--quantize-base nf4 quantizes a frozen base: QLoRA trains LoRA adapters "
+			 "on it (add --lora-r R --lora-targets LIST); full fine-tuning keeps the "
+			 "weights unquantized (docs/qlora.md)");
+		rc = ZN_EUSAGE;
+	}
 	if (!rc && !*help && o->run.ck.resume_dir)
 		rc = zn_train_recipe_check(o->run.ck.resume_dir, "--resume", &o->recipe, tm,
 					   &o->run.lora,

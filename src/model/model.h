@@ -153,6 +153,10 @@ struct zn_model_ops {
 	void (*decode)(const struct zn_kernel_table *k, void *stream, const void *config,
 		       const struct zn_decode_io *io);
 	int (*decode_max_t)(const void *config); /* the most positions a sequence may reach */
+	/* optional (NULL: a frozen base cannot be quantized): the descriptor of layer's
+	 * frozen buffer, its tensors and their offsets (LoRA: the base layer's), from which
+	 * --quantize-base chooses the linear weights (docs/qlora.md) */
+	const struct zn_layer_desc *(*frozen_desc)(const void *config, int layer);
 };
 
 struct zn_model {
