@@ -414,6 +414,8 @@ static void moe_aux_stats(void *stream, float *acc, const float *probs, const in
 static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
 {
 	memcpy(dst, src, bytes);
+}
+
 static void dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
 			 const float *absmax, size_t N, int blocksize, int type, int qdtype)
 {
