@@ -357,6 +357,31 @@ struct zn_kernel_table {
 	void (*adamw_states)(void *stream, float *master, const struct zn_kernel_moments *mo,
 			     uint16_t *out_bf16, const float *grad, const struct zn_kernel_adamw *hp,
 			     const struct zn_kernel_span *spans, int span_count, size_t N);
+
+	/* bf16 output gradients (docs/kernels.md "bf16 compute"): the backward ops whose
+	 * result is a bf16 GEMM backward's dout, writing beside their fp32 result (which later
+	 * ops and dbias still read) its bf16 copy: exactly the fp32 op followed by
+	 * cast_f32_to_bf16 of that result (the same bits), without the cast pass. The fp32
+	 * result is the op's (gelu_backward and swiglu_backward accumulate into dinp, the copy
+	 * is of dinp after the sum). residual_forward_bf16out: out = inp1 + inp2 and out16;
+	 * rope_backward_bf16out: rope_backward in place on dqkv, then dqkv16 [B,T,S] of every
+	 * channel (the value heads, which RoPE leaves, too); flash_attention_doc_tc_backward_
+	 * bf16out: flash_attention_doc_tc_backward, then dqkv16 [B,T,S] of the whole dqkv. */
+	void (*gelu_backward_bf16out)(void *stream, float *dinp, uint16_t *dinp16,
+				      const float *inp, const float *dout, size_t N);
+	void (*swiglu_backward_bf16out)(void *stream, float *dinp, uint16_t *dinp16,
+					const float *dout, const float *inp, int B, int T, int IC);
+	void (*residual_forward_bf16out)(void *stream, float *out, uint16_t *out16,
+					 const float *inp1, const float *inp2, size_t N);
+	void (*rope_backward_bf16out)(void *stream, float *dqkv, uint16_t *dqkv16,
+				      const float *inv_freq, const int *pos, int B, int T, int NH,
+				      int KV, int hd);
+	void (*flash_attention_doc_tc_backward_bf16out)(void *stream, float *dqkv,
+							uint16_t *dqkv16, float *drow,
+							const float *dout, const float *qkv,
+							const float *out, const float *lse,
+							const int *pos, int B, int T, int NH,
+							int KV, int hd, int window);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

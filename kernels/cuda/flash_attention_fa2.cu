@@ -17,7 +17,8 @@
  *   the group's query heads in order, then query tiles in order), one for dQ (per query
  *   tile, key tiles in order), each recomputing P from lse; drow = rowsum(dO * O) first.
  * - The forward's epilogue also writes out rounded to bf16 (out16, when asked: the o_proj
- *   GEMM's input, so no separate cast pass).
+ *   GEMM's input, so no separate cast pass); the backward's epilogues likewise dqkv16,
+ *   the qkv GEMM backward's dout16 (each dqkv element is added to by one thread, once).
  * - Inputs: the model's fp32 qkv and dout, rounded to bf16 as a tile is copied into
  *   shared memory (scalar coalesced loads: the carved activation buffers need not be
  *   16-byte aligned). With bf16 activations in memory these copies would become cp.async
@@ -314,9 +315,21 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 
 /* ---- backward: dK, dV; block = (b, kv head g, 64 key rows) --------------------------- */
 
+/* dqkv[at], dqkv[at + 1] += v0, v1 (each element is added to once, by one thread), and
+ * when asked the sums rounded to bf16 (the cast pass's bits: the next GEMM's input) */
+static __device__ __forceinline__ void add2(float *dqkv, uint16_t *dqkv16, long at, float v0,
+					    float v1)
+{
+	float s0 = dqkv[at] + v0, s1 = dqkv[at + 1] + v1;
+
+	dqkv[at] = s0, dqkv[at + 1] = s1;
+	if (dqkv16)
+		dqkv16[at] = zn_bf16_rne(s0), dqkv16[at + 1] = zn_bf16_rne(s1);
+}
+
 template <int HD>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *lse,
 	       const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
@@ -414,23 +427,20 @@ fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *ls
 	}
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
-		int c = n * 8 + cq;
+		long ck = (long)(a.NH + g) * a.hd + n * 8 + cq;
+		long cv = (long)(a.NH + a.KV + g) * a.hd + n * 8 + cq;
 
 		if (k0 < a.T) {
-			float *row = dqkv + (b * a.T + k0) * a.S;
+			long row = (b * a.T + k0) * a.S;
 
-			row[(long)(a.NH + g) * a.hd + c] += dk[n][0] * a.scale;
-			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][1] * a.scale;
-			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][0];
-			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][1];
+			add2(dqkv, dqkv16, row + ck, dk[n][0] * a.scale, dk[n][1] * a.scale);
+			add2(dqkv, dqkv16, row + cv, dv[n][0], dv[n][1]);
 		}
 		if (k1 < a.T) {
-			float *row = dqkv + (b * a.T + k1) * a.S;
+			long row = (b * a.T + k1) * a.S;
 
-			row[(long)(a.NH + g) * a.hd + c] += dk[n][2] * a.scale;
-			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][3] * a.scale;
-			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][2];
-			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][3];
+			add2(dqkv, dqkv16, row + ck, dk[n][2] * a.scale, dk[n][3] * a.scale);
+			add2(dqkv, dqkv16, row + cv, dv[n][2], dv[n][3]);
 		}
 	}
 }
@@ -439,7 +449,7 @@ fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *ls
 
 template <int HD>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *lse,
 	      const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
@@ -515,18 +525,14 @@ fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse
 	}
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
-		int c = n * 8 + cq;
+		long c = (long)h * a.hd + n * 8 + cq;
 
-		if (r0 < a.T) {
-			float *row = dqkv + (b * a.T + r0) * a.S + (long)h * a.hd + c;
-
-			row[0] += dq[n][0] * a.scale, row[1] += dq[n][1] * a.scale;
-		}
-		if (r1 < a.T) {
-			float *row = dqkv + (b * a.T + r1) * a.S + (long)h * a.hd + c;
-
-			row[0] += dq[n][2] * a.scale, row[1] += dq[n][3] * a.scale;
-		}
+		if (r0 < a.T)
+			add2(dqkv, dqkv16, (b * a.T + r0) * a.S + c, dq[n][0] * a.scale,
+			     dq[n][1] * a.scale);
+		if (r1 < a.T)
+			add2(dqkv, dqkv16, (b * a.T + r1) * a.S + c, dq[n][2] * a.scale,
+			     dq[n][3] * a.scale);
 	}
 }
 
@@ -592,7 +598,8 @@ static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out
 }
 
 template <int HD>
-static void backward_hd(cudaStream_t s, const char *op, float *dqkv, const float *drow,
+static void backward_hd(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
+			const float *drow,
 			const float *dout, const float *qkv, const float *lse, int B,
 			const struct fa_view &a)
 {
@@ -602,10 +609,10 @@ static void backward_hd(cudaStream_t s, const char *op, float *dqkv, const float
 	    !smem_ok((const void *)fa2_dq_kernel<HD>, dq_bytes(HD), op))
 		return;
 	fa2_dkv_kernel<HD><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD), s>>>(
-		dqkv, dout, qkv, lse, drow, a, nt);
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 	fa2_dq_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD), s>>>(
-		dqkv, dout, qkv, lse, drow, a, nt);
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
@@ -631,8 +638,9 @@ void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
 	}
 }
 
-void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
-			  const float *qkv, const float *out, const float *lse, const int *pos,
+void zn_cuda_fa2_backward(void *stream, float *dqkv, uint16_t *dqkv16, float *drow,
+			  const float *dout, const float *qkv, const float *out, const float *lse,
+			  const int *pos,
 			  int B, int T, int NH, int KV, int hd, int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_backward" : "flash_attention_tc_backward";
@@ -643,10 +651,10 @@ void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *d
 		return;
 	zn_cuda_flash_drow(s, op, drow, dout, out, B, T, NH, hd);
 	switch (hd) {
-	case 32: backward_hd<32>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 64: backward_hd<64>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 96: backward_hd<96>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 128: backward_hd<128>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	case 32: backward_hd<32>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
+	case 64: backward_hd<64>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
+	case 96: backward_hd<96>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
+	case 128: backward_hd<128>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);

@@ -63,9 +63,14 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_gelu_forward_bf16out,
 	zn_cuda_swiglu_forward_bf16out,
 	zn_cuda_adamw_states,
+	zn_cuda_gelu_backward_bf16out,
+	zn_cuda_swiglu_backward_bf16out,
+	zn_cuda_residual_forward_bf16out,
+	zn_cuda_rope_backward_bf16out,
+	zn_cuda_flash_attention_doc_tc_backward_bf16out,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 58 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 63 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -3,7 +3,8 @@
  * directly, activations cast to bf16) and fp32 accumulation. RMSNorm (inputs, statistics,
  * outputs before their cast), RoPE, the attention (fused, fp32), SwiGLU, residual sums,
  * the loss and every gradient stay fp32; each GEMM's output gradient is rounded to bf16
- * for its two backward GEMMs. 1-D tensors (norm weights, biases) are cast to fp32 into a
+ * for its two backward GEMMs, by the op producing it (the *_bf16out backward slots)
+ * except the block's incoming dx_out, cast here. 1-D tensors (norm weights, biases) are cast to fp32 into a
  * small region of scratch at the start of each call. */
 #include <assert.h>
 #include <stddef.h>
@@ -270,18 +271,28 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, io->x_out, a.res2, f.branch, s.bth);
 }
 
-/* the bf16 GEMM backward of one linear layer: dout rounded to bf16 into d16 first */
-static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct wv *w,
-		       const struct zn_layer_io *io, int tw, int tb, float *dinp,
-		       const float *dout, float *d16, const float *inp16, int C, int OC)
+/* the bf16 GEMM backward of one linear layer: d16 holds dout rounded to bf16 (written by
+ * dout's producer) */
+static void linear_bwd16(const struct zn_kernel_table *k, void *st, const struct wv *w,
+			 const struct zn_layer_io *io, int tw, int tb, float *dinp,
+			 const float *dout, const float *d16, const float *inp16, int C, int OC)
 {
 	const struct zn_layer_desc *L = io->L;
 
-	k->cast_f32_to_bf16(st, u16(d16), dout, (size_t)io->B * io->T * OC);
 	k->matmul_backward_bf16(st, dinp, io->grads + L->tensors[tw].offset,
 				tb >= 0 ? io->grads + L->tensors[tb].offset : NULL, cu16(d16),
 				tb >= 0 ? dout : NULL, cu16(inp16), w->b[tw], io->B, io->T, C,
 				OC);
+}
+
+/* the same with dout rounded to bf16 into d16 first: the block's dx_out, which the next
+ * layer's backward wrote in fp32 */
+static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct wv *w,
+		       const struct zn_layer_io *io, int tw, int tb, float *dinp,
+		       const float *dout, float *d16, const float *inp16, int C, int OC)
+{
+	k->cast_f32_to_bf16(st, u16(d16), dout, (size_t)io->B * io->T * OC);
+	linear_bwd16(k, st, w, io, tw, tb, dinp, dout, d16, inp16, C, OC);
 }
 
 static void block_backward(const struct zn_kernel_table *k, void *st,
@@ -299,17 +310,19 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	block_bwd_carve(&s, io->scratch, &d);
 	views(k, st, io->L, io->params16, d.small, &w);
 	linear_bwd(k, st, &w, io, t.wd, -1, d.dm, io->dx_out, d.dout16, a.m, s.I, s.H);
-	k->swiglu_backward(st, d.dgu, d.dm, a.gu, B, T, s.I);
-	linear_bwd(k, st, &w, io, t.wgu, -1, d.dh2, d.dgu, d.dout16, a.h2, s.H, 2 * s.I);
+	/* the producers of the other GEMMs' output gradients write their bf16 copy too */
+	k->swiglu_backward_bf16out(st, d.dgu, u16(d.dout16), d.dm, a.gu, B, T, s.I);
+	linear_bwd16(k, st, &w, io, t.wgu, -1, d.dh2, d.dgu, d.dout16, a.h2, s.H, 2 * s.I);
 	k->rmsnorm_backward(st, d.dres2_n, g + io->L->tensors[t.ln2].offset, d.dh2, a.res2,
 			    w.f[t.ln2], a.rstd2, B, T, s.H);
 	dres2 = d.dh2; /* consumed: d(res2) = dx_out + the norm's part */
-	k->residual_forward(st, dres2, io->dx_out, d.dres2_n, s.bth);
-	linear_bwd(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
+	k->residual_forward_bf16out(st, dres2, u16(d.dout16), io->dx_out, d.dres2_n, s.bth);
+	linear_bwd16(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
 	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
 					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
-	k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
-	linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
+	k->rope_backward_bf16out(st, d.dqkv, u16(d.dout16), c->inv_freq, io->pos, B, T, s.NH,
+				 s.KV, s.D);
+	linear_bwd16(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
 	k->rmsnorm_backward(st, d.dx_n, g + io->L->tensors[t.ln1].offset, d.dh1, io->x_in,
 			    w.f[t.ln1], a.rstd1, B, T, s.H);
 	k->residual_forward(st, io->dx_in, dres2, d.dx_n, s.bth);
