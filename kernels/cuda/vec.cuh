@@ -76,4 +76,136 @@ static __device__ __forceinline__ void zn_st4_bf16(uint16_t *p, size_t q, float4
 				      zn_bf16_rne(v.w)));
 }
 
+/* an op's four output elements at quad q: fp32 as they are, or bf16 (zn_put's forms) */
+static __device__ __forceinline__ void zn_put4(float *p, size_t q, float4 v)
+{
+	zn_st4(p, q, v);
+}
+
+static __device__ __forceinline__ void zn_put4(uint16_t *p, size_t q, float4 v)
+{
+	zn_st4_bf16(p, q, v);
+}
+
+static __device__ __forceinline__ float4 zn_make4(float a, float b, float c, float d)
+{
+	return make_float4(a, b, c, d);
+}
+
+static __device__ __forceinline__ ushort4 zn_make4(uint16_t a, uint16_t b, uint16_t c,
+						   uint16_t d)
+{
+	return make_ushort4(a, b, c, d);
+}
+
+static __device__ __forceinline__ ushort4 zn_ld4(const uint16_t *p, size_t q)
+{
+	return zn_ld4_u16(p, q);
+}
+
+static __device__ __forceinline__ void zn_st4(uint16_t *p, size_t q, ushort4 v)
+{
+	zn_st4_u16(p, q, v);
+}
+
+/* out[i] = f(inp[i]) for one input and one output array (in place allowed: out == inp),
+ * InT and OutT float or uint16_t (bf16, fp16 bits); f a functor with
+ * `__device__ OutT operator()(InT) const` */
+template <class F, class InT, class OutT> struct zn_map_op {
+	OutT *out;
+	const InT *inp;
+	F f;
+
+	__device__ void one(size_t i) const
+	{
+		out[i] = f(inp[i]);
+	}
+	__device__ void four(size_t q) const
+	{
+		auto x = zn_ld4(inp, q);
+
+		zn_st4(out, q, zn_make4(f(x.x), f(x.y), f(x.z), f(x.w)));
+	}
+};
+
+template <class F, class InT, class OutT>
+static void zn_ew_map(cudaStream_t s, const char *name, OutT *out, const InT *inp, size_t n,
+		      F f)
+{
+	zn_map_op<F, InT, OutT> op = { out, inp, f };
+
+	zn_ew_launch(s, name, op, n,
+		     zn_aligned(out, 4 * sizeof(OutT)) && zn_aligned(inp, 4 * sizeof(InT)));
+}
+
+/* a table element as fp32: fp32 as is, bf16 widened (exact) */
+static __device__ __forceinline__ float zn_widen(float x)
+{
+	return x;
+}
+
+static __device__ __forceinline__ float zn_widen(uint16_t h)
+{
+	return __uint_as_float((unsigned)h << 16);
+}
+
+static __device__ __forceinline__ float4 zn_widen4(float4 x)
+{
+	return x;
+}
+
+static __device__ __forceinline__ float4 zn_widen4(ushort4 h)
+{
+	return make_float4(zn_widen(h.x), zn_widen(h.y), zn_widen(h.z), zn_widen(h.w));
+}
+
+/* Embedding rows: out[bt, c] = wte[inp[bt], c] (+ wpe[pos[bt] or bt % T, c] when wpe is not
+ * NULL), out [BT, C] fp32, the tables fp32 or bf16 (TabT uint16_t). four(): C % 4 == 0
+ * and the tables aligned (the caller checks), so a quad is one row's, aligned in every
+ * table. */
+template <class TabT> struct zn_embed_op {
+	float *out;
+	const int *inp, *pos;
+	const TabT *wte, *wpe;
+	size_t C;
+	int T;
+
+	__device__ size_t prow(size_t bt) const
+	{
+		return pos ? (size_t)pos[bt] : bt % (size_t)T;
+	}
+	__device__ void one(size_t i) const
+	{
+		size_t bt = i / C, c = i % C;
+		float v = zn_widen(wte[(size_t)inp[bt] * C + c]);
+
+		if (wpe)
+			v += zn_widen(wpe[prow(bt) * C + c]);
+		out[i] = v;
+	}
+	__device__ void four(size_t q) const
+	{
+		size_t bt = 4 * q / C, c = 4 * q % C;
+		float4 v = zn_widen4(zn_ld4(wte, ((size_t)inp[bt] * C + c) / 4));
+
+		if (wpe) {
+			float4 p = zn_widen4(zn_ld4(wpe, (prow(bt) * C + c) / 4));
+
+			v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+		}
+		zn_st4(out, q, v);
+	}
+};
+
+template <class TabT>
+static void zn_embed(cudaStream_t s, const char *name, float *out, const int *inp,
+		     const int *pos, const TabT *wte, const TabT *wpe, int B, int T, int C)
+{
+	zn_embed_op<TabT> op = { out, inp, pos, wte, wpe, (size_t)C, T };
+	bool vec = C % 4 == 0 && zn_aligned(out, 16) && zn_aligned(wte, 4 * sizeof(TabT)) &&
+		   zn_aligned(wpe, 4 * sizeof(TabT));
+
+	zn_ew_launch(s, name, op, (size_t)B * T * C, vec);
+}
+
 #endif
