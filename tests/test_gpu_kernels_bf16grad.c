@@ -242,12 +242,13 @@ Test(kernels_gpu_bf16grad, attention_dqkv16)
 			gpu->flash_attention_doc_tc_backward(st, a_d, dr_d, dout_d, x_d, out_d, lse_d,
 							     p_d, B, T, NH, KV, hd, 0);
 			gpu->flash_attention_doc_tc_backward_bf16out(st, b_d, c_d, dr_d, dout_d, x_d,
-								     out_d, lse_d, p_d, B, T, NH,
-								     KV, hd, 0);
+								     NULL, out_d, lse_d, p_d, B, T,
+								     NH, KV, hd, 0);
 			cpu->flash_attention_doc_tc_forward(NULL, out, NULL, lse, x, p, B, T, NH, KV,
 							    hd, 0);
-			cpu->flash_attention_doc_tc_backward_bf16out(NULL, h, h16, dr, dout, x, out,
-								     lse, p, B, T, NH, KV, hd, 0);
+			cpu->flash_attention_doc_tc_backward_bf16out(NULL, h, h16, dr, dout, x, NULL,
+								     out, lse, p, B, T, NH, KV, hd,
+								     0);
 			snprintf(what, sizeof(what), "attention dqkv16 hd %d%s", hd,
 				 withpos ? " (documents)" : "");
 			check(what, b_d, c_d, a_d, 0, h, h16, ni, RTOL_TC);

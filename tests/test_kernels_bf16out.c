@@ -205,11 +205,49 @@ Test(kernels_bf16out, rope_and_attention_backward_dqkv16)
 		memcpy(d1, d0, ni * 4), memcpy(d2, d0, ni * 4);
 		cpu->flash_attention_doc_tc_backward(NULL, d1, dr1, dout, x, out, lse, p, B, T, NH,
 						     KV, hd, 0);
-		cpu->flash_attention_doc_tc_backward_bf16out(NULL, d2, o16, dr2, dout, x, out, lse,
-							     p, B, T, NH, KV, hd, 0);
+		cpu->flash_attention_doc_tc_backward_bf16out(NULL, d2, o16, dr2, dout, x, NULL, out,
+							     lse, p, B, T, NH, KV, hd, 0);
 		same_both("flash_attention_doc_tc_backward_bf16out", d2, o16, d1, ni);
 		same32("flash_attention_doc_tc_backward_bf16out drow", dr2, dr1, nr);
 	}
 	free(x), free(d0), free(d1), free(d2), free(out), free(lse), free(dout), free(dr1);
 	free(dr2), free(o16);
+}
+
+/* bf16 q/k/v: rope_forward_bf16out is rope_forward + the cast of every channel; the CPU's
+ * attention slots with qkv16 read the fp32 qkv: the same bits as without it */
+Test(kernels_bf16out, rope_forward_qkv16_and_attention_with_it)
+{
+	enum { B = 2, T = 45, NH = 4, KV = 2, hd = 16, S = (NH + 2 * KV) * hd };
+	size_t ni = (size_t)B * T * S, no = (size_t)B * T * NH * hd, nr = (size_t)B * NH * T;
+	struct kc_rng r = { 6161 };
+	float *x0 = rnd(&r, ni, 2), *x1 = zalloc(ni * 4), *x2 = zalloc(ni * 4);
+	float *o1 = zalloc(no * 4), *o2 = zalloc(no * 4), *l1 = zalloc(nr * 4), *l2 = zalloc(nr * 4);
+	float *d1 = zalloc(ni * 4), *d2 = zalloc(ni * 4), *dout = rnd(&r, no, 1);
+	float *dr1 = zalloc(nr * 4), *dr2 = zalloc(nr * 4), inv[hd / 2];
+	uint16_t *q16 = zalloc(ni * 2), *a16 = zalloc(no * 2), *b16 = zalloc(no * 2);
+	int pos[B * T];
+
+	for (int i = 0; i < hd / 2; i++)
+		inv[i] = powf(10000.0f, -2.0f * (float)i / hd);
+	for (int t = 0; t < B * T; t++)
+		pos[t] = t % T % 20;
+	memcpy(x1, x0, ni * 4), memcpy(x2, x0, ni * 4);
+	cpu->rope_forward(NULL, x1, inv, pos, B, T, NH, KV, hd);
+	cpu->rope_forward_bf16out(NULL, x2, q16, inv, pos, B, T, NH, KV, hd);
+	same_both("rope_forward_bf16out", x2, q16, x1, ni);
+	cpu->flash_attention_doc_tc_forward(NULL, o1, a16, l1, x1, pos, B, T, NH, KV, hd, 0);
+	cpu->flash_attention_doc_tc_forward_qkv16(NULL, o2, b16, l2, x1, q16, pos, B, T, NH, KV,
+						  hd, 0);
+	same32("forward_qkv16 out", o2, o1, no);
+	same32("forward_qkv16 lse", l2, l1, nr);
+	cr_assert(!memcmp(a16, b16, no * 2), "forward_qkv16 out16: not bit-identical");
+	cpu->flash_attention_doc_tc_backward_bf16out(NULL, d1, NULL, dr1, dout, x1, NULL, o1, l1,
+						     pos, B, T, NH, KV, hd, 0);
+	cpu->flash_attention_doc_tc_backward_bf16out(NULL, d2, NULL, dr2, dout, x1, q16, o1, l1,
+						     pos, B, T, NH, KV, hd, 0);
+	same32("backward with qkv16 dqkv", d2, d1, ni);
+	same32("backward with qkv16 drow", dr2, dr1, nr);
+	free(x0), free(x1), free(x2), free(o1), free(o2), free(l1), free(l2), free(d1), free(d2);
+	free(dout), free(dr1), free(dr2), free(q16), free(a16), free(b16);
 }

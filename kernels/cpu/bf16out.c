@@ -133,6 +133,13 @@ void zn_cpu_rope_backward_bf16out(float *dqkv, uint16_t *dqkv16, const float *in
 	zn_cpu_cast_f32_to_bf16(dqkv16, dqkv, (size_t)B * T * (NH + 2 * KV) * hd);
 }
 
+void zn_cpu_rope_forward_bf16out(float *qkv, uint16_t *qkv16, const float *inv_freq,
+				 const int *pos, int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_rope_forward(qkv, inv_freq, pos, B, T, NH, KV, hd);
+	zn_cpu_cast_f32_to_bf16(qkv16, qkv, (size_t)B * T * (NH + 2 * KV) * hd);
+}
+
 void zn_cpu_flash_attention_doc_backward_bf16out(float *dqkv, uint16_t *dqkv16, float *drow,
 						 const float *dout, const float *qkv,
 						 const float *out, const float *lse,
@@ -141,5 +148,6 @@ void zn_cpu_flash_attention_doc_backward_bf16out(float *dqkv, uint16_t *dqkv16, 
 {
 	zn_cpu_flash_attention_doc_backward(dqkv, drow, dout, qkv, out, lse, pos, B, T, NH, KV,
 					    hd, window);
-	zn_cpu_cast_f32_to_bf16(dqkv16, dqkv, (size_t)B * T * (NH + 2 * KV) * hd);
+	if (dqkv16)
+		zn_cpu_cast_f32_to_bf16(dqkv16, dqkv, (size_t)B * T * (NH + 2 * KV) * hd);
 }

@@ -173,6 +173,9 @@ void zn_cpu_flash_attention_doc_backward_bf16out(float *dqkv, uint16_t *dqkv16, 
 						 const float *out, const float *lse,
 						 const int *pos, int B, int T, int NH, int KV,
 						 int hd, int window);
+/* rope_forward, then qkv16 = the cast of every channel of qkv [B,T,S] */
+void zn_cpu_rope_forward_bf16out(float *qkv, uint16_t *qkv16, const float *inv_freq,
+				 const int *pos, int B, int T, int NH, int KV, int hd);
 
 /* The embedding backward's scatter-add (segment.c): dw[key[p], c] += dout[p, c] for
  * p < BT, c < C, each dw element summed by one thread in row order (the serial walk's

@@ -376,16 +376,33 @@ static void rope_backward_bf16out(void *stream, float *dqkv, uint16_t *dqkv16,
 	zn_cpu_rope_backward_bf16out(dqkv, dqkv16, inv_freq, pos, B, T, NH, KV, hd);
 }
 
-/* no tensor cores: the fp32 op, and dqkv16 its cast */
+/* no tensor cores: the fp32 op on the fp32 qkv (qkv16 not read), and dqkv16 its cast */
 static void flash_attention_doc_tc_backward_bf16out(void *stream, float *dqkv,
 						    uint16_t *dqkv16, float *drow,
 						    const float *dout, const float *qkv,
-						    const float *out, const float *lse,
-						    const int *pos, int B, int T, int NH, int KV,
-						    int hd, int window)
+						    const uint16_t *qkv16, const float *out,
+						    const float *lse, const int *pos, int B, int T,
+						    int NH, int KV, int hd, int window)
 {
 	zn_cpu_flash_attention_doc_backward_bf16out(dqkv, dqkv16, drow, dout, qkv, out, lse, pos,
 						    B, T, NH, KV, hd, window);
+}
+
+static void rope_forward_bf16out(void *stream, float *qkv, uint16_t *qkv16,
+				 const float *inv_freq, const int *pos, int B, int T, int NH, int KV,
+				 int hd)
+{
+	zn_cpu_rope_forward_bf16out(qkv, qkv16, inv_freq, pos, B, T, NH, KV, hd);
+}
+
+/* the fp32 op on the fp32 qkv: qkv16 not read */
+static void flash_attention_doc_tc_forward_qkv16(void *stream, float *out, uint16_t *out16,
+						 float *lse, const float *qkv,
+						 const uint16_t *qkv16, const int *pos, int B,
+						 int T, int NH, int KV, int hd, int window)
+{
+	flash_attention_doc_tc_forward(stream, out, out16, lse, qkv, pos, B, T, NH, KV, hd,
+				       window);
 }
 
 const struct zn_kernel_table zn_kernels_cpu = {
@@ -454,4 +471,6 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.residual_forward_bf16out = residual_forward_bf16out,
 	.rope_backward_bf16out = rope_backward_bf16out,
 	.flash_attention_doc_tc_backward_bf16out = flash_attention_doc_tc_backward_bf16out,
+	.rope_forward_bf16out = rope_forward_bf16out,
+	.flash_attention_doc_tc_forward_qkv16 = flash_attention_doc_tc_forward_qkv16,
 };

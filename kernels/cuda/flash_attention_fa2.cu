@@ -135,7 +135,9 @@ static __device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], 
 }
 
 /* rows r0 .. r0+n of a [T, stride] fp32 matrix at src (column offset applied), as bf16
- * [n][LD], zero beyond T; all threads of the block */
+ * [n][LD], zero beyond T; all threads of the block, synchronously (the carved fp32
+ * activations need not be 16-byte aligned: scalar coalesced loads, rounded to nearest
+ * even as they are stored) */
 template <int HD>
 static __device__ void load_tile(__nv_bfloat16 *dst, const float *src, long stride, int r0,
 				 int n, int T)
@@ -147,6 +149,48 @@ static __device__ void load_tile(__nv_bfloat16 *dst, const float *src, long stri
 		float v = r0 + r < T ? src[(long)(r0 + r) * stride + c] : 0.0f;
 
 		dst[r * LD + c] = __float2bfloat16_rn(v);
+	}
+}
+
+/* 16 bytes global -> shared without passing through registers (sm_80+); src_bytes 0
+ * writes 16 zero bytes (rows past T) and reads nothing */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
+{
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+		     "r"(src_bytes));
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/* waits until at most N of this thread's committed cp.async groups are still in flight;
+ * the block's other threads' copies are visible after the __syncthreads() that follows */
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* the same tile from the bf16 copy of qkv (qkv16: the same values the fp32 load rounds
+ * to, so the same tile): 16-byte cp.async copies of 8 elements, issued and not waited for
+ * (the caller commits and waits). Needs src 16-byte aligned, and stride and HD multiples
+ * of 8 (zn_cuda_fa2_forward checks the base; S = (NH + 2 KV) hd and hd are). */
+template <int HD>
+static __device__ void load_tile(__nv_bfloat16 *dst, const uint16_t *src, long stride, int r0,
+				 int n, int T)
+{
+	const int LD = fa_ld<HD>::v, CH = HD / 8;
+
+	for (int i = threadIdx.x; i < n * CH; i += FA_THREADS) {
+		int r = i / CH, c = i % CH * 8;
+		bool in = r0 + r < T;
+
+		/* a row past T reads nothing: row 0's address only keeps the operand valid */
+		cp_async16(dst + r * LD + c, src + (long)(in ? r0 + r : 0) * stride + c,
+			   in ? 16 : 0);
 	}
 }
 
@@ -178,25 +222,36 @@ static __device__ __forceinline__ int first_key_tile(const struct fa_view &a, lo
 
 /* ---- forward: block = (b, h, 64 query rows) ------------------------------------------ */
 
-template <int HD>
+/* Src: float (qkv fp32, tiles rounded as loaded) or uint16_t (its bf16 copy, cp.async).
+ * Shared memory: Q, then K and V twice each (two stages: the next tile is copied while
+ * this one is multiplied). */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, struct fa_view a,
+fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const Src *qkv, struct fa_view a,
 		   int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ks = Qs + FA_BM * LD, *Vs = Ks + FA_BN * LD;
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Kb = Qs + FA_BM * LD;
+	__nv_bfloat16 *Vb = Kb + 2 * FA_BN * LD;
 	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
 	const long b = blockIdx.x / ntiles / a.NH;
 	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
 	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
-	const float *x = qkv + b * a.T * a.S;
+	const Src *x = qkv + b * a.T * a.S;
+	const Src *xk = x + (long)(a.NH + g) * a.hd, *xv = x + (long)(a.NH + a.KV + g) * a.hd;
 	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	const int jfirst = first_key_tile(a, b, i0);
 	float o[HD / 8][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 	uint32_t qa[HD / 16][4];
 
 	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
+	cp_async_commit();
+	load_tile<HD>(Kb, xk, a.S, jfirst, FA_BN, a.T);
+	load_tile<HD>(Vb, xv, a.S, jfirst, FA_BN, a.T);
+	cp_async_commit();
+	cp_async_wait<1>(); /* Q is in (the first K, V may still be in flight) */
 	__syncthreads();
 	#pragma unroll
 	for (int kk = 0; kk < HD / 16; kk++)
@@ -204,13 +259,18 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++)
 		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= 1) {
+		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4];
 		float mx0 = -INFINITY, mx1 = -INFINITY, sum0 = 0.0f, sum1 = 0.0f, al0, al1;
 
-		__syncthreads(); /* the previous tile's K, V are consumed */
-		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
-		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		/* the next tile into the other stage (consumed: the loop's last barrier) */
+		if (j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+		}
+		cp_async_commit();
+		cp_async_wait<1>(); /* every group but the one just committed: this tile */
 		__syncthreads();
 		/* S = Q K^T for the warp's 16 rows and the tile's 64 keys */
 		#pragma unroll
@@ -282,6 +342,7 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 				mma16816(o[n], pa, b0, b1);
 			}
 		}
+		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
 	}
 	/* every row < T saw its own key: l > 0 */
 	#pragma unroll
@@ -327,27 +388,41 @@ static __device__ __forceinline__ void add2(float *dqkv, uint16_t *dqkv16, long 
 		dqkv16[at] = zn_bf16_rne(s0), dqkv16[at + 1] = zn_bf16_rne(s1);
 }
 
-template <int HD>
+/* Shared memory: K, V, then Q twice (two stages), dO, and the query tile's lse, drow and
+ * document starts. The (head, query tile) pairs run in a fixed order, heads outer. */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *lse,
-	       const float *drow, struct fa_view a, int ntiles)
+fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
+	       const float *lse, const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Ks = (__nv_bfloat16 *)fa_sm, *Vs = Ks + FA_BM * LD, *Qs = Vs + FA_BM * LD;
-	__nv_bfloat16 *Ds = Qs + FA_BN * LD;
+	__nv_bfloat16 *Ks = (__nv_bfloat16 *)fa_sm, *Vs = Ks + FA_BM * LD, *Qb = Vs + FA_BM * LD;
+	__nv_bfloat16 *Ds = Qb + 2 * FA_BN * LD;
 	float *Ls = (float *)(Ds + FA_BN * LD), *Rs = Ls + FA_BN;
 	int *Dst = (int *)(Rs + FA_BN);
 	const int jt = blockIdx.x % ntiles, g = blockIdx.x / ntiles % a.KV;
 	const long b = blockIdx.x / ntiles / a.KV;
 	const int j0 = jt * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int k0 = j0 + warp * 16 + (lane >> 2), k1 = k0 + 8, cq = (lane & 3) * 2;
-	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	const Src *x = qkv + b * a.T * a.S;
+	const float *d = dout + b * a.T * a.C;
 	/* queries that may see these keys: from j0 up to the window's reach */
 	const long qreach = a.window > 0 ? (long)j0 + FA_BM - 1 + a.window : (long)a.T;
-	const int qend = qreach < a.T ? (int)qreach : a.T;
+	const int qend = qreach < a.T ? (int)qreach : a.T, qfirst = j0 / FA_BN * FA_BN;
+	int qstop = qend, nq, total;
 	float dk[HD / 8][4], dv[HD / 8][4];
 
+	/* documents start in order: once q0's starts after these keys, no later query sees
+	 * them (uniform across the block) */
+	if (a.pos)
+		for (int q0 = qfirst; q0 < qend; q0 += FA_BN)
+			if (doc_start(a, b, q0) > j0 + FA_BM - 1) {
+				qstop = q0;
+				break;
+			}
+	nq = qstop > qfirst ? (qstop - qfirst + FA_BN - 1) / FA_BN : 0;
+	total = a.G * nq;
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++)
 		#pragma unroll
@@ -355,76 +430,81 @@ fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qk
 			dk[n][e] = dv[n][e] = 0.0f;
 	load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BM, a.T);
 	load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BM, a.T);
-	for (int h = g * a.G; h < (g + 1) * a.G; h++) {
+	if (total > 0)
+		load_tile<HD>(Qb, x + (long)(g * a.G) * a.hd, a.S, qfirst, FA_BN, a.T);
+	cp_async_commit();
+	for (int k = 0; k < total; k++) {
+		const int h = g * a.G + k / nq, q0 = qfirst + k % nq * FA_BN, sg = k & 1;
+		const __nv_bfloat16 *Qs = Qb + sg * FA_BN * LD;
 		const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
+		float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
 
-		for (int q0 = j0 / FA_BN * FA_BN; q0 < qend; q0 += FA_BN) {
-			float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
+		/* the next pair's Q into the other stage (consumed: the loop's last barrier) */
+		if (k + 1 < total)
+			load_tile<HD>(Qb + (sg ^ 1) * FA_BN * LD,
+				      x + (long)(g * a.G + (k + 1) / nq) * a.hd, a.S,
+				      qfirst + (k + 1) % nq * FA_BN, FA_BN, a.T);
+		cp_async_commit();
+		load_tile<HD>(Ds, d + (long)h * a.hd, a.C, q0, FA_BN, a.T);
+		for (int i = threadIdx.x; i < FA_BN; i += FA_THREADS) {
+			int t = q0 + i;
 
-			/* documents start in order: once q0's starts after these keys, no later
-			 * query sees them (uniform across the block) */
-			if (a.pos && doc_start(a, b, q0) > j0 + FA_BM - 1)
-				break;
-			__syncthreads(); /* the previous tile is consumed */
-			load_tile<HD>(Qs, x + (long)h * a.hd, a.S, q0, FA_BN, a.T);
-			load_tile<HD>(Ds, d + (long)h * a.hd, a.C, q0, FA_BN, a.T);
-			for (int i = threadIdx.x; i < FA_BN; i += FA_THREADS) {
-				int t = q0 + i;
-
-				Ls[i] = t < a.T ? ls[t] : 0.0f;
-				Rs[i] = t < a.T ? dr[t] : 0.0f;
-				Dst[i] = doc_start(a, b, t);
-			}
-			__syncthreads();
-			/* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys x 64 queries */
+			Ls[i] = t < a.T ? ls[t] : 0.0f;
+			Rs[i] = t < a.T ? dr[t] : 0.0f;
+			Dst[i] = doc_start(a, b, t);
+		}
+		cp_async_wait<1>(); /* K, V and this pair's Q */
+		__syncthreads();
+		/* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys x 64 queries */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
+			dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
 			#pragma unroll
-			for (int j = 0; j < FA_BN / 8; j++) {
-				st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
-				dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
-				#pragma unroll
-				for (int kk = 0; kk < HD / 16; kk++) {
-					uint32_t fa[4], b0, b1;
+			for (int kk = 0; kk < HD / 16; kk++) {
+				uint32_t fa[4], b0, b1;
 
-					frag_a<LD>(fa, Ks, warp * 16, kk * 16, lane);
-					frag_b_rows<LD>(&b0, &b1, Qs, j * 8, kk * 16, lane);
-					mma16816(st[j], fa, b0, b1);
-					frag_a<LD>(fa, Vs, warp * 16, kk * 16, lane);
-					frag_b_rows<LD>(&b0, &b1, Ds, j * 8, kk * 16, lane);
-					mma16816(dpt[j], fa, b0, b1);
-				}
-			}
-			/* P^T = exp(S^T scale - lse[q]) where visible, dS^T = P^T (dP^T - drow[q]) */
-			#pragma unroll
-			for (int j = 0; j < FA_BN / 8; j++)
-				#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int qi = j * 8 + cq + (e & 1), t = q0 + qi;
-					int t2 = e < 2 ? k0 : k1;
-					float p = visible(a, t, t2, Dst[qi]) ?
-							  expf(st[j][e] * a.scale - Ls[qi]) : 0.0f;
-
-					st[j][e] = p;
-					dpt[j][e] = p * (dpt[j][e] - Rs[qi]);
-				}
-			/* dV += P^T dO, dK += dS^T Q (queries are the k dimension) */
-			#pragma unroll
-			for (int kk = 0; kk < FA_BN / 16; kk++) {
-				uint32_t pa[4], sa[4];
-
-				c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
-				c_to_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
-				#pragma unroll
-				for (int n = 0; n < HD / 8; n++) {
-					uint32_t b0, b1;
-
-					frag_b_cols<LD>(&b0, &b1, Ds, n * 8, kk * 16, lane);
-					mma16816(dv[n], pa, b0, b1);
-					frag_b_cols<LD>(&b0, &b1, Qs, n * 8, kk * 16, lane);
-					mma16816(dk[n], sa, b0, b1);
-				}
+				frag_a<LD>(fa, Ks, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Qs, j * 8, kk * 16, lane);
+				mma16816(st[j], fa, b0, b1);
+				frag_a<LD>(fa, Vs, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Ds, j * 8, kk * 16, lane);
+				mma16816(dpt[j], fa, b0, b1);
 			}
 		}
+		/* P^T = exp(S^T scale - lse[q]) where visible, dS^T = P^T (dP^T - drow[q]) */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++)
+			#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int qi = j * 8 + cq + (e & 1), t = q0 + qi;
+				int t2 = e < 2 ? k0 : k1;
+				float p = visible(a, t, t2, Dst[qi]) ?
+						  expf(st[j][e] * a.scale - Ls[qi]) : 0.0f;
+
+				st[j][e] = p;
+				dpt[j][e] = p * (dpt[j][e] - Rs[qi]);
+			}
+		/* dV += P^T dO, dK += dS^T Q (queries are the k dimension) */
+		#pragma unroll
+		for (int kk = 0; kk < FA_BN / 16; kk++) {
+			uint32_t pa[4], sa[4];
+
+			c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+			c_to_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
+			#pragma unroll
+			for (int n = 0; n < HD / 8; n++) {
+				uint32_t b0, b1;
+
+				frag_b_cols<LD>(&b0, &b1, Ds, n * 8, kk * 16, lane);
+				mma16816(dv[n], pa, b0, b1);
+				frag_b_cols<LD>(&b0, &b1, Qs, n * 8, kk * 16, lane);
+				mma16816(dk[n], sa, b0, b1);
+			}
+		}
+		__syncthreads(); /* Q's stage, dO, lse, drow consumed */
 	}
+	cp_async_wait<0>(); /* nothing left in flight at exit */
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
 		long ck = (long)(a.NH + g) * a.hd + n * 8 + cq;
@@ -447,25 +527,29 @@ fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qk
 
 /* ---- backward: dQ; block = (b, h, 64 query rows) ------------------------------------- */
 
-template <int HD>
+/* Shared memory: Q, dO, then K and V twice each (two stages) */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv, const float *lse,
-	      const float *drow, struct fa_view a, int ntiles)
+fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
+	      const float *lse, const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ds = Qs + FA_BM * LD, *Ks = Ds + FA_BM * LD;
-	__nv_bfloat16 *Vs = Ks + FA_BN * LD;
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ds = Qs + FA_BM * LD, *Kb = Ds + FA_BM * LD;
+	__nv_bfloat16 *Vb = Kb + 2 * FA_BN * LD;
 	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
 	const long b = blockIdx.x / ntiles / a.NH;
 	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
 	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
-	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	const Src *x = qkv + b * a.T * a.S;
+	const Src *xk = x + (long)(a.NH + g) * a.hd, *xv = x + (long)(a.NH + a.KV + g) * a.hd;
+	const float *d = dout + b * a.T * a.C;
 	const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
 	const float lse0 = r0 < a.T ? ls[r0] : 0.0f, lse1 = r1 < a.T ? ls[r1] : 0.0f;
 	const float dr0 = r0 < a.T ? dr[r0] : 0.0f, dr1 = r1 < a.T ? dr[r1] : 0.0f;
 	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	const int jfirst = first_key_tile(a, b, i0);
 	float dq[HD / 8][4];
 
 	#pragma unroll
@@ -473,12 +557,20 @@ fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv
 		dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
 	load_tile<HD>(Ds, d + (long)h * a.hd, a.C, i0, FA_BM, a.T);
-	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+	load_tile<HD>(Kb, xk, a.S, jfirst, FA_BN, a.T);
+	load_tile<HD>(Vb, xv, a.S, jfirst, FA_BN, a.T);
+	cp_async_commit();
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= 1) {
+		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4], dp[FA_BN / 8][4];
 
-		__syncthreads(); /* the previous tile is consumed (and Q, dO are in place) */
-		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
-		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		/* the next tile into the other stage (consumed: the loop's last barrier) */
+		if (j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+		}
+		cp_async_commit();
+		cp_async_wait<1>(); /* this tile (and Q, dO) */
 		__syncthreads();
 		/* S = Q K^T, dP = dO V^T: the warp's 16 queries x 64 keys */
 		#pragma unroll
@@ -522,6 +614,7 @@ fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const float *qkv
 				mma16816(dq[n], sa, b0, b1);
 			}
 		}
+		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
 	}
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
@@ -554,21 +647,22 @@ bool zn_cuda_fa2_supported(int hd)
 	return hd == 32 || hd == 64 || hd == 96 || hd == 128;
 }
 
-/* shared memory: the forward 3 bf16 tiles; the backward kernels 4, dK/dV also lse, drow
- * and the document starts of its query tile */
+/* shared memory (bf16 tiles of 64 rows): the forward Q and two stages of K and V (5); dK/dV
+ * K, V, two stages of Q and dO (5) plus the query tile's lse, drow and document starts;
+ * dQ Q, dO and two stages of K and V (6) */
 static size_t fwd_bytes(int hd)
 {
-	return 3 * (size_t)FA_BM * (hd + 8) * 2;
+	return 5 * (size_t)FA_BM * (hd + 8) * 2;
 }
 
 static size_t dkv_bytes(int hd)
 {
-	return 4 * (size_t)FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
+	return 5 * (size_t)FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
 }
 
 static size_t dq_bytes(int hd)
 {
-	return 4 * (size_t)FA_BM * (hd + 8) * 2;
+	return 6 * (size_t)FA_BM * (hd + 8) * 2;
 }
 
 static bool smem_ok(const void *kernel, size_t bytes, const char *op)
@@ -583,42 +677,70 @@ static bool smem_ok(const void *kernel, size_t bytes, const char *op)
 	return false;
 }
 
-template <int HD>
-static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
-		       float *lse, const float *qkv, int B, const struct fa_view &a)
+template <int HD, typename Src>
+static void forward_src(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+			float *lse, const Src *qkv, int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
 	size_t smem = fwd_bytes(HD);
 
-	if (!smem_ok((const void *)fa2_forward_kernel<HD>, smem, op))
+	if (!smem_ok((const void *)fa2_forward_kernel<HD, Src>, smem, op))
 		return;
-	fa2_forward_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
+	fa2_forward_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
 		out, out16, lse, qkv, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
-template <int HD>
-static void backward_hd(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
-			const float *drow,
-			const float *dout, const float *qkv, const float *lse, int B,
-			const struct fa_view &a)
+template <int HD, typename Src>
+static void backward_src(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
+			 const float *drow, const float *dout, const Src *qkv, const float *lse,
+			 int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
 
-	if (!smem_ok((const void *)fa2_dkv_kernel<HD>, dkv_bytes(HD), op) ||
-	    !smem_ok((const void *)fa2_dq_kernel<HD>, dq_bytes(HD), op))
+	if (!smem_ok((const void *)fa2_dkv_kernel<HD, Src>, dkv_bytes(HD), op) ||
+	    !smem_ok((const void *)fa2_dq_kernel<HD, Src>, dq_bytes(HD), op))
 		return;
-	fa2_dkv_kernel<HD><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD), s>>>(
-		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
+	fa2_dkv_kernel<HD, Src><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD),
+				  s>>>(dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
-	fa2_dq_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD), s>>>(
-		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
+	fa2_dq_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD),
+				 s>>>(dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
+/* the tiles from qkv16 by cp.async when given and 16-byte aligned (carved buffers may not
+ * be), else from the fp32 qkv: the same bf16 tiles either way */
+static bool use16(const uint16_t *qkv16)
+{
+	return qkv16 && (uintptr_t)qkv16 % 16 == 0;
+}
+
+template <int HD>
+static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+		       float *lse, const float *qkv, const uint16_t *qkv16, int B,
+		       const struct fa_view &a)
+{
+	if (use16(qkv16))
+		forward_src<HD>(s, op, out, out16, lse, qkv16, B, a);
+	else
+		forward_src<HD>(s, op, out, out16, lse, qkv, B, a);
+}
+
+template <int HD>
+static void backward_hd(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
+			const float *drow, const float *dout, const float *qkv,
+			const uint16_t *qkv16, const float *lse, int B, const struct fa_view &a)
+{
+	if (use16(qkv16))
+		backward_src<HD>(s, op, dqkv, dqkv16, drow, dout, qkv16, lse, B, a);
+	else
+		backward_src<HD>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a);
+}
+
 void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
-			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
-			 int window)
+			 const float *qkv, const uint16_t *qkv16, const int *pos, int B, int T,
+			 int NH, int KV, int hd, int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_forward" : "flash_attention_tc_forward";
 	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
@@ -627,10 +749,10 @@ void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
 	if (B < 1 || T < 1)
 		return;
 	switch (hd) {
-	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, B, a); break;
-	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, B, a); break;
-	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, B, a); break;
-	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, B, a); break;
+	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);
@@ -639,9 +761,9 @@ void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
 }
 
 void zn_cuda_fa2_backward(void *stream, float *dqkv, uint16_t *dqkv16, float *drow,
-			  const float *dout, const float *qkv, const float *out, const float *lse,
-			  const int *pos,
-			  int B, int T, int NH, int KV, int hd, int window)
+			  const float *dout, const float *qkv, const uint16_t *qkv16,
+			  const float *out, const float *lse, const int *pos, int B, int T, int NH,
+			  int KV, int hd, int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_backward" : "flash_attention_tc_backward";
 	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
@@ -651,10 +773,12 @@ void zn_cuda_fa2_backward(void *stream, float *dqkv, uint16_t *dqkv16, float *dr
 		return;
 	zn_cuda_flash_drow(s, op, drow, dout, out, B, T, NH, hd);
 	switch (hd) {
-	case 32: backward_hd<32>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
-	case 64: backward_hd<64>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
-	case 96: backward_hd<96>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
-	case 128: backward_hd<128>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a); break;
+	case 32: backward_hd<32>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 64: backward_hd<64>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 96: backward_hd<96>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 128:
+		backward_hd<128>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a);
+		break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);

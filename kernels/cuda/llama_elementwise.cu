@@ -176,6 +176,13 @@ extern "C" void zn_cuda_rope_backward(void *stream, float *dqkv, const float *in
 	rope(stream, "rope_backward", dqkv, NULL, inv_freq, pos, B, T, NH, KV, hd, -1.0f);
 }
 
+extern "C" void zn_cuda_rope_forward_bf16out(void *stream, float *qkv, uint16_t *qkv16,
+					     const float *inv_freq, const int *pos, int B, int T,
+					     int NH, int KV, int hd)
+{
+	rope(stream, "rope_forward_bf16out", qkv, qkv16, inv_freq, pos, B, T, NH, KV, hd, 1.0f);
+}
+
 extern "C" void zn_cuda_rope_backward_bf16out(void *stream, float *dqkv, uint16_t *dqkv16,
 					      const float *inv_freq, const int *pos, int B,
 					      int T, int NH, int KV, int hd)

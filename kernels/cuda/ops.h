@@ -169,9 +169,16 @@ void zn_cuda_rope_backward_bf16out(void *stream, float *dqkv, uint16_t *dqkv16,
 void zn_cuda_flash_attention_doc_tc_backward_bf16out(void *stream, float *dqkv,
 						     uint16_t *dqkv16, float *drow,
 						     const float *dout, const float *qkv,
-						     const float *out, const float *lse,
-						     const int *pos, int B, int T, int NH, int KV,
-						     int hd, int window);
+						     const uint16_t *qkv16, const float *out,
+						     const float *lse, const int *pos, int B, int T,
+						     int NH, int KV, int hd, int window);
+void zn_cuda_rope_forward_bf16out(void *stream, float *qkv, uint16_t *qkv16,
+				  const float *inv_freq, const int *pos, int B, int T, int NH,
+				  int KV, int hd);
+void zn_cuda_flash_attention_doc_tc_forward_qkv16(void *stream, float *out, uint16_t *out16,
+						  float *lse, const float *qkv,
+						  const uint16_t *qkv16, const int *pos, int B,
+						  int T, int NH, int KV, int hd, int window);
 
 /* LoRA (kernels/cuda/lora.cu) */
 void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,

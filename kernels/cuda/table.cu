@@ -68,9 +68,11 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_residual_forward_bf16out,
 	zn_cuda_rope_backward_bf16out,
 	zn_cuda_flash_attention_doc_tc_backward_bf16out,
+	zn_cuda_rope_forward_bf16out,
+	zn_cuda_flash_attention_doc_tc_forward_qkv16,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 63 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 65 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -58,22 +58,24 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 	return off;
 }
 
-/* Saved activations of a block: the GEMM inputs ln1, atty16, ln2, fch_gelu as bf16 */
+/* Saved activations of a block: the GEMM inputs ln1, atty16, ln2, fch_gelu as bf16; qkv16
+ * (qkv's bf16 copy, the attention's tile source) first, where the activations' own
+ * alignment makes it 16-byte aligned for the attention's cp.async copies */
 struct block_acts {
-	float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *atty16, *lse, *res2;
+	float *qkv16, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *atty16, *lse, *res2;
 	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
 };
 
 static uint64_t block_acts_carve(const struct sizes *s, float *acts, struct block_acts *a)
 {
-	float **const bufs[] = { &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty,
-				 &a->atty16, &a->lse, &a->res2, &a->ln2, &a->ln2_mean,
-				 &a->ln2_rstd, &a->fch, &a->fch_gelu };
-	const uint64_t numel[] = { half(s->btc), s->bt, s->bt, 3 * s->btc, s->btc,
-				   half(s->btc), s->bnt, s->btc, half(s->btc), s->bt, s->bt,
-				   4 * s->btc, half(4 * s->btc) };
+	float **const bufs[] = { &a->qkv16, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
+				 &a->atty, &a->atty16, &a->lse, &a->res2, &a->ln2,
+				 &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu };
+	const uint64_t numel[] = { half(3 * s->btc), half(s->btc), s->bt, s->bt, 3 * s->btc,
+				   s->btc, half(s->btc), s->bnt, s->btc, half(s->btc), s->bt,
+				   s->bt, 4 * s->btc, half(4 * s->btc) };
 
-	return carve(acts, bufs, numel, 13);
+	return carve(acts, bufs, numel, 14);
 }
 
 /* Block scratch, forward: branch [BTC], tmp [4BTC] (fp32 results before their cast),
@@ -226,10 +228,12 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 				     w.f[ZN_GPT2_LN1_W], w.f[ZN_GPT2_LN1_B], B, T, C);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.ln1), w.b[ZN_GPT2_QKV_W], w.f[ZN_GPT2_QKV_B],
 			       B, T, C, 3 * C);
+	/* the attention's q/k/v tiles in bf16 (a cast pass: cuBLAS writes one output type) */
+	k->cast_f32_to_bf16(st, u16(a.qkv16), a.qkv, 3 * s.btc);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * gpt2_layer.c); pos NULL: one sequence per row, else packed documents */
-	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, pos, B, T, NH,
-					  NH, C / NH, 0);
+	k->flash_attention_doc_tc_forward_qkv16(st, a.atty, u16(a.atty16), a.lse, a.qkv,
+						cu16(a.qkv16), pos, B, T, NH, NH, C / NH, 0);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[ZN_GPT2_ATTPROJ_W],
 			       w.f[ZN_GPT2_ATTPROJ_B], B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, f.branch, s.btc);
@@ -335,8 +339,8 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	linear_bwd16(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
 		     d.dout16, a.atty16, B, T, C, C);
 	k->flash_attention_doc_tc_backward_bf16out(st, d.dqkv, u16(d.dout16), d.drow, d.datty,
-						   a.qkv, a.atty, a.lse, pos, B, T, NH, NH,
-						   C / NH, 0);
+						   a.qkv, cu16(a.qkv16), a.atty, a.lse, pos, B,
+						   T, NH, NH, C / NH, 0);
 	linear_bwd16(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
 		     a.ln1, B, T, C, 3 * C);
 	k->layernorm_backward(st, d.dx_ln, g + L->tensors[ZN_GPT2_LN1_W].offset,

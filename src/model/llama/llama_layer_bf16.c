@@ -65,21 +65,23 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 
 /* Saved activations of a block: the GEMM inputs h1, atty16, h2, m as bf16; qkv (after
  * RoPE), atty, lse for the attention backward, res2 for the second norm's, gu for SwiGLU's
- * in fp32. */
+ * in fp32; qkv16 (qkv's bf16 copy, which RoPE writes: the attention's tile source) first,
+ * where the activations' own alignment makes it 16-byte aligned for cp.async. */
 struct block_acts {
-	float *h1, *rstd1, *qkv, *atty, *atty16, *lse, *res2, *h2, *rstd2, *gu, *m;
+	float *qkv16, *h1, *rstd1, *qkv, *atty, *atty16, *lse, *res2, *h2, *rstd2, *gu, *m;
 };
 
 static uint64_t block_acts_carve(const struct sizes *s, float *acts, struct block_acts *a)
 {
-	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->atty16, &a->lse,
-				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
-	const uint64_t numel[] = { half(s->bth), s->bt, s->bt * (uint64_t)s->S,
-				   s->bt * (uint64_t)s->Q, half(s->bt * (uint64_t)s->Q), s->bnt,
-				   s->bth, half(s->bth), s->bt, s->bt * 2 * (uint64_t)s->I,
+	float **const bufs[] = { &a->qkv16, &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->atty16,
+				 &a->lse, &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
+	const uint64_t numel[] = { half(s->bt * (uint64_t)s->S), half(s->bth), s->bt,
+				   s->bt * (uint64_t)s->S, s->bt * (uint64_t)s->Q,
+				   half(s->bt * (uint64_t)s->Q), s->bnt, s->bth, half(s->bth),
+				   s->bt, s->bt * 2 * (uint64_t)s->I,
 				   half(s->bt * (uint64_t)s->I) };
 
-	return carve(acts, bufs, numel, 11);
+	return carve(acts, bufs, numel, 12);
 }
 
 /* Block scratch, forward: branch [BTH], tmp (a norm or SwiGLU output before its cast),
@@ -255,11 +257,14 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 				   s.H);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.h1), w.b[t.wqkv], fopt(&w, t.bqkv), B, T, s.H,
 			       s.S);
-	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
+	/* RoPE also writes qkv's bf16 copy, the attention's tile source */
+	k->rope_forward_bf16out(st, a.qkv, u16(a.qkv16), c->inv_freq, io->pos, B, T, s.NH, s.KV,
+				s.D);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
-	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, io->pos, B, T,
-					  s.NH, s.KV, s.D, c->window);
+	k->flash_attention_doc_tc_forward_qkv16(st, a.atty, u16(a.atty16), a.lse, a.qkv,
+						cu16(a.qkv16), io->pos, B, T, s.NH, s.KV, s.D,
+						c->window);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[t.wo], fopt(&w, t.bo), B, T,
 			       s.Q, s.H);
 	k->residual_forward(st, a.res2, io->x_in, f.branch, s.bth);
@@ -318,8 +323,9 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	dres2 = d.dh2; /* consumed: d(res2) = dx_out + the norm's part */
 	k->residual_forward_bf16out(st, dres2, u16(d.dout16), io->dx_out, d.dres2_n, s.bth);
 	linear_bwd16(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
-	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
+	k->flash_attention_doc_tc_backward_bf16out(st, d.dqkv, NULL, d.drow, d.datty, a.qkv,
+						   cu16(a.qkv16), a.atty, a.lse, io->pos, B, T,
+						   s.NH, s.KV, s.D, c->window);
 	k->rope_backward_bf16out(st, d.dqkv, u16(d.dout16), c->inv_freq, io->pos, B, T, s.NH,
 				 s.KV, s.D);
 	linear_bwd16(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
