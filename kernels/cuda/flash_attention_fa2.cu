@@ -19,10 +19,11 @@
  * - The forward's epilogue also writes out rounded to bf16 (out16, when asked: the o_proj
  *   GEMM's input, so no separate cast pass); the backward's epilogues likewise dqkv16,
  *   the qkv GEMM backward's dout16 (each dqkv element is added to by one thread, once).
- * - Inputs: the model's fp32 qkv and dout, rounded to bf16 as a tile is copied into
- *   shared memory (scalar coalesced loads: the carved activation buffers need not be
- *   16-byte aligned). With bf16 activations in memory these copies would become cp.async
- *   (docs/kernels.md: not done yet).
+ * - Inputs: q/k/v from qkv16, the bf16 copy of qkv (RoPE's or a cast's), by 16-byte
+ *   cp.async copies into two shared-memory stages: the next tile is in flight while the
+ *   current one is multiplied. Without qkv16 (or with a misaligned one) the same tiles
+ *   from the fp32 qkv, rounded as they are stored (scalar coalesced loads), in the same
+ *   two stages. dout stays fp32, rounded as loaded, one buffer.
  *
  * Rounding: q, k, v, dout, P and dS are bf16 in the products; everything else fp32. The
  * results agree with the fp32 op to bf16 tolerance (tests/test_gpu_kernels_flash_tc.c).
