@@ -50,6 +50,7 @@ static_assert(FA_BN % 16 == 0, "a streamed tile is whole k-steps of 16");
 
 struct fa_view {
 	int T, NH, KV, hd, G, window;
+	int stages; /* 2: the streamed tiles double-buffered; 1 where shared memory is short */
 	long S, C;
 	float scale;
 	const int *pos; /* [B,T] document positions or NULL */
@@ -224,8 +225,8 @@ static __device__ __forceinline__ int first_key_tile(const struct fa_view &a, lo
 /* ---- forward: block = (b, h, 64 query rows) ------------------------------------------ */
 
 /* Src: float (qkv fp32, tiles rounded as loaded) or uint16_t (its bf16 copy, cp.async).
- * Shared memory: Q, then K and V twice each (two stages: the next tile is copied while
- * this one is multiplied). */
+ * Shared memory: Q, then a.stages x K and V (two stages: the next tile is copied while
+ * this one is multiplied; one: after it). */
 template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
 fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const Src *qkv, struct fa_view a,
@@ -260,13 +261,13 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const Src *qkv, stru
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++)
 		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= 1) {
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= a.stages - 1) {
 		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4];
 		float mx0 = -INFINITY, mx1 = -INFINITY, sum0 = 0.0f, sum1 = 0.0f, al0, al1;
 
-		/* the next tile into the other stage (consumed: the loop's last barrier) */
-		if (j0 + FA_BN <= jlast) {
+		/* two stages: the next tile into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && j0 + FA_BN <= jlast) {
 			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
 			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
 		}
@@ -344,6 +345,12 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const Src *qkv, stru
 			}
 		}
 		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
+		/* one stage: the next tile into it now, a group of its own */
+		if (a.stages == 1 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+			cp_async_commit();
+		}
 	}
 	/* every row < T saw its own key: l > 0 */
 	#pragma unroll
@@ -389,8 +396,8 @@ static __device__ __forceinline__ void add2(float *dqkv, uint16_t *dqkv16, long 
 		dqkv16[at] = zn_bf16_rne(s0), dqkv16[at + 1] = zn_bf16_rne(s1);
 }
 
-/* Shared memory: K, V, then Q twice (two stages), dO, and the query tile's lse, drow and
- * document starts. The (head, query tile) pairs run in a fixed order, heads outer. */
+/* Shared memory: K, V, then a.stages x Q, dO, and the query tile's lse, drow and document
+ * starts. The (head, query tile) pairs run in a fixed order, heads outer. */
 template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
 fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
@@ -435,13 +442,14 @@ fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 		load_tile<HD>(Qb, x + (long)(g * a.G) * a.hd, a.S, qfirst, FA_BN, a.T);
 	cp_async_commit();
 	for (int k = 0; k < total; k++) {
-		const int h = g * a.G + k / nq, q0 = qfirst + k % nq * FA_BN, sg = k & 1;
+		const int h = g * a.G + k / nq, q0 = qfirst + k % nq * FA_BN;
+		const int sg = a.stages == 2 ? k & 1 : 0;
 		const __nv_bfloat16 *Qs = Qb + sg * FA_BN * LD;
 		const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
 		float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
 
-		/* the next pair's Q into the other stage (consumed: the loop's last barrier) */
-		if (k + 1 < total)
+		/* two stages: the next pair's Q into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && k + 1 < total)
 			load_tile<HD>(Qb + (sg ^ 1) * FA_BN * LD,
 				      x + (long)(g * a.G + (k + 1) / nq) * a.hd, a.S,
 				      qfirst + (k + 1) % nq * FA_BN, FA_BN, a.T);
@@ -504,6 +512,12 @@ fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 			}
 		}
 		__syncthreads(); /* Q's stage, dO, lse, drow consumed */
+		/* one stage: the next pair's Q into it now, a group of its own */
+		if (a.stages == 1 && k + 1 < total) {
+			load_tile<HD>(Qb, x + (long)(g * a.G + (k + 1) / nq) * a.hd, a.S,
+				      qfirst + (k + 1) % nq * FA_BN, FA_BN, a.T);
+			cp_async_commit();
+		}
 	}
 	cp_async_wait<0>(); /* nothing left in flight at exit */
 	#pragma unroll
@@ -528,7 +542,7 @@ fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 
 /* ---- backward: dQ; block = (b, h, 64 query rows) ------------------------------------- */
 
-/* Shared memory: Q, dO, then K and V twice each (two stages) */
+/* Shared memory: Q, dO, then a.stages x K and V */
 template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
 fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
@@ -561,12 +575,12 @@ fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 	load_tile<HD>(Kb, xk, a.S, jfirst, FA_BN, a.T);
 	load_tile<HD>(Vb, xv, a.S, jfirst, FA_BN, a.T);
 	cp_async_commit();
-	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= 1) {
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= a.stages - 1) {
 		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4], dp[FA_BN / 8][4];
 
-		/* the next tile into the other stage (consumed: the loop's last barrier) */
-		if (j0 + FA_BN <= jlast) {
+		/* two stages: the next tile into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && j0 + FA_BN <= jlast) {
 			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
 			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
 		}
@@ -616,6 +630,12 @@ fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 			}
 		}
 		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
+		/* one stage: the next tile into it now, a group of its own */
+		if (a.stages == 1 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+			cp_async_commit();
+		}
 	}
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
@@ -632,6 +652,8 @@ fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
 
 /* ---- host side ------------------------------------------------------------------------ */
 
+static int stages_for(int hd);
+
 static struct fa_view fa_view_make(int T, int NH, int KV, int hd, int window, const int *pos)
 {
 	struct fa_view a;
@@ -639,6 +661,7 @@ static struct fa_view fa_view_make(int T, int NH, int KV, int hd, int window, co
 	a.T = T, a.NH = NH, a.KV = KV, a.hd = hd, a.G = NH / KV, a.window = window;
 	a.S = (long)(NH + 2 * KV) * hd, a.C = (long)NH * hd;
 	a.scale = (float)(1.0 / sqrt((double)hd));
+	a.stages = zn_cuda_fa2_supported(hd) ? stages_for(hd) : 1;
 	a.pos = pos;
 	return a;
 }
@@ -648,22 +671,41 @@ bool zn_cuda_fa2_supported(int hd)
 	return hd == 32 || hd == 64 || hd == 96 || hd == 128;
 }
 
-/* shared memory (bf16 tiles of 64 rows): the forward Q and two stages of K and V (5); dK/dV
- * K, V, two stages of Q and dO (5) plus the query tile's lse, drow and document starts;
- * dQ Q, dO and two stages of K and V (6) */
-static size_t fwd_bytes(int hd)
+/* shared memory (bf16 tiles of 64 rows), st the stages of the streamed side (2 or 1): the
+ * forward Q and st x (K, V); dK/dV K, V, st x Q and dO plus the query tile's lse, drow and
+ * document starts; dQ Q, dO and st x (K, V) */
+static size_t fwd_bytes(int hd, int st)
 {
-	return 5 * (size_t)FA_BM * (hd + 8) * 2;
+	return (1 + 2 * (size_t)st) * FA_BM * (hd + 8) * 2;
 }
 
-static size_t dkv_bytes(int hd)
+static size_t dkv_bytes(int hd, int st)
 {
-	return 5 * (size_t)FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
+	return (3 + (size_t)st) * FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
 }
 
-static size_t dq_bytes(int hd)
+static size_t dq_bytes(int hd, int st)
 {
-	return 6 * (size_t)FA_BM * (hd + 8) * 2;
+	return (2 + 2 * (size_t)st) * FA_BM * (hd + 8) * 2;
+}
+
+/* 2 when the current device gives a block the double-buffered kernels' shared memory
+ * (sm_80: 163 KB, sm_90: 227 KB; 99 KB on sm_86/89 parts is short of dQ's 104 KB at
+ * head_dim 128), else 1 */
+static int stages_for(int hd)
+{
+	int dev = 0, optin = 0;
+	size_t most = dq_bytes(hd, 2);
+
+	if (fwd_bytes(hd, 2) > most)
+		most = fwd_bytes(hd, 2);
+	if (dkv_bytes(hd, 2) > most)
+		most = dkv_bytes(hd, 2);
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+		    cudaSuccess)
+		return 1;
+	return (size_t)optin >= most ? 2 : 1;
 }
 
 static bool smem_ok(const void *kernel, size_t bytes, const char *op)
@@ -683,7 +725,7 @@ static void forward_src(cudaStream_t s, const char *op, float *out, uint16_t *ou
 			float *lse, const Src *qkv, int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
-	size_t smem = fwd_bytes(HD);
+	size_t smem = fwd_bytes(HD, a.stages);
 
 	if (!smem_ok((const void *)fa2_forward_kernel<HD, Src>, smem, op))
 		return;
@@ -698,15 +740,16 @@ static void backward_src(cudaStream_t s, const char *op, float *dqkv, uint16_t *
 			 int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
+	size_t kv_smem = dkv_bytes(HD, a.stages), q_smem = dq_bytes(HD, a.stages);
 
-	if (!smem_ok((const void *)fa2_dkv_kernel<HD, Src>, dkv_bytes(HD), op) ||
-	    !smem_ok((const void *)fa2_dq_kernel<HD, Src>, dq_bytes(HD), op))
+	if (!smem_ok((const void *)fa2_dkv_kernel<HD, Src>, kv_smem, op) ||
+	    !smem_ok((const void *)fa2_dq_kernel<HD, Src>, q_smem, op))
 		return;
-	fa2_dkv_kernel<HD, Src><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD),
-				  s>>>(dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
+	fa2_dkv_kernel<HD, Src><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, kv_smem, s>>>(
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
-	fa2_dq_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD),
-				 s>>>(dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
+	fa2_dq_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, q_smem, s>>>(
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
