@@ -8,7 +8,8 @@
  * normalized). head_dim 32, 64, 96, 128 (and 48: not FA2, qkv16 unused), T across the
  * 64-row tiles and the two stages (1, 64, 150, 513), GQA, a sliding window, packed
  * documents. RoPE's copy: rope_forward_bf16out's fp32 bit for bit rope_forward's, the
- * copy the cast of every channel. Skips, with the reason, without CUDA or a usable GPU.
+ * copy the cast of every channel. The one-stage kernels (ZINC_TEST_FA2_ONE_STAGE) bit for
+ * bit the two-stage ones. Skips, with the reason, without CUDA or a usable GPU.
  */
 #include <criterion/criterion.h>
 
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/fault.h"
 #include "cuda_kernels.h"
 #include "gpu_kernel_check.h"
 #include "gpu_test_util.h"
@@ -202,5 +204,69 @@ Test(kernels_gpu_flash_qkv16, rope_forward_copy)
 	}
 	free(x), free(a), free(b), free(c), free(want);
 	gt_free(pos_d);
+	close_gpu(st);
+}
+
+/* forward + backward of shape s into out_d, lse_d, dq_d (dqkv from d0), tiles from q16_d
+ * (NULL: the fp32 qkv) */
+static void fwd_bwd(const struct zn_kernel_table *gpu, void *st, const struct qshape *s,
+		    const float *x_d, const uint16_t *q16_d, const float *dout_d,
+		    const int *pos_d, float *out_d, float *lse_d, float *dr_d, float *dq_d)
+{
+	gpu->flash_attention_doc_tc_forward_qkv16(st, out_d, NULL, lse_d, x_d, q16_d, pos_d, s->B,
+						  s->T, s->NH, s->KV, s->hd, s->W);
+	gpu->flash_attention_doc_tc_backward_bf16out(st, dq_d, NULL, dr_d, dout_d, x_d, q16_d,
+						     out_d, lse_d, pos_d, s->B, s->T, s->NH,
+						     s->KV, s->hd, s->W);
+}
+
+/* The single-buffered kernels (what a device short of shared memory runs; the test hook
+ * ZINC_TEST_FA2_ONE_STAGE forces them here): bit for bit the double-buffered results,
+ * from qkv16 and from the fp32 qkv */
+Test(kernels_gpu_flash_qkv16, one_stage_same_bits)
+{
+	const struct qshape one[] = { { 1, 513, 2, 1, 128, 0, 0 }, { 2, 150, 4, 2, 64, 0, 40 },
+				      { 1, 200, 4, 1, 96, 70, 0 } };
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	if (!zn_fault_hooks_built())
+		cr_skip_test("built without ZINC_FAULT_HOOKS: the one-stage hook is compiled out");
+	for (size_t k = 0; k < sizeof(one) / sizeof(one[0]); k++) {
+		const struct qshape *s = &one[k];
+		size_t ni = (size_t)s->B * s->T * (s->NH + 2 * s->KV) * s->hd;
+		size_t no = (size_t)s->B * s->T * s->NH * s->hd, nr = (size_t)s->B * s->NH * s->T;
+		struct kc_rng r = { 1300 + k };
+		float *x = frand(&r, ni, 2), *dout = frand(&r, no, 1), *d0 = frand(&r, ni, 1);
+		int *pos = s->doc ? doc_pos(&r, s->B, s->T, s->doc) : NULL;
+		float *x_d = up(x, ni * 4), *dout_d = up(dout, no * 4);
+		uint16_t *q16_d = up(NULL, ni * 2);
+		int *pos_d = pos ? up(pos, (size_t)s->B * s->T * sizeof(int)) : NULL;
+		float *o_d[2], *l_d[2], *dr_d[2], *dq_d[2];
+
+		gpu->cast_f32_to_bf16(st, q16_d, x_d, ni);
+		for (int fp32 = 0; fp32 < 2; fp32++) {
+			for (int i = 0; i < 2; i++) {
+				o_d[i] = up(NULL, no * 4), l_d[i] = up(NULL, nr * 4);
+				dr_d[i] = up(NULL, nr * 4), dq_d[i] = up(d0, ni * 4);
+				if (i == 1)
+					setenv("ZINC_TEST_FA2_ONE_STAGE", "1", 1);
+				fwd_bwd(gpu, st, s, x_d, fp32 ? NULL : q16_d, dout_d, pos_d, o_d[i],
+					l_d[i], dr_d[i], dq_d[i]);
+				/* the hook is read when the op is called: the launches are made */
+				unsetenv("ZINC_TEST_FA2_ONE_STAGE");
+			}
+			same_d(fp32 ? "one stage, fp32 tiles: out" : "one stage: out", s, o_d[0],
+			       o_d[1], no, 4);
+			same_d("one stage: lse", s, l_d[0], l_d[1], nr, 4);
+			same_d("one stage: dqkv", s, dq_d[0], dq_d[1], ni, 4);
+			for (int i = 0; i < 2; i++)
+				gt_free(o_d[i]), gt_free(l_d[i]), gt_free(dr_d[i]), gt_free(dq_d[i]);
+		}
+		free(x), free(dout), free(d0), free(pos);
+		gt_free(x_d), gt_free(dout_d), gt_free(q16_d);
+		if (pos_d)
+			gt_free(pos_d);
+	}
 	close_gpu(st);
 }
