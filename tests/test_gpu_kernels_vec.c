@@ -279,3 +279,43 @@ Test(kernels_gpu_vec, embedding_gathers)
 		}
 	close_gpu(st);
 }
+
+/* The bias passes of the GEMMs, OC = 64 (four a thread) and 66 (one a thread): fp32
+ * matmul_forward's add, bit for bit the bias-free GEMM's output plus the bias; the bf16
+ * GEMM's fill, through a zero weight (the GEMM then adds exactly 0 to the filled bias) */
+Test(kernels_gpu_vec, bias_passes)
+{
+	const int OCs[] = { 64, 66 };
+	const int B = 2, T = 9, C = 24;
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	for (int k = 0; k < 2; k++) {
+		int OC = OCs[k];
+		size_t BT = (size_t)B * T, n = BT * OC;
+		struct kc_rng r = { 990 + (uint64_t)k };
+		float *x = host_rand(&r, BT * C, 4), *w = host_rand(&r, (size_t)OC * C, 4);
+		float *bias = host_rand(&r, OC, 4), *want = malloc(n * 4), *got;
+		uint16_t *x16 = host_rand(&r, BT * C, 2), *w16 = calloc((size_t)OC * C, 2);
+		float *x_d = up(x, BT * C * 4), *w_d = up(w, (size_t)OC * C * 4);
+		float *b_d = up(bias, OC * 4), *o_d = up(NULL, n * 4);
+		uint16_t *x16_d = up(x16, BT * C * 2), *w16_d;
+
+		cr_assert(want && w16);
+		w16_d = up(w16, (size_t)OC * C * 2);
+		gpu->matmul_forward(st, o_d, x_d, w_d, NULL, B, T, C, OC);
+		got = dev_down(o_d, 0, n, 4, "matmul_forward without bias");
+		for (size_t i = 0; i < n; i++)
+			want[i] = got[i] + bias[i % OC];
+		free(got);
+		gpu->matmul_forward(st, o_d, x_d, w_d, b_d, B, T, C, OC);
+		same_out("matmul_forward's bias add", o_d, 0, want, n, OC);
+		for (size_t i = 0; i < n; i++)
+			want[i] = bias[i % OC];
+		gpu->matmul_forward_bf16(st, o_d, x16_d, w16_d, b_d, B, T, C, OC);
+		same_out("matmul_forward_bf16's bias fill", o_d, 0, want, n, OC);
+		free(x), free(w), free(bias), free(want), free(x16), free(w16);
+		gt_free(x_d), gt_free(w_d), gt_free(b_d), gt_free(o_d), gt_free(x16_d), gt_free(w16_d);
+	}
+	close_gpu(st);
+}

@@ -51,25 +51,15 @@ void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, in
 	}
 }
 
-static __global__ void bias_fill_kernel(float *out, const float *bias, size_t n, int OC)
-{
-	for (size_t i = first_index(); i < n; i += grid_step())
-		out[i] = bias[i % OC];
-}
-
 extern "C" void zn_cuda_matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
 					    const uint16_t *weight, const float *bias, int B,
 					    int T, int C, int OC)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	int BT = B * T;
-	size_t n = (size_t)BT * OC;
 
-	if (bias) {
-		bias_fill_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(
-			out, bias, n, OC);
-		zn_cuda_note_launch("matmul_forward_bf16", __FILE__, __LINE__);
-	}
+	if (bias) /* the GEMM accumulates onto the bias rows */
+		zn_bias(s, "matmul_forward_bf16", out, bias, (size_t)BT, OC, false);
 	/* out[BT,OC] (+)= inp[BT,C] @ weight[OC,C]^T */
 	zn_cuda_gemm_bf16(stream, "matmul_forward_bf16", false, true, BT, OC, C, 1.0f, inp, C,
 			  weight, C, bias ? 1.0f : 0.0f, out, OC);

@@ -208,4 +208,39 @@ static void zn_embed(cudaStream_t s, const char *name, float *out, const int *in
 	zn_ew_launch(s, name, op, (size_t)B * T * C, vec);
 }
 
+/* A bias over the rows of out [rows, OC]: out[i] = bias[i % OC] (add false: the fill
+ * before a GEMM that accumulates) or out[i] += bias[i % OC]. four(): OC % 4 == 0 (the
+ * caller checks), so a quad's bias is one aligned quad. */
+struct zn_bias_op {
+	float *out;
+	const float *bias;
+	size_t OC;
+	bool add;
+
+	__device__ void one(size_t i) const
+	{
+		out[i] = add ? out[i] + bias[i % OC] : bias[i % OC];
+	}
+	__device__ void four(size_t q) const
+	{
+		float4 b = zn_ld4(bias, 4 * q % OC / 4);
+
+		if (add) {
+			float4 o = zn_ld4(out, q);
+
+			b = make_float4(o.x + b.x, o.y + b.y, o.z + b.z, o.w + b.w);
+		}
+		zn_st4(out, q, b);
+	}
+};
+
+static inline void zn_bias(cudaStream_t s, const char *name, float *out, const float *bias,
+			   size_t rows, int OC, bool add)
+{
+	zn_bias_op op = { out, bias, (size_t)OC, add };
+
+	zn_ew_launch(s, name, op, rows * (size_t)OC,
+		     OC % 4 == 0 && zn_aligned(out, 16) && zn_aligned(bias, 16));
+}
+
 #endif
