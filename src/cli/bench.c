@@ -6,7 +6,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-
 static void cpu_model(char *out, size_t n)
 {
 	FILE *f = fopen("/proc/cpuinfo", "r");
