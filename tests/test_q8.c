@@ -11,6 +11,7 @@
 
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 #include "kernels_check.h"
 #include "q8_ref.h"
 

@@ -23,6 +23,7 @@
 #include "cpu/adamw_impl.h"
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 
 /* 64 blocks: 16 Ki elements, as adamw.c's chunks */
 #define CHUNK_BLOCKS 64u

@@ -10,6 +10,7 @@
 
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 
 static float maps[2][256], bounds[2][256];
 static struct zn_q8_lut luts[2];

@@ -11,6 +11,7 @@
 
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__)
 #include <immintrin.h>
