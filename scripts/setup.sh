@@ -11,7 +11,7 @@ pkgs=(build-essential cmake pkg-config git liburing-dev libhwloc-dev libcjson-de
 
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "setup: all ${#pkgs[@]} packages present"
