@@ -38,27 +38,13 @@ R, ALPHA = 4, 8
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def st_read_any(path):
-    """name -> (dtype, shape, bytes) of every tensor of a safetensors file."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, e in header.items():
-        if name != "__metadata__":
-            a, b = e["data_offsets"]
-            out[name] = (e["dtype"], e["shape"], data[a:b])
-    return out
-
-
 def f32(raw, shape):
     return torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(shape).to(D)
 
 
 def dequantized_base(path):
     """The base as bitsandbytes' dequantize_4bit gives it, in float64."""
-    t = st_read_any(path)
+    t = lc.st_entries(path)
     out = {}
     for name, (dtype, shape, raw) in t.items():
         if dtype == "F32" and ".weight." not in name:
@@ -145,7 +131,7 @@ def main():
         return 1
     # lora_B random (PEFT's zero start would leave lora_A's first gradient zero)
     ad_path = os.path.join(work, "init", "adapter_model.safetensors")
-    ad = {n: f32(raw, shape) for n, (dt, shape, raw) in st_read_any(ad_path).items()}
+    ad = {n: f32(raw, shape) for n, (dt, shape, raw) in lc.st_entries(ad_path).items()}
     for n in sorted(ad):
         if n.endswith("lora_B.weight"):
             ad[n] = (0.05 * torch.randn(ad[n].shape, generator=gen, dtype=D)).to(
@@ -157,7 +143,7 @@ def main():
     with open(os.path.join(csv_dir, "qlora", "Train_Samples_train_loss.csv")) as f:
         zinc_loss = [float(line.split(",")[1]) for line in f.read().split("\n")[1:] if line]
     out = {n: f32(raw, shape) for n, (dt, shape, raw) in
-           st_read_any(os.path.join(work, "out", "adapter_model.safetensors")).items()}
+           lc.st_entries(os.path.join(work, "out", "adapter_model.safetensors")).items()}
 
     base = dequantized_base(os.path.join(work, "q", "model.safetensors"))
     missing = sorted(set(params) - set(base))

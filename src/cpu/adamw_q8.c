@@ -15,9 +15,7 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/log.h"
 #include "cpu/adamw_impl.h"
@@ -28,7 +26,6 @@
 /* 64 blocks: 16 Ki elements, as adamw.c's chunks */
 #define CHUNK_BLOCKS 64u
 #define CHUNK_COUNT (CHUNK_BLOCKS * ZN_Q8_BLOCK)
-#define PARALLEL_MIN_COUNT 65536u
 
 struct q8_call {
 	struct zn_adamw_consts k;  /* decay and l2_decay come per element */
@@ -149,8 +146,9 @@ static size_t span_end(const struct q8_call *a, int s)
 }
 
 /* Blocks of chunk c, each with its elements' decay factors. */
-static void q8_chunk(const struct q8_call *a, size_t c)
+static void q8_chunk(const void *arg, size_t c)
 {
+	const struct q8_call *a = arg;
 	float dec[ZN_Q8_BLOCK], l2d[ZN_Q8_BLOCK];
 	size_t first = c * CHUNK_COUNT;
 	size_t end = a->n - first < CHUNK_COUNT ? a->n : first + CHUNK_COUNT;
@@ -181,36 +179,6 @@ static void q8_chunk(const struct q8_call *a, size_t c)
 	}
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* the same static schedule with each worker's start and end recorded (tracing) */
-static void q8_timed(const struct zn_adamw_params *p, const struct q8_call *a, size_t chunks,
-		     int threads)
-{
-#pragma omp parallel num_threads(threads) if (a->n >= PARALLEL_MIN_COUNT)
-	{
-		int w = omp_get_thread_num();
-		uint64_t t0 = mono_ns(), t1;
-
-#pragma omp for schedule(static) nowait
-		for (size_t c = 0; c < chunks; c++)
-			q8_chunk(a, c);
-		t1 = mono_ns();
-		if (w < p->worker_max) {
-			if (t0 < p->worker_ns[2 * w])
-				p->worker_ns[2 * w] = t0;
-			if (t1 > p->worker_ns[2 * w + 1])
-				p->worker_ns[2 * w + 1] = t1;
-		}
-	}
-}
-
 int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		     const struct zn_adamw_moments *mo, const void *grad, enum zn_dtype grad_dtype,
 		     void *param_out, enum zn_dtype out_dtype, size_t n,
@@ -224,8 +192,6 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		.osize = out_dtype == ZN_DTYPE_F32 ? 4 : 2, .n = n,
 	};
 	float *sc = malloc(2 * (size_t)(span_count > 0 ? span_count : 1) * sizeof(*sc));
-	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
-	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
 
 	if (!sc) {
 		zn_error("AdamW (int8 moments): no memory for the decay factors of %d spans",
@@ -244,13 +210,7 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 	zn_adamw_consts_get(&a.k, p);
 	a.span_decay = sc;
 	a.span_l2 = sc + span_count;
-	if (p->worker_ns) {
-		q8_timed(p, &a, chunks, threads);
-	} else {
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
-		for (size_t c = 0; c < chunks; c++)
-			q8_chunk(&a, c);
-	}
+	zn_adamw_run_chunks(p, n, (n + CHUNK_COUNT - 1) / CHUNK_COUNT, q8_chunk, &a);
 	free(sc);
 	return 0;
 }
