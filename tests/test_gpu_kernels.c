@@ -84,17 +84,6 @@ static void same(const char *op, const char *what, const struct shape *s, const 
 	free(ref);
 }
 
-/* device tensor d must hold exactly the bytes it held in `before` */
-static void same_bits(const char *what, const void *d, const void *before, size_t bytes)
-{
-	void *g = malloc(bytes ? bytes : 1);
-
-	cr_assert(g);
-	down(g, d, bytes, what);
-	cr_assert(!memcmp(g, before, bytes), "%s: not bit-identical run to run", what);
-	free(g);
-}
-
 Test(kernels_gpu, table_complete)
 {
 	const struct zn_kernel_table *k = zn_kernels_cuda_table();
@@ -475,7 +464,7 @@ Test(kernels_gpu, deterministic)
 				cr_assert(first[i]);
 				down(first[i], o[i], len[i] * 4, what);
 			} else {
-				same_bits(what, o[i], first[i], len[i] * 4);
+				gk_same_bits(what, o[i], first[i], len[i] * 4);
 				free(first[i]);
 			}
 			gt_free(o[i]);

@@ -39,15 +39,6 @@ static const struct qshape shapes[] = {
 	{ 1, 130, 2, 1, 48, 0, 0 },
 };
 
-static float *frand(struct kc_rng *r, size_t n, float a)
-{
-	float *x = malloc((n ? n : 1) * 4);
-
-	cr_assert(x);
-	kc_fill(r, x, n, -a, a);
-	return x;
-}
-
 /* device buffers a_d and b_d (n elements of elem bytes) bit for bit */
 static void same_d(const char *what, const struct qshape *s, const void *a_d, const void *b_d,
 		   size_t n, size_t elem)
@@ -99,7 +90,7 @@ static void run_shape(const struct zn_kernel_table *gpu, void *st, const struct 
 	size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
 	size_t nr = (size_t)B * NH * T;
 	struct kc_rng r = { seed };
-	float *x = frand(&r, ni, 2), *dout = frand(&r, no, 1), *d0 = frand(&r, ni, 1);
+	float *x = gk_frand(&r, ni, 2), *dout = gk_frand(&r, no, 1), *d0 = gk_frand(&r, ni, 1);
 	float *out = malloc(no * 4), *lse = malloc(nr * 4), *dq = malloc(ni * 4);
 	float *dr = malloc(nr * 4);
 	int *pos = s->doc ? doc_pos(&r, B, T, s->doc) : NULL;
@@ -177,7 +168,7 @@ Test(kernels_gpu_flash_qkv16, rope_forward_copy)
 	void *st;
 	const struct zn_kernel_table *gpu = open_gpu(&st);
 	struct kc_rng r = { 1200 };
-	float inv[hd / 2], *x = frand(&r, n, 2), *a = malloc(n * 4), *b = malloc(n * 4);
+	float inv[hd / 2], *x = gk_frand(&r, n, 2), *a = malloc(n * 4), *b = malloc(n * 4);
 	uint16_t *c = malloc(n * 2), *want = malloc(n * 2);
 	int pos[B * T];
 	int *pos_d;
@@ -237,7 +228,8 @@ Test(kernels_gpu_flash_qkv16, one_stage_same_bits)
 		size_t ni = (size_t)s->B * s->T * (s->NH + 2 * s->KV) * s->hd;
 		size_t no = (size_t)s->B * s->T * s->NH * s->hd, nr = (size_t)s->B * s->NH * s->T;
 		struct kc_rng r = { 1300 + k };
-		float *x = frand(&r, ni, 2), *dout = frand(&r, no, 1), *d0 = frand(&r, ni, 1);
+		float *x = gk_frand(&r, ni, 2), *dout = gk_frand(&r, no, 1);
+		float *d0 = gk_frand(&r, ni, 1);
 		int *pos = s->doc ? doc_pos(&r, s->B, s->T, s->doc) : NULL;
 		float *x_d = up(x, ni * 4), *dout_d = up(dout, no * 4);
 		uint16_t *q16_d = up(NULL, ni * 2);

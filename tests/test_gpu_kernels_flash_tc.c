@@ -39,27 +39,11 @@ static const struct tshape shapes[] = {
 static void same(const char *what, const struct tshape *s, const float *d, const float *h,
 		 size_t n)
 {
-	float *g = malloc(n * sizeof(float));
-	double *ref = malloc(n * sizeof(double));
 	char name[200];
 
-	cr_assert(g && ref);
 	snprintf(name, sizeof(name), "%s (B %d T %d NH %d KV %d hd %d window %d)", what, s->B,
 		 s->T, s->NH, s->KV, s->hd, s->W);
-	down(g, d, n * sizeof(float), name);
-	for (size_t i = 0; i < n; i++)
-		ref[i] = h[i];
-	cr_assert(kc_close(name, g, ref, n, RTOL));
-	free(g), free(ref);
-}
-
-static float *frand(struct kc_rng *r, size_t n, float a)
-{
-	float *p = malloc(n * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, -a, a);
-	return p;
+	gk_near(name, d, h, n, RTOL);
 }
 
 Test(kernels_gpu_flash_tc, matches_cpu_flash)
@@ -74,7 +58,8 @@ Test(kernels_gpu_flash_tc, matches_cpu_flash)
 		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd, W = s->W;
 		size_t ni = (size_t)B * T * (NH + 2 * KV) * hd, no = (size_t)B * T * NH * hd;
 		size_t nr = (size_t)B * NH * T;
-		float *x = frand(&r, ni, 2), *dout = frand(&r, no, 1), *dx = frand(&r, ni, 1);
+		float *x = gk_frand(&r, ni, 2), *dout = gk_frand(&r, no, 1);
+		float *dx = gk_frand(&r, ni, 1);
 		float *out = malloc(no * 4), *lse = malloc(nr * 4), *drow = malloc(nr * 4);
 		float *a = malloc(ni * 4), *b = malloc(ni * 4);
 		float *x_d = up(x, ni * 4), *dout_d = up(dout, no * 4), *dx_d = up(dx, ni * 4);

@@ -46,30 +46,11 @@ static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
 static void same(const char *op, const char *what, const struct lshape *s, const float *d,
 		 const float *cpu_h, size_t n, double rtol)
 {
-	float *g = malloc((n ? n : 1) * sizeof(float));
-	double *ref = malloc((n ? n : 1) * sizeof(double));
 	char name[200];
 
-	cr_assert(g && ref);
 	snprintf(name, sizeof(name), "%s %s (B %d T %d C %d NH %d KV %d hd %d IC %d window %d)",
 		 op, what, s->B, s->T, s->C, s->NH, s->KV, s->hd, s->IC, s->window);
-	down(g, d, n * sizeof(float), name);
-	for (size_t i = 0; i < n; i++)
-		ref[i] = cpu_h[i];
-	cr_assert(kc_close(name, g, ref, n, rtol));
-	free(g);
-	free(ref);
-}
-
-/* the device buffer's bytes now must equal `before` (a second run of the same op) */
-static void same_bits(const char *what, const void *d, const void *before, size_t bytes)
-{
-	void *g = malloc(bytes ? bytes : 1);
-
-	cr_assert(g);
-	down(g, d, bytes, what);
-	cr_assert(!memcmp(g, before, bytes), "%s: not bit-identical run to run", what);
-	free(g);
+	gk_near(name, d, cpu_h, n, rtol);
 }
 
 Test(kernels_gpu_llama, table_has_llama_ops)
@@ -192,8 +173,8 @@ Test(kernels_gpu_llama, rmsnorm)
 
 		gpu->rmsnorm_backward(st, dx3_d, dw3_d, dout_d, x_d, w_d, r2_d, B, T, C);
 		gpu->rmsnorm_backward(st, dx3_d, dw3_d, dout_d, x_d, w_d, r2_d, B, T, C);
-		same_bits("rmsnorm_backward dinp", dx3_d, dx2, n * 4);
-		same_bits("rmsnorm_backward dweight", dw3_d, dw2, C * 4);
+		gk_same_bits("rmsnorm_backward dinp", dx3_d, dx2, n * 4);
+		gk_same_bits("rmsnorm_backward dweight", dw3_d, dw2, C * 4);
 		free(x), free(w), free(dout), free(dx), free(dw), free(out), free(rstd), free(dx1);
 		free(dw1), free(dx2), free(dw2);
 		gt_free(x_d), gt_free(w_d), gt_free(dout_d), gt_free(dx_d), gt_free(dw_d);
@@ -306,7 +287,7 @@ Test(kernels_gpu_llama, gqa_attention)
 
 		gpu->gqa_attention_backward(st, dx2_d, dpre_d, datt_d, dout_d, x_d, att2_d, B, T,
 					    NH, KV, hd, win);
-		same_bits("gqa_attention_backward dqkv", dx2_d, g1, ni * 4);
+		gk_same_bits("gqa_attention_backward dqkv", dx2_d, g1, ni * 4);
 		free(x), free(dout), free(dx), free(out), free(pre), free(att), free(datt);
 		free(dpre), free(g1);
 		gt_free(x_d), gt_free(dout_d), gt_free(dx_d), gt_free(dx2_d), gt_free(out_d);
@@ -348,19 +329,19 @@ Test(kernels_gpu_llama, embedding_backward_sorted_bit_exact)
 	gpu->embedding_backward(st, emb_d, dout_d, tok_d, B, T, C);
 	gpu->embedding_backward(st, again_d, dout_d, tok_d, B, T, C);
 	cpu->embedding_backward(NULL, emb, dout, tok, B, T, C);
-	same_bits("embedding_backward dwte (sorted) vs the CPU", emb_d, emb, nw * 4);
-	same_bits("embedding_backward dwte rerun", again_d, emb, nw * 4);
+	gk_same_bits("embedding_backward dwte (sorted) vs the CPU", emb_d, emb, nw * 4);
+	gk_same_bits("embedding_backward dwte rerun", again_d, emb, nw * 4);
 	gpu->encoder_backward(st, enc_d, wpe_d, dout_d, tok_d, B, T, C);
 	cpu->encoder_backward(NULL, enc, dwpe, dout, tok, B, T, C);
-	same_bits("encoder_backward dwte (sorted) vs the CPU", enc_d, enc, nw * 4);
-	same_bits("encoder_backward dwpe vs the CPU", wpe_d, dwpe, np * 4);
+	gk_same_bits("encoder_backward dwte (sorted) vs the CPU", enc_d, enc, nw * 4);
+	gk_same_bits("encoder_backward dwpe vs the CPU", wpe_d, dwpe, np * 4);
 	memcpy(enc, dw, nw * 4);
 	gpu->encoder_pos_backward(st, again_d, wpe2_d, dout_d, tok_d, pos_d, B, T, C);
 	cpu->encoder_pos_backward(NULL, enc, dwpe2, dout, tok, pos, B, T, C);
 	/* again_d held dw + one embedding backward: the CPU's enc the same */
 	cpu->embedding_backward(NULL, enc, dout, tok, B, T, C);
-	same_bits("encoder_pos_backward dwte vs the CPU", again_d, enc, nw * 4);
-	same_bits("encoder_pos_backward dwpe (sorted by position) vs the CPU", wpe2_d, dwpe2,
+	gk_same_bits("encoder_pos_backward dwte vs the CPU", again_d, enc, nw * 4);
+	gk_same_bits("encoder_pos_backward dwpe (sorted by position) vs the CPU", wpe2_d, dwpe2,
 		  np * 4);
 	free(tok), free(pos), free(dout), free(dw), free(dwpe), free(dwpe2), free(emb), free(enc);
 	gt_free(tok_d), gt_free(pos_d), gt_free(dout_d), gt_free(emb_d), gt_free(enc_d);

@@ -18,29 +18,6 @@
 
 static const struct zn_kernel_table *cpu = &zn_kernels_cpu;
 
-static float *frand(struct kc_rng *r, size_t n)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, -1.0f, 1.0f);
-	return p;
-}
-
-static void same(const char *what, const float *d, const float *cpu_h, size_t n, double rtol)
-{
-	float *g = malloc(n * sizeof(float));
-	double *ref = malloc(n * sizeof(double));
-
-	cr_assert(g && ref);
-	down(g, d, n * sizeof(float), what);
-	for (size_t i = 0; i < n; i++)
-		ref[i] = cpu_h[i];
-	cr_assert(kc_close(what, g, ref, n, rtol));
-	free(g);
-	free(ref);
-}
-
 /* R rows, base width ld, the target's block [c0, c0 + n), rank k */
 struct lshape {
 	int R, ld, c0, n, k;
@@ -71,8 +48,9 @@ Test(kernels_gpu_lora, lora_up_cols_and_dropout_match_cpu)
 		const struct lshape *s = &shapes[si];
 		size_t no = (size_t)s->R * s->ld, nt = (size_t)s->R * s->k;
 		size_t nw = (size_t)s->n * s->k, nb = (size_t)s->R * s->n;
-		float *out = frand(&rng, no), *t = frand(&rng, nt), *w = frand(&rng, nw);
-		float *blk = frand(&rng, nb), *take = malloc(nb * sizeof(float));
+		float *out = gk_frand(&rng, no, 1.0f), *t = gk_frand(&rng, nt, 1.0f);
+		float *w = gk_frand(&rng, nw, 1.0f);
+		float *blk = gk_frand(&rng, nb, 1.0f), *take = malloc(nb * sizeof(float));
 		float *drop = malloc(no * sizeof(float));
 		float *out_d = up(out, no * 4), *t_d = up(t, nt * 4), *w_d = up(w, nw * 4);
 		float *blk_d = up(blk, nb * 4), *take_d = up(take, nb * 4);
@@ -82,16 +60,16 @@ Test(kernels_gpu_lora, lora_up_cols_and_dropout_match_cpu)
 		/* lora_up into out, then cols_add of blk on top: both accumulate */
 		g->lora_up(st, out_d, t_d, w_d, 0.75f, s->R, s->k, s->ld, s->c0, s->n);
 		cpu->lora_up(NULL, out, t, w, 0.75f, s->R, s->k, s->ld, s->c0, s->n);
-		same("lora_up", out_d, out, no, 1e-4);
+		gk_near("lora_up", out_d, out, no, 1e-4);
 		g->cols_add(st, out_d, blk_d, -0.5f, s->R, s->ld, s->c0, s->n);
 		cpu->cols_add(NULL, out, blk, -0.5f, s->R, s->ld, s->c0, s->n);
-		same("cols_add", out_d, out, no, 1e-4);
+		gk_near("cols_add", out_d, out, no, 1e-4);
 		g->cols_take(st, take_d, out_d, 2.0f, s->R, s->ld, s->c0, s->n);
 		cpu->cols_take(NULL, take, out, 2.0f, s->R, s->ld, s->c0, s->n);
-		same("cols_take", take_d, take, nb, 1e-4);
+		gk_near("cols_take", take_d, take, nb, 1e-4);
 		g->dropout(st, drop_d, out_d, 0.3f, 1234 + si, no);
 		cpu->dropout(NULL, drop, out, 0.3f, 1234 + si, no);
-		same("dropout", drop_d, drop, no, 1e-4);
+		gk_near("dropout", drop_d, drop, no, 1e-4);
 		gt_free(out_d), gt_free(t_d), gt_free(w_d), gt_free(blk_d), gt_free(take_d);
 		gt_free(drop_d);
 		free(out), free(t), free(w), free(blk), free(take), free(drop);

@@ -16,29 +16,6 @@
 #include "kernels_check.h"
 #include "model/moe/moe.h"
 
-static float *frand(struct kc_rng *r, size_t n, float s)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-
-	cr_assert(p);
-	kc_fill(r, p, n, -s, s);
-	return p;
-}
-
-static void same(const char *what, const float *d, const float *cpu_h, size_t n, double rtol)
-{
-	float *g = malloc(n * sizeof(float));
-	double *ref = malloc(n * sizeof(double));
-
-	cr_assert(g && ref);
-	down(g, d, n * sizeof(float), what);
-	for (size_t i = 0; i < n; i++)
-		ref[i] = cpu_h[i];
-	cr_assert(kc_close(what, g, ref, n, rtol));
-	free(g);
-	free(ref);
-}
-
 Test(kernels_gpu_moe, block_matches_cpu)
 {
 	void *st;
@@ -48,9 +25,9 @@ Test(kernels_gpu_moe, block_matches_cpu)
 	size_t NC = (size_t)d.N * d.C, nr = (size_t)d.E * d.C;
 	size_t ngu = (size_t)d.E * 2 * d.I * d.C, ndn = (size_t)d.E * d.C * d.I;
 	struct kc_rng rng = { 23 };
-	float *h = frand(&rng, NC, 1.0f), *rw = frand(&rng, nr, 0.3f);
-	float *gu = frand(&rng, ngu, 0.2f), *dn = frand(&rng, ndn, 0.2f);
-	float *dout = frand(&rng, NC, 1.0f), dprob[16];
+	float *h = gk_frand(&rng, NC, 1.0f), *rw = gk_frand(&rng, nr, 0.3f);
+	float *gu = gk_frand(&rng, ngu, 0.2f), *dn = gk_frand(&rng, ndn, 0.2f);
+	float *dout = gk_frand(&rng, NC, 1.0f), dprob[16];
 	uint64_t ab = zn_moe_acts_bytes(&d), sb = zn_moe_scratch_bytes(&d);
 	void *acts = aligned_alloc(256, ab), *scr = calloc(1, sb);
 	float *out = calloc(NC, 4), *dh = calloc(NC, 4), *grw = calloc(nr, 4);
@@ -96,12 +73,12 @@ Test(kernels_gpu_moe, block_matches_cpu)
 		gt_download_part(sel, ag.sel, 0, (size_t)d.N * d.K * sizeof(int), &err);
 		cr_assert_str_empty(err);
 		cr_assert(!memcmp(sel, ac.sel, (size_t)d.N * d.K * sizeof(int)), "top-k differs");
-		same("moe out", out_d, out, NC, 1e-4);
-		same("moe aux", aux_d, aux, 2 * (size_t)d.E, 1e-5);
-		same("moe dh", dh_d, dh, NC, 1e-4);
-		same("moe router grad", grw_d, grw, nr, 1e-4);
-		same("moe gate_up grad", ggu_d, ggu, ngu, 1e-4);
-		same("moe down grad", gdn_d, gdn, ndn, 1e-4);
+		gk_near("moe out", out_d, out, NC, 1e-4);
+		gk_near("moe aux", aux_d, aux, 2 * (size_t)d.E, 1e-5);
+		gk_near("moe dh", dh_d, dh, NC, 1e-4);
+		gk_near("moe router grad", grw_d, grw, nr, 1e-4);
+		gk_near("moe gate_up grad", ggu_d, ggu, ngu, 1e-4);
+		gk_near("moe down grad", gdn_d, gdn, ndn, 1e-4);
 		gt_free(h_d), gt_free(rw_d), gt_free(gu_d), gt_free(dn_d), gt_free(dout_d);
 		gt_free(dprob_d), gt_free(out_d), gt_free(dh_d), gt_free(grw_d), gt_free(ggu_d);
 		gt_free(gdn_d), gt_free(aux_d), gt_free(acts_d), gt_free(scr_d);
