@@ -402,6 +402,33 @@ Test(cli, hf_zero3_template_runs_as_the_trainer_fills_it)
 	remove(cfg);
 }
 
+/* The bench commands' numbers are whole numbers in range, and each flag takes a value or
+ * none: "--reps 3x" and "--numa-node abc" were read by atoi as 3 and node 0 and ran. */
+Test(cli, bench_values_are_checked)
+{
+	static const char *const cases[][2] = {
+		{ "bench adam --params 1K --threads 1 --reps 3x",
+		  "zinc bench adam: bad value '3x' for --reps" },
+		{ "bench adam --params 1K --threads 1 --reps 1 --numa-node abc",
+		  "zinc bench adam: bad value 'abc' for --numa-node" },
+		{ "bench adam --params 1K --threads 1 --reps 99999999999",
+		  "zinc bench adam: bad value '99999999999' for --reps" },
+		{ "bench adam --params 1K --json=yes", "zinc bench adam: --json takes no value" },
+		{ "bench adam --reps", "zinc bench adam: --reps needs a value" },
+		{ "bench nvme --file /nonexistent/x --iters 2x", "--iters '2x': give 1 to 1000" },
+		{ "bench nvme --file /nonexistent/x stray", "unexpected argument 'stray'" },
+		{ "bench step --model tiny --warmup -1", "zinc bench step: bad value '-1' for --warmup" },
+	};
+	char out[16384];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
+			     out);
+		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
+			  cases[i][1], out);
+	}
+}
+
 /* Every command answers an unknown option with the one it most likely meant: a Hugging
  * Face name with zinc's, '_' for '-', a typo, a flag cut short, a command name. */
 Test(cli, unknown_options_get_what_they_meant)

@@ -190,6 +190,51 @@ Test(cli_resume, lora_resume_is_exact)
 	cr_assert(strstr(out, "--lora-r is 8 in this run, 4 in the checkpoint"), "%s", out);
 }
 
+/* dir/ck/checkpoint-2's metadata with key set to value, its CRC line recomputed (from the
+ * file as saved, kept beside it) */
+static void set_recorded(const char *key, const char *value)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "cd %s/ck/checkpoint-2 && { [ -f meta.orig ] || "
+		 "cp zinc-checkpoint.txt meta.orig; } && python3 -c \"import sys, zlib; "
+		 "k, v = sys.argv[1:]; lines = [l if not l.startswith(k + '=') else k + '=' + v "
+		 "for l in open('meta.orig').read().splitlines() if not l.startswith('crc32=')]; "
+		 "d = ('\\n'.join(lines) + '\\n').encode(); open('zinc-checkpoint.txt', 'wb')"
+		 ".write(d + b'crc32=%%08x\\n' %% (zlib.crc32(d) & 0xffffffff))\" '%s' '%s'",
+		 dir, key, value);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A recorded setting that is not a number in range (a metadata file edited by hand, its
+ * CRC recomputed) is refused naming the key: atoi and strtod read "8x" as 8 and "x" as 0 */
+Test(cli_resume, recorded_settings_are_checked)
+{
+	static const char *const cases[][2] = {
+		{ "run.lora.alpha", "8x" }, { "run.lora.alpha", "x" }, { "run.lora.r", "0" },
+		{ "run.lora.r", "4.5" },    { "run.lora.dropout", "nan" },
+		{ "run.lora.rslora", "2" }, { "run.model.flags", "-1" },
+	};
+	char want[128];
+
+	make_base("base", 1);
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --init-from %s/base --seq 16 "
+				     RUN " " LORA " --steps 2 --save-dir %s/ck", dir, dir), 0, "%s",
+		     out);
+	set_recorded("run.lora.alpha", "0x1p+3"); /* 8 as saved: the edit itself is sound */
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train " RUN " --steps 3 --resume "
+				     "%s/ck/checkpoint-2", dir), 0, "%s", out);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		set_recorded(cases[i][0], cases[i][1]);
+		cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train " RUN " --steps 3 --resume "
+					     "%s/ck/checkpoint-2", dir), 2, "%s=%s: %s", cases[i][0],
+			     cases[i][1], out);
+		snprintf(want, sizeof(want), "%s '%s' in its metadata is not a", cases[i][0],
+			 cases[i][1]);
+		cr_assert(strstr(out, want), "want '%s' in:\n%s", want, out);
+	}
+}
+
 /* LoRA without --save-dir: SIGTERM writes --save-adapter, says so, exits 0; the adapter
  * is a straight 2-step run's. */
 Test(cli_resume, lora_sigterm_writes_the_adapter)

@@ -1,10 +1,91 @@
-/* The bench commands' shared lines and statistics (bench.h). */
+/* The bench commands' shared parser, lines and statistics (bench.h). */
 #include "cli/bench.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include "cli/flags.h"
+#include "zinc.h"
+
+/* the index of a's option ("--name" or "--name=..."), its value in *eq (NULL: none) */
+static int find_opt(const struct zn_bench_opt *opts, int nopts, const char *a, const char **eq)
+{
+	for (int k = 0; k < nopts; k++) {
+		size_t len = strlen(opts[k].name);
+
+		if (!strncmp(a, opts[k].name, len) && (a[len] == 0 || a[len] == '=')) {
+			*eq = a[len] == '=' ? a + len + 1 : NULL;
+			return k;
+		}
+	}
+	return -1;
+}
+
+int zn_bench_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return ZN_BENCH_BAD;
+	*out = (int)v;
+	return 0;
+}
+
+int zn_bench_args(const char *cmd, int argc, char **argv, const struct zn_bench_opt *opts,
+		  int nopts, int (*set)(void *ctx, int opt, const char *value), void *ctx,
+		  void (*usage)(FILE *f), char **rest, int *rest_n)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		int k = find_opt(opts, nopts, a, &v), rc;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 1;
+		}
+		if (k < 0 && rest) {
+			rest[(*rest_n)++] = argv[i];
+			continue;
+		}
+		if (k < 0 && strncmp(a, "--", 2)) {
+			fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", cmd, a);
+			return ZN_EXIT_USAGE;
+		}
+		if (k < 0) {
+			zn_cli_unknown_flag(cmd, a, usage);
+			return ZN_EXIT_USAGE;
+		}
+		if (opts[k].value && !v && i + 1 >= argc) {
+			fprintf(stderr, "%s: %s needs a value (see --help)\n", cmd, a);
+			return ZN_EXIT_USAGE;
+		}
+		if (!opts[k].value && v) {
+			fprintf(stderr, "%s: %s takes no value (see --help)\n", cmd, opts[k].name);
+			return ZN_EXIT_USAGE;
+		}
+		if (opts[k].value && !v)
+			v = argv[++i];
+		rc = set(ctx, k, v);
+		if (rc == ZN_BENCH_PASS && rest) {
+			rest[(*rest_n)++] = argv[i - (v == argv[i])];
+			if (v == argv[i])
+				rest[(*rest_n)++] = argv[i];
+			continue;
+		}
+		if (rc == ZN_BENCH_BAD)
+			fprintf(stderr, "%s: bad value '%s' for %s (see --help)\n", cmd, v ? v : "",
+				opts[k].name);
+		if (rc)
+			return ZN_EXIT_USAGE;
+	}
+	return 0;
+}
 
 static void cpu_model(char *out, size_t n)
 {

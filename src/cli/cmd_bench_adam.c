@@ -14,6 +14,7 @@
  * write-allocate reads of the output are not counted (in rmw either), so %rmw compares
  * like with like.
  */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -23,7 +24,6 @@
 
 #include "cli/bench.h"
 #include "cli/cli.h"
-#include "cli/flags.h"
 #include "core/dtype.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -130,6 +130,47 @@ static int parse_threads(const char *s, struct zn_ba_opts *o)
 	return o->thread_rows ? 0 : -1;
 }
 
+enum {
+	OPT_PARAMS, OPT_THREADS, OPT_GRAD, OPT_OUT, OPT_REPS, OPT_NUMA, OPT_STATES, OPT_JSON,
+	OPT_NO_BIND, OPT_L2
+};
+
+static const struct zn_bench_opt opts[] = {
+	[OPT_PARAMS] = { "--params", true },
+	[OPT_THREADS] = { "--threads", true },
+	[OPT_GRAD] = { "--grad", true },
+	[OPT_OUT] = { "--out", true },
+	[OPT_REPS] = { "--reps", true },
+	[OPT_NUMA] = { "--numa-node", true },
+	[OPT_STATES] = { "--optimizer-states", true },
+	[OPT_JSON] = { "--json", false },
+	[OPT_NO_BIND] = { "--no-bind", false },
+	[OPT_L2] = { "--l2", false },
+};
+
+static int set_opt(void *ctx, int opt, const char *v)
+{
+	struct zn_ba_opts *o = ctx;
+	int d;
+
+	switch (opt) {
+	case OPT_PARAMS: return parse_count(v, &o->n) || o->n == 0 ? ZN_BENCH_BAD : 0;
+	case OPT_THREADS: return parse_threads(v, o) ? ZN_BENCH_BAD : 0;
+	case OPT_GRAD:
+		if (parse_dtype(v, false, &d))
+			return ZN_BENCH_BAD;
+		o->grad_dtype = d;
+		return 0;
+	case OPT_OUT: return parse_dtype(v, true, &o->out_dtype) ? ZN_BENCH_BAD : 0;
+	case OPT_REPS: return zn_bench_int(v, 1, 1000000, &o->reps);
+	case OPT_NUMA: return zn_bench_int(v, 0, 4095, &o->numa_node);
+	case OPT_STATES: return zn_optim_states_parse(v, &o->states) ? ZN_BENCH_BAD : 0;
+	case OPT_JSON: o->json = true; return 0;
+	case OPT_NO_BIND: o->bind = false; return 0;
+	default: o->l2 = true; return 0;
+	}
+}
+
 static int parse_opts(int argc, char **argv, struct zn_ba_opts *o, int cores)
 {
 	*o = (struct zn_ba_opts){ .n = 1ull << 26, .grad_dtype = ZN_DTYPE_F32,
@@ -137,52 +178,8 @@ static int parse_opts(int argc, char **argv, struct zn_ba_opts *o, int cores)
 			    .bind = true };
 	for (int t = 1; t <= cores && o->thread_rows < ZN_BA_MAX_THREAD_ROWS; t++)
 		o->threads[o->thread_rows++] = t;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int d, bad = 0;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 1;
-		} else if (!strcmp(a, "--json")) {
-			o->json = true;
-			continue;
-		} else if (!strcmp(a, "--no-bind")) {
-			o->bind = false;
-			continue;
-		} else if (!strcmp(a, "--l2")) {
-			o->l2 = true;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "zinc bench adam: %s needs a value (see --help)\n", a);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "--params"))
-			bad = parse_count(v, &o->n) || o->n == 0;
-		else if (!strcmp(a, "--threads"))
-			bad = parse_threads(v, o);
-		else if (!strcmp(a, "--grad"))
-			bad = parse_dtype(v, false, &d) || (o->grad_dtype = d, 0);
-		else if (!strcmp(a, "--out"))
-			bad = parse_dtype(v, true, &o->out_dtype);
-		else if (!strcmp(a, "--reps"))
-			bad = (o->reps = atoi(v)) < 1;
-		else if (!strcmp(a, "--numa-node"))
-			bad = (o->numa_node = atoi(v)) < 0;
-		else if (!strcmp(a, "--optimizer-states"))
-			bad = zn_optim_states_parse(v, &o->states);
-		else {
-			zn_cli_unknown_flag("zinc bench adam", a, usage);
-			return -1;
-		}
-		if (bad) {
-			fprintf(stderr, "zinc bench adam: bad value '%s' for %s (see --help)\n", v, a);
-			return -1;
-		}
-	}
-	return 0;
+	return zn_bench_args("zinc bench adam", argc, argv, opts,
+			     (int)(sizeof(opts) / sizeof(*opts)), set_opt, o, usage, NULL, NULL);
 }
 
 static size_t out_size(int out_dtype)
@@ -518,7 +515,7 @@ int zn_cmd_bench_adam(int argc, char **argv)
 		return 1;
 	rc = parse_opts(argc, argv, &o, ci.core_count > 0 ? ci.core_count : 1);
 	if (rc)
-		return rc > 0 ? 0 : ZN_EXIT_USAGE;
+		return rc == 1 ? 0 : rc; /* --help, or a usage error said */
 	zn_arena_config_init(&ac, NULL);
 	ac.bytes = arena_bytes(&o);
 	ac.numa_node = o.numa_node;

@@ -7,7 +7,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +19,6 @@
 
 #include "cli/bench.h"
 #include "cli/cli.h"
-#include "cli/flags.h"
 #include "core/fsio.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -45,6 +43,8 @@ struct opts {
 	int iters;
 	bool read, write;
 	bool sweep, json, keep, plain_buffers;
+	const char *cap;                /* --cap, applied after --config */
+	bool single_submit, no_overlap; /* likewise */
 	struct zn_aio_config aio; /* single_submit, overlap_events, cap, and defaults */
 	enum zn_aio_backend backend;
 };
@@ -142,17 +142,31 @@ static int load_config(const char *path, struct zn_aio_config *aio)
 	return 0;
 }
 
-static const struct option long_opts[] = {
-	{ "path", required_argument, NULL, 'p' },   { "file", required_argument, NULL, 'f' },
-	{ "size", required_argument, NULL, 's' },   { "block", required_argument, NULL, 'b' },
-	{ "depth", required_argument, NULL, 'd' },  { "rings", required_argument, NULL, 'r' },
-	{ "sweep", no_argument, NULL, 'S' },        { "op", required_argument, NULL, 'o' },
-	{ "iters", required_argument, NULL, 'i' },  { "cap", required_argument, NULL, 'c' },
-	{ "single-submit", no_argument, NULL, '1' }, { "no-overlap", no_argument, NULL, 'O' },
-	{ "plain-buffers", no_argument, NULL, 'P' }, { "backend", required_argument, NULL, 'B' },
-	{ "config", required_argument, NULL, 'C' }, { "out", required_argument, NULL, 'w' },
-	{ "json", no_argument, NULL, 'j' },         { "keep", no_argument, NULL, 'k' },
-	{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+enum {
+	OPT_PATH, OPT_FILE, OPT_SIZE, OPT_BLOCK, OPT_DEPTH, OPT_RINGS, OPT_SWEEP, OPT_OP,
+	OPT_ITERS, OPT_CAP, OPT_SINGLE, OPT_NO_OVERLAP, OPT_PLAIN, OPT_BACKEND, OPT_CONFIG,
+	OPT_OUT, OPT_JSON, OPT_KEEP
+};
+
+static const struct zn_bench_opt opts[] = {
+	[OPT_PATH] = { "--path", true },
+	[OPT_FILE] = { "--file", true },
+	[OPT_SIZE] = { "--size", true },
+	[OPT_BLOCK] = { "--block", true },
+	[OPT_DEPTH] = { "--depth", true },
+	[OPT_RINGS] = { "--rings", true },
+	[OPT_SWEEP] = { "--sweep", false },
+	[OPT_OP] = { "--op", true },
+	[OPT_ITERS] = { "--iters", true },
+	[OPT_CAP] = { "--cap", true },
+	[OPT_SINGLE] = { "--single-submit", false },
+	[OPT_NO_OVERLAP] = { "--no-overlap", false },
+	[OPT_PLAIN] = { "--plain-buffers", false },
+	[OPT_BACKEND] = { "--backend", true },
+	[OPT_CONFIG] = { "--config", true },
+	[OPT_OUT] = { "--out", true },
+	[OPT_JSON] = { "--json", false },
+	[OPT_KEEP] = { "--keep", false },
 };
 
 static int parse_op(struct opts *o, const char *s)
@@ -180,50 +194,50 @@ static int parse_backend(struct opts *o, const char *s)
 	return 0;
 }
 
-/* 1 to 1000, or 0 for anything else ("4294967297", "3x", ""). */
-static int parse_iters(const char *s)
+/* a parser's ZN_EXIT_USAGE (it said why) as zn_bench_args wants it */
+static int said(int rc)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	return errno || end == s || *end || v < 1 || v > 1000 ? 0 : (int)v;
+	return rc ? ZN_BENCH_SAID : 0;
 }
 
-/* One flag; config-dependent ones are applied after --config (see parse_args). */
-static int parse_one(struct opts *o, int c, const char *arg)
+/* One flag (each says what is wrong itself); --cap, --single-submit and --no-overlap are
+ * kept and applied after --config, so flags win over the file (see parse_args). */
+static int set_opt(void *ctx, int opt, const char *arg)
 {
-	switch (c) {
-	case 'p': o->path = arg; return 0;
-	case 'f': o->file = arg; return 0;
-	case 's':
+	struct opts *o = ctx;
+
+	switch (opt) {
+	case OPT_PATH: o->path = arg; return 0;
+	case OPT_FILE: o->file = arg; return 0;
+	case OPT_SIZE:
 		if (parse_size(arg, &o->bytes) || !o->bytes || o->bytes % 4096) {
 			fprintf(stderr, "zinc bench nvme: --size '%s': give a multiple of 4K\n", arg);
-			return ZN_EXIT_USAGE;
+			return ZN_BENCH_SAID;
 		}
 		return 0;
-	case 'b': return parse_list("--block", arg, true, o->blocks, NULL, &o->block_count);
-	case 'd': return parse_list("--depth", arg, false, NULL, o->depths, &o->depth_count);
-	case 'r': return parse_list("--rings", arg, false, NULL, o->rings, &o->ring_count);
-	case 'S': o->sweep = true; return 0;
-	case 'o': return parse_op(o, arg);
-	case 'i':
-		o->iters = parse_iters(arg);
-		if (o->iters < 1) {
+	case OPT_BLOCK:
+		return said(parse_list("--block", arg, true, o->blocks, NULL, &o->block_count));
+	case OPT_DEPTH:
+		return said(parse_list("--depth", arg, false, NULL, o->depths, &o->depth_count));
+	case OPT_RINGS:
+		return said(parse_list("--rings", arg, false, NULL, o->rings, &o->ring_count));
+	case OPT_SWEEP: o->sweep = true; return 0;
+	case OPT_OP: return said(parse_op(o, arg));
+	case OPT_ITERS:
+		if (zn_bench_int(arg, 1, 1000, &o->iters)) {
 			fprintf(stderr, "zinc bench nvme: --iters '%s': give 1 to 1000\n", arg);
-			return ZN_EXIT_USAGE;
+			return ZN_BENCH_SAID;
 		}
 		return 0;
-	case 'B': return parse_backend(o, arg);
-	case 'P': o->plain_buffers = true; return 0;
-	case 'C': o->config = arg; return 0;
-	case 'w': o->out = arg; return 0;
-	case 'j': o->json = true; return 0;
-	case 'k': o->keep = true; return 0;
-	case 'c': case '1': case 'O': return 0; /* after --config */
-	case 'h': usage(stdout); return -1;
-	default: usage(stderr); return ZN_EXIT_USAGE;
+	case OPT_CAP: o->cap = arg; return 0;
+	case OPT_SINGLE: o->single_submit = true; return 0;
+	case OPT_NO_OVERLAP: o->no_overlap = true; return 0;
+	case OPT_PLAIN: o->plain_buffers = true; return 0;
+	case OPT_BACKEND: return said(parse_backend(o, arg));
+	case OPT_CONFIG: o->config = arg; return 0;
+	case OPT_OUT: o->out = arg; return 0;
+	case OPT_JSON: o->json = true; return 0;
+	default: o->keep = true; return 0;
 	}
 }
 
@@ -234,38 +248,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .bytes = 1ull << 30, .iters = 3, .read = true, .write = true };
 	o->aio = (struct zn_aio_config){ .block_size_bytes = 1 << 20, .queue_depth = 32,
 					 .intra_op_parallelism = 1, .overlap_events = true };
-	optind = 1;
-	/* ':' first: getopt stays quiet and tells a missing value (':') from an unknown
-	 * option ('?'), which gets "did you mean" */
-	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-		if (c == ':' || c == '?') {
-			if (c == ':')
-				fprintf(stderr, "zinc bench nvme: %s needs a value\n", argv[optind - 1]);
-			else
-				zn_cli_unknown_flag("zinc bench nvme", argv[optind - 1], usage);
-			return ZN_EXIT_USAGE;
-		}
-		if ((rc = parse_one(o, c, optarg)))
-			return rc;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "zinc bench nvme: unexpected argument '%s'\n", argv[optind]);
-		return ZN_EXIT_USAGE;
-	}
+	rc = zn_bench_args("zinc bench nvme", argc, argv, opts,
+			   (int)(sizeof(opts) / sizeof(*opts)), set_opt, o, usage, NULL, NULL);
+	if (rc)
+		return rc == 1 ? -1 : rc;
 	if (o->config && (rc = load_config(o->config, &o->aio)))
 		return rc;
-	/* Flags win over the config file: a second pass for those it also sets. */
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-		if (c == 'c' && parse_size(optarg, &o->aio.bandwidth_cap_bytes_per_s)) {
-			fprintf(stderr, "zinc bench nvme: --cap '%s': give bytes/s, e.g. 500M\n",
-				optarg);
-			return ZN_EXIT_USAGE;
-		}
-		o->aio.single_submit |= c == '1';
-		if (c == 'O')
-			o->aio.overlap_events = false;
+	/* flags win over the config file */
+	if (o->cap && parse_size(o->cap, &o->aio.bandwidth_cap_bytes_per_s)) {
+		fprintf(stderr, "zinc bench nvme: --cap '%s': give bytes/s, e.g. 500M\n", o->cap);
+		return ZN_EXIT_USAGE;
 	}
+	o->aio.single_submit |= o->single_submit;
+	if (o->no_overlap)
+		o->aio.overlap_events = false;
 	if (!!o->path == !!o->file) {
 		fprintf(stderr, "zinc bench nvme: say where with one of --path DIR (a directory on "
 			"the drive to test) or --file FILE\n");

@@ -73,77 +73,87 @@ static void help_all(FILE *f)
 	zn_config_print_flags_help(f);
 }
 
-static int own_flags(int n, char **rest, struct opts *o, struct zn_config *cfg, int *m)
+enum {
+	OPT_BW, OPT_WARMUP, OPT_STEPS, OPT_JSON, OPT_CSV, OPT_PLOT, OPT_TRACE, OPT_MODEL_CONFIG,
+	OPT_SEQ, OPT_DTYPE
+};
+
+static const struct zn_bench_opt opts[] = {
+	[OPT_BW] = { "--bw", true },
+	[OPT_WARMUP] = { "--warmup", true },
+	[OPT_STEPS] = { "--steps", true },
+	[OPT_JSON] = { "--json", false },
+	[OPT_CSV] = { "--csv", true },
+	[OPT_PLOT] = { "--plot", true },
+	[OPT_TRACE] = { "--trace", true },
+	[OPT_MODEL_CONFIG] = { "--model-config", true },
+	[OPT_SEQ] = { "--seq", true },
+	[OPT_DTYPE] = { "--dtype", true },
+};
+
+struct own {
+	struct opts *o;
+	struct zn_config *cfg;
+};
+
+/* bench step's own flags; --seq is the model's too (passed on), --dtype the config's */
+static int set_opt(void *ctx, int opt, const char *v)
 {
-	int rc = 0;
+	struct opts *o = ((struct own *)ctx)->o;
+	struct zn_config *cfg = ((struct own *)ctx)->cfg;
 
-	*m = 0;
-	for (int i = 0; !rc && i < n; i++) {
-		const char *a = rest[i], *v;
-
-		if (!strcmp(a, "--bw")) {
-			v = zn_arg_value(n, rest, &i);
-			rc = v ? zn_bs_parse_bw(v, o->rows, &o->caps) : ZN_EUSAGE;
-		} else if (!strcmp(a, "--warmup")) {
-			rc = zn_arg_int(n, rest, &i, 0, 1000, &o->warmup);
-		} else if (!strcmp(a, "--steps")) {
-			rc = zn_arg_int(n, rest, &i, 1, 1000, &o->steps);
-		} else if (!strcmp(a, "--json")) {
-			o->json = true;
-		} else if (!strcmp(a, "--csv") || !strcmp(a, "--plot") || !strcmp(a, "--trace") ||
-			   !strcmp(a, "--model-config")) {
-			if (!(v = zn_arg_value(n, rest, &i)))
-				return ZN_EUSAGE;
-			if (a[2] == 'c')
-				o->csv = v;
-			else if (a[2] == 'p')
-				o->plot = v;
-			else if (a[2] == 't')
-				o->trace = v;
-			else
-				o->model_config = v;
-		} else if (!strcmp(a, "--seq")) {
-			rest[(*m)++] = rest[i];
-			rc = zn_arg_int(n, rest, &i, 1, 1 << 20, &o->seq);
-			rest[(*m)++] = rest[i];
-		} else if (!strcmp(a, "--dtype")) {
-			v = zn_arg_value(n, rest, &i);
-			if (!v || (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16"))) {
-				zn_error("--dtype '%s': use fp32, bf16 or fp16", v ? v : "");
-				return ZN_EUSAGE;
-			}
-			cfg->precision.bf16 = !strcmp(v, "bf16");
-			cfg->precision.fp16 = !strcmp(v, "fp16");
-		} else {
-			rest[(*m)++] = rest[i];
+	switch (opt) {
+	case OPT_BW: return zn_bs_parse_bw(v, o->rows, &o->caps) ? ZN_BENCH_SAID : 0;
+	case OPT_WARMUP: return zn_bench_int(v, 0, 1000, &o->warmup);
+	case OPT_STEPS: return zn_bench_int(v, 1, 1000, &o->steps);
+	case OPT_JSON: o->json = true; return 0;
+	case OPT_CSV: o->csv = v; return 0;
+	case OPT_PLOT: o->plot = v; return 0;
+	case OPT_TRACE: o->trace = v; return 0;
+	case OPT_MODEL_CONFIG: o->model_config = v; return 0;
+	case OPT_SEQ: return zn_bench_int(v, 1, 1 << 20, &o->seq) ? ZN_BENCH_BAD : ZN_BENCH_PASS;
+	default:
+		if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+			zn_error("--dtype '%s': use fp32, bf16 or fp16", v);
+			return ZN_BENCH_SAID;
 		}
+		cfg->precision.bf16 = !strcmp(v, "bf16");
+		cfg->precision.fp16 = !strcmp(v, "fp16");
+		return 0;
 	}
-	return rc;
 }
 
 static int parse(int argc, char **argv, struct opts *o, struct zn_config *cfg,
 		 struct zn_train_model *tm, bool *help)
 {
-	char **rest = calloc((size_t)argc + 1, sizeof(*rest)), **left = NULL;
+	/* rest[0] stands for argv[0]: zn_bench_args reads rest as an argv */
+	char **rest = calloc((size_t)argc + 1, sizeof(*rest)), **left = NULL, **pass = NULL;
+	struct own own = { o, cfg };
 	int n = 0, m = 0, k = 0, rc;
 
 	if (!rest)
 		return -ENOMEM;
-	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest, &n);
-	for (int i = 0; !rc && i < n; i++)
+	rest[0] = argv[0];
+	rc = zn_config_from_args(cfg, argc - 1, argv + 1, rest + 1, &n);
+	for (int i = 1; !rc && i <= n; i++)
 		if (!strcmp(rest[i], "-h") || !strcmp(rest[i], "--help"))
 			*help = true;
+	if (!rc && !*help && !(pass = calloc((size_t)n + 1, sizeof(*pass))))
+		rc = -ENOMEM;
 	if (!rc && !*help)
-		rc = own_flags(n, rest, o, cfg, &m);
+		rc = zn_bench_args("zinc bench step", n + 1, rest, opts,
+				   (int)(sizeof(opts) / sizeof(*opts)), set_opt, &own, help_all,
+				   pass, &m);
 	if (!rc && !*help && !(left = calloc((size_t)m + 1, sizeof(*left))))
 		rc = -ENOMEM;
 	if (!rc && !*help)
-		rc = zn_train_model_parse(tm, m, rest, NULL, o->model_config, left, &k);
+		rc = zn_train_model_parse(tm, m, pass, NULL, o->model_config, left, &k);
 	if (!rc && !*help && k > 0) {
 		zn_cli_unknown_flag("zinc bench step", left[0], help_all);
 		rc = ZN_EUSAGE;
 	}
 	free(left);
+	free(pass);
 	free(rest);
 	return rc;
 }

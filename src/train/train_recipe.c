@@ -237,23 +237,49 @@ bool zn_train_recipe_recorded(const struct zn_ckpt_dir *ck)
 	return zn_ckpt_get(ck, "run.model.source") != NULL;
 }
 
+/* the recorded number key (text v) from lo to hi, whole when whole: 0, or ZN_EUSAGE naming
+ * the key (a metadata file edited by hand, or written by another zinc) */
+static int recorded_num(const struct zn_ckpt_dir *ck, const char *key, const char *v, double lo,
+			double hi, bool whole, double *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end || !(x >= lo && x <= hi) || (whole && x != (double)(long)x)) {
+		zn_error("--resume %s: %s '%s' in its metadata is not a %s from %g to %g: give "
+			 "the run's flags instead, or resume from another checkpoint",
+			 zn_ckpt_info(ck)->path, key, v, whole ? "whole number" : "number", lo, hi);
+		return ZN_EUSAGE;
+	}
+	*out = x;
+	return 0;
+}
+
 static int fill_lora(const struct zn_ckpt_dir *ck, struct zn_train_lora *tl)
 {
 	const char *r = zn_ckpt_get(ck, "run.lora.r"), *a = zn_ckpt_get(ck, "run.lora.alpha");
 	const char *d = zn_ckpt_get(ck, "run.lora.dropout");
 	const char *rs = zn_ckpt_get(ck, "run.lora.rslora");
 	const char *tg = zn_ckpt_get(ck, "run.lora.targets");
+	double rv, av, dv, sv;
 
 	if (!r || !a || !d || !rs || !tg) {
 		zn_error("--resume %s: the LoRA settings are incomplete in its metadata: give "
 			 "--lora-r, --lora-alpha and --lora-targets", zn_ckpt_info(ck)->path);
 		return ZN_EUSAGE;
 	}
+	if (recorded_num(ck, "run.lora.r", r, 1, 65536, true, &rv) ||
+	    recorded_num(ck, "run.lora.alpha", a, -1e30, 1e30, false, &av) ||
+	    recorded_num(ck, "run.lora.dropout", d, 0, 1, false, &dv) ||
+	    recorded_num(ck, "run.lora.rslora", rs, 0, 1, true, &sv))
+		return ZN_EUSAGE;
 	tl->on = true;
-	tl->lc.r = atoi(r);
-	tl->lc.alpha = (float)strtod(a, NULL);
-	tl->lc.dropout = (float)strtod(d, NULL);
-	tl->lc.rslora = !strcmp(rs, "1");
+	tl->lc.r = (int)rv;
+	tl->lc.alpha = (float)av;
+	tl->lc.dropout = (float)dv;
+	tl->lc.rslora = sv == 1;
 	tl->lc.target_count = 0;
 	return zn_lora_add_targets(&tl->lc, tg) ? ZN_EUSAGE : 0;
 }
@@ -264,17 +290,19 @@ int zn_train_recipe_fill(const struct zn_ckpt_dir *ck, struct zn_train_recipe *r
 	const char *src = zn_ckpt_get(ck, "run.model.source");
 	const char *path = zn_ckpt_get(ck, "run.model.path");
 	const char *count = zn_ckpt_get(ck, "run.model.flags");
-	int n = count ? atoi(count) : 0;
+	double nv = 0;
+	int n;
 	char key[64];
 
 	if (!src)
 		return 0;
+	if (count && recorded_num(ck, "run.model.flags", count, 0, 4096, true, &nv))
+		return ZN_EUSAGE;
+	n = (int)nv;
 	if (tl && !tl->on && zn_ckpt_get(ck, "run.lora") && fill_lora(ck, tl))
 		return ZN_EUSAGE;
 	if (r->init_from || r->model_config || r->flag_count)
 		return 0;
-	if (n < 0 || n > 4096)
-		n = 0;
 	free(r->flags);
 	r->flags = calloc((size_t)n + 1, sizeof(*r->flags));
 	if (!r->flags)
@@ -300,13 +328,14 @@ static void recorded_flags(const struct zn_ckpt_dir *ck, char *buf, size_t size)
 	const char *src = zn_ckpt_get(ck, "run.model.source");
 	const char *path = zn_ckpt_get(ck, "run.model.path");
 	const char *count = zn_ckpt_get(ck, "run.model.flags");
+	long n = count ? strtol(count, NULL, 10) : 0; /* a message: checked where it is used */
 	size_t k = 0;
 	char key[64];
 
 	buf[0] = 0;
 	if (src && path && strcmp(src, "flags"))
 		k += (size_t)snprintf(buf, size, " --%s %s", src, path);
-	for (int i = 0; count && i < atoi(count) && k < size; i++) {
+	for (int i = 0; i < n && i < 4096 && k < size; i++) {
 		const char *f;
 
 		snprintf(key, sizeof(key), "run.model.flag.%d", i);
