@@ -21,6 +21,13 @@ uint64_t zn_size_add(uint64_t a, uint64_t b)
 	return a + b;
 }
 
+uint64_t zn_size_round_up(uint64_t a, uint64_t align)
+{
+	if (a > ZN_SIZE_OVERFLOW - align)
+		return ZN_SIZE_OVERFLOW;
+	return (a + align - 1) / align * align;
+}
+
 bool zn_size_overflowed(uint64_t size)
 {
 	return size == ZN_SIZE_OVERFLOW;

@@ -26,6 +26,8 @@
 
 uint64_t zn_size_mul(uint64_t a, uint64_t b); /* a x b, or ZN_SIZE_OVERFLOW */
 uint64_t zn_size_add(uint64_t a, uint64_t b); /* a + b, or ZN_SIZE_OVERFLOW */
+/* a rounded up to a multiple of align (> 0); a saturated size stays saturated */
+uint64_t zn_size_round_up(uint64_t a, uint64_t align);
 bool zn_size_overflowed(uint64_t size);
 
 /* NULL (logged: "out of memory allocating WHAT: N bytes (X GiB)") when bytes is

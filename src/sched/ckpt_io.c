@@ -1,6 +1,6 @@
-/* Checkpoint files: the counted file operations of a save (ZINC_CKPT_FAIL_AT kills the
- * process at one of them, or fails it with ZINC_CKPT_FAIL_ERRNO), CRC-32 through zlib, and the rank file: written layer by layer
- * from the engine's tiers, verified whole before a resume uses it. */
+/* Checkpoint files: the counted file operations of a save (each a fault point:
+ * ckpt_fault.c), CRC-32 through zlib, and the rank file: written layer by layer from the
+ * engine's tiers, verified whole before a resume uses it. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,48 +21,7 @@
 #include "sched/plan.h"
 #include "zinc.h"
 
-/* ---- counted operations --------------------------------------------------------------- */
-
-static atomic_long fault_count;
-
-/* ZINC_CKPT_FAIL_ERRNO's value (ENOSPC, EIO, EDQUOT), 0 when unset: the K-th operation
- * then fails with it instead of killing the process. */
-static int fault_errno(void)
-{
-	static const struct {
-		const char *name;
-		int err;
-	} known[] = { { "ENOSPC", ENOSPC }, { "EIO", EIO }, { "EDQUOT", EDQUOT } };
-	const char *v = zn_fault_value(ZN_FAULT_CKPT_FAIL_ERRNO);
-
-	for (size_t i = 0; v && i < sizeof(known) / sizeof(known[0]); i++)
-		if (!strcmp(v, known[i].name))
-			return known[i].err;
-	return 0;
-}
-
-int zn_ckpt_fault_point(const char *op, const char *path)
-{
-	const char *v = zn_fault_value(ZN_FAULT_CKPT_FAIL_AT);
-	long k;
-	int err;
-
-	if (!v || !*v)
-		return 0; /* counted only while the hook is set */
-	k = atomic_fetch_add(&fault_count, 1) + 1;
-	if (strtol(v, NULL, 10) != k)
-		return 0;
-	err = fault_errno();
-	if (err) {
-		zn_error("ZINC_CKPT_FAIL_AT=%ld: %s %s fails: %s", k, op, path,
-			 zn_strerror(-err));
-		return -err;
-	}
-	fprintf(stderr, "ZINC_CKPT_FAIL_AT=%ld: killing the process at %s %s\n", k, op, path);
-	fflush(stderr);
-	raise(SIGKILL);
-	return 0;
-}
+/* ---- counted operations (each a fault point, ckpt_fault.c) ---------------------------- */
 
 int zn_ckpt_write(int fd, const void *buf, size_t n, const char *path)
 {

@@ -321,6 +321,8 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		rc = initial_layer(e, l, opt);
 		if (!rc)
 			rc = zn_tiers_init_layer(e, l);
+		if (!rc)
+			rc = zn_swapio_init_layer(e, l); /* its nvme homes, from the same values */
 		if (rc)
 			return rc;
 	}

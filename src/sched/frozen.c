@@ -35,11 +35,6 @@ static uint64_t fnumel(const struct zn_engine *e, int l)
 	return e->ld[l].frozen_numel;
 }
 
-uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
-{
-	return e->fq4 ? e->fq4[l].bytes : fnumel(e, l) * e->plan.frozen_elem_bytes;
-}
-
 static uint64_t stored_bytes(const struct zn_engine *e, int l)
 {
 	return zn_frozen_stored_bytes(e, l);

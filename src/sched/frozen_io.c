@@ -25,8 +25,14 @@
 #include "core/log.h"
 #include "core/size.h"
 #include "core/trace.h"
+#include "model/quant/q4.h"
 #include "sched/engine_impl.h"
 #include "sched/trace_dev.h"
+
+uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
+{
+	return e->fq4 ? e->fq4[l].bytes : e->ld[l].frozen_numel * e->plan.frozen_elem_bytes;
+}
 
 static uint64_t extent(const struct zn_engine *e, int l)
 {

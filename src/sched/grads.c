@@ -35,13 +35,11 @@ bool zn_grads_updated_in_backward(const struct zn_engine *e, int l)
 	return ring_on(e) && l - e->plan.grad_ring >= 1;
 }
 
-int zn_grads_before_reduce(struct zn_engine *e, int l)
+int zn_grads_ring_due(const struct zn_engine *e, int l)
 {
 	int prev = l + e->plan.grad_ring;
 
-	if (!ring_on(e) || l < 1 || prev > e->n - 1)
-		return 0;
-	return zn_optim_update_host(e, prev);
+	return !ring_on(e) || l < 1 || prev > e->n - 1 ? -1 : prev;
 }
 
 void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,

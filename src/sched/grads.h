@@ -30,9 +30,10 @@ int zn_grads_create(struct zn_engine *e);
  * backward). */
 int zn_grads_step_begin(struct zn_engine *e);
 
-/* Before layer l's shard is copied down (its last micro-batch): frees l's ring buffer by
- * updating the layer that used it. */
-int zn_grads_before_reduce(struct zn_engine *e, int l);
+/* Before layer l's shard is copied down (its last micro-batch), l's ring buffer must be
+ * free: the layer that used it before, which the step updates first (zn_optim_update_host),
+ * or -1 (no ring, or the buffer is fresh). */
+int zn_grads_ring_due(const struct zn_engine *e, int l);
 
 /* Whether layer l was updated during the backward (zn_optim_step skips it). */
 bool zn_grads_updated_in_backward(const struct zn_engine *e, int l);

@@ -32,26 +32,6 @@
 #include "sched/grads.h"
 #include "sched/lr.h"
 
-int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
-		   struct zn_optim_span *out)
-{
-	int n = 0;
-
-	for (int t = 0; t < L->tensor_count; t++) {
-		uint64_t a = L->tensors[t].offset, b = a + L->tensors[t].numel;
-
-		if (a < first)
-			a = first;
-		if (b > first + count)
-			b = first + count;
-		if (a >= b)
-			continue;
-		out[n++] = (struct zn_optim_span){ .i = a - first, .len = b - a,
-						   .decay = L->tensors[t].decay };
-	}
-	return n;
-}
-
 int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype)

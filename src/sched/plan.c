@@ -107,21 +107,6 @@ void zn_plan_state_bytes(bool mixed_precision, enum zn_optim_states states,
 
 /* ---- the engine's plan ---------------------------------------------------------------- */
 
-uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)
-{
-	/* a saturated size stays saturated (core/size.h) */
-	if (bytes > ZN_SIZE_OVERFLOW - ZN_PLAN_DEVICE_ALIGN)
-		return ZN_SIZE_OVERFLOW;
-	return (bytes + ZN_PLAN_DEVICE_ALIGN - 1) / ZN_PLAN_DEVICE_ALIGN * ZN_PLAN_DEVICE_ALIGN;
-}
-
-uint64_t zn_plan_host_alloc_bytes(uint64_t bytes)
-{
-	if (bytes > ZN_SIZE_OVERFLOW - ZN_PLAN_HOST_ALIGN)
-		return ZN_SIZE_OVERFLOW;
-	return (bytes + ZN_PLAN_HOST_ALIGN - 1) / ZN_PLAN_HOST_ALIGN * ZN_PLAN_HOST_ALIGN;
-}
-
 static int engine_input_check(const struct zn_engine_plan_input *in)
 {
 	if (in->layer_count < 2 || !in->layer_numel || in->world < 1 || in->stage < 0 ||

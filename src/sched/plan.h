@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/size.h"
 #include "zinc.h"
 
 #define ZN_SHARD_ALIGN_NUMEL 2048
@@ -320,12 +321,20 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
  * micro-batch's sequence, at least 1. Pure. */
 int zn_plan_frozen_read_buffers(int requested, int ring, int layer_count);
 
-uint64_t zn_plan_device_alloc_bytes(uint64_t bytes); /* rounded as the device counts it */
+/* rounded as the device counts it */
+static inline uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)
+{
+	return zn_size_round_up(bytes, ZN_PLAN_DEVICE_ALIGN);
+}
 /* What the arena reserves for plan p: host_bytes + ZN_PLAN_PINNED_MARGIN, at most the
  * budget (0 = none), 0 when the plan has no pinned bytes. Pure. */
 uint64_t zn_plan_pinned_reserve(const struct zn_engine_plan *p, uint64_t pinned_budget);
 const char *zn_plan_grad_home_name(enum zn_grad_home h); /* "device", "pinned ring", ... */
-uint64_t zn_plan_host_alloc_bytes(uint64_t bytes);   /* rounded as the arena carves it */
+/* rounded as the arena carves it */
+static inline uint64_t zn_plan_host_alloc_bytes(uint64_t bytes)
+{
+	return zn_size_round_up(bytes, ZN_PLAN_HOST_ALIGN);
+}
 
 /* Fills out. Returns 0, or ZN_EUSAGE for inputs that make no sense (logged: which one),
  * including offload_param without offload_optimizer. Pure apart from that log line. */

@@ -152,11 +152,12 @@ static bool adamw_during_backward(const struct zn_engine *e)
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
 static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
-	int rc = 0;
+	/* the pinned gradient ring: the buffer this shard lands in is freed first, by the
+	 * AdamW of the layer that used it */
+	int due = micro == e->gas - 1 ? zn_grads_ring_due(e, l) : -1, rc = 0;
 
-	/* the pinned gradient ring: the buffer this shard lands in is freed first */
-	if (micro == e->gas - 1)
-		rc = zn_grads_before_reduce(e, l);
+	if (due >= 0)
+		rc = zn_optim_update_host(e, due);
 	if (!rc)
 		rc = zn_reduce_layer(e, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))

@@ -249,8 +249,6 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 	if (pl->grads == ZN_TIER_HOST)
 		memset(ly->grad_h, 0, ly->sh.shard_numel * 4);
 	if (!rc)
-		rc = zn_swapio_init_layer(e, l);
-	if (!rc)
 		rc = zn_stream_synchronize(e->rt.copy_in);
 	return rc;
 }
