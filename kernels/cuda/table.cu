@@ -70,10 +70,11 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_moe_combine,
 	zn_cuda_moe_scatter_dout,
 	zn_cuda_moe_aux_stats,
+	zn_cuda_moe_aux_finish,
 	zn_cuda_read_sync,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 66 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 67 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

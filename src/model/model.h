@@ -88,6 +88,14 @@ struct zn_layer_io {
 	 * bf16 values instead (read as uint16_t; docs/lora.md) */
 	const float *frozen, *tied_frozen;
 	uint64_t seed;                     /* this step and micro-batch's random stream */
+	/* A model with an auxiliary loss (ops->aux_floats > 0: a mixture of experts' load
+	 * balancing): aux_floats floats of the micro-batch, zero before its forward; the
+	 * forward (not a recomputed one: NULL there, and in evaluation) gathers what the loss
+	 * needs into it and the last layer's forward leaves the loss in aux[0]; the backward
+	 * reads it, with aux_scale the factor of that loss's gradient (the loss scale over the
+	 * micro-batches and ranks averaged). NULL: no auxiliary loss. */
+	float *aux;
+	float aux_scale;
 };
 
 /* Inference of one layer with a KV cache (zinc generate, docs/generate.md): batch 1, T new
@@ -153,6 +161,9 @@ struct zn_model_ops {
 	void (*decode)(const struct zn_kernel_table *k, void *stream, const void *config,
 		       const struct zn_decode_io *io);
 	int (*decode_max_t)(const void *config); /* the most positions a sequence may reach */
+	/* optional (NULL or 0: none): floats of the per-micro-batch auxiliary loss buffer
+	 * (zn_layer_io.aux) */
+	int (*aux_floats)(const void *config);
 };
 
 struct zn_model {
