@@ -399,6 +399,21 @@ struct zn_kernel_table {
 	 * is done; the calling thread waits (an MoE layer's expert row counts, which size its
 	 * per-expert GEMMs) */
 	void (*read_sync)(void *stream, void *dst, const void *src, size_t bytes);
+
+	/* Qwen3's q_norm and k_norm (HF Qwen3RMSNorm over head_dim, before RoPE): in qkv
+	 * [B,T,S] (the NH query heads, the KV key heads, the KV value heads, hd channels
+	 * each) every query head is RMS-normalized with weight wq [hd] and every key head
+	 * with wk [hd], as rmsnorm_forward does a row of hd channels; out gets them and a
+	 * copy of the value heads (out may not alias inp); rstd [B,T,NH+KV] (per token, the
+	 * query heads then the key heads). Backward in place: dqkv, the gradient wrt out,
+	 * becomes the gradient wrt inp on the q and k heads (the v heads untouched); dwq, dwk
+	 * += (NULL: frozen, skipped), summed over tokens and heads. */
+	void (*qk_rmsnorm_forward)(void *stream, float *out, float *rstd, const float *inp,
+				   const float *wq, const float *wk, float eps, int B, int T,
+				   int NH, int KV, int hd);
+	void (*qk_rmsnorm_backward)(void *stream, float *dqkv, float *dwq, float *dwk,
+				    const float *inp, const float *wq, const float *wk,
+				    const float *rstd, int B, int T, int NH, int KV, int hd);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Outside check of zinc's Llama: an independent float64 PyTorch implementation of Hugging
-Face's LlamaForCausalLM equations (RMSNorm, rotate_half RoPE with llama3 rope_scaling,
-grouped-query attention, SwiGLU, untied lm_head) builds a tiny model, saves it as a sharded
+"""Outside check of zinc's Llama and Qwen3: an independent float64 PyTorch implementation of
+Hugging Face's LlamaForCausalLM equations (RMSNorm, rotate_half RoPE with llama3
+rope_scaling, grouped-query attention, SwiGLU, untied lm_head) or, with --model qwen3, of
+Qwen3ForCausalLM's (the same with q_norm and k_norm: RMSNorm over head_dim of every query
+and key head after the projection and before RoPE, an explicit head_dim other than
+hidden / heads, rope_theta 1e6, tied embeddings) builds a tiny model, saves it as a sharded
 Hugging Face directory (config.json, two shards, model.safetensors.index.json), writes an
 llm.c Llama 3 token file (magic 20240801, version 7, uint32) and a DeepSpeed config (AdamW,
 ZeRO stage 3, offload_optimizer cpu, csv_monitor for the losses at full precision), runs
@@ -11,9 +14,12 @@ ZeRO stage 3, offload_optimizer cpu, csv_monitor for the losses at full precisio
 
 and compares zinc's three losses (within 1e-4) and its final weights, read from
 out.safetensors under their Hugging Face names (within 1e-3), with three AdamW steps of its
-own (torch.optim.AdamW's update, decay on 2-D tensors, written out here).
+own (torch.optim.AdamW's update, decay on 2-D tensors, written out here). --nvme DIR
+trains a second time with the optimizer offloaded to NVMe (offload_optimizer nvme under
+DIR) and requires its losses and final weights to equal the CPU offload's bit for bit.
 
-    python3 scripts/llama_check.py --zinc build/zinc [--keep DIR]
+    python3 scripts/llama_check.py --zinc build/zinc [--model llama|qwen3] [--nvme DIR]
+                                   [--keep DIR]
 
 Exit status 0 when both agree, 1 when not, 77 (ctest's skip) when torch is not installed.
 Needs only python3-torch (Debian); no transformers, no safetensors package.
@@ -56,6 +62,30 @@ CFG = {
     "tie_word_embeddings": False,
     "torch_dtype": "float32",
 }
+# Qwen3ForCausalLM: head_dim 24 (hidden / heads is 16), q/k norms, tied, theta from config
+QWEN3 = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 24,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "rope_scaling": None,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "max_window_layers": 2,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
+}
 LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-6, 0.1
 B, T, STEPS = 2, 32, 3
 
@@ -70,18 +100,22 @@ def names(c):
         p = "model.layers.%d." % n
         out += [(p + "input_layernorm.weight", (H,)), (p + "self_attn.q_proj.weight", (Q, H)),
                 (p + "self_attn.k_proj.weight", (KV, H)), (p + "self_attn.v_proj.weight", (KV, H)),
-                (p + "self_attn.o_proj.weight", (H, Q)),
-                (p + "post_attention_layernorm.weight", (H,)),
+                (p + "self_attn.o_proj.weight", (H, Q))]
+        if c["model_type"] == "qwen3":
+            out += [(p + "self_attn.q_norm.weight", (c["head_dim"],)),
+                    (p + "self_attn.k_norm.weight", (c["head_dim"],))]
+        out += [(p + "post_attention_layernorm.weight", (H,)),
                 (p + "mlp.gate_proj.weight", (I, H)), (p + "mlp.up_proj.weight", (I, H)),
                 (p + "mlp.down_proj.weight", (H, I))]
-    return out + [("model.norm.weight", (H,)), ("lm_head.weight", (V, H))]
+    out.append(("model.norm.weight", (H,)))
+    return out if c["tie_word_embeddings"] else out + [("lm_head.weight", (V, H))]
 
 
 def inv_freq(c):
     """transformers' default RoPE frequencies and the llama3 scaling, in float32 as it does."""
     dim, base = c["head_dim"], c["rope_theta"]
     f = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    s = c["rope_scaling"]
+    s = c.get("rope_scaling")
     if s:
         factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
         old = s["original_max_position_embeddings"]
@@ -117,8 +151,12 @@ def forward(p, c, tokens, targets):
     for n in range(c["num_hidden_layers"]):
         q_ = "model.layers.%d." % n
         h = rmsnorm(x, p[q_ + "input_layernorm.weight"], eps)
-        q = (h @ p[q_ + "self_attn.q_proj.weight"].T).view(b, t, NH, Dh).transpose(1, 2)
-        k = (h @ p[q_ + "self_attn.k_proj.weight"].T).view(b, t, KV, Dh).transpose(1, 2)
+        q = (h @ p[q_ + "self_attn.q_proj.weight"].T).view(b, t, NH, Dh)
+        k = (h @ p[q_ + "self_attn.k_proj.weight"].T).view(b, t, KV, Dh)
+        if c["model_type"] == "qwen3":  # Qwen3Attention: per head, before RoPE
+            q = rmsnorm(q, p[q_ + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, p[q_ + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = (h @ p[q_ + "self_attn.v_proj.weight"].T).view(b, t, KV, Dh).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -132,7 +170,8 @@ def forward(p, c, tokens, targets):
         u = h @ p[q_ + "mlp.up_proj.weight"].T
         x = x + (g * u) @ p[q_ + "mlp.down_proj.weight"].T
     h = rmsnorm(x, p["model.norm.weight"], eps)
-    logits = h @ p["lm_head.weight"].T
+    head = p["model.embed_tokens.weight"] if c["tie_word_embeddings"] else p["lm_head.weight"]
+    logits = h @ head.T
     return torch.nn.functional.cross_entropy(logits.reshape(b * t, -1), targets.reshape(-1))
 
 
@@ -182,14 +221,34 @@ def st_read(path):
     return out
 
 
+def run_zinc(a, work, model_dir, ds_name, out_name, job):
+    """zinc train on the model; its csv losses and final weights (None, None: it failed)."""
+    cmd = [os.path.abspath(a.zinc), "train", "--init-from", model_dir, "--data", "tokens.bin",
+           "--seq", str(T), "--steps", str(STEPS), "--steps-per-print", "1", "--dtype", "fp32",
+           "--deterministic", "--save-final", out_name, "--config", ds_name]
+    print("llama_check: " + " ".join(cmd[1:]))
+    r = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    sys.stdout.write(r.stdout)
+    if r.returncode:
+        print("llama_check: zinc train exited with %d" % r.returncode)
+        return None, None
+    with open(os.path.join(work, "csv", job, "Train_Samples_train_loss.csv")) as f:
+        loss = [float(line.split(",")[1]) for line in f.read().split("\n")[1:] if line]
+    return loss, st_read(os.path.join(work, out_name))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--zinc", default="build/zinc")
     ap.add_argument("--keep", help="work in this directory and keep it")
+    ap.add_argument("--model", choices=("llama", "qwen3"), default="llama")
+    ap.add_argument("--nvme", help="also train with offload_optimizer nvme under this "
+                    "directory: bit for bit the CPU offload's")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="zn_llama_check_")
     os.makedirs(work, exist_ok=True)
-    c = CFG
+    c = QWEN3 if a.model == "qwen3" else CFG
     gen = torch.Generator().manual_seed(1234)
     params = {}
     for name, shape in names(c):
@@ -234,19 +293,25 @@ def main():
     with open(os.path.join(work, "ds.json"), "w") as f:
         json.dump(ds, f, indent=2)
 
-    cmd = [os.path.abspath(a.zinc), "train", "--init-from", model_dir, "--data", "tokens.bin",
-           "--seq", str(T), "--steps", str(STEPS), "--steps-per-print", "1", "--dtype", "fp32",
-           "--deterministic", "--save-final", "out.safetensors", "--config", "ds.json"]
-    print("llama_check: " + " ".join(cmd[1:]))
-    r = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    sys.stdout.write(r.stdout)
-    if r.returncode:
-        print("llama_check: zinc train exited with %d" % r.returncode)
+    zinc_loss, out = run_zinc(a, work, model_dir, "ds.json", "out.safetensors", "check")
+    if zinc_loss is None:
         return 1
-    with open(os.path.join(csv_dir, "check", "Train_Samples_train_loss.csv")) as f:
-        zinc_loss = [float(line.split(",")[1]) for line in f.read().split("\n")[1:] if line]
-    out = st_read(os.path.join(work, "out.safetensors"))
+    if a.nvme:  # the same run with the optimizer state on NVMe: bit for bit
+        os.makedirs(a.nvme, exist_ok=True)
+        ds["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": a.nvme}
+        ds["csv_monitor"]["job_name"] = "nvme"
+        with open(os.path.join(work, "ds_nvme.json"), "w") as f:
+            json.dump(ds, f, indent=2)
+        nvme_loss, _ = run_zinc(a, work, model_dir, "ds_nvme.json", "out_nvme.safetensors",
+                                "nvme")
+        with open(os.path.join(work, "out.safetensors"), "rb") as f1, \
+                open(os.path.join(work, "out_nvme.safetensors"), "rb") as f2:
+            same = f1.read() == f2.read()
+        print("llama_check: offload_optimizer nvme: losses %s, final weights %s" %
+              ("equal" if nvme_loss == zinc_loss else "DIFFER",
+               "equal byte for byte" if same else "DIFFER"))
+        if nvme_loss != zinc_loss or not same:
+            return 1
 
     # the reference: the same windows (consecutive, no shuffle), three AdamW steps
     state, ref_loss = {}, []

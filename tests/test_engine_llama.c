@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "engine_common.h"
+#include "model/family.h"
 #include "model/llama/llama.h"
 
 #define LT_STEPS 3
@@ -242,7 +243,7 @@ Test(engine_llama, layout_names)
  * (the fused attention's sliding window; the default seq stops at the window) */
 Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 {
-	struct zn_hf_config hf = { .family = ZN_HF_QWEN2, .hidden_size = 16,
+	struct zn_hf_config hf = { .hidden_size = 16,
 				   .intermediate_size = 24, .num_hidden_layers = 1,
 				   .num_attention_heads = 4, .num_key_value_heads = 2,
 				   .head_dim = 4, .vocab_size = 32,
@@ -251,11 +252,12 @@ Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 	struct zn_llama_config c;
 	struct zn_layer_desc L[3];
 
+	hf.family = zn_family_of_model_type("qwen2", &hf.type);
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
 	cr_assert(c.qkv_bias && !c.o_bias && c.tied);
 	cr_assert_eq(zn_llama_layers(&c, L), 0);
 	cr_assert_eq(L[1].tensor_count, 12);
-	hf.family = ZN_HF_MISTRAL;
+	hf.family = zn_family_of_model_type("mistral", &hf.type);
 	hf.sliding_window = 32;
 	/* the default training length stops at the window; a longer one trains */
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
@@ -265,7 +267,7 @@ Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 	hf.sliding_window = 64;
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
 	cr_assert(!c.qkv_bias && !c.o_bias && c.window == 64);
-	hf.family = ZN_HF_GPT2;
+	hf.family = zn_family_of_model_type("gpt2", &hf.type);
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &c), -EINVAL);
 }
 

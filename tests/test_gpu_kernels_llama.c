@@ -1,6 +1,6 @@
 /* kernels/cuda's Llama-family ops against kernels/cpu (the reference, itself checked
  * against finite differences and PyTorch float64 in test_kernels_llama.c): embedding,
- * RMSNorm, RoPE (positions t and explicit, llama3 frequencies), SwiGLU, grouped-query
+ * RMSNorm, Qwen3's per-head q/k RMSNorm, RoPE (positions t and explicit, llama3 frequencies), SwiGLU, grouped-query
  * attention (GQA, MHA, MQA, a head_dim that is not C / NH, a sliding window shorter than T).
  * Same inputs on both sides; gradient buffers start from the same random values
  * (accumulate semantics); written outputs and scratch start as garbage on the device;
@@ -80,7 +80,45 @@ Test(kernels_gpu_llama, table_has_llama_ops)
 	cr_assert(k->embedding_forward && k->embedding_backward && k->rmsnorm_forward &&
 		  k->rmsnorm_backward && k->rope_forward && k->rope_backward &&
 		  k->swiglu_forward && k->swiglu_backward && k->gqa_attention_forward &&
-		  k->gqa_attention_backward);
+		  k->gqa_attention_backward && k->qk_rmsnorm_forward && k->qk_rmsnorm_backward);
+}
+
+/* Qwen3's q_norm / k_norm: every q and k head of qkv [B, T, S] */
+Test(kernels_gpu_llama, qk_rmsnorm)
+{
+	void *st;
+	const struct zn_kernel_table *gpu = open_gpu(&st);
+
+	for (size_t k = 0; k < NSHAPES; k++) {
+		const struct lshape *s = &shapes[k];
+		struct kc_rng r = { 251 + k };
+		int B = s->B, T = s->T, NH = s->NH, KV = s->KV, hd = s->hd;
+		size_t n = (size_t)B * T * (NH + 2 * KV) * hd, nr = (size_t)B * T * (NH + KV);
+		float *x = frand(&r, n, -3, 3), *wq = frand(&r, hd, 0.5f, 1.5f);
+		float *wk = frand(&r, hd, 0.5f, 1.5f), *dout = frand(&r, n, -1, 1);
+		float *dwq = frand(&r, hd, -1, 1), *dwk = frand(&r, hd, -1, 1);
+		float *out = malloc(n * 4), *rstd = malloc(nr * 4);
+		float *x_d = up(x, n * 4), *wq_d = up(wq, hd * 4), *wk_d = up(wk, hd * 4);
+		float *d_d = up(dout, n * 4), *dwq_d = up(dwq, hd * 4), *dwk_d = up(dwk, hd * 4);
+		float *out_d = up(NULL, n * 4), *rstd_d = up(NULL, nr * 4);
+
+		gpu->qk_rmsnorm_forward(st, out_d, rstd_d, x_d, wq_d, wk_d, 1e-6f, B, T, NH, KV, hd);
+		cpu->qk_rmsnorm_forward(NULL, out, rstd, x, wq, wk, 1e-6f, B, T, NH, KV, hd);
+		same("qk_rmsnorm_forward", "out", s, out_d, out, n, RTOL_ELEM);
+		same("qk_rmsnorm_forward", "rstd", s, rstd_d, rstd, nr, RTOL_ELEM);
+		float *r2_d = up(rstd, nr * 4); /* the CPU's rstd: compare only the backward */
+
+		gpu->qk_rmsnorm_backward(st, d_d, dwq_d, dwk_d, x_d, wq_d, wk_d, r2_d, B, T, NH, KV,
+					 hd);
+		cpu->qk_rmsnorm_backward(NULL, dout, dwq, dwk, x, wq, wk, rstd, B, T, NH, KV, hd);
+		same("qk_rmsnorm_backward", "dqkv", s, d_d, dout, n, RTOL_RED);
+		same("qk_rmsnorm_backward", "dwq", s, dwq_d, dwq, hd, RTOL_RED);
+		same("qk_rmsnorm_backward", "dwk", s, dwk_d, dwk, hd, RTOL_RED);
+		free(x), free(wq), free(wk), free(dout), free(dwq), free(dwk), free(out), free(rstd);
+		gt_free(x_d), gt_free(wq_d), gt_free(wk_d), gt_free(d_d), gt_free(dwq_d);
+		gt_free(dwk_d), gt_free(out_d), gt_free(rstd_d), gt_free(r2_d);
+	}
+	close_gpu(st);
 }
 
 Test(kernels_gpu_llama, embedding)

@@ -85,7 +85,7 @@ Test(hf_config, llama_3_2_1b_fields)
 {
 	struct zn_hf_config c = load("llama-3.2-1b.json");
 
-	cr_expect_eq(c.family, ZN_HF_LLAMA);
+	cr_expect_str_eq(zn_hf_model_type(&c), "llama");
 	cr_expect(c.hidden_size == 2048 && c.intermediate_size == 8192 &&
 		  c.num_hidden_layers == 16 && c.num_attention_heads == 32 &&
 		  c.num_key_value_heads == 8 && c.head_dim == 64 && c.vocab_size == 128256 &&
@@ -104,14 +104,14 @@ Test(hf_config, family_specifics)
 	struct zn_hf_config g = load("gpt2.json"), q = load("qwen2-0.5b.json");
 	struct zn_hf_config m = load("mistral-7b-v0.1.json"), t = load("tinyllama-1.1b.json");
 
-	cr_expect(g.family == ZN_HF_GPT2 && g.hidden_size == 768 && g.num_hidden_layers == 12 &&
+	cr_expect(!strcmp(zn_hf_model_type(&g), "gpt2") && g.hidden_size == 768 && g.num_hidden_layers == 12 &&
 		  g.num_attention_heads == 12 && g.head_dim == 64 && g.intermediate_size == 3072 &&
 		  g.max_position_embeddings == 1024 && g.vocab_size == 50257 &&
 		  g.norm_eps == 1e-5 && g.tie_word_embeddings);
 	/* Qwen2: q/k/v biases; sliding_window present but off (use_sliding_window false) */
-	cr_expect(q.family == ZN_HF_QWEN2 && q.attention_bias && q.sliding_window == 0 &&
+	cr_expect(!strcmp(zn_hf_model_type(&q), "qwen2") && q.attention_bias && q.sliding_window == 0 &&
 		  q.num_key_value_heads == 2 && q.head_dim == 64 && q.norm_eps == 1e-6);
-	cr_expect(m.family == ZN_HF_MISTRAL && m.sliding_window == 4096 && !m.attention_bias);
+	cr_expect(!strcmp(zn_hf_model_type(&m), "mistral") && m.sliding_window == 4096 && !m.attention_bias);
 	cr_expect(t.rope_scaling.type == ZN_HF_ROPE_DEFAULT && t.rope_theta == 10000.0 &&
 		  !t.tie_word_embeddings && t.num_key_value_heads == 4);
 }

@@ -67,7 +67,7 @@ Test(llama_presets, names_and_tiny)
 
 	for (; names[n]; n++)
 		cr_expect(zn_llama_is_preset(names[n]), "%s", names[n]);
-	cr_expect_eq(n, 8);
+	cr_expect_eq(n, 14); /* 8 Llama, 6 Qwen3 */
 	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
 	cr_expect(c.layers == 2 && c.hidden == 64 && c.intermediate == 128 && c.heads == 4 &&
 		  c.kv_heads == 2 && c.head_dim == 16 && c.vocab == 256 && c.seq == 64 &&
@@ -107,9 +107,9 @@ Test(llama_presets, flags, .init = cr_redirect_stderr)
 Test(llama_presets, to_hf_round_trip)
 {
 	const char *files[] = { "llama-3.2-1b.json", "qwen2-0.5b.json", "mistral-7b-v0.1.json",
-				"llama-2-7b.json" };
+				"llama-2-7b.json", "qwen3-32b.json" };
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		struct zn_hf_config hf, back;
 		struct zn_llama_config c, d;
 		char path[512];
@@ -118,13 +118,49 @@ Test(llama_presets, to_hf_round_trip)
 		cr_assert_eq(zn_hf_config_load(path, &hf), 0);
 		cr_assert_eq(zn_llama_config_from_hf(&hf, &c), 0);
 		zn_llama_config_to_hf(&c, &back);
-		cr_expect_eq(back.family, hf.family, "%s", files[i]);
+		cr_expect(back.family == hf.family && back.type == hf.type, "%s", files[i]);
 		cr_expect_eq(back.norm_eps, hf.norm_eps, "%s", files[i]);
 		cr_expect_eq(back.max_position_embeddings, hf.max_position_embeddings);
 		cr_expect_eq(zn_hf_param_count(&back), zn_hf_param_count(&hf), "%s", files[i]);
 		cr_assert_eq(zn_llama_config_from_hf(&back, &d), 0);
 		cr_expect_eq(memcmp(&c, &d, sizeof(c)), 0, "%s", files[i]);
 	}
+}
+
+/* Qwen3's presets: Hugging Face's num_parameters() of the published models (the model
+ * cards' 0.6B / 0.44B non-embedding, 1.7B / 1.4B, 4.0B / 3.6B, 8.2B / 6.95B, 14.8B /
+ * 13.2B, 32.8B / 31.2B), the 32B preset the
+ * published config.json, q/k norms in every block */
+Test(llama_presets, qwen3)
+{
+	static const char *const names[] = { "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+					     "qwen3-8b",   "qwen3-14b",  "qwen3-32b" };
+	static const uint64_t params[] = { 596049920ull,  1720574976ull,  4022468096ull,
+					   8190735360ull, 14768307200ull, 32762123264ull };
+	struct zn_llama_config c, f;
+	struct zn_hf_config hf;
+	struct zn_layer_desc L;
+	char path[512];
+
+	for (int i = 0; i < 6; i++) {
+		cr_assert_eq(zn_llama_config_from_preset(names[i], &c), 0, "%s", names[i]);
+		cr_expect(c.qk_norm && c.head_dim == 128 && c.eps == 1e-6f &&
+			  c.rope.theta == 1e6 && c.tied == (i < 3) && !c.qkv_bias && !c.o_bias,
+			  "%s", names[i]);
+		cr_expect_eq(zn_llama_param_count(&c), params[i], "%s: %llu", names[i],
+			     (unsigned long long)zn_llama_param_count(&c));
+		zn_llama_config_to_hf(&c, &hf);
+		cr_expect_str_eq(zn_hf_model_type(&hf), "qwen3");
+		cr_expect_eq(zn_hf_param_count(&hf), params[i], "%s", names[i]);
+	}
+	cr_assert_eq(zn_llama_layer(&c, 1, &L), 0);
+	cr_expect_str_eq(L.tensors[4].name, "model.layers.0.self_attn.q_norm.weight");
+	cr_expect_str_eq(L.tensors[5].name, "model.layers.0.self_attn.k_norm.weight");
+	cr_expect(L.tensors[4].numel == 128 && !L.tensors[4].decay);
+	snprintf(path, sizeof(path), "%s/tests/hf/qwen3-32b.json", ZN_TEST_SRC_DIR);
+	cr_assert_eq(zn_hf_config_load(path, &hf), 0);
+	cr_assert_eq(zn_llama_config_from_hf(&hf, &f), 0);
+	cr_expect_eq(memcmp(&c, &f, sizeof(c)), 0, "the qwen3-32b preset is not its config.json");
 }
 
 /* the model ops' save then load_layer: every layer back bit for bit, a directory and a file */

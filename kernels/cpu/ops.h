@@ -119,6 +119,11 @@ void zn_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 			    float eps, int B, int T, int C);
 void zn_cpu_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
 			     const float *weight, const float *rstd, int B, int T, int C);
+void zn_cpu_qk_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wq,
+			       const float *wk, float eps, int B, int T, int NH, int KV, int hd);
+void zn_cpu_qk_rmsnorm_backward(float *dqkv, float *dwq, float *dwk, const float *inp,
+				const float *wq, const float *wk, const float *rstd, int B,
+				int T, int NH, int KV, int hd);
 void zn_cpu_rope_forward(float *qkv, const float *inv_freq, const int *pos, int B, int T,
 			 int NH, int KV, int hd);
 void zn_cpu_rope_backward(float *dqkv, const float *inv_freq, const int *pos, int B, int T,

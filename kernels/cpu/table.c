@@ -165,6 +165,20 @@ static void rmsnorm_backward(void *stream, float *dinp, float *dweight, const fl
 	zn_cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, B, T, C);
 }
 
+static void qk_rmsnorm_forward(void *stream, float *out, float *rstd, const float *inp,
+			       const float *wq, const float *wk, float eps, int B, int T, int NH,
+			       int KV, int hd)
+{
+	zn_cpu_qk_rmsnorm_forward(out, rstd, inp, wq, wk, eps, B, T, NH, KV, hd);
+}
+
+static void qk_rmsnorm_backward(void *stream, float *dqkv, float *dwq, float *dwk,
+				const float *inp, const float *wq, const float *wk,
+				const float *rstd, int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_qk_rmsnorm_backward(dqkv, dwq, dwk, inp, wq, wk, rstd, B, T, NH, KV, hd);
+}
+
 static void rope_forward(void *stream, float *qkv, const float *inv_freq, const int *pos,
 			 int B, int T, int NH, int KV, int hd)
 {
@@ -435,6 +449,8 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.rmsnorm_backward = rmsnorm_backward,
 	.rope_forward = rope_forward,
 	.rope_backward = rope_backward,
+	.qk_rmsnorm_forward = qk_rmsnorm_forward,
+	.qk_rmsnorm_backward = qk_rmsnorm_backward,
 	.swiglu_forward = swiglu_forward,
 	.swiglu_backward = swiglu_backward,
 	.gqa_attention_forward = gqa_attention_forward,

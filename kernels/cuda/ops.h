@@ -91,6 +91,12 @@ void zn_cuda_rmsnorm_forward(void *stream, float *out, float *rstd, const float 
 void zn_cuda_rmsnorm_backward(void *stream, float *dinp, float *dweight, const float *dout,
 			      const float *inp, const float *weight, const float *rstd, int B,
 			      int T, int C);
+void zn_cuda_qk_rmsnorm_forward(void *stream, float *out, float *rstd, const float *inp,
+				const float *wq, const float *wk, float eps, int B, int T, int NH,
+				int KV, int hd);
+void zn_cuda_qk_rmsnorm_backward(void *stream, float *dqkv, float *dwq, float *dwk,
+				 const float *inp, const float *wq, const float *wk,
+				 const float *rstd, int B, int T, int NH, int KV, int hd);
 void zn_cuda_rope_forward(void *stream, float *qkv, const float *inv_freq, const int *pos,
 			  int B, int T, int NH, int KV, int hd);
 void zn_cuda_rope_backward(void *stream, float *dqkv, const float *inv_freq, const int *pos,

@@ -16,7 +16,6 @@
 #include "cli/train_setup.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
-#include "model/gpt2/gpt2.h"
 #include "sched/plan.h"
 
 struct est_opts {

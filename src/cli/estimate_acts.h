@@ -17,7 +17,7 @@ struct zn_est_acts {
 	uint64_t device_mem;
 };
 
-/* The activations of tm's model (any family: GPT-2, Llama, Qwen2, Mistral) at micro-batch
+/* The activations of tm's model (any registered family, model/family.h) at micro-batch
  * a->micro and sequence length T, per layer and in total, without and with activation
  * checkpointing on each home: prints the lines (unless quiet) and sets *device_bytes to
  * the device activation bytes of the chosen setting. Returns 0; the layers are described

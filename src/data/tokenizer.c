@@ -133,7 +133,7 @@ static int check_model(const cJSON *model, const char *file)
 
 	if (!type || strcmp(type, "BPE")) {
 		zn_error("%s: model.type '%s' is not supported: zinc reads BPE tokenizers (GPT-2, "
-			 "Llama, Qwen2, Mistral)", file, type ? type : "(none)");
+			 "Llama, Qwen2, Qwen3, Mistral)", file, type ? type : "(none)");
 		return -EINVAL;
 	}
 	if ((pre && pre[0]) || (suf && suf[0])) {

@@ -1,37 +1,14 @@
-/* Hugging Face config.json: the model_types zinc knows (gpt2, llama, qwen2, mistral) read
- * into one family-neutral struct, written back, and the tensor layout (names and shapes as
- * the published checkpoints hold them) with its parameter count.
+/* Hugging Face config.json: the model_types of the registered families (model/family.h:
+ * gpt2; llama, qwen2, mistral, qwen3) read into one family-neutral struct, written back,
+ * and the tensor layout (names and shapes as the published checkpoints hold them) with its
+ * parameter count. What is common lives here (model_type, torch_dtype, the layout walk);
+ * each family's keys, tensor names and count are its registry entry's hooks (the GPT-2
+ * family's in src/model/gpt2/gpt2_hf.c, the Llama family's in src/model/llama/llama_hf.c,
+ * whose opening comments list the keys and the layouts).
  *
  * Parsing checks every key it reads (type and range) and refuses, in one line naming the
- * file and the key: an unknown model_type, a missing required key, a non-positive size,
- * hidden_size not heads x head_dim where head_dim is implied, num_attention_heads not a
- * multiple of num_key_value_heads, mlp_bias true, a rope_scaling type other than llama3
- * (or null/absent), a hidden_act other than the family's (silu; GPT-2's gelu_new/gelu).
- * GPT-2's names (n_embd, n_layer, n_head, n_positions, n_inner, layer_norm_epsilon) map
- * onto the same fields; GPT-2's intermediate_size is n_inner or 4 x n_embd.
- *
- * Layout (zn_hf_layout), Llama / Qwen2 / Mistral (H hidden, I intermediate, V vocab, NH
- * heads, KV kv heads, D head_dim; [out, in] as torch.nn.Linear stores it):
- *   model.embed_tokens.weight                      [V, H]
- *   model.layers.N.input_layernorm.weight          [H]
- *   model.layers.N.self_attn.q_proj.weight         [NH*D, H]   (+ .bias [NH*D])
- *   model.layers.N.self_attn.k_proj.weight         [KV*D, H]   (+ .bias [KV*D])
- *   model.layers.N.self_attn.v_proj.weight         [KV*D, H]   (+ .bias [KV*D])
- *   model.layers.N.self_attn.o_proj.weight         [H, NH*D]   (+ .bias [H], llama only)
- *   model.layers.N.post_attention_layernorm.weight [H]
- *   model.layers.N.mlp.gate_proj.weight            [I, H]
- *   model.layers.N.mlp.up_proj.weight              [I, H]
- *   model.layers.N.mlp.down_proj.weight            [H, I]
- *   model.norm.weight                              [H]
- *   lm_head.weight                                 [V, H]      (only when untied)
- * Biases: llama with attention_bias true on q, k, v and o; qwen2 always on q, k and v
- * (never o); mistral none.
- * GPT-2 (Conv1D weights are [in, out]), as GPT2LMHeadModel names them:
- *   transformer.wte.weight [V, C], transformer.wpe.weight [P, C],
- *   transformer.h.N.ln_1.weight/.bias [C], .attn.c_attn.weight [C, 3C] / .bias [3C],
- *   .attn.c_proj.weight [C, C] / .bias [C], .ln_2.weight/.bias [C],
- *   .mlp.c_fc.weight [C, I] / .bias [I], .mlp.c_proj.weight [I, C] / .bias [C],
- *   transformer.ln_f.weight/.bias [C]; lm_head tied to wte (never stored).
+ * file and the key: an unknown model_type, a missing required key, a non-positive size, and
+ * whatever the family cannot build (its hook's comment says what).
  * zn_hf_param_count is the sum over the layout: Hugging Face's num_parameters() (a tied
  * lm_head counted once).
  */
@@ -43,12 +20,7 @@
 
 #define ZN_HF_NAME_MAX 96
 
-enum zn_hf_family {
-	ZN_HF_GPT2 = 0,
-	ZN_HF_LLAMA = 1,
-	ZN_HF_QWEN2 = 2,
-	ZN_HF_MISTRAL = 3,
-};
+struct zn_family;
 
 enum zn_hf_rope_type {
 	ZN_HF_ROPE_DEFAULT = 0, /* rope_scaling null or absent */
@@ -62,7 +34,8 @@ struct zn_hf_rope_scaling {
 };
 
 struct zn_hf_config {
-	int family; /* enum zn_hf_family */
+	const struct zn_family *family; /* its registry entry (model/family.h) */
+	int type;                       /* its model_type: the index in family->types */
 	int64_t hidden_size;
 	int64_t intermediate_size;
 	int64_t num_hidden_layers;
@@ -88,7 +61,8 @@ struct zn_hf_tensor_spec {
 	int layer; /* 0 embeddings, 1..L blocks, L + 1 final norm and lm_head */
 };
 
-const char *zn_hf_family_name(int family); /* "gpt2", "llama", "qwen2", "mistral" */
+/* cfg's model_type ("qwen2"), or "?" without a family */
+const char *zn_hf_model_type(const struct zn_hf_config *cfg);
 
 /* Parses config.json text json[0 .. len) (core/json.h's rules: a repeated key takes its
  * last value, a NUL byte is refused); path names the file in errors. Returns 0 or

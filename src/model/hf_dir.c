@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "model/hf_dir.h"
 
+#include "model/family.h"
 #include "model/hf_dir_impl.h"
 
 void zn_hf_close(struct zn_hf_src *s)
@@ -181,28 +182,21 @@ static int load_index(struct zn_hf_src *s)
 	return 0;
 }
 
-/* config.json from the file's metadata: zinc's "config", or GPT-2's shape keys. */
+/* config.json from the file's metadata: zinc's "config", or a family's own keys (its file
+ * ops: GPT-2's shapes). */
 static int config_from_metadata(struct zn_hf_src *s, const struct zn_st_file *f)
 {
-	static const char *const keys[] = { "n_layer", "n_head", "n_embd", "n_positions",
-					    "vocab_size" };
 	const char *text = zn_st_metadata(f, "config");
-	char gpt2[512];
-	int at;
+	char own[512];
 
-	if (!text) {
-		at = snprintf(gpt2, sizeof(gpt2), "{\"model_type\": \"gpt2\"");
-		for (int i = 0; i < 5; i++) {
-			const char *v = zn_st_metadata(f, keys[i]);
+	for (int i = 0; !text && i < zn_family_count(); i++) {
+		const struct zn_family *fam = zn_family_at(i);
 
-			if (!v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 10)
-				return 0;
-			at += snprintf(gpt2 + at, sizeof(gpt2) - (size_t)at, ", \"%s\": %s",
-				       keys[i], v);
-		}
-		snprintf(gpt2 + at, sizeof(gpt2) - (size_t)at, "}");
-		text = gpt2;
+		if (fam->file && fam->file->metadata_config(f, own, sizeof(own)))
+			text = own;
 	}
+	if (!text)
+		return 0;
 	s->config_json = strdup(text);
 	if (!s->config_json)
 		return -ENOMEM;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "model/family.h"
 #include "model/hf_dir_impl.h"
 
 static int shard_file(struct zn_hf_src *s, int i, const struct zn_st_file **f)
@@ -56,11 +57,11 @@ static int find_exact(struct zn_hf_src *s, const char *name, const struct zn_st_
 int zn_hf_find(struct zn_hf_src *s, const char *name, const struct zn_st_tensor **t,
 	       const struct zn_st_file **file)
 {
-	static const char prefix[] = "transformer.";
+	const char *prefix = s->has_config ? s->config.family->hf_prefix : NULL;
 	int rc = find_exact(s, name, t, file);
 
-	if (rc == -ENOENT && s->has_config && s->config.family == ZN_HF_GPT2 &&
-	    !strncmp(name, prefix, strlen(prefix)))
+	/* hub checkpoints that dropped the family's prefix (GPT-2's "transformer.") */
+	if (rc == -ENOENT && prefix && !strncmp(name, prefix, strlen(prefix)))
 		rc = find_exact(s, name + strlen(prefix), t, file);
 	return rc;
 }
@@ -118,7 +119,7 @@ static int check_tensor(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
 
 	if (rc == -ENOENT)
 		zn_error("%s: no tensor '%s', which a %s model with %lld layers has",
-			 zn_hf_expected_in(s), sp->name, zn_hf_family_name(s->config.family),
+			 zn_hf_expected_in(s), sp->name, zn_hf_model_type(&s->config),
 			 (long long)s->config.num_hidden_layers);
 	if (rc)
 		return rc;
@@ -154,19 +155,22 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 /* A checkpoint tensor the layout (specs, sorted by name) does not use. Buffers that
- * checkpoints carry (GPT-2's attention masks, old Llama rotary inv_freq) and a tied
- * lm_head are expected. */
+ * checkpoints carry (the family's hf_buffers: GPT-2's attention masks, old Llama rotary
+ * inv_freq) and a tied lm_head are expected. */
 static bool unused(const struct zn_hf_src *s, const struct zn_hf_tensor_spec *specs, int n,
 		   const char *name)
 {
+	const struct zn_family *f = s->config.family;
 	struct zn_hf_tensor_spec key;
 
-	if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
-	    ends_with(name, ".rotary_emb.inv_freq") || !strcmp(name, "lm_head.weight"))
+	for (int i = 0; f->hf_buffers && f->hf_buffers[i]; i++)
+		if (ends_with(name, f->hf_buffers[i]))
+			return false;
+	if (!strcmp(name, "lm_head.weight"))
 		return false;
 	snprintf(key.name, sizeof(key.name), "%s%s",
-		 s->config.family == ZN_HF_GPT2 && strncmp(name, "transformer.", 12) ?
-			 "transformer." : "", name);
+		 f->hf_prefix && strncmp(name, f->hf_prefix, strlen(f->hf_prefix)) ?
+			 f->hf_prefix : "", name);
 	return !bsearch(&key, specs, (size_t)n, sizeof(*specs), cmp_spec);
 }
 
@@ -188,7 +192,7 @@ static void warn_unused(struct zn_hf_src *s, struct zn_hf_tensor_spec *specs, in
 	if (extra)
 		zn_warn("%s: %d tensors are not part of the %s model config.json describes and "
 			"are ignored (first: '%s')", zn_hf_expected_in(s), extra,
-			zn_hf_family_name(s->config.family), first);
+			zn_hf_model_type(&s->config), first);
 }
 
 int zn_hf_check_layout(struct zn_hf_src *s)

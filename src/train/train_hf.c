@@ -1,5 +1,5 @@
-/* zinc train's Hugging Face checkpoints (GPT-2 and the Llama family) through
- * model/hf_dir.h; see train_hf.h. */
+/* zinc train's Hugging Face checkpoints (every registered family) through model/hf_dir.h;
+ * see train_hf.h. */
 #include "train/train_hf.h"
 
 #include <errno.h>
@@ -58,7 +58,7 @@ static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, floa
 
 struct zn_train_hf_loader {
 	struct zn_hf_src *s;
-	struct zn_st_file *bare; /* a lone GPT-2 file without config: the GPT-2 loader's checks */
+	struct zn_st_file *bare; /* a lone file without config: the family's file ops read it */
 	const struct zn_train_model *tm;
 	struct zn_layer_desc *ld;
 	int n;
@@ -92,9 +92,9 @@ int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
 	}
 	if (!rc)
 		rc = zn_hf_open(&h->s, path);
-	if (!rc && !zn_hf_src_config(h->s) && tm->is_llama) {
-		zn_error("--init-from %s: no config.json beside the file: a Llama-family "
-			 "checkpoint needs its config", path);
+	if (!rc && !zn_hf_src_config(h->s) && !tm->fam->file) {
+		zn_error("--init-from %s: no config.json beside the file: a %s-family "
+			 "checkpoint needs its config", path, tm->fam->name);
 		rc = -EINVAL;
 	} else if (!rc && !zn_hf_src_config(h->s)) {
 		rc = zn_st_open(&h->bare, path);
@@ -148,12 +148,9 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 	if (l < 0 || l >= h->n || L->numel != h->ld[l].numel)
 		return -EINVAL;
 	L = &h->ld[l];
-	if (h->bare) {
-		rc = zn_gpt2_load_layer_safetensors(h->bare, &h->tm->gpt2, L, params_h);
-		/* lm_head = wte, no extra blocks: checked once wte (layer 0) is in */
-		if (!rc && l == 0)
-			rc = zn_gpt2_check_safetensors(h->bare, &h->tm->gpt2, h->ld, params_h);
-	}
+	if (h->bare)
+		rc = h->tm->fam->file->load_layer(h->bare, h->tm->config, h->ld, h->n, l,
+						  params_h);
 	for (int i = 0; !h->bare && !rc && i < L->tensor_count; i++)
 		rc = load_tensor(h->s, &L->tensors[i], params_h + L->tensors[i].offset);
 	if (!rc)
@@ -213,8 +210,8 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* path ending in .safetensors: one file (GPT-2: its metadata; Llama: the config.json text
- * in the metadata); else a directory */
+/* path ending in .safetensors: one file (a family with file ops: its metadata, GPT-2's;
+ * else the config.json text in the metadata); else a directory */
 static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 		     const char *path, const struct zn_hf_save_opts *o)
 {
@@ -223,7 +220,6 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 					       "the saved tensors' entries");
 	struct tensor_ref *tr = zn_size_calloc((uint64_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr),
 					       "the saved tensors' references");
-	const struct zn_gpt2_config *mc = &tm->gpt2;
 	struct zn_hf_config c;
 
 	zn_train_model_hf(tm, &c);
@@ -241,13 +237,9 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 			e[count].ctx = &tr[count];
 		}
 	}
-	if (!rc && !tm->is_llama && ends_with(path, ".safetensors")) {
-		const char *values[ZN_GPT2_META_COUNT];
-		char nums[ZN_GPT2_META_COUNT][24];
-		const char *const *keys = zn_gpt2_safetensors_meta(mc, values, nums);
-
-		/* one file as zn_gpt2_save_safetensors writes it */
-		rc = zn_st_write(path, o->dtype, e, count, keys, values, ZN_GPT2_META_COUNT);
+	if (!rc && tm->fam->file && ends_with(path, ".safetensors")) {
+		/* one file with the family's own metadata (GPT-2's shape keys) */
+		rc = tm->fam->file->save(tm->config, path, o->dtype, e, count);
 	} else if (!rc) {
 		rc = zn_hf_save(path, &c, o, e, count);
 	}

@@ -1,8 +1,9 @@
 /* zinc train's Hugging Face checkpoints for every model family (model/hf_dir.h):
  * --init-from DIR or FILE (config.json, or the file's metadata, defines the model:
  * train_model.h), --save-final DIR or FILE.safetensors with --save-shard-size. Tensors go
- * by the model's layer descriptors (model.h), so nothing here names a family but for
- * GPT-2's lone files (no config: the GPT-2 loader's checks; metadata when saving one).
+ * by the model's layer descriptors (model.h), so nothing here names a family; a lone file
+ * without config (GPT-2's) goes to the family's file ops (model/family.h), which check it
+ * and write its metadata when saving one.
  * Internal to zinc (src/train). */
 #ifndef ZN_TRAIN_HF_H
 #define ZN_TRAIN_HF_H
@@ -40,7 +41,7 @@ int zn_train_hf_write(const struct zn_train_model *tm,
 /* Saves the engine's weights layer by layer: every rank calls it and reads layers 0 .. n-1
  * in order (the read is collective); rank 0 streams each into the writer, so host memory
  * holds one layer (and one tensor's conversion) at a time. A .safetensors path is one file
- * with GPT-2's metadata (zn_gpt2_safetensors_meta) or, for the Llama family, the config.json
+ * with the family's own metadata (its file ops: GPT-2's shape keys) or else the config.json
  * text under "config" (hf_dir.h); any other path a Hugging Face
  * directory (model/hf_dir.h) with shards of at most shard_bytes (0: 5GB) whose
  * config.json keeps the other keys (token ids, ...) of init_from's config when the run

@@ -18,6 +18,9 @@
 #include "model/data.h"
 #include "sched/plan.h"
 
+/* the most a family pads its vocabulary by (GPT-2: to a multiple of 128) */
+#define VOCAB_PAD_MAX 128
+
 /* Every token below the model's vocabulary, or an error naming the first one, its
  * position and the vocabulary the file needs. */
 static int check_vocab(struct zn_data *d, const char *path, int vocab)
@@ -29,7 +32,7 @@ static int check_vocab(struct zn_data *d, const char *path, int vocab)
 	if (rc <= 0)
 		return rc;
 	need = zn_data_vocab(d);
-	if (need > INT_MAX - ZN_GPT2_VOCAB_PAD)
+	if (need > INT_MAX - VOCAB_PAD_MAX)
 		zn_error("--data %s: token %lld at position %llu is not below the model's "
 			 "vocabulary %d, and no --vocab can hold it: is the file a token file "
 			 "of the kind its header says?", path, (long long)tok,

@@ -1,14 +1,15 @@
-/* The model a zinc command works on, whichever family it is (GPT-2 or the Llama family:
- * Llama, Qwen2, Mistral), chosen from the command line. Internal to zinc (src/train); zinc train
+/* The model a zinc command works on, whichever registered family it is (model/family.h),
+ * chosen from the command line. Internal to zinc (src/train); zinc train
  * and zinc estimate share it, so both take the same model flags.
  *
  * Where the model comes from, first match:
  *   --init-from PATH     a Hugging Face directory or .safetensors file: its config.json (or
- *                        metadata) defines the model (model_type gpt2, llama, qwen2,
- *                        mistral); a lone GPT-2 file without one: its shapes (train_hf.h)
+ *                        metadata) defines the model (its model_type names the
+ *                        family); a lone GPT-2 file without one: its shapes (train_hf.h)
  *   --model-config PATH  a config.json (or a directory holding one): its shapes, seeded init
- *   --model NAME         a Llama preset (llama-tiny, llama-3-8b, ...: llama.h) or a GPT-2
- *                        one (tiny, small, gpt2, ...: gpt2.h); default: GPT-2 "small"
+ *   --model NAME         a preset of any family (llama-tiny, llama-3-8b, ...: llama.h;
+ *                        tiny, small, gpt2, ...: gpt2.h); default: the registry's first
+ *                        family's default, GPT-2 "small"
  * then the model flags override single fields: GPT-2 --layers --heads --d-model --seq
  * --vocab --padded-vocab; Llama --layers --heads --kv-heads --d-model --head-dim
  * --intermediate --seq --vocab --tied-embeddings. With --init-from or --model-config a
@@ -22,14 +23,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/gpt2/gpt2.h"
+#include "model/family.h"
 #include "model/hf_config.h"
-#include "model/llama/llama.h"
 
 struct zn_train_model {
-	bool is_llama;              /* else GPT-2 */
-	struct zn_gpt2_config gpt2;
-	struct zn_llama_config llama;
+	const struct zn_family *fam;
+	/* the family's configuration struct (fam->config_bytes) */
+	_Alignas(16) unsigned char config[ZN_FAMILY_CONFIG_BYTES];
 };
 
 /* Reads the model from init_from / model_config / the flags in argv[0 .. argc) (see above);
@@ -39,7 +39,8 @@ int zn_train_model_parse(struct zn_train_model *tm, int argc, char **argv,
 			 const char *init_from, const char *model_config, char **rest,
 			 int *rest_count);
 
-/* { ops, config } pointing into tm: tm must outlive its users. */
+/* { ops, config } pointing into tm: tm must outlive its users; { NULL, NULL } for a model
+ * whose parse failed. */
 struct zn_model zn_train_model_get(const struct zn_train_model *tm);
 
 int zn_train_model_seq(const struct zn_train_model *tm);
@@ -49,11 +50,12 @@ int zn_train_model_width(const struct zn_train_model *tm);
 uint64_t zn_train_model_params(const struct zn_train_model *tm);
 uint64_t zn_train_model_largest_layer(const struct zn_train_model *tm);
 
-/* The config.json fields of the model (GPT-2: tied, n_inner 4 x n_embd, epsilon 1e-5). */
+/* The config.json fields of the model (the family's to_hf). */
 void zn_train_model_hf(const struct zn_train_model *tm, struct zn_hf_config *hf);
 
-/* "2 layers, 4 heads, d_model 64, vocab 256, seq 16" (GPT-2) or "llama, 2 layers, 4 heads
- * (2 kv), head_dim 16, hidden 64, intermediate 128, vocab 256, seq 64, untied" */
+/* The family's line: "2 layers, 4 heads, d_model 64, vocab 256, seq 16" (GPT-2) or "llama,
+ * 2 layers, 4 heads (2 kv), head_dim 16, hidden 64, intermediate 128, vocab 256, seq 64,
+ * untied" */
 void zn_train_model_line(const struct zn_train_model *tm, char *buf, size_t size);
 /* "model.layers=2\n..." lines every rank must agree on */
 void zn_train_model_text(const struct zn_train_model *tm, char *buf, size_t size);

@@ -329,15 +329,18 @@ static int check_shape(const struct zn_ckpt_dir *ck, const char *what,
 		       const struct zn_train_model *tm, bool any_seq)
 {
 	char shape[2048], key[64], hint[PATH_MAX + 600], rec[PATH_MAX + 400];
-	bool mine_llama = tm->is_llama, saved_llama = zn_ckpt_get(ck, "run.shape.family") != NULL;
+	/* a family's text names it (model.family=) but the registry's first's, which
+	 * checkpoints wrote before there was a registry */
+	const char *saved_fam = zn_ckpt_get(ck, "run.shape.family");
 
 	recorded_flags(ck, rec, sizeof(rec));
 	snprintf(hint, sizeof(hint), "drop the model flags (the checkpoint's model is used) or "
 		 "give the run's:%s", rec);
-	if (mine_llama != saved_llama)
-		return differs(ck, what, "the model is %s in this run, %s in the checkpoint",
-			       mine_llama ? "a Llama" : "a GPT-2",
-			       saved_llama ? "a Llama" : "a GPT-2", hint);
+	if (!saved_fam)
+		saved_fam = zn_family_at(0)->name;
+	if (strcmp(saved_fam, tm->fam->name))
+		return differs(ck, what, "the model is a %s in this run, a %s in the checkpoint",
+			       tm->fam->name, saved_fam, hint);
 	zn_train_model_text(tm, shape, sizeof(shape));
 	for (char *line = shape, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
 		char *eq = strchr(line, '=');
@@ -348,7 +351,7 @@ static int check_shape(const struct zn_ckpt_dir *ck, const char *what,
 			continue;
 		*eq = 0;
 		snprintf(key, sizeof(key), "run.shape.%s", line + strlen("model."));
-		if (any_seq && tm->is_llama && !strcmp(key, "run.shape.seq"))
+		if (any_seq && tm->fam->seq_free && !strcmp(key, "run.shape.seq"))
 			continue;
 		saved = zn_ckpt_get(ck, key);
 		if (!saved || strcmp(saved, eq + 1)) {

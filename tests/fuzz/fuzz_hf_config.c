@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family.h"
 #include "model/hf_config.h"
 #include "fuzz.h"
 
@@ -48,7 +49,7 @@ int zn_fuzz_one(const uint8_t *data, size_t n)
 	memset(&c, 0, sizeof(c));
 	if (zn_hf_config_load(path, &c))
 		return 0;
-	ZN_FUZZ_CHECK(c.family >= ZN_HF_GPT2 && c.family <= ZN_HF_MISTRAL);
+	ZN_FUZZ_CHECK(c.family != NULL && c.type >= 0 && c.type < c.family->type_count);
 	ZN_FUZZ_CHECK(c.hidden_size > 0 && c.intermediate_size > 0 && c.num_hidden_layers > 0);
 	ZN_FUZZ_CHECK(c.num_attention_heads > 0 && c.num_key_value_heads > 0 && c.head_dim > 0);
 	ZN_FUZZ_CHECK(c.num_attention_heads % c.num_key_value_heads == 0);
@@ -59,7 +60,7 @@ int zn_fuzz_one(const uint8_t *data, size_t n)
 	ZN_FUZZ_CHECK(json != NULL);
 	memset(&again, 0, sizeof(again));
 	ZN_FUZZ_CHECK(zn_hf_config_parse(json, "printed config.json", &again) == 0);
-	ZN_FUZZ_CHECK(again.family == c.family && again.hidden_size == c.hidden_size &&
+	ZN_FUZZ_CHECK(again.family == c.family && again.type == c.type && again.hidden_size == c.hidden_size &&
 		      again.intermediate_size == c.intermediate_size &&
 		      again.num_hidden_layers == c.num_hidden_layers &&
 		      again.num_attention_heads == c.num_attention_heads &&

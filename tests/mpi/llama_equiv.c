@@ -1,4 +1,5 @@
-/* llama_equiv: a tiny Llama (GQA, untied lm_head, and a tied one with q/k/v/o biases) at
+/* llama_equiv: a tiny Llama (GQA, untied lm_head; a tied one with q/k/v/o biases; a Qwen3
+ * with q_norm/k_norm and head_dim 12 apart from hidden / heads) at
  * ZeRO stages 0-3 x offload none/cpu/nvme across the ranks of one launch gives the losses
  * and final weights of one rank at stage 0 with an N times larger micro-batch, within 1e-5
  * (relative; weights 1e-5 + 1e-5 |w|), as tests/mpi/engine_equiv.c checks GPT-2.
@@ -35,6 +36,16 @@ static int model(struct zn_llama_config *c, bool tied_bias)
 		return -1;
 	c->hidden = 32, c->intermediate = 48, c->head_dim = 8, c->vocab = 96, c->seq = 16;
 	c->tied = c->qkv_bias = c->o_bias = tied_bias;
+	return zn_llama_config_validate(c);
+}
+
+/* the same as Qwen3: q/k norms, head_dim 12 (hidden / heads is 8), untied */
+static int qwen3(struct zn_llama_config *c)
+{
+	if (model(c, false))
+		return -1;
+	c->qk_norm = true;
+	c->head_dim = 12;
 	return zn_llama_config_validate(c);
 }
 
@@ -89,7 +100,8 @@ int main(void)
 {
 	struct zn_comm_config acfg = { .kind = ZN_COMM_AUTO };
 	struct zn_comm *anchor = NULL;
-	struct zn_llama_config mc[2];
+	static const char *const names[] = { "untied, GQA", "tied, biases", "qwen3, q/k norms" };
+	struct zn_llama_config mc[3];
 	int rank = 0, world = 1, failed = 0, rc = 0;
 	int *tok;
 
@@ -98,10 +110,10 @@ int main(void)
 		return 1;
 	if (world > 1 && zn_comm_create(&anchor, &acfg))
 		return 1;
-	if (model(&mc[0], false) || model(&mc[1], true))
+	if (model(&mc[0], false) || model(&mc[1], true) || qwen3(&mc[2]))
 		return 1;
 	tok = et_tokens(et_stream_len(ET_STEPS, 1, world, ET_B), mc[0].vocab, 13);
-	for (int v = 0; v < 2; v++) {
+	for (int v = 0; v < 3; v++) {
 		struct zn_model m = zn_llama_model(&mc[v]);
 		struct zn_config cfg;
 		struct et_run ref, r;
@@ -132,8 +144,7 @@ int main(void)
 						 "%s", dir);
 				}
 				snprintf(what, sizeof(what), "rank %d/%d: llama %s: stage %d offload %s",
-					 rank, world, v ? "tied, biases" : "untied, GQA", stage,
-					 off_name(off));
+					 rank, world, names[v], stage, off_name(off));
 				rc = et_train_any(&r, &cfg, &m, ZN_COMM_AUTO, tok, ET_STEPS);
 				if (rc) {
 					fprintf(stderr, "%s: failed: %d\n", what, rc);

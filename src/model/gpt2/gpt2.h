@@ -367,4 +367,20 @@ int zn_gpt2_decode_max_t(const void *config);
 void zn_gpt2_decode(const struct zn_kernel_table *k, void *stream, const void *config,
 		    const struct zn_decode_io *io);
 
+/* The family's registry entry (gpt2_family.c, model/family.h) and its config.json hooks
+ * (gpt2_hf.c; model/hf_family.h): keys, layout and count as that file's opening lists.
+ * zn_gpt2_metadata_config: config.json text from a lone file's GPT-2 metadata keys (1), or
+ * 0 when the file has none. */
+struct cJSON;
+struct zn_family;
+struct zn_hf_config;
+struct zn_hf_emit;
+struct zn_hf_keys;
+extern const struct zn_family zn_gpt2_family;
+int zn_gpt2_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
+int zn_gpt2_hf_write(struct cJSON *o, const struct zn_hf_config *c);
+void zn_gpt2_hf_layout(const struct zn_hf_config *c, struct zn_hf_emit *e);
+uint64_t zn_gpt2_hf_param_count(const struct zn_hf_config *c);
+int zn_gpt2_metadata_config(const struct zn_st_file *f, char *buf, size_t size);
+
 #endif

@@ -1,4 +1,4 @@
-/* Llama family (Llama, Qwen2, Mistral) as an implementation of the model interface
+/* Llama family (Llama, Qwen2, Mistral, Qwen3) as an implementation of the model interface
  * (src/model/model.h), built from the kernel table's Llama ops (kernels/kernels.h).
  *
  * Layers (layer_count = L + 2), one flat fp32 buffer each, Hugging Face names:
@@ -7,6 +7,7 @@
  *                                  self_attn.q_proj, k_proj, v_proj .weight (back to back:
  *                                  together the [S, H] weight of one matmul, S = (NH+2KV)D),
  *                                  their biases back to back when qkv_bias,
+ *                                  self_attn.q_norm.weight, k_norm.weight [D] when qk_norm,
  *                                  self_attn.o_proj.weight [H, NH*D] (+ .bias when o_bias),
  *                                  post_attention_layernorm.weight [H],
  *                                  mlp.gate_proj, up_proj .weight (back to back: [2I, H]),
@@ -17,7 +18,8 @@
  * Decay on 2-D tensors only. Init: matrices normal(0, 0.02) (HF initializer_range),
  * biases 0, norms 1; each element a pure function of (seed, layer, tensor, element).
  *
- * Block: h = rmsnorm(x); qkv = h Wqkv^T (+b); rope(q, k); x += gqa_attn(qkv) Wo^T (+bo);
+ * Block: h = rmsnorm(x); qkv = h Wqkv^T (+b); [qk_norm: every q head rmsnorm(., q_norm),
+ *        every k head rmsnorm(., k_norm), over D]; rope(q, k); x += gqa_attn(qkv) Wo^T (+bo);
  *        h = rmsnorm(x); x += swiglu(h Wgu^T) Wd^T.
  * Final: losses = cross-entropy(rmsnorm(x) lm_head^T, targets).
  * RoPE frequencies are kept in the (host) configuration: zn_llama_config_from_hf and
@@ -50,9 +52,18 @@ struct zn_llama_config {
 	float eps;        /* rms_norm_eps */
 	bool qkv_bias;    /* q, k, v biases (Llama attention_bias, Qwen2 always) */
 	bool o_bias;      /* o_proj bias (Llama attention_bias) */
+	bool qk_norm;     /* Qwen3's q_norm / k_norm: RMSNorm of each q and k head over D */
 	bool tied;        /* tie_word_embeddings */
 	struct zn_rope_params rope;
 	float inv_freq[ZN_ROPE_MAX_HEAD_DIM / 2]; /* filled by zn_llama_config_validate */
+};
+
+/* The model_types the family reads (zn_hf_config.type; its registry entry's types[]) */
+enum zn_llama_type {
+	ZN_LLAMA_LLAMA = 0,
+	ZN_LLAMA_QWEN2 = 1,
+	ZN_LLAMA_MISTRAL = 2,
+	ZN_LLAMA_QWEN3 = 3,
 };
 
 enum zn_llama_layer_kind {
@@ -67,6 +78,9 @@ enum zn_llama_layer_kind {
  *   tinyllama-1.1b, llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-3-70b, llama-2-7b,
  *   llama-2-13b     as Hugging Face ships them (rope_scaling llama3 for 3.2); seq (the
  *                   default training length) min(max_position_embeddings, 2048).
+ *   qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b
+ *                   Qwen3ForCausalLM as published (head_dim 128, q_norm/k_norm, eps 1e-6,
+ *                   theta 1e6, max_position_embeddings 40960; tied up to 4b).
  * Returns 0 or -EINVAL (logged with the valid names). */
 int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg);
 bool zn_llama_is_preset(const char *name);
@@ -87,8 +101,8 @@ int zn_llama_config_apply_flags(struct zn_llama_config *cfg, int argc, char **ar
  * longer one). Returns 0 or -EINVAL naming the key to change. */
 int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_config *cfg);
 
-/* The config.json fields of cfg (family: mistral with a window, qwen2 with q/k/v biases and
- * none on o, else llama). */
+/* The config.json fields of cfg (model_type: qwen3 with qk_norm, mistral with a window,
+ * qwen2 with q/k/v biases and none on o, else llama). */
 void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_config *hf);
 
 /* Parameters as Hugging Face's num_parameters() counts them (a tied lm_head once). */
@@ -151,5 +165,17 @@ uint64_t zn_llama_decode_kv_numel(const void *config, const struct zn_layer_desc
 int zn_llama_decode_max_t(const void *config);
 void zn_llama_decode(const struct zn_kernel_table *k, void *stream, const void *config,
 		     const struct zn_decode_io *io);
+
+/* The family's registry entry (llama_family.c, model/family.h) and its config.json hooks
+ * (llama_hf.c; model/hf_family.h): keys, layout and count as that file's opening lists. */
+struct cJSON;
+struct zn_family;
+struct zn_hf_emit;
+struct zn_hf_keys;
+extern const struct zn_family zn_llama_family;
+int zn_llama_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
+int zn_llama_hf_write(struct cJSON *o, const struct zn_hf_config *c);
+void zn_llama_hf_layout(const struct zn_hf_config *c, struct zn_hf_emit *e);
+uint64_t zn_llama_hf_param_count(const struct zn_hf_config *c);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "model/family.h"
 #include "model/llama/llama.h"
 
 static int fits_int(int64_t v, const char *key)
@@ -18,10 +19,9 @@ static int fits_int(int64_t v, const char *key)
 
 int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_config *cfg)
 {
-	if (hf->family != ZN_HF_LLAMA && hf->family != ZN_HF_QWEN2 &&
-	    hf->family != ZN_HF_MISTRAL) {
-		zn_error("llama model: config.json model_type %s is not llama, qwen2 or mistral",
-			 zn_hf_family_name(hf->family));
+	if (hf->family != &zn_llama_family) {
+		zn_error("llama model: config.json model_type %s is not one of the Llama "
+			 "family's", zn_hf_model_type(hf));
 		return -EINVAL;
 	}
 	if (!fits_int(hf->num_hidden_layers, "num_hidden_layers") ||
@@ -48,9 +48,12 @@ int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_confi
 	if (cfg->window > 0 && cfg->seq > cfg->window)
 		cfg->seq = cfg->window;
 	cfg->eps = (float)hf->norm_eps;
-	cfg->qkv_bias = hf->family == ZN_HF_QWEN2 ||
-			(hf->family == ZN_HF_LLAMA && hf->attention_bias);
-	cfg->o_bias = hf->family == ZN_HF_LLAMA && hf->attention_bias;
+	/* Qwen3's attention is Llama's (attention_bias on q, k, v and o) with q_norm/k_norm */
+	cfg->qkv_bias = hf->type == ZN_LLAMA_QWEN2 ||
+			(hf->type != ZN_LLAMA_MISTRAL && hf->attention_bias);
+	cfg->o_bias = hf->type != ZN_LLAMA_QWEN2 && hf->type != ZN_LLAMA_MISTRAL &&
+		      hf->attention_bias;
+	cfg->qk_norm = hf->type == ZN_LLAMA_QWEN3;
 	cfg->tied = hf->tie_word_embeddings;
 	cfg->rope.theta = hf->rope_theta;
 	cfg->rope.type = hf->rope_scaling.type == ZN_HF_ROPE_LLAMA3 ? ZN_ROPE_LLAMA3 :
@@ -79,6 +82,12 @@ int zn_llama_config_validate(struct zn_llama_config *cfg)
 	if (cfg->heads % cfg->kv_heads) {
 		zn_error("llama model: heads %d is not a multiple of kv_heads %d", cfg->heads,
 			 cfg->kv_heads);
+		return -EINVAL;
+	}
+	if (cfg->qk_norm && (cfg->window > 0 || cfg->qkv_bias != cfg->o_bias)) {
+		zn_error("llama model: q/k norms (Qwen3) with window %d, qkv_bias %d, o_bias %d: "
+			 "Qwen3 has no sliding window and its attention_bias is on q, k, v and o "
+			 "together", cfg->window, cfg->qkv_bias, cfg->o_bias);
 		return -EINVAL;
 	}
 	if (!(cfg->eps > 0.0f)) {

@@ -8,6 +8,7 @@
 
 struct dec {
 	float *h, *rstd, *qkv, *atty, *branch, *res2, *gu, *m;
+	float *raw, *qk_rstd; /* qk_norm: the projection before q_norm/k_norm, their rstd */
 };
 
 static uint64_t dec_carve(const struct zn_llama_config *c, int T, float *base, struct dec *d)
@@ -15,12 +16,15 @@ static uint64_t dec_carve(const struct zn_llama_config *c, int T, float *base, s
 	const uint64_t t = (uint64_t)T, H = (uint64_t)c->hidden, I = (uint64_t)c->intermediate;
 	const uint64_t Q = (uint64_t)c->heads * (uint64_t)c->head_dim;
 	const uint64_t S = (uint64_t)(c->heads + 2 * c->kv_heads) * (uint64_t)c->head_dim;
-	float **const bufs[] = { &d->h, &d->rstd, &d->qkv, &d->atty,
-				 &d->branch, &d->res2, &d->gu, &d->m };
-	const uint64_t numel[] = { t * H, t, t * S, t * Q, t * H, t * H, t * 2 * I, t * I };
+	const uint64_t qk = c->qk_norm ? 1 : 0;
+	float **const bufs[] = { &d->h,	     &d->rstd, &d->qkv, &d->atty, &d->branch,
+				 &d->res2, &d->gu,   &d->m,   &d->raw,  &d->qk_rstd };
+	const uint64_t numel[] = { t * H,     t,	 t * S, t * Q,
+				   t * H,     t * H,	 t * 2 * I, t * I,
+				   qk * t * S, qk * t * (uint64_t)(c->heads + c->kv_heads) };
 	uint64_t off = 0;
 
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 10; i++) {
 		if (base)
 			*bufs[i] = base + off;
 		off += numel[i];
@@ -56,7 +60,7 @@ int zn_llama_decode_max_t(const void *config)
 
 /* offsets of a block's tensors in zn_llama_layers' order (as llama_layer.c's block_w_of) */
 struct block_w {
-	uint64_t ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
+	uint64_t ln1, wqkv, bqkv, qn, kn, wo, bo, ln2, wgu, wd;
 };
 
 static struct block_w block_w_of(const struct zn_llama_config *c, const struct zn_layer_desc *L)
@@ -70,6 +74,10 @@ static struct block_w block_w_of(const struct zn_llama_config *c, const struct z
 	if (c->qkv_bias) {
 		w.bqkv = L->tensors[t].offset;
 		t += 3;
+	}
+	if (c->qk_norm) {
+		w.qn = L->tensors[t++].offset;
+		w.kn = L->tensors[t++].offset;
 	}
 	w.wo = L->tensors[t++].offset;
 	if (c->o_bias)
@@ -94,8 +102,11 @@ static void block_decode(const struct zn_kernel_table *k, void *st,
 
 	dec_carve(c, T, io->scratch, &d);
 	k->rmsnorm_forward(st, d.h, d.rstd, io->x_in, p + w.ln1, c->eps, 1, T, H);
-	k->matmul_forward(st, d.qkv, d.h, p + w.wqkv, c->qkv_bias ? p + w.bqkv : NULL, 1, T, H,
-			  S);
+	k->matmul_forward(st, c->qk_norm ? d.raw : d.qkv, d.h, p + w.wqkv,
+			  c->qkv_bias ? p + w.bqkv : NULL, 1, T, H, S);
+	if (c->qk_norm) /* Qwen3: before RoPE, so the cache holds normalized rotated keys */
+		k->qk_rmsnorm_forward(st, d.qkv, d.qk_rstd, d.raw, p + w.qn, p + w.kn, c->eps, 1,
+				      T, NH, KV, D);
 	k->rope_forward(st, d.qkv, c->inv_freq, io->pos, 1, T, NH, KV, D);
 	k->kv_attention_forward(st, d.atty, kc, vc, d.qkv, io->pos0, T, NH, KV, D, c->window);
 	k->matmul_forward(st, d.branch, d.atty, p + w.wo, c->o_bias ? p + w.bo : NULL, 1, T, Q,

@@ -41,19 +41,23 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 	return off;
 }
 
+/* qk_norm: qkv_raw (the projection before the norms) and qk_rstd [BT, NH + KV] as well;
+ * else they take no room */
 struct block_acts {
-	float *h1, *rstd1, *qkv, *atty, *lse, *res2, *h2, *rstd2, *gu, *m;
+	float *h1, *rstd1, *qkv, *atty, *lse, *res2, *h2, *rstd2, *gu, *m, *qkv_raw, *qk_rstd;
 };
 
-static uint64_t block_acts_carve(const struct dims *d, float *acts, struct block_acts *a)
+static uint64_t block_acts_carve(const struct dims *d, bool qk_norm, float *acts,
+				 struct block_acts *a)
 {
-	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->lse,
-				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
+	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->lse, &a->res2,
+				 &a->h2, &a->rstd2, &a->gu, &a->m, &a->qkv_raw, &a->qk_rstd };
 	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->S, d->bt * (uint64_t)d->Q,
 				   d->bnt, d->bth, d->bth, d->bt, d->bt * 2 * (uint64_t)d->I,
-				   d->bt * (uint64_t)d->I };
+				   d->bt * (uint64_t)d->I, qk_norm ? d->bt * (uint64_t)d->S : 0,
+				   qk_norm ? d->bt * (uint64_t)(d->NH + d->KV) : 0 };
 
-	return carve(acts, bufs, numel, 10);
+	return carve(acts, bufs, numel, 12);
 }
 
 /* all accumulated into (zero on entry) except dres2, written over dh2 once consumed, and
@@ -114,7 +118,7 @@ uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_l
 	struct final_acts fa;
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK)
-		return block_acts_carve(&d, NULL, &ba);
+		return block_acts_carve(&d, cfg->qk_norm, NULL, &ba);
 	if (L->kind == ZN_LLAMA_LAYER_FINAL)
 		return final_acts_carve(&d, NULL, &fa);
 	return 0;
@@ -140,7 +144,7 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 
 /* Tensor offsets of a block (model.layers.N.*), in zn_llama_layers' order. */
 struct block_w {
-	uint64_t ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd;
+	uint64_t ln1, wqkv, bqkv, qn, kn, wo, bo, ln2, wgu, wd;
 	bool has_bqkv, has_bo;
 };
 
@@ -155,6 +159,8 @@ static struct block_w block_w_of(const struct zn_llama_config *c, const struct z
 	t += 3;
 	w.bqkv = w.has_bqkv ? L->tensors[t].offset : 0;
 	t += w.has_bqkv ? 3 : 0;
+	w.qn = c->qk_norm ? L->tensors[t++].offset : 0;
+	w.kn = c->qk_norm ? L->tensors[t++].offset : 0;
 	w.wo = L->tensors[t++].offset;
 	w.bo = w.has_bo ? L->tensors[t++].offset : 0;
 	w.ln2 = L->tensors[t++].offset;
@@ -174,10 +180,13 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	struct block_acts a;
 	float *branch = io->scratch;
 
-	block_acts_carve(&d, io->acts, &a);
+	block_acts_carve(&d, c->qk_norm, io->acts, &a);
 	k->rmsnorm_forward(st, a.h1, a.rstd1, io->x_in, p + w.ln1, c->eps, B, T, d.H);
-	k->matmul_forward(st, a.qkv, a.h1, p + w.wqkv, w.has_bqkv ? p + w.bqkv : NULL, B, T,
-			  d.H, d.S);
+	k->matmul_forward(st, c->qk_norm ? a.qkv_raw : a.qkv, a.h1, p + w.wqkv,
+			  w.has_bqkv ? p + w.bqkv : NULL, B, T, d.H, d.S);
+	if (c->qk_norm) /* Qwen3: per head, after the projection and before RoPE */
+		k->qk_rmsnorm_forward(st, a.qkv, a.qk_rstd, a.qkv_raw, p + w.qn, p + w.kn, c->eps,
+				      B, T, d.NH, d.KV, d.D);
 	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, d.NH, d.KV, d.D);
 	/* fused (FlashAttention-2) with Mistral's sliding window: no [T,T] buffer; packed
 	 * documents (io->pos): positions restart and attention stays in each document */
@@ -208,7 +217,7 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	struct block_acts a;
 	struct block_grads s;
 
-	block_acts_carve(&d, io->acts, &a);
+	block_acts_carve(&d, c->qk_norm, io->acts, &a);
 	block_grads_carve(&d, io->scratch, &s);
 	k->matmul_backward(st, s.dm, g + w.wd, NULL, io->dx_out, a.m, p + w.wd, B, T, d.I, d.H);
 	k->swiglu_backward(st, s.dgu, s.dm, a.gu, B, T, d.I);
@@ -227,6 +236,9 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 		k->flash_attention_backward(st, s.dqkv, s.drow, s.datty, a.qkv, a.atty, a.lse, B,
 					    T, d.NH, d.KV, d.D, c->window);
 	k->rope_backward(st, s.dqkv, c->inv_freq, io->pos, B, T, d.NH, d.KV, d.D);
+	if (c->qk_norm) /* in place: dqkv becomes the gradient wrt the projection */
+		k->qk_rmsnorm_backward(st, s.dqkv, g + w.qn, g + w.kn, a.qkv_raw, p + w.qn,
+				       p + w.kn, a.qk_rstd, B, T, d.NH, d.KV, d.D);
 	k->matmul_backward(st, s.dh1, g + w.wqkv, w.has_bqkv ? g + w.bqkv : NULL, s.dqkv, a.h1,
 			   p + w.wqkv, B, T, d.H, d.S);
 	k->rmsnorm_backward(st, s.dx_n, g + w.ln1, s.dh1, io->x_in, p + w.ln1, a.rstd1, B, T,

@@ -67,18 +67,23 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
  * in fp32. */
 struct block_acts {
 	float *h1, *rstd1, *qkv, *atty, *atty16, *lse, *res2, *h2, *rstd2, *gu, *m;
+	float *qkv_raw, *qk_rstd; /* qk_norm: the projection before the norms, their rstd */
 };
 
-static uint64_t block_acts_carve(const struct sizes *s, float *acts, struct block_acts *a)
+static uint64_t block_acts_carve(const struct sizes *s, bool qk_norm, float *acts,
+				 struct block_acts *a)
 {
 	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->atty16, &a->lse,
-				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m };
+				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m, &a->qkv_raw,
+				 &a->qk_rstd };
 	const uint64_t numel[] = { half(s->bth), s->bt, s->bt * (uint64_t)s->S,
 				   s->bt * (uint64_t)s->Q, half(s->bt * (uint64_t)s->Q), s->bnt,
 				   s->bth, half(s->bth), s->bt, s->bt * 2 * (uint64_t)s->I,
-				   half(s->bt * (uint64_t)s->I) };
+				   half(s->bt * (uint64_t)s->I),
+				   qk_norm ? s->bt * (uint64_t)s->S : 0,
+				   qk_norm ? s->bt * (uint64_t)(s->NH + s->KV) : 0 };
 
-	return carve(acts, bufs, numel, 11);
+	return carve(acts, bufs, numel, 13);
 }
 
 /* Block scratch, forward: branch [BTH], tmp (a norm or SwiGLU output before its cast),
@@ -149,7 +154,7 @@ uint64_t zn_llama_act_numel_bf16(const struct zn_llama_config *cfg,
 	struct final_acts fa;
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK)
-		return block_acts_carve(&s, NULL, &ba);
+		return block_acts_carve(&s, cfg->qk_norm, NULL, &ba);
 	if (L->kind == ZN_LLAMA_LAYER_FINAL)
 		return final_acts_carve(&s, NULL, &fa);
 	return 0;
@@ -176,7 +181,7 @@ uint64_t zn_llama_scratch_numel_bf16(const struct zn_llama_config *cfg,
 
 /* A block's tensor indices (llama.h's order; q,k,v and their biases, gate,up back to back) */
 struct block_t {
-	int ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd; /* bqkv, bo: -1 when absent */
+	int ln1, wqkv, bqkv, qn, kn, wo, bo, ln2, wgu, wd; /* bqkv, qn, kn, bo: -1 when absent */
 };
 
 static struct block_t block_t_of(const struct zn_llama_config *c)
@@ -189,6 +194,8 @@ static struct block_t block_t_of(const struct zn_llama_config *c)
 	t += 3;
 	w.bqkv = c->qkv_bias ? t : -1;
 	t += c->qkv_bias ? 3 : 0;
+	w.qn = c->qk_norm ? t++ : -1;
+	w.kn = c->qk_norm ? t++ : -1;
 	w.wo = t++;
 	w.bo = c->o_bias ? t++ : -1;
 	w.ln2 = t++;
@@ -246,14 +253,17 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	struct block_fwd f;
 	struct wv w;
 
-	block_acts_carve(&s, io->acts, &a);
+	block_acts_carve(&s, c->qk_norm, io->acts, &a);
 	block_fwd_carve(&s, io->scratch, &f);
 	views(k, st, io->L, io->params16, f.small, &w);
 	/* the producers of GEMM inputs write bf16 directly (the fp32 op + cast's bits) */
 	k->rmsnorm_forward_bf16out(st, u16(a.h1), a.rstd1, io->x_in, w.f[t.ln1], c->eps, B, T,
 				   s.H);
-	k->matmul_forward_bf16(st, a.qkv, cu16(a.h1), w.b[t.wqkv], fopt(&w, t.bqkv), B, T, s.H,
-			       s.S);
+	k->matmul_forward_bf16(st, c->qk_norm ? a.qkv_raw : a.qkv, cu16(a.h1), w.b[t.wqkv],
+			       fopt(&w, t.bqkv), B, T, s.H, s.S);
+	if (c->qk_norm) /* Qwen3, fp32 as every norm here */
+		k->qk_rmsnorm_forward(st, a.qkv, a.qk_rstd, a.qkv_raw, w.f[t.qn], w.f[t.kn],
+				      c->eps, B, T, s.NH, s.KV, s.D);
 	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
@@ -295,7 +305,7 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	struct block_bwd d;
 	struct wv w;
 
-	block_acts_carve(&s, io->acts, &a);
+	block_acts_carve(&s, c->qk_norm, io->acts, &a);
 	block_bwd_carve(&s, io->scratch, &d);
 	views(k, st, io->L, io->params16, d.small, &w);
 	linear_bwd(k, st, &w, io, t.wd, -1, d.dm, io->dx_out, d.dout16, a.m, s.I, s.H);
@@ -309,6 +319,10 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
 					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
 	k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
+	if (c->qk_norm)
+		k->qk_rmsnorm_backward(st, d.dqkv, g + io->L->tensors[t.qn].offset,
+				       g + io->L->tensors[t.kn].offset, a.qkv_raw, w.f[t.qn],
+				       w.f[t.kn], a.qk_rstd, B, T, s.NH, s.KV, s.D);
 	linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
 	k->rmsnorm_backward(st, d.dx_n, g + io->L->tensors[t.ln1].offset, d.dh1, io->x_in,
 			    w.f[t.ln1], a.rstd1, B, T, s.H);

@@ -54,6 +54,10 @@ static void block(const struct zn_llama_config *c, struct zn_layer_desc *L, int 
 		ADD("self_attn.k_proj.bias", KVD, 0);
 		ADD("self_attn.v_proj.bias", KVD, 0);
 	}
+	if (c->qk_norm) {
+		ADD("self_attn.q_norm.weight", c->head_dim, 0);
+		ADD("self_attn.k_norm.weight", c->head_dim, 0);
+	}
 	ADD("self_attn.o_proj.weight", H, Q);
 	if (c->o_bias)
 		ADD("self_attn.o_proj.bias", H, 0);

@@ -15,25 +15,42 @@ struct preset {
 	int64_t max_pos;
 	double theta;
 	bool tied, llama3; /* llama3: rope_scaling llama3, factor 32, 1, 4, 8192 */
+	int type;          /* enum zn_llama_type; 0: llama */
+	double eps;        /* rms_norm_eps; 0: 1e-5 */
 };
 
 /* head_dim 0: hidden / heads */
 static const struct preset presets[] = {
-	{ "llama-tiny", 2, 64, 128, 4, 2, 16, 256, 64, 10000.0, false, false },
-	{ "tinyllama-1.1b", 22, 2048, 5632, 32, 4, 0, 32000, 2048, 10000.0, false, false },
-	{ "llama-3.2-1b", 16, 2048, 8192, 32, 8, 64, 128256, 131072, 500000.0, true, true },
-	{ "llama-3.2-3b", 28, 3072, 8192, 24, 8, 128, 128256, 131072, 500000.0, true, true },
-	{ "llama-3-8b", 32, 4096, 14336, 32, 8, 0, 128256, 8192, 500000.0, false, false },
-	{ "llama-3-70b", 80, 8192, 28672, 64, 8, 0, 128256, 8192, 500000.0, false, false },
-	{ "llama-2-7b", 32, 4096, 11008, 32, 32, 0, 32000, 4096, 10000.0, false, false },
-	{ "llama-2-13b", 40, 5120, 13824, 40, 40, 0, 32000, 4096, 10000.0, false, false },
+	{ "llama-tiny", 2, 64, 128, 4, 2, 16, 256, 64, 10000.0, false, false, 0, 0 },
+	{ "tinyllama-1.1b", 22, 2048, 5632, 32, 4, 0, 32000, 2048, 10000.0, false, false, 0, 0 },
+	{ "llama-3.2-1b", 16, 2048, 8192, 32, 8, 64, 128256, 131072, 500000.0, true, true, 0, 0 },
+	{ "llama-3.2-3b", 28, 3072, 8192, 24, 8, 128, 128256, 131072, 500000.0, true, true, 0, 0 },
+	{ "llama-3-8b", 32, 4096, 14336, 32, 8, 0, 128256, 8192, 500000.0, false, false, 0, 0 },
+	{ "llama-3-70b", 80, 8192, 28672, 64, 8, 0, 128256, 8192, 500000.0, false, false, 0, 0 },
+	{ "llama-2-7b", 32, 4096, 11008, 32, 32, 0, 32000, 4096, 10000.0, false, false, 0, 0 },
+	{ "llama-2-13b", 40, 5120, 13824, 40, 40, 0, 32000, 4096, 10000.0, false, false, 0, 0 },
+	/* Qwen3ForCausalLM (docs/model.md says where each was checked) */
+	{ "qwen3-0.6b", 28, 1024, 3072, 16, 8, 128, 151936, 40960, 1e6, true, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
+	{ "qwen3-1.7b", 28, 2048, 6144, 16, 8, 128, 151936, 40960, 1e6, true, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
+	{ "qwen3-4b", 36, 2560, 9728, 32, 8, 128, 151936, 40960, 1e6, true, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
+	{ "qwen3-8b", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1e6, false, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
+	{ "qwen3-14b", 40, 5120, 17408, 40, 8, 128, 151936, 40960, 1e6, false, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
+	{ "qwen3-32b", 64, 5120, 25600, 64, 8, 128, 151936, 40960, 1e6, false, false,
+	  ZN_LLAMA_QWEN3, 1e-6 },
 };
 
 #define PRESET_COUNT ((int)(sizeof(presets) / sizeof(presets[0])))
 
 static const char *const names[] = { "llama-tiny",  "tinyllama-1.1b", "llama-3.2-1b",
 				     "llama-3.2-3b", "llama-3-8b",    "llama-3-70b",
-				     "llama-2-7b",  "llama-2-13b",    NULL };
+				     "llama-2-7b",  "llama-2-13b",    "qwen3-0.6b",
+				     "qwen3-1.7b",  "qwen3-4b",	      "qwen3-8b",
+				     "qwen3-14b",   "qwen3-32b",      NULL };
 
 const char *const *zn_llama_preset_names(void)
 {
@@ -56,14 +73,16 @@ bool zn_llama_is_preset(const char *name)
 int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
 {
 	const struct preset *p = find(name);
-	struct zn_hf_config hf = { .family = ZN_HF_LLAMA };
+	struct zn_hf_config hf = { .family = &zn_llama_family };
 
 	if (!p) {
 		zn_error("llama model: unknown preset '%s': valid: llama-tiny, tinyllama-1.1b, "
 			 "llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-3-70b, llama-2-7b, "
-			 "llama-2-13b", name ? name : "");
+			 "llama-2-13b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, "
+			 "qwen3-32b", name ? name : "");
 		return -EINVAL;
 	}
+	hf.type = p->type;
 	hf.hidden_size = p->hidden;
 	hf.intermediate_size = p->intermediate;
 	hf.num_hidden_layers = p->layers;
@@ -72,7 +91,7 @@ int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
 	hf.head_dim = p->head_dim ? p->head_dim : p->hidden / p->heads;
 	hf.vocab_size = p->vocab;
 	hf.max_position_embeddings = p->max_pos;
-	hf.norm_eps = 1e-5;
+	hf.norm_eps = p->eps > 0 ? p->eps : 1e-5;
 	hf.rope_theta = p->theta;
 	hf.tie_word_embeddings = p->tied;
 	if (p->llama3)
@@ -97,8 +116,9 @@ static double shortest(float f)
 void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_config *hf)
 {
 	memset(hf, 0, sizeof(*hf));
-	hf->family = cfg->window > 0 ? ZN_HF_MISTRAL :
-		     cfg->qkv_bias && !cfg->o_bias ? ZN_HF_QWEN2 : ZN_HF_LLAMA;
+	hf->family = &zn_llama_family;
+	hf->type = cfg->qk_norm ? ZN_LLAMA_QWEN3 : cfg->window > 0 ? ZN_LLAMA_MISTRAL :
+		   cfg->qkv_bias && !cfg->o_bias ? ZN_LLAMA_QWEN2 : ZN_LLAMA_LLAMA;
 	hf->hidden_size = cfg->hidden;
 	hf->intermediate_size = cfg->intermediate;
 	hf->num_hidden_layers = cfg->layers;
@@ -115,7 +135,7 @@ void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_confi
 			ZN_HF_ROPE_LLAMA3, cfg->rope.factor, cfg->rope.low_freq_factor,
 			cfg->rope.high_freq_factor, cfg->rope.original_max_position_embeddings
 		};
-	hf->attention_bias = hf->family == ZN_HF_QWEN2 || cfg->o_bias;
+	hf->attention_bias = hf->type == ZN_LLAMA_QWEN2 || cfg->o_bias;
 	hf->tie_word_embeddings = cfg->tied;
 	hf->sliding_window = cfg->window;
 }

@@ -60,8 +60,12 @@ struct zn_lora_config {
 	struct zn_lora_layer *lay;
 };
 
-/* The module names LoRA may target (PEFT's for Llama, GPT-2's Conv1D names). */
+/* The module names LoRA may target: any registered family's (model/family.h: PEFT's for
+ * Llama, GPT-2's Conv1D names). zn_lora_target_list: them, per family, for messages. */
 bool zn_lora_target_known(const char *name);
+void zn_lora_target_list(char *buf, size_t size);
+/* Are the base's weights stored [in, out] (its family's conv1d: PEFT's fan_in_fan_out)? */
+bool zn_lora_base_conv1d(const struct zn_lora_config *cfg);
 /* Appends the comma-separated PEFT names in list. Returns 0 or -EINVAL (logged, naming
  * --lora-targets and the accepted names). */
 int zn_lora_add_targets(struct zn_lora_config *cfg, const char *list);

@@ -332,6 +332,14 @@ static void lora_rmsnorm_backward(void *st, float *dinp, float *dweight, const f
 	cur->k->rmsnorm_backward(st, dinp, NULL, dout, inp, weight, rstd, B, T, C);
 }
 
+static void lora_qk_rmsnorm_backward(void *st, float *dqkv, float *dwq, float *dwk,
+				     const float *inp, const float *wq, const float *wk,
+				     const float *rstd, int B, int T, int NH, int KV, int hd)
+{
+	(void)dwq, (void)dwk;
+	cur->k->qk_rmsnorm_backward(st, dqkv, NULL, NULL, inp, wq, wk, rstd, B, T, NH, KV, hd);
+}
+
 static void lora_encoder_backward(void *st, float *dwte, float *dwpe, const float *dout,
 				  const int *inp, int B, int T, int C)
 {
@@ -372,6 +380,7 @@ static void run(const struct zn_kernel_table *k, void *stream, const struct zn_l
 	kt.matmul_backward = lora_matmul_backward;
 	kt.layernorm_backward = lora_layernorm_backward;
 	kt.rmsnorm_backward = lora_rmsnorm_backward;
+	kt.qk_rmsnorm_backward = lora_qk_rmsnorm_backward;
 	kt.encoder_backward = lora_encoder_backward;
 	kt.encoder_pos_backward = lora_encoder_pos_backward; /* packed documents */
 	kt.embedding_backward = lora_embedding_backward;

@@ -9,17 +9,34 @@
 #include "core/dtype.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "model/family.h"
 #include "model/lora/lora.h"
-
-static const char *const known[] = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-				     "up_proj", "down_proj", "c_attn", "c_proj", "c_fc" };
 
 bool zn_lora_target_known(const char *name)
 {
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (!strcmp(name, known[i]))
-			return true;
-	return false;
+	return zn_family_lora_target_known(name);
+}
+
+bool zn_lora_base_conv1d(const struct zn_lora_config *cfg)
+{
+	const struct zn_family *f = zn_family_by_name(cfg->base.ops->family);
+
+	return f && f->conv1d;
+}
+
+void zn_lora_target_list(char *buf, size_t size)
+{
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < zn_family_count() && at < size; i++) {
+		const struct zn_family *f = zn_family_at(i);
+
+		for (int k = 0; f->lora_targets[k] && at < size; k++)
+			at += (size_t)snprintf(buf + at, size - at, "%s%s%s%s",
+					       i && !k ? "; " : "", !k ? f->name : "",
+					       !k ? ": " : ", ", f->lora_targets[k]);
+	}
 }
 
 int zn_lora_add_targets(struct zn_lora_config *cfg, const char *list)
@@ -39,9 +56,11 @@ int zn_lora_add_targets(struct zn_lora_config *cfg, const char *list)
 		memcpy(name, p, n);
 		name[n] = '\0';
 		if (!zn_lora_target_known(name)) {
-			zn_error("--lora-targets: unknown module '%s' (use q_proj, k_proj, v_proj, "
-				 "o_proj, gate_proj, up_proj, down_proj for Llama; c_attn, c_proj, "
-				 "c_fc for GPT-2)", name);
+			char known[512];
+
+			zn_lora_target_list(known, sizeof(known));
+			zn_error("--lora-targets: unknown module '%s' (use one of a family's: %s)",
+				 name, known);
 			return -EINVAL;
 		}
 		for (int i = 0; i < cfg->target_count; i++)
@@ -136,8 +155,11 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 		total += ly->count;
 	}
 	if (!rc && total == 0) {
-		zn_error("LoRA: --lora-targets matches no linear layer of the %s model (Llama: "
-			 "q_proj ... down_proj; GPT-2: c_attn, c_proj, c_fc)", b->family);
+		char list[512];
+
+		zn_lora_target_list(list, sizeof(list));
+		zn_error("LoRA: --lora-targets matches no linear layer of the %s model (%s)",
+			 b->family, list);
 		rc = -EINVAL;
 	}
 	if (rc)

@@ -28,7 +28,7 @@ static int write_config(const struct zn_lora_config *cfg, const char *dir, const
 	char *text = NULL, *quoted;
 	cJSON *node;
 	size_t used = 0, size;
-	bool conv1d = !strcmp(cfg->base.ops->family, "gpt2"); /* Conv1D [in, out] weights */
+	bool conv1d = zn_lora_base_conv1d(cfg); /* Conv1D [in, out] weights */
 	int rc = join(path, sizeof(path), dir, "adapter_config.json");
 
 	targets[0] = '\0';

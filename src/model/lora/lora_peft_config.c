@@ -14,6 +14,7 @@
 #include "core/fsio.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "model/family.h"
 #include "model/lora/lora.h"
 #include "model/safetensors.h"
 
@@ -312,7 +313,9 @@ int zn_lora_peft_read(const char *dir, const char *what, struct zn_lora_peft *ou
 static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p,
 			const char *label, bool flags)
 {
-	bool conv1d = !strcmp(cfg->base.ops->family, "gpt2");
+	const struct zn_family *fam = zn_family_by_name(cfg->base.ops->family);
+	char all[ZN_LORA_MAX_TARGETS * (ZN_LORA_NAME_MAX + 1)] = "";
+	size_t at = 0;
 
 	if (p->targets_kind == ZN_LORA_PEFT_TARGETS_LIST) {
 		char names[sizeof(p->targets)], *save = NULL;
@@ -320,17 +323,22 @@ static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p
 		snprintf(names, sizeof(names), "%s", p->targets);
 		for (char *t = strtok_r(names, ",", &save); t; t = strtok_r(NULL, ",", &save))
 			if (!zn_lora_target_known(t)) {
+				char list[512];
+
+				zn_lora_target_list(list, sizeof(list));
 				zn_error("%s: target_modules has '%s', which zinc cannot put an "
-					 "adapter on (Llama: q_proj ... down_proj; GPT-2: c_attn, "
-					 "c_proj, c_fc)", label, t);
+					 "adapter on (%s)", label, t, list);
 				return -EINVAL;
 			}
 		return zn_lora_add_targets(cfg, p->targets);
 	}
+	/* every linear layer but the output head: the family's names */
+	for (int i = 0; p->targets_kind == ZN_LORA_PEFT_TARGETS_ALL_LINEAR && fam &&
+			fam->lora_targets[i] && at < sizeof(all); i++)
+		at += (size_t)snprintf(all + at, sizeof(all) - at, "%s%s", i ? "," : "",
+				       fam->lora_targets[i]);
 	if (p->targets_kind == ZN_LORA_PEFT_TARGETS_ALL_LINEAR)
-		return zn_lora_add_targets(cfg, conv1d ? "c_attn,c_proj,c_fc" :
-					   "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
-					   "down_proj");
+		return zn_lora_add_targets(cfg, all);
 	zn_error("%s: target_modules is %s%s%s: %s", label,
 		 p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ? "the regular expression '" :
 		 "missing", p->targets_kind == ZN_LORA_PEFT_TARGETS_REGEX ? p->targets : "",
@@ -345,7 +353,7 @@ static int take_targets(struct zn_lora_config *cfg, const struct zn_lora_peft *p
 static int apply(struct zn_lora_config *cfg, const struct zn_lora_peft *p, const char *label,
 		 bool take_dropout, bool flags)
 {
-	bool conv1d = !strcmp(cfg->base.ops->family, "gpt2");
+	bool conv1d = zn_lora_base_conv1d(cfg);
 
 	if (p->r != cfg->r || p->alpha != cfg->alpha || p->rslora != cfg->rslora) {
 		zn_error("%s: r %d, lora_alpha %g, use_rslora %s but this run has --lora-r %d "

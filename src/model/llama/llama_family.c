@@ -1,0 +1,145 @@
+/* The Llama family's registry entry (model/family.h): its model_types (llama, qwen2,
+ * mistral, qwen3) with their architectures, presets, the model from the command's flags or a
+ * config.json (which takes --seq, the training length, and no other model flag), LoRA's
+ * PEFT target names and the lines zinc prints and checks. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/family.h"
+#include "model/llama/llama.h"
+
+_Static_assert(sizeof(struct zn_llama_config) <= ZN_FAMILY_CONFIG_BYTES,
+	       "ZN_FAMILY_CONFIG_BYTES is too small for the Llama configuration");
+
+static const char *const shape_flags[] = {
+	"--model",    "--layers",	"--heads", "--kv-heads",	"--d-model",
+	"--head-dim", "--intermediate", "--vocab", "--tied-embeddings", "--padded-vocab",
+};
+
+static bool is_shape_flag(const char *a, size_t n)
+{
+	for (size_t f = 0; f < sizeof(shape_flags) / sizeof(*shape_flags); f++)
+		if (strlen(shape_flags[f]) == n && !strncmp(a, shape_flags[f], n))
+			return true;
+	return false;
+}
+
+static int from_flags(void *config, int argc, char **argv, char **rest, int *rest_count)
+{
+	return zn_llama_config_apply_flags(config, argc, argv, rest, rest_count);
+}
+
+/* A model from a config: --seq (the training length) and nothing else of the model. */
+static int from_source(void *config, const struct zn_family_source *s)
+{
+	struct zn_llama_config *c = config;
+	int rc = zn_llama_config_from_hf(s->hf, c);
+
+	for (int i = 0; !rc && i < s->argc; i++) {
+		const char *a = s->argv[i], *eq = strchr(a, '=');
+		size_t n = eq ? (size_t)(eq - a) : strlen(a);
+
+		if (is_shape_flag(a, n)) {
+			zn_error("%.*s: the model comes from %s's config.json; drop the flag", (int)n,
+				 a, s->path);
+			return -EINVAL;
+		}
+		if (n == 5 && !strncmp(a, "--seq", 5)) {
+			const char *v = eq ? eq + 1 : i + 1 < s->argc ? s->argv[++i] : NULL;
+			char *end;
+			long t = v ? strtol(v, &end, 10) : 0;
+
+			if (!v || *end || t < 1 || t > (1 << 20)) {
+				zn_error("--seq '%s': expected 1 .. 1048576", v ? v : "");
+				return -EINVAL;
+			}
+			c->seq = (int)t;
+			continue;
+		}
+		s->rest[(*s->rest_count)++] = s->argv[i];
+	}
+	return rc ? rc : zn_llama_config_validate(c);
+}
+
+static void to_hf(const void *config, struct zn_hf_config *hf)
+{
+	zn_llama_config_to_hf(config, hf);
+}
+
+static struct zn_model model(const void *config)
+{
+	return zn_llama_model(config);
+}
+
+static uint64_t param_count(const void *config)
+{
+	return zn_llama_param_count(config);
+}
+
+static void line(const void *config, char *buf, size_t size)
+{
+	const struct zn_llama_config *c = config;
+	struct zn_hf_config hf;
+
+	zn_llama_config_to_hf(c, &hf);
+	snprintf(buf, size, "%s, %d layers, %d heads (%d kv), head_dim %d, hidden %d, "
+		 "intermediate %d, vocab %d, seq %d, %s", zn_hf_model_type(&hf), c->layers,
+		 c->heads, c->kv_heads, c->head_dim, c->hidden, c->intermediate, c->vocab, c->seq,
+		 c->tied ? "tied" : "untied");
+}
+
+static void text(const void *config, char *buf, size_t size)
+{
+	const struct zn_llama_config *c = config;
+
+	snprintf(buf, size, "model.family=llama\nmodel.layers=%d\nmodel.heads=%d\n"
+		 "model.kv_heads=%d\nmodel.head_dim=%d\nmodel.hidden=%d\nmodel.intermediate=%d\n"
+		 "model.seq=%d\nmodel.vocab=%d\nmodel.window=%d\nmodel.eps=%.9g\n"
+		 "model.qkv_bias=%d\nmodel.o_bias=%d\nmodel.tied=%d\nmodel.rope=%d,%.17g,%.17g,"
+		 "%.17g,%.17g,%lld\n", c->layers, c->heads, c->kv_heads, c->head_dim, c->hidden,
+		 c->intermediate, c->seq, c->vocab, c->window, (double)c->eps, c->qkv_bias,
+		 c->o_bias, c->tied, c->rope.type, c->rope.theta, c->rope.factor,
+		 c->rope.low_freq_factor, c->rope.high_freq_factor,
+		 (long long)c->rope.original_max_position_embeddings);
+	if (c->qk_norm) /* only then: the lines of runs saved before Qwen3 stay as they were */
+		snprintf(buf + strlen(buf), size - strlen(buf), "model.qk_norm=1\n");
+}
+
+/* indexed by enum zn_llama_type */
+static const struct zn_hf_type types[] = {
+	{ "llama", "LlamaForCausalLM" },
+	{ "qwen2", "Qwen2ForCausalLM" },
+	{ "mistral", "MistralForCausalLM" },
+	{ "qwen3", "Qwen3ForCausalLM" },
+};
+static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
+					    "gate_proj", "up_proj", "down_proj", NULL };
+static const char *const hf_buffers[] = { ".rotary_emb.inv_freq", NULL };
+
+const struct zn_family zn_llama_family = {
+	.name = "llama",
+	.types = types,
+	.type_count = (int)(sizeof(types) / sizeof(types[0])),
+	.presets = zn_llama_preset_names,
+	.lora_targets = lora_targets,
+	.conv1d = false,
+	.seq_free = true,
+	.hf_prefix = NULL,
+	.hf_buffers = hf_buffers,
+	.config_bytes = sizeof(struct zn_llama_config),
+	.hf_parse = zn_llama_hf_parse,
+	.hf_write = zn_llama_hf_write,
+	.hf_layout = zn_llama_hf_layout,
+	.hf_param_count = zn_llama_hf_param_count,
+	.from_flags = from_flags,
+	.from_source = from_source,
+	.to_hf = to_hf,
+	.model = model,
+	.param_count = param_count,
+	.line = line,
+	.text = text,
+	.file = NULL,
+};
