@@ -180,6 +180,12 @@ enum zn_compute_dtype {
 	ZN_COMPUTE_BF16 = 2,
 };
 
+/* A frozen base's quantization (docs/qlora.md): none, or bitsandbytes' NF4 */
+enum zn_quantize_base {
+	ZN_QUANTIZE_NONE = 0,
+	ZN_QUANTIZE_NF4 = 1,
+};
+
 /* zinc's own runtime settings: JSON block "zinc" and flags */
 struct zn_runtime_config {
 	enum zn_device_kind device;
@@ -203,6 +209,10 @@ struct zn_runtime_config {
 	enum zn_data_format data_format;
 	enum zn_compute_dtype compute_dtype;
 	enum zn_packing packing;
+	/* QLoRA (docs/qlora.md): the frozen base's linear weights quantized at load
+	 * (zinc.quantize_base, --quantize-base), with nested absmax (zinc.double_quant) */
+	enum zn_quantize_base quantize_base;
+	bool double_quant;
 };
 
 /* Activation checkpointing (docs/activations.md): "activation_checkpointing" and
@@ -345,6 +355,7 @@ int zn_parse_count(const char *s, uint64_t *out);
 struct zn_engine;
 struct zn_model; /* src/model/model.h: a model family's ops and configuration */
 struct zn_layer_desc; /* src/model/model.h: one layer's tensors */
+struct zn_q4_layer;   /* src/model/quant/q4.h: a layer of a 4-bit frozen base */
 
 struct zn_engine_options {
 	int seq_len;                       /* T: 1 .. model seq */
@@ -359,6 +370,13 @@ struct zn_engine_options {
 	 * NULL: the model's init_frozen. */
 	int (*init_frozen)(void *ctx, int layer, const struct zn_layer_desc *L, float *frozen_h);
 	void *init_ctx;
+	/* A 4-bit frozen base given as stored (a bitsandbytes checkpoint, docs/qlora.md): each
+	 * layer's layout (src/model/quant/q4.h; n of them, a layer without frozen parameters
+	 * an empty one), and init_frozen_q4 writing layer l's extent (layout bytes, zeroed)
+	 * in place of init_frozen. NULL: zinc.quantize_base decides (nf4: the engine
+	 * quantizes init_frozen's values at load). */
+	const struct zn_q4_layer *frozen_q4;
+	int (*init_frozen_q4)(void *ctx, int layer, void *extent);
 };
 
 struct zn_step_stats {
@@ -498,6 +516,10 @@ int zn_engine_read_layer(struct zn_engine *e, int layer, float *out_h);
  * collective). */
 uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer);
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h);
+/* A 4-bit frozen base (docs/qlora.md): its layouts (one per layer), or NULL when the base
+ * is not quantized; and layer's extent as stored (layout bytes) into out_h. */
+const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e);
+int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h);
 
 /* Saves the master weights as a safetensors file (dtype ZN_DTYPE_F32 or ZN_DTYPE_BF16);
  * every rank calls it, rank 0 writes. -ERANGE (nothing written) when a weight is NaN or
@@ -518,9 +540,11 @@ size_t zn_config_size(void);
 /* ---- the model: an opaque description (src/train) ---------------------------------------
  *
  * A zn_net is what the model is, not its weights: a family (GPT-2, or Llama / Qwen2 /
- * Mistral), its shapes, and for zn_net_from_hf the directory its weights come from. Build
+ * Mistral / Qwen3: any of zinc's model-family registry), its shapes, and for
+ * zn_net_from_hf the directory its weights come from. Build
  * it from one of:
- *   zn_net_from_preset  "tiny", "small", "gpt2", ..., "llama-tiny", "llama-3-8b", ...
+ *   zn_net_from_preset  "tiny", "small", "gpt2", ..., "llama-tiny", "llama-3-8b",
+ *                       "qwen3-8b", ...
  *                       (zinc train --model NAME's names)
  *   zn_net_from_flags   zinc train's model flags: {"--model", "tiny", "--layers", "4"},
  *                       {"--model-config", "config.json"}, ...

@@ -414,6 +414,62 @@ struct zn_kernel_table {
 	void (*qk_rmsnorm_backward)(void *stream, float *dqkv, float *dwq, float *dwk,
 				    const float *inp, const float *wq, const float *wk,
 				    const float *rstd, int B, int T, int NH, int KV, int hd);
+
+	/* A 4-bit frozen base (bitsandbytes' NF4 / FP4, docs/qlora.md), dequantized into the
+	 * working copy as bitsandbytes' dequantize_4bit: element i is code[q_i] x
+	 * absmax[i / blocksize] in fp32, q_i the high nibble of packed[i / 2] for even i and
+	 * the low one for odd i, code NF4's table (type 0) or FP4's (type 1); the product is
+	 * rounded to qdtype (0 fp32, 1 bf16, 2 fp16: the quant state's dtype, as the kernel
+	 * writes it) and stored as fp32 into out32 or as bf16 into out16 (the other NULL). */
+	void (*dequant_4bit)(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			     const float *absmax, size_t N, int blocksize, int type, int qdtype);
+	/* bitsandbytes' nested absmax (dequantize_blockwise, then + offset, fp32):
+	 * absmax[i] = map[q[i]] * absmax2[i / blocksize2] + *offset, map 256 floats; every
+	 * pointer the device's (offset is one float of the stored extent). */
+	void (*dequant_absmax8)(void *stream, float *absmax, const uint8_t *q, const float *map,
+				const float *absmax2, const float *offset, size_t N,
+				int blocksize2);
+	/* bf16 output gradients (docs/kernels.md "bf16 compute"): the backward ops whose
+	 * result is a bf16 GEMM backward's dout, writing beside their fp32 result (which later
+	 * ops and dbias still read) its bf16 copy: exactly the fp32 op followed by
+	 * cast_f32_to_bf16 of that result (the same bits), without the cast pass. The fp32
+	 * result is the op's (gelu_backward and swiglu_backward accumulate into dinp, the copy
+	 * is of dinp after the sum). residual_forward_bf16out: out = inp1 + inp2 and out16;
+	 * rope_backward_bf16out: rope_backward in place on dqkv, then dqkv16 [B,T,S] of every
+	 * channel (the value heads, which RoPE leaves, too); flash_attention_doc_tc_backward_
+	 * bf16out: flash_attention_doc_tc_backward, then dqkv16 [B,T,S] of the whole dqkv
+	 * (dqkv16 NULL: none); its qkv16 as flash_attention_doc_tc_forward_qkv16's below. */
+	void (*gelu_backward_bf16out)(void *stream, float *dinp, uint16_t *dinp16,
+				      const float *inp, const float *dout, size_t N);
+	void (*swiglu_backward_bf16out)(void *stream, float *dinp, uint16_t *dinp16,
+					const float *dout, const float *inp, int B, int T, int IC);
+	void (*residual_forward_bf16out)(void *stream, float *out, uint16_t *out16,
+					 const float *inp1, const float *inp2, size_t N);
+	void (*rope_backward_bf16out)(void *stream, float *dqkv, uint16_t *dqkv16,
+				      const float *inv_freq, const int *pos, int B, int T, int NH,
+				      int KV, int hd);
+	void (*flash_attention_doc_tc_backward_bf16out)(void *stream, float *dqkv,
+							uint16_t *dqkv16, float *drow,
+							const float *dout, const float *qkv,
+							const uint16_t *qkv16, const float *out,
+							const float *lse, const int *pos, int B,
+							int T, int NH, int KV, int hd, int window);
+
+	/* bf16 q/k/v in memory (docs/kernels.md "bf16 compute"): rope_forward_bf16out is
+	 * rope_forward in place on qkv, then qkv16 [B,T,S] = cast_f32_to_bf16 of every channel
+	 * of the result (the value heads too); flash_attention_doc_tc_forward_qkv16 is
+	 * flash_attention_doc_tc_forward with qkv16 (NULL: none) holding exactly
+	 * cast_f32_to_bf16(qkv), the caller's promise: CUDA's FlashAttention-2 kernels copy
+	 * their q/k/v tiles from it (cp.async, 16 bytes at a time) instead of rounding the
+	 * fp32 qkv as they load it, the same tiles and so the same results; other head_dims
+	 * and the CPU table read qkv. */
+	void (*rope_forward_bf16out)(void *stream, float *qkv, uint16_t *qkv16,
+				     const float *inv_freq, const int *pos, int B, int T, int NH,
+				     int KV, int hd);
+	void (*flash_attention_doc_tc_forward_qkv16)(void *stream, float *out, uint16_t *out16,
+						     float *lse, const float *qkv,
+						     const uint16_t *qkv16, const int *pos, int B,
+						     int T, int NH, int KV, int hd, int window);
 };
 
 extern const struct zn_kernel_table zn_kernels_cpu;

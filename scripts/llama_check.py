@@ -205,19 +205,26 @@ def st_write(path, tensors):
     return off
 
 
-def st_read(path):
+def st_entries(path):
+    """name -> (dtype, shape, bytes) of every tensor of a safetensors file."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
         data = f.read()
     out = {}
     for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        assert e["dtype"] == "F32", (name, e["dtype"])
-        a, b = e["data_offsets"]
-        buf = bytearray(data[a:b])
-        out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(e["shape"]).to(D)
+        if name != "__metadata__":
+            a, b = e["data_offsets"]
+            out[name] = (e["dtype"], e["shape"], data[a:b])
+    return out
+
+
+def st_read(path):
+    """name -> float64 tensor of a safetensors file of F32 tensors."""
+    out = {}
+    for name, (dtype, shape, raw) in st_entries(path).items():
+        assert dtype == "F32", (name, dtype)
+        out[name] = torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(shape).to(D)
     return out
 
 

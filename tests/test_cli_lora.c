@@ -344,3 +344,46 @@ Test(cli_lora, torch_outside_check)
 		cr_assert(strstr(out, "ok: losses within 1e-4"), "%s: %s", family, out);
 	}
 }
+
+/* the loss of step s (1-based) in out */
+static double step_loss(const char *out, int s)
+{
+	char key[32];
+	const char *p;
+
+	snprintf(key, sizeof(key), "step %d/", s);
+	p = strstr(out, key);
+	cr_assert_not_null(p, "no '%s' in: %s", key, out);
+	p = strstr(p, "loss ");
+	cr_assert_not_null(p);
+	return atof(p + 5);
+}
+
+/* QLoRA (docs/qlora.md): --save-quantized writes a bitsandbytes 4-bit directory that a
+ * run from it trains on with the losses of the run that quantized at load; refusals */
+Test(cli_lora, qlora_save_quantized_round_trip)
+{
+	static char out[1 << 16], ref[1 << 16];
+
+	write_text("d.txt");
+	cr_assert_eq(zinc(ref, sizeof(ref), MODEL " --steps 2 --steps-per-print 1 --dtype bf16 "
+			  LORA " --quantize-base nf4 --double-quant"), 0, "%s", ref);
+	cr_assert(strstr(ref, "frozen base: linear weights in 4 bits"), "%s", ref);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 0 --dtype bf16 " LORA
+			  " --quantize-base nf4 --double-quant --save-quantized Q"), 0, "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), "train --init-from Q --data d.txt --seq 32 --steps 2 "
+			  "--steps-per-print 1 --dtype bf16 " LORA), 0, "%s", out);
+	for (int s = 1; s <= 2; s++)
+		cr_assert_eq(step_loss(out, s), step_loss(ref, s), "step %d", s);
+	/* full fine-tuning on a 4-bit base, --double-quant alone, --save-quantized without a
+	 * 4-bit base: usage errors */
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 --quantize-base nf4"), 2, "%s", out);
+	cr_assert(strstr(out, "--lora-r"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), "train --init-from Q --data d.txt --seq 32 --steps 1"),
+		     2, "%s", out);
+	cr_assert(strstr(out, "4-bit bitsandbytes checkpoint"), "%s", out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 1 " LORA " --double-quant"), 2, "%s",
+		     out);
+	cr_assert_eq(zinc(out, sizeof(out), MODEL " --steps 0 " LORA " --save-quantized Q2"), 2,
+		     "%s", out);
+}

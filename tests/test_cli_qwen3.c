@@ -103,7 +103,8 @@ Test(cli_qwen3, memorize_save_reload_generate)
 	/* reloaded at ZeRO-3 with CPU offload, a step at lr 0, saved again: the same files */
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --seq 32 "
 				 "--micro-batch 8 --data %s/mem.txt --init-from %s/m --steps 1 "
-				 "--lr 0 --zero-stage 3 --offload-optimizer cpu --offload-param cpu "
+				 "--lr 0 --zero-stage 3 --offload-optimizer cpu "
+				 "--offload-param cpu "
 				 "--save-final %s/n", dir, dir, dir), 0, "%s", out);
 	zt_same_file(dir, "m/model.safetensors", "n/model.safetensors");
 	zt_same_file(dir, "m/config.json", "n/config.json");
@@ -177,7 +178,8 @@ Test(cli_qwen3, bad_keys_named)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(name, sizeof(name), "bad%zu.json", i);
 		cr_expect_eq(zt_zinc_run(out, sizeof(out), "", "estimate --model-config %s",
-					 write_config(name, bad[i][0])), 2, "%s: %s", bad[i][0], out);
+					 write_config(name, bad[i][0])), 2, "%s: %s", bad[i][0],
+						      out);
 		cr_expect(strstr(out, bad[i][1]), "%s: %s", bad[i][0], out);
 	}
 	/* a published layer_types (every layer full) is read */

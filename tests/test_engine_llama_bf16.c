@@ -1,7 +1,8 @@
 /* The Llama family in bf16 compute (src/model/llama/llama_layer_bf16.c) and its chunked
  * lm_head + cross-entropy (docs/kernels.md):
  *
- * - one forward/backward of the tiny Llama (GQA, biases, tied and untied) in bf16 compute
+ * - one forward/backward of the tiny Llama (GQA, biases, tied and untied, Qwen3's q/k
+ *   norms) in bf16 compute
  *   against the fp32 layers on the same bf16-rounded parameters: loss within 1e-2
  *   relative, every tensor's gradient within 5e-2 normalized error (GEMM inputs rounded to
  *   8 significant bits); bit-identical when called twice.
@@ -163,7 +164,7 @@ static void grads_free(float **g, int n)
 	free(g);
 }
 
-static void check_layers(bool bias, bool tied, int window)
+static void check_layers(bool bias, bool tied, int window, bool qk_norm)
 {
 	enum { B = 2, T = 12 };
 	struct zn_llama_config c = tiny(bias, tied);
@@ -173,8 +174,25 @@ static void check_layers(bool bias, bool tied, int window)
 	float **g32, **g16;
 
 	c.window = window;
+	c.qk_norm = qk_norm;
 	cr_assert_eq(zn_llama_config_validate(&c), 0);
 	lhost_create(&h, &c, B, T);
+	/* q_norm / k_norm weights near 0.4, not lhost_create's 4 x 1: with norms of 4 every
+	 * attention row is one-hot (logits ~ 16 x sqrt(head_dim)) and bf16's rounding of the
+	 * GEMM inputs decides which key wins */
+	for (int l = 0; l < h.n; l++)
+		for (int t = 0; t < h.ld[l].tensor_count; t++) {
+			const struct zn_tensor_desc *d = &h.ld[l].tensors[t];
+
+			for (uint64_t i = 0; strstr(d->name, "_norm.weight") &&
+					     strstr(d->name, "self_attn") && i < d->numel; i++) {
+				uint64_t at = d->offset + i;
+
+				h.p16[l][at] = zn_f32_to_bf16(
+					0.3f + 0.02f * (float)((i * 37 + (uint64_t)t * 5) % 11));
+				h.p[l][at] = zn_bf16_to_f32(h.p16[l][at]);
+			}
+		}
 	l32 = lhost_run(&h, &c, tok, tok + 1, B, T, false);
 	g32 = grads_copy(&h);
 	l16 = lhost_run(&h, &c, tok, tok + 1, B, T, true);
@@ -208,9 +226,11 @@ static void check_layers(bool bias, bool tied, int window)
 	free(tok);
 }
 
-Test(llama_bf16, layers_track_fp32_gqa_untied) { check_layers(false, false, 0); }
-Test(llama_bf16, layers_track_fp32_bias_tied) { check_layers(true, true, 0); }
-Test(llama_bf16, layers_track_fp32_window) { check_layers(true, false, 5); }
+Test(llama_bf16, layers_track_fp32_gqa_untied) { check_layers(false, false, 0, false); }
+Test(llama_bf16, layers_track_fp32_bias_tied) { check_layers(true, true, 0, false); }
+Test(llama_bf16, layers_track_fp32_window) { check_layers(true, false, 5, false); }
+/* Qwen3: q_norm / k_norm (fp32, their weights cast from bf16), head_dim 6 apart from 16 / 4 */
+Test(llama_bf16, layers_track_fp32_qwen3) { check_layers(false, true, 0, true); }
 
 /* ---- the engine ----------------------------------------------------------------------- */
 

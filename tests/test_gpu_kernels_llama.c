@@ -1,7 +1,8 @@
 /* kernels/cuda's Llama-family ops against kernels/cpu (the reference, itself checked
  * against finite differences and PyTorch float64 in test_kernels_llama.c): embedding,
- * RMSNorm, Qwen3's per-head q/k RMSNorm, RoPE (positions t and explicit, llama3 frequencies), SwiGLU, grouped-query
- * attention (GQA, MHA, MQA, a head_dim that is not C / NH, a sliding window shorter than T).
+ * RMSNorm, Qwen3's per-head q/k RMSNorm, RoPE (positions t and explicit, llama3
+ * frequencies), SwiGLU, grouped-query attention (GQA, MHA, MQA, a head_dim that is not
+ * C / NH, a sliding window shorter than T).
  * Same inputs on both sides; gradient buffers start from the same random values
  * (accumulate semantics); written outputs and scratch start as garbage on the device;
  * guard bytes after every device buffer; a non-default stream; the backward ops are
@@ -102,7 +103,8 @@ Test(kernels_gpu_llama, qk_rmsnorm)
 		float *d_d = up(dout, n * 4), *dwq_d = up(dwq, hd * 4), *dwk_d = up(dwk, hd * 4);
 		float *out_d = up(NULL, n * 4), *rstd_d = up(NULL, nr * 4);
 
-		gpu->qk_rmsnorm_forward(st, out_d, rstd_d, x_d, wq_d, wk_d, 1e-6f, B, T, NH, KV, hd);
+		gpu->qk_rmsnorm_forward(st, out_d, rstd_d, x_d, wq_d, wk_d, 1e-6f, B, T, NH, KV,
+					hd);
 		cpu->qk_rmsnorm_forward(NULL, out, rstd, x, wq, wk, 1e-6f, B, T, NH, KV, hd);
 		same("qk_rmsnorm_forward", "out", s, out_d, out, n, RTOL_ELEM);
 		same("qk_rmsnorm_forward", "rstd", s, rstd_d, rstd, nr, RTOL_ELEM);
@@ -114,7 +116,8 @@ Test(kernels_gpu_llama, qk_rmsnorm)
 		same("qk_rmsnorm_backward", "dqkv", s, d_d, dout, n, RTOL_RED);
 		same("qk_rmsnorm_backward", "dwq", s, dwq_d, dwq, hd, RTOL_RED);
 		same("qk_rmsnorm_backward", "dwk", s, dwk_d, dwk, hd, RTOL_RED);
-		free(x), free(wq), free(wk), free(dout), free(dwq), free(dwk), free(out), free(rstd);
+		free(x), free(wq), free(wk), free(dout), free(dwq), free(dwk), free(out),
+		     free(rstd);
 		gt_free(x_d), gt_free(wq_d), gt_free(wk_d), gt_free(d_d), gt_free(dwq_d);
 		gt_free(dwk_d), gt_free(out_d), gt_free(rstd_d), gt_free(r2_d);
 	}

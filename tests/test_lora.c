@@ -127,13 +127,15 @@ Test(lora, llama_matches_merged_weights_every_target_rslora)
 }
 
 /* The Llama family's other shapes: Qwen2 (q/k/v biases, tied embeddings), Mistral (a
- * sliding window), Llama with attention_bias (o_proj bias too), MQA. */
+ * sliding window), Llama with attention_bias (o_proj bias too), MQA, Qwen3 (q/k norms, a
+ * head_dim apart from hidden / heads: the norms frozen with the rest of the base). */
 Test(lora, llama_family_variants_match_merged_weights)
 {
-	static const char *const what[] = { "qwen2", "mistral", "llama attention_bias", "mqa" };
+	static const char *const what[] = { "qwen2", "mistral", "llama attention_bias", "mqa",
+					    "qwen3" };
 	const char *all = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
 
-	for (int v = 0; v < 4; v++) {
+	for (int v = 0; v < 5; v++) {
 		struct zn_llama_config c;
 		struct zn_model m;
 
@@ -145,8 +147,11 @@ Test(lora, llama_family_variants_match_merged_weights)
 			c.window = c.seq;
 		} else if (v == 2) {
 			c.qkv_bias = c.o_bias = true;
-		} else {
+		} else if (v == 3) {
 			c.kv_heads = 1;
+		} else {
+			c.qk_norm = true;
+			c.head_dim = 24;
 		}
 		cr_assert_eq(zn_llama_config_validate(&c), 0, "%s", what[v]);
 		m = zn_llama_model(&c);

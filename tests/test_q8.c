@@ -1,14 +1,17 @@
 /* Blockwise 8-bit quantization (cpu/q8.h) against an independent float64 reference
  * (tests/q8_ref.h): the dynamic maps entry by entry, each block's absmax, the nearest code
  * for seeded values over eight decades, dequantization exactly, m's sign, all-zero blocks
- * and sizes that end inside a block. */
+ * and sizes that end inside a block; the block passes of AdamW's int8 pass against the
+ * bucket tables. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 #include "kernels_check.h"
 #include "q8_ref.h"
 
@@ -265,4 +268,141 @@ Test(q8, bucket_tables_give_the_full_count)
 		free(absmax);
 		free(codes);
 	}
+}
+
+/* q8.h's block passes (AVX-512 byte-plane lookups and the estimate where the build has
+ * VBMI, plain loops otherwise): widening gives map[c] for every code in any position, and
+ * the codes equal q8_code's (the bucket tables, held to the full count above) plus m's sign
+ * rule for probes of every kind: every bf16 value (all signs, decades, inf and NaN) and its
+ * neighbours, every midpoint and power of ten +-2 ulps, seeded bit patterns */
+Test(q8, widen_block_is_the_map)
+{
+	uint8_t codes[QR_BLOCK];
+	float y[QR_BLOCK];
+
+	for (int sgn = 0; sgn < 2; sgn++) {
+		const float *map = zn_q8_map(sgn);
+
+		for (int rot = 0; rot < 256; rot += 37) {
+			for (int i = 0; i < QR_BLOCK; i++)
+				codes[i] = (uint8_t)(i * 167 + rot); /* a permutation of 0 .. 255 */
+			zn_q8_widen_block(y, codes, sgn);
+			for (int i = 0; i < QR_BLOCK; i++)
+				cr_assert(memcmp(&y[i], &map[codes[i]], 4) == 0,
+					  "%s code %d at %d: %.9g, map %.9g", sgn ? "signed" : "unsigned",
+					  codes[i], i, y[i], map[codes[i]]);
+		}
+	}
+}
+
+struct probes {
+	float x[QR_BLOCK];
+	size_t n;
+	int bad;
+	bool sgn;
+	float inv;
+};
+
+/* codes of the full block against q8_code; the block is then refilled */
+static void probe_flush(struct probes *p)
+{
+	const int32_t *entry = zn_q8_lut(p->sgn)->entry;
+	uint8_t codes[QR_BLOCK];
+
+	zn_q8_code_block(codes, p->x, p->inv, p->sgn);
+	for (size_t i = 0; i < QR_BLOCK; i++) {
+		unsigned want = q8_code(entry, p->x[i] * p->inv);
+
+		if (p->sgn && p->x[i] < 0.0f && want == ZN_Q8_ZERO_SIGNED)
+			want--;
+		if (codes[i] != want && p->bad++ < 5)
+			printf("%s x %.9g (bits %08x) x inv %.9g: code %d, q8_code %u\n",
+			       p->sgn ? "signed" : "unsigned", p->x[i], f32_bits(p->x[i]), p->inv,
+			       codes[i], want);
+	}
+	p->n = 0;
+}
+
+static void probe(struct probes *p, float x)
+{
+	p->x[p->n++] = x;
+	if (p->n == QR_BLOCK)
+		probe_flush(p);
+}
+
+/* x and its neighbours, both signs */
+static void probe_near(struct probes *p, float x, int ulps)
+{
+	for (int neg = 0; neg < 2; neg++) {
+		float y = neg ? -fabsf(x) : fabsf(x), up = y, down = y;
+
+		probe(p, y);
+		for (int k = 0; k < ulps; k++) {
+			up = nextafterf(up, INFINITY);
+			down = nextafterf(down, -INFINITY);
+			probe(p, up);
+			probe(p, down);
+		}
+	}
+}
+
+Test(q8, code_block_equals_the_bucket_tables)
+{
+	for (int sgn = 0; sgn < 2; sgn++) {
+		struct probes p = { .sgn = sgn, .inv = 1.0f };
+		const float *bound = zn_q8_bounds(sgn);
+		struct kc_rng r = { 29 + sgn };
+
+		for (uint32_t h = 0; h < 0x10000; h++) {
+			uint32_t u = h << 16;
+			float x;
+
+			memcpy(&x, &u, 4);
+			probe(&p, x);
+			probe(&p, nextafterf(x, 0.0f));
+		}
+		for (int j = 0; j < 255; j++)
+			probe_near(&p, bound[j], 2);
+		for (int e = -9; e <= 1; e++)
+			probe_near(&p, (float)pow(10.0, e), 2);
+		for (int i = 0; i < 1 << 20; i++) {
+			uint32_t u = (uint32_t)kc_next(&r);
+			float x;
+
+			memcpy(&x, &u, 4);
+			probe(&p, x);
+		}
+		/* a block scale: x * inv in float, as zn_q8_quantize */
+		probe_flush(&p);
+		p.inv = 1.0f / 3.7e-3f;
+		for (int i = 0; i < 1 << 16; i++)
+			probe(&p, kc_uniform(&r, -3.7e-3f, 3.7e-3f));
+		while (p.n)
+			probe(&p, 0.0f);
+		cr_expect_eq(p.bad, 0, "%s: %d codes differ from q8_code", sgn ? "signed" : "unsigned",
+			     p.bad);
+	}
+}
+
+Test(q8, quantize_block_equals_quantize)
+{
+	float x[QR_BLOCK], absmax;
+	uint8_t codes[QR_BLOCK], want[QR_BLOCK];
+
+	for (int round = 0; round < 64; round++)
+		for (int sgn = 0; sgn < 2; sgn++) {
+			fill_spread(x, QR_BLOCK, sgn, 100 + round);
+			/* the specials of AdamW's moments: zeros (both signs), an overflow */
+			x[round % QR_BLOCK] = round & 1 ? -0.0f : 0.0f;
+			if (round % 8 == 7)
+				x[(round * 5) % QR_BLOCK] = sgn && (round & 8) ? -INFINITY : INFINITY;
+			if (round == 0)
+				memset(x, 0, sizeof(x));
+			zn_q8_quantize(want, &absmax, x, QR_BLOCK, sgn);
+			cr_assert_eq(zn_q8_quantize_block(codes, x, sgn), absmax, "round %d", round);
+			for (int i = 0; i < QR_BLOCK; i++)
+				cr_assert_eq(codes[i], want[i], "%s round %d: x[%d] %.9g: code %d, "
+					     "zn_q8_quantize %d", sgn ? "signed" : "unsigned", round, i,
+					     x[i], codes[i], want[i]);
+		}
 }

@@ -2,7 +2,8 @@
  * a bf16 GEMM, writing that output as bf16. The CPU reference is literally the fp32 op
  * followed by the cast, block of rows by block of rows through a bounded buffer (rows are
  * independent in every one of these ops), so the bits are the fp32 op's rounded by
- * zn_cpu_cast_f32_to_bf16, whatever the block. */
+ * zn_cpu_cast_f32_to_bf16, whatever the block. The backward ones (a GEMM's output
+ * gradient, kept in fp32 too) need no buffer: the fp32 op, then the cast of its result. */
 #include <stdlib.h>
 
 #include "core/log.h"
@@ -100,4 +101,53 @@ void zn_cpu_swiglu_forward_bf16out(uint16_t *out16, const float *inp, int B, int
 		zn_cpu_cast_f32_to_bf16(out16 + r0 * IC, buf, (size_t)n * IC);
 	}
 	free(buf);
+}
+
+/* ---- bf16 output gradients: the fp32 result stays, its bf16 copy beside it ----------- */
+
+void zn_cpu_gelu_backward_bf16out(float *dinp, uint16_t *dinp16, const float *inp,
+				  const float *dout, size_t N)
+{
+	zn_cpu_gelu_backward(dinp, inp, dout, N);
+	zn_cpu_cast_f32_to_bf16(dinp16, dinp, N);
+}
+
+void zn_cpu_swiglu_backward_bf16out(float *dinp, uint16_t *dinp16, const float *dout,
+				    const float *inp, int B, int T, int IC)
+{
+	zn_cpu_swiglu_backward(dinp, dout, inp, B, T, IC);
+	zn_cpu_cast_f32_to_bf16(dinp16, dinp, (size_t)B * T * 2 * IC);
+}
+
+void zn_cpu_residual_forward_bf16out(float *out, uint16_t *out16, const float *inp1,
+				     const float *inp2, size_t N)
+{
+	zn_cpu_residual_forward(out, inp1, inp2, N);
+	zn_cpu_cast_f32_to_bf16(out16, out, N);
+}
+
+void zn_cpu_rope_backward_bf16out(float *dqkv, uint16_t *dqkv16, const float *inv_freq,
+				  const int *pos, int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_rope_backward(dqkv, inv_freq, pos, B, T, NH, KV, hd);
+	zn_cpu_cast_f32_to_bf16(dqkv16, dqkv, (size_t)B * T * (NH + 2 * KV) * hd);
+}
+
+void zn_cpu_rope_forward_bf16out(float *qkv, uint16_t *qkv16, const float *inv_freq,
+				 const int *pos, int B, int T, int NH, int KV, int hd)
+{
+	zn_cpu_rope_forward(qkv, inv_freq, pos, B, T, NH, KV, hd);
+	zn_cpu_cast_f32_to_bf16(qkv16, qkv, (size_t)B * T * (NH + 2 * KV) * hd);
+}
+
+void zn_cpu_flash_attention_doc_backward_bf16out(float *dqkv, uint16_t *dqkv16, float *drow,
+						 const float *dout, const float *qkv,
+						 const float *out, const float *lse,
+						 const int *pos, int B, int T, int NH, int KV,
+						 int hd, int window)
+{
+	zn_cpu_flash_attention_doc_backward(dqkv, drow, dout, qkv, out, lse, pos, B, T, NH, KV,
+					    hd, window);
+	if (dqkv16)
+		zn_cpu_cast_f32_to_bf16(dqkv16, dqkv, (size_t)B * T * (NH + 2 * KV) * hd);
 }

@@ -163,6 +163,24 @@ void zn_cpu_rmsnorm_forward_bf16out(uint16_t *out16, float *rstd, const float *i
 				    const float *weight, float eps, int B, int T, int C);
 void zn_cpu_gelu_forward_bf16out(uint16_t *out16, const float *inp, size_t N);
 void zn_cpu_swiglu_forward_bf16out(uint16_t *out16, const float *inp, int B, int T, int IC);
+/* bf16 output gradients (bf16out.c): the fp32 op, then zn_cpu_cast_f32_to_bf16 of its
+ * whole fp32 result into the bf16 copy (dqkv16: every channel of [B,T,S]) */
+void zn_cpu_gelu_backward_bf16out(float *dinp, uint16_t *dinp16, const float *inp,
+				  const float *dout, size_t N);
+void zn_cpu_swiglu_backward_bf16out(float *dinp, uint16_t *dinp16, const float *dout,
+				    const float *inp, int B, int T, int IC);
+void zn_cpu_residual_forward_bf16out(float *out, uint16_t *out16, const float *inp1,
+				     const float *inp2, size_t N);
+void zn_cpu_rope_backward_bf16out(float *dqkv, uint16_t *dqkv16, const float *inv_freq,
+				  const int *pos, int B, int T, int NH, int KV, int hd);
+void zn_cpu_flash_attention_doc_backward_bf16out(float *dqkv, uint16_t *dqkv16, float *drow,
+						 const float *dout, const float *qkv,
+						 const float *out, const float *lse,
+						 const int *pos, int B, int T, int NH, int KV,
+						 int hd, int window);
+/* rope_forward, then qkv16 = the cast of every channel of qkv [B,T,S] */
+void zn_cpu_rope_forward_bf16out(float *qkv, uint16_t *qkv16, const float *inv_freq,
+				 const int *pos, int B, int T, int NH, int KV, int hd);
 
 /* The embedding backward's scatter-add (segment.c): dw[key[p], c] += dout[p, c] for
  * p < BT, c < C, each dw element summed by one thread in row order (the serial walk's
@@ -207,5 +225,10 @@ void zn_cpu_moe_scatter_dout(float *dy, float *dw, const float *dout, const floa
 void zn_cpu_moe_aux_stats(float *acc, const float *probs, const int *sel, int N, int E, int K);
 void zn_cpu_moe_aux_finish(float *loss, float *dprob, const float *acc, int E, float ntot,
 			   float scale);
+/* 4-bit frozen base (kernels.h dequant_4bit, dequant_absmax8; quant4.c) */
+void zn_cpu_dequant_4bit(float *out32, uint16_t *out16, const uint8_t *packed,
+			 const float *absmax, size_t N, int blocksize, int type, int qdtype);
+void zn_cpu_dequant_absmax8(float *absmax, const uint8_t *q, const float *map,
+			    const float *absmax2, const float *offset, size_t N, int blocksize2);
 
 #endif

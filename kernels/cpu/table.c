@@ -422,6 +422,74 @@ static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
 	memcpy(dst, src, bytes);
 }
 
+static void dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			 const float *absmax, size_t N, int blocksize, int type, int qdtype)
+{
+	(void)stream;
+	zn_cpu_dequant_4bit(out32, out16, packed, absmax, N, blocksize, type, qdtype);
+}
+
+static void dequant_absmax8(void *stream, float *absmax, const uint8_t *q, const float *map,
+			    const float *absmax2, const float *offset, size_t N, int blocksize2)
+{
+	(void)stream;
+	zn_cpu_dequant_absmax8(absmax, q, map, absmax2, offset, N, blocksize2);
+}
+
+static void gelu_backward_bf16out(void *stream, float *dinp, uint16_t *dinp16,
+				  const float *inp, const float *dout, size_t N)
+{
+	zn_cpu_gelu_backward_bf16out(dinp, dinp16, inp, dout, N);
+}
+
+static void swiglu_backward_bf16out(void *stream, float *dinp, uint16_t *dinp16,
+				    const float *dout, const float *inp, int B, int T, int IC)
+{
+	zn_cpu_swiglu_backward_bf16out(dinp, dinp16, dout, inp, B, T, IC);
+}
+
+static void residual_forward_bf16out(void *stream, float *out, uint16_t *out16,
+				     const float *inp1, const float *inp2, size_t N)
+{
+	zn_cpu_residual_forward_bf16out(out, out16, inp1, inp2, N);
+}
+
+static void rope_backward_bf16out(void *stream, float *dqkv, uint16_t *dqkv16,
+				  const float *inv_freq, const int *pos, int B, int T, int NH,
+				  int KV, int hd)
+{
+	zn_cpu_rope_backward_bf16out(dqkv, dqkv16, inv_freq, pos, B, T, NH, KV, hd);
+}
+
+/* no tensor cores: the fp32 op on the fp32 qkv (qkv16 not read), and dqkv16 its cast */
+static void flash_attention_doc_tc_backward_bf16out(void *stream, float *dqkv,
+						    uint16_t *dqkv16, float *drow,
+						    const float *dout, const float *qkv,
+						    const uint16_t *qkv16, const float *out,
+						    const float *lse, const int *pos, int B, int T,
+						    int NH, int KV, int hd, int window)
+{
+	zn_cpu_flash_attention_doc_backward_bf16out(dqkv, dqkv16, drow, dout, qkv, out, lse, pos,
+						    B, T, NH, KV, hd, window);
+}
+
+static void rope_forward_bf16out(void *stream, float *qkv, uint16_t *qkv16,
+				 const float *inv_freq, const int *pos, int B, int T, int NH, int KV,
+				 int hd)
+{
+	zn_cpu_rope_forward_bf16out(qkv, qkv16, inv_freq, pos, B, T, NH, KV, hd);
+}
+
+/* the fp32 op on the fp32 qkv: qkv16 not read */
+static void flash_attention_doc_tc_forward_qkv16(void *stream, float *out, uint16_t *out16,
+						 float *lse, const float *qkv,
+						 const uint16_t *qkv16, const int *pos, int B,
+						 int T, int NH, int KV, int hd, int window)
+{
+	flash_attention_doc_tc_forward(stream, out, out16, lse, qkv, pos, B, T, NH, KV, hd,
+				       window);
+}
+
 const struct zn_kernel_table zn_kernels_cpu = {
 	.name = "cpu",
 	.encoder_forward = encoder_forward,
@@ -494,4 +562,13 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.moe_aux_stats = moe_aux_stats,
 	.moe_aux_finish = moe_aux_finish,
 	.read_sync = read_sync,
+	.dequant_4bit = dequant_4bit,
+	.dequant_absmax8 = dequant_absmax8,
+	.gelu_backward_bf16out = gelu_backward_bf16out,
+	.swiglu_backward_bf16out = swiglu_backward_bf16out,
+	.residual_forward_bf16out = residual_forward_bf16out,
+	.rope_backward_bf16out = rope_backward_bf16out,
+	.flash_attention_doc_tc_backward_bf16out = flash_attention_doc_tc_backward_bf16out,
+	.rope_forward_bf16out = rope_forward_bf16out,
+	.flash_attention_doc_tc_forward_qkv16 = flash_attention_doc_tc_forward_qkv16,
 };

@@ -111,13 +111,17 @@ void zn_cuda_column_sum(cudaStream_t s, const char *op, float *dst, const float 
  * flash_attention_tc and flash_attention_doc_tc ops (pos NULL: no documents) for the
  * head_dims zn_cuda_fa2_supported accepts (32, 64, 96, 128). */
 bool zn_cuda_fa2_supported(int hd);
-/* out16 (NULL: none) receives out rounded to bf16 (zn_bf16_rne) by the epilogue */
+/* out16 (NULL: none) receives out rounded to bf16 (zn_bf16_rne) by the epilogue; dqkv16
+ * (NULL: none) likewise dqkv after the backward's sums. qkv16 (NULL: none) is qkv rounded
+ * to bf16 (cast_f32_to_bf16's bits): when given and 16-byte aligned the kernels copy their
+ * tiles from it by cp.async (the same tiles, so the same results), else from qkv. */
 void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
-			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
-			 int window);
-void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
-			  const float *qkv, const float *out, const float *lse, const int *pos,
-			  int B, int T, int NH, int KV, int hd, int window);
+			 const float *qkv, const uint16_t *qkv16, const int *pos, int B, int T,
+			 int NH, int KV, int hd, int window);
+void zn_cuda_fa2_backward(void *stream, float *dqkv, uint16_t *dqkv16, float *drow,
+			  const float *dout, const float *qkv, const uint16_t *qkv16,
+			  const float *out, const float *lse, const int *pos, int B, int T, int NH,
+			  int KV, int hd, int window);
 /* drow[(b*NH + h)*T + t] = sum over hd of dout * out (flash_attention_tc.cu), enqueued */
 void zn_cuda_flash_drow(cudaStream_t s, const char *op, float *drow, const float *dout,
 			const float *out, int B, int T, int NH, int hd);

@@ -5,27 +5,13 @@
  * (distinct token, channel) adding its rows in (b, t) order, so the result matches
  * kernels/cpu bit for bit), and one thread per (t, channel) sums over b for dwpe.
  * With positions (packed documents, pos [B,T]): wpe[pos[b,t]]; dwpe as dwte, keyed by
- * position (the CPU's order: bit-identical).
+ * position (the CPU's order: bit-identical). The forward four elements a thread where the
+ * rows allow (vec.cuh's zn_embed).
  */
-#include "common.cuh"
+#include "vec.cuh"
 
 extern "C" {
 #include "ops.h"
-}
-
-static __global__ void encoder_forward_kernel(float *out, const int *inp, const int *pos,
-				       const float *wte, const float *wpe, long BT, int T, int C)
-{
-	size_t n = (size_t)BT * C;
-
-	for (size_t idx = first_index(); idx < n; idx += grid_step()) {
-		long bt = (long)(idx / C);
-		int i = (int)(idx % C);
-
-		long p = pos ? (long)pos[bt] : bt % T;
-
-		out[idx] = wte[(long)inp[bt] * C + i] + wpe[p * C + i];
-	}
 }
 
 static __global__ void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
@@ -51,12 +37,7 @@ extern "C" void zn_cuda_encoder_pos_forward(void *stream, float *out, const int 
 					    const int *pos, const float *wte, const float *wpe,
 					    int B, int T, int C)
 {
-	long BT = (long)B * T;
-	size_t n = (size_t)BT * C;
-
-	encoder_forward_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-				 (cudaStream_t)stream>>>(out, inp, pos, wte, wpe, BT, T, C);
-	zn_cuda_note_launch("encoder_forward", __FILE__, __LINE__);
+	zn_embed((cudaStream_t)stream, "encoder_forward", out, inp, pos, wte, wpe, B, T, C);
 }
 
 extern "C" void zn_cuda_encoder_backward(void *stream, float *dwte, float *dwpe,

@@ -17,11 +17,13 @@
  *   the group's query heads in order, then query tiles in order), one for dQ (per query
  *   tile, key tiles in order), each recomputing P from lse; drow = rowsum(dO * O) first.
  * - The forward's epilogue also writes out rounded to bf16 (out16, when asked: the o_proj
- *   GEMM's input, so no separate cast pass).
- * - Inputs: the model's fp32 qkv and dout, rounded to bf16 as a tile is copied into
- *   shared memory (scalar coalesced loads: the carved activation buffers need not be
- *   16-byte aligned). With bf16 activations in memory these copies would become cp.async
- *   (docs/kernels.md: not done yet).
+ *   GEMM's input, so no separate cast pass); the backward's epilogues likewise dqkv16,
+ *   the qkv GEMM backward's dout16 (each dqkv element is added to by one thread, once).
+ * - Inputs: q/k/v from qkv16, the bf16 copy of qkv (RoPE's or a cast's), by 16-byte
+ *   cp.async copies into two shared-memory stages: the next tile is in flight while the
+ *   current one is multiplied. Without qkv16 (or with a misaligned one) the same tiles
+ *   from the fp32 qkv, rounded as they are stored (scalar coalesced loads), in the same
+ *   two stages. dout stays fp32, rounded as loaded, one buffer.
  *
  * Rounding: q, k, v, dout, P and dS are bf16 in the products; everything else fp32. The
  * results agree with the fp32 op to bf16 tolerance (tests/test_gpu_kernels_flash_tc.c).
@@ -31,171 +33,46 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "common.cuh"
+#include "fa2_tiles.cuh"
 
 extern "C" {
+#include "core/fault.h"
 #include "core/log.h"
 #include "ops.h"
 }
 
-#define FA_WARPS 4
-#define FA_THREADS (FA_WARPS * 32)
-#define FA_BM 64 /* rows a block owns: 16 per warp */
-#define FA_BN 64 /* rows of a streamed tile */
-
-static_assert(FA_BM == FA_WARPS * 16, "each warp owns one 16-row MMA tile");
-static_assert(FA_BN % 16 == 0, "a streamed tile is whole k-steps of 16");
-
-struct fa_view {
-	int T, NH, KV, hd, G, window;
-	long S, C;
-	float scale;
-	const int *pos; /* [B,T] document positions or NULL */
-};
-
-/* row stride of a bf16 tile in shared memory: 8 elements of padding keep the fragment
- * loads of the 8 row groups on different banks */
-template <int HD> struct fa_ld {
-	static const int v = HD + 8;
-};
-
-static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
-						uint32_t b1)
-{
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* two floats as a bf16 pair: lo in the low half (the lower k or column index) */
-static __device__ __forceinline__ uint32_t pack_f2(float lo, float hi)
-{
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-
-	return *reinterpret_cast<uint32_t *>(&v);
-}
-
-static __device__ __forceinline__ uint32_t pack_b2(__nv_bfloat16 lo, __nv_bfloat16 hi)
-{
-	return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
-}
-
-static __device__ __forceinline__ uint32_t ld32(const __nv_bfloat16 *p)
-{
-	return *reinterpret_cast<const uint32_t *>(p);
-}
-
-/* A fragment (16 x 16, row-major) of X [rows][LD] at rows r0.., columns k0.. */
-template <int LD>
-static __device__ __forceinline__ void frag_a(uint32_t a[4], const __nv_bfloat16 *X, int r0,
-					      int k0, int lane)
-{
-	int g = lane >> 2, c = (lane & 3) * 2;
-
-	a[0] = ld32(X + (r0 + g) * LD + k0 + c);
-	a[1] = ld32(X + (r0 + g + 8) * LD + k0 + c);
-	a[2] = ld32(X + (r0 + g) * LD + k0 + c + 8);
-	a[3] = ld32(X + (r0 + g + 8) * LD + k0 + c + 8);
-}
-
-/* B fragment (16 x 8) with B[k][n] = Y[n0 + n][k0 + k]: Y's rows are B's columns (K for
- * Q K^T, V for dO V^T, Q and dO for the transposed products) */
-template <int LD>
-static __device__ __forceinline__ void frag_b_rows(uint32_t *b0, uint32_t *b1,
-						   const __nv_bfloat16 *Y, int n0, int k0, int lane)
-{
-	int g = lane >> 2, c = (lane & 3) * 2;
-
-	*b0 = ld32(Y + (n0 + g) * LD + k0 + c);
-	*b1 = ld32(Y + (n0 + g) * LD + k0 + c + 8);
-}
-
-/* B fragment (16 x 8) with B[k][n] = Z[k0 + k][n0 + n]: Z's rows are B's rows (V for P V,
- * K for dS K, dO for P^T dO, Q for dS^T Q) */
-template <int LD>
-static __device__ __forceinline__ void frag_b_cols(uint32_t *b0, uint32_t *b1,
-						   const __nv_bfloat16 *Z, int n0, int k0, int lane)
-{
-	int g = lane >> 2, k = (lane & 3) * 2;
-	const __nv_bfloat16 *z = Z + (k0 + k) * LD + n0 + g;
-
-	*b0 = pack_b2(z[0], z[LD]);
-	*b1 = pack_b2(z[8 * LD], z[9 * LD]);
-}
-
-/* C fragments of a 16 x 16 k-step (n-tiles 2kk, 2kk+1) as an A fragment */
-static __device__ __forceinline__ void c_to_a(uint32_t a[4], const float lo[4], const float hi[4])
-{
-	a[0] = pack_f2(lo[0], lo[1]);
-	a[1] = pack_f2(lo[2], lo[3]);
-	a[2] = pack_f2(hi[0], hi[1]);
-	a[3] = pack_f2(hi[2], hi[3]);
-}
-
-/* rows r0 .. r0+n of a [T, stride] fp32 matrix at src (column offset applied), as bf16
- * [n][LD], zero beyond T; all threads of the block */
-template <int HD>
-static __device__ void load_tile(__nv_bfloat16 *dst, const float *src, long stride, int r0,
-				 int n, int T)
-{
-	const int LD = fa_ld<HD>::v;
-
-	for (int i = threadIdx.x; i < n * HD; i += FA_THREADS) {
-		int r = i / HD, c = i % HD;
-		float v = r0 + r < T ? src[(long)(r0 + r) * stride + c] : 0.0f;
-
-		dst[r * LD + c] = __float2bfloat16_rn(v);
-	}
-}
-
-/* the first key row t may see from its document (0 without positions) */
-static __device__ __forceinline__ int doc_start(const struct fa_view &a, long b, int t)
-{
-	if (!a.pos || t >= a.T)
-		return 0;
-	return t - a.pos[b * a.T + t];
-}
-
-static __device__ __forceinline__ bool visible(const struct fa_view &a, int t, int t2, int ds)
-{
-	return t < a.T && t2 < a.T && t2 <= t && t2 >= ds && (a.window <= 0 || t - t2 < a.window);
-}
-
-/* the key tiles a query block i0 .. i0+FA_BM-1 needs: from the first key its first row may
- * see (window, document: document starts never decrease along t), tiles of FA_BN */
-static __device__ __forceinline__ int first_key_tile(const struct fa_view &a, long b, int i0)
-{
-	int lo = 0;
-
-	if (a.window > 0 && i0 - a.window + 1 > lo)
-		lo = i0 - a.window + 1;
-	if (a.pos && doc_start(a, b, i0) > lo)
-		lo = doc_start(a, b, i0);
-	return lo / FA_BN * FA_BN;
-}
-
 /* ---- forward: block = (b, h, 64 query rows) ------------------------------------------ */
 
-template <int HD>
+/* Src: float (qkv fp32, tiles rounded as loaded) or uint16_t (its bf16 copy, cp.async).
+ * Shared memory: Q, then a.stages x K and V (two stages: the next tile is copied while
+ * this one is multiplied; one: after it). */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, struct fa_view a,
+fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const Src *qkv, struct fa_view a,
 		   int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ks = Qs + FA_BM * LD, *Vs = Ks + FA_BN * LD;
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Kb = Qs + FA_BM * LD;
+	__nv_bfloat16 *Vb = Kb + 2 * FA_BN * LD;
 	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
 	const long b = blockIdx.x / ntiles / a.NH;
 	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
 	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
-	const float *x = qkv + b * a.T * a.S;
+	const Src *x = qkv + b * a.T * a.S;
+	const Src *xk = x + (long)(a.NH + g) * a.hd, *xv = x + (long)(a.NH + a.KV + g) * a.hd;
 	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	const int jfirst = first_key_tile(a, b, i0);
 	float o[HD / 8][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 	uint32_t qa[HD / 16][4];
 
 	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
+	cp_async_commit();
+	load_tile<HD>(Kb, xk, a.S, jfirst, FA_BN, a.T);
+	load_tile<HD>(Vb, xv, a.S, jfirst, FA_BN, a.T);
+	cp_async_commit();
+	cp_async_wait<1>(); /* Q is in (the first K, V may still be in flight) */
 	__syncthreads();
 	#pragma unroll
 	for (int kk = 0; kk < HD / 16; kk++)
@@ -203,13 +80,18 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++)
 		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= a.stages - 1) {
+		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4];
 		float mx0 = -INFINITY, mx1 = -INFINITY, sum0 = 0.0f, sum1 = 0.0f, al0, al1;
 
-		__syncthreads(); /* the previous tile's K, V are consumed */
-		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
-		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		/* two stages: the next tile into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+		}
+		cp_async_commit();
+		cp_async_wait<1>(); /* every group but the one just committed: this tile */
 		__syncthreads();
 		/* S = Q K^T for the warp's 16 rows and the tile's 64 keys */
 		#pragma unroll
@@ -281,6 +163,13 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 				mma16816(o[n], pa, b0, b1);
 			}
 		}
+		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
+		/* one stage: the next tile into it now, a group of its own */
+		if (a.stages == 1 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+			cp_async_commit();
+		}
 	}
 	/* every row < T saw its own key: l > 0 */
 	#pragma unroll
@@ -314,27 +203,53 @@ fa2_forward_kernel(float *out, uint16_t *out16, float *lse, const float *qkv, st
 
 /* ---- backward: dK, dV; block = (b, kv head g, 64 key rows) --------------------------- */
 
-template <int HD>
+/* dqkv[at], dqkv[at + 1] += v0, v1 (each element is added to once, by one thread), and
+ * when asked the sums rounded to bf16 (the cast pass's bits: the next GEMM's input) */
+static __device__ __forceinline__ void add2(float *dqkv, uint16_t *dqkv16, long at, float v0,
+					    float v1)
+{
+	float s0 = dqkv[at] + v0, s1 = dqkv[at + 1] + v1;
+
+	dqkv[at] = s0, dqkv[at + 1] = s1;
+	if (dqkv16)
+		dqkv16[at] = zn_bf16_rne(s0), dqkv16[at + 1] = zn_bf16_rne(s1);
+}
+
+/* Shared memory: K, V, then a.stages x Q, dO, and the query tile's lse, drow and document
+ * starts. The (head, query tile) pairs run in a fixed order, heads outer. */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
-	       const float *drow, struct fa_view a, int ntiles)
+fa2_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
+	       const float *lse, const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Ks = (__nv_bfloat16 *)fa_sm, *Vs = Ks + FA_BM * LD, *Qs = Vs + FA_BM * LD;
-	__nv_bfloat16 *Ds = Qs + FA_BN * LD;
+	__nv_bfloat16 *Ks = (__nv_bfloat16 *)fa_sm, *Vs = Ks + FA_BM * LD, *Qb = Vs + FA_BM * LD;
+	__nv_bfloat16 *Ds = Qb + 2 * FA_BN * LD;
 	float *Ls = (float *)(Ds + FA_BN * LD), *Rs = Ls + FA_BN;
 	int *Dst = (int *)(Rs + FA_BN);
 	const int jt = blockIdx.x % ntiles, g = blockIdx.x / ntiles % a.KV;
 	const long b = blockIdx.x / ntiles / a.KV;
 	const int j0 = jt * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int k0 = j0 + warp * 16 + (lane >> 2), k1 = k0 + 8, cq = (lane & 3) * 2;
-	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	const Src *x = qkv + b * a.T * a.S;
+	const float *d = dout + b * a.T * a.C;
 	/* queries that may see these keys: from j0 up to the window's reach */
 	const long qreach = a.window > 0 ? (long)j0 + FA_BM - 1 + a.window : (long)a.T;
-	const int qend = qreach < a.T ? (int)qreach : a.T;
+	const int qend = qreach < a.T ? (int)qreach : a.T, qfirst = j0 / FA_BN * FA_BN;
+	int qstop = qend, nq, total;
 	float dk[HD / 8][4], dv[HD / 8][4];
 
+	/* documents start in order: once q0's starts after these keys, no later query sees
+	 * them (uniform across the block) */
+	if (a.pos)
+		for (int q0 = qfirst; q0 < qend; q0 += FA_BN)
+			if (doc_start(a, b, q0) > j0 + FA_BM - 1) {
+				qstop = q0;
+				break;
+			}
+	nq = qstop > qfirst ? (qstop - qfirst + FA_BN - 1) / FA_BN : 0;
+	total = a.G * nq;
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++)
 		#pragma unroll
@@ -342,120 +257,133 @@ fa2_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *ls
 			dk[n][e] = dv[n][e] = 0.0f;
 	load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BM, a.T);
 	load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BM, a.T);
-	for (int h = g * a.G; h < (g + 1) * a.G; h++) {
+	if (total > 0)
+		load_tile<HD>(Qb, x + (long)(g * a.G) * a.hd, a.S, qfirst, FA_BN, a.T);
+	cp_async_commit();
+	for (int k = 0; k < total; k++) {
+		const int h = g * a.G + k / nq, q0 = qfirst + k % nq * FA_BN;
+		const int sg = a.stages == 2 ? k & 1 : 0;
+		const __nv_bfloat16 *Qs = Qb + sg * FA_BN * LD;
 		const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
+		float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
 
-		for (int q0 = j0 / FA_BN * FA_BN; q0 < qend; q0 += FA_BN) {
-			float st[FA_BN / 8][4], dpt[FA_BN / 8][4];
+		/* two stages: the next pair's Q into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && k + 1 < total)
+			load_tile<HD>(Qb + (sg ^ 1) * FA_BN * LD,
+				      x + (long)(g * a.G + (k + 1) / nq) * a.hd, a.S,
+				      qfirst + (k + 1) % nq * FA_BN, FA_BN, a.T);
+		cp_async_commit();
+		load_tile<HD>(Ds, d + (long)h * a.hd, a.C, q0, FA_BN, a.T);
+		for (int i = threadIdx.x; i < FA_BN; i += FA_THREADS) {
+			int t = q0 + i;
 
-			/* documents start in order: once q0's starts after these keys, no later
-			 * query sees them (uniform across the block) */
-			if (a.pos && doc_start(a, b, q0) > j0 + FA_BM - 1)
-				break;
-			__syncthreads(); /* the previous tile is consumed */
-			load_tile<HD>(Qs, x + (long)h * a.hd, a.S, q0, FA_BN, a.T);
-			load_tile<HD>(Ds, d + (long)h * a.hd, a.C, q0, FA_BN, a.T);
-			for (int i = threadIdx.x; i < FA_BN; i += FA_THREADS) {
-				int t = q0 + i;
-
-				Ls[i] = t < a.T ? ls[t] : 0.0f;
-				Rs[i] = t < a.T ? dr[t] : 0.0f;
-				Dst[i] = doc_start(a, b, t);
-			}
-			__syncthreads();
-			/* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys x 64 queries */
+			Ls[i] = t < a.T ? ls[t] : 0.0f;
+			Rs[i] = t < a.T ? dr[t] : 0.0f;
+			Dst[i] = doc_start(a, b, t);
+		}
+		cp_async_wait<1>(); /* K, V and this pair's Q */
+		__syncthreads();
+		/* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys x 64 queries */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++) {
+			st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
+			dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
 			#pragma unroll
-			for (int j = 0; j < FA_BN / 8; j++) {
-				st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
-				dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
-				#pragma unroll
-				for (int kk = 0; kk < HD / 16; kk++) {
-					uint32_t fa[4], b0, b1;
+			for (int kk = 0; kk < HD / 16; kk++) {
+				uint32_t fa[4], b0, b1;
 
-					frag_a<LD>(fa, Ks, warp * 16, kk * 16, lane);
-					frag_b_rows<LD>(&b0, &b1, Qs, j * 8, kk * 16, lane);
-					mma16816(st[j], fa, b0, b1);
-					frag_a<LD>(fa, Vs, warp * 16, kk * 16, lane);
-					frag_b_rows<LD>(&b0, &b1, Ds, j * 8, kk * 16, lane);
-					mma16816(dpt[j], fa, b0, b1);
-				}
+				frag_a<LD>(fa, Ks, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Qs, j * 8, kk * 16, lane);
+				mma16816(st[j], fa, b0, b1);
+				frag_a<LD>(fa, Vs, warp * 16, kk * 16, lane);
+				frag_b_rows<LD>(&b0, &b1, Ds, j * 8, kk * 16, lane);
+				mma16816(dpt[j], fa, b0, b1);
 			}
-			/* P^T = exp(S^T scale - lse[q]) where visible, dS^T = P^T (dP^T - drow[q]) */
+		}
+		/* P^T = exp(S^T scale - lse[q]) where visible, dS^T = P^T (dP^T - drow[q]) */
+		#pragma unroll
+		for (int j = 0; j < FA_BN / 8; j++)
 			#pragma unroll
-			for (int j = 0; j < FA_BN / 8; j++)
-				#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int qi = j * 8 + cq + (e & 1), t = q0 + qi;
-					int t2 = e < 2 ? k0 : k1;
-					float p = visible(a, t, t2, Dst[qi]) ?
-							  expf(st[j][e] * a.scale - Ls[qi]) : 0.0f;
+			for (int e = 0; e < 4; e++) {
+				int qi = j * 8 + cq + (e & 1), t = q0 + qi;
+				int t2 = e < 2 ? k0 : k1;
+				float p = visible(a, t, t2, Dst[qi]) ?
+						  expf(st[j][e] * a.scale - Ls[qi]) : 0.0f;
 
-					st[j][e] = p;
-					dpt[j][e] = p * (dpt[j][e] - Rs[qi]);
-				}
-			/* dV += P^T dO, dK += dS^T Q (queries are the k dimension) */
-			#pragma unroll
-			for (int kk = 0; kk < FA_BN / 16; kk++) {
-				uint32_t pa[4], sa[4];
-
-				c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
-				c_to_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
-				#pragma unroll
-				for (int n = 0; n < HD / 8; n++) {
-					uint32_t b0, b1;
-
-					frag_b_cols<LD>(&b0, &b1, Ds, n * 8, kk * 16, lane);
-					mma16816(dv[n], pa, b0, b1);
-					frag_b_cols<LD>(&b0, &b1, Qs, n * 8, kk * 16, lane);
-					mma16816(dk[n], sa, b0, b1);
-				}
+				st[j][e] = p;
+				dpt[j][e] = p * (dpt[j][e] - Rs[qi]);
 			}
+		/* dV += P^T dO, dK += dS^T Q (queries are the k dimension) */
+		#pragma unroll
+		for (int kk = 0; kk < FA_BN / 16; kk++) {
+			uint32_t pa[4], sa[4];
+
+			c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+			c_to_a(sa, dpt[2 * kk], dpt[2 * kk + 1]);
+			#pragma unroll
+			for (int n = 0; n < HD / 8; n++) {
+				uint32_t b0, b1;
+
+				frag_b_cols<LD>(&b0, &b1, Ds, n * 8, kk * 16, lane);
+				mma16816(dv[n], pa, b0, b1);
+				frag_b_cols<LD>(&b0, &b1, Qs, n * 8, kk * 16, lane);
+				mma16816(dk[n], sa, b0, b1);
+			}
+		}
+		__syncthreads(); /* Q's stage, dO, lse, drow consumed */
+		/* one stage: the next pair's Q into it now, a group of its own */
+		if (a.stages == 1 && k + 1 < total) {
+			load_tile<HD>(Qb, x + (long)(g * a.G + (k + 1) / nq) * a.hd, a.S,
+				      qfirst + (k + 1) % nq * FA_BN, FA_BN, a.T);
+			cp_async_commit();
 		}
 	}
+	cp_async_wait<0>(); /* nothing left in flight at exit */
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
-		int c = n * 8 + cq;
+		long ck = (long)(a.NH + g) * a.hd + n * 8 + cq;
+		long cv = (long)(a.NH + a.KV + g) * a.hd + n * 8 + cq;
 
 		if (k0 < a.T) {
-			float *row = dqkv + (b * a.T + k0) * a.S;
+			long row = (b * a.T + k0) * a.S;
 
-			row[(long)(a.NH + g) * a.hd + c] += dk[n][0] * a.scale;
-			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][1] * a.scale;
-			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][0];
-			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][1];
+			add2(dqkv, dqkv16, row + ck, dk[n][0] * a.scale, dk[n][1] * a.scale);
+			add2(dqkv, dqkv16, row + cv, dv[n][0], dv[n][1]);
 		}
 		if (k1 < a.T) {
-			float *row = dqkv + (b * a.T + k1) * a.S;
+			long row = (b * a.T + k1) * a.S;
 
-			row[(long)(a.NH + g) * a.hd + c] += dk[n][2] * a.scale;
-			row[(long)(a.NH + g) * a.hd + c + 1] += dk[n][3] * a.scale;
-			row[(long)(a.NH + a.KV + g) * a.hd + c] += dv[n][2];
-			row[(long)(a.NH + a.KV + g) * a.hd + c + 1] += dv[n][3];
+			add2(dqkv, dqkv16, row + ck, dk[n][2] * a.scale, dk[n][3] * a.scale);
+			add2(dqkv, dqkv16, row + cv, dv[n][2], dv[n][3]);
 		}
 	}
 }
 
 /* ---- backward: dQ; block = (b, h, 64 query rows) ------------------------------------- */
 
-template <int HD>
+/* Shared memory: Q, dO, then a.stages x K and V */
+template <int HD, typename Src>
 static __global__ void __launch_bounds__(FA_THREADS)
-fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
-	      const float *drow, struct fa_view a, int ntiles)
+fa2_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout, const Src *qkv,
+	      const float *lse, const float *drow, struct fa_view a, int ntiles)
 {
 	const int LD = fa_ld<HD>::v;
 	extern __shared__ __align__(16) unsigned char fa_sm[];
-	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ds = Qs + FA_BM * LD, *Ks = Ds + FA_BM * LD;
-	__nv_bfloat16 *Vs = Ks + FA_BN * LD;
+	__nv_bfloat16 *Qs = (__nv_bfloat16 *)fa_sm, *Ds = Qs + FA_BM * LD, *Kb = Ds + FA_BM * LD;
+	__nv_bfloat16 *Vb = Kb + 2 * FA_BN * LD;
 	const int it = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.NH;
 	const long b = blockIdx.x / ntiles / a.NH;
 	const int g = h / a.G, i0 = it * FA_BM, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int r0 = i0 + warp * 16 + (lane >> 2), r1 = r0 + 8, cq = (lane & 3) * 2;
 	const int ds0 = doc_start(a, b, r0), ds1 = doc_start(a, b, r1);
-	const float *x = qkv + b * a.T * a.S, *d = dout + b * a.T * a.C;
+	const Src *x = qkv + b * a.T * a.S;
+	const Src *xk = x + (long)(a.NH + g) * a.hd, *xv = x + (long)(a.NH + a.KV + g) * a.hd;
+	const float *d = dout + b * a.T * a.C;
 	const float *ls = lse + (b * a.NH + h) * a.T, *dr = drow + (b * a.NH + h) * a.T;
 	const float lse0 = r0 < a.T ? ls[r0] : 0.0f, lse1 = r1 < a.T ? ls[r1] : 0.0f;
 	const float dr0 = r0 < a.T ? dr[r0] : 0.0f, dr1 = r1 < a.T ? dr[r1] : 0.0f;
 	const int jlast = i0 + FA_BM - 1 < a.T - 1 ? i0 + FA_BM - 1 : a.T - 1;
+	const int jfirst = first_key_tile(a, b, i0);
 	float dq[HD / 8][4];
 
 	#pragma unroll
@@ -463,12 +391,20 @@ fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse
 		dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 	load_tile<HD>(Qs, x + (long)h * a.hd, a.S, i0, FA_BM, a.T);
 	load_tile<HD>(Ds, d + (long)h * a.hd, a.C, i0, FA_BM, a.T);
-	for (int j0 = first_key_tile(a, b, i0); j0 <= jlast; j0 += FA_BN) {
+	load_tile<HD>(Kb, xk, a.S, jfirst, FA_BN, a.T);
+	load_tile<HD>(Vb, xv, a.S, jfirst, FA_BN, a.T);
+	cp_async_commit();
+	for (int j0 = jfirst, st = 0; j0 <= jlast; j0 += FA_BN, st ^= a.stages - 1) {
+		const __nv_bfloat16 *Ks = Kb + st * FA_BN * LD, *Vs = Vb + st * FA_BN * LD;
 		float s[FA_BN / 8][4], dp[FA_BN / 8][4];
 
-		__syncthreads(); /* the previous tile is consumed (and Q, dO are in place) */
-		load_tile<HD>(Ks, x + (long)(a.NH + g) * a.hd, a.S, j0, FA_BN, a.T);
-		load_tile<HD>(Vs, x + (long)(a.NH + a.KV + g) * a.hd, a.S, j0, FA_BN, a.T);
+		/* two stages: the next tile into the other one (consumed: the last barrier) */
+		if (a.stages == 2 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb + (st ^ 1) * FA_BN * LD, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb + (st ^ 1) * FA_BN * LD, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+		}
+		cp_async_commit();
+		cp_async_wait<1>(); /* this tile (and Q, dO) */
 		__syncthreads();
 		/* S = Q K^T, dP = dO V^T: the warp's 16 queries x 64 keys */
 		#pragma unroll
@@ -512,25 +448,30 @@ fa2_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse
 				mma16816(dq[n], sa, b0, b1);
 			}
 		}
+		__syncthreads(); /* this stage is consumed: the next iteration's copy targets it */
+		/* one stage: the next tile into it now, a group of its own */
+		if (a.stages == 1 && j0 + FA_BN <= jlast) {
+			load_tile<HD>(Kb, xk, a.S, j0 + FA_BN, FA_BN, a.T);
+			load_tile<HD>(Vb, xv, a.S, j0 + FA_BN, FA_BN, a.T);
+			cp_async_commit();
+		}
 	}
 	#pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
-		int c = n * 8 + cq;
+		long c = (long)h * a.hd + n * 8 + cq;
 
-		if (r0 < a.T) {
-			float *row = dqkv + (b * a.T + r0) * a.S + (long)h * a.hd + c;
-
-			row[0] += dq[n][0] * a.scale, row[1] += dq[n][1] * a.scale;
-		}
-		if (r1 < a.T) {
-			float *row = dqkv + (b * a.T + r1) * a.S + (long)h * a.hd + c;
-
-			row[0] += dq[n][2] * a.scale, row[1] += dq[n][3] * a.scale;
-		}
+		if (r0 < a.T)
+			add2(dqkv, dqkv16, (b * a.T + r0) * a.S + c, dq[n][0] * a.scale,
+			     dq[n][1] * a.scale);
+		if (r1 < a.T)
+			add2(dqkv, dqkv16, (b * a.T + r1) * a.S + c, dq[n][2] * a.scale,
+			     dq[n][3] * a.scale);
 	}
 }
 
 /* ---- host side ------------------------------------------------------------------------ */
+
+static int stages_for(int hd);
 
 static struct fa_view fa_view_make(int T, int NH, int KV, int hd, int window, const int *pos)
 {
@@ -539,6 +480,7 @@ static struct fa_view fa_view_make(int T, int NH, int KV, int hd, int window, co
 	a.T = T, a.NH = NH, a.KV = KV, a.hd = hd, a.G = NH / KV, a.window = window;
 	a.S = (long)(NH + 2 * KV) * hd, a.C = (long)NH * hd;
 	a.scale = (float)(1.0 / sqrt((double)hd));
+	a.stages = zn_cuda_fa2_supported(hd) ? stages_for(hd) : 1;
 	a.pos = pos;
 	return a;
 }
@@ -548,21 +490,43 @@ bool zn_cuda_fa2_supported(int hd)
 	return hd == 32 || hd == 64 || hd == 96 || hd == 128;
 }
 
-/* shared memory: the forward 3 bf16 tiles; the backward kernels 4, dK/dV also lse, drow
- * and the document starts of its query tile */
-static size_t fwd_bytes(int hd)
+/* shared memory (bf16 tiles of 64 rows), st the stages of the streamed side (2 or 1): the
+ * forward Q and st x (K, V); dK/dV K, V, st x Q and dO plus the query tile's lse, drow and
+ * document starts; dQ Q, dO and st x (K, V) */
+static size_t fwd_bytes(int hd, int st)
 {
-	return 3 * (size_t)FA_BM * (hd + 8) * 2;
+	return (1 + 2 * (size_t)st) * FA_BM * (hd + 8) * 2;
 }
 
-static size_t dkv_bytes(int hd)
+static size_t dkv_bytes(int hd, int st)
 {
-	return 4 * (size_t)FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
+	return (3 + (size_t)st) * FA_BM * (hd + 8) * 2 + 3 * FA_BN * 4;
 }
 
-static size_t dq_bytes(int hd)
+static size_t dq_bytes(int hd, int st)
 {
-	return 4 * (size_t)FA_BM * (hd + 8) * 2;
+	return (2 + 2 * (size_t)st) * FA_BM * (hd + 8) * 2;
+}
+
+/* 2 when the current device gives a block the double-buffered kernels' shared memory
+ * (sm_80: 163 KB, sm_90: 227 KB; 99 KB on sm_86/89 parts is short of dQ's 104 KB at
+ * head_dim 128), else 1 */
+static int stages_for(int hd)
+{
+	int dev = 0, optin = 0;
+	size_t most = dq_bytes(hd, 2);
+
+	if (fwd_bytes(hd, 2) > most)
+		most = fwd_bytes(hd, 2);
+	if (dkv_bytes(hd, 2) > most)
+		most = dkv_bytes(hd, 2);
+	if (zn_fault_value(ZN_FAULT_FA2_ONE_STAGE)) /* tests: the one-stage kernels on any GPU */
+		return 1;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+		    cudaSuccess)
+		return 1;
+	return (size_t)optin >= most ? 2 : 1;
 }
 
 static bool smem_ok(const void *kernel, size_t bytes, const char *op)
@@ -577,41 +541,71 @@ static bool smem_ok(const void *kernel, size_t bytes, const char *op)
 	return false;
 }
 
-template <int HD>
-static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
-		       float *lse, const float *qkv, int B, const struct fa_view &a)
+template <int HD, typename Src>
+static void forward_src(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+			float *lse, const Src *qkv, int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
-	size_t smem = fwd_bytes(HD);
+	size_t smem = fwd_bytes(HD, a.stages);
 
-	if (!smem_ok((const void *)fa2_forward_kernel<HD>, smem, op))
+	if (!smem_ok((const void *)fa2_forward_kernel<HD, Src>, smem, op))
 		return;
-	fa2_forward_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
+	fa2_forward_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, smem, s>>>(
 		out, out16, lse, qkv, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
-template <int HD>
-static void backward_hd(cudaStream_t s, const char *op, float *dqkv, const float *drow,
-			const float *dout, const float *qkv, const float *lse, int B,
-			const struct fa_view &a)
+template <int HD, typename Src>
+static void backward_src(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
+			 const float *drow, const float *dout, const Src *qkv, const float *lse,
+			 int B, const struct fa_view &a)
 {
 	int nt = (a.T + FA_BM - 1) / FA_BM;
+	size_t kv_smem = dkv_bytes(HD, a.stages), q_smem = dq_bytes(HD, a.stages);
 
-	if (!smem_ok((const void *)fa2_dkv_kernel<HD>, dkv_bytes(HD), op) ||
-	    !smem_ok((const void *)fa2_dq_kernel<HD>, dq_bytes(HD), op))
+	if (!smem_ok((const void *)fa2_dkv_kernel<HD, Src>, kv_smem, op) ||
+	    !smem_ok((const void *)fa2_dq_kernel<HD, Src>, q_smem, op))
 		return;
-	fa2_dkv_kernel<HD><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, dkv_bytes(HD), s>>>(
-		dqkv, dout, qkv, lse, drow, a, nt);
+	fa2_dkv_kernel<HD, Src><<<(unsigned)((long)B * a.KV * nt), FA_THREADS, kv_smem, s>>>(
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
-	fa2_dq_kernel<HD><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, dq_bytes(HD), s>>>(
-		dqkv, dout, qkv, lse, drow, a, nt);
+	fa2_dq_kernel<HD, Src><<<(unsigned)((long)B * a.NH * nt), FA_THREADS, q_smem, s>>>(
+		dqkv, dqkv16, dout, qkv, lse, drow, a, nt);
 	zn_cuda_note_launch(op, __FILE__, __LINE__);
 }
 
+/* the tiles from qkv16 by cp.async when given and 16-byte aligned (carved buffers may not
+ * be), else from the fp32 qkv: the same bf16 tiles either way */
+static bool use16(const uint16_t *qkv16)
+{
+	return qkv16 && (uintptr_t)qkv16 % 16 == 0;
+}
+
+template <int HD>
+static void forward_hd(cudaStream_t s, const char *op, float *out, uint16_t *out16,
+		       float *lse, const float *qkv, const uint16_t *qkv16, int B,
+		       const struct fa_view &a)
+{
+	if (use16(qkv16))
+		forward_src<HD>(s, op, out, out16, lse, qkv16, B, a);
+	else
+		forward_src<HD>(s, op, out, out16, lse, qkv, B, a);
+}
+
+template <int HD>
+static void backward_hd(cudaStream_t s, const char *op, float *dqkv, uint16_t *dqkv16,
+			const float *drow, const float *dout, const float *qkv,
+			const uint16_t *qkv16, const float *lse, int B, const struct fa_view &a)
+{
+	if (use16(qkv16))
+		backward_src<HD>(s, op, dqkv, dqkv16, drow, dout, qkv16, lse, B, a);
+	else
+		backward_src<HD>(s, op, dqkv, dqkv16, drow, dout, qkv, lse, B, a);
+}
+
 void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
-			 const float *qkv, const int *pos, int B, int T, int NH, int KV, int hd,
-			 int window)
+			 const float *qkv, const uint16_t *qkv16, const int *pos, int B, int T,
+			 int NH, int KV, int hd, int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_forward" : "flash_attention_tc_forward";
 	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
@@ -620,10 +614,10 @@ void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
 	if (B < 1 || T < 1)
 		return;
 	switch (hd) {
-	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, B, a); break;
-	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, B, a); break;
-	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, B, a); break;
-	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, B, a); break;
+	case 32: forward_hd<32>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 64: forward_hd<64>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 96: forward_hd<96>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
+	case 128: forward_hd<128>(s, op, out, out16, lse, qkv, qkv16, B, a); break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);
@@ -631,9 +625,10 @@ void zn_cuda_fa2_forward(void *stream, float *out, uint16_t *out16, float *lse,
 	}
 }
 
-void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *dout,
-			  const float *qkv, const float *out, const float *lse, const int *pos,
-			  int B, int T, int NH, int KV, int hd, int window)
+void zn_cuda_fa2_backward(void *stream, float *dqkv, uint16_t *dqkv16, float *drow,
+			  const float *dout, const float *qkv, const uint16_t *qkv16,
+			  const float *out, const float *lse, const int *pos, int B, int T, int NH,
+			  int KV, int hd, int window)
 {
 	const char *op = pos ? "flash_attention_doc_tc_backward" : "flash_attention_tc_backward";
 	struct fa_view a = fa_view_make(T, NH, KV, hd, window, pos);
@@ -643,10 +638,12 @@ void zn_cuda_fa2_backward(void *stream, float *dqkv, float *drow, const float *d
 		return;
 	zn_cuda_flash_drow(s, op, drow, dout, out, B, T, NH, hd);
 	switch (hd) {
-	case 32: backward_hd<32>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 64: backward_hd<64>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 96: backward_hd<96>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
-	case 128: backward_hd<128>(s, op, dqkv, drow, dout, qkv, lse, B, a); break;
+	case 32: backward_hd<32>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 64: backward_hd<64>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 96: backward_hd<96>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a); break;
+	case 128:
+		backward_hd<128>(s, op, dqkv, dqkv16, drow, dout, qkv, qkv16, lse, B, a);
+		break;
 	default:
 		zn_error("%s: head_dim %d: the FlashAttention-2 kernels take 32, 64, 96, 128", op,
 			 hd);

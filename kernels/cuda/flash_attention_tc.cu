@@ -397,7 +397,8 @@ extern "C" void zn_cuda_flash_attention_tc_forward(void *stream, float *out, flo
 	size_t smem = fwd_smem(a.hdp);
 
 	if (zn_cuda_fa2_supported(hd)) {
-		zn_cuda_fa2_forward(stream, out, NULL, lse, qkv, NULL, B, T, NH, KV, hd, window);
+		zn_cuda_fa2_forward(stream, out, NULL, lse, qkv, NULL, NULL, B, T, NH, KV, hd,
+				    window);
 		return;
 	}
 	if (!tc_args_ok(hd, op) || !smem_ok((const void *)tc_forward_kernel, smem, op))
@@ -420,8 +421,8 @@ extern "C" void zn_cuda_flash_attention_tc_backward(void *stream, float *dqkv, f
 	cudaStream_t s = (cudaStream_t)stream;
 
 	if (zn_cuda_fa2_supported(hd)) {
-		zn_cuda_fa2_backward(stream, dqkv, drow, dout, qkv, out, lse, NULL, B, T, NH, KV,
-				     hd, window);
+		zn_cuda_fa2_backward(stream, dqkv, NULL, drow, dout, qkv, NULL, out, lse, NULL, B,
+				     T, NH, KV, hd, window);
 		return;
 	}
 	if (!tc_args_ok(hd, op) || !smem_ok((const void *)tc_dkv_kernel, smem, op) ||
@@ -446,8 +447,20 @@ extern "C" void zn_cuda_flash_attention_doc_tc_forward(void *stream, float *out,
 						       const float *qkv, const int *pos, int B,
 						       int T, int NH, int KV, int hd, int window)
 {
+	zn_cuda_flash_attention_doc_tc_forward_qkv16(stream, out, out16, lse, qkv, NULL, pos, B, T,
+						     NH, KV, hd, window);
+}
+
+extern "C" void zn_cuda_flash_attention_doc_tc_forward_qkv16(void *stream, float *out,
+							     uint16_t *out16, float *lse,
+							     const float *qkv,
+							     const uint16_t *qkv16,
+							     const int *pos, int B, int T,
+							     int NH, int KV, int hd, int window)
+{
 	if (zn_cuda_fa2_supported(hd)) { /* out16 written by the kernel's epilogue */
-		zn_cuda_fa2_forward(stream, out, out16, lse, qkv, pos, B, T, NH, KV, hd, window);
+		zn_cuda_fa2_forward(stream, out, out16, lse, qkv, qkv16, pos, B, T, NH, KV, hd,
+				    window);
 		return;
 	}
 	zn_cuda_flash_attention_doc_forward(stream, out, lse, qkv, pos, B, T, NH, KV, hd, window);
@@ -461,10 +474,23 @@ extern "C" void zn_cuda_flash_attention_doc_tc_backward(void *stream, float *dqk
 							const float *lse, const int *pos, int B,
 							int T, int NH, int KV, int hd, int window)
 {
-	if (zn_cuda_fa2_supported(hd))
-		zn_cuda_fa2_backward(stream, dqkv, drow, dout, qkv, out, lse, pos, B, T, NH, KV,
-				     hd, window);
-	else
-		zn_cuda_flash_attention_doc_backward(stream, dqkv, drow, dout, qkv, out, lse, pos,
-						     B, T, NH, KV, hd, window);
+	zn_cuda_flash_attention_doc_tc_backward_bf16out(stream, dqkv, NULL, drow, dout, qkv, NULL,
+							out, lse, pos, B, T, NH, KV, hd, window);
+}
+
+extern "C" void zn_cuda_flash_attention_doc_tc_backward_bf16out(
+	void *stream, float *dqkv, uint16_t *dqkv16, float *drow, const float *dout,
+	const float *qkv, const uint16_t *qkv16, const float *out, const float *lse,
+	const int *pos, int B, int T, int NH, int KV, int hd, int window)
+{
+	if (zn_cuda_fa2_supported(hd)) { /* dqkv16 written by the kernels' epilogues */
+		zn_cuda_fa2_backward(stream, dqkv, dqkv16, drow, dout, qkv, qkv16, out, lse, pos,
+				     B, T, NH, KV, hd, window);
+		return;
+	}
+	zn_cuda_flash_attention_doc_backward(stream, dqkv, drow, dout, qkv, out, lse, pos, B, T,
+					     NH, KV, hd, window);
+	if (dqkv16)
+		zn_cuda_cast_f32_to_bf16(stream, dqkv16, dqkv,
+					 (size_t)B * T * (NH + 2 * KV) * hd);
 }

@@ -2,7 +2,7 @@
  * (cublasGemmEx: A, B CUDA_R_16BF, C CUDA_R_32F, CUBLAS_COMPUTE_32F, the tensor-core path
  * on sm_80+), matmul forward/backward on bf16 weights and activations, and the encoder and
  * embedding forwards reading bf16 tables (docs/kernels.md, "bf16 compute"). */
-#include "common.cuh"
+#include "vec.cuh"
 
 extern "C" {
 #include "core/log.h"
@@ -51,30 +51,15 @@ void zn_cuda_gemm_bf16(void *stream, const char *op, bool ta, bool tb, int M, in
 	}
 }
 
-static __device__ __forceinline__ float bf16_f32(uint16_t h)
-{
-	return __uint_as_float((unsigned)h << 16);
-}
-
-static __global__ void bias_fill_kernel(float *out, const float *bias, size_t n, int OC)
-{
-	for (size_t i = first_index(); i < n; i += grid_step())
-		out[i] = bias[i % OC];
-}
-
 extern "C" void zn_cuda_matmul_forward_bf16(void *stream, float *out, const uint16_t *inp,
 					    const uint16_t *weight, const float *bias, int B,
 					    int T, int C, int OC)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	int BT = B * T;
-	size_t n = (size_t)BT * OC;
 
-	if (bias) {
-		bias_fill_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(
-			out, bias, n, OC);
-		zn_cuda_note_launch("matmul_forward_bf16", __FILE__, __LINE__);
-	}
+	if (bias) /* the GEMM accumulates onto the bias rows */
+		zn_bias(s, "matmul_forward_bf16", out, bias, (size_t)BT, OC, false);
 	/* out[BT,OC] (+)= inp[BT,C] @ weight[OC,C]^T */
 	zn_cuda_gemm_bf16(stream, "matmul_forward_bf16", false, true, BT, OC, C, 1.0f, inp, C,
 			  weight, C, bias ? 1.0f : 0.0f, out, OC);
@@ -99,22 +84,6 @@ extern "C" void zn_cuda_matmul_backward_bf16(void *stream, float *dinp, float *d
 				   OC);
 }
 
-/* wpe NULL: no position table (embedding); pos NULL: position t, else pos[b,t] */
-static __global__ void encoder_bf16_kernel(float *out, const int *inp, const int *pos,
-					   const uint16_t *wte, const uint16_t *wpe, size_t n,
-					   int T, int C)
-{
-	for (size_t i = first_index(); i < n; i += grid_step()) {
-		size_t bt = i / C;
-		int c = (int)(i % C);
-		float v = bf16_f32(wte[(size_t)inp[bt] * C + c]);
-
-		if (wpe)
-			v += bf16_f32(wpe[(pos ? (size_t)pos[bt] : bt % T) * C + c]);
-		out[i] = v;
-	}
-}
-
 extern "C" void zn_cuda_encoder_forward_bf16(void *stream, float *out, const int *inp,
 					     const uint16_t *wte, const uint16_t *wpe, int B,
 					     int T, int C)
@@ -126,19 +95,13 @@ extern "C" void zn_cuda_encoder_pos_forward_bf16(void *stream, float *out, const
 						 const int *pos, const uint16_t *wte,
 						 const uint16_t *wpe, int B, int T, int C)
 {
-	size_t n = (size_t)B * T * C;
-
-	encoder_bf16_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-			      (cudaStream_t)stream>>>(out, inp, pos, wte, wpe, n, T, C);
-	zn_cuda_note_launch("encoder_forward_bf16", __FILE__, __LINE__);
+	/* pos NULL: position t, else pos[b,t] */
+	zn_embed((cudaStream_t)stream, "encoder_forward_bf16", out, inp, pos, wte, wpe, B, T, C);
 }
 
 extern "C" void zn_cuda_embedding_forward_bf16(void *stream, float *out, const int *inp,
 					       const uint16_t *wte, int B, int T, int C)
 {
-	size_t n = (size_t)B * T * C;
-
-	encoder_bf16_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-			      (cudaStream_t)stream>>>(out, inp, NULL, wte, NULL, n, T, C);
-	zn_cuda_note_launch("embedding_forward_bf16", __FILE__, __LINE__);
+	zn_embed((cudaStream_t)stream, "embedding_forward_bf16", out, inp, (const int *)NULL, wte,
+		 (const uint16_t *)NULL, B, T, C);
 }

@@ -1,7 +1,7 @@
 /* LoRA's ops on CUDA (kernels.h: cols_add, cols_take, dropout: grid-stride over the
- * elements; lora_up: one cuBLAS GEMM). The dropout mask is kernels/dropout.h's hash, the
- * same bits as the CPU's. */
-#include "common.cuh"
+ * elements, dropout four a thread on aligned buffers (vec.cuh); lora_up: one cuBLAS GEMM).
+ * The dropout mask is kernels/dropout.h's hash, the same bits as the CPU's. */
+#include "vec.cuh"
 #include "core/hash.h"
 
 extern "C" {
@@ -43,15 +43,32 @@ static __global__ void cols_take_bf16_kernel(float *out, const uint16_t *inp, fl
 	}
 }
 
-static __global__ void dropout_kernel(float *out, const float *inp, float p, float s,
-				      uint64_t seed, size_t n)
-{
-	for (size_t i = first_index(); i < n; i += grid_step()) {
+/* out[i] = inp[i] * s where element i is kept (kernels/dropout.h's hash of (seed, i)) */
+struct dropout_op {
+	float *out;
+	const float *inp;
+	float p, s;
+	uint64_t seed;
+
+	__device__ float at(size_t i, float x) const
+	{
 		float u = (float)(zn_hash_seeded(seed, i) >> 40) * (1.0f / 16777216.0f);
 
-		out[i] = u >= p ? inp[i] * s : 0.0f;
+		return u >= p ? x * s : 0.0f;
 	}
-}
+	__device__ void one(size_t i) const
+	{
+		out[i] = at(i, inp[i]);
+	}
+	__device__ void four(size_t q) const
+	{
+		float4 x = zn_ld4(inp, q);
+		size_t i = 4 * q;
+
+		zn_st4(out, q, make_float4(at(i, x.x), at(i + 1, x.y), at(i + 2, x.z),
+					   at(i + 3, x.w)));
+	}
+};
 
 extern "C" void zn_cuda_cols_add(void *stream, float *out, const float *inp, float s,
 				 int64_t R, int ld, int c0, int n)
@@ -86,9 +103,10 @@ extern "C" void zn_cuda_cols_take_bf16(void *stream, float *out, const uint16_t 
 extern "C" void zn_cuda_dropout(void *stream, float *out, const float *inp, float p,
 				uint64_t seed, size_t N)
 {
-	dropout_kernel<<<zn_cuda_blocks(N, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0,
-			 (cudaStream_t)stream>>>(out, inp, p, 1.0f / (1.0f - p), seed, N);
-	zn_cuda_note_launch("dropout", __FILE__, __LINE__);
+	struct dropout_op op = { out, inp, p, 1.0f / (1.0f - p), seed };
+
+	zn_ew_launch((cudaStream_t)stream, "dropout", op, N,
+		     zn_aligned(out, 16) && zn_aligned(inp, 16));
 }
 
 /* out[:, c0 .. c0 + n) += s t w^T as the GEMM's own epilogue: C = out + c0 with ldc = ld

@@ -1,15 +1,8 @@
 /* matmul with bias on CUDA: cuBLAS sgemm (fp32, no TF32) plus small bias kernels. */
-#include "common.cuh"
+#include "vec.cuh"
 
 extern "C" {
 #include "ops.h"
-}
-
-static __global__ void add_bias_kernel(float *out, const float *bias, size_t n, int OC)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		out[i] += bias[i % OC];
 }
 
 extern "C" void zn_cuda_matmul_forward(void *stream, float *out, const float *inp,
@@ -18,16 +11,13 @@ extern "C" void zn_cuda_matmul_forward(void *stream, float *out, const float *in
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	int BT = B * T;
-	size_t n = (size_t)BT * OC;
 
 	/* out[BT,OC] = inp[BT,C] @ weight[OC,C]^T */
 	zn_cuda_gemm(stream, "matmul_forward", false, true, BT, OC, C, 1.0f, inp, C, 0, weight,
 		     C, 0, 0.0f, out, OC, 0, 1);
 	if (!bias)
 		return;
-	add_bias_kernel<<<zn_cuda_blocks(n, ZN_CUDA_THREADS), ZN_CUDA_THREADS, 0, s>>>(out, bias,
-										     n, OC);
-	zn_cuda_note_launch("matmul_forward", __FILE__, __LINE__);
+	zn_bias(s, "matmul_forward", out, bias, (size_t)BT, OC, true);
 }
 
 extern "C" void zn_cuda_matmul_backward(void *stream, float *dinp, float *dweight,

@@ -163,6 +163,32 @@ void zn_cuda_rmsnorm_forward_bf16out(void *stream, uint16_t *out16, float *rstd,
 void zn_cuda_gelu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, size_t N);
 void zn_cuda_swiglu_forward_bf16out(void *stream, uint16_t *out16, const float *inp, int B,
 				    int T, int IC);
+void zn_cuda_dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
+			  const float *absmax, size_t N, int blocksize, int type, int qdtype);
+void zn_cuda_dequant_absmax8(void *stream, float *absmax, const uint8_t *q, const float *map,
+			     const float *absmax2, const float *offset, size_t N, int blocksize2);
+void zn_cuda_gelu_backward_bf16out(void *stream, float *dinp, uint16_t *dinp16,
+				   const float *inp, const float *dout, size_t N);
+void zn_cuda_swiglu_backward_bf16out(void *stream, float *dinp, uint16_t *dinp16,
+				     const float *dout, const float *inp, int B, int T, int IC);
+void zn_cuda_residual_forward_bf16out(void *stream, float *out, uint16_t *out16,
+				      const float *inp1, const float *inp2, size_t N);
+void zn_cuda_rope_backward_bf16out(void *stream, float *dqkv, uint16_t *dqkv16,
+				   const float *inv_freq, const int *pos, int B, int T, int NH,
+				   int KV, int hd);
+void zn_cuda_flash_attention_doc_tc_backward_bf16out(void *stream, float *dqkv,
+						     uint16_t *dqkv16, float *drow,
+						     const float *dout, const float *qkv,
+						     const uint16_t *qkv16, const float *out,
+						     const float *lse, const int *pos, int B, int T,
+						     int NH, int KV, int hd, int window);
+void zn_cuda_rope_forward_bf16out(void *stream, float *qkv, uint16_t *qkv16,
+				  const float *inv_freq, const int *pos, int B, int T, int NH,
+				  int KV, int hd);
+void zn_cuda_flash_attention_doc_tc_forward_qkv16(void *stream, float *out, uint16_t *out16,
+						  float *lse, const float *qkv,
+						  const uint16_t *qkv16, const int *pos, int B,
+						  int T, int NH, int KV, int hd, int window);
 
 /* LoRA (kernels/cuda/lora.cu) */
 void zn_cuda_kv_attention_forward(void *stream, float *out, float *kcache, float *vcache,

@@ -74,9 +74,18 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_read_sync,
 	zn_cuda_qk_rmsnorm_forward,
 	zn_cuda_qk_rmsnorm_backward,
+	zn_cuda_dequant_4bit,
+	zn_cuda_dequant_absmax8,
+	zn_cuda_gelu_backward_bf16out,
+	zn_cuda_swiglu_backward_bf16out,
+	zn_cuda_residual_forward_bf16out,
+	zn_cuda_rope_backward_bf16out,
+	zn_cuda_flash_attention_doc_tc_backward_bf16out,
+	zn_cuda_rope_forward_bf16out,
+	zn_cuda_flash_attention_doc_tc_forward_qkv16,
 };
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 69 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 78 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

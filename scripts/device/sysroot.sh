@@ -10,6 +10,13 @@ debs_listed() {
 	grep -v '^#' scripts/device/debs.list | awk '{ for (i = 2; i <= NF; i++) print $i }'
 }
 
+# has_line TEXT: whether a line of the input is TEXT. It reads the whole input: an early
+# exit (grep -q, awk's exit) would end the writer with SIGPIPE, which under pipefail
+# turns the pipeline's answer into a failure at random (ldconfig -p writes many lines).
+has_line() {
+	awk -v t="$1" '$0 == t { f = 1 } END { exit !f }'
+}
+
 # debs_missing: the packages of debs.list without a .deb in $D, on one line
 debs_missing() {
 	local p
@@ -25,7 +32,7 @@ debs_extra() {
 	for f in "$D"/*.deb; do
 		[ -e "$f" ] || continue
 		p=${f##*/}
-		debs_listed | grep -qxF "${p%%_*}" || printf '%s ' "${p%%_*}"
+		debs_listed | has_line "${p%%_*}" || printf '%s ' "${p%%_*}"
 	done
 }
 
@@ -63,7 +70,7 @@ link_escape() {
 		case "$t" in
 		"$S"/*) l=$t ;;
 		/*)
-			ldconfig -p 2> /dev/null | awk '{ print $NF }' | grep -qxF "$t" && return 1
+			ldconfig -p 2> /dev/null | awk '{ print $NF }' | has_line "$t" && return 1
 			echo "$1 -> $t: outside $S and not a library ldconfig lists"
 			return 0
 			;;
@@ -177,7 +184,8 @@ relink_to_system() {
 		esac
 		name=${l##*/}
 		sys=$(ldconfig -p 2> /dev/null |
-			awk -v n="$name." 'index($1, n) == 1 && /x86-64/ { print $NF; exit }')
+			awk -v n="$name." 'index($1, n) == 1 && /x86-64/ && !s { s = $NF }
+					   END { if (s != "") print s }')
 		if [ -n "$sys" ]; then
 			ln -sfn "$sys" "$l"
 			echo "sysroot: $name -> $sys (the system's copy)"

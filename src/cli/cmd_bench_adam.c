@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "core/dtype.h"
@@ -512,7 +513,7 @@ int zn_cmd_bench_adam(int argc, char **argv)
 	bool all_ok = true;
 	int rc;
 
-	zn_bench_adam_load_avg(load, sizeof(load));
+	zn_bench_load_avg(load, sizeof(load));
 	if (zn_cpu_info_get(&ci))
 		return 1;
 	rc = parse_opts(argc, argv, &o, ci.core_count > 0 ? ci.core_count : 1);

@@ -42,7 +42,6 @@ void zn_bench_adam_rmw(float *master, const struct zn_adamw_moments *mo, const v
 		       size_t gsize, void *out, size_t osize, size_t n, int threads, float zero);
 /* Bytes each element of AdamW moves (the rmw bound moves the same). */
 double zn_bench_adam_bpp(const struct zn_ba_opts *o);
-void zn_bench_adam_load_avg(char *buf, size_t n); /* /proc/loadavg's line, or "?" */
 void zn_bench_adam_print_table(const struct zn_ba_opts *o, const struct zn_cpu_info *ci,
 			       struct zn_arena *ar, const char *load, const struct zn_ba_row *rows,
 			       int nrows);

@@ -5,22 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench.h"
 #include "cli/cmd_bench_adam.h"
 #include "core/dtype.h"
 #include "core/units.h"
 #include "cpu/adamw.h"
-
-void zn_bench_adam_load_avg(char *buf, size_t n)
-{
-	FILE *f = fopen("/proc/loadavg", "r"); /* 1, 5, 15-minute load */
-
-	snprintf(buf, n, "?");
-	if (f) {
-		if (fgets(buf, (int)n, f))
-			buf[strcspn(buf, "\n")] = '\0';
-		fclose(f);
-	}
-}
 
 static size_t out_size(int out_dtype)
 {
@@ -53,11 +42,10 @@ void zn_bench_adam_print_table(const struct zn_ba_opts *o, const struct zn_cpu_i
 	const char *out = o->out_dtype < 0 ? "none" : zn_dtype_name(o->out_dtype);
 	char touched[32];
 
-	printf("# zinc bench adam: zinc %s, %s, simd %s (cpu %s), OpenMP %d\n", ZN_VERSION,
-	       "gcc " __VERSION__, ci->simd_built, ci->simd_cpu, _OPENMP);
-	printf("# machine: %s, %d cores, %d CPUs, %d NUMA node(s), %.1f GiB RAM, load %s\n",
-	       ci->model, ci->core_count, ci->cpu_count, ci->numa_count,
-	       ci->mem_total_bytes / 1073741824.0, load);
+	zn_bench_preamble(stdout, "adam");
+	printf("# simd %s (cpu %s), OpenMP %d; %d cores, %d NUMA node(s); load at the start "
+	       "%s\n", ci->simd_built, ci->simd_cpu, _OPENMP, ci->core_count, ci->numa_count,
+	       load);
 	printf("# arena: %.2f GiB on NUMA node %d, %s, %.2f GiB in huge pages, touched in %s\n",
 	       zn_arena_size(ar) / 1073741824.0, zn_arena_numa_node(ar),
 	       zn_arena_pin_name(zn_arena_pinned(ar)), zn_arena_huge_bytes(ar) / 1073741824.0,

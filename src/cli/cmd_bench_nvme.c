@@ -16,9 +16,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "core/fsio.h"
@@ -29,7 +29,6 @@
 #include "zinc.h"
 
 #define MAX_LIST 16
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 struct opts {
 	const char *path;
@@ -361,37 +360,6 @@ static int open_target(const struct opts *o, char *name, size_t n, bool *fresh)
 	return fd;
 }
 
-static void cpu_model(char *out, size_t n)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[256];
-
-	snprintf(out, n, "unknown CPU");
-	while (f && fgets(line, sizeof(line), f)) {
-		char *c = strchr(line, ':');
-
-		if (!strncmp(line, "model name", 10) && c) {
-			c += 2;
-			c[strcspn(c, "\n")] = 0;
-			snprintf(out, n, "%s", c);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-}
-
-static const char *build_kind(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	return "sanitizers";
-#elif defined(__OPTIMIZE__)
-	return "optimized";
-#else
-	return "debug";
-#endif
-}
-
 static double gbps(uint64_t bytes, double s)
 {
 	return s > 0 ? (double)bytes / s / 1e9 : 0;
@@ -413,11 +381,8 @@ static double score(const struct opts *o, const struct row *w)
 static void print_preamble(const struct opts *o, const char *name, const char *engine)
 {
 	struct zn_nvme_path_probe pp = { 0 };
-	char cpu[128], dir[ZN_PATH_MAX + 64], fr[32], used[32];
-	struct utsname u;
+	char dir[ZN_PATH_MAX + 64], fr[32], used[32];
 
-	cpu_model(cpu, sizeof(cpu));
-	uname(&u);
 	snprintf(dir, sizeof(dir), "%s", o->path ? o->path : name);
 	if (!o->path) {
 		char *slash = strrchr(dir, '/');
@@ -428,11 +393,7 @@ static void print_preamble(const struct opts *o, const char *name, const char *e
 			snprintf(dir, sizeof(dir), ".");
 	}
 	zn_nvme_path_probe(dir, &pp);
-	printf("# zinc %s bench nvme\n", ZN_VERSION);
-	printf("# build: gcc %s, %s\n", __VERSION__, build_kind());
-	printf("# machine: %s, %ld CPUs, %.1f GiB RAM, kernel %s\n", cpu,
-	       sysconf(_SC_NPROCESSORS_ONLN),
-	       (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / GIB, u.release);
+	zn_bench_preamble(stdout, "nvme");
 	printf("# file: %s (%s, %s free), %s used, O_DIRECT\n", name, pp.fs_type,
 	       zn_format_bytes(fr, sizeof(fr), pp.free_bytes),
 	       zn_format_bytes(used, sizeof(used), o->bytes));

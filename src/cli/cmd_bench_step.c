@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/bench.h"
 #include "cli/cmd_bench_step.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
@@ -59,7 +60,7 @@ static void usage(FILE *f)
 		"  --csv FILE         the rows as CSV\n"
 		"  --plot FILE.png    step and bound against bandwidth (gnuplot)\n"
 		"  --trace FILE       trace of the first timed step at each cap (docs/trace.md)\n"
-		"  model: as zinc train: --model tiny|small|gpt2|llama-tiny|llama-3.2-1b|...,\n"
+		"  model: as zinc train: --model tiny|small|gpt2|llama-tiny|qwen3-0.6b|...,\n"
 		"         --model-config config.json, --layers --heads --d-model --vocab --seq\n"
 		"  and every zinc train config flag: state on NVMe needs --offload-optimizer nvme\n"
 		"  and/or --offload-param nvme with --nvme-path DIR\n");
@@ -155,31 +156,6 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* the machine's figures take the fastest run: what the hardware allows, where other load
- * on the machine only ever slows a run down */
-static double fastest(const double *v, int n)
-{
-	double m = v[0];
-
-	for (int i = 1; i < n; i++)
-		if (v[i] < m)
-			m = v[i];
-	return m;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* ---- the machine: pinned copy bandwidth, CPU AdamW alone, the step's NVMe mix ----------- */
 
 static int measure_copy(const struct zn_config *cfg, struct zn_bs_env *env)
@@ -211,8 +187,8 @@ static int measure_copy(const struct zn_config *cfg, struct zn_bs_env *env)
 				t[k][i] = now_ms() - t0;
 		}
 	if (!rc) {
-		env->h2d_bps = (double)bytes / (fastest(t[0], 5) / 1e3);
-		env->d2h_bps = (double)bytes / (fastest(t[1], 5) / 1e3);
+		env->h2d_bps = (double)bytes / (zn_bench_fastest(t[0], 5) / 1e3);
+		env->d2h_bps = (double)bytes / (zn_bench_fastest(t[1], 5) / 1e3);
 		snprintf(env->device, sizeof(env->device), "%s", zn_device_name(dev));
 		env->host_device = zn_device_kind_of(dev) == ZN_DEVICE_HOST;
 	}
@@ -258,7 +234,7 @@ static int measure_adamw(const struct zn_config *cfg, uint64_t numel, enum zn_dt
 		if (i >= 0)
 			t[i] = now_ms() - t0;
 	}
-	env->adamw_ms = fastest(t, 5);
+	env->adamw_ms = zn_bench_fastest(t, 5);
 out:
 	free(b);
 	free(m);
@@ -319,7 +295,7 @@ static int measure_mix(const struct zn_config *cfg, uint64_t rd, uint64_t wr,
 			t[i] = now_ms() - t0;
 	}
 	if (!rc) {
-		env->mixed_ms = fastest(t, 3);
+		env->mixed_ms = zn_bench_fastest(t, 3);
 		env->mixed_bps = (double)(r4 + w4) / (env->mixed_ms / 1e3);
 		env->mix_read_bytes = r4;
 		env->mix_write_bytes = w4;
@@ -418,17 +394,17 @@ static int timed_steps(struct bench *b, int n, struct zn_bs_row *r, struct zn_tr
 			rc = x;
 	}
 	if (!rc) {
-		r->step_ms = median(v, n);
+		r->step_ms = zn_bench_median(v, n);
 		r->step_min_ms = v[0];
 		r->step_max_ms = v[n - 1];
-		r->fwd_ms = median(v + n, n);
-		r->bwd_ms = median(v + 2 * n, n);
-		r->opt_ms = median(v + 3 * n, n);
-		r->wait_ms = median(v + 4 * n, n);
-		r->read_bytes = (uint64_t)median(v + 5 * n, n);
-		r->write_bytes = (uint64_t)median(v + 6 * n, n);
-		r->h2d_bytes = (uint64_t)median(v + 7 * n, n);
-		r->d2h_bytes = (uint64_t)median(v + 8 * n, n);
+		r->fwd_ms = zn_bench_median(v + n, n);
+		r->bwd_ms = zn_bench_median(v + 2 * n, n);
+		r->opt_ms = zn_bench_median(v + 3 * n, n);
+		r->wait_ms = zn_bench_median(v + 4 * n, n);
+		r->read_bytes = (uint64_t)zn_bench_median(v + 5 * n, n);
+		r->write_bytes = (uint64_t)zn_bench_median(v + 6 * n, n);
+		r->h2d_bytes = (uint64_t)zn_bench_median(v + 7 * n, n);
+		r->d2h_bytes = (uint64_t)zn_bench_median(v + 8 * n, n);
 	}
 	free(v);
 	return rc;
@@ -465,7 +441,7 @@ static int base_round(struct bench *bb, int steps, struct base_samples *s)
 		s->comp[s->n++] = st.fwd_ms + st.bwd_ms;
 	}
 	if (!rc)
-		s->round[s->rounds++] = median(v, steps);
+		s->round[s->rounds++] = zn_bench_median(v, steps);
 	free(v);
 	return rc;
 }
@@ -535,16 +511,16 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 			break;
 		}
 		memcpy(t, s.step + (size_t)c * o->steps, k * sizeof(double));
-		o->rows[c].base_step_ms = median(t, (int)k);
+		o->rows[c].base_step_ms = zn_bench_median(t, (int)k);
 		memcpy(t, s.comp + (size_t)c * o->steps, k * sizeof(double));
-		o->rows[c].base_compute_ms = median(t, (int)k);
+		o->rows[c].base_compute_ms = zn_bench_median(t, (int)k);
 		free(t);
 	}
 	if (!rc) {
 		env->base_rounds = s.rounds;
-		env->base_step_ms = median(s.step, s.n);
-		env->base_compute_ms = median(s.comp, s.n);
-		env->base_round_min_ms = fastest(s.round, s.rounds);
+		env->base_step_ms = zn_bench_median(s.step, s.n);
+		env->base_compute_ms = zn_bench_median(s.comp, s.n);
+		env->base_round_min_ms = zn_bench_fastest(s.round, s.rounds);
 		env->base_round_max_ms = s.round[0];
 		for (int i = 1; i < s.rounds; i++)
 			if (s.round[i] > env->base_round_max_ms)
@@ -556,18 +532,6 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 	bench_destroy(&bb);
 	bench_destroy(&b);
 	return rc;
-}
-
-static void load_avg(char *buf, size_t n)
-{
-	FILE *f = fopen("/proc/loadavg", "r"); /* 1, 5, 15-minute load */
-
-	snprintf(buf, n, "?");
-	if (f) {
-		if (fgets(buf, (int)n, f))
-			buf[strcspn(buf, "\n")] = '\0';
-		fclose(f);
-	}
 }
 
 static void describe(const struct zn_config *cfg, const struct zn_train_model *tm,
@@ -659,7 +623,7 @@ int zn_cmd_bench_step(int argc, char **argv)
 	}
 	if (rc)
 		return rc == ZN_EUSAGE ? ZN_EXIT_USAGE : 1;
-	load_avg(env.load, sizeof(env.load));
+	zn_bench_load_avg(env.load, sizeof(env.load));
 	zn_bs_finish_rows(&env, o.rows, o.caps);
 	if (o.json)
 		rc = zn_bs_print_json(stdout, &env, o.rows, o.caps);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/bench.h"
 #include "cli/cmd_bench_step.h"
 #include "core/fault.h"
 #include "core/fsio.h"
@@ -106,6 +107,7 @@ void zn_bs_print_table(FILE *f, const struct zn_bs_env *env, const struct zn_bs_
 		       int n)
 {
 	fprintf(f, "# zinc bench step: %s; %s\n", env->model, env->setting);
+	zn_bench_preamble(f, "step");
 	fprintf(f, "# device %s; %d warm-up steps, %d timed steps per cap (median; spread = "
 		"max - min)\n", env->device, env->warmup, env->steps);
 	fprintf(f, "# pinned copy h2d %.2f GB/s, d2h %.2f GB/s | cpu adamw alone %.2f ms | "

@@ -48,6 +48,9 @@ static void usage(FILE *f)
 		"                          page-locked host memory or in a file under --nvme-path,\n"
 		"                          streamed to the device layer by layer (ZeRO-Inference)\n"
 		"  --nvme-path DIR         the directory for --offload-param nvme\n"
+		"  --quantize-base nf4     layers 1.. in bitsandbytes' NF4, dequantized on the\n"
+		"                          device (--double-quant: nested scales; a 4-bit\n"
+		"                          checkpoint's layers stay 4-bit anyway; docs/qlora.md)\n"
 		"  --prefetch-depth N      streamed layers fetched ahead of the one computing\n"
 		"                          (default: as zinc train, lowered to fit --device-mem)\n"
 		"  --print-ids             the generated token ids on stderr\n");
@@ -145,6 +148,15 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 				zn_error("--device '%s': give auto, host or cuda", v);
 				rc = ZN_EUSAGE;
 			}
+		} else if (!strcmp(f, "--quantize-base")) {
+			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
+			if (!rc && strcmp(v, "nf4") && strcmp(v, "none")) {
+				zn_error("--quantize-base '%s': give nf4 or none", v);
+				rc = ZN_EUSAGE;
+			}
+			a->nf4 = !rc && !strcmp(v, "nf4");
+		} else if (!strcmp(f, "--double-quant")) {
+			a->double_quant = true;
 		} else if (!strcmp(f, "--offload-param")) {
 			rc = (v = zn_arg_value(argc, argv, &i)) ? 0 : ZN_EUSAGE;
 			if (!rc && !strcmp(v, "none"))
@@ -163,6 +175,11 @@ static int parse(struct gen_args *a, int argc, char **argv, char **other, int *n
 	}
 	if (!rc && !a->prompt) {
 		zn_error("zinc generate: --prompt TEXT is required");
+		rc = ZN_EUSAGE;
+	}
+	if (!rc && a->double_quant && !a->nf4) {
+		zn_error("zinc generate: --double-quant quantizes the 4-bit layers' scales: add "
+			 "--quantize-base nf4");
 		rc = ZN_EUSAGE;
 	}
 	if (!rc && a->home == ZN_GEN_NVME && !a->nvme_path) {

@@ -34,6 +34,7 @@ struct gen_args {
 	enum zn_gen_home home;
 	enum zn_device_kind device;
 	bool ignore_eos, print_ids;
+	bool nf4, double_quant; /* --quantize-base nf4, --double-quant (docs/qlora.md) */
 };
 
 struct zn_train_hf_loader;

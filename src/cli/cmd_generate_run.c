@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "sched/generate_sample.h"
 #include "sched/generate_text.h"
+#include "train/train_hf.h"
 #include "zinc.h"
 
 static double now_ms(void)
@@ -78,6 +79,16 @@ static int open_gen(const struct gen_args *a, struct zn_gen_model *gm, int n_pro
 	o.prefetch_depth = a->depth;
 	o.init_layer = gm->init_layer;
 	o.init_ctx = gm->init_ctx;
+	o.quantize_base = a->nf4 ? ZN_QUANTIZE_NF4 : ZN_QUANTIZE_NONE;
+	o.double_quant = a->double_quant;
+	/* a 4-bit checkpoint: its layers streamed as stored */
+	if (gm->hf && zn_train_hf_is_4bit(gm->hf)) {
+		int rc = zn_train_hf_q4_layouts(gm->hf, ZN_DTYPE_F32, &o.q4);
+
+		if (rc)
+			return rc;
+		o.init_q4 = zn_train_hf_load_q4;
+	}
 	if (gm->lora) {
 		o.lora = &gm->lc;
 		o.init_adapter = zn_gen_model_load_adapter;

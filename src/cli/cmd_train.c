@@ -186,9 +186,9 @@ static int command(int argc, char **argv, struct zn_train_cli *o)
 			"default) before it merges; to merge the adapter as it is: zinc merge "
 			"--init-from BASE --adapter DIR --output OUT, or --steps 0", o->run.steps);
 	if (ok && o->run.steps == 0 && !o->run.save_final && !o->run.lora.save_adapter &&
-	    !o->print_config) {
+	    !o->run.lora.save_quantized && !o->print_config) {
 		zn_error("zinc train --steps 0 trains nothing: give --save-final PATH (or "
-			 "--save-adapter DIR) to write the initial model");
+			 "--save-adapter DIR, --save-quantized DIR) to write the initial model");
 		ok = false;
 	}
 	if (ok && o->run.ev.epochs && o->steps_given) {

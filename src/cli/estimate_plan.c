@@ -269,8 +269,12 @@ static void print_text(const struct result *r)
 	       (long long)c->gradient_accumulation_steps, s->eo.seq_len,
 	       zn_arg_fmt_ibytes(r->budget, b[2], 32));
 	if (r->lora_params)
-		printf("# LoRA: %s adapter params trained; the base is frozen\n",
-		       zn_arg_fmt_count(r->lora_params, b[0], 32));
+		printf("# LoRA: %s adapter params trained; the base is frozen%s: %s on its tier\n",
+		       zn_arg_fmt_count(r->lora_params, b[0], 32),
+		       c->runtime.quantize_base == ZN_QUANTIZE_NF4 ?
+		       (c->runtime.double_quant ? ", linear weights in NF4 (double quant)" :
+						  ", linear weights in NF4") : "",
+		       zn_arg_fmt_bytes(r->m.frozen_bytes, b[1], 32));
 	printf("# zinc train with these flags plans (per rank):\n");
 	printf("%s", r->line);
 	if (r->refused)

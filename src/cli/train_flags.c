@@ -12,9 +12,52 @@
 #include "core/args.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "model/family.h"
 #include "model/hf_dir.h"
 #include "sched/ckpt.h"
 #include "train/train_hf.h"
+
+/* text's words after 21 columns of indent, lines of at most 79 columns */
+static void wrapped(FILE *f, const char *text)
+{
+	char buf[2048];
+	int col = 21;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	fputs("                    ", f);
+	for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
+		if (col + 1 + (int)strlen(w) > 79) {
+			fputs("\n                    ", f);
+			col = 21;
+		}
+		col += fprintf(f, " %s", w);
+	}
+	fputc('\n', f);
+}
+
+/* the registry's presets, model_types, model flags and LoRA targets (model/family.h) */
+static void model_lists(FILE *f)
+{
+	char list[2048], line[1024];
+
+	zn_family_preset_list(list, sizeof(list));
+	wrapped(f, list);
+	zn_family_model_types(list, sizeof(list));
+	fprintf(f, "         --model-config FILE  a Hugging Face config.json: its shapes,\n"
+		"                     seeded initialization; model_type\n");
+	wrapped(f, list);
+	fprintf(f, "         the model flags and LoRA's --lora-targets names, by family:\n");
+	for (int i = 0; i < zn_family_count(); i++) {
+		const struct zn_family *fam = zn_family_at(i);
+		size_t at = (size_t)snprintf(line, sizeof(line), "%s: %s; LoRA:", fam->name,
+					     fam->flags_help);
+
+		for (int k = 0; fam->lora_targets[k] && at < sizeof(line); k++)
+			at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s", k ? "," : " ",
+					       fam->lora_targets[k]);
+		wrapped(f, line);
+	}
+}
 
 static void usage(FILE *f)
 {
@@ -47,21 +90,18 @@ static void usage(FILE *f)
 		"  --print-config     check the config as a run does, print it as JSON (stdout)\n"
 		"                     and each value with its origin (default, config, flag,\n"
 		"                     auto) on stderr, and exit\n"
-		"  model: --model NAME  GPT-2: tiny|small|gpt2|gpt2-medium|gpt2-large|gpt2-xl\n"
-		"                     (default small); Llama: llama-tiny|tinyllama-1.1b|\n"
-		"                     llama-3.2-1b|llama-3.2-3b|llama-3-8b|llama-3-70b|\n"
-		"                     llama-2-7b|llama-2-13b; Qwen3: qwen3-0.6b|qwen3-1.7b|\n"
-		"                     qwen3-4b|qwen3-8b|qwen3-14b|qwen3-32b\n"
-		"         --model-config FILE  a Hugging Face config.json (gpt2, llama, qwen2,\n"
-		"                     mistral, qwen3): its shapes, seeded initialization\n"
-		"         GPT-2: --layers N --heads N --d-model N --seq N --vocab N\n"
-		"         --padded-vocab N; Llama: --layers --heads --kv-heads --d-model\n"
-		"         --head-dim --intermediate --seq --vocab N, --tied-embeddings true|false\n"
+		"  model: --model NAME  a preset (default: the first, GPT-2 small), by family:\n");
+	model_lists(f);
+	fprintf(f,
 		"  LoRA (docs/lora.md): --lora-r R --lora-alpha A (default R) --lora-targets\n"
-		"         c_attn,c_proj,c_fc | q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,\n"
-		"         down_proj  --lora-dropout P  --use-rslora  --init-adapter DIR\n"
+		"         NAMES (PEFT's module names of the family, above)\n"
+		"         --lora-dropout P  --use-rslora  --init-adapter DIR\n"
+
 		"         --save-adapter DIR (PEFT files)  --merge-adapter (with --save-final\n"
-		"         FILE.safetensors: the merged model)\n");
+		"         FILE.safetensors: the merged model)\n"
+		"  QLoRA (docs/qlora.md): --quantize-base nf4 [--double-quant] (the base's\n"
+		"         linear weights in bitsandbytes' NF4)  --save-quantized DIR (write the\n"
+		"         4-bit base as a bitsandbytes checkpoint; --init-from reads one)\n");
 	zn_train_ckpt_usage(f);
 	fputs(zn_train_eval_usage, f);
 	fprintf(f, "\n");
@@ -229,6 +269,12 @@ int zn_train_cli_parse(int argc, char **argv, struct zn_config *cfg, struct zn_t
 		rc = model_config(n, rest, o, tm);
 	if (!rc && !*help)
 		rc = zn_train_lora_check(&o->run.lora, o->run.save_final);
+	if (!rc && !*help && cfg->runtime.quantize_base != ZN_QUANTIZE_NONE && !o->run.lora.on) {
+		zn_error("--quantize-base nf4 quantizes a frozen base: QLoRA trains LoRA adapters "
+			 "on it (add --lora-r R --lora-targets LIST); full fine-tuning keeps the "
+			 "weights unquantized (docs/qlora.md)");
+		rc = ZN_EUSAGE;
+	}
 	if (!rc && !*help && o->run.ck.resume_dir)
 		rc = zn_train_recipe_check(o->run.ck.resume_dir, "--resume", &o->recipe, tm,
 					   &o->run.lora,

@@ -26,6 +26,7 @@ static const char *const data_format_names[] = { "auto", "text", "tokens", NULL 
 static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
 static const char *const states_names[] = { "fp32", "bf16", "int8", NULL };
 static const char *const packing_names[] = { "windows", "documents", NULL };
+static const char *const quantize_names[] = { "none", "nf4", NULL };
 
 static const char *const ckpt_home_names[] = { "device", "cpu", "nvme", NULL };
 
@@ -238,6 +239,13 @@ const struct zn_key zn_config_keys[] = {
 	  OFF(runtime.frozen_read_buffers), NULL, 0,
 	  "a frozen base on nvme (LoRA): pinned layer buffers its reads run ahead into (0 = "
 	  "working slots + 4, fewer when the pinned budget is short)", NULL, 0 },
+	{ "zinc.quantize_base", "quantize-base", ZN_KEY_ENUM, OFF(runtime.quantize_base),
+	  quantize_names, 0,
+	  "QLoRA: the frozen base's linear weights in 4 bits, none or nf4 (bitsandbytes' NF4, "
+	  "blocks of 64; LoRA only)", NULL, 0 },
+	{ "zinc.double_quant", "double-quant", ZN_KEY_BOOL, OFF(runtime.double_quant), NULL, 0,
+	  "with quantize_base nf4: bitsandbytes' nested quantization of the block scales", NULL,
+	  0 },
 	{ "zinc.hot_layers", "hot-layers", ZN_KEY_INT, OFF(runtime.hot_layers), NULL, 0,
 	  "parameters on nvme: layers after layer 0 whose shard stays pinned, fetched without "
 	  "a read (-1 = prefetch depth + 1 within the pinned budget, 0 = none)", NULL, 0 },

@@ -371,6 +371,11 @@ int zn_config_validate(struct zn_config *cfg, int world_size)
 		zn_error("zinc.prefetch_depth must be >= 0 (0 = automatic)");
 		return ZN_EUSAGE;
 	}
+	if (cfg->runtime.double_quant && cfg->runtime.quantize_base == ZN_QUANTIZE_NONE) {
+		zn_error("zinc.double_quant (--double-quant) quantizes the 4-bit base's scales: "
+			 "add --quantize-base nf4 (zinc.quantize_base), or drop it");
+		return ZN_EUSAGE;
+	}
 	if (cfg->runtime.frozen_read_buffers < 0) {
 		zn_error("zinc.frozen_read_buffers (--frozen-read-buffers) must be >= 0 (0 = "
 			 "automatic), is %d", cfg->runtime.frozen_read_buffers);

@@ -151,8 +151,9 @@ struct chunk_args {
 	size_t n;
 };
 
-static void run_chunk(const struct chunk_args *a, size_t c)
+static void run_chunk(const void *arg, size_t c)
 {
+	const struct chunk_args *a = arg;
 	size_t b = c * CHUNK_COUNT;
 	size_t len = a->n - b < CHUNK_COUNT ? a->n - b : CHUNK_COUNT;
 	void *out = a->out ? (char *)a->out + b * a->osize : NULL;
@@ -161,19 +162,28 @@ static void run_chunk(const struct chunk_args *a, size_t c)
 		    a->st, (const char *)a->grad + b * a->gsize, a->gt, out, a->ot, len);
 }
 
-/* The timed schedule (tracing): the same static schedule over the same chunks, so the same
- * results, with each worker's start and end recorded. */
-static void step_timed(const struct zn_adamw_params *p, const struct chunk_args *a,
-		       size_t chunks, int threads)
+void zn_adamw_run_chunks(const struct zn_adamw_params *p, size_t n, size_t chunks,
+			 void (*fn)(const void *a, size_t c), const void *a)
 {
-#pragma omp parallel num_threads(threads) if (a->n >= PARALLEL_MIN_COUNT)
+	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
+
+	if (!p->worker_ns) {
+		/* Static schedule: each thread streams one contiguous run of chunks, which the
+		 * hardware prefetchers follow best. */
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
+		for (size_t c = 0; c < chunks; c++)
+			fn(a, c);
+		return;
+	}
+	/* traced: the same static schedule, each worker's start and end recorded */
+#pragma omp parallel num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
 	{
 		int w = omp_get_thread_num();
 		uint64_t t0 = mono_ns(), t1;
 
 #pragma omp for schedule(static) nowait
 		for (size_t c = 0; c < chunks; c++)
-			run_chunk(a, c);
+			fn(a, c);
 		t1 = mono_ns();
 		if (w < p->worker_max) {
 			if (t0 < p->worker_ns[2 * w])
@@ -197,19 +207,8 @@ static void step_elementwise(const struct zn_adamw_params *p, float *master, voi
 		.ot = param_out ? (int)out_dtype : ZN_ADAMW_OUT_NONE,
 		.osize = out_dtype == ZN_DTYPE_F32 ? 4 : 2, .n = n,
 	};
-	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
-	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
-
 	zn_adamw_consts_get(&k, p);
-	if (p->worker_ns) {
-		step_timed(p, &a, chunks, threads);
-		return;
-	}
-	/* Static schedule: each thread streams one contiguous run of chunks, which the
-	 * hardware prefetchers follow best. */
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
-	for (size_t c = 0; c < chunks; c++)
-		run_chunk(&a, c);
+	zn_adamw_run_chunks(p, n, (n + CHUNK_COUNT - 1) / CHUNK_COUNT, run_chunk, &a);
 }
 
 int zn_adamw_step(const struct zn_adamw_params *p, float *master, float *m, float *v,

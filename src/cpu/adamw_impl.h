@@ -34,6 +34,11 @@ int zn_adamw_states_check(const struct zn_adamw_params *p, const float *master,
 			  size_t n, const struct zn_adamw_span *spans, int span_count);
 
 /* The int8 block pass (adamw_q8.c) of zn_adamw_step_states; arguments checked. */
+/* fn(a, c) for every chunk c in [0, chunks) of a call over n elements, on p's threads (one
+ * below 65536 elements) in a static schedule, so results never depend on the timing; with
+ * p->worker_ns each worker's first start and last end are recorded (--trace). */
+void zn_adamw_run_chunks(const struct zn_adamw_params *p, size_t n, size_t chunks,
+			 void (*fn)(const void *a, size_t c), const void *a);
 int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		     const struct zn_adamw_moments *mo, const void *grad, enum zn_dtype grad_dtype,
 		     void *param_out, enum zn_dtype out_dtype, size_t n,

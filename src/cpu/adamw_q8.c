@@ -1,13 +1,11 @@
 /* AdamW with int8 moments (adamw.h, "compact moments"): one pass over each block of
  * ZN_Q8_BLOCK elements, OpenMP over fixed chunks of blocks, `omp simd` bodies.
  *
- * A block is widened, updated and quantized while it sits in L1: the first loop reads the
- * codes, widens them through the maps (a gather each), runs adamw.h's update, writes the
- * master and the parameter copy and keeps the fresh m and v in two local arrays; the block's
- * absmax is their largest magnitude; the second loop finds each code through q8.h's
- * bucket tables (one table load and one comparison of the value's low bits: a gather
- * again) and writes them. Memory sees each
- * stream once: the pass stays at the bandwidth bound of its (fewer) bytes.
+ * A block is widened, updated and quantized while it sits in L1: q8.h's zn_q8_widen_block
+ * turns its codes into map entries (byte-plane permutes with AVX-512 VBMI, table loads
+ * otherwise), the loop runs adamw.h's update, writes the master and the parameter copy and
+ * keeps the fresh m and v in two local arrays, and zn_q8_quantize_block finds their absmax
+ * and codes (q8_block.c). Memory sees each stream once.
  *
  * Weight decay is per element: a block may straddle two tensors (the shard is one flat
  * buffer, cut into blocks from its start), so each block gets its decay factors in a
@@ -17,19 +15,17 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/log.h"
 #include "cpu/adamw_impl.h"
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 
 /* 64 blocks: 16 Ki elements, as adamw.c's chunks */
 #define CHUNK_BLOCKS 64u
 #define CHUNK_COUNT (CHUNK_BLOCKS * ZN_Q8_BLOCK)
-#define PARALLEL_MIN_COUNT 65536u
 
 struct q8_call {
 	struct zn_adamw_consts k;  /* decay and l2_decay come per element */
@@ -46,8 +42,6 @@ struct q8_call {
 	int ot;
 	size_t osize;
 	size_t n;
-	const float *map_s, *map_u;
-	const struct zn_q8_lut *lut_s, *lut_u;
 };
 
 static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restrict dec,
@@ -58,17 +52,17 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 	const float beta1 = k->beta1, beta2 = k->beta2, omb1 = k->omb1, omb2 = k->omb2;
 	const float eps = k->eps, neg_step = k->neg_step_size, ibc2 = k->inv_bc2_sqrt;
 	const float scale = k->grad_scale;
-	const float *restrict map_s = a->map_s, *restrict map_u = a->map_u;
-	const int32_t *restrict lut_s = a->lut_s->entry, *restrict lut_u = a->lut_u->entry;
 	size_t b = b0 / ZN_Q8_BLOCK;
 	const float am = a->m_absmax[b], av = a->v_absmax[b];
 	float *restrict master = a->master + b0;
 	uint8_t *restrict mq = a->mq + b0, *restrict vq = a->vq + b0;
 	const void *restrict grad = (const char *)a->grad + b0 * a->gsize;
 	void *restrict out = a->out ? (char *)a->out + b0 * a->osize : NULL;
-	float mt[ZN_Q8_BLOCK], vt[ZN_Q8_BLOCK];
-	float mmax = 0.0f, vmax = 0.0f;
+	_Alignas(64) float mt[ZN_Q8_BLOCK], vt[ZN_Q8_BLOCK];
 
+	/* the block's map entries (the padding's too: the codes cover whole blocks) */
+	zn_q8_widen_block(mt, mq, true);
+	zn_q8_widen_block(vt, vq, false);
 #pragma omp simd
 	for (size_t i = 0; i < len; i++) {
 		float graw = load_grad(grad, gt, i);
@@ -78,8 +72,8 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 
 		if (l2) /* a constant here: folded away */
 			g = fma_simd(l2d[i], master[i], g);
-		float mi = fma_simd(beta1, map_s[mq[i]] * am, omb1 * g);
-		float vi = fma_simd(beta2, map_u[vq[i]] * av, (omb2 * g) * g);
+		float mi = fma_simd(beta1, mt[i] * am, omb1 * g);
+		float vi = fma_simd(beta2, vt[i] * av, (omb2 * g) * g);
 		float denom = fma_simd(sqrtf(vi), ibc2, eps);
 		float p = fma_simd(neg_step, mi / denom, master[i] * dec[i]);
 
@@ -91,34 +85,13 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 		mt[i] = mi;
 		vt[i] = vi;
 	}
-	/* a second loop over the block in L1 (a reduction inside the one above keeps GCC
-	 * from vectorizing it); max is exact, so any order gives the same bits */
-#pragma omp simd reduction(max : mmax, vmax)
-	for (size_t i = 0; i < len; i++) {
-		mmax = fabsf(mt[i]) > mmax ? fabsf(mt[i]) : mmax;
-		vmax = fabsf(vt[i]) > vmax ? fabsf(vt[i]) : vmax;
-	}
-
-	a->m_absmax[b] = mmax;
-	a->v_absmax[b] = vmax;
-	/* one reciprocal per block (q8.h); 0 for an all-zero block */
-	const float im = mmax > 0.0f ? 1.0f / mmax : 0.0f;
-	const float iv = vmax > 0.0f ? 1.0f / vmax : 0.0f;
-
-#pragma omp simd
-	for (size_t i = 0; i < len; i++) {
-		unsigned cm = q8_code(lut_s, mt[i] * im);
-
-		/* m keeps its sign: a negative m never becomes 0 */
-		cm -= mt[i] < 0.0f && cm == ZN_Q8_ZERO_SIGNED ? 1u : 0u;
-		mq[i] = (uint8_t)cm;
-		vq[i] = (uint8_t)q8_code(lut_u, vt[i] * iv);
-	}
-	/* the rest of the last block is padding: zero */
+	/* the rest of the last block is padding: 0, whose codes are 0's */
 	for (size_t i = len; i < ZN_Q8_BLOCK; i++) {
-		mq[i] = ZN_Q8_ZERO_SIGNED;
-		vq[i] = ZN_Q8_ZERO_UNSIGNED;
+		mt[i] = 0.0f;
+		vt[i] = 0.0f;
 	}
+	a->m_absmax[b] = zn_q8_quantize_block(mq, mt, true);
+	a->v_absmax[b] = zn_q8_quantize_block(vq, vt, false);
 }
 
 /* One instantiation per (gradient dtype, output dtype, mode). */
@@ -173,8 +146,9 @@ static size_t span_end(const struct q8_call *a, int s)
 }
 
 /* Blocks of chunk c, each with its elements' decay factors. */
-static void q8_chunk(const struct q8_call *a, size_t c)
+static void q8_chunk(const void *arg, size_t c)
 {
+	const struct q8_call *a = arg;
 	float dec[ZN_Q8_BLOCK], l2d[ZN_Q8_BLOCK];
 	size_t first = c * CHUNK_COUNT;
 	size_t end = a->n - first < CHUNK_COUNT ? a->n : first + CHUNK_COUNT;
@@ -205,36 +179,6 @@ static void q8_chunk(const struct q8_call *a, size_t c)
 	}
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* the same static schedule with each worker's start and end recorded (tracing) */
-static void q8_timed(const struct zn_adamw_params *p, const struct q8_call *a, size_t chunks,
-		     int threads)
-{
-#pragma omp parallel num_threads(threads) if (a->n >= PARALLEL_MIN_COUNT)
-	{
-		int w = omp_get_thread_num();
-		uint64_t t0 = mono_ns(), t1;
-
-#pragma omp for schedule(static) nowait
-		for (size_t c = 0; c < chunks; c++)
-			q8_chunk(a, c);
-		t1 = mono_ns();
-		if (w < p->worker_max) {
-			if (t0 < p->worker_ns[2 * w])
-				p->worker_ns[2 * w] = t0;
-			if (t1 > p->worker_ns[2 * w + 1])
-				p->worker_ns[2 * w + 1] = t1;
-		}
-	}
-}
-
 int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		     const struct zn_adamw_moments *mo, const void *grad, enum zn_dtype grad_dtype,
 		     void *param_out, enum zn_dtype out_dtype, size_t n,
@@ -246,12 +190,8 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 		.gt = grad_dtype, .gsize = grad_dtype == ZN_DTYPE_F32 ? 4 : 2, .out = param_out,
 		.ot = param_out ? (int)out_dtype : ZN_ADAMW_OUT_NONE,
 		.osize = out_dtype == ZN_DTYPE_F32 ? 4 : 2, .n = n,
-		.map_s = zn_q8_map(true), .map_u = zn_q8_map(false),
-		.lut_s = zn_q8_lut(true), .lut_u = zn_q8_lut(false),
 	};
 	float *sc = malloc(2 * (size_t)(span_count > 0 ? span_count : 1) * sizeof(*sc));
-	size_t chunks = (n + CHUNK_COUNT - 1) / CHUNK_COUNT;
-	int threads = p->thread_count > 0 ? p->thread_count : omp_get_max_threads();
 
 	if (!sc) {
 		zn_error("AdamW (int8 moments): no memory for the decay factors of %d spans",
@@ -270,13 +210,7 @@ int zn_adamw_q8_step(const struct zn_adamw_params *p, float *master,
 	zn_adamw_consts_get(&a.k, p);
 	a.span_decay = sc;
 	a.span_l2 = sc + span_count;
-	if (p->worker_ns) {
-		q8_timed(p, &a, chunks, threads);
-	} else {
-#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PARALLEL_MIN_COUNT)
-		for (size_t c = 0; c < chunks; c++)
-			q8_chunk(&a, c);
-	}
+	zn_adamw_run_chunks(p, n, (n + CHUNK_COUNT - 1) / CHUNK_COUNT, q8_chunk, &a);
 	free(sc);
 	return 0;
 }

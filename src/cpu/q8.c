@@ -1,7 +1,8 @@
 /* The dynamic maps and blockwise quantization of q8.h. The maps are built once (in
- * double, rounded once to float), with their midpoints and bucket tables; quantize and
- * dequantize are plain loops through adamw_simd.h's q8_code, which AdamW's block pass
- * (adamw_q8.c) inlines too, and the tests hold both to a full search. */
+ * double, rounded once to float), with their midpoints, bucket tables and the block passes'
+ * tables (q8_block.c); quantize and dequantize are plain loops through adamw_simd.h's
+ * q8_code (the reference the block passes are held to), and the tests hold both to a full
+ * search. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -9,9 +10,11 @@
 
 #include "cpu/adamw_simd.h"
 #include "cpu/q8.h"
+#include "cpu/q8_block.h"
 
 static float maps[2][256], bounds[2][256];
 static struct zn_q8_lut luts[2];
+static struct zn_q8_vtab vtabs[2];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_double(const void *a, const void *b)
@@ -94,12 +97,67 @@ static void make_lut(struct zn_q8_lut *t, const float *bound)
 	}
 }
 
+static void make_planes(uint8_t plane[4][256], const float *f)
+{
+	for (int c = 0; c < 256; c++)
+		for (int p = 0; p < 4; p++)
+			plane[p][c] = (uint8_t)(f32_u32(f[c]) >> (8 * p));
+}
+
+/* q8.h's estimate: decade i of the map spans [g, 10 g), g = 10^(i - 7), with K entries
+ * s = 0.9 * 10 g / K apart from g + s / 2, the first at code C; a midpoint inside it sits at
+ * g + j s (j = 1 .. K - 1) with j + C - 1 midpoints below it. The line C + (y - g) / s - 0.5
+ * is the count plus 0.5 there; between two midpoints it stays within half a code of the
+ * count, and past the decade's edges (the midpoint to the next decade's first entry lies s
+ * beyond 10 g, 0.2 s below g; 0, 1.0 and the clamp to [0, 255] at the ends) within 0.7 */
+static void make_vtab(struct zn_q8_vtab *t, const float *map, const float *bound,
+		      bool is_signed)
+{
+	make_planes(t->map_plane, map);
+	make_planes(t->bound_plane, bound);
+	for (int i = 0; i < 8; i++) {
+		int d = i < 7 ? i : 6; /* region 7 is never picked */
+		double k = is_signed ? 1 << d : 2 << d, c = is_signed ? 127 + k : k - 1;
+		double a = k / (0.9 * pow(10.0, d - 6)), b = c - k / 9.0 - 0.5;
+
+		t->seg_a[i] = (float)a;
+		t->seg_b[i] = (float)b;
+		/* x <= -0: signed, the count mirrors around 127 (midpoint 126 - j is -midpoint
+		 * 127 + j); unsigned, no midpoint is negative: 0 */
+		t->seg_a[8 + i] = is_signed ? (float)-a : 0.0f;
+		t->seg_b[8 + i] = is_signed ? (float)(254.0 - b) : -1.0f;
+	}
+	for (int e = 0; e < 32; e++) {
+		/* binade [2^x, 2^(x + 1)) for the float exponent 103 .. 128 that e is */
+		int x = (e < 7 ? e + 128 : e + 96) - 127, dec = -7;
+
+		while (pow(10.0, dec + 1) <= ldexp(1.0, x))
+			dec++;
+		uint32_t d = (uint32_t)(dec + 7 < 0 ? 0 : dec + 7 > 6 ? 6 : dec + 7);
+		/* the power of ten inside (q8.h; a few ulps off changes nothing: the lines
+		 * hold beyond the decades' edges), or a NaN: |x| >= NaN is never true */
+		uint32_t edge = 0x7fc00000u;
+
+		if (pow(10.0, dec + 1) < ldexp(1.0, x + 1) && dec + 8 >= 1 && dec + 8 <= 6)
+			edge = f32_u32((float)pow(10.0, dec + 1));
+		t->bin_edge[e] = (edge & ~15u) | d;
+	}
+}
+
 static void make_maps(void)
 {
 	make_map(maps[0], bounds[0], false);
 	make_map(maps[1], bounds[1], true);
 	make_lut(&luts[0], bounds[0]);
 	make_lut(&luts[1], bounds[1]);
+	make_vtab(&vtabs[0], maps[0], bounds[0], false);
+	make_vtab(&vtabs[1], maps[1], bounds[1], true);
+}
+
+const struct zn_q8_vtab *zn_q8_vtab(bool is_signed)
+{
+	pthread_once(&maps_once, make_maps);
+	return &vtabs[is_signed];
 }
 
 const struct zn_q8_lut *zn_q8_lut(bool is_signed)

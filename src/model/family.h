@@ -77,6 +77,7 @@ struct zn_family {
 	const struct zn_hf_type *types;
 	int type_count;
 	const char *const *(*presets)(void); /* --model names, NULL-terminated */
+	const char *flags_help;          /* the model flags from_flags takes, for --help */
 	const char *const *lora_targets; /* PEFT module names ("all-linear"), NULL-terminated */
 	bool conv1d;                     /* weights stored [in, out]: PEFT's fan_in_fan_out */
 	/* RoPE positions: the training length is not part of the weights, so a resumed run

@@ -169,7 +169,7 @@ int zn_hf_key_rope(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 	}
 	if (params)
 		rc = zn_hf_key_num(&r, "rope_theta", NULL, 0, cfg->rope_theta, 0, 1e12,
-			     &cfg->rope_theta);
+				   &cfg->rope_theta);
 	if (rc || !type || !strcmp(type->valuestring, "default"))
 		return rc;
 	if (strcmp(type->valuestring, "llama3")) {
@@ -180,12 +180,14 @@ int zn_hf_key_rope(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 	rs->type = ZN_HF_ROPE_LLAMA3;
 	rc = zn_hf_key_num(&r, "factor", NULL, 1, 0, 0, 1e6, &rs->factor);
 	if (!rc)
-		rc = zn_hf_key_num(&r, "low_freq_factor", NULL, 1, 0, 0, 1e6, &rs->low_freq_factor);
+		rc = zn_hf_key_num(&r, "low_freq_factor", NULL, 1, 0, 0, 1e6,
+				   &rs->low_freq_factor);
 	if (!rc)
-		rc = zn_hf_key_num(&r, "high_freq_factor", NULL, 1, 0, 0, 1e6, &rs->high_freq_factor);
+		rc = zn_hf_key_num(&r, "high_freq_factor", NULL, 1, 0, 0, 1e6,
+				   &rs->high_freq_factor);
 	if (!rc)
 		rc = zn_hf_key_int(&r, "original_max_position_embeddings", NULL, 1, 0, 1, MAX_INT,
-			     &rs->original_max_position_embeddings);
+				   &rs->original_max_position_embeddings);
 	if (!rc && rs->high_freq_factor <= rs->low_freq_factor) {
 		zn_error("%s: key \"%s.high_freq_factor\" (%g) must be greater than "
 			 "low_freq_factor (%g)", c->path, key, rs->high_freq_factor,
@@ -202,7 +204,7 @@ int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg, int64_
 
 	if (!rc)
 		rc = zn_hf_key_int(c, "num_key_value_heads", NULL, 0, cfg->num_attention_heads, 1,
-			     cfg->num_attention_heads, &cfg->num_key_value_heads);
+				   cfg->num_attention_heads, &cfg->num_key_value_heads);
 	if (rc)
 		return rc;
 	if (cfg->num_attention_heads % cfg->num_key_value_heads) {
@@ -219,8 +221,8 @@ int zn_hf_key_heads(const struct zn_hf_keys *c, struct zn_hf_config *cfg, int64_
 		return -EINVAL;
 	}
 	return zn_hf_key_int(c, "head_dim", NULL, 0,
-			     head_dim ? head_dim : cfg->hidden_size / cfg->num_attention_heads,
-			     1, MAX_DIM, &cfg->head_dim);
+			     head_dim ? head_dim : cfg->hidden_size / cfg->num_attention_heads, 1,
+			     MAX_DIM, &cfg->head_dim);
 }
 
 int zn_hf_config_parse_n(const char *json, size_t len, const char *path,

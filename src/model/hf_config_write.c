@@ -94,6 +94,9 @@ char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json
 		o = cJSON_CreateObject();
 	if (!cJSON_IsObject(o))
 		goto delete_obj;
+	/* what zinc writes through here is 16/32-bit: a 4-bit base's quantization_config
+	 * does not carry over (docs/qlora.md; dequantize() drops it too) */
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "quantization_config");
 	/* transformers 5 names torch_dtype "dtype": keep the original's name */
 	dtype_key = cJSON_GetObjectItemCaseSensitive(o, "dtype") ? "dtype" : "torch_dtype";
 	rc = zn_hf_set(o, "model_type", cJSON_CreateString(zn_hf_model_type(cfg)));
@@ -102,7 +105,8 @@ char *zn_hf_config_to_json(const struct zn_hf_config *cfg, const char *base_json
 	if (!rc)
 		rc = cfg->family->hf_write(o, cfg);
 	if (!rc)
-		rc = zn_hf_set(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
+		rc = zn_hf_set(o, "tie_word_embeddings",
+			       cJSON_CreateBool(cfg->tie_word_embeddings));
 	if (!rc)
 		rc = zn_hf_set_int(o, "vocab_size", cfg->vocab_size);
 	if (!rc && cfg->torch_dtype[0])

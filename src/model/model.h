@@ -164,6 +164,10 @@ struct zn_model_ops {
 	/* optional (NULL or 0: none): floats of the per-micro-batch auxiliary loss buffer
 	 * (zn_layer_io.aux) */
 	int (*aux_floats)(const void *config);
+	/* optional (NULL: a frozen base cannot be quantized): the descriptor of layer's
+	 * frozen buffer, its tensors and their offsets (LoRA: the base layer's), from which
+	 * --quantize-base chooses the linear weights (docs/qlora.md) */
+	const struct zn_layer_desc *(*frozen_desc)(const void *config, int layer);
 };
 
 struct zn_model {

@@ -81,6 +81,10 @@ int zn_st_read_f32(const struct zn_st_file *f, const struct zn_st_tensor *t, flo
 int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, uint64_t first,
 		     uint64_t count, enum zn_dtype want, void *out_h);
 
+/* Reads tensor t's bytes as stored, whatever its dtype (t->end - t->begin bytes; a 4-bit
+ * checkpoint's U8 codes, docs/qlora.md). Returns 0 or -EIO/-errno. */
+int zn_st_read_raw(const struct zn_st_file *f, const struct zn_st_tensor *t, void *out_h);
+
 /* One tensor to write: its values in file order come from data_h (numel fp32 values) or,
  * when data_h is NULL, from fill(ctx, out_h) which writes numel floats (returns 0 or a
  * negative code, which aborts the write). */

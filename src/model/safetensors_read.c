@@ -495,6 +495,12 @@ static void convert(void *out, enum zn_dtype want, const void *in, enum zn_dtype
 		zn_cast_f32_to_f16(out, f32, n);
 }
 
+int zn_st_read_raw(const struct zn_st_file *f, const struct zn_st_tensor *t, void *out_h)
+{
+	return zn_pread_all(f->fd, out_h, t->end - t->begin, 8 + f->header_bytes + t->begin,
+			    f->path);
+}
+
 #define RANGE_CHUNK (4u << 20) /* elements per read: 16 MiB of F32 */
 
 int zn_st_read_range(const struct zn_st_file *f, const struct zn_st_tensor *t, uint64_t first,

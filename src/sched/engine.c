@@ -78,6 +78,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_reduce_destroy(e);
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
+	zn_frozen_q4_free(e);
 	zn_optim_destroy(e);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
@@ -127,6 +128,8 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 		.param_path_count = c->zero.offload_param.nvme_path_count,
 		.frozen_numel = e->frozen_numel,
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
+		.frozen_q4_bytes = e->frozen_q4_bytes,
+		.frozen_q4_scratch = e->frozen_q4_scratch,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
@@ -206,24 +209,36 @@ static int check_options(struct zn_engine *e, const struct zn_engine_options *op
 	return 0;
 }
 
-/* Every layer's frozen parameters onto their home (frozen.h), one layer at a time. */
+/* Every layer's frozen parameters onto their home (frozen.h), one layer at a time: fp32
+ * values (quantized at load with --quantize-base), or a 4-bit checkpoint's extents as
+ * stored (init_frozen_q4). */
 static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *opt)
 {
 	uint64_t most = 0;
 	float *buf;
 	int rc = 0;
 
-	for (int l = 0; l < e->n; l++)
-		if (e->frozen_numel[l] > most)
-			most = e->frozen_numel[l];
+	for (int l = 0; l < e->n; l++) {
+		if (e->frozen_numel[l] * 4 > most)
+			most = e->frozen_numel[l] * 4;
+		if (e->fq4 && zn_frozen_stored_bytes(e, l) > most)
+			most = zn_frozen_stored_bytes(e, l);
+	}
 	if (!most)
 		return 0;
-	buf = zn_size_calloc(most, sizeof(float), "a layer's frozen parameters on the host");
+	buf = zn_size_alloc(most, "a layer's frozen parameters on the host");
 	if (!buf)
 		return -ENOMEM;
 	for (int l = 0; !rc && l < e->n; l++) {
 		if (!e->frozen_numel[l])
 			continue;
+		memset(buf, 0, most);
+		if (e->fq4 && opt->init_frozen_q4) {
+			rc = opt->init_frozen_q4(opt->init_ctx, l, buf);
+			if (!rc)
+				rc = zn_frozen_init_layer_q4(e, l, buf);
+			continue;
+		}
 		if (opt->init_frozen)
 			rc = opt->init_frozen(opt->init_ctx, l, &e->ld[l], buf);
 		else
@@ -334,6 +349,8 @@ static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struc
 			 model->ops->family);
 		return -EINVAL;
 	}
+	e->opt_q4 = opt->frozen_q4;
+	e->init_frozen_q4 = opt->init_frozen_q4;
 	e->T = opt->seq_len;
 	e->B = (int)cfg->train_micro_batch_size_per_gpu;
 	e->gas = (int)(cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1);
@@ -348,8 +365,11 @@ static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struc
  * nothing yet grows with the counts but them. */
 static int layer_sizes(struct zn_engine *e, uint64_t dev_budget)
 {
+	int rc;
+
 	e->work_bytes = zn_lmhead_ce_work_bytes(dev_budget);
-	return zn_engine_layer_sizes(e);
+	rc = zn_engine_layer_sizes(e);
+	return rc ? rc : zn_frozen_q4_prepare(e);
 }
 
 int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
@@ -460,6 +480,20 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer)
 {
 	return layer >= 0 && layer < e->n ? e->frozen_numel[layer] : 0;
+}
+
+const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e)
+{
+	return e->fq4;
+}
+
+int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h)
+{
+	if (!e->fq4 || layer < 0 || layer >= e->n) {
+		zn_error("zn_engine_read_frozen_q4: layer %d: no 4-bit base layer", layer);
+		return -EINVAL;
+	}
+	return zn_frozen_read_layer_q4(e, layer, out_h);
 }
 
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)

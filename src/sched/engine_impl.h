@@ -65,6 +65,13 @@ struct zn_engine {
 	struct zn_tracer tr;
 	struct zn_frozen fz;     /* frozen parameters, frozen.h */
 	uint64_t *frozen_numel;  /* per layer (descriptors' frozen_numel) */
+	/* a 4-bit frozen base (frozen_q4.c, docs/qlora.md): each layer's layout and stored
+	 * bytes, or NULL; what the options gave (a checkpoint's layouts) */
+	struct zn_q4_layer *fq4;
+	uint64_t *frozen_q4_bytes;
+	uint64_t frozen_q4_scratch; /* a slot's nested-absmax scratch bytes */
+	const struct zn_q4_layer *opt_q4;
+	int (*init_frozen_q4)(void *ctx, int layer, void *extent);
 
 	/* this step's labels (targets not ZN_IGNORE_INDEX) over every micro-batch and rank,
 	 * and whether every target is one (eval.c zn_engine_count_labels) */

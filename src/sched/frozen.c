@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/size.h"
+#include "model/quant/q4.h"
 #include "sched/engine_impl.h"
 #include "sched/trace_dev.h"
 
@@ -34,9 +35,14 @@ static uint64_t fnumel(const struct zn_engine *e, int l)
 	return e->ld[l].frozen_numel;
 }
 
+uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
+{
+	return e->fq4 ? e->fq4[l].bytes : fnumel(e, l) * e->plan.frozen_elem_bytes;
+}
+
 static uint64_t stored_bytes(const struct zn_engine *e, int l)
 {
-	return fnumel(e, l) * e->plan.frozen_elem_bytes;
+	return zn_frozen_stored_bytes(e, l);
 }
 
 static uint64_t extent(const struct zn_engine *e, int l)
@@ -46,15 +52,21 @@ static uint64_t extent(const struct zn_engine *e, int l)
 
 /* ---- create, init, read-back -------------------------------------------------------- */
 
-static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel)
+/* a slot of numel floats whose stored layer is up to bytes (frozen_plan.c's sizes) */
+static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel, uint64_t bytes)
 {
 	const struct zn_engine_plan *p = &e->plan;
 	int rc = 0;
 
 	if (p->frozen_wide)
 		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
-	if (!rc && p->frozen_home != ZN_TIER_DEVICE && p->frozen_elem_bytes == 2)
-		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(numel * 2));
+	else if (p->frozen_q4)
+		rc = zn_tiers_dalloc(e, (void **)&s->w16_d, zn_plan_device_alloc_bytes(numel * 2));
+	if (!rc && p->frozen_home != ZN_TIER_DEVICE && (p->frozen_q4 || p->frozen_elem_bytes == 2))
+		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(bytes));
+	if (!rc && p->frozen_q4)
+		rc = zn_tiers_dalloc(e, (void **)&s->absmax_d,
+				     zn_plan_device_alloc_bytes(e->frozen_q4_scratch));
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &s->ready);
 	if (!rc)
@@ -66,6 +78,8 @@ static void free_slot(struct zn_engine *e, struct zn_fslot *s)
 {
 	zn_device_free(e->rt.dev, s->f32_d);
 	zn_device_free(e->rt.dev, s->stage_d);
+	zn_device_free(e->rt.dev, s->w16_d);
+	zn_device_free(e->rt.dev, s->absmax_d);
 	zn_event_destroy(s->ready);
 	zn_event_destroy(s->free);
 }
@@ -105,13 +119,13 @@ int zn_frozen_create(struct zn_engine *e)
 	}
 	if (rc || p->frozen_direct)
 		return rc;
-	rc = alloc_slot(e, &fz->slot0, p->frozen_layer0_numel);
+	rc = alloc_slot(e, &fz->slot0, p->frozen_layer0_numel, p->frozen_layer0_bytes);
 	fz->ring_n = p->frozen_slots;
 	fz->ring = zn_size_calloc((uint64_t)fz->ring_n, sizeof(*fz->ring), "the frozen slot ring");
 	if (!rc && !fz->ring)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->ring_n; i++)
-		rc = alloc_slot(e, &fz->ring[i], p->frozen_slot_numel);
+		rc = alloc_slot(e, &fz->ring[i], p->frozen_slot_numel, p->frozen_slot_bytes);
 	return rc;
 }
 
@@ -145,6 +159,42 @@ static int aligned_buf(struct zn_engine *e, int l, void **out)
 	return 0;
 }
 
+/* the stored bytes src of layer l onto its home */
+static int put_home(struct zn_engine *e, int l, const void *src)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t bytes = stored_bytes(e, l);
+	int rc;
+
+	if (p->frozen_home == ZN_TIER_DEVICE) {
+		rc = zn_memcpy_async(e->rt.copy_in, e->fz.home[l], src, bytes, ZN_COPY_H2D);
+		return rc ? rc : zn_stream_synchronize(e->rt.copy_in);
+	}
+	if (p->frozen_home == ZN_TIER_HOST) {
+		memcpy(e->fz.home[l], src, bytes);
+		return 0;
+	}
+	return zn_frozen_io_rw(e, l, (void *)src, true);
+}
+
+int zn_frozen_init_layer_q4(struct zn_engine *e, int l, const void *extent)
+{
+	void *buf = NULL;
+	int rc;
+
+	if (!fnumel(e, l))
+		return 0;
+	if (l == 0)
+		e->fz.slot0_valid = false;
+	rc = aligned_buf(e, l, &buf); /* the 4 KiB extent, zero-padded (O_DIRECT) */
+	if (!rc) {
+		memcpy(buf, extent, stored_bytes(e, l));
+		rc = put_home(e, l, buf);
+	}
+	free(buf);
+	return rc;
+}
+
 int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 {
 	const struct zn_engine_plan *p = &e->plan;
@@ -156,11 +206,13 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 		return 0;
 	if (l == 0)
 		e->fz.slot0_valid = false; /* fetched anew at the next step */
-	if (e->pdt != ZN_DTYPE_F32 || p->frozen_home == ZN_TIER_NVME) {
+	if (e->fq4 || e->pdt != ZN_DTYPE_F32 || p->frozen_home == ZN_TIER_NVME) {
 		rc = aligned_buf(e, l, &buf);
 		if (rc)
 			return rc;
-		if (e->pdt == ZN_DTYPE_BF16)
+		if (e->fq4) /* quantized once, here, at load */
+			rc = zn_q4_pack(&e->fq4[l], buf, f32_h, e->pdt);
+		else if (e->pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, f32_h, n);
 		else if (e->pdt == ZN_DTYPE_F16)
 			zn_cast_f32_to_f16(buf, f32_h, n);
@@ -168,15 +220,43 @@ int zn_frozen_init_layer(struct zn_engine *e, int l, const float *f32_h)
 			memcpy(buf, f32_h, bytes);
 		src = buf;
 	}
+	(void)bytes;
+	if (!rc)
+		rc = put_home(e, l, src);
+	free(buf);
+	return rc;
+}
+
+/* layer l's stored bytes from its home into the 4 KiB-aligned buf (its extent) */
+static int get_home(struct zn_engine *e, int l, void *buf)
+{
+	const struct zn_engine_plan *p = &e->plan;
+	uint64_t bytes = stored_bytes(e, l);
+	int rc;
+
 	if (p->frozen_home == ZN_TIER_DEVICE) {
-		rc = zn_memcpy_async(e->rt.copy_in, e->fz.home[l], src, bytes, ZN_COPY_H2D);
-		if (!rc)
-			rc = zn_stream_synchronize(e->rt.copy_in);
-	} else if (p->frozen_home == ZN_TIER_HOST) {
-		memcpy(e->fz.home[l], src, bytes);
-	} else {
-		rc = zn_frozen_io_rw(e, l, src, true);
+		rc = zn_memcpy_async(e->rt.copy_out, buf, e->fz.home[l], bytes, ZN_COPY_D2H);
+		return rc ? rc : zn_stream_synchronize(e->rt.copy_out);
 	}
+	if (p->frozen_home == ZN_TIER_HOST) {
+		memcpy(buf, e->fz.home[l], bytes);
+		return 0;
+	}
+	return zn_frozen_io_rw(e, l, buf, false);
+}
+
+int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent)
+{
+	void *buf = NULL;
+	int rc;
+
+	if (!fnumel(e, l))
+		return 0;
+	rc = aligned_buf(e, l, &buf);
+	if (!rc)
+		rc = get_home(e, l, buf);
+	if (!rc)
+		memcpy(extent, buf, stored_bytes(e, l));
 	free(buf);
 	return rc;
 }
@@ -200,7 +280,9 @@ int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 	} else if (!rc) {
 		rc = zn_frozen_io_rw(e, l, buf, false);
 	}
-	if (!rc && e->pdt == ZN_DTYPE_BF16)
+	if (!rc && e->fq4) /* dequantized as the device does */
+		rc = zn_q4_unpack(&e->fq4[l], out_h, buf, e->pdt);
+	else if (!rc && e->pdt == ZN_DTYPE_BF16)
 		zn_cast_bf16_to_f32(out_h, buf, n);
 	else if (!rc && e->pdt == ZN_DTYPE_F16)
 		zn_cast_f16_to_f32(out_h, buf, n);
@@ -218,7 +300,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 {
 	const struct zn_engine_plan *p = &e->plan;
 	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
-	bool wide = p->frozen_elem_bytes == 4;
+	bool wide = p->frozen_elem_bytes == 4 && !p->frozen_q4; /* comes up as the fp32 copy */
 	const void *src = e->fz.home[l];
 	struct fcast ca;
 	int h = -1, rc = 0;
@@ -242,7 +324,9 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 			rc = zn_tr_end(e, e->rt.copy_in, h);
 		src = s->stage_d;
 	}
-	if (!rc && !wide && p->frozen_wide) {
+	if (!rc && p->frozen_q4)
+		rc = zn_frozen_q4_expand(e, l, s, src);
+	else if (!rc && !wide && p->frozen_wide) {
 		ca = (struct fcast){ s->f32_d, src, n, e->pdt };
 		rc = zn_launch(e->rt.copy_in, fcast_fn, &ca, sizeof(ca));
 	}
@@ -254,7 +338,9 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 /* what the compute reads of a slot: the fp32 copy, or with bf16 compute the bf16 one */
 static const float *work(const struct zn_engine *e, const struct zn_fslot *s)
 {
-	return e->plan.frozen_wide ? s->f32_d : (const float *)s->stage_d;
+	if (e->plan.frozen_wide)
+		return s->f32_d;
+	return e->plan.frozen_q4 ? (const float *)s->w16_d : (const float *)s->stage_d;
 }
 
 static bool none(const struct zn_engine *e)

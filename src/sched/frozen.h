@@ -20,7 +20,10 @@ struct zn_engine;
 struct zn_fslot {
 	float *f32_d;            /* the fp32 working copy the compute reads (frozen_wide) */
 	void *stage_d;           /* 16-bit copy come up from the host (home off the device);
-				  * with bf16 compute the working copy itself */
+				  * with bf16 compute the working copy itself; a 4-bit base:
+				  * the packed extent come up */
+	uint16_t *w16_d;         /* a 4-bit base with bf16 compute: the bf16 working copy */
+	float *absmax_d;         /* a 4-bit base with nested absmax: a tensor's scales */
 	struct zn_event *ready;  /* the fetch into this slot is complete */
 	struct zn_event *free;   /* compute is done with the slot's previous layer */
 };
@@ -82,6 +85,23 @@ int zn_frozen_release(struct zn_engine *e, int item);
 /* Pinned host bytes the frozen part allocated (homes, read buffers): the plan's
  * host_frozen_bytes, which tests compare. */
 uint64_t zn_frozen_pinned_bytes(const struct zn_engine *e);
+
+/* Layer l's stored bytes on its home: numel x the stored dtype, or its 4-bit extent. */
+uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l);
+/* layer l's 4-bit extent as stored (a bitsandbytes checkpoint's, zero-padded), onto the
+ * home */
+int zn_frozen_init_layer_q4(struct zn_engine *e, int l, const void *extent);
+/* layer l's extent as stored, from the home, into extent (stored bytes) */
+int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent);
+
+/* frozen_q4.c: a 4-bit base (docs/qlora.md), internal to frozen*.c and the engine.
+ * prepare: after the layer sizes, e->fq4 and e->frozen_q4_bytes from the options' layouts
+ * or zinc.quantize_base (-EINVAL, logged, when nothing is frozen or a tensor cannot be
+ * quantized); expand: enqueues on copy_in slot s's working copy of layer l from its
+ * extent src_d on the device (plain parts copied or cast, tensors dequantized). */
+int zn_frozen_q4_prepare(struct zn_engine *e);
+void zn_frozen_q4_free(struct zn_engine *e);
+int zn_frozen_q4_expand(struct zn_engine *e, int l, struct zn_fslot *s, const void *src_d);
 
 /* frozen_io.c: the frozen file on nvme and its reads ahead (internal to frozen*.c) */
 int zn_frozen_io_open(struct zn_engine *e);   /* the file, the aio engine, read buffers */

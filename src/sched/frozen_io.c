@@ -30,13 +30,12 @@
 
 static uint64_t extent(const struct zn_engine *e, int l)
 {
-	return zn_plan_host_alloc_bytes(e->ld[l].frozen_numel * e->plan.frozen_elem_bytes);
+	return zn_plan_host_alloc_bytes(zn_frozen_stored_bytes(e, l));
 }
 
-/* a pinned read buffer of numel stored elements, counted in pinned_bytes */
-static int alloc_read(struct zn_engine *e, struct zn_fread *r, uint64_t numel)
+/* a pinned read buffer of a layer's stored bytes, counted in pinned_bytes */
+static int alloc_read(struct zn_engine *e, struct zn_fread *r, uint64_t bytes)
 {
-	uint64_t bytes = numel * e->plan.frozen_elem_bytes;
 	int rc = zn_tiers_halloc(e, &r->buf, bytes);
 
 	if (!rc && bytes)
@@ -79,14 +78,14 @@ int zn_frozen_io_open(struct zn_engine *e)
 		zn_debug("frozen parameters on nvme through %s, %d read buffers",
 			 zn_aio_describe(fz->aio), e->plan.frozen_read_buffers);
 	if (!rc)
-		rc = alloc_read(e, &fz->rd0, e->plan.frozen_layer0_numel);
+		rc = alloc_read(e, &fz->rd0, e->plan.frozen_layer0_bytes);
 	fz->rd_n = e->plan.frozen_read_buffers > 0 ? e->plan.frozen_read_buffers : 1;
 	fz->rd = rc ? NULL : zn_size_calloc((uint64_t)fz->rd_n, sizeof(*fz->rd),
 					    "the frozen read buffers");
 	if (!rc && !fz->rd)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->rd_n; i++)
-		rc = alloc_read(e, &fz->rd[i], e->plan.frozen_slot_numel);
+		rc = alloc_read(e, &fz->rd[i], e->plan.frozen_slot_bytes);
 	return rc;
 }
 

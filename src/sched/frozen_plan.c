@@ -12,6 +12,9 @@
  * copy); with the home on nvme, pinned read buffers apart from the slots: layer 0's and
  * frozen_read_buffers for the others (ring + ZN_PLAN_FROZEN_READ_AHEAD unless given, fewer
  * where the pinned budget is short), so the reads run further ahead than the slot ring.
+ * A 4-bit base (docs/qlora.md) is stored as each layer's packed extent: homes, read buffers
+ * and staging hold extents, and every slot dequantizes into its own working copy (fp32, or
+ * bf16 with bf16 compute) with a scratch for nested absmax.
  */
 #include "sched/plan.h"
 
@@ -34,31 +37,47 @@ static uint64_t slots(uint64_t s0, uint64_t sl, int ring, uint64_t elem)
 			   zn_size_mul((uint64_t)ring, dev(zn_size_mul(sl, elem))));
 }
 
+/* layer l's stored bytes: its 4-bit extent, or numel x the stored dtype */
+static uint64_t stored(const struct zn_engine_plan_input *in, int l, uint64_t fb)
+{
+	return in->frozen_q4_bytes ? in->frozen_q4_bytes[l] : zn_size_mul(in->frozen_numel[l], fb);
+}
+
+static void sizes(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
+		uint64_t n = in->frozen_numel[l], b = stored(in, l, out->frozen_elem_bytes);
+
+		out->frozen_numel_total = zn_size_add(out->frozen_numel_total, n);
+		if (l == 0) {
+			out->frozen_layer0_numel = n;
+			out->frozen_layer0_bytes = b;
+			continue;
+		}
+		if (n > out->frozen_slot_numel)
+			out->frozen_slot_numel = n;
+		if (b > out->frozen_slot_bytes)
+			out->frozen_slot_bytes = b;
+	}
+}
+
 void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
-	uint64_t fb, s0, sl;
-	bool staged;
+	uint64_t fb, s0, sl, b0, bl;
+	bool staged, q4 = in->frozen_q4_bytes != NULL;
 	int ring;
 
 	out->frozen_home = out->pl.params;
 	out->frozen_elem_bytes = in->bf16 ? 2 : 4;
-	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
-		uint64_t n = in->frozen_numel[l];
-
-		out->frozen_numel_total = zn_size_add(out->frozen_numel_total, n);
-		if (l == 0)
-			out->frozen_layer0_numel = n;
-		else if (n > out->frozen_slot_numel)
-			out->frozen_slot_numel = n;
-	}
+	out->frozen_q4 = q4;
+	sizes(in, out);
 	out->frozen = out->frozen_numel_total > 0;
 	if (!out->frozen)
 		return;
 	fb = out->frozen_elem_bytes;
 	for (int l = 0; l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];
-
-		uint64_t bytes = zn_size_mul(n, fb);
+		uint64_t bytes = stored(in, l, fb);
 
 		out->frozen_home_bytes = zn_size_add(out->frozen_home_bytes,
 			out->frozen_home == ZN_TIER_DEVICE ? dev(bytes) : host(bytes));
@@ -77,7 +96,8 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 			out->frozen_first_read_bytes = host(bytes);
 	}
 	out->frozen_wide = !(in->compute16 && fb == 2);
-	out->frozen_direct = out->frozen_home == ZN_TIER_DEVICE && (fb == 4 || !out->frozen_wide);
+	out->frozen_direct = !q4 && out->frozen_home == ZN_TIER_DEVICE &&
+			     (fb == 4 || !out->frozen_wide);
 	if (out->frozen_direct)
 		return;
 	ring = in->prefetch_depth < in->layer_count - 1 ? in->prefetch_depth + 1 :
@@ -88,17 +108,25 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	out->frozen_depth = ring - 1;
 	s0 = out->frozen_layer0_numel;
 	sl = out->frozen_slot_numel;
-	staged = out->frozen_home != ZN_TIER_DEVICE && fb == 2;
+	b0 = out->frozen_layer0_bytes;
+	bl = out->frozen_slot_bytes;
+	staged = out->frozen_home != ZN_TIER_DEVICE && (q4 || fb == 2);
+	/* working copies: fp32, or with bf16 compute bf16 (a 4-bit base's dequantized one;
+	 * else the staged stored values themselves) */
 	if (out->frozen_wide)
 		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, slots(s0, sl, ring, 4));
-	if (staged)
+	else if (q4)
 		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, slots(s0, sl, ring, 2));
+	if (staged)
+		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, slots(b0, bl, ring, 1));
+	if (q4)
+		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, zn_size_mul(
+			(uint64_t)ring + 1, dev(in->frozen_q4_scratch)));
 	if (out->frozen_home == ZN_TIER_NVME) {
 		out->frozen_read_buffers = zn_plan_frozen_read_buffers(in->frozen_read_buffers,
 								       ring, in->layer_count);
 		out->host_frozen_bytes = zn_size_add(out->host_frozen_bytes, zn_size_add(
-			host(zn_size_mul(s0, fb)),
-			zn_size_mul((uint64_t)out->frozen_read_buffers, host(zn_size_mul(sl, fb)))));
+			host(b0), zn_size_mul((uint64_t)out->frozen_read_buffers, host(bl))));
 	}
 }
 

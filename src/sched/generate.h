@@ -56,6 +56,13 @@ struct zn_gen_opts {
 	const struct zn_lora_config *lora;
 	int (*init_adapter)(void *ctx, int layer, const struct zn_layer_desc *L, float *out_h);
 	void *adapter_ctx;
+	/* the streamed layers (1 .. n-1) in 4 bits (docs/qlora.md): quantized at load
+	 * (quantize_base, double_quant: --quantize-base nf4), or a checkpoint's as stored
+	 * (q4: n layouts, plain parts fp32; init_q4 writes layer l's extent, ctx init_ctx) */
+	enum zn_quantize_base quantize_base;
+	bool double_quant;
+	const struct zn_q4_layer *q4;
+	int (*init_q4)(void *ctx, int layer, void *extent);
 };
 
 struct zn_gen_stats {

@@ -42,6 +42,8 @@ static void plan(struct zn_gen *g, int d)
 	e->pin.grad_accum = 1;
 	e->pin.prefetch_depth = d;
 	e->pin.frozen_numel = e->frozen_numel;
+	e->pin.frozen_q4_bytes = e->frozen_q4_bytes;
+	e->pin.frozen_q4_scratch = e->frozen_q4_scratch;
 	e->plan.pl.params = tier_of(g->o.home);
 	zn_plan_frozen(&e->pin, &e->plan);
 }
@@ -117,6 +119,16 @@ static int make_engine(struct zn_gen *g)
 	e->rt.copy_out = g->copy;
 	e->rt.world = 1;
 	g->fz_forwards = g->o.fz_forwards > 0 ? g->o.fz_forwards : GEN_FZ_FORWARDS;
+	/* a 4-bit base: the layouts, from the checkpoint or of the descriptors (frozen_q4.c) */
+	e->cfg.runtime.quantize_base = g->o.quantize_base;
+	e->cfg.runtime.double_quant = g->o.double_quant;
+	e->opt_q4 = g->o.q4;
+	{
+		int rc = zn_frozen_q4_prepare(e);
+
+		if (rc)
+			return rc;
+	}
 	e->act.use_n = (g->n - 1) * g->fz_forwards;
 	e->act.use = calloc((size_t)e->act.use_n, sizeof(*e->act.use));
 	if (!e->act.use)
@@ -147,19 +159,31 @@ static int make_arena(struct zn_gen *g)
 	return rc;
 }
 
-/* every streamed layer onto its home, one at a time through one host buffer */
+/* every streamed layer onto its home, one at a time through one host buffer: fp32 values
+ * (quantized on the way with --quantize-base), or a 4-bit checkpoint's extents as stored */
 static int place_layers(struct zn_gen *g)
 {
+	bool raw = g->fe->fq4 && g->o.init_q4;
 	uint64_t most = 0;
 	float *h;
 	int rc = 0;
 
-	for (int l = 1; l < g->n; l++)
-		most = g->L[l].numel > most ? g->L[l].numel : most;
-	h = zn_size_calloc(most, sizeof(float), "a layer's parameters on the host");
+	for (int l = 1; l < g->n; l++) {
+		uint64_t b = raw ? zn_frozen_stored_bytes(g->fe, l) : g->L[l].numel * 4;
+
+		most = b > most ? b : most;
+	}
+	h = zn_size_calloc(most, 1, "a layer's parameters on the host");
 	if (!h)
 		return -ENOMEM;
 	for (int l = 1; l < g->n && !rc; l++) {
+		if (raw) {
+			memset(h, 0, most);
+			rc = g->o.init_q4(g->o.init_ctx, l, h);
+			if (!rc)
+				rc = zn_frozen_init_layer_q4(g->fe, l, h);
+			continue;
+		}
 		rc = g->o.init_layer(g->o.init_ctx, l, &g->L[l], h);
 		if (!rc)
 			rc = zn_frozen_init_layer(g->fe, l, h);
@@ -202,6 +226,7 @@ void zn_gen_fz_destroy(struct zn_gen *g)
 	if (!e)
 		return;
 	zn_frozen_destroy(e);
+	zn_frozen_q4_free(e);
 	zn_arena_destroy(e->arena);
 	free(e->act.use);
 	free(e->ld);
@@ -264,8 +289,9 @@ int zn_gen_fz_acquire(struct zn_gen *g, int l, const float **params_d)
 	rc = zn_frozen_acquire(g->fe, g->fz_item, l, params_d);
 	if (rc)
 		return failed(g, l, rc);
+	/* the bytes copied up: the stored layer (fp32, or its 4-bit extent) */
 	if (g->o.home != ZN_GEN_DEVICE)
-		g->streamed_bytes += g->L[l].numel * sizeof(float);
+		g->streamed_bytes += zn_frozen_stored_bytes(g->fe, l);
 	return 0;
 }
 

@@ -227,6 +227,11 @@ struct zn_engine_plan_input {
 	/* frozen parameters (docs/lora.md): floats per layer, or NULL for none */
 	const uint64_t *frozen_numel;
 	int frozen_read_buffers;     /* home on nvme: pinned read buffers (0 = automatic) */
+	/* a 4-bit base (docs/qlora.md): each layer's stored extent in bytes (packed codes,
+	 * scales and the unquantized rest), NULL: numel x the stored dtype; and the bytes of
+	 * one slot's nested-absmax scratch on the device */
+	const uint64_t *frozen_q4_bytes;
+	uint64_t frozen_q4_scratch;
 };
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
@@ -296,11 +301,16 @@ struct zn_engine_plan {
 	uint64_t frozen_step_read_bytes; /* nvme: layers 1 .. n-1 2 x grad_accum (layer 0 is
 					  * read at the first step only, its copy kept) */
 	uint64_t frozen_first_read_bytes; /* nvme: layer 0's extent, read by the first step */
+	/* 4-bit base (frozen_q4_bytes given): the homes, reads and copies up move the packed
+	 * extents; every slot dequantizes into its working copy (never direct) */
+	bool frozen_q4;
+	uint64_t frozen_layer0_bytes; /* layer 0's stored extent (before host alignment) */
+	uint64_t frozen_slot_bytes;   /* the largest stored extent among layers 1 .. n-1 */
 };
 
 /* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:
  * device_bytes and host_bytes include them). The frozen base is not sharded: every rank
- * holds it on the home tier, stored in the run's parameter dtype. */
+ * holds it on the home tier, stored in the run's parameter dtype (or 4-bit extents). */
 void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan *out);
 /* Read buffers beyond the working slots that frozen_read_buffers 0 (automatic) plans,
  * fewer when the pinned budget is short (zn_plan_engine_fit), and zinc estimate counts. */

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/size.h"
 #include "model/hf_dir.h"
+#include "model/quant/bnb.h"
 
 /* mem [rows, cols] = transpose of file [cols, rows] */
 static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
@@ -62,6 +63,9 @@ struct zn_train_hf_loader {
 	const struct zn_train_model *tm;
 	struct zn_layer_desc *ld;
 	int n;
+	struct zn_bnb_config bnb;  /* a 4-bit checkpoint's quantization_config */
+	struct zn_q4_layer *q4;    /* its layouts (zn_train_hf_q4_layouts) */
+	enum zn_dtype stored;
 };
 
 /* The model's layer descriptors, 0 .. n-1 (calloc'd into *out). */
@@ -98,6 +102,11 @@ int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
 		rc = -EINVAL;
 	} else if (!rc && !zn_hf_src_config(h->s)) {
 		rc = zn_st_open(&h->bare, path);
+	} else if (!rc && zn_hf_src_config_json(h->s)) {
+		rc = zn_bnb_config_parse(zn_hf_src_config_json(h->s), path, &h->bnb);
+		/* a 4-bit checkpoint's weights are checked by its layouts */
+		if (!rc && !h->bnb.present)
+			rc = zn_hf_check_layout(h->s);
 	} else if (!rc) {
 		rc = zn_hf_check_layout(h->s);
 	}
@@ -116,7 +125,39 @@ void zn_train_hf_loader_close(struct zn_train_hf_loader *h)
 	zn_st_close(h->bare);
 	zn_hf_close(h->s);
 	free(h->ld);
+	free(h->q4);
 	free(h);
+}
+
+bool zn_train_hf_is_4bit(const struct zn_train_hf_loader *h)
+{
+	return h && h->bnb.present;
+}
+
+int zn_train_hf_q4_layouts(struct zn_train_hf_loader *h, enum zn_dtype stored,
+			   const struct zn_q4_layer **out)
+{
+	int rc = 0;
+
+	*out = NULL;
+	free(h->q4);
+	h->q4 = zn_size_calloc((uint64_t)h->n, sizeof(*h->q4), "the 4-bit base's layouts");
+	if (!h->q4)
+		return -ENOMEM;
+	h->stored = stored;
+	for (int l = 0; !rc && l < h->n; l++)
+		rc = zn_bnb_layout(h->s, &h->ld[l], h->ld[l].numel, stored, &h->q4[l]);
+	*out = rc ? NULL : h->q4;
+	return rc;
+}
+
+int zn_train_hf_load_q4(void *ctx, int l, void *extent)
+{
+	struct zn_train_hf_loader *h = ctx;
+
+	if (!h->q4 || l < 0 || l >= h->n)
+		return -EINVAL;
+	return zn_bnb_read_layer(h->s, &h->ld[l], &h->q4[l], h->stored, extent);
 }
 
 /* A NaN or infinity in a checkpoint would only show as a NaN loss steps later. */
@@ -139,6 +180,24 @@ static int check_finite(const struct zn_layer_desc *L, const float *p, const cha
 	return 0;
 }
 
+static int load_dequantized(struct zn_train_hf_loader *h, int l, float *params_h)
+{
+	struct zn_q4_layer q;
+	void *x;
+	int rc = zn_bnb_layout(h->s, &h->ld[l], h->ld[l].numel, ZN_DTYPE_F32, &q);
+
+	if (rc)
+		return rc;
+	x = zn_size_calloc(1, q.bytes, "a 4-bit layer");
+	if (!x)
+		return -ENOMEM;
+	rc = zn_bnb_read_layer(h->s, &h->ld[l], &q, ZN_DTYPE_F32, x);
+	if (!rc)
+		rc = zn_q4_unpack(&q, params_h, x, ZN_DTYPE_F32);
+	free(x);
+	return rc ? rc : check_finite(&h->ld[l], params_h, zn_hf_src_path(h->s));
+}
+
 int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, float *params_h)
 {
 	struct zn_train_hf_loader *h = ctx;
@@ -148,6 +207,8 @@ int zn_train_hf_load_layer(void *ctx, int l, const struct zn_layer_desc *L, floa
 	if (l < 0 || l >= h->n || L->numel != h->ld[l].numel)
 		return -EINVAL;
 	L = &h->ld[l];
+	if (h->bnb.present) /* a 4-bit checkpoint read as fp32: dequantized as the device does */
+		return load_dequantized(h, l, params_h);
 	if (h->bare)
 		rc = h->tm->fam->file->load_layer(h->bare, h->tm->config, h->ld, h->n, l,
 						  params_h);

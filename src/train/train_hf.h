@@ -25,6 +25,14 @@ int zn_train_hf_loader_open(struct zn_train_hf_loader **out, const char *path,
 int zn_train_hf_load_layer(void *loader, int l, const struct zn_layer_desc *L,
 			   float *params_h);
 void zn_train_hf_loader_close(struct zn_train_hf_loader *h); /* accepts NULL */
+/* A bitsandbytes 4-bit checkpoint (docs/qlora.md; model/quant/bnb.h): whether the loader's
+ * is one; its layouts (n, owned by the loader) with the plain parts in stored, every
+ * quantized weight checked; and layer l's extent as stored (the engine's init_frozen_q4,
+ * ctx the loader). Return 0 or a negative code (logged). */
+bool zn_train_hf_is_4bit(const struct zn_train_hf_loader *h);
+int zn_train_hf_q4_layouts(struct zn_train_hf_loader *h, enum zn_dtype stored,
+			   const struct zn_q4_layer **out);
+int zn_train_hf_load_q4(void *loader, int l, void *extent);
 
 /* Can --save-final write path? A .safetensors path or a new directory: core/fsio's
  * zn_output_check of path; an existing directory: of path/config.json in it. */

@@ -195,6 +195,15 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		steps);
 	zn_engine_memory(e, &m);
 	zn_train_print_memory_plan(f, &m);
+	if (zn_engine_frozen_q4(e)) {
+		char fb[32];
+
+		fprintf(f, "frozen base: linear weights in 4 bits (bitsandbytes %s), %s on its "
+			"tier\n", cfg->runtime.quantize_base == ZN_QUANTIZE_NF4 ?
+			(cfg->runtime.double_quant ? "NF4, blocks of 64, double quant" :
+						     "NF4, blocks of 64") : "checkpoint",
+			zn_format_bytes(fb, sizeof(fb), m.frozen_bytes));
+	}
 	fflush(f);
 }
 

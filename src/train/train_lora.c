@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/size.h"
 #include "model/hf_dir.h"
+#include "model/quant/bnb.h"
 #include "model/safetensors.h"
 
 static int float_flag(int n, char **rest, int *i, float lo, float hi, float *out)
@@ -55,6 +56,10 @@ int zn_train_lora_flags(int *n, char **rest, struct zn_train_lora *tl)
 		} else if (!strcmp(a, "--use-rslora")) {
 			tl->lc.rslora = true;
 			tl->rslora_given = true;
+		} else if (!strcmp(a, "--save-quantized")) {
+			tl->save_quantized = zn_arg_value(*n, rest, &i);
+			if (!tl->save_quantized)
+				return ZN_EUSAGE;
 		} else if (!strcmp(a, "--merge-adapter")) {
 			tl->merge = true;
 		} else if (!strcmp(a, "--save-adapter") || !strcmp(a, "--init-adapter")) {
@@ -109,7 +114,8 @@ static int from_adapter(struct zn_train_lora *tl, const struct zn_lora_peft *p)
 int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final)
 {
 	bool any = tl->lc.alpha > 0 || tl->lc.target_count || tl->dropout_given ||
-		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter;
+		   tl->lc.rslora || tl->merge || tl->save_adapter || tl->init_adapter ||
+		   tl->save_quantized;
 	struct zn_lora_peft p;
 
 	if (!tl->on && any) {
@@ -125,9 +131,11 @@ int zn_train_lora_check(struct zn_train_lora *tl, const char *save_final)
 	if (tl->init_adapter && from_adapter(tl, &p))
 		return ZN_EUSAGE;
 	if (!tl->lc.target_count && !tl->init_adapter) {
-		zn_error("--lora-r: give the modules with --lora-targets (Llama: q_proj,k_proj,"
-			 "v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc), or "
-			 "an adapter whose target_modules to take with --init-adapter DIR");
+		char list[512];
+
+		zn_lora_target_list(list, sizeof(list));
+		zn_error("--lora-r: give the modules with --lora-targets (%s), or an adapter whose "
+			 "target_modules to take with --init-adapter DIR", list);
 		return ZN_EUSAGE;
 	}
 	if (save_final && !tl->merge) {
@@ -231,6 +239,14 @@ static void check_base(const struct zn_train_lora *tl, const char *name, const c
 			tl->init_adapter, name, init_from);
 }
 
+/* a 4-bit checkpoint's base layer, as stored (the engine's init_frozen_q4) */
+static int init_frozen_q4(void *ctx, int layer, void *extent)
+{
+	struct zn_train_lora *tl = ctx;
+
+	return tl->base_q4(tl->base_ctx, layer, extent);
+}
+
 int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 			struct zn_engine_options *eo, uint64_t seed, const char *init_from)
 {
@@ -257,7 +273,10 @@ int zn_train_lora_setup(struct zn_train_lora *tl, struct zn_model *model,
 	if (tl->init_adapter)
 		check_base(tl, peft.base, init_from);
 	tl->base_load = eo->init_params_h ? NULL : eo->init_layer;
+	tl->base_q4 = eo->init_frozen_q4;
 	tl->base_ctx = eo->init_ctx;
+	if (eo->init_frozen_q4)
+		eo->init_frozen_q4 = init_frozen_q4;
 	eo->init_params_h = NULL;
 	eo->init_layer = init_adapters;
 	eo->init_frozen = init_frozen;
@@ -365,4 +384,49 @@ void zn_train_lora_release(struct zn_train_lora *tl)
 	zn_st_close(tl->adapter);
 	tl->adapter = NULL;
 	zn_lora_release(&tl->lc);
+}
+
+static int read_extent(void *ctx, int l, void *buf)
+{
+	return zn_engine_read_frozen_q4(ctx, l, buf);
+}
+
+int zn_train_lora_save_quantized(struct zn_train_lora *tl, struct zn_engine *e,
+				 const struct zn_train_model *tm, const char *init_from,
+				 enum zn_dtype stored)
+{
+	const struct zn_q4_layer *q = zn_engine_frozen_q4(e);
+	struct zn_layer_desc *d = NULL;
+	struct zn_hf_src *src = NULL;
+	struct zn_hf_config hf;
+	char *json = NULL;
+	int rc = 0;
+
+	if (!q) {
+		zn_error("--save-quantized %s writes a 4-bit base: add --quantize-base nf4 (or "
+			 "start from a 4-bit checkpoint)", tl->save_quantized);
+		return ZN_EUSAGE;
+	}
+	if (zn_engine_rank(e) != 0)
+		return 0; /* the base is whole on every rank: rank 0 writes it */
+	if (init_from && !zn_hf_open(&src, init_from) && zn_hf_src_config_json(src))
+		json = strdup(zn_hf_src_config_json(src));
+	if (!json) {
+		zn_train_model_hf(tm, &hf);
+		json = zn_hf_config_to_json(&hf, NULL);
+	}
+	d = zn_size_calloc((uint64_t)tl->lc.layers, sizeof(*d), "the base's descriptors");
+	if (!json || !d)
+		rc = -ENOMEM;
+	for (int l = 0; !rc && l < tl->lc.layers; l++)
+		d[l] = tl->lc.lay[l].base;
+	if (!rc)
+		rc = zn_bnb_save(tl->save_quantized, json, stored, d, q, tl->lc.layers, read_extent,
+				 e);
+	if (!rc)
+		zn_info("saved the 4-bit base to %s (bitsandbytes format)", tl->save_quantized);
+	free(d);
+	free(json);
+	zn_hf_close(src);
+	return rc;
 }

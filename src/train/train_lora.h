@@ -17,6 +17,7 @@ struct zn_train_lora {
 	bool alpha_given, dropout_given, rslora_given; /* flags given (r, targets: lc's) */
 	struct zn_lora_config lc;
 	const char *save_adapter, *init_adapter;
+	const char *save_quantized; /* --save-quantized DIR: the 4-bit base (docs/qlora.md) */
 	bool merge;
 	/* set by the caller: the adapters from a checkpoint (--resume) instead of
 	 * --init-adapter or PEFT's init; NULL: none */
@@ -25,6 +26,7 @@ struct zn_train_lora {
 	/* set by zn_train_lora_setup */
 	struct zn_st_file *adapter;
 	int (*base_load)(void *ctx, int layer, const struct zn_layer_desc *L, float *params_h);
+	int (*base_q4)(void *ctx, int layer, void *extent); /* a 4-bit checkpoint's reader */
 	void *base_ctx;
 	uint64_t seed;
 	const char *base_name;     /* --init-from (NULL: a seeded base), for adapter_config.json */
@@ -67,5 +69,12 @@ int zn_train_lora_save(struct zn_train_lora *tl, struct zn_engine *e,
  * writes. 0 or a negative code (logged). */
 int zn_train_lora_ckpt_files(void *ctx, struct zn_engine *e, const char *dir);
 void zn_train_lora_release(struct zn_train_lora *tl);
+/* --save-quantized DIR: the engine's 4-bit base written as a bitsandbytes checkpoint
+ * (model/quant/bnb.h: config.json with quantization_config, model.safetensors), the
+ * config's other keys init_from's when given; stored its plain tensors' dtype. Rank 0
+ * writes. 0, ZN_EUSAGE (logged: the base is not quantized) or a negative code. */
+int zn_train_lora_save_quantized(struct zn_train_lora *tl, struct zn_engine *e,
+				 const struct zn_train_model *tm, const char *init_from,
+				 enum zn_dtype stored);
 
 #endif

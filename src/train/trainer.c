@@ -39,6 +39,34 @@ static int make_engine(struct zn_trainer *t)
 			return rc;
 		}
 	}
+	/* a bitsandbytes 4-bit checkpoint: its base read as stored (docs/qlora.md) */
+	if (init && zn_train_hf_is_4bit(init)) {
+		if (!o->lora.on) {
+			zn_error("--init-from %s is a 4-bit bitsandbytes checkpoint: its base is "
+				 "frozen; train LoRA adapters on it (--lora-r R --lora-targets "
+				 "LIST), or start from the 16-bit model", o->init_from);
+			zn_train_hf_loader_close(init);
+			t->exit_code = ZN_EXIT_USAGE;
+			return -EINVAL;
+		}
+		rc = zn_train_hf_q4_layouts(init, t->cfg.precision.bf16 ? ZN_DTYPE_BF16 :
+					    t->cfg.precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32,
+					    &t->eo.frozen_q4);
+		t->eo.init_frozen_q4 = zn_train_hf_load_q4;
+		if (rc) {
+			zn_train_hf_loader_close(init);
+			t->exit_code = ZN_EXIT_USAGE;
+			return rc;
+		}
+	}
+	if (o->lora.save_quantized && t->cfg.runtime.quantize_base == ZN_QUANTIZE_NONE &&
+	    !(init && zn_train_hf_is_4bit(init))) {
+		zn_error("--save-quantized %s writes a 4-bit base: add --quantize-base nf4 (or "
+			 "start from a 4-bit checkpoint)", o->lora.save_quantized);
+		zn_train_hf_loader_close(init);
+		t->exit_code = ZN_EXIT_USAGE;
+		return -EINVAL;
+	}
 	/* the checkpoint goes in one layer at a time, through the engine's buffer */
 	t->eo.init_layer = init ? zn_train_hf_load_layer :
 		o->ck.resume_dir && !o->lora.on ? zn_ckpt_init_layer : NULL;
@@ -55,6 +83,13 @@ static int make_engine(struct zn_trainer *t)
 		if (!rc) {
 			rc = zn_engine_create(&t->e, &t->cfg, &t->model, &t->eo);
 			/* -ENOMEM: an allocation failed */
+			t->exit_code = rc == ZN_EUSAGE ? ZN_EXIT_USAGE : 1;
+		}
+		/* the 4-bit base written once, before training: --steps 0 only quantizes */
+		if (!rc && o->lora.save_quantized) {
+			rc = zn_train_lora_save_quantized(&o->lora, t->e, t->tm, o->init_from,
+				t->cfg.precision.bf16 ? ZN_DTYPE_BF16 :
+				t->cfg.precision.fp16 ? ZN_DTYPE_F16 : ZN_DTYPE_F32);
 			t->exit_code = rc == ZN_EUSAGE ? ZN_EXIT_USAGE : 1;
 		}
 	}

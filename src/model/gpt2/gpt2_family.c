@@ -184,6 +184,7 @@ const struct zn_family zn_gpt2_family = {
 	.types = types,
 	.type_count = 1,
 	.presets = presets,
+	.flags_help = "--layers N --heads N --d-model N --seq N --vocab N --padded-vocab N",
 	.lora_targets = lora_targets,
 	.conv1d = true,
 	.seq_free = false,

@@ -27,23 +27,26 @@ int zn_gpt2_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 	static const char *const acts[] = { "gelu_new", "gelu_pytorch_tanh" };
 	int rc;
 
-	rc = zn_hf_key_int(c, "n_embd", "hidden_size", true, 0, 1, ZN_HF_MAX_DIM, &cfg->hidden_size);
+	rc = zn_hf_key_int(c, "n_embd", "hidden_size", true, 0, 1, ZN_HF_MAX_DIM,
+			   &cfg->hidden_size);
 	if (!rc)
 		rc = zn_hf_key_int(c, "n_layer", "num_hidden_layers", true, 0, 1, 100000,
-			     &cfg->num_hidden_layers);
+				   &cfg->num_hidden_layers);
 	if (!rc)
 		rc = zn_hf_key_int(c, "n_head", "num_attention_heads", true, 0, 1, cfg->hidden_size,
-			     &cfg->num_attention_heads);
+				   &cfg->num_attention_heads);
 	if (!rc)
-		rc = zn_hf_key_int(c, "n_positions", "max_position_embeddings", true, 0, 1, ZN_HF_MAX_INT,
-			     &cfg->max_position_embeddings);
+		rc = zn_hf_key_int(c, "n_positions", "max_position_embeddings", true, 0, 1,
+				   ZN_HF_MAX_INT, &cfg->max_position_embeddings);
 	if (!rc)
-		rc = zn_hf_key_int(c, "vocab_size", NULL, true, 0, 1, ZN_HF_MAX_INT, &cfg->vocab_size);
+		rc = zn_hf_key_int(c, "vocab_size", NULL, true, 0, 1, ZN_HF_MAX_INT,
+				   &cfg->vocab_size);
 	if (!rc)
-		rc = zn_hf_key_int(c, "n_inner", NULL, false, 4 * cfg->hidden_size, 1, ZN_HF_MAX_DIM,
-			     &cfg->intermediate_size);
+		rc = zn_hf_key_int(c, "n_inner", NULL, false, 4 * cfg->hidden_size, 1,
+				   ZN_HF_MAX_DIM, &cfg->intermediate_size);
 	if (!rc)
-		rc = zn_hf_key_num(c, "layer_norm_epsilon", NULL, false, 1e-5, 0, 1, &cfg->norm_eps);
+		rc = zn_hf_key_num(c, "layer_norm_epsilon", NULL, false, 1e-5, 0, 1,
+				   &cfg->norm_eps);
 	if (!rc)
 		rc = zn_hf_key_str(c, "activation_function", acts, 2, NULL);
 	if (!rc)

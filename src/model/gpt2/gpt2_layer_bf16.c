@@ -2,7 +2,8 @@
  * of gpt2_layer.c with the GEMMs on bf16 inputs (the stored bf16 weights, activations cast
  * to bf16) and fp32 accumulation. Layernorm, attention (fused, fp32), GELU, residuals, the
  * loss and every gradient stay fp32; each GEMM's output gradient is rounded to bf16 for
- * its two backward GEMMs (dbias from the fp32 gradient). 1-D tensors (layernorm weights,
+ * its two backward GEMMs (dbias from the fp32 gradient), by the op producing it (the
+ * *_bf16out backward slots) except the block's incoming dx_out, cast here. 1-D tensors (layernorm weights,
  * biases) are cast to fp32 into a small region of scratch at the start of each call. */
 #include <assert.h>
 #include <stddef.h>
@@ -57,22 +58,24 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 	return off;
 }
 
-/* Saved activations of a block: the GEMM inputs ln1, atty16, ln2, fch_gelu as bf16 */
+/* Saved activations of a block: the GEMM inputs ln1, atty16, ln2, fch_gelu as bf16; qkv16
+ * (qkv's bf16 copy, the attention's tile source) first, where the activations' own
+ * alignment makes it 16-byte aligned for the attention's cp.async copies */
 struct block_acts {
-	float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *atty16, *lse, *res2;
+	float *qkv16, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *atty16, *lse, *res2;
 	float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
 };
 
 static uint64_t block_acts_carve(const struct sizes *s, float *acts, struct block_acts *a)
 {
-	float **const bufs[] = { &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty,
-				 &a->atty16, &a->lse, &a->res2, &a->ln2, &a->ln2_mean,
-				 &a->ln2_rstd, &a->fch, &a->fch_gelu };
-	const uint64_t numel[] = { half(s->btc), s->bt, s->bt, 3 * s->btc, s->btc,
-				   half(s->btc), s->bnt, s->btc, half(s->btc), s->bt, s->bt,
-				   4 * s->btc, half(4 * s->btc) };
+	float **const bufs[] = { &a->qkv16, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
+				 &a->atty, &a->atty16, &a->lse, &a->res2, &a->ln2,
+				 &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu };
+	const uint64_t numel[] = { half(3 * s->btc), half(s->btc), s->bt, s->bt, 3 * s->btc,
+				   s->btc, half(s->btc), s->bnt, s->btc, half(s->btc), s->bt,
+				   s->bt, 4 * s->btc, half(4 * s->btc) };
 
-	return carve(acts, bufs, numel, 13);
+	return carve(acts, bufs, numel, 14);
 }
 
 /* Block scratch, forward: branch [BTC], tmp [4BTC] (fp32 results before their cast),
@@ -225,10 +228,12 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 				     w.f[ZN_GPT2_LN1_W], w.f[ZN_GPT2_LN1_B], B, T, C);
 	k->matmul_forward_bf16(st, a.qkv, cu16(a.ln1), w.b[ZN_GPT2_QKV_W], w.f[ZN_GPT2_QKV_B],
 			       B, T, C, 3 * C);
+	/* the attention's q/k/v tiles in bf16 (a cast pass: cuBLAS writes one output type) */
+	k->cast_f32_to_bf16(st, u16(a.qkv16), a.qkv, 3 * s.btc);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * gpt2_layer.c); pos NULL: one sequence per row, else packed documents */
-	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, pos, B, T, NH,
-					  NH, C / NH, 0);
+	k->flash_attention_doc_tc_forward_qkv16(st, a.atty, u16(a.atty16), a.lse, a.qkv,
+						cu16(a.qkv16), pos, B, T, NH, NH, C / NH, 0);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[ZN_GPT2_ATTPROJ_W],
 			       w.f[ZN_GPT2_ATTPROJ_B], B, T, C, C);
 	k->residual_forward(st, a.res2, x_in, f.branch, s.btc);
@@ -282,15 +287,26 @@ void zn_gpt2_layer_forward_bf16(const struct zn_kernel_table *k, void *st,
 
 /* ---- backward ------------------------------------------------------------------------ */
 
-/* the bf16 GEMM backward of one linear layer: dout rounded to bf16 into d16 first */
+/* the bf16 GEMM backward of one linear layer: d16 holds dout rounded to bf16 (written by
+ * dout's producer) */
+static void linear_bwd16(const struct zn_kernel_table *k, void *st, const struct wv *w,
+			 const struct zn_layer_desc *L, float *g, int tw, int tb, float *dinp,
+			 const float *dout, const float *d16, const float *inp16, int B, int T,
+			 int C, int OC)
+{
+	k->matmul_backward_bf16(st, dinp, g + L->tensors[tw].offset, g + L->tensors[tb].offset,
+				cu16(d16), dout, cu16(inp16), w->b[tw], B, T, C, OC);
+}
+
+/* the same with dout rounded to bf16 into d16 first: the block's dx_out, which the next
+ * layer's backward wrote in fp32 */
 static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct wv *w,
 		       const struct zn_layer_desc *L, float *g, int tw, int tb, float *dinp,
 		       const float *dout, float *d16, const float *inp16, int B, int T, int C,
 		       int OC)
 {
 	k->cast_f32_to_bf16(st, u16(d16), dout, (size_t)B * T * OC);
-	k->matmul_backward_bf16(st, dinp, g + L->tensors[tw].offset, g + L->tensors[tb].offset,
-				cu16(d16), dout, cu16(inp16), w->b[tw], B, T, C, OC);
+	linear_bwd16(k, st, w, L, g, tw, tb, dinp, dout, d16, inp16, B, T, C, OC);
 }
 
 static void block_backward(const struct zn_kernel_table *k, void *st,
@@ -311,20 +327,22 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	views(k, st, L, p, d.small, &w);
 	linear_bwd(k, st, &w, L, g, ZN_GPT2_FCPROJ_W, ZN_GPT2_FCPROJ_B, d.dfch_gelu, dx_out,
 		   d.dout16, a.fch_gelu, B, T, 4 * C, C);
-	k->gelu_backward(st, d.dfch, a.fch, d.dfch_gelu, 4 * s.btc);
-	linear_bwd(k, st, &w, L, g, ZN_GPT2_FC_W, ZN_GPT2_FC_B, d.dln2, d.dfch, d.dout16, a.ln2,
-		   B, T, C, 4 * C);
+	/* the producers of the other GEMMs' output gradients write their bf16 copy too */
+	k->gelu_backward_bf16out(st, d.dfch, u16(d.dout16), a.fch, d.dfch_gelu, 4 * s.btc);
+	linear_bwd16(k, st, &w, L, g, ZN_GPT2_FC_W, ZN_GPT2_FC_B, d.dln2, d.dfch, d.dout16,
+		     a.ln2, B, T, C, 4 * C);
 	k->layernorm_backward(st, d.dres2_ln, g + L->tensors[ZN_GPT2_LN2_W].offset,
 			      g + L->tensors[ZN_GPT2_LN2_B].offset, d.dln2, a.res2,
 			      w.f[ZN_GPT2_LN2_W], a.ln2_mean, a.ln2_rstd, B, T, C);
 	dres2 = d.dln2; /* consumed: d(res2) = dx_out + ln_2's part */
-	k->residual_forward(st, dres2, dx_out, d.dres2_ln, s.btc);
-	linear_bwd(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
-		   d.dout16, a.atty16, B, T, C, C);
-	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-					   pos, B, T, NH, NH, C / NH, 0);
-	linear_bwd(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
-		   a.ln1, B, T, C, 3 * C);
+	k->residual_forward_bf16out(st, dres2, u16(d.dout16), dx_out, d.dres2_ln, s.btc);
+	linear_bwd16(k, st, &w, L, g, ZN_GPT2_ATTPROJ_W, ZN_GPT2_ATTPROJ_B, d.datty, dres2,
+		     d.dout16, a.atty16, B, T, C, C);
+	k->flash_attention_doc_tc_backward_bf16out(st, d.dqkv, u16(d.dout16), d.drow, d.datty,
+						   a.qkv, cu16(a.qkv16), a.atty, a.lse, pos, B,
+						   T, NH, NH, C / NH, 0);
+	linear_bwd16(k, st, &w, L, g, ZN_GPT2_QKV_W, ZN_GPT2_QKV_B, d.dln1, d.dqkv, d.dout16,
+		     a.ln1, B, T, C, 3 * C);
 	k->layernorm_backward(st, d.dx_ln, g + L->tensors[ZN_GPT2_LN1_W].offset,
 			      g + L->tensors[ZN_GPT2_LN1_B].offset, d.dln1, x_in,
 			      w.f[ZN_GPT2_LN1_W], a.ln1_mean, a.ln1_rstd, B, T, C);

@@ -43,7 +43,8 @@ static int from_source(void *config, const struct zn_family_source *s)
 		size_t n = eq ? (size_t)(eq - a) : strlen(a);
 
 		if (is_shape_flag(a, n)) {
-			zn_error("%.*s: the model comes from %s's config.json; drop the flag", (int)n,
+			zn_error("%.*s: the model comes from %s's config.json; drop the flag",
+				 (int)n,
 				 a, s->path);
 			return -EINVAL;
 		}
@@ -124,6 +125,8 @@ const struct zn_family zn_llama_family = {
 	.types = types,
 	.type_count = (int)(sizeof(types) / sizeof(types[0])),
 	.presets = zn_llama_preset_names,
+	.flags_help = "--layers N --heads N --kv-heads N --d-model N --head-dim N "
+		      "--intermediate N --seq N --vocab N --tied-embeddings true|false",
 	.lora_targets = lora_targets,
 	.conv1d = false,
 	.seq_free = true,

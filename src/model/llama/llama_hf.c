@@ -118,24 +118,25 @@ int zn_llama_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 	rc = zn_hf_key_int(c, "hidden_size", NULL, true, 0, 1, ZN_HF_MAX_DIM, &cfg->hidden_size);
 	if (!rc)
 		rc = zn_hf_key_int(c, "intermediate_size", NULL, true, 0, 1, ZN_HF_MAX_DIM,
-			     &cfg->intermediate_size);
+				   &cfg->intermediate_size);
 	if (!rc)
 		rc = zn_hf_key_int(c, "num_hidden_layers", NULL, true, 0, 1, 100000,
-			     &cfg->num_hidden_layers);
+				   &cfg->num_hidden_layers);
 	if (!rc) /* Qwen3Config's head_dim defaults to 128 */
 		rc = zn_hf_key_heads(c, cfg, cfg->type == ZN_LLAMA_QWEN3 ? 128 : 0);
 	if (!rc)
-		rc = zn_hf_key_int(c, "vocab_size", NULL, true, 0, 1, ZN_HF_MAX_INT, &cfg->vocab_size);
+		rc = zn_hf_key_int(c, "vocab_size", NULL, true, 0, 1, ZN_HF_MAX_INT,
+				   &cfg->vocab_size);
 	if (!rc)
 		rc = zn_hf_key_int(c, "max_position_embeddings", NULL, true, 0, 1, ZN_HF_MAX_INT,
-			     &cfg->max_position_embeddings);
+				   &cfg->max_position_embeddings);
 	if (!rc)
 		rc = zn_hf_key_num(c, "rms_norm_eps", NULL, false, 1e-6, 0, 1, &cfg->norm_eps);
 	if (!rc)
 		rc = zn_hf_key_rope(c, cfg);
 	if (!rc)
 		rc = zn_hf_key_bool(c, "attention_bias", cfg->type == ZN_LLAMA_QWEN2,
-			      &cfg->attention_bias);
+				    &cfg->attention_bias);
 	if (!rc)
 		rc = zn_hf_key_bool(c, "mlp_bias", false, &mlp_bias);
 	if (!rc)

@@ -3,7 +3,8 @@
  * directly, activations cast to bf16) and fp32 accumulation. RMSNorm (inputs, statistics,
  * outputs before their cast), RoPE, the attention (fused, fp32), SwiGLU, residual sums,
  * the loss and every gradient stay fp32; each GEMM's output gradient is rounded to bf16
- * for its two backward GEMMs. 1-D tensors (norm weights, biases) are cast to fp32 into a
+ * for its two backward GEMMs, by the op producing it (the *_bf16out backward slots)
+ * except the block's incoming dx_out, cast here. 1-D tensors (norm weights, biases) are cast to fp32 into a
  * small region of scratch at the start of each call. */
 #include <assert.h>
 #include <stddef.h>
@@ -64,26 +65,28 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 
 /* Saved activations of a block: the GEMM inputs h1, atty16, h2, m as bf16; qkv (after
  * RoPE), atty, lse for the attention backward, res2 for the second norm's, gu for SwiGLU's
- * in fp32. */
+ * in fp32; qkv16 (qkv's bf16 copy, which RoPE writes: the attention's tile source) first,
+ * where the activations' own alignment makes it 16-byte aligned for cp.async. */
 struct block_acts {
-	float *h1, *rstd1, *qkv, *atty, *atty16, *lse, *res2, *h2, *rstd2, *gu, *m;
+	float *qkv16, *h1, *rstd1, *qkv, *atty, *atty16, *lse, *res2, *h2, *rstd2, *gu, *m;
 	float *qkv_raw, *qk_rstd; /* qk_norm: the projection before the norms, their rstd */
 };
 
 static uint64_t block_acts_carve(const struct sizes *s, bool qk_norm, float *acts,
 				 struct block_acts *a)
 {
-	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->atty16, &a->lse,
-				 &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m, &a->qkv_raw,
+	float **const bufs[] = { &a->qkv16, &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->atty16,
+				 &a->lse, &a->res2, &a->h2, &a->rstd2, &a->gu, &a->m, &a->qkv_raw,
 				 &a->qk_rstd };
-	const uint64_t numel[] = { half(s->bth), s->bt, s->bt * (uint64_t)s->S,
-				   s->bt * (uint64_t)s->Q, half(s->bt * (uint64_t)s->Q), s->bnt,
-				   s->bth, half(s->bth), s->bt, s->bt * 2 * (uint64_t)s->I,
+	const uint64_t numel[] = { half(s->bt * (uint64_t)s->S), half(s->bth), s->bt,
+				   s->bt * (uint64_t)s->S, s->bt * (uint64_t)s->Q,
+				   half(s->bt * (uint64_t)s->Q), s->bnt, s->bth, half(s->bth),
+				   s->bt, s->bt * 2 * (uint64_t)s->I,
 				   half(s->bt * (uint64_t)s->I),
 				   qk_norm ? s->bt * (uint64_t)s->S : 0,
 				   qk_norm ? s->bt * (uint64_t)(s->NH + s->KV) : 0 };
 
-	return carve(acts, bufs, numel, 13);
+	return carve(acts, bufs, numel, 14);
 }
 
 /* Block scratch, forward: branch [BTH], tmp (a norm or SwiGLU output before its cast),
@@ -264,11 +267,14 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	if (c->qk_norm) /* Qwen3, fp32 as every norm here */
 		k->qk_rmsnorm_forward(st, a.qkv, a.qk_rstd, a.qkv_raw, w.f[t.qn], w.f[t.kn],
 				      c->eps, B, T, s.NH, s.KV, s.D);
-	k->rope_forward(st, a.qkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
+	/* RoPE also writes qkv's bf16 copy, the attention's tile source */
+	k->rope_forward_bf16out(st, a.qkv, u16(a.qkv16), c->inv_freq, io->pos, B, T, s.NH, s.KV,
+				s.D);
 	/* tensor cores on CUDA (bf16 products; the CPU table: the fp32 op, same bits as
 	 * llama_layer.c); pos NULL: one sequence per row, else packed documents */
-	k->flash_attention_doc_tc_forward(st, a.atty, u16(a.atty16), a.lse, a.qkv, io->pos, B, T,
-					  s.NH, s.KV, s.D, c->window);
+	k->flash_attention_doc_tc_forward_qkv16(st, a.atty, u16(a.atty16), a.lse, a.qkv,
+						cu16(a.qkv16), io->pos, B, T, s.NH, s.KV, s.D,
+						c->window);
 	k->matmul_forward_bf16(st, f.branch, cu16(a.atty16), w.b[t.wo], fopt(&w, t.bo), B, T,
 			       s.Q, s.H);
 	k->residual_forward(st, a.res2, io->x_in, f.branch, s.bth);
@@ -280,18 +286,28 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, io->x_out, a.res2, f.branch, s.bth);
 }
 
-/* the bf16 GEMM backward of one linear layer: dout rounded to bf16 into d16 first */
-static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct wv *w,
-		       const struct zn_layer_io *io, int tw, int tb, float *dinp,
-		       const float *dout, float *d16, const float *inp16, int C, int OC)
+/* the bf16 GEMM backward of one linear layer: d16 holds dout rounded to bf16 (written by
+ * dout's producer) */
+static void linear_bwd16(const struct zn_kernel_table *k, void *st, const struct wv *w,
+			 const struct zn_layer_io *io, int tw, int tb, float *dinp,
+			 const float *dout, const float *d16, const float *inp16, int C, int OC)
 {
 	const struct zn_layer_desc *L = io->L;
 
-	k->cast_f32_to_bf16(st, u16(d16), dout, (size_t)io->B * io->T * OC);
 	k->matmul_backward_bf16(st, dinp, io->grads + L->tensors[tw].offset,
 				tb >= 0 ? io->grads + L->tensors[tb].offset : NULL, cu16(d16),
 				tb >= 0 ? dout : NULL, cu16(inp16), w->b[tw], io->B, io->T, C,
 				OC);
+}
+
+/* the same with dout rounded to bf16 into d16 first: the block's dx_out, which the next
+ * layer's backward wrote in fp32 */
+static void linear_bwd(const struct zn_kernel_table *k, void *st, const struct wv *w,
+		       const struct zn_layer_io *io, int tw, int tb, float *dinp,
+		       const float *dout, float *d16, const float *inp16, int C, int OC)
+{
+	k->cast_f32_to_bf16(st, u16(d16), dout, (size_t)io->B * io->T * OC);
+	linear_bwd16(k, st, w, io, tw, tb, dinp, dout, d16, inp16, C, OC);
 }
 
 static void block_backward(const struct zn_kernel_table *k, void *st,
@@ -309,21 +325,30 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	block_bwd_carve(&s, io->scratch, &d);
 	views(k, st, io->L, io->params16, d.small, &w);
 	linear_bwd(k, st, &w, io, t.wd, -1, d.dm, io->dx_out, d.dout16, a.m, s.I, s.H);
-	k->swiglu_backward(st, d.dgu, d.dm, a.gu, B, T, s.I);
-	linear_bwd(k, st, &w, io, t.wgu, -1, d.dh2, d.dgu, d.dout16, a.h2, s.H, 2 * s.I);
+	/* the producers of the other GEMMs' output gradients write their bf16 copy too */
+	k->swiglu_backward_bf16out(st, d.dgu, u16(d.dout16), d.dm, a.gu, B, T, s.I);
+	linear_bwd16(k, st, &w, io, t.wgu, -1, d.dh2, d.dgu, d.dout16, a.h2, s.H, 2 * s.I);
 	k->rmsnorm_backward(st, d.dres2_n, g + io->L->tensors[t.ln2].offset, d.dh2, a.res2,
 			    w.f[t.ln2], a.rstd2, B, T, s.H);
 	dres2 = d.dh2; /* consumed: d(res2) = dx_out + the norm's part */
-	k->residual_forward(st, dres2, io->dx_out, d.dres2_n, s.bth);
-	linear_bwd(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
-	k->flash_attention_doc_tc_backward(st, d.dqkv, d.drow, d.datty, a.qkv, a.atty, a.lse,
-					   io->pos, B, T, s.NH, s.KV, s.D, c->window);
-	k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
-	if (c->qk_norm)
+	k->residual_forward_bf16out(st, dres2, u16(d.dout16), io->dx_out, d.dres2_n, s.bth);
+	linear_bwd16(k, st, &w, io, t.wo, t.bo, d.datty, dres2, d.dout16, a.atty16, s.Q, s.H);
+	k->flash_attention_doc_tc_backward_bf16out(st, d.dqkv, NULL, d.drow, d.datty, a.qkv,
+						   cu16(a.qkv16), a.atty, a.lse, io->pos, B, T,
+						   s.NH, s.KV, s.D, c->window);
+	if (c->qk_norm) {
+		/* Qwen3: the gradient of qkv before the norms is the GEMM's, cast after them */
+		k->rope_backward(st, d.dqkv, c->inv_freq, io->pos, B, T, s.NH, s.KV, s.D);
 		k->qk_rmsnorm_backward(st, d.dqkv, g + io->L->tensors[t.qn].offset,
 				       g + io->L->tensors[t.kn].offset, a.qkv_raw, w.f[t.qn],
 				       w.f[t.kn], a.qk_rstd, B, T, s.NH, s.KV, s.D);
-	linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
+		linear_bwd(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H, s.S);
+	} else {
+		k->rope_backward_bf16out(st, d.dqkv, u16(d.dout16), c->inv_freq, io->pos, B, T,
+					 s.NH, s.KV, s.D);
+		linear_bwd16(k, st, &w, io, t.wqkv, t.bqkv, d.dh1, d.dqkv, d.dout16, a.h1, s.H,
+			     s.S);
+	}
 	k->rmsnorm_backward(st, d.dx_n, g + io->L->tensors[t.ln1].offset, d.dh1, io->x_in,
 			    w.f[t.ln1], a.rstd1, B, T, s.H);
 	k->residual_forward(st, io->dx_in, dres2, d.dx_n, s.bth);

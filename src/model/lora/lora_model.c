@@ -361,6 +361,14 @@ static void init_frozen(const void *config, const struct zn_layer_desc *L, uint6
 	c->base.ops->init(c->base.config, &c->lay[L->index].base, first, count, out_h, seed);
 }
 
+/* the frozen buffer is the base layer's flat buffer: its descriptor (docs/qlora.md) */
+static const struct zn_layer_desc *frozen_desc(const void *config, int layer)
+{
+	const struct zn_lora_config *c = config;
+
+	return layer >= 0 && layer < c->layers ? &c->lay[layer].base : NULL;
+}
+
 static void forward(const struct zn_kernel_table *k, void *stream, const void *config,
 		    const struct zn_layer_io *io)
 {
@@ -387,6 +395,7 @@ const struct zn_model_ops zn_lora_ops = {
 	.forward = forward,
 	.backward = backward,
 	.init_frozen = init_frozen,
+	.frozen_desc = frozen_desc,
 };
 
 const struct zn_model_ops zn_lora_ops_bf16 = {
@@ -405,6 +414,7 @@ const struct zn_model_ops zn_lora_ops_bf16 = {
 	.act_numel_bf16 = act_numel_bf16,
 	.scratch_numel_bf16 = scratch_numel_bf16,
 	.init_frozen = init_frozen,
+	.frozen_desc = frozen_desc,
 };
 
 struct zn_model zn_lora_model(const struct zn_lora_config *cfg)
