@@ -22,6 +22,7 @@
 #define ZN_MODEL_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -39,7 +40,20 @@ struct zn_tensor_desc {
 	bool decay;                   /* weight decay applies */
 	bool transpose;               /* the file holds the transpose (HF Conv1D [in, out]) */
 	int64_t file_shape[2];        /* shape in a safetensors file (wte: [V, C]) */
+	/* A stack of experts (a mixture of experts' weights, one tensor for E experts:
+	 * docs/model.md): parts > 0 when a checkpoint holds the tensor as parts tensors of
+	 * [shape[0] / parts, shape[1]] rows, back to back in memory; part j is named
+	 * part_prefix + (j / part_kinds) + "." + part_suffix[j % part_kinds]
+	 * ("model.layers.0.mlp.experts." "3" "." "up_proj.weight"); name is then transformers
+	 * 5's fused name. zn_tensor_part_name writes one. */
+	int parts, part_kinds;
+	char part_prefix[ZN_MODEL_NAME_MAX];
+	const char *part_suffix[2]; /* static strings */
 };
+
+/* Checkpoint tensors of d (parts, or 1), and part j's name into buf (d->name when 1). */
+int zn_tensor_part_count(const struct zn_tensor_desc *d);
+void zn_tensor_part_name(const struct zn_tensor_desc *d, int j, char *buf, size_t size);
 
 struct zn_layer_desc {
 	int kind;         /* the family's layer kind */

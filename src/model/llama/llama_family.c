@@ -1,5 +1,5 @@
 /* The Llama family's registry entry (model/family.h): its model_types (llama, qwen2,
- * mistral, qwen3) with their architectures, presets, the model from the command's flags or a
+ * mistral, qwen3, mixtral, qwen3_moe) with their architectures, presets, the model from the command's flags or a
  * config.json (which takes --seq, the training length, and no other model flag), LoRA's
  * PEFT target names and the lines zinc prints and checks. */
 #include <errno.h>
@@ -27,9 +27,47 @@ static bool is_shape_flag(const char *a, size_t n)
 	return false;
 }
 
+/* --router-aux-loss-coef X among the flags left in rest[0 .. *n), taken out: the
+ * coefficient of the load-balancing loss, which X > 0 turns on and 0 off (config.json's
+ * router_aux_loss_coef and output_router_logits, as a transformers user sets them) */
+static int take_aux_flag(struct zn_llama_config *c, char **rest, int *n)
+{
+	static const char flag[] = "--router-aux-loss-coef";
+	const size_t fl = sizeof(flag) - 1;
+	int out = 0;
+
+	for (int i = 0; i < *n; i++) {
+		const char *a = rest[i], *v;
+		char *end;
+		double x;
+
+		if (strncmp(a, flag, fl) || (a[fl] && a[fl] != '=')) {
+			rest[out++] = rest[i];
+			continue;
+		}
+		v = a[fl] == '=' ? a + fl + 1 : i + 1 < *n ? rest[++i] : NULL;
+		x = v ? strtod(v, &end) : -1;
+		if (!v || end == v || *end || !(x >= 0 && x <= 1e6)) {
+			zn_error("%s '%s': expected a number >= 0", flag, v ? v : "");
+			return -EINVAL;
+		}
+		if (c->experts <= 0) {
+			zn_error("%s: the model has no experts (a mixtral or qwen3_moe model has)",
+				 flag);
+			return -EINVAL;
+		}
+		c->aux_coef = (float)x;
+		c->aux = x > 0;
+	}
+	*n = out;
+	return 0;
+}
+
 static int from_flags(void *config, int argc, char **argv, char **rest, int *rest_count)
 {
-	return zn_llama_config_apply_flags(config, argc, argv, rest, rest_count);
+	int rc = zn_llama_config_apply_flags(config, argc, argv, rest, rest_count);
+
+	return rc ? rc : take_aux_flag(config, rest, rest_count);
 }
 
 /* A model from a config: --seq (the training length) and nothing else of the model. */
@@ -62,6 +100,8 @@ static int from_source(void *config, const struct zn_family_source *s)
 		}
 		s->rest[(*s->rest_count)++] = s->argv[i];
 	}
+	if (!rc)
+		rc = take_aux_flag(c, s->rest, s->rest_count);
 	return rc ? rc : zn_llama_config_validate(c);
 }
 
@@ -90,6 +130,24 @@ static void line(const void *config, char *buf, size_t size)
 		 "intermediate %d, vocab %d, seq %d, %s", zn_hf_model_type(&hf), c->layers,
 		 c->heads, c->kv_heads, c->head_dim, c->hidden, c->intermediate, c->vocab, c->seq,
 		 c->tied ? "tied" : "untied");
+	if (c->experts > 0)
+		snprintf(buf + strlen(buf), size - strlen(buf), ", %d experts (%d per token, "
+			 "intermediate %d), aux loss %s", c->experts, c->experts_per_tok,
+			 c->moe_intermediate, c->aux ? "on" : "off");
+}
+
+static void moe_text(const struct zn_llama_config *c, char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "model.experts=%d,%d,%d,%d,%d\nmodel.aux=%d,%.9g\n"
+				    "model.mlp_only=", c->experts, c->experts_per_tok,
+				    c->moe_intermediate, c->sparse_step, c->norm_topk, c->aux,
+				    (double)c->aux_coef);
+
+	for (int l = 0; l < c->layers && n + 8 < size; l++)
+		if (c->mlp_only[l / 8] & (1u << (l % 8)))
+			n += (size_t)snprintf(buf + n, size - n, "%d,", l);
+	if (n + 2 < size)
+		snprintf(buf + n, size - n, "\n");
 }
 
 static void text(const void *config, char *buf, size_t size)
@@ -107,6 +165,8 @@ static void text(const void *config, char *buf, size_t size)
 		 (long long)c->rope.original_max_position_embeddings);
 	if (c->qk_norm) /* only then: the lines of runs saved before Qwen3 stay as they were */
 		snprintf(buf + strlen(buf), size - strlen(buf), "model.qk_norm=1\n");
+	if (c->experts > 0)
+		moe_text(c, buf + strlen(buf), size - strlen(buf));
 }
 
 /* indexed by enum zn_llama_type */
@@ -115,6 +175,8 @@ static const struct zn_hf_type types[] = {
 	{ "qwen2", "Qwen2ForCausalLM" },
 	{ "mistral", "MistralForCausalLM" },
 	{ "qwen3", "Qwen3ForCausalLM" },
+	{ "mixtral", "MixtralForCausalLM" },
+	{ "qwen3_moe", "Qwen3MoeForCausalLM" },
 };
 static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
 					    "gate_proj", "up_proj", "down_proj", NULL };
@@ -126,7 +188,8 @@ const struct zn_family zn_llama_family = {
 	.type_count = (int)(sizeof(types) / sizeof(types[0])),
 	.presets = zn_llama_preset_names,
 	.flags_help = "--layers N --heads N --kv-heads N --d-model N --head-dim N "
-		      "--intermediate N --seq N --vocab N --tied-embeddings true|false",
+		      "--intermediate N --seq N --vocab N --tied-embeddings true|false "
+		      "--router-aux-loss-coef X (mixtral, qwen3_moe)",
 	.lora_targets = lora_targets,
 	.conv1d = false,
 	.seq_free = true,
