@@ -418,6 +418,9 @@ def main():
                                                     "weight_decay": WD}},
           "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
           "csv_monitor": {"enabled": True, "output_path": csv_dir, "job_name": "check"}}
+    moe = experts(c) > 0
+    if moe:  # the experts are parameters as any other: their shards offloaded too
+        ds["zero_optimization"]["offload_param"] = {"device": "cpu"}
     with open(os.path.join(work, "ds.json"), "w") as f:
         json.dump(ds, f, indent=2)
 
@@ -427,6 +430,8 @@ def main():
     if a.nvme:  # the same run with the optimizer state on NVMe: bit for bit
         os.makedirs(a.nvme, exist_ok=True)
         ds["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": a.nvme}
+        if moe:
+            ds["zero_optimization"]["offload_param"] = {"device": "nvme", "nvme_path": a.nvme}
         ds["csv_monitor"]["job_name"] = "nvme"
         with open(os.path.join(work, "ds_nvme.json"), "w") as f:
             json.dump(ds, f, indent=2)

@@ -155,7 +155,7 @@ Test(cli_moe, qwen3_moe_memorize_save_reload_generate)
 	cr_expect(strstr(text, "\"Qwen3MoeForCausalLM\"") && strstr(text, "\"num_experts\": 8") &&
 		  strstr(text, "\"moe_intermediate_size\": 32") &&
 		  strstr(text, "\"norm_topk_prob\": true") &&
-		  strstr(text, "\"mlp_only_layers\": [1]"), "%s", text);
+		  strstr(text, "\"mlp_only_layers\": [\n    1\n  ]"), "%s", text);
 	free(text);
 }
 
