@@ -237,3 +237,29 @@ Test(cli_moe, bad_keys_named)
 		cr_expect(strstr(out, bad[i][2]), "%s: %s", bad[i][1], out);
 	}
 }
+
+/* LoRA on the attention of a mixture of experts (the experts frozen): the load-balancing
+ * loss reaches the adapters; LoRA on the experts' projections is refused, not skipped */
+Test(cli_moe, lora_on_attention)
+{
+	char out[32768], cfg[160], *text;
+
+	write_lines("mem.txt", 20);
+	snprintf(cfg, sizeof(cfg), "%s", write_config("a.json", QWEN3_MOE,
+						       ", \"output_router_logits\": true"));
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
+				 "--seq 32 --micro-batch 2 --data %s/mem.txt --steps 2 --lr 1e-3 "
+				 "--lora-r 4 --lora-targets q_proj,v_proj --zero-stage 3 "
+				 "--offload-optimizer cpu --offload-param cpu --save-adapter %s/A",
+				 cfg, dir, dir), 0,
+		     "%s", out);
+	cr_expect(strstr(out, "| aux "), "%s", out);
+	text = read_text("A/adapter_config.json");
+	cr_expect(strstr(text, "\"q_proj\"") && strstr(text, "\"v_proj\""), "%s", text);
+	free(text);
+	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
+				 "--seq 32 --data %s/mem.txt --steps 1 --lora-r 4 --lora-targets "
+				 "q_proj,up_proj", cfg, dir), 2, "%s", out);
+	cr_expect(strstr(out, "LoRA: --lora-targets up_proj names the experts' projections"),
+		  "%s", out);
+}
