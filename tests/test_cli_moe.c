@@ -226,6 +226,8 @@ Test(cli_moe, bad_keys_named)
 		{ MIXTRAL, ", \"num_local_experts\": -1", "\"num_local_experts\"" },
 		{ MIXTRAL, ", \"router_jitter_noise\": 0.1", "\"router_jitter_noise\"" },
 		{ MIXTRAL, ", \"n_shared_experts\": 2", "\"n_shared_experts\"" },
+		{ MIXTRAL, ", \"attention_dropout\": 0.1", "\"attention_dropout\"" },
+		{ MIXTRAL, ", \"num_experts_per_tok\": 5", "\"num_experts_per_tok\"" },
 	};
 	char out[8192], name[32];
 

@@ -2,8 +2,8 @@
  * rest), as transformers' MixtralConfig and Qwen3MoeConfig define them:
  *   mixtral:   num_local_experts (8), num_experts_per_tok (2), output_router_logits
  *              (false), router_aux_loss_coef (0.001), router_jitter_noise (0.0; > 0 is
- *              refused: zinc's router has no noise); an expert's size is
- *              intermediate_size and the top-k weights are always renormalized.
+ *              refused: zinc's router has no noise), attention_dropout (0); an expert's
+ *              size is intermediate_size, the top-k weights always renormalized.
  *   qwen3_moe: num_experts (128), num_experts_per_tok (8), moe_intermediate_size (768),
  *              norm_topk_prob (false), decoder_sparse_step (1), mlp_only_layers ([]: the
  *              layers with the dense MLP of intermediate_size), output_router_logits,
@@ -49,6 +49,20 @@ static int refuse(const struct zn_hf_keys *c, const char *key, const char *why)
 	zn_error("%s: key \"%s\" is set: %s (zinc refuses it rather than ignore it)", c->path,
 		 key, why);
 	return -EINVAL;
+}
+
+/* MixtralConfig's attention_dropout (qwen3_moe's is read with Qwen3's keys) */
+static int no_dropout(const struct zn_hf_keys *c)
+{
+	double dropout;
+	int rc = zn_hf_key_num(c, "attention_dropout", NULL, false, 0, -1, 1, &dropout);
+
+	if (!rc && dropout != 0) {
+		zn_error("%s: key \"attention_dropout\" is %g: zinc has no attention dropout "
+			 "(set it 0.0)", c->path, dropout);
+		return -EINVAL;
+	}
+	return rc;
 }
 
 static int parse_aux(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
@@ -97,6 +111,8 @@ int zn_llama_hf_parse_moe(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 			    "not built");
 	if (!rc)
 		rc = refuse(c, "n_shared_experts", "shared experts (DeepSeek) are not built");
+	if (!rc && mixtral)
+		rc = no_dropout(c);
 	if (rc || mixtral) {
 		cfg->moe_intermediate_size = cfg->intermediate_size;
 		cfg->norm_topk_prob = true;
