@@ -122,7 +122,8 @@ Test(cli_moe, mixtral_memorize_save_reload_generate)
 	snprintf(cfg, sizeof(cfg), "%s", write_config("c.json", MIXTRAL, ""));
 	memorize(cfg, "model: mixtral, 2 layers, 4 heads (2 kv), head_dim 16, hidden 64, "
 		      "intermediate 64, vocab 256, seq 32, untied, 4 experts (2 per token, "
-		      "intermediate 64), aux loss off", want, 4);
+		      "intermediate 64; 2 of 2 layers sparse, 0.10M expert parameters), aux loss "
+		      "off", want, 4);
 	text = read_text("m/config.json");
 	cr_expect(strstr(text, "\"MixtralForCausalLM\"") &&
 		  strstr(text, "\"num_local_experts\": 4") &&
@@ -147,7 +148,8 @@ Test(cli_moe, qwen3_moe_memorize_save_reload_generate)
 	snprintf(cfg, sizeof(cfg), "%s", write_config("c.json", QWEN3_MOE, ""));
 	memorize(cfg, "model: qwen3_moe, 2 layers, 4 heads (2 kv), head_dim 24, hidden 64, "
 		      "intermediate 96, vocab 256, seq 32, untied, 8 experts (2 per token, "
-		      "intermediate 32), aux loss off", want, 6);
+		      "intermediate 32; 1 of 2 layers sparse, 0.05M expert parameters), aux loss "
+		      "off", want, 6);
 	text = read_text("m/model.safetensors");
 	cr_expect(!strstr(text + 8, "model.layers.1.mlp.experts"), "layer 1 is dense");
 	free(text);
@@ -203,7 +205,9 @@ Test(cli_moe, estimate_presets)
 	cr_expect(strstr(out, "\"params\":\t30532122624,"), "%s", out);
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "estimate --model qwen3-235b-a22b"), 0,
 		     "%s", out);
-	cr_expect(strstr(out, "# model: qwen3_moe, 94 layers"), "%s", out);
+	cr_expect(strstr(out, "# model: qwen3_moe, 94 layers") &&
+		  strstr(out, "128 experts (8 per token, intermediate 1536; 94 of 94 layers "
+			 "sparse, 227096.40M expert parameters)"), "%s", out);
 }
 
 /* every bad value of an MoE key is refused, exit 2, naming the key */

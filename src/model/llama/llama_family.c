@@ -120,6 +120,22 @@ static uint64_t param_count(const void *config)
 	return zn_llama_param_count(config);
 }
 
+static int sparse_layers(const struct zn_llama_config *c)
+{
+	int n = 0;
+
+	for (int l = 0; l < c->layers; l++)
+		n += zn_llama_layer_is_moe(c, l);
+	return n;
+}
+
+/* the experts' weights (gate, up, down of each), the router not counted */
+static uint64_t expert_params(const struct zn_llama_config *c)
+{
+	return (uint64_t)sparse_layers(c) * (uint64_t)c->experts * 3 * (uint64_t)c->hidden *
+	       (uint64_t)c->moe_intermediate;
+}
+
 static void line(const void *config, char *buf, size_t size)
 {
 	const struct zn_llama_config *c = config;
@@ -132,8 +148,10 @@ static void line(const void *config, char *buf, size_t size)
 		 c->tied ? "tied" : "untied");
 	if (c->experts > 0)
 		snprintf(buf + strlen(buf), size - strlen(buf), ", %d experts (%d per token, "
-			 "intermediate %d), aux loss %s", c->experts, c->experts_per_tok,
-			 c->moe_intermediate, c->aux ? "on" : "off");
+			 "intermediate %d; %d of %d layers sparse, %.2fM expert parameters), aux "
+			 "loss %s", c->experts, c->experts_per_tok, c->moe_intermediate,
+			 sparse_layers(c), c->layers, (double)expert_params(c) / 1e6,
+			 c->aux ? "on" : "off");
 }
 
 static void moe_text(const struct zn_llama_config *c, char *buf, size_t size)
