@@ -189,6 +189,26 @@ def names(c):
     return out if c["tie_word_embeddings"] else out + [("lm_head.weight", (V, H))]
 
 
+def fused_layout(c, params):
+    """The checkpoint's tensors in order, each sparse layer's experts as transformers 5's two
+    fused stacks (gate rows then up rows per expert) in place of their own tensors."""
+    out, done = [], set()
+    for name, _ in names(c):
+        if ".experts." not in name:
+            out.append((name, params[name]))
+            continue
+        n = int(name.split(".")[2])
+        if n in done:
+            continue
+        done.add(n)
+        _, ex = moe_names(c, n)
+        p = "model.layers.%d.mlp.experts." % n
+        out.append((p + "gate_up_proj", torch.stack([torch.cat((params[g], params[u]))
+                                                     for g, u, _ in ex])))
+        out.append((p + "down_proj", torch.stack([params[d] for _, _, d in ex])))
+    return out
+
+
 def inv_freq(c):
     """transformers' default RoPE frequencies and the llama3 scaling, in float32 as it does."""
     dim, base = head_dim(c), c["rope_theta"]
@@ -371,6 +391,9 @@ def main():
     ap.add_argument("--zinc", default="build/zinc")
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--model", choices=tuple(MODELS), default="llama")
+    ap.add_argument("--fused", action="store_true", help="write the experts as "
+                    "transformers 5 stores them: mlp.experts.gate_up_proj [E, 2I, H] and "
+                    "mlp.experts.down_proj [E, H, I] per sparse layer")
     ap.add_argument("--nvme", help="also train with offload_optimizer nvme under this "
                     "directory: bit for bit the CPU offload's")
     a = ap.parse_args()
@@ -390,14 +413,15 @@ def main():
     # sharded Hugging Face directory: two shards split after layer 0 and the index
     model_dir = os.path.join(work, "model")
     os.makedirs(model_dir, exist_ok=True)
-    order = [n for n, _ in names(c)]
+    stored = fused_layout(c, params) if a.fused else [(n, params[n]) for n, _ in names(c)]
+    order = [n for n, _ in stored]
     cut = order.index("model.layers.1.input_layernorm.weight")
-    shards = [order[:cut], order[cut:]]
+    shards = [stored[:cut], stored[cut:]]
     weight_map, total = {}, 0
     for i, part in enumerate(shards):
         fname = "model-%05d-of-%05d.safetensors" % (i + 1, len(shards))
-        total += st_write(os.path.join(model_dir, fname), [(n, params[n]) for n in part])
-        weight_map.update({n: fname for n in part})
+        total += st_write(os.path.join(model_dir, fname), part)
+        weight_map.update({n: fname for n, _ in part})
     with open(os.path.join(model_dir, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     with open(os.path.join(model_dir, "config.json"), "w") as f:

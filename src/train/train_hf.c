@@ -23,13 +23,40 @@ static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
 			dst[r * cols + c] = src[c * rows + r];
 }
 
+/* transformers 5's fused stack of d (hf_dir.h), when the file holds that instead: 1 read,
+ * 0 not there, < 0 an error */
+static int load_fused(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
+{
+	const int64_t E = d->parts / d->part_kinds;
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	char part[ZN_MODEL_NAME_MAX + 32], name[ZN_MODEL_NAME_MAX + 32];
+	int factor, rc;
+
+	zn_tensor_part_name(d, 0, part, sizeof(part));
+	if (!zn_hf_fused_expert_name(part, name, sizeof(name), &factor) ||
+	    zn_hf_find(s, name, &t, &f))
+		return 0;
+	if (t->ndim != 3 || t->shape[0] != E || t->shape[1] * E != d->shape[0] ||
+	    t->shape[2] != d->shape[1] || factor != d->part_kinds) {
+		zn_error("%s: tensor '%s' does not have the shape the model needs", zn_st_path(f),
+			 name);
+		return -EINVAL;
+	}
+	/* [E, kinds rows, cols]: each expert's gate rows then its up rows, zinc's order */
+	rc = zn_hf_read_rows(s, name, 0, E, ZN_DTYPE_F32, dst);
+	return rc ? rc : 1;
+}
+
 /* A stack of experts (model.h: parts): each part's rows into its place, in order */
 static int load_parts(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
 {
 	const int64_t rows = d->shape[0] / d->parts;
 	char name[ZN_MODEL_NAME_MAX + 32];
-	int rc = 0;
+	int rc = load_fused(s, d, dst);
 
+	if (rc)
+		return rc < 0 ? rc : 0;
 	for (int j = 0; !rc && j < d->parts; j++) {
 		const struct zn_st_tensor *t;
 		const struct zn_st_file *f;
