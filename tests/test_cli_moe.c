@@ -263,6 +263,15 @@ Test(cli_moe, lora_on_attention)
 	text = read_text("A/adapter_config.json");
 	cr_expect(strstr(text, "\"q_proj\"") && strstr(text, "\"v_proj\""), "%s", text);
 	free(text);
+	/* the router trained through an adapter (PEFT's "gate"), the experts frozen */
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
+				 "--seq 32 --micro-batch 2 --data %s/mem.txt --steps 2 --lr 1e-3 "
+				 "--lora-r 4 --lora-targets gate --save-adapter %s/G", cfg, dir, dir),
+		     0, "%s", out);
+	text = read_text("G/adapter_model.safetensors");
+	cr_expect(strstr(text + 8, "model.layers.0.mlp.gate.lora_A.weight") &&
+		  !strstr(text + 8, "layers.1.mlp.gate"), "the router's adapter is missing");
+	free(text);
 	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
 				 "--seq 32 --data %s/mem.txt --steps 1 --lora-r 4 --lora-targets "
 				 "q_proj,up_proj", cfg, dir), 2, "%s", out);

@@ -196,8 +196,9 @@ static const struct zn_hf_type types[] = {
 	{ "mixtral", "MixtralForCausalLM" },
 	{ "qwen3_moe", "Qwen3MoeForCausalLM" },
 };
+/* "gate": a mixture of experts' router (mlp.gate, block_sparse_moe.gate), as PEFT names it */
 static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
-					    "gate_proj", "up_proj", "down_proj", NULL };
+					    "gate_proj", "up_proj", "down_proj", "gate", NULL };
 static const char *const hf_buffers[] = { ".rotary_emb.inv_freq", NULL };
 
 const struct zn_family zn_llama_family = {
