@@ -12,6 +12,12 @@
  *                                  post_attention_layernorm.weight [H],
  *                                  mlp.gate_proj, up_proj .weight (back to back: [2I, H]),
  *                                  mlp.down_proj.weight [H, I]
+ *                                  or, a sparse block (Mixtral, Qwen3-MoE: llama_moe.c), in
+ *                                  place of the three: the router ...gate.weight [E, H],
+ *                                  mlp.experts.gate_up_proj [E 2IE, H] and
+ *                                  mlp.experts.down_proj [E H, IE] (transformers 5's fused
+ *                                  experts; checkpoints name each expert's tensors:
+ *                                  zn_tensor_desc.parts, model.h)
  *   L + 1    ZN_LLAMA_LAYER_FINAL  model.norm.weight [H], lm_head.weight [V, H] (untied);
  *                                  tied: no lm_head, tied_layer 0 (embed_tokens).
  * All weights are [out, in] as torch.nn.Linear (no transpose), no vocabulary padding.
@@ -21,6 +27,8 @@
  * Block: h = rmsnorm(x); qkv = h Wqkv^T (+b); [qk_norm: every q head rmsnorm(., q_norm),
  *        every k head rmsnorm(., k_norm), over D]; rope(q, k); x += gqa_attn(qkv) Wo^T (+bo);
  *        h = rmsnorm(x); x += swiglu(h Wgu^T) Wd^T.
+ *        (sparse: x += the MoE block of h, model/moe/moe.h; the load-balancing loss's
+ *        statistics into io->aux)
  * Final: losses = cross-entropy(rmsnorm(x) lm_head^T, targets).
  * RoPE frequencies are kept in the (host) configuration: zn_llama_config_from_hf and
  * zn_llama_config_validate fill inv_freq.

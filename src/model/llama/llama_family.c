@@ -1,7 +1,8 @@
 /* The Llama family's registry entry (model/family.h): its model_types (llama, qwen2,
- * mistral, qwen3, mixtral, qwen3_moe) with their architectures, presets, the model from the command's flags or a
- * config.json (which takes --seq, the training length, and no other model flag), LoRA's
- * PEFT target names and the lines zinc prints and checks. */
+ * mistral, qwen3, mixtral, qwen3_moe) with their architectures, presets, the model from the
+ * command's flags or a config.json (which takes --seq, the training length,
+ * --router-aux-loss-coef for a mixture of experts, and no other model flag), LoRA's PEFT
+ * target names and the lines zinc prints and checks. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
