@@ -371,6 +371,8 @@ def run_zinc(a, work, model_dir, ds_name, out_name, job):
     cmd = [os.path.abspath(a.zinc), "train", "--init-from", model_dir, "--data", "tokens.bin",
            "--seq", str(T), "--steps", str(STEPS), "--steps-per-print", "1", "--dtype", "fp32",
            "--deterministic", "--save-final", out_name, "--config", ds_name]
+    if a.mpiexec:  # N ranks of B / N rows each: the same windows per step
+        cmd = a.mpiexec.split() + ["-np", str(a.ranks)] + cmd
     print("llama_check: " + " ".join(cmd[1:]))
     r = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
@@ -394,6 +396,9 @@ def main():
     ap.add_argument("--fused", action="store_true", help="write the experts as "
                     "transformers 5 stores them: mlp.experts.gate_up_proj [E, 2I, H] and "
                     "mlp.experts.down_proj [E, H, I] per sparse layer")
+    ap.add_argument("--mpiexec", help="run zinc under this launcher (\"mpirun "
+                    "--oversubscribe\") with --ranks ranks of B / ranks rows each")
+    ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--nvme", help="also train with offload_optimizer nvme under this "
                     "directory: bit for bit the CPU offload's")
     a = ap.parse_args()
@@ -437,7 +442,9 @@ def main():
         f.write(struct.pack("<%dI" % n_tok, *tokens.tolist()))
 
     csv_dir = os.path.join(work, "csv")
-    ds = {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
+    ranks = a.ranks if a.mpiexec else 1
+    assert B % ranks == 0
+    ds = {"train_micro_batch_size_per_gpu": B // ranks, "gradient_accumulation_steps": 1,
           "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                                     "weight_decay": WD}},
           "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
@@ -480,15 +487,20 @@ def main():
         y = torch.stack([tokens[i + 1:i + T + 1] for i in idx])
         leaves = {n: w.clone().requires_grad_(True) for n, w in params.items()}
         unused = []
-        loss = forward(leaves, c, x, y, unused)
-        if isinstance(loss, tuple):  # MixtralForCausalLM.forward: loss += coef x aux_loss
-            ref_aux.append(loss[1].item())
-            (loss[0] + c["router_aux_loss_coef"] * loss[1]).backward()
-            loss = loss[0]  # zinc's step line and csv print the cross-entropy
+        # each rank's rows a forward of their own, the losses averaged over the ranks as
+        # DDP averages gradients (the load-balancing loss is per rank's batch)
+        parts = [forward(leaves, c, x[r::ranks], y[r::ranks], unused) for r in range(ranks)]
+        if isinstance(parts[0], tuple):  # MixtralForCausalLM.forward: loss += coef x aux
+            aux = sum(p[1] for p in parts) / ranks
+            loss = sum(p[0] for p in parts) / ranks
+            ref_aux.append(aux.item())
+            (loss + c["router_aux_loss_coef"] * aux).backward()
         else:
+            loss = sum(parts) / ranks
             loss.backward()
         if unused:
-            print("step %d: experts that no token chose, per sparse layer: %s" % (s + 1, unused))
+            print("step %d: experts that no token chose, per sparse layer (and rank): %s" %
+                  (s + 1, unused))
             idle = idle + sum(unused)
         ref_loss.append(loss.item())
         adamw(params, {n: w.grad for n, w in leaves.items()}, state, s + 1)
