@@ -215,6 +215,7 @@ Test(cli_moe, bad_keys_named)
 {
 	static const char *const bad[][3] = {
 		{ QWEN3_MOE, ", \"num_experts\": 0", "\"num_experts\"" },
+		{ QWEN3_MOE, ", \"num_experts\": 513", "\"num_experts\"" },
 		{ QWEN3_MOE, ", \"num_experts_per_tok\": 9", "\"num_experts_per_tok\"" },
 		{ QWEN3_MOE, ", \"num_experts_per_tok\": 0", "\"num_experts_per_tok\"" },
 		{ QWEN3_MOE, ", \"moe_intermediate_size\": 0", "\"moe_intermediate_size\"" },

@@ -84,7 +84,8 @@ int zn_llama_hf_parse_moe(const struct zn_hf_keys *c, struct zn_hf_config *cfg)
 {
 	bool mixtral = cfg->type == ZN_LLAMA_MIXTRAL;
 	const char *ne = mixtral ? "num_local_experts" : "num_experts";
-	int rc = zn_hf_key_int(c, ne, NULL, false, mixtral ? 8 : 128, 1, 4096, &cfg->num_experts);
+	int rc = zn_hf_key_int(c, ne, NULL, false, mixtral ? 8 : 128, 1, ZN_LLAMA_MAX_EXPERTS,
+			       &cfg->num_experts);
 
 	if (!rc)
 		rc = zn_hf_key_int(c, "num_experts_per_tok", NULL, false, mixtral ? 2 : 8, 1, 4096,
