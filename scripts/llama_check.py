@@ -399,6 +399,8 @@ def main():
     ap.add_argument("--mpiexec", help="run zinc under this launcher (\"mpirun "
                     "--oversubscribe\") with --ranks ranks of B / ranks rows each")
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--gas", type=int, default=1, help="gradient accumulation steps "
+                    "(micro-batches of B / ranks / gas rows)")
     ap.add_argument("--nvme", help="also train with offload_optimizer nvme under this "
                     "directory: bit for bit the CPU offload's")
     a = ap.parse_args()
@@ -443,8 +445,9 @@ def main():
 
     csv_dir = os.path.join(work, "csv")
     ranks = a.ranks if a.mpiexec else 1
-    assert B % ranks == 0
-    ds = {"train_micro_batch_size_per_gpu": B // ranks, "gradient_accumulation_steps": 1,
+    groups = ranks * a.gas  # micro-batches of a step over all ranks
+    assert B % groups == 0
+    ds = {"train_micro_batch_size_per_gpu": B // groups, "gradient_accumulation_steps": a.gas,
           "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                                     "weight_decay": WD}},
           "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
@@ -487,16 +490,18 @@ def main():
         y = torch.stack([tokens[i + 1:i + T + 1] for i in idx])
         leaves = {n: w.clone().requires_grad_(True) for n, w in params.items()}
         unused = []
-        # each rank's rows a forward of their own, the losses averaged over the ranks as
-        # DDP averages gradients (the load-balancing loss is per rank's batch)
-        parts = [forward(leaves, c, x[r::ranks], y[r::ranks], unused) for r in range(ranks)]
+        # each micro-batch (of each rank) a forward of its own, the losses averaged over
+        # them as DDP and gradient accumulation average gradients (the load-balancing loss
+        # is per micro-batch); with B = 2 rows and 2 groups each group is one row
+        parts = [forward(leaves, c, x[r::groups], y[r::groups], unused)
+                 for r in range(groups)]
         if isinstance(parts[0], tuple):  # MixtralForCausalLM.forward: loss += coef x aux
-            aux = sum(p[1] for p in parts) / ranks
-            loss = sum(p[0] for p in parts) / ranks
+            aux = sum(p[1] for p in parts) / groups
+            loss = sum(p[0] for p in parts) / groups
             ref_aux.append(aux.item())
             (loss + c["router_aux_loss_coef"] * aux).backward()
         else:
-            loss = sum(parts) / ranks
+            loss = sum(parts) / groups
             loss.backward()
         if unused:
             print("step %d: experts that no token chose, per sparse layer (and rank): %s" %
