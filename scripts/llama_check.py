@@ -18,8 +18,19 @@ own (torch.optim.AdamW's update, decay on 2-D tensors, written out here). --nvme
 trains a second time with the optimizer offloaded to NVMe (offload_optimizer nvme under
 DIR) and requires its losses and final weights to equal the CPU offload's bit for bit.
 
-    python3 scripts/llama_check.py --zinc build/zinc [--model llama|qwen3] [--nvme DIR]
-                                   [--keep DIR]
+    python3 scripts/llama_check.py --zinc build/zinc [--model llama|qwen3|mixtral|qwen3_moe]
+                                   [--nvme DIR] [--keep DIR] [--fused] [--gas N]
+                                   [--mpiexec "mpirun --oversubscribe" --ranks N]
+
+--model mixtral and qwen3_moe build MixtralForCausalLM and Qwen3MoeForCausalLM (the sparse
+MoE block: router, fp32 softmax, top-k, renormalized or not, SwiGLU experts; Qwen3-MoE with a
+dense layer from mlp_only_layers and enough experts that some get no token in a step, which
+the check requires) with output_router_logits: the step line's "| aux X" is compared with
+transformers' load_balancing_loss_func, and the reference's gradient includes
+router_aux_loss_coef x that loss; their parameters are offloaded too (offload_param cpu,
+then nvme). --fused writes the experts in transformers 5's fused layout; --gas N and
+--mpiexec/--ranks N split each step's rows into micro-batches or ranks, whose losses (the
+load-balancing loss per micro-batch) the reference averages.
 
 Exit status 0 when both agree, 1 when not, 77 (ctest's skip) when torch is not installed.
 Needs only python3-torch (Debian); no transformers, no safetensors package.
