@@ -405,6 +405,11 @@ struct zn_step_stats {
 	float loss_scale;          /* fp16: the scale this step's gradients had (1 otherwise) */
 	bool overflow;             /* fp16: the gradients overflowed; nothing was updated */
 	float next_loss_scale;     /* fp16: the scale of the next step (after this update) */
+	/* a model with an auxiliary loss (a mixture of experts' load balancing, with
+	 * output_router_logits): that loss (before its coefficient), averaged over the
+	 * micro-batches and ranks; loss above is the cross-entropy alone; 0 otherwise */
+	float aux_loss;
+	bool has_aux;
 };
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,

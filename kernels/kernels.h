@@ -389,6 +389,12 @@ struct zn_kernel_table {
 				 int C);
 	void (*moe_aux_stats)(void *stream, float *acc, const float *probs, const int *sel,
 			      int N, int E, int K);
+	/* the load-balancing loss from acc [2E] summed over ntot tokens (every MoE layer's):
+	 * loss[0] = E sum_e (acc[e] / ntot) (acc[E + e] / ntot) (loss NULL: not written), and
+	 * the gradient of scale x that loss per probability, dprob[e] = scale E acc[e] / ntot^2
+	 * (dprob NULL: not written) */
+	void (*moe_aux_finish)(void *stream, float *loss, float *dprob, const float *acc, int E,
+			       float ntot, float scale);
 	/* bytes of device memory src into host memory dst once the stream's work before it
 	 * is done; the calling thread waits (an MoE layer's expert row counts, which size its
 	 * per-expert GEMMs) */

@@ -85,7 +85,7 @@ Test(family, message_lists)
 	char buf[2048];
 
 	zn_family_model_types(buf, sizeof(buf));
-	cr_expect_str_eq(buf, "gpt2, llama, qwen2, mistral and qwen3");
+	cr_expect_str_eq(buf, "gpt2, llama, qwen2, mistral, qwen3, mixtral and qwen3_moe");
 	zn_family_preset_list(buf, sizeof(buf));
 	cr_expect(!strncmp(buf, "gpt2: tiny, small,", 18) && strstr(buf, "; llama: llama-tiny") &&
 		  strstr(buf, "qwen3-32b"), "%s", buf);

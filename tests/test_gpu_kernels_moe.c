@@ -79,6 +79,14 @@ Test(kernels_gpu_moe, block_matches_cpu)
 		gk_near("moe router grad", grw_d, grw, nr, 1e-4);
 		gk_near("moe gate_up grad", ggu_d, ggu, ngu, 1e-4);
 		gk_near("moe down grad", gdn_d, gdn, ndn, 1e-4);
+		{
+			float lc[1 + 16], *lg_d = up(NULL, sizeof(lc));
+
+			c->moe_aux_finish(NULL, lc, lc + 1, aux, d.E, (float)d.N, 0.5f);
+			g->moe_aux_finish(st, lg_d, lg_d + 1, aux_d, d.E, (float)d.N, 0.5f);
+			gk_near("moe aux loss and dprob", lg_d, lc, 1 + (size_t)d.E, 1e-5);
+			gt_free(lg_d);
+		}
 		gt_free(h_d), gt_free(rw_d), gt_free(gu_d), gt_free(dn_d), gt_free(dout_d);
 		gt_free(dprob_d), gt_free(out_d), gt_free(dh_d), gt_free(grw_d), gt_free(ggu_d);
 		gt_free(gdn_d), gt_free(aux_d), gt_free(acts_d), gt_free(scr_d);

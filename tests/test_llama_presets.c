@@ -67,7 +67,7 @@ Test(llama_presets, names_and_tiny)
 
 	for (; names[n]; n++)
 		cr_expect(zn_llama_is_preset(names[n]), "%s", names[n]);
-	cr_expect_eq(n, 14); /* 8 Llama, 6 Qwen3 */
+	cr_expect_eq(n, 17); /* 8 Llama, 6 Qwen3, 3 mixtures of experts */
 	cr_assert_eq(zn_llama_config_from_preset("llama-tiny", &c), 0);
 	cr_expect(c.layers == 2 && c.hidden == 64 && c.intermediate == 128 && c.heads == 4 &&
 		  c.kv_heads == 2 && c.head_dim == 16 && c.vocab == 256 && c.seq == 64 &&
@@ -212,4 +212,38 @@ Test(llama_presets, ops_save_then_load_layer)
 		free(p[l]);
 	snprintf(path, sizeof(path), "rm -rf %s", dir);
 	cr_expect_eq(system(path), 0);
+}
+
+/* the mixtures of experts: every block sparse; the parameter counts of the published
+ * models (Mixtral-8x7B 46.7B, Qwen3-30B-A3B 30.5B, Qwen3-235B-A22B 235.1B), the same through
+ * the layer descriptors (the fused expert stacks) and through config.json's layout (every
+ * expert's tensors by name) */
+Test(llama_presets, mixtures_of_experts)
+{
+	static const struct {
+		const char *name;
+		int experts, per_tok, inter;
+		uint64_t params;
+	} moe[] = {
+		{ "mixtral-8x7b", 8, 2, 14336, 46702792704ull },
+		{ "qwen3-30b-a3b", 128, 8, 768, 30532122624ull },
+		{ "qwen3-235b-a22b", 128, 8, 1536, 235093634560ull },
+	};
+
+	for (size_t i = 0; i < sizeof(moe) / sizeof(moe[0]); i++) {
+		struct zn_llama_config c;
+		struct zn_hf_config hf;
+
+		cr_assert_eq(zn_llama_config_from_preset(moe[i].name, &c), 0, "%s", moe[i].name);
+		cr_expect(c.experts == moe[i].experts && c.experts_per_tok == moe[i].per_tok &&
+			  c.moe_intermediate == moe[i].inter && c.norm_topk && !c.aux,
+			  "%s", moe[i].name);
+		for (int l = 0; l < c.layers; l++)
+			cr_expect(zn_llama_layer_is_moe(&c, l), "%s layer %d", moe[i].name, l);
+		cr_expect_eq(zn_llama_param_count(&c), moe[i].params, "%s", moe[i].name);
+		zn_llama_config_to_hf(&c, &hf);
+		cr_expect_eq(zn_hf_param_count(&hf), moe[i].params, "%s", moe[i].name);
+		cr_expect_eq(zn_hf_layout_count(&hf), 3 + c.layers * (c.qk_norm ? 9 : 7) +
+			     c.layers * 3 * c.experts, "%s", moe[i].name);
+	}
 }

@@ -175,3 +175,17 @@ void zn_cpu_moe_aux_stats(float *acc, const float *probs, const int *sel, int N,
 		acc[E + e] += s;
 	}
 }
+
+void zn_cpu_moe_aux_finish(float *loss, float *dprob, const float *acc, int E, float ntot,
+			   float scale)
+{
+	float l = 0.0f;
+
+	for (int e = 0; e < E; e++) {
+		l += (acc[e] / ntot) * (acc[E + e] / ntot);
+		if (dprob)
+			dprob[e] = scale * (float)E * acc[e] / (ntot * ntot);
+	}
+	if (loss)
+		loss[0] = (float)E * l;
+}

@@ -223,6 +223,8 @@ void zn_cpu_moe_combine(float *out, const float *y, const int *pos, const int *s
 void zn_cpu_moe_scatter_dout(float *dy, float *dw, const float *dout, const float *y,
 			     const float *w, const int *perm, int M, int K, int C);
 void zn_cpu_moe_aux_stats(float *acc, const float *probs, const int *sel, int N, int E, int K);
+void zn_cpu_moe_aux_finish(float *loss, float *dprob, const float *acc, int E, float ntot,
+			   float scale);
 /* 4-bit frozen base (kernels.h dequant_4bit, dequant_absmax8; quant4.c) */
 void zn_cpu_dequant_4bit(float *out32, uint16_t *out16, const uint8_t *packed,
 			 const float *absmax, size_t N, int blocksize, int type, int qdtype);

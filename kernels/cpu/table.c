@@ -410,6 +410,12 @@ static void moe_aux_stats(void *stream, float *acc, const float *probs, const in
 	zn_cpu_moe_aux_stats(acc, probs, sel, N, E, K);
 }
 
+static void moe_aux_finish(void *stream, float *loss, float *dprob, const float *acc, int E,
+			   float ntot, float scale)
+{
+	zn_cpu_moe_aux_finish(loss, dprob, acc, E, ntot, scale);
+}
+
 /* the stream's work before it already ran: the CPU runs in order on the calling thread */
 static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
 {
@@ -554,6 +560,7 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.moe_combine = moe_combine,
 	.moe_scatter_dout = moe_scatter_dout,
 	.moe_aux_stats = moe_aux_stats,
+	.moe_aux_finish = moe_aux_finish,
 	.read_sync = read_sync,
 	.dequant_4bit = dequant_4bit,
 	.dequant_absmax8 = dequant_absmax8,

@@ -190,6 +190,21 @@ static __global__ void aux_stats_kernel(float *acc, const float *probs, const in
 	}
 }
 
+/* one thread: E is small */
+static __global__ void aux_finish_kernel(float *loss, float *dprob, const float *acc, int E,
+					 float ntot, float scale)
+{
+	float l = 0.0f;
+
+	for (int e = 0; e < E; e++) {
+		l += (acc[e] / ntot) * (acc[E + e] / ntot);
+		if (dprob)
+			dprob[e] = scale * (float)E * acc[e] / (ntot * ntot);
+	}
+	if (loss)
+		loss[0] = (float)E * l;
+}
+
 extern "C" void zn_cuda_moe_route_forward(void *stream, int *sel, float *w, float *probs,
 					  const float *logits, int N, int E, int K, int norm)
 {
@@ -251,6 +266,13 @@ extern "C" void zn_cuda_moe_aux_stats(void *stream, float *acc, const float *pro
 	aux_stats_kernel<<<blocks((size_t)E), ZN_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
 		acc, probs, sel, N, E, K);
 	zn_cuda_note_launch("moe_aux_stats", __FILE__, __LINE__);
+}
+
+extern "C" void zn_cuda_moe_aux_finish(void *stream, float *loss, float *dprob,
+				       const float *acc, int E, float ntot, float scale)
+{
+	aux_finish_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(loss, dprob, acc, E, ntot, scale);
+	zn_cuda_note_launch("moe_aux_finish", __FILE__, __LINE__);
 }
 
 /* a failure sets the sticky error flag (the step fails) and leaves dst zero */

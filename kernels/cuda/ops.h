@@ -231,6 +231,8 @@ void zn_cuda_moe_scatter_dout(void *stream, float *dy, float *dw, const float *d
 			      int C);
 void zn_cuda_moe_aux_stats(void *stream, float *acc, const float *probs, const int *sel,
 			   int N, int E, int K);
+void zn_cuda_moe_aux_finish(void *stream, float *loss, float *dprob, const float *acc, int E,
+			    float ntot, float scale);
 void zn_cuda_read_sync(void *stream, void *dst, const void *src, size_t bytes);
 
 #endif

@@ -70,6 +70,7 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_moe_combine,
 	zn_cuda_moe_scatter_dout,
 	zn_cuda_moe_aux_stats,
+	zn_cuda_moe_aux_finish,
 	zn_cuda_read_sync,
 	zn_cuda_qk_rmsnorm_forward,
 	zn_cuda_qk_rmsnorm_backward,
@@ -86,5 +87,5 @@ const struct zn_kernel_table zn_kernels_cuda = {
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 77 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 78 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #define ZN_HF_NAME_MAX 96
+#define ZN_HF_MAX_MOE_LAYERS 1024 /* layers of a mixture-of-experts model */
 
 struct zn_family;
 
@@ -51,6 +52,16 @@ struct zn_hf_config {
 	bool tie_word_embeddings; /* GPT-2: always true */
 	int64_t sliding_window;   /* 0: none (qwen2: only with use_sliding_window true) */
 	char torch_dtype[16];     /* "bfloat16", "float32", "float16" or "" */
+	/* a mixture of experts (mixtral, qwen3_moe; 0 experts: none) */
+	int64_t num_experts;           /* num_local_experts (mixtral), num_experts */
+	int64_t num_experts_per_tok;
+	int64_t moe_intermediate_size; /* an expert's; mixtral: intermediate_size */
+	int64_t decoder_sparse_step;   /* qwen3_moe: layer n is sparse when (n+1) % step == 0 */
+	bool norm_topk_prob;           /* mixtral: always true */
+	bool output_router_logits;     /* the load-balancing loss is added */
+	double router_aux_loss_coef;
+	/* qwen3_moe's mlp_only_layers: bit n set, layer n has the dense MLP */
+	uint8_t mlp_only[ZN_HF_MAX_MOE_LAYERS / 8];
 };
 
 /* One tensor of the layout. */

@@ -109,6 +109,51 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 		snprintf(buf + at, n - (size_t)at, "]");
 }
 
+/* transformers 5's fused experts: for one expert's tensor "model.layers.L.M.experts.X.P.weight"
+ * (P gate_proj, up_proj, down_proj; Mixtral's w1, w3, w2), the layer's stack
+ * "model.layers.L.mlp.experts.gate_up_proj" [E, 2 rows, cols] or "...down_proj"
+ * [E, rows, cols] into fused; *factor 2 or 1. false: not an expert's name. */
+bool zn_hf_fused_expert_name(const char *name, char *fused, size_t size, int *factor)
+{
+	static const char *const gu[] = { "gate_proj", "up_proj", "w1", "w3" };
+	const char *ex = strstr(name, ".experts."), *x, *proj, *end;
+	int layer, n = 0;
+
+	if (!ex || sscanf(name, "model.layers.%d.%n", &layer, &n) != 1 || n <= 0)
+		return false;
+	for (x = ex + 9; *x >= '0' && *x <= '9'; x++)
+		;
+	proj = x;
+	end = strstr(proj, ".weight");
+	if (x == ex + 9 || *proj != '.' || !end || end[7])
+		return false;
+	proj++;
+	*factor = 1;
+	for (size_t i = 0; i < sizeof(gu) / sizeof(gu[0]); i++)
+		if ((size_t)(end - proj) == strlen(gu[i]) && !strncmp(proj, gu[i], strlen(gu[i])))
+			*factor = 2;
+	if (*factor == 1 && strncmp(proj, "down_proj.", 10) && strncmp(proj, "w2.", 3))
+		return false;
+	snprintf(fused, size, "model.layers.%d.mlp.experts.%s", layer,
+		 *factor == 2 ? "gate_up_proj" : "down_proj");
+	return true;
+}
+
+/* A missing expert tensor that the file holds inside transformers 5's fused stack */
+static bool in_fused(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
+{
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	char name[ZN_HF_NAME_MAX + 16];
+	int factor;
+
+	if (sp->ndim != 2 || !zn_hf_fused_expert_name(sp->name, name, sizeof(name), &factor) ||
+	    zn_hf_find(s, name, &t, &f))
+		return false;
+	return t->ndim == 3 && t->shape[0] == s->config.num_experts &&
+	       t->shape[1] == factor * sp->shape[0] && t->shape[2] == sp->shape[1] && t->dtype >= 0;
+}
+
 static int check_tensor(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
 {
 	const struct zn_st_tensor *t;
@@ -117,6 +162,8 @@ static int check_tensor(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
 	bool ok;
 	int rc = zn_hf_find(s, sp->name, &t, &f);
 
+	if (rc == -ENOENT && in_fused(s, sp))
+		return 0;
 	if (rc == -ENOENT)
 		zn_error("%s: no tensor '%s', which a %s model with %lld layers has",
 			 zn_hf_expected_in(s), sp->name, zn_hf_model_type(&s->config),
@@ -166,8 +213,10 @@ static bool unused(const struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp
 	for (int i = 0; f->hf_buffers && f->hf_buffers[i]; i++)
 		if (ends_with(name, f->hf_buffers[i]))
 			return false;
-	if (!strcmp(name, "lm_head.weight"))
-		return false;
+	if (!strcmp(name, "lm_head.weight") || (strstr(name, ".mlp.experts.") &&
+						   (ends_with(name, ".gate_up_proj") ||
+						    ends_with(name, ".down_proj"))))
+		return false; /* a tied head; transformers 5's fused experts (in_fused) */
 	snprintf(key.name, sizeof(key.name), "%s%s",
 		 f->hf_prefix && strncmp(name, f->hf_prefix, strlen(f->hf_prefix)) ?
 			 f->hf_prefix : "", name);

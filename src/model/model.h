@@ -22,6 +22,7 @@
 #define ZN_MODEL_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -39,7 +40,20 @@ struct zn_tensor_desc {
 	bool decay;                   /* weight decay applies */
 	bool transpose;               /* the file holds the transpose (HF Conv1D [in, out]) */
 	int64_t file_shape[2];        /* shape in a safetensors file (wte: [V, C]) */
+	/* A stack of experts (a mixture of experts' weights, one tensor for E experts:
+	 * docs/model.md): parts > 0 when a checkpoint holds the tensor as parts tensors of
+	 * [shape[0] / parts, shape[1]] rows, back to back in memory; part j is named
+	 * part_prefix + (j / part_kinds) + "." + part_suffix[j % part_kinds]
+	 * ("model.layers.0.mlp.experts." "3" "." "up_proj.weight"); name is then transformers
+	 * 5's fused name. zn_tensor_part_name writes one. */
+	int parts, part_kinds;
+	char part_prefix[ZN_MODEL_NAME_MAX];
+	const char *part_suffix[2]; /* static strings */
 };
+
+/* Checkpoint tensors of d (parts, or 1), and part j's name into buf (d->name when 1). */
+int zn_tensor_part_count(const struct zn_tensor_desc *d);
+void zn_tensor_part_name(const struct zn_tensor_desc *d, int j, char *buf, size_t size);
 
 struct zn_layer_desc {
 	int kind;         /* the family's layer kind */
@@ -88,6 +102,14 @@ struct zn_layer_io {
 	 * bf16 values instead (read as uint16_t; docs/lora.md) */
 	const float *frozen, *tied_frozen;
 	uint64_t seed;                     /* this step and micro-batch's random stream */
+	/* A model with an auxiliary loss (ops->aux_floats > 0: a mixture of experts' load
+	 * balancing): aux_floats floats of the micro-batch, zero before its forward; the
+	 * forward (not a recomputed one: NULL there, and in evaluation) gathers what the loss
+	 * needs into it and the last layer's forward leaves the loss in aux[0]; the backward
+	 * reads it, with aux_scale the factor of that loss's gradient (the loss scale over the
+	 * micro-batches and ranks averaged). NULL: no auxiliary loss. */
+	float *aux;
+	float aux_scale;
 };
 
 /* Inference of one layer with a KV cache (zinc generate, docs/generate.md): batch 1, T new
@@ -153,6 +175,9 @@ struct zn_model_ops {
 	void (*decode)(const struct zn_kernel_table *k, void *stream, const void *config,
 		       const struct zn_decode_io *io);
 	int (*decode_max_t)(const void *config); /* the most positions a sequence may reach */
+	/* optional (NULL or 0: none): floats of the per-micro-batch auxiliary loss buffer
+	 * (zn_layer_io.aux) */
+	int (*aux_floats)(const void *config);
 	/* optional (NULL: a frozen base cannot be quantized): the descriptor of layer's
 	 * frozen buffer, its tensors and their offsets (LoRA: the base layer's), from which
 	 * --quantize-base chooses the linear weights (docs/qlora.md) */

@@ -104,6 +104,12 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &a->loss_d, bt * 4);
 	if (!rc && a->pos_h)
 		rc = zn_tiers_dalloc(e, &a->pos_d, tok);
+	a->aux_n = e->model.ops->aux_floats ? e->model.ops->aux_floats(e->model.config) : 0;
+	if (!rc && a->aux_n > 0)
+		rc = zn_tiers_dalloc(e, &a->aux_d, (uint64_t)a->aux_n * 4);
+	if (!rc && a->aux_n > 0)
+		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->aux_h,
+					  (uint64_t)e->gas * sizeof(float));
 	for (uint64_t i = 0; !rc && i < 3 * (uint64_t)e->gas; i++)
 		rc = zn_event_create(e->rt.dev, &a->tev[i]);
 	if (!rc)
@@ -134,6 +140,8 @@ void zn_acts_destroy(struct zn_engine *e)
 	zn_device_free(e->rt.dev, a->tok_d);
 	zn_device_free(e->rt.dev, a->tgt_d);
 	zn_device_free(e->rt.dev, a->loss_d);
+	zn_device_free(e->rt.dev, a->aux_d);
+	zn_device_host_free(e->rt.dev, a->aux_h);
 	zn_device_free(e->rt.dev, a->pos_d);
 	zn_event_destroy(a->tok_ready);
 	zn_event_destroy(a->tok_free);

@@ -22,6 +22,10 @@ struct zn_acts {
 	int *tok_d, *tgt_d;
 	float *loss_d;
 	float *loss_h;           /* gas x B x T; zn_device_host_alloc, as tok_h and tgt_h */
+	/* the model's auxiliary loss (model.h zn_layer_io.aux): aux_n floats on the device,
+	 * and each micro-batch's loss (aux[0]) on the host; aux_n 0: none */
+	float *aux_d, *aux_h;
+	int aux_n;
 	int *tok_h, *tgt_h;      /* gas x B x T: the step's tokens and targets, staged */
 	/* --packing documents (docs/packing.md): positions [B,T] on the device and staged
 	 * [gas,B,T]; NULL otherwise. pred: the step's predicted targets (>= 0) over every

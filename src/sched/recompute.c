@@ -123,11 +123,15 @@ void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
 		/* every layer's activations and outputs x[0 .. n-2] */
 		out->device_acts = zn_size_add(out->all_acts, zn_size_mul((uint64_t)(s->n - 1), xa));
 	}
-	/* two dx buffers, scratch, tokens, targets (and positions), losses */
+	/* two dx buffers, scratch, tokens, targets (and positions), losses (and the auxiliary
+	 * loss's buffer) */
 	out->device_fixed = zn_size_add(zn_size_add(zn_size_mul(2, xa),
 						     zn_plan_device_alloc_bytes(smax)),
 					(s->pos ? 3 : 2) * zn_plan_device_alloc_bytes(bt * sizeof(int)) +
 					zn_plan_device_alloc_bytes(bt * 4));
+	if (s->model.ops->aux_floats && s->model.ops->aux_floats(s->model.config) > 0)
+		out->device_fixed = zn_size_add(out->device_fixed, zn_plan_device_alloc_bytes(
+			(uint64_t)s->model.ops->aux_floats(s->model.config) * 4));
 	out->device = zn_size_add(out->device_acts, out->device_fixed);
 }
 

@@ -84,12 +84,13 @@ static uint64_t micro_seed(const struct zn_engine *e, int micro)
 			((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32));
 }
 
-static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro)
+/* aux: the auxiliary loss's buffer (zn_layer_io.aux), or NULL (evaluation) */
+static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro, float *aux)
 {
 	struct layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
-					.seed = micro_seed(e, micro) } };
+					.seed = micro_seed(e, micro), .aux = aux } };
 	int n = e->n, rc;
 
 	a.io.L = &e->ld[0];
@@ -197,6 +198,9 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	 * ones of every micro-batch and rank */
 	a.io.dloss_scale = e->opt.scale /
 			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+	/* the auxiliary loss: each micro-batch's, averaged over them and the ranks */
+	a.io.aux = e->act.aux_d;
+	a.io.aux_scale = e->opt.scale / ((float)e->rt.world * (float)e->gas);
 	if (e->act.pred > 0)
 		a.io.dloss_scale = e->opt.scale / (float)e->act.pred;
 	else if (!e->all_labels)
@@ -256,7 +260,8 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
-				     .pos = step_pos(e) };
+				     .pos = step_pos(e), .aux = a.io.aux,
+				     .aux_scale = a.io.aux_scale };
 	set_params(e, &a.io, 0, p0, NULL);
 	rc = launch_layer(e, false, 0, &a);
 	if (!rc)
@@ -332,8 +337,13 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);
+	/* the auxiliary loss's buffer, zero once the previous micro-batch's loss is down */
+	if (!rc && e->act.aux_d)
+		rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
+	if (!rc && e->act.aux_d)
+		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0, (uint64_t)e->act.aux_n * 4);
 	if (!rc)
-		rc = forward(e, p0, f0, micro);
+		rc = forward(e, p0, f0, micro, e->act.aux_d);
 	if (!rc)
 		rc = zn_event_record(e->act.tev[(size_t)3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
@@ -343,6 +353,9 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 		rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d, bt * 4,
+				     ZN_COPY_D2H);
+	if (!rc && e->act.aux_d)
+		rc = zn_memcpy_async(e->rt.copy_out, e->act.aux_h + micro, e->act.aux_d, 4,
 				     ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
@@ -379,6 +392,23 @@ static int mean_loss(struct zn_engine *e, float *loss)
 		mean /= (float)e->rt.world;
 	}
 	*loss = mean;
+	return rc;
+}
+
+/* the auxiliary loss of the micro-batches, averaged over them and the ranks */
+static int mean_aux_loss(struct zn_engine *e, float *loss)
+{
+	float sum = 0.0f;
+	int rc = 0;
+
+	for (int m = 0; m < e->gas; m++)
+		sum += e->act.aux_h[m];
+	sum /= (float)e->gas;
+	if (e->rt.world > 1) {
+		rc = zn_comm_all_reduce(e->rt.comm, NULL, &sum, 1, ZN_DTYPE_F32);
+		sum /= (float)e->rt.world;
+	}
+	*loss = sum;
 	return rc;
 }
 
@@ -498,6 +528,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
 		rc = mean_loss(e, &st->loss);
+	if (!rc && e->act.aux_d)
+		rc = mean_aux_loss(e, &st->aux_loss);
+	st->has_aux = e->act.aux_d != NULL;
 	/* 7. a non-finite loss or gradient stops the run (the caller saves nothing); an fp16
 	 *    overflow skipped the step instead (zn_optim_step) */
 	if (!rc && !e->opt.overflow) {
@@ -547,5 +580,5 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 /* eval.c's forward-only pass runs this same forward (zn_engine_eval). */
 int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
-	return forward(e, p0, f0, micro);
+	return forward(e, p0, f0, micro, NULL);
 }

@@ -23,12 +23,71 @@ static void transpose(float *dst, const float *src, int64_t rows, int64_t cols)
 			dst[r * cols + c] = src[c * rows + r];
 }
 
+/* transformers 5's fused stack of d (hf_dir.h), when the file holds that instead: 1 read,
+ * 0 not there, < 0 an error */
+static int load_fused(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
+{
+	const int64_t E = d->parts / d->part_kinds;
+	const struct zn_st_tensor *t;
+	const struct zn_st_file *f;
+	char part[ZN_MODEL_NAME_MAX + 32], name[ZN_MODEL_NAME_MAX + 32];
+	int factor, rc;
+
+	zn_tensor_part_name(d, 0, part, sizeof(part));
+	if (!zn_hf_fused_expert_name(part, name, sizeof(name), &factor) ||
+	    zn_hf_find(s, name, &t, &f))
+		return 0;
+	if (t->ndim != 3 || t->shape[0] != E || t->shape[1] * E != d->shape[0] ||
+	    t->shape[2] != d->shape[1] || factor != d->part_kinds) {
+		zn_error("%s: tensor '%s' does not have the shape the model needs", zn_st_path(f),
+			 name);
+		return -EINVAL;
+	}
+	/* [E, kinds rows, cols]: each expert's gate rows then its up rows, zinc's order */
+	rc = zn_hf_read_rows(s, name, 0, E, ZN_DTYPE_F32, dst);
+	return rc ? rc : 1;
+}
+
+/* A stack of experts (model.h: parts): each part's rows into its place, in order */
+static int load_parts(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
+{
+	const int64_t rows = d->shape[0] / d->parts;
+	char name[ZN_MODEL_NAME_MAX + 32];
+	int rc = load_fused(s, d, dst);
+
+	if (rc)
+		return rc < 0 ? rc : 0;
+	for (int j = 0; !rc && j < d->parts; j++) {
+		const struct zn_st_tensor *t;
+		const struct zn_st_file *f;
+
+		zn_tensor_part_name(d, j, name, sizeof(name));
+		rc = zn_hf_find(s, name, &t, &f);
+		if (rc == -ENOENT)
+			zn_error("--init-from %s: no tensor '%s'", zn_hf_src_path(s), name);
+		if (!rc && (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != d->shape[1])) {
+			zn_error("%s: tensor '%s' does not have the shape the model needs",
+				 zn_st_path(f), name);
+			rc = -EINVAL;
+		}
+		if (!rc)
+			rc = zn_hf_read_rows(s, name, 0, rows, ZN_DTYPE_F32,
+					     dst + (uint64_t)j * (uint64_t)rows *
+						   (uint64_t)d->shape[1]);
+	}
+	return rc;
+}
+
 static int load_tensor(struct zn_hf_src *s, const struct zn_tensor_desc *d, float *dst)
 {
 	const struct zn_st_tensor *t;
 	const struct zn_st_file *f;
 	float *tmp;
-	int rc = zn_hf_find(s, d->name, &t, &f);
+	int rc;
+
+	if (d->parts > 0)
+		return load_parts(s, d, dst);
+	rc = zn_hf_find(s, d->name, &t, &f);
 
 	if (rc == -ENOENT)
 		zn_error("--init-from %s: no tensor '%s'", zn_hf_src_path(s), d->name);
@@ -234,6 +293,8 @@ struct tensor_ref {
 	struct layer_stream *ls;
 	int layer;
 	const struct zn_tensor_desc *d;
+	int part; /* a stack of experts' part (model.h), else 0 */
+	char name[ZN_MODEL_NAME_MAX + 32];
 };
 
 static int stream_to(struct layer_stream *ls, int l)
@@ -256,7 +317,11 @@ static int fill_tensor(void *ctx, float *out)
 	rc = stream_to(t->ls, t->layer);
 	if (rc)
 		return rc;
-	if (t->d->transpose)
+	if (t->d->parts > 0) {
+		uint64_t n = t->d->numel / (uint64_t)t->d->parts;
+
+		memcpy(out, src + (uint64_t)t->part * n, n * sizeof(float));
+	} else if (t->d->transpose)
 		transpose(out, src, t->d->shape[1], t->d->shape[0]);
 	else /* wte: its first V rows */
 		memcpy(out, src, (size_t)(t->d->file_shape[0] * t->d->file_shape[1]) *
@@ -277,25 +342,33 @@ static int write_out(const struct zn_train_model *tm, struct layer_stream *ls,
 		     const char *path, const struct zn_hf_save_opts *o)
 {
 	int n = ls->n, count = 0, rc;
-	struct zn_st_entry *e = zn_size_calloc((uint64_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*e),
-					       "the saved tensors' entries");
-	struct tensor_ref *tr = zn_size_calloc((uint64_t)n * ZN_MODEL_MAX_TENSORS, sizeof(*tr),
-					       "the saved tensors' references");
+	uint64_t total = 0;
+	struct zn_st_entry *e;
+	struct tensor_ref *tr;
 	struct zn_hf_config c;
 
+	for (int l = 0; l < n; l++) /* the checkpoint's tensors: a stack of experts is many */
+		for (int i = 0; i < ls->ld[l].tensor_count; i++)
+			total += (uint64_t)zn_tensor_part_count(&ls->ld[l].tensors[i]);
+	e = zn_size_calloc(total, sizeof(*e), "the saved tensors' entries");
+	tr = zn_size_calloc(total, sizeof(*tr), "the saved tensors' references");
 	zn_train_model_hf(tm, &c);
 	rc = e && tr ? 0 : -ENOMEM;
 	for (int l = 0; !rc && l < n; l++) {
-		for (int i = 0; i < ls->ld[l].tensor_count; i++, count++) {
+		for (int i = 0; i < ls->ld[l].tensor_count; i++) {
 			const struct zn_tensor_desc *d = &ls->ld[l].tensors[i];
 
-			e[count].name = d->name;
-			e[count].ndim = d->ndim;
-			e[count].shape[0] = d->file_shape[0];
-			e[count].shape[1] = d->file_shape[1];
-			tr[count] = (struct tensor_ref){ ls, l, d };
-			e[count].fill = fill_tensor;
-			e[count].ctx = &tr[count];
+			for (int j = 0; j < zn_tensor_part_count(d); j++, count++) {
+				tr[count] = (struct tensor_ref){ ls, l, d, j, "" };
+				zn_tensor_part_name(d, j, tr[count].name, sizeof(tr[count].name));
+				e[count].name = tr[count].name;
+				e[count].ndim = d->ndim;
+				e[count].shape[0] = d->parts > 0 ? d->shape[0] / d->parts :
+								   d->file_shape[0];
+				e[count].shape[1] = d->file_shape[1];
+				e[count].fill = fill_tensor;
+				e[count].ctx = &tr[count];
+			}
 		}
 	}
 	if (!rc && tm->fam->file && ends_with(path, ".safetensors")) {

@@ -244,9 +244,12 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 	}
 	if (tty)
 		fprintf(f, "\r\033[K");
-	fprintf(f, "step %lld/%d | loss %.4f | lr %.3g | %s | %s (fwd %s, bwd %s, opt %s, wait "
-		"%s) | dev peak %.1f MiB | pinned %.1f MiB", (long long)st->step, steps, st->loss,
-		(double)st->lr, zn_format_rate(tps, sizeof(tps), sec > 0 ? (double)st->tokens / sec : 0, "tok/s"),
+	fprintf(f, "step %lld/%d | loss %.4f", (long long)st->step, steps, st->loss);
+	/* a mixture of experts' load-balancing loss, before its coefficient (docs/model.md) */
+	if (st->has_aux)
+		fprintf(f, " | aux %.4f", st->aux_loss);
+	fprintf(f, " | lr %.3g | %s | %s (fwd %s, bwd %s, opt %s, wait %s) | dev peak %.1f MiB | "
+		"pinned %.1f MiB", (double)st->lr, zn_format_rate(tps, sizeof(tps), sec > 0 ? (double)st->tokens / sec : 0, "tok/s"),
 		zn_format_ms(t[0], sizeof(t[0]), st->step_ms),
 		zn_format_ms(t[1], sizeof(t[1]), st->fwd_ms),
 		zn_format_ms(t[2], sizeof(t[2]), st->bwd_ms),

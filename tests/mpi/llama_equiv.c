@@ -1,5 +1,7 @@
 /* llama_equiv: a tiny Llama (GQA, untied lm_head; a tied one with q/k/v/o biases; a Qwen3
- * with q_norm/k_norm and head_dim 12 apart from hidden / heads) at
+ * with q_norm/k_norm and head_dim 12 apart from hidden / heads; a Qwen3-MoE whose layer 0
+ * routes each token to 1 of 32 experts, so on every rank some experts get no token in a
+ * step, and whose layer 1 is dense) at
  * ZeRO stages 0-3 x offload none/cpu/nvme across the ranks of one launch gives the losses
  * and final weights of one rank at stage 0 with an N times larger micro-batch, within 1e-5
  * (relative; weights 1e-5 + 1e-5 |w|), as tests/mpi/engine_equiv.c checks GPT-2.
@@ -17,6 +19,7 @@
  * program (Criterion forks, which MPI does not survive).
  */
 #include <omp.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../engine_common.h"
@@ -96,12 +99,28 @@ static int check_recompute(const struct zn_config *base, const struct zn_model *
 	return bad;
 }
 
+/* Qwen3-MoE: layer 0 sparse, 32 experts of intermediate 16, 1 per token (32 tokens per rank
+ * and micro-batch: about a third of the experts get none), layer 1 dense (mlp_only_layers).
+ * No load-balancing loss: it is a per-micro-batch statistic (as in transformers under
+ * DDP), so N ranks of B rows are not one rank of N B rows for it. */
+static int qwen3_moe(struct zn_llama_config *c)
+{
+	if (qwen3(c))
+		return -1;
+	c->experts = 32, c->experts_per_tok = 1, c->moe_intermediate = 16, c->sparse_step = 1;
+	c->norm_topk = false, c->aux = false;
+	memset(c->mlp_only, 0, sizeof(c->mlp_only));
+	c->mlp_only[0] = 2; /* layer 1 */
+	return zn_llama_config_validate(c);
+}
+
 int main(void)
 {
 	struct zn_comm_config acfg = { .kind = ZN_COMM_AUTO };
 	struct zn_comm *anchor = NULL;
-	static const char *const names[] = { "untied, GQA", "tied, biases", "qwen3, q/k norms" };
-	struct zn_llama_config mc[3];
+	static const char *const names[] = { "untied, GQA", "tied, biases", "qwen3, q/k norms",
+					     "qwen3_moe, idle experts" };
+	struct zn_llama_config mc[4];
 	int rank = 0, world = 1, failed = 0, rc = 0;
 	int *tok;
 
@@ -110,10 +129,10 @@ int main(void)
 		return 1;
 	if (world > 1 && zn_comm_create(&anchor, &acfg))
 		return 1;
-	if (model(&mc[0], false) || model(&mc[1], true) || qwen3(&mc[2]))
+	if (model(&mc[0], false) || model(&mc[1], true) || qwen3(&mc[2]) || qwen3_moe(&mc[3]))
 		return 1;
 	tok = et_tokens(et_stream_len(ET_STEPS, 1, world, ET_B), mc[0].vocab, 13);
-	for (int v = 0; v < 3; v++) {
+	for (int v = 0; v < 4; v++) {
 		struct zn_model m = zn_llama_model(&mc[v]);
 		struct zn_config cfg;
 		struct et_run ref, r;

@@ -12,6 +12,12 @@
  *                                  post_attention_layernorm.weight [H],
  *                                  mlp.gate_proj, up_proj .weight (back to back: [2I, H]),
  *                                  mlp.down_proj.weight [H, I]
+ *                                  or, a sparse block (Mixtral, Qwen3-MoE: llama_moe.c), in
+ *                                  place of the three: the router ...gate.weight [E, H],
+ *                                  mlp.experts.gate_up_proj [E 2IE, H] and
+ *                                  mlp.experts.down_proj [E H, IE] (transformers 5's fused
+ *                                  experts; checkpoints name each expert's tensors:
+ *                                  zn_tensor_desc.parts, model.h)
  *   L + 1    ZN_LLAMA_LAYER_FINAL  model.norm.weight [H], lm_head.weight [V, H] (untied);
  *                                  tied: no lm_head, tied_layer 0 (embed_tokens).
  * All weights are [out, in] as torch.nn.Linear (no transpose), no vocabulary padding.
@@ -21,6 +27,8 @@
  * Block: h = rmsnorm(x); qkv = h Wqkv^T (+b); [qk_norm: every q head rmsnorm(., q_norm),
  *        every k head rmsnorm(., k_norm), over D]; rope(q, k); x += gqa_attn(qkv) Wo^T (+bo);
  *        h = rmsnorm(x); x += swiglu(h Wgu^T) Wd^T.
+ *        (sparse: x += the MoE block of h, model/moe/moe.h; the load-balancing loss's
+ *        statistics into io->aux)
  * Final: losses = cross-entropy(rmsnorm(x) lm_head^T, targets).
  * RoPE frequencies are kept in the (host) configuration: zn_llama_config_from_hf and
  * zn_llama_config_validate fill inv_freq.
@@ -37,6 +45,7 @@
 #include "rope.h"
 
 #define ZN_LLAMA_DEFAULT_SEQ 2048
+#define ZN_LLAMA_MAX_EXPERTS 512
 
 struct zn_llama_config {
 	int layers;       /* L */
@@ -54,6 +63,17 @@ struct zn_llama_config {
 	bool o_bias;      /* o_proj bias (Llama attention_bias) */
 	bool qk_norm;     /* Qwen3's q_norm / k_norm: RMSNorm of each q and k head over D */
 	bool tied;        /* tie_word_embeddings */
+	/* A mixture of experts (Mixtral; Qwen3-MoE, which has qk_norm): experts 0 is dense.
+	 * Block n's MLP is the sparse block (model/moe/moe.h) unless bit n of mlp_only is set
+	 * or (n + 1) % sparse_step != 0 (zn_llama_layer_is_moe) */
+	int experts;          /* E */
+	int experts_per_tok;  /* K <= E */
+	int moe_intermediate; /* an expert's intermediate size */
+	int sparse_step;      /* decoder_sparse_step, >= 1 */
+	bool norm_topk;       /* the top-k weights divided by their sum */
+	bool aux;             /* output_router_logits: the load-balancing loss is added */
+	float aux_coef;       /* router_aux_loss_coef (--router-aux-loss-coef) */
+	uint8_t mlp_only[ZN_HF_MAX_MOE_LAYERS / 8];
 	struct zn_rope_params rope;
 	float inv_freq[ZN_ROPE_MAX_HEAD_DIM / 2]; /* filled by zn_llama_config_validate */
 };
@@ -64,6 +84,8 @@ enum zn_llama_type {
 	ZN_LLAMA_QWEN2 = 1,
 	ZN_LLAMA_MISTRAL = 2,
 	ZN_LLAMA_QWEN3 = 3,
+	ZN_LLAMA_MIXTRAL = 4,
+	ZN_LLAMA_QWEN3_MOE = 5,
 };
 
 enum zn_llama_layer_kind {
@@ -81,6 +103,10 @@ enum zn_llama_layer_kind {
  *   qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b
  *                   Qwen3ForCausalLM as published (head_dim 128, q_norm/k_norm, eps 1e-6,
  *                   theta 1e6, max_position_embeddings 40960; tied up to 4b).
+ *   mixtral-8x7b    MixtralForCausalLM: 8 experts, 2 per token, every block sparse.
+ *   qwen3-30b-a3b, qwen3-235b-a22b
+ *                   Qwen3MoeForCausalLM: 128 experts, 8 per token (norm_topk_prob), every
+ *                   block sparse, moe_intermediate_size 768 and 1536.
  * Returns 0 or -EINVAL (logged with the valid names). */
 int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg);
 bool zn_llama_is_preset(const char *name);
@@ -121,6 +147,14 @@ int zn_llama_save(const struct zn_llama_config *cfg, const struct zn_layer_desc 
 int zn_llama_config_validate(struct zn_llama_config *cfg);
 
 int zn_llama_layer_count(const struct zn_llama_config *cfg);
+/* Is block n (0-based) a sparse MoE block? */
+bool zn_llama_layer_is_moe(const struct zn_llama_config *cfg, int n);
+/* An MoE block's dimensions for B x T tokens (model/moe/moe.h). */
+struct zn_moe_dims;
+void zn_llama_moe_dims(const struct zn_llama_config *cfg, int B, int T, struct zn_moe_dims *d);
+/* The floats of the auxiliary loss buffer (model.h zn_layer_io.aux): 0 without experts or
+ * output_router_logits; else [loss, dprob E, counts E, probability sums E]. */
+int zn_llama_aux_floats(const struct zn_llama_config *cfg);
 /* One layer's descriptor (0 <= l < layer count); the list below is these in order. */
 int zn_llama_layer(const struct zn_llama_config *cfg, int l, struct zn_layer_desc *out);
 int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out);
@@ -155,8 +189,27 @@ void zn_llama_layer_backward_bf16(const struct zn_kernel_table *k, void *stream,
 				  const struct zn_llama_config *cfg,
 				  const struct zn_layer_io *io);
 
+/* llama_moe.c: a sparse block's MLP (tensor t of io->L its router, then gate_up_proj and
+ * down_proj), its acts and scratch floats, and the load-balancing loss's final part */
+uint64_t zn_llama_moe_act_numel(const struct zn_llama_config *cfg, int B, int T);
+uint64_t zn_llama_moe_scratch_numel(const struct zn_llama_config *cfg, int B, int T);
+void zn_llama_moe_forward(const struct zn_kernel_table *k, void *st,
+			  const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
+			  const float *params, int t, int B, int T, float *aux, float *acts,
+			  const float *h2, float *out);
+void zn_llama_moe_backward(const struct zn_kernel_table *k, void *st,
+			   const struct zn_llama_config *cfg, const struct zn_layer_io *io,
+			   int t, const float *acts, float *scratch, const float *h2,
+			   float *dh2);
+void zn_llama_moe_aux_finish(const struct zn_kernel_table *k, void *st,
+			     const struct zn_llama_config *cfg, const struct zn_layer_io *io,
+			     bool backward);
+
 extern const struct zn_model_ops zn_llama_ops;
-struct zn_model zn_llama_model(const struct zn_llama_config *cfg); /* { &zn_llama_ops, cfg } */
+/* the same without bf16 compute, with the auxiliary loss: a mixture of experts' model */
+extern const struct zn_model_ops zn_llama_moe_ops;
+/* { &zn_llama_ops, cfg }, or &zn_llama_moe_ops with experts */
+struct zn_model zn_llama_model(const struct zn_llama_config *cfg);
 
 /* Inference with a KV cache (llama_decode.c; the model ops' decode entries, model.h) */
 uint64_t zn_llama_decode_scratch_numel(const void *config, const struct zn_layer_desc *L,
@@ -177,5 +230,9 @@ int zn_llama_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
 int zn_llama_hf_write(struct cJSON *o, const struct zn_hf_config *c);
 void zn_llama_hf_layout(const struct zn_hf_config *c, struct zn_hf_emit *e);
 uint64_t zn_llama_hf_param_count(const struct zn_hf_config *c);
+/* llama_moe_hf.c: the expert keys of mixtral and qwen3_moe; is block n sparse? */
+int zn_llama_hf_parse_moe(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
+int zn_llama_hf_write_moe(struct cJSON *o, const struct zn_hf_config *c);
+bool zn_llama_hf_is_moe_layer(const struct zn_hf_config *c, int64_t n);
 
 #endif

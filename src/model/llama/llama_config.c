@@ -53,7 +53,17 @@ int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_confi
 			(hf->type != ZN_LLAMA_MISTRAL && hf->attention_bias);
 	cfg->o_bias = hf->type != ZN_LLAMA_QWEN2 && hf->type != ZN_LLAMA_MISTRAL &&
 		      hf->attention_bias;
-	cfg->qk_norm = hf->type == ZN_LLAMA_QWEN3;
+	cfg->qk_norm = hf->type == ZN_LLAMA_QWEN3 || hf->type == ZN_LLAMA_QWEN3_MOE;
+	if (hf->type == ZN_LLAMA_MIXTRAL || hf->type == ZN_LLAMA_QWEN3_MOE) {
+		cfg->experts = (int)hf->num_experts;
+		cfg->experts_per_tok = (int)hf->num_experts_per_tok;
+		cfg->moe_intermediate = (int)hf->moe_intermediate_size;
+		cfg->sparse_step = (int)hf->decoder_sparse_step;
+		cfg->norm_topk = hf->norm_topk_prob;
+		cfg->aux = hf->output_router_logits;
+		cfg->aux_coef = (float)hf->router_aux_loss_coef;
+		memcpy(cfg->mlp_only, hf->mlp_only, sizeof(cfg->mlp_only));
+	}
 	cfg->tied = hf->tie_word_embeddings;
 	cfg->rope.theta = hf->rope_theta;
 	cfg->rope.type = hf->rope_scaling.type == ZN_HF_ROPE_LLAMA3 ? ZN_ROPE_LLAMA3 :
@@ -64,6 +74,26 @@ int zn_llama_config_from_hf(const struct zn_hf_config *hf, struct zn_llama_confi
 	cfg->rope.original_max_position_embeddings =
 		hf->rope_scaling.original_max_position_embeddings;
 	return zn_llama_config_validate(cfg);
+}
+
+static int validate_moe(const struct zn_llama_config *c)
+{
+	if (c->experts < 0 || c->experts > ZN_LLAMA_MAX_EXPERTS || c->experts_per_tok < 1 ||
+	    c->experts_per_tok > c->experts || c->moe_intermediate < 1 || c->sparse_step < 1 ||
+	    c->layers > ZN_HF_MAX_MOE_LAYERS || !(c->aux_coef >= 0.0f) ||
+	    2 * (int64_t)c->moe_intermediate * c->hidden > 0x7fffffff) {
+		zn_error("llama model: experts %d (at most %d), experts_per_tok %d (1 .. experts), "
+			 "moe_intermediate %d, sparse_step %d must be positive, layers %d at most "
+			 "%d, router_aux_loss_coef %g >= 0", c->experts, ZN_LLAMA_MAX_EXPERTS,
+			 c->experts_per_tok, c->moe_intermediate, c->sparse_step, c->layers,
+			 ZN_HF_MAX_MOE_LAYERS, (double)c->aux_coef);
+		return -EINVAL;
+	}
+	if (c->window > 0 && c->qk_norm) {
+		zn_error("llama model: Qwen3-MoE has no sliding window");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int zn_llama_config_validate(struct zn_llama_config *cfg)
@@ -90,6 +120,8 @@ int zn_llama_config_validate(struct zn_llama_config *cfg)
 			 "together", cfg->window, cfg->qkv_bias, cfg->o_bias);
 		return -EINVAL;
 	}
+	if (cfg->experts && validate_moe(cfg))
+		return -EINVAL;
 	if (!(cfg->eps > 0.0f)) {
 		zn_error("llama model: rms_norm_eps %g must be > 0", (double)cfg->eps);
 		return -EINVAL;

@@ -9,6 +9,7 @@
 struct dec {
 	float *h, *rstd, *qkv, *atty, *branch, *res2, *gu, *m;
 	float *raw, *qk_rstd; /* qk_norm: the projection before q_norm/k_norm, their rstd */
+	float *moe;           /* experts: a sparse block's MoE acts (llama_moe.c) */
 };
 
 static uint64_t dec_carve(const struct zn_llama_config *c, int T, float *base, struct dec *d)
@@ -29,7 +30,11 @@ static uint64_t dec_carve(const struct zn_llama_config *c, int T, float *base, s
 			*bufs[i] = base + off;
 		off += numel[i];
 	}
-	return off;
+	if (c->experts <= 0)
+		return off;
+	off = (off + 63) / 64 * 64; /* the MoE block carves ints and floats */
+	d->moe = base ? base + off : NULL;
+	return off + zn_llama_moe_act_numel(c, 1, T);
 }
 
 uint64_t zn_llama_decode_scratch_numel(const void *config, const struct zn_layer_desc *L, int T)
@@ -61,6 +66,7 @@ int zn_llama_decode_max_t(const void *config)
 /* offsets of a block's tensors in zn_llama_layers' order (as llama_layer.c's block_w_of) */
 struct block_w {
 	uint64_t ln1, wqkv, bqkv, qn, kn, wo, bo, ln2, wgu, wd;
+	int router; /* a sparse block's router tensor, else 0 */
 };
 
 static struct block_w block_w_of(const struct zn_llama_config *c, const struct zn_layer_desc *L)
@@ -83,6 +89,9 @@ static struct block_w block_w_of(const struct zn_llama_config *c, const struct z
 	if (c->o_bias)
 		w.bo = L->tensors[t++].offset;
 	w.ln2 = L->tensors[t++].offset;
+	w.router = zn_llama_layer_is_moe(c, L->index - 1) ? t : 0;
+	if (w.router)
+		return w;
 	w.wgu = L->tensors[t].offset;
 	t += 2;
 	w.wd = L->tensors[t].offset;
@@ -113,9 +122,14 @@ static void block_decode(const struct zn_kernel_table *k, void *st,
 			  H);
 	k->residual_forward(st, d.res2, io->x_in, d.branch, th);
 	k->rmsnorm_forward(st, d.h, d.rstd, d.res2, p + w.ln2, c->eps, 1, T, H);
-	k->matmul_forward(st, d.gu, d.h, p + w.wgu, NULL, 1, T, H, 2 * I);
-	k->swiglu_forward(st, d.m, d.gu, 1, T, I);
-	k->matmul_forward(st, d.branch, d.m, p + w.wd, NULL, 1, T, I, H);
+	if (w.router) {
+		zn_llama_moe_forward(k, st, c, io->L, p, w.router, 1, T, NULL, d.moe, d.h,
+				     d.branch);
+	} else {
+		k->matmul_forward(st, d.gu, d.h, p + w.wgu, NULL, 1, T, H, 2 * I);
+		k->swiglu_forward(st, d.m, d.gu, 1, T, I);
+		k->matmul_forward(st, d.branch, d.m, p + w.wd, NULL, 1, T, I, H);
+	}
 	k->residual_forward(st, io->x_out, d.res2, d.branch, th);
 }
 

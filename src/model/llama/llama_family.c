@@ -1,7 +1,8 @@
 /* The Llama family's registry entry (model/family.h): its model_types (llama, qwen2,
- * mistral, qwen3) with their architectures, presets, the model from the command's flags or a
- * config.json (which takes --seq, the training length, and no other model flag), LoRA's
- * PEFT target names and the lines zinc prints and checks. */
+ * mistral, qwen3, mixtral, qwen3_moe) with their architectures, presets, the model from the
+ * command's flags or a config.json (which takes --seq, the training length,
+ * --router-aux-loss-coef for a mixture of experts, and no other model flag), LoRA's PEFT
+ * target names and the lines zinc prints and checks. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,47 @@ static bool is_shape_flag(const char *a, size_t n)
 	return false;
 }
 
+/* --router-aux-loss-coef X among the flags left in rest[0 .. *n), taken out: the
+ * coefficient of the load-balancing loss, which X > 0 turns on and 0 off (config.json's
+ * router_aux_loss_coef and output_router_logits, as a transformers user sets them) */
+static int take_aux_flag(struct zn_llama_config *c, char **rest, int *n)
+{
+	static const char flag[] = "--router-aux-loss-coef";
+	const size_t fl = sizeof(flag) - 1;
+	int out = 0;
+
+	for (int i = 0; i < *n; i++) {
+		const char *a = rest[i], *v;
+		char *end;
+		double x;
+
+		if (strncmp(a, flag, fl) || (a[fl] && a[fl] != '=')) {
+			rest[out++] = rest[i];
+			continue;
+		}
+		v = a[fl] == '=' ? a + fl + 1 : i + 1 < *n ? rest[++i] : NULL;
+		x = v ? strtod(v, &end) : -1;
+		if (!v || end == v || *end || !(x >= 0 && x <= 1e6)) {
+			zn_error("%s '%s': expected a number >= 0", flag, v ? v : "");
+			return -EINVAL;
+		}
+		if (c->experts <= 0) {
+			zn_error("%s: the model has no experts (a mixtral or qwen3_moe model has)",
+				 flag);
+			return -EINVAL;
+		}
+		c->aux_coef = (float)x;
+		c->aux = x > 0;
+	}
+	*n = out;
+	return 0;
+}
+
 static int from_flags(void *config, int argc, char **argv, char **rest, int *rest_count)
 {
-	return zn_llama_config_apply_flags(config, argc, argv, rest, rest_count);
+	int rc = zn_llama_config_apply_flags(config, argc, argv, rest, rest_count);
+
+	return rc ? rc : take_aux_flag(config, rest, rest_count);
 }
 
 /* A model from a config: --seq (the training length) and nothing else of the model. */
@@ -62,6 +101,8 @@ static int from_source(void *config, const struct zn_family_source *s)
 		}
 		s->rest[(*s->rest_count)++] = s->argv[i];
 	}
+	if (!rc)
+		rc = take_aux_flag(c, s->rest, s->rest_count);
 	return rc ? rc : zn_llama_config_validate(c);
 }
 
@@ -80,6 +121,22 @@ static uint64_t param_count(const void *config)
 	return zn_llama_param_count(config);
 }
 
+static int sparse_layers(const struct zn_llama_config *c)
+{
+	int n = 0;
+
+	for (int l = 0; l < c->layers; l++)
+		n += zn_llama_layer_is_moe(c, l);
+	return n;
+}
+
+/* the experts' weights (gate, up, down of each), the router not counted */
+static uint64_t expert_params(const struct zn_llama_config *c)
+{
+	return (uint64_t)sparse_layers(c) * (uint64_t)c->experts * 3 * (uint64_t)c->hidden *
+	       (uint64_t)c->moe_intermediate;
+}
+
 static void line(const void *config, char *buf, size_t size)
 {
 	const struct zn_llama_config *c = config;
@@ -90,6 +147,26 @@ static void line(const void *config, char *buf, size_t size)
 		 "intermediate %d, vocab %d, seq %d, %s", zn_hf_model_type(&hf), c->layers,
 		 c->heads, c->kv_heads, c->head_dim, c->hidden, c->intermediate, c->vocab, c->seq,
 		 c->tied ? "tied" : "untied");
+	if (c->experts > 0)
+		snprintf(buf + strlen(buf), size - strlen(buf), ", %d experts (%d per token, "
+			 "intermediate %d; %d of %d layers sparse, %.2fM expert parameters), aux "
+			 "loss %s", c->experts, c->experts_per_tok, c->moe_intermediate,
+			 sparse_layers(c), c->layers, (double)expert_params(c) / 1e6,
+			 c->aux ? "on" : "off");
+}
+
+static void moe_text(const struct zn_llama_config *c, char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "model.experts=%d,%d,%d,%d,%d\nmodel.aux=%d,%.9g\n"
+				    "model.mlp_only=", c->experts, c->experts_per_tok,
+				    c->moe_intermediate, c->sparse_step, c->norm_topk, c->aux,
+				    (double)c->aux_coef);
+
+	for (int l = 0; l < c->layers && n + 8 < size; l++)
+		if (c->mlp_only[l / 8] & (1u << (l % 8)))
+			n += (size_t)snprintf(buf + n, size - n, "%d,", l);
+	if (n + 2 < size)
+		snprintf(buf + n, size - n, "\n");
 }
 
 static void text(const void *config, char *buf, size_t size)
@@ -107,6 +184,8 @@ static void text(const void *config, char *buf, size_t size)
 		 (long long)c->rope.original_max_position_embeddings);
 	if (c->qk_norm) /* only then: the lines of runs saved before Qwen3 stay as they were */
 		snprintf(buf + strlen(buf), size - strlen(buf), "model.qk_norm=1\n");
+	if (c->experts > 0)
+		moe_text(c, buf + strlen(buf), size - strlen(buf));
 }
 
 /* indexed by enum zn_llama_type */
@@ -115,9 +194,12 @@ static const struct zn_hf_type types[] = {
 	{ "qwen2", "Qwen2ForCausalLM" },
 	{ "mistral", "MistralForCausalLM" },
 	{ "qwen3", "Qwen3ForCausalLM" },
+	{ "mixtral", "MixtralForCausalLM" },
+	{ "qwen3_moe", "Qwen3MoeForCausalLM" },
 };
+/* "gate": a mixture of experts' router (mlp.gate, block_sparse_moe.gate), as PEFT names it */
 static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
-					    "gate_proj", "up_proj", "down_proj", NULL };
+					    "gate_proj", "up_proj", "down_proj", "gate", NULL };
 static const char *const hf_buffers[] = { ".rotary_emb.inv_freq", NULL };
 
 const struct zn_family zn_llama_family = {
@@ -126,7 +208,8 @@ const struct zn_family zn_llama_family = {
 	.type_count = (int)(sizeof(types) / sizeof(types[0])),
 	.presets = zn_llama_preset_names,
 	.flags_help = "--layers N --heads N --kv-heads N --d-model N --head-dim N "
-		      "--intermediate N --seq N --vocab N --tied-embeddings true|false",
+		      "--intermediate N --seq N --vocab N --tied-embeddings true|false "
+		      "--router-aux-loss-coef X (mixtral, qwen3_moe)",
 	.lora_targets = lora_targets,
 	.conv1d = false,
 	.seq_free = true,

@@ -43,38 +43,76 @@ static uint64_t carve(float *base, float **const *bufs, const uint64_t *numel, i
 
 /* qk_norm: qkv_raw (the projection before the norms) and qk_rstd [BT, NH + KV] as well;
  * else they take no room */
+/* a sparse block (moe_numel > 0): the MoE block's acts (llama_moe.c) instead of gu and m,
+ * last, 64-float aligned as the block's carving (its ints and floats) wants */
 struct block_acts {
 	float *h1, *rstd1, *qkv, *atty, *lse, *res2, *h2, *rstd2, *gu, *m, *qkv_raw, *qk_rstd;
+	float *moe;
 };
 
-static uint64_t block_acts_carve(const struct dims *d, bool qk_norm, float *acts,
-				 struct block_acts *a)
+static uint64_t align64(uint64_t n)
 {
+	return (n + 63) / 64 * 64;
+}
+
+static uint64_t block_acts_carve(const struct dims *d, bool qk_norm, uint64_t moe_numel,
+				 float *acts, struct block_acts *a)
+{
+	const uint64_t dense = moe_numel ? 0 : 1;
 	float **const bufs[] = { &a->h1, &a->rstd1, &a->qkv, &a->atty, &a->lse, &a->res2,
 				 &a->h2, &a->rstd2, &a->gu, &a->m, &a->qkv_raw, &a->qk_rstd };
 	const uint64_t numel[] = { d->bth, d->bt, d->bt * (uint64_t)d->S, d->bt * (uint64_t)d->Q,
-				   d->bnt, d->bth, d->bth, d->bt, d->bt * 2 * (uint64_t)d->I,
-				   d->bt * (uint64_t)d->I, qk_norm ? d->bt * (uint64_t)d->S : 0,
+				   d->bnt, d->bth, d->bth, d->bt, dense * d->bt * 2 * (uint64_t)d->I,
+				   dense * d->bt * (uint64_t)d->I,
+				   qk_norm ? d->bt * (uint64_t)d->S : 0,
 				   qk_norm ? d->bt * (uint64_t)(d->NH + d->KV) : 0 };
+	uint64_t n = carve(acts, bufs, numel, 12);
 
-	return carve(acts, bufs, numel, 12);
+	if (!moe_numel)
+		return n;
+	a->moe = acts ? acts + align64(n) : NULL;
+	return align64(n) + moe_numel;
+}
+
+static uint64_t moe_acts_numel(const struct zn_llama_config *c, const struct zn_layer_desc *L,
+			       int B, int T)
+{
+	if (L->kind != ZN_LLAMA_LAYER_BLOCK || !zn_llama_layer_is_moe(c, L->index - 1))
+		return 0;
+	return zn_llama_moe_act_numel(c, B, T);
+}
+
+static uint64_t moe_scratch_numel(const struct zn_llama_config *c,
+				  const struct zn_layer_desc *L, int B, int T)
+{
+	if (L->kind != ZN_LLAMA_LAYER_BLOCK || !zn_llama_layer_is_moe(c, L->index - 1))
+		return 0;
+	return zn_llama_moe_scratch_numel(c, B, T);
 }
 
 /* all accumulated into (zero on entry) except dres2, written over dh2 once consumed, and
  * drow, written by the attention backward */
 struct block_grads {
 	float *dm, *dgu, *dh2, *dres2_n, *datty, *dqkv, *drow, *dh1, *dx_n;
+	float *moe; /* a sparse block's MoE scratch (instead of dm, dgu), last */
 };
 
-static uint64_t block_grads_carve(const struct dims *d, float *s, struct block_grads *g)
+static uint64_t block_grads_carve(const struct dims *d, uint64_t moe_numel, float *s,
+				  struct block_grads *g)
 {
+	const uint64_t dense = moe_numel ? 0 : 1;
 	float **const bufs[] = { &g->dm, &g->dgu, &g->dh2, &g->dres2_n, &g->datty,
 				 &g->dqkv, &g->drow, &g->dh1, &g->dx_n };
-	const uint64_t numel[] = { d->bt * (uint64_t)d->I, d->bt * 2 * (uint64_t)d->I, d->bth,
+	const uint64_t numel[] = { dense * d->bt * (uint64_t)d->I,
+				   dense * d->bt * 2 * (uint64_t)d->I, d->bth,
 				   d->bth, d->bt * (uint64_t)d->Q, d->bt * (uint64_t)d->S,
 				   d->bnt, d->bth, d->bth };
+	uint64_t n = carve(s, bufs, numel, 9);
 
-	return carve(s, bufs, numel, 9);
+	if (!moe_numel)
+		return n;
+	g->moe = s ? s + align64(n) : NULL;
+	return align64(n) + moe_numel;
 }
 
 /* The final layer saves hn and rstd only: lm_head + cross-entropy run in chunks of rows
@@ -118,7 +156,7 @@ uint64_t zn_llama_act_numel(const struct zn_llama_config *cfg, const struct zn_l
 	struct final_acts fa;
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK)
-		return block_acts_carve(&d, cfg->qk_norm, NULL, &ba);
+		return block_acts_carve(&d, cfg->qk_norm, moe_acts_numel(cfg, L, B, T), NULL, &ba);
 	if (L->kind == ZN_LLAMA_LAYER_FINAL)
 		return final_acts_carve(&d, NULL, &fa);
 	return 0;
@@ -134,7 +172,7 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 
 	if (L->kind == ZN_LLAMA_LAYER_BLOCK) {
 		fwd = d.bth; /* branch output */
-		bwd = block_grads_carve(&d, NULL, &g);
+		bwd = block_grads_carve(&d, moe_scratch_numel(cfg, L, B, T), NULL, &g);
 		return fwd > bwd ? fwd : bwd;
 	}
 	if (L->kind == ZN_LLAMA_LAYER_FINAL)
@@ -146,6 +184,7 @@ uint64_t zn_llama_scratch_numel(const struct zn_llama_config *cfg,
 struct block_w {
 	uint64_t ln1, wqkv, bqkv, qn, kn, wo, bo, ln2, wgu, wd;
 	bool has_bqkv, has_bo;
+	int router; /* a sparse block: the router's tensor index (experts after it), else 0 */
 };
 
 static struct block_w block_w_of(const struct zn_llama_config *c, const struct zn_layer_desc *L)
@@ -164,6 +203,9 @@ static struct block_w block_w_of(const struct zn_llama_config *c, const struct z
 	w.wo = L->tensors[t++].offset;
 	w.bo = w.has_bo ? L->tensors[t++].offset : 0;
 	w.ln2 = L->tensors[t++].offset;
+	w.router = zn_llama_layer_is_moe(c, L->index - 1) ? t : 0;
+	if (w.router)
+		return w;
 	w.wgu = L->tensors[t].offset; /* gate, up back to back */
 	t += 2;
 	w.wd = L->tensors[t].offset;
@@ -180,7 +222,7 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	struct block_acts a;
 	float *branch = io->scratch;
 
-	block_acts_carve(&d, c->qk_norm, io->acts, &a);
+	block_acts_carve(&d, c->qk_norm, moe_acts_numel(c, io->L, B, T), io->acts, &a);
 	k->rmsnorm_forward(st, a.h1, a.rstd1, io->x_in, p + w.ln1, c->eps, B, T, d.H);
 	k->matmul_forward(st, c->qk_norm ? a.qkv_raw : a.qkv, a.h1, p + w.wqkv,
 			  w.has_bqkv ? p + w.bqkv : NULL, B, T, d.H, d.S);
@@ -200,9 +242,14 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 			  d.H);
 	k->residual_forward(st, a.res2, io->x_in, branch, d.bth);
 	k->rmsnorm_forward(st, a.h2, a.rstd2, a.res2, p + w.ln2, c->eps, B, T, d.H);
-	k->matmul_forward(st, a.gu, a.h2, p + w.wgu, NULL, B, T, d.H, 2 * d.I);
-	k->swiglu_forward(st, a.m, a.gu, B, T, d.I);
-	k->matmul_forward(st, branch, a.m, p + w.wd, NULL, B, T, d.I, d.H);
+	if (w.router) {
+		zn_llama_moe_forward(k, st, c, io->L, p, w.router, B, T, io->aux, a.moe, a.h2,
+				     branch);
+	} else {
+		k->matmul_forward(st, a.gu, a.h2, p + w.wgu, NULL, B, T, d.H, 2 * d.I);
+		k->swiglu_forward(st, a.m, a.gu, B, T, d.I);
+		k->matmul_forward(st, branch, a.m, p + w.wd, NULL, B, T, d.I, d.H);
+	}
 	k->residual_forward(st, io->x_out, a.res2, branch, d.bth);
 }
 
@@ -217,12 +264,17 @@ static void block_backward(const struct zn_kernel_table *k, void *st,
 	struct block_acts a;
 	struct block_grads s;
 
-	block_acts_carve(&d, c->qk_norm, io->acts, &a);
-	block_grads_carve(&d, io->scratch, &s);
-	k->matmul_backward(st, s.dm, g + w.wd, NULL, io->dx_out, a.m, p + w.wd, B, T, d.I, d.H);
-	k->swiglu_backward(st, s.dgu, s.dm, a.gu, B, T, d.I);
-	k->matmul_backward(st, s.dh2, g + w.wgu, NULL, s.dgu, a.h2, p + w.wgu, B, T, d.H,
-			   2 * d.I);
+	block_acts_carve(&d, c->qk_norm, moe_acts_numel(c, io->L, B, T), io->acts, &a);
+	block_grads_carve(&d, moe_scratch_numel(c, io->L, B, T), io->scratch, &s);
+	if (w.router) {
+		zn_llama_moe_backward(k, st, c, io, w.router, a.moe, s.moe, a.h2, s.dh2);
+	} else {
+		k->matmul_backward(st, s.dm, g + w.wd, NULL, io->dx_out, a.m, p + w.wd, B, T, d.I,
+				   d.H);
+		k->swiglu_backward(st, s.dgu, s.dm, a.gu, B, T, d.I);
+		k->matmul_backward(st, s.dh2, g + w.wgu, NULL, s.dgu, a.h2, p + w.wgu, B, T, d.H,
+				   2 * d.I);
+	}
 	k->rmsnorm_backward(st, s.dres2_n, g + w.ln2, s.dh2, a.res2, p + w.ln2, a.rstd2, B, T,
 			    d.H);
 	dres2 = s.dh2; /* consumed: d(res2) = dx_out + the norm's part */
@@ -265,6 +317,7 @@ static void final_forward(const struct zn_kernel_table *k, void *st,
 	(void)zn_lmhead_ce_forward(k, st, io->losses, f.work, a.hn,
 				   lm_head(io, io->params, io->tied_params), io->targets,
 				   (int64_t)d.bt, d.H, d.V, d.V, d.chunk);
+	zn_llama_moe_aux_finish(k, st, c, io, false);
 }
 
 static void final_backward(const struct zn_kernel_table *k, void *st,
@@ -278,6 +331,8 @@ static void final_backward(const struct zn_kernel_table *k, void *st,
 
 	final_acts_carve(&d, io->acts, &a);
 	final_scr_carve(&d, io->scratch, &f);
+	/* the load-balancing loss's gradient per probability, before any block reads it */
+	zn_llama_moe_aux_finish(k, st, c, io, true);
 	/* dhn (zero on entry) += the chunks' dlogits @ lm_head; dlm += dlogits^T @ hn */
 	(void)zn_lmhead_ce_backward(k, st, f.dhn, dlm, f.work, a.hn,
 				    lm_head(io, io->params, io->tied_params), io->targets,

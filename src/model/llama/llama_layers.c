@@ -15,6 +15,15 @@ int zn_llama_layer_count(const struct zn_llama_config *cfg)
 	return cfg->layers + 2;
 }
 
+bool zn_llama_layer_is_moe(const struct zn_llama_config *cfg, int n)
+{
+	if (cfg->experts <= 0 || n < 0 || n >= ZN_HF_MAX_MOE_LAYERS)
+		return false;
+	if (cfg->mlp_only[n / 8] & (1u << (n % 8)))
+		return false;
+	return (n + 1) % (cfg->sparse_step > 0 ? cfg->sparse_step : 1) == 0;
+}
+
 /* rows x cols, [out, in] as the file holds it; cols 0: 1-D */
 static void add(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols)
 {
@@ -31,6 +40,43 @@ static void add(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t
 	t->file_shape[0] = rows;
 	t->file_shape[1] = t->shape[1];
 	L->numel += t->numel;
+}
+
+/* rows x cols in memory, the checkpoint's parts of rows / parts each (model.h) */
+static void add_parts(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols,
+		      int parts, const char *prefix, const char *s0, const char *s1)
+{
+	struct zn_tensor_desc *t = &L->tensors[L->tensor_count];
+
+	add(L, name, rows, cols);
+	t->parts = parts;
+	t->part_kinds = s1 ? 2 : 1;
+	snprintf(t->part_prefix, sizeof(t->part_prefix), "%s", prefix);
+	t->part_suffix[0] = s0;
+	t->part_suffix[1] = s1;
+}
+
+/* An MoE block's router [E, H] and its experts, kept as transformers 5 keeps them:
+ * gate_up_proj [E, 2I, H] (each expert's gate_proj then up_proj rows) and down_proj
+ * [E, H, I], here 2-D; checkpoints name each expert's matrices (llama_hf.c) */
+static void experts(const struct zn_llama_config *c, struct zn_layer_desc *L, int n)
+{
+	const int64_t H = c->hidden, I = c->moe_intermediate, E = c->experts;
+	const bool mixtral = !c->qk_norm;
+	char name[ZN_MODEL_NAME_MAX], prefix[ZN_MODEL_NAME_MAX];
+
+	snprintf(name, sizeof(name), "model.layers.%d.%s.gate.weight", n,
+		 mixtral ? "block_sparse_moe" : "mlp");
+	add(L, name, E, H);
+	snprintf(prefix, sizeof(prefix), "model.layers.%d.%s.experts.", n,
+		 mixtral ? "block_sparse_moe" : "mlp");
+	snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.gate_up_proj", n);
+	add_parts(L, name, E * 2 * I, H, (int)(2 * E), prefix,
+		  mixtral ? "w1.weight" : "gate_proj.weight",
+		  mixtral ? "w3.weight" : "up_proj.weight");
+	snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.down_proj", n);
+	add_parts(L, name, E * H, I, (int)E, prefix, mixtral ? "w2.weight" : "down_proj.weight",
+		  NULL);
 }
 
 static void block(const struct zn_llama_config *c, struct zn_layer_desc *L, int n)
@@ -62,6 +108,10 @@ static void block(const struct zn_llama_config *c, struct zn_layer_desc *L, int 
 	if (c->o_bias)
 		ADD("self_attn.o_proj.bias", H, 0);
 	ADD("post_attention_layernorm.weight", H, 0);
+	if (zn_llama_layer_is_moe(c, n)) {
+		experts(c, L, n);
+		return;
+	}
 	ADD("mlp.gate_proj.weight", I, H);
 	ADD("mlp.up_proj.weight", I, H);
 	ADD("mlp.down_proj.weight", H, I);

@@ -130,7 +130,37 @@ const struct zn_model_ops zn_llama_ops = {
 	.decode_max_t = zn_llama_decode_max_t,
 };
 
+static int aux_floats(const void *config)
+{
+	return zn_llama_aux_floats(config);
+}
+
+/* A mixture of experts: no bf16 compute of its own (the engine hands the layers fp32
+ * working copies of bf16 parameters), and its load-balancing loss */
+const struct zn_model_ops zn_llama_moe_ops = {
+	.family = "llama",
+	.validate = validate,
+	.layer_count = layer_count,
+	.describe = describe,
+	.max_seq = max_seq,
+	.vocab = vocab,
+	.width = width,
+	.act_numel = act_numel,
+	.scratch_numel = scratch_numel,
+	.init = init,
+	.forward = forward,
+	.backward = backward,
+	.load_layer = load_layer,
+	.save = save,
+	.decode_scratch_numel = zn_llama_decode_scratch_numel,
+	.decode_kv_numel = zn_llama_decode_kv_numel,
+	.decode = zn_llama_decode,
+	.decode_max_t = zn_llama_decode_max_t,
+	.aux_floats = aux_floats,
+};
+
 struct zn_model zn_llama_model(const struct zn_llama_config *cfg)
 {
-	return (struct zn_model){ .ops = &zn_llama_ops, .config = cfg };
+	return (struct zn_model){ .ops = cfg->experts > 0 ? &zn_llama_moe_ops : &zn_llama_ops,
+				  .config = cfg };
 }

@@ -17,31 +17,51 @@ struct preset {
 	bool tied, llama3; /* llama3: rope_scaling llama3, factor 32, 1, 4, 8192 */
 	int type;          /* enum zn_llama_type; 0: llama */
 	double eps;        /* rms_norm_eps; 0: 1e-5 */
+	/* mixtures of experts: E, K, an expert's intermediate size, norm_topk_prob,
+	 * router_aux_loss_coef (E 0: dense) */
+	int experts, experts_per_tok, moe_intermediate;
+	bool norm_topk;
+	double aux_coef;
 };
 
 /* head_dim 0: hidden / heads */
 static const struct preset presets[] = {
-	{ "llama-tiny", 2, 64, 128, 4, 2, 16, 256, 64, 10000.0, false, false, 0, 0 },
-	{ "tinyllama-1.1b", 22, 2048, 5632, 32, 4, 0, 32000, 2048, 10000.0, false, false, 0, 0 },
-	{ "llama-3.2-1b", 16, 2048, 8192, 32, 8, 64, 128256, 131072, 500000.0, true, true, 0, 0 },
-	{ "llama-3.2-3b", 28, 3072, 8192, 24, 8, 128, 128256, 131072, 500000.0, true, true, 0, 0 },
-	{ "llama-3-8b", 32, 4096, 14336, 32, 8, 0, 128256, 8192, 500000.0, false, false, 0, 0 },
-	{ "llama-3-70b", 80, 8192, 28672, 64, 8, 0, 128256, 8192, 500000.0, false, false, 0, 0 },
-	{ "llama-2-7b", 32, 4096, 11008, 32, 32, 0, 32000, 4096, 10000.0, false, false, 0, 0 },
-	{ "llama-2-13b", 40, 5120, 13824, 40, 40, 0, 32000, 4096, 10000.0, false, false, 0, 0 },
+	{ "llama-tiny", 2, 64, 128, 4, 2, 16, 256, 64, 10000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "tinyllama-1.1b", 22, 2048, 5632, 32, 4, 0, 32000, 2048, 10000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-3.2-1b", 16, 2048, 8192, 32, 8, 64, 128256, 131072, 500000.0, true, true,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-3.2-3b", 28, 3072, 8192, 24, 8, 128, 128256, 131072, 500000.0, true, true,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-3-8b", 32, 4096, 14336, 32, 8, 0, 128256, 8192, 500000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-3-70b", 80, 8192, 28672, 64, 8, 0, 128256, 8192, 500000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-2-7b", 32, 4096, 11008, 32, 32, 0, 32000, 4096, 10000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
+	{ "llama-2-13b", 40, 5120, 13824, 40, 40, 0, 32000, 4096, 10000.0, false, false,
+	  0, 0, 0, 0, 0, false, 0 },
 	/* Qwen3ForCausalLM (docs/model.md says where each was checked) */
 	{ "qwen3-0.6b", 28, 1024, 3072, 16, 8, 128, 151936, 40960, 1e6, true, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
 	{ "qwen3-1.7b", 28, 2048, 6144, 16, 8, 128, 151936, 40960, 1e6, true, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
 	{ "qwen3-4b", 36, 2560, 9728, 32, 8, 128, 151936, 40960, 1e6, true, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
 	{ "qwen3-8b", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1e6, false, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
 	{ "qwen3-14b", 40, 5120, 17408, 40, 8, 128, 151936, 40960, 1e6, false, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
 	{ "qwen3-32b", 64, 5120, 25600, 64, 8, 128, 151936, 40960, 1e6, false, false,
-	  ZN_LLAMA_QWEN3, 1e-6 },
+	  ZN_LLAMA_QWEN3, 1e-6, 0, 0, 0, false, 0 },
+	/* MixtralForCausalLM, Qwen3MoeForCausalLM (docs/model.md) */
+	{ "mixtral-8x7b", 32, 4096, 14336, 32, 8, 128, 32000, 32768, 1e6, false, false,
+	  ZN_LLAMA_MIXTRAL, 1e-5, 8, 2, 14336, true, 0.02 },
+	{ "qwen3-30b-a3b", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1e6, false, false,
+	  ZN_LLAMA_QWEN3_MOE, 1e-6, 128, 8, 768, true, 0.001 },
+	{ "qwen3-235b-a22b", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1e6, false, false,
+	  ZN_LLAMA_QWEN3_MOE, 1e-6, 128, 8, 1536, true, 0.001 },
 };
 
 #define PRESET_COUNT ((int)(sizeof(presets) / sizeof(presets[0])))
@@ -50,7 +70,8 @@ static const char *const names[] = { "llama-tiny",  "tinyllama-1.1b", "llama-3.2
 				     "llama-3.2-3b", "llama-3-8b",    "llama-3-70b",
 				     "llama-2-7b",  "llama-2-13b",    "qwen3-0.6b",
 				     "qwen3-1.7b",  "qwen3-4b",	      "qwen3-8b",
-				     "qwen3-14b",   "qwen3-32b",      NULL };
+				     "qwen3-14b",   "qwen3-32b",      "mixtral-8x7b",
+				     "qwen3-30b-a3b", "qwen3-235b-a22b", NULL };
 
 const char *const *zn_llama_preset_names(void)
 {
@@ -79,7 +100,8 @@ int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
 		zn_error("llama model: unknown preset '%s': valid: llama-tiny, tinyllama-1.1b, "
 			 "llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-3-70b, llama-2-7b, "
 			 "llama-2-13b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, "
-			 "qwen3-32b", name ? name : "");
+			 "qwen3-32b, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b",
+			 name ? name : "");
 		return -EINVAL;
 	}
 	hf.type = p->type;
@@ -94,6 +116,12 @@ int zn_llama_config_from_preset(const char *name, struct zn_llama_config *cfg)
 	hf.norm_eps = p->eps > 0 ? p->eps : 1e-5;
 	hf.rope_theta = p->theta;
 	hf.tie_word_embeddings = p->tied;
+	hf.num_experts = p->experts;
+	hf.num_experts_per_tok = p->experts_per_tok;
+	hf.moe_intermediate_size = p->moe_intermediate;
+	hf.decoder_sparse_step = 1;
+	hf.norm_topk_prob = p->norm_topk;
+	hf.router_aux_loss_coef = p->aux_coef;
 	if (p->llama3)
 		hf.rope_scaling = (struct zn_hf_rope_scaling){ ZN_HF_ROPE_LLAMA3, 32.0, 1.0, 4.0,
 							       8192 };
@@ -117,8 +145,11 @@ void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_confi
 {
 	memset(hf, 0, sizeof(*hf));
 	hf->family = &zn_llama_family;
-	hf->type = cfg->qk_norm ? ZN_LLAMA_QWEN3 : cfg->window > 0 ? ZN_LLAMA_MISTRAL :
-		   cfg->qkv_bias && !cfg->o_bias ? ZN_LLAMA_QWEN2 : ZN_LLAMA_LLAMA;
+	if (cfg->experts > 0)
+		hf->type = cfg->qk_norm ? ZN_LLAMA_QWEN3_MOE : ZN_LLAMA_MIXTRAL;
+	else
+		hf->type = cfg->qk_norm ? ZN_LLAMA_QWEN3 : cfg->window > 0 ? ZN_LLAMA_MISTRAL :
+			   cfg->qkv_bias && !cfg->o_bias ? ZN_LLAMA_QWEN2 : ZN_LLAMA_LLAMA;
 	hf->hidden_size = cfg->hidden;
 	hf->intermediate_size = cfg->intermediate;
 	hf->num_hidden_layers = cfg->layers;
@@ -138,6 +169,16 @@ void zn_llama_config_to_hf(const struct zn_llama_config *cfg, struct zn_hf_confi
 	hf->attention_bias = hf->type == ZN_LLAMA_QWEN2 || cfg->o_bias;
 	hf->tie_word_embeddings = cfg->tied;
 	hf->sliding_window = cfg->window;
+	if (cfg->experts > 0) {
+		hf->num_experts = cfg->experts;
+		hf->num_experts_per_tok = cfg->experts_per_tok;
+		hf->moe_intermediate_size = cfg->moe_intermediate;
+		hf->decoder_sparse_step = cfg->sparse_step;
+		hf->norm_topk_prob = cfg->norm_topk;
+		hf->output_router_logits = cfg->aux;
+		hf->router_aux_loss_coef = shortest(cfg->aux_coef);
+		memcpy(hf->mlp_only, cfg->mlp_only, sizeof(hf->mlp_only));
+	}
 }
 
 uint64_t zn_llama_param_count(const struct zn_llama_config *cfg)

@@ -103,6 +103,27 @@ static bool targeted(const struct zn_lora_config *cfg, const struct zn_tensor_de
 	return false;
 }
 
+/* A stack of experts (model.h parts) whose projections a target names: not adapted yet, so
+ * refused rather than leaving the experts without the adapters PEFT would give them. */
+static int experts_targeted(const struct zn_lora_config *cfg, const struct zn_tensor_desc *d)
+{
+	for (int k = 0; d->parts > 0 && k < d->part_kinds; k++) {
+		const char *sfx = d->part_suffix[k];
+		size_t n = strcspn(sfx, ".");
+
+		for (int i = 0; i < cfg->target_count; i++) {
+			if (strlen(cfg->targets[i]) != n || strncmp(cfg->targets[i], sfx, n))
+				continue;
+			zn_error("LoRA: --lora-targets %s names the experts' projections (%s%s "
+				 "...): LoRA on a mixture of experts' experts is not implemented; "
+				 "target the attention (q_proj,k_proj,v_proj,o_proj)",
+				 cfg->targets[i], d->part_prefix, sfx);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int zn_lora_prepare(struct zn_lora_config *cfg)
 {
 	const struct zn_model_ops *b = cfg->base.ops;
@@ -134,6 +155,8 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 		struct zn_lora_layer *ly = &cfg->lay[l];
 
 		rc = b->describe(cfg->base.config, l, &ly->base);
+		for (int t = 0; !rc && t < ly->base.tensor_count; t++)
+			rc = experts_targeted(cfg, &ly->base.tensors[t]);
 		for (int t = 0; !rc && t < ly->base.tensor_count; t++) {
 			const struct zn_tensor_desc *d = &ly->base.tensors[t];
 			struct zn_lora_adapter *a = &ly->ad[ly->count];
@@ -381,6 +404,15 @@ static void backward(const struct zn_kernel_table *k, void *stream, const void *
 	zn_lora_backward(k, stream, config, io);
 }
 
+/* the base's auxiliary loss (a mixture of experts' load balancing): its gradient reaches the
+ * adapters through the hidden states, as with PEFT on transformers' MoE models */
+static int aux_floats(const void *config)
+{
+	const struct zn_model_ops *b = C(config)->base.ops;
+
+	return b->aux_floats ? b->aux_floats(C(config)->base.config) : 0;
+}
+
 const struct zn_model_ops zn_lora_ops = {
 	.family = "lora",
 	.validate = validate,
@@ -396,6 +428,7 @@ const struct zn_model_ops zn_lora_ops = {
 	.backward = backward,
 	.init_frozen = init_frozen,
 	.frozen_desc = frozen_desc,
+	.aux_floats = aux_floats,
 };
 
 const struct zn_model_ops zn_lora_ops_bf16 = {
@@ -415,6 +448,7 @@ const struct zn_model_ops zn_lora_ops_bf16 = {
 	.scratch_numel_bf16 = scratch_numel_bf16,
 	.init_frozen = init_frozen,
 	.frozen_desc = frozen_desc,
+	.aux_floats = aux_floats,
 };
 
 struct zn_model zn_lora_model(const struct zn_lora_config *cfg)

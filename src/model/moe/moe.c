@@ -137,17 +137,3 @@ void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 			      d->norm);
 	k->matmul_backward(stream, dh, g->router, NULL, s->dlogits, h, W->router, 1, N, C, E);
 }
-
-double zn_moe_aux_loss(const float *aux, int E, int N, int layers, float coef, float *dprob)
-{
-	double total = (double)N * layers, loss = 0.0;
-
-	for (int e = 0; e < E; e++) {
-		double f = aux[e] / total, P = aux[E + e] / total;
-
-		loss += f * P;
-		if (dprob)
-			dprob[e] = (float)(coef * E * f / total);
-	}
-	return E * loss;
-}

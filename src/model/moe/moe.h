@@ -16,9 +16,9 @@
  *
  * The load-balancing loss (transformers' load_balancing_loss_func, over the MoE layers of
  * one forward): L = E sum_e f_e P_e, f_e the share of the token slots routed to e and P_e
- * its mean probability, both over every MoE layer's tokens; aux_stats gathers the counts
- * and sums of a layer, zn_moe_aux_loss makes L and the gradient each layer's probabilities
- * get (dprob, the same for every token).
+ * its mean probability, both over every MoE layer's tokens; the forward's aux gathers the
+ * counts and sums of a layer (kernels.h moe_aux_stats), moe_aux_finish makes L and the
+ * gradient each layer's probabilities get (dprob, the same for every token).
  */
 #ifndef ZN_MODEL_MOE_H
 #define ZN_MODEL_MOE_H
@@ -90,10 +90,5 @@ void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 		     const struct zn_moe_grads *g, const struct zn_moe_acts *a,
 		     const struct zn_moe_scratch *s, const float *h, const float *dout,
 		     const float *dprob, float *dh);
-
-/* The load-balancing loss of `layers` MoE layers' statistics summed in aux [2E] (each
- * layer over the same N tokens), and, scaled by coef, the gradient per probability into
- * dprob [E] (NULL: not wanted). */
-double zn_moe_aux_loss(const float *aux, int E, int N, int layers, float coef, float *dprob);
 
 #endif
