@@ -90,8 +90,7 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 		mt[i] = 0.0f;
 		vt[i] = 0.0f;
 	}
-	a->m_absmax[b] = zn_q8_quantize_block(mq, mt, true);
-	a->v_absmax[b] = zn_q8_quantize_block(vq, vt, false);
+	zn_q8_quantize_pair(mq, &a->m_absmax[b], mt, vq, &a->v_absmax[b], vt);
 }
 
 /* One instantiation per (gradient dtype, output dtype, mode). */
