@@ -61,8 +61,7 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 	_Alignas(64) float mt[ZN_Q8_BLOCK], vt[ZN_Q8_BLOCK];
 
 	/* the block's map entries (the padding's too: the codes cover whole blocks) */
-	zn_q8_widen_block(mt, mq, true);
-	zn_q8_widen_block(vt, vq, false);
+	zn_q8_widen_pair(mt, mq, vt, vq);
 #pragma omp simd
 	for (size_t i = 0; i < len; i++) {
 		float graw = load_grad(grad, gt, i);

@@ -52,19 +52,33 @@ static inline void lookup(__m512 out[4], __m512i idx, const uint8_t plane[4][256
 	out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(t01, t23));
 }
 
+static ALWAYS_INLINE void widen_run(float *y, const uint8_t *codes, const struct zn_q8_vtab *t)
+{
+	__m512 f[4];
+
+	lookup(f, _mm512_permutexvar_epi8(_mm512_load_si512(lookup_order),
+					  _mm512_loadu_si512(codes)),
+	       t->map_plane);
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		_mm512_storeu_ps(y + 16 * k, f[k]);
+}
+
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
 {
 	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
-	const __m512i order = _mm512_load_si512(lookup_order);
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 64)
+		widen_run(y + i, codes + i, t);
+}
+
+void zn_q8_widen_pair(float *m, const uint8_t *m_codes, float *v, const uint8_t *v_codes)
+{
+	const struct zn_q8_vtab *tm = zn_q8_vtab(true), *tv = zn_q8_vtab(false);
 
 	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
-		__m512 f[4];
-
-		lookup(f, _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i)),
-		       t->map_plane);
-#pragma GCC unroll 4
-		for (int k = 0; k < 4; k++)
-			_mm512_storeu_ps(y + i + 16 * k, f[k]);
+		widen_run(m + i, m_codes + i, tm);
+		widen_run(v + i, v_codes + i, tv);
 	}
 }
 
@@ -281,6 +295,12 @@ void zn_q8_quantize_pair(uint8_t *m_codes, float *m_absmax, const float *m, uint
 {
 	*m_absmax = zn_q8_quantize_block(m_codes, m, true);
 	*v_absmax = zn_q8_quantize_block(v_codes, v, false);
+}
+
+void zn_q8_widen_pair(float *m, const uint8_t *m_codes, float *v, const uint8_t *v_codes)
+{
+	zn_q8_widen_block(m, m_codes, true);
+	zn_q8_widen_block(v, v_codes, false);
 }
 
 #endif
