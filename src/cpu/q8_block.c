@@ -3,8 +3,8 @@
  * bytes a lookup: no gathers, no table larger than 2 KiB per map) and the code through
  * q8.h's estimate and one comparison; without it, plain loops through the map and the
  * bucket tables. Both give q8_code's count for every float (the tests compare them over
- * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls them once per
- * block and moment. */
+ * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls the pair
+ * versions once per block, which with VBMI interleave m's and v's runs. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
