@@ -174,19 +174,18 @@ static inline __m512 absmax_acc(__m512 amax, const float *x)
 	return _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), amax);
 }
 
+/* the block's four runs in flight */
 static ALWAYS_INLINE void code_simd(uint8_t *codes, const float *x, __m512 scale,
 				    const struct zn_q8_vtab *t, bool is_signed)
 {
-	for (int i = 0; i < ZN_Q8_BLOCK; i += 4 * 64) {
-		struct run r[4];
+	struct run r[ZN_Q8_BLOCK / 64];
 
 #pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			run_estimate(&r[j], x + i + 64 * j, scale, t);
+	for (int j = 0; j < ZN_Q8_BLOCK / 64; j++)
+		run_estimate(&r[j], x + 64 * j, scale, t);
 #pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			run_finish(codes + i + 64 * j, &r[j], t, is_signed);
-	}
+	for (int j = 0; j < ZN_Q8_BLOCK / 64; j++)
+		run_finish(codes + 64 * j, &r[j], t, is_signed);
 }
 
 void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
