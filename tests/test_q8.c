@@ -406,3 +406,36 @@ Test(q8, quantize_block_equals_quantize)
 					     x[i], codes[i], want[i]);
 		}
 }
+
+/* AdamW's int8 pass codes and widens m and v together (zn_q8_quantize_pair,
+ * zn_q8_widen_pair, interleaved with AVX-512 VBMI): the same bits as one map at a time */
+Test(q8, pair_passes_equal_one_map_at_a_time)
+{
+	float m[QR_BLOCK], v[QR_BLOCK], wm[QR_BLOCK], wv[QR_BLOCK], ym[QR_BLOCK], yv[QR_BLOCK];
+	float am, av;
+	uint8_t cm[QR_BLOCK], cv[QR_BLOCK], want_m[QR_BLOCK], want_v[QR_BLOCK];
+
+	for (int round = 0; round < 64; round++) {
+		fill_spread(m, QR_BLOCK, true, 700 + round);
+		fill_spread(v, QR_BLOCK, false, 900 + round);
+		m[(round * 3) % QR_BLOCK] = round & 1 ? -0.0f : 0.0f;
+		if (round % 8 == 7)
+			v[(round * 5) % QR_BLOCK] = INFINITY;
+		if (round == 0)
+			memset(v, 0, sizeof(v));
+		zn_q8_quantize_pair(cm, &am, m, cv, &av, v);
+		cr_assert_eq(am, zn_q8_quantize_block(want_m, m, true), "round %d: m absmax", round);
+		cr_assert_eq(av, zn_q8_quantize_block(want_v, v, false), "round %d: v absmax", round);
+		for (int i = 0; i < QR_BLOCK; i++) {
+			cr_assert_eq(cm[i], want_m[i], "round %d: m[%d] %.9g: pair %d, block %d", round,
+				     i, m[i], cm[i], want_m[i]);
+			cr_assert_eq(cv[i], want_v[i], "round %d: v[%d] %.9g: pair %d, block %d", round,
+				     i, v[i], cv[i], want_v[i]);
+		}
+		zn_q8_widen_pair(ym, cm, yv, cv);
+		zn_q8_widen_block(wm, cm, true);
+		zn_q8_widen_block(wv, cv, false);
+		cr_assert(memcmp(ym, wm, sizeof(ym)) == 0, "round %d: m widened", round);
+		cr_assert(memcmp(yv, wv, sizeof(yv)) == 0, "round %d: v widened", round);
+	}
+}

@@ -1,11 +1,11 @@
 /* AdamW with int8 moments (adamw.h, "compact moments"): one pass over each block of
  * ZN_Q8_BLOCK elements, OpenMP over fixed chunks of blocks, `omp simd` bodies.
  *
- * A block is widened, updated and quantized while it sits in L1: q8.h's zn_q8_widen_block
- * turns its codes into map entries (byte-plane permutes with AVX-512 VBMI, table loads
+ * A block is widened, updated and quantized while it sits in L1: zn_q8_widen_pair turns
+ * m's and v's codes into map entries (byte-plane permutes with AVX-512 VBMI, table loads
  * otherwise), the loop runs adamw.h's update, writes the master and the parameter copy and
- * keeps the fresh m and v in two local arrays, and zn_q8_quantize_block finds their absmax
- * and codes (q8_block.c). Memory sees each stream once.
+ * keeps the fresh m and v in two local arrays, and zn_q8_quantize_pair finds their absmax
+ * and codes, both moments in one loop (q8_block.c). Memory sees each stream once.
  *
  * Weight decay is per element: a block may straddle two tensors (the shard is one flat
  * buffer, cut into blocks from its start), so each block gets its decay factors in a
@@ -61,8 +61,7 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 	_Alignas(64) float mt[ZN_Q8_BLOCK], vt[ZN_Q8_BLOCK];
 
 	/* the block's map entries (the padding's too: the codes cover whole blocks) */
-	zn_q8_widen_block(mt, mq, true);
-	zn_q8_widen_block(vt, vq, false);
+	zn_q8_widen_pair(mt, mq, vt, vq);
 #pragma omp simd
 	for (size_t i = 0; i < len; i++) {
 		float graw = load_grad(grad, gt, i);
@@ -90,8 +89,7 @@ static ALWAYS_INLINE void q8_block(const struct q8_call *a, const float *restric
 		mt[i] = 0.0f;
 		vt[i] = 0.0f;
 	}
-	a->m_absmax[b] = zn_q8_quantize_block(mq, mt, true);
-	a->v_absmax[b] = zn_q8_quantize_block(vq, vt, false);
+	zn_q8_quantize_pair(mq, &a->m_absmax[b], mt, vq, &a->v_absmax[b], vt);
 }
 
 /* One instantiation per (gradient dtype, output dtype, mode). */

@@ -3,8 +3,8 @@
  * bytes a lookup: no gathers, no table larger than 2 KiB per map) and the code through
  * q8.h's estimate and one comparison; without it, plain loops through the map and the
  * bucket tables. Both give q8_code's count for every float (the tests compare them over
- * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls them once per
- * block and moment. */
+ * every sign, decade edge and midpoint); AdamW's int8 pass (adamw_q8.c) calls the pair
+ * versions once per block, which with VBMI interleave m's and v's runs. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,19 +52,33 @@ static inline void lookup(__m512 out[4], __m512i idx, const uint8_t plane[4][256
 	out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(t01, t23));
 }
 
+static ALWAYS_INLINE void widen_run(float *y, const uint8_t *codes, const struct zn_q8_vtab *t)
+{
+	__m512 f[4];
+
+	lookup(f, _mm512_permutexvar_epi8(_mm512_load_si512(lookup_order),
+					  _mm512_loadu_si512(codes)),
+	       t->map_plane);
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		_mm512_storeu_ps(y + 16 * k, f[k]);
+}
+
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed)
 {
 	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
-	const __m512i order = _mm512_load_si512(lookup_order);
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 64)
+		widen_run(y + i, codes + i, t);
+}
+
+void zn_q8_widen_pair(float *m, const uint8_t *m_codes, float *v, const uint8_t *v_codes)
+{
+	const struct zn_q8_vtab *tm = zn_q8_vtab(true), *tv = zn_q8_vtab(false);
 
 	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
-		__m512 f[4];
-
-		lookup(f, _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + i)),
-		       t->map_plane);
-#pragma GCC unroll 4
-		for (int k = 0; k < 4; k++)
-			_mm512_storeu_ps(y + i + 16 * k, f[k]);
+		widen_run(m + i, m_codes + i, tm);
+		widen_run(v + i, v_codes + i, tv);
 	}
 }
 
@@ -103,40 +117,75 @@ static inline __m512i pack(const __m512i z[4])
 				   _mm512_packs_epi32(z[2], z[3]));
 }
 
+/* A run of 64 values being coded: loaded (x), scaled (xs), estimated (z). Coding is a
+ * long chain of dependent steps (scale, estimate, pack, lookup, compare, pack), so the
+ * passes keep four runs in flight, estimating all before finishing any: the CPU overlaps
+ * their chains (one run at a time waited on each step: 1.3x the time). */
+struct run {
+	__m512 x[4], xs[4];
+	__m512i z[4];
+};
+
+static ALWAYS_INLINE void run_estimate(struct run *r, const float *x, __m512 scale,
+				       const struct zn_q8_vtab *t)
+{
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		r->x[k] = _mm512_loadu_ps(x + 16 * k);
+		r->xs[k] = _mm512_mul_ps(r->x[k], scale);
+		r->z[k] = estimate(r->xs[k], t);
+	}
+}
+
 /* one instantiation per map: the sign rule folds away for v */
-static ALWAYS_INLINE void code_simd(uint8_t *codes, const float *x, float inv,
+static ALWAYS_INLINE void run_finish(uint8_t *codes, struct run *r, const struct zn_q8_vtab *t,
+				     bool is_signed)
+{
+	__m512 bound[4];
+
+	/* an estimate below 0 or above 255 is the count clamped: the comparison with
+	 * bounds[0] (x not above it) or bounds[255] (+inf) keeps it so */
+	lookup(bound, pack(r->z), t->bound_plane);
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		/* one midpoint more below x: the estimate was one short */
+		__mmask16 above = _mm512_cmp_ps_mask(r->xs[k], bound[k], _CMP_GT_OQ);
+
+		r->z[k] = _mm512_mask_add_epi32(r->z[k], above, r->z[k], _mm512_set1_epi32(1));
+		/* m keeps its sign: a negative m never becomes 0 (code 127) */
+		if (is_signed)
+			r->z[k] = _mm512_mask_min_epi32(
+				r->z[k], _mm512_cmp_ps_mask(r->x[k], _mm512_setzero_ps(), _CMP_LT_OQ),
+				r->z[k], _mm512_set1_epi32(ZN_Q8_ZERO_SIGNED - 1));
+	}
+	_mm512_storeu_si512(codes, _mm512_permutexvar_epi8(_mm512_load_si512(lookup_order),
+							   pack(r->z)));
+}
+
+static inline __m512 scale_of(float absmax)
+{
+	/* one reciprocal per block; 0 for an all-zero block (q8.h) */
+	return _mm512_set1_ps(absmax > 0.0f ? 1.0f / absmax : 0.0f);
+}
+
+/* max(|x|, amax) keeps amax where x is NaN, as zn_q8_quantize's comparison */
+static inline __m512 absmax_acc(__m512 amax, const float *x)
+{
+	return _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), amax);
+}
+
+/* the block's four runs in flight */
+static ALWAYS_INLINE void code_simd(uint8_t *codes, const float *x, __m512 scale,
 				    const struct zn_q8_vtab *t, bool is_signed)
 {
-	const __m512i order = _mm512_load_si512(lookup_order);
-	const __m512 scale = _mm512_set1_ps(inv);
-
-	for (int i = 0; i < ZN_Q8_BLOCK; i += 64) {
-		__m512 xv[4], xs[4], bound[4];
-		__m512i z[4];
+	struct run r[ZN_Q8_BLOCK / 64];
 
 #pragma GCC unroll 4
-		for (int k = 0; k < 4; k++) {
-			xv[k] = _mm512_loadu_ps(x + i + 16 * k);
-			xs[k] = _mm512_mul_ps(xv[k], scale);
-			z[k] = estimate(xs[k], t);
-		}
-		/* an estimate below 0 or above 255 is the count clamped: the comparison
-		 * with bounds[0] (x not above it) or bounds[255] (+inf) keeps it so */
-		lookup(bound, pack(z), t->bound_plane);
+	for (int j = 0; j < ZN_Q8_BLOCK / 64; j++)
+		run_estimate(&r[j], x + 64 * j, scale, t);
 #pragma GCC unroll 4
-		for (int k = 0; k < 4; k++) {
-			/* one midpoint more below x: the estimate was one short */
-			__mmask16 above = _mm512_cmp_ps_mask(xs[k], bound[k], _CMP_GT_OQ);
-
-			z[k] = _mm512_mask_add_epi32(z[k], above, z[k], _mm512_set1_epi32(1));
-			/* m keeps its sign: a negative m never becomes 0 (code 127) */
-			if (is_signed)
-				z[k] = _mm512_mask_min_epi32(
-					z[k], _mm512_cmp_ps_mask(xv[k], _mm512_setzero_ps(), _CMP_LT_OQ),
-					z[k], _mm512_set1_epi32(ZN_Q8_ZERO_SIGNED - 1));
-		}
-		_mm512_storeu_si512(codes + i, _mm512_permutexvar_epi8(order, pack(z)));
-	}
+	for (int j = 0; j < ZN_Q8_BLOCK / 64; j++)
+		run_finish(codes + 64 * j, &r[j], t, is_signed);
 }
 
 void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
@@ -144,24 +193,52 @@ void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed)
 	const struct zn_q8_vtab *t = zn_q8_vtab(is_signed);
 
 	if (is_signed)
-		code_simd(codes, x, inv, t, true);
+		code_simd(codes, x, _mm512_set1_ps(inv), t, true);
 	else
-		code_simd(codes, x, inv, t, false);
+		code_simd(codes, x, _mm512_set1_ps(inv), t, false);
 }
 
 float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed)
 {
 	__m512 amax = _mm512_setzero_ps();
 
-	/* max(|x|, amax) keeps amax where x is NaN, as zn_q8_quantize's comparison */
 	for (int i = 0; i < ZN_Q8_BLOCK; i += 16)
-		amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), amax);
+		amax = absmax_acc(amax, x + i);
 
 	const float absmax = _mm512_reduce_max_ps(amax);
 
-	/* one reciprocal per block; 0 for an all-zero block (q8.h) */
 	zn_q8_code_block(codes, x, absmax > 0.0f ? 1.0f / absmax : 0.0f, is_signed);
 	return absmax;
+}
+
+void zn_q8_quantize_pair(uint8_t *m_codes, float *m_absmax, const float *m, uint8_t *v_codes,
+			 float *v_absmax, const float *v)
+{
+	const struct zn_q8_vtab *tm = zn_q8_vtab(true), *tv = zn_q8_vtab(false);
+	__m512 am = _mm512_setzero_ps(), av = _mm512_setzero_ps();
+
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 16) {
+		am = absmax_acc(am, m + i);
+		av = absmax_acc(av, v + i);
+	}
+	*m_absmax = _mm512_reduce_max_ps(am);
+	*v_absmax = _mm512_reduce_max_ps(av);
+
+	const __m512 sm = scale_of(*m_absmax), sv = scale_of(*v_absmax);
+
+	/* two runs of each in flight */
+	for (int i = 0; i < ZN_Q8_BLOCK; i += 2 * 64) {
+		struct run r[4];
+
+		run_estimate(&r[0], m + i, sm, tm);
+		run_estimate(&r[1], v + i, sv, tv);
+		run_estimate(&r[2], m + i + 64, sm, tm);
+		run_estimate(&r[3], v + i + 64, sv, tv);
+		run_finish(m_codes + i, &r[0], tm, true);
+		run_finish(v_codes + i, &r[1], tv, false);
+		run_finish(m_codes + i + 64, &r[2], tm, true);
+		run_finish(v_codes + i + 64, &r[3], tv, false);
+	}
 }
 
 #else
@@ -210,6 +287,19 @@ float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed)
 		absmax = fabsf(x[i]) > absmax ? fabsf(x[i]) : absmax;
 	zn_q8_code_block(codes, x, absmax > 0.0f ? 1.0f / absmax : 0.0f, is_signed);
 	return absmax;
+}
+
+void zn_q8_quantize_pair(uint8_t *m_codes, float *m_absmax, const float *m, uint8_t *v_codes,
+			 float *v_absmax, const float *v)
+{
+	*m_absmax = zn_q8_quantize_block(m_codes, m, true);
+	*v_absmax = zn_q8_quantize_block(v_codes, v, false);
+}
+
+void zn_q8_widen_pair(float *m, const uint8_t *m_codes, float *v, const uint8_t *v_codes)
+{
+	zn_q8_widen_block(m, m_codes, true);
+	zn_q8_widen_block(v, v_codes, false);
 }
 
 #endif

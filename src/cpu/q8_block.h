@@ -31,9 +31,15 @@ const struct zn_q8_vtab *zn_q8_vtab(bool is_signed);
 
 /* One block: y[i] = map[codes[i]] for i < ZN_Q8_BLOCK (the caller multiplies by absmax). */
 void zn_q8_widen_block(float *y, const uint8_t *codes, bool is_signed);
+/* Both moments of a block: zn_q8_widen_block for m (signed map) and v (unsigned). */
+void zn_q8_widen_pair(float *m, const uint8_t *m_codes, float *v, const uint8_t *v_codes);
 /* One block of ZN_Q8_BLOCK values: its codes, as zn_q8_quantize(codes, &absmax, x,
  * ZN_Q8_BLOCK, is_signed) (the same bits); returns absmax. */
 float zn_q8_quantize_block(uint8_t *codes, const float *x, bool is_signed);
+/* Both moments of a block at once, as zn_q8_quantize_block for m (signed) and v (unsigned)
+ * (the same bits; with AVX-512 VBMI their codes are interleaved, which is faster). */
+void zn_q8_quantize_pair(uint8_t *m_codes, float *m_absmax, const float *m, uint8_t *v_codes,
+			 float *v_absmax, const float *v);
 /* Its codes for a given scale: codes[i] for x[i] * inv, as q8_code (adamw_simd.h) gives them
  * for every float, with m's sign rule (x[i] < 0 never gets ZN_Q8_ZERO_SIGNED). */
 void zn_q8_code_block(uint8_t *codes, const float *x, float inv, bool is_signed);
