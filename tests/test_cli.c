@@ -402,6 +402,19 @@ Test(cli, hf_zero3_template_runs_as_the_trainer_fills_it)
 	remove(cfg);
 }
 
+/* Each case's command exits 2 (a usage error) printing the case's text. */
+static void usage_errors(const char *const (*cases)[2], size_t n)
+{
+	char out[16384];
+
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
+			     out);
+		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
+			  cases[i][1], out);
+	}
+}
+
 /* The bench commands' numbers are whole numbers in range, and each flag takes a value or
  * none: "--reps 3x" and "--numa-node abc" were read by atoi as 3 and node 0 and ran. */
 Test(cli, bench_values_are_checked)
@@ -419,14 +432,7 @@ Test(cli, bench_values_are_checked)
 		{ "bench nvme --file /nonexistent/x stray", "unexpected argument 'stray'" },
 		{ "bench step --model tiny --warmup -1", "zinc bench step: bad value '-1' for --warmup" },
 	};
-	char out[16384];
-
-	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
-			     out);
-		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
-			  cases[i][1], out);
-	}
+	usage_errors(cases, sizeof(cases) / sizeof(*cases));
 }
 
 /* Every command answers an unknown option with the one it most likely meant: a Hugging
@@ -465,14 +471,7 @@ Test(cli, unknown_options_get_what_they_meant)
 		{ "train --frobnicate", "zinc train: unknown option '--frobnicate' (zinc train "
 		  "--help lists the options)" },
 	};
-	char out[16384];
-
-	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		cr_assert_eq(run_both(cases[i][0], out, sizeof(out)), 2, "%s: %s", cases[i][0],
-			     out);
-		cr_assert(strstr(out, cases[i][1]), "zinc %s: want '%s' in:\n%s", cases[i][0],
-			  cases[i][1], out);
-	}
+	usage_errors(cases, sizeof(cases) / sizeof(*cases));
 }
 
 /* zinc generate: after the model is found, its unknown options get a suggestion too. */

@@ -74,7 +74,7 @@ struct zn_engine {
 	int (*init_frozen_q4)(void *ctx, int layer, void *extent);
 
 	/* this step's labels (targets not ZN_IGNORE_INDEX) over every micro-batch and rank,
-	 * and whether every target is one (eval.c zn_engine_count_labels) */
+	 * and whether every target is one (labels.c zn_engine_count_labels) */
 	float labels;
 	bool all_labels;
 
@@ -110,14 +110,14 @@ int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const in
 /* step.c: layer 0 of micro-batch `micro` on the device (*p0, *f0) and the prefetch begun;
  * eval.c */
 int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float **f0);
-/* eval.c: e->labels and e->all_labels for this step's targets (grad_accum x B x T on the
+/* labels.c: e->labels and e->all_labels for this step's targets (grad_accum x B x T on the
  * host); collective */
 int zn_engine_count_labels(struct zn_engine *e, const int *targets_h);
 /* Packed documents: pos_h [gas, B, T] staged for zn_step_tokens and e->act.pred set to
  * the predicted targets of every rank (NULL: pred 0, no positions). step.c; step.c and
  * eval.c */
 int zn_step_positions(struct zn_engine *e, const int *targets_h, const int *pos_h);
-/* eval.c: *loss = (the sum of every rank's token losses) / e->labels (0 without labels),
+/* labels.c: *loss = (the sum of every rank's token losses) / e->labels (0 without labels),
  * given this rank's sum; collective */
 int zn_engine_label_mean(struct zn_engine *e, double sum, float *loss);
 

@@ -160,23 +160,6 @@ static int bufs_of(const struct zn_engine *e)
 	return shape_bufs(&s);
 }
 
-int zn_recompute_run_of(const struct zn_engine *e, int l)
-{
-	return (l - 1) / e->act.rec.every;
-}
-
-int zn_recompute_run_first(const struct zn_engine *e, int r)
-{
-	return 1 + r * e->act.rec.every;
-}
-
-int zn_recompute_run_last(const struct zn_engine *e, int r)
-{
-	int l = (r + 1) * e->act.rec.every;
-
-	return l > e->n - 1 ? e->n - 1 : l;
-}
-
 int zn_recompute_schedule(const struct zn_engine *e, struct zn_use *use)
 {
 	int n = e->n, k = 0, K = every_of(e), R = runs_of(e);
@@ -210,13 +193,6 @@ int zn_recompute_schedule(const struct zn_engine *e, struct zn_use *use)
 }
 
 /* ---- the io of a layer ---------------------------------------------------------------- */
-
-float *zn_recompute_x(struct zn_engine *e, int c)
-{
-	struct zn_recompute *ck = &e->act.rec;
-
-	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] : ck->x_d[c % 2];
-}
 
 void zn_recompute_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
 {

@@ -1,9 +1,36 @@
-/* Activation checkpoints on the host or nvme (recompute.h): copies down during the forward,
- * nvme writes behind and reads ahead, copies up one run ahead of each recompute. */
+/* Activation checkpoints' homes (recompute.h): which run a layer is in and where checkpoint
+ * c lives on the device; on the host or nvme, copies down during the forward, nvme writes
+ * behind and reads ahead, copies up one run ahead of each recompute. */
 #include <errno.h>
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
+
+/* ---- runs and checkpoint slots (recompute.h) ---------------------------------------- */
+
+int zn_recompute_run_of(const struct zn_engine *e, int l)
+{
+	return (l - 1) / e->act.rec.every;
+}
+
+int zn_recompute_run_first(const struct zn_engine *e, int r)
+{
+	return 1 + r * e->act.rec.every;
+}
+
+int zn_recompute_run_last(const struct zn_engine *e, int r)
+{
+	int l = (r + 1) * e->act.rec.every;
+
+	return l > e->n - 1 ? e->n - 1 : l;
+}
+
+float *zn_recompute_x(struct zn_engine *e, int c)
+{
+	struct zn_recompute *ck = &e->act.rec;
+
+	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] : ck->x_d[c % 2];
+}
 
 /* ---- homes: copies down and up, nvme writes and reads ---------------------------------- */
 
