@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "sched/lmajor.h"
 #include "sched/recompute.h"
 
 struct zn_engine;
@@ -33,6 +34,7 @@ struct zn_acts {
 	struct zn_use *use;      /* a micro-batch's layer uses: forward 1 .. n-1, backward */
 	int use_n;
 	struct zn_recompute rec;      /* activation checkpointing (recompute.h); acts_d, x_d unused */
+	struct zn_lmajor lm;          /* layer-major accumulation (lmajor.h); acts_d, x_d unused */
 };
 
 /* device bytes the activations take (as the device counts them), before the plan */

@@ -3,6 +3,7 @@
  * save. The step is step.c (docs/architecture.md). */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ void zn_engine_destroy(struct zn_engine *e)
 /* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
  * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
  * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
-static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+static int plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
 {
 	const struct zn_config *c = &e->cfg;
 	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
@@ -130,6 +131,8 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
 		.frozen_q4_bytes = e->frozen_q4_bytes,
 		.frozen_q4_scratch = e->frozen_q4_scratch,
+		.layer_major = e->act.lm.on,
+		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
@@ -138,6 +141,102 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
 				msg_size);
 	e->pin.prefetch_depth = e->plan.prefetch_depth;
+	return rc;
+}
+
+/* what layer-major saves: parameters (or a frozen base) read from off the device, or
+ * gathered from the other ranks, once per use */
+static bool lm_moves_fewer(const struct zn_engine *e)
+{
+	bool frozen = false;
+
+	for (int l = 0; l < e->n; l++)
+		frozen = frozen || e->frozen_numel[l] > 0;
+	return e->plan.pl.params != ZN_TIER_DEVICE ||
+	       (e->cfg.zero.stage == 3 && e->rt.world > 1) ||
+	       (frozen && e->plan.frozen_home != ZN_TIER_DEVICE);
+}
+
+static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
+{
+	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
+
+	if (e->cfg.act_ckpt.enabled) {
+		homes[0] = d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME :
+			   d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST : ZN_TIER_DEVICE;
+		return 1;
+	}
+	homes[0] = ZN_TIER_DEVICE;
+	homes[1] = ZN_TIER_HOST;
+	return 2;
+}
+
+static const char *tier_word(enum zn_tier t)
+{
+	return t == ZN_TIER_HOST ? "pinned host memory" : t == ZN_TIER_NVME ? "nvme" : "the device";
+}
+
+/* The schedule (zinc.schedule) and its plan: layer-major in the first home that fits when
+ * asked or (auto) when it moves fewer bytes; else micro-batch order. e->sched_line says
+ * which and why. An explicit layer-major that cannot run is refused (ZN_EUSAGE, or -ENOMEM
+ * with the numbers in msg). */
+static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+{
+	enum zn_schedule want = e->cfg.runtime.schedule;
+	struct zn_lmajor *lm = &e->act.lm;
+	enum zn_tier homes[2];
+	int nh = lm_home_count(e, homes), rc = -ENOMEM;
+	const char *no = NULL;
+	char why[512] = "";
+
+	lm->on = false;
+	lm->k = e->gas;
+	if (want == ZN_SCHEDULE_MICRO_BATCH || (want == ZN_SCHEDULE_AUTO && e->gas < 2)) {
+		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (%s)",
+			 want == ZN_SCHEDULE_AUTO ? "auto: one micro-batch per step" : "--schedule");
+		return plan_once(e, dev_budget, msg, msg_size);
+	}
+	if (lm->tie_other)
+		no = "a layer other than the last ties to layer 0";
+	else if (homes[0] == ZN_TIER_NVME && nh == 1)
+		no = "activation checkpoints on nvme are not a home for the layer boundaries yet "
+		     "(use activation_checkpointing.device cpu or device)";
+	for (int i = 0; !no && i < nh && rc == -ENOMEM; i++) {
+		lm->on = true;
+		lm->home = homes[i];
+		rc = plan_once(e, dev_budget, why, sizeof(why));
+	}
+	if (no && want == ZN_SCHEDULE_LAYER_MAJOR) {
+		zn_error("--schedule layer-major (zinc.schedule): %s: use --schedule micro-batch",
+			 no);
+		return ZN_EUSAGE;
+	}
+	if (!no && rc == -ENOMEM && want == ZN_SCHEDULE_LAYER_MAJOR) {
+		snprintf(msg, msg_size, "--schedule layer-major (zinc.schedule): the boundary "
+			 "activations of %d micro-batches fit no home: %s; use --schedule "
+			 "micro-batch or a smaller --micro-batch", e->gas, why);
+		return rc;
+	}
+	if (!no && rc == -ENOMEM)
+		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: the boundary "
+			 "activations of %d micro-batches fit no home: %.300s)", e->gas, why);
+	else if (!no && !rc && want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))
+		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: every "
+			 "parameter stays on the device, layer-major would move no fewer bytes)");
+	else if (no)
+		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: %s)", no);
+	if (no || rc == -ENOMEM || (want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))) {
+		lm->on = false;
+		return plan_once(e, dev_budget, msg, msg_size);
+	}
+	if (!rc)
+		snprintf(e->sched_line, sizeof(e->sched_line), "layer-major (%s; the boundary "
+			 "activations of %d micro-batches in %s%s)",
+			 want == ZN_SCHEDULE_AUTO ? "auto: fewer parameter reads" : "--schedule",
+			 e->gas, tier_word(lm->home),
+			 lm->tied ? "; the tied head runs again for micro-batches 2.." : "");
+	else
+		snprintf(msg, msg_size, "%s", why);
 	return rc;
 }
 

@@ -78,6 +78,9 @@ struct zn_engine {
 	float labels;
 	bool all_labels;
 
+	/* the schedule the plan chose and why (zinc.schedule; the run's header) */
+	char sched_line[400];
+
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;
 };

@@ -17,37 +17,31 @@
 #include "core/log.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
-
-/* One layer's forward or backward, run by the model's ops on the compute stream (the
- * struct is copied by zn_launch). */
-struct layer_call {
-	struct zn_model model;
-	struct zn_layer_io io;
-};
+#include "sched/step_impl.h"
 
 static void fwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct layer_call *c = ctx;
+	struct zn_layer_call *c = ctx;
 
 	c->model.ops->forward(k, native, c->model.config, &c->io);
 }
 
 static void bwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct layer_call *c = ctx;
+	struct zn_layer_call *c = ctx;
 
 	c->model.ops->backward(k, native, c->model.config, &c->io);
 }
 
 /* The parameters layer l also reads (its descriptor's tied_layer: layer 0, resident for
  * the whole step in p0), or NULL. */
-static const float *tied_params(const struct zn_engine *e, int l, const float *p0)
+const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
 {
 	return e->ld[l].tied_layer == 0 ? p0 : NULL;
 }
 
 /* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
-static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer_call *a)
+int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
 {
 	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
 
@@ -60,10 +54,10 @@ static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer
 
 /* Layer l's parameters into io: p (and p0 for a tie) are fp32 working copies or, with bf16
  * compute, the bf16 parameters themselves (prefetch.c's zn_slot_params). */
-static void set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
-		       const float *p, const float *p0)
+void zn_step_set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
+			const float *p, const float *p0)
 {
-	const float *tied = tied_params(e, l, p0);
+	const float *tied = zn_step_tied(e, l, p0);
 
 	io->params = e->compute16 ? NULL : p;
 	io->tied_params = e->compute16 ? NULL : tied;
@@ -78,7 +72,7 @@ static const int *step_pos(const struct zn_engine *e)
 }
 
 /* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
-static uint64_t micro_seed(const struct zn_engine *e, int micro)
+uint64_t zn_step_seed(const struct zn_engine *e, int micro)
 {
 	return zn_mix64(e->cfg.runtime.seed ^ ((uint64_t)e->step * ZN_HASH_GOLDEN) ^
 			((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32));
@@ -86,19 +80,19 @@ static uint64_t micro_seed(const struct zn_engine *e, int micro)
 
 static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
-					.seed = micro_seed(e, micro) } };
+					.seed = zn_step_seed(e, micro) } };
 	int n = e->n, rc;
 
 	a.io.L = &e->ld[0];
-	set_params(e, &a.io, 0, p0, NULL);
+	zn_step_set_params(e, &a.io, 0, p0, NULL);
 	a.io.frozen = f0;
 	zn_acts_fwd_io(e, 0, false, &a.io);
 	rc = zn_recompute_fwd_before(e, 0);
 	if (!rc)
-		rc = launch_layer(e, true, 0, &a);
+		rc = zn_step_launch(e, true, 0, &a);
 	if (!rc)
 		rc = zn_recompute_fwd_after(e, 0);
 	for (int k = 0; !rc && k < n - 1; k++) {
@@ -113,8 +107,8 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
-		set_params(e, &a.io, l, p, p0);
-		a.io.tied_frozen = tied_params(e, l, f0);
+		zn_step_set_params(e, &a.io, l, p, p0);
+		a.io.tied_frozen = zn_step_tied(e, l, f0);
 		zn_acts_fwd_io(e, l, false, &a.io);
 		if (l == n - 1) {
 			/* the previous micro-batch's losses must be on the host first */
@@ -124,7 +118,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_recompute_fwd_before(e, l);
 		if (!rc)
-			rc = launch_layer(e, true, l, &a);
+			rc = zn_step_launch(e, true, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
@@ -150,7 +144,7 @@ static bool adamw_during_backward(const struct zn_engine *e)
 }
 
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
-static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micro)
+int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro, bool early)
 {
 	int rc = 0;
 
@@ -162,7 +156,7 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
 		rc = zn_optim_update_device(e, l);
 	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
-	if (!rc && micro == e->gas - 1 && l > 0)
+	if (!rc && early && micro == e->gas - 1 && l > 0)
 		rc = zn_optim_update_early(e, l);
 	return rc;
 }
@@ -172,34 +166,38 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 static int recompute(struct zn_engine *e, int l, const float *p, const float *p0,
 		     const float *f, const float *f0, uint64_t seed)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .L = &e->ld[l], .tokens = e->act.tok_d,
 					.targets = e->act.tgt_d, .scratch = e->act.scratch_d,
 					.B = e->B, .T = e->T, .frozen = f, .pos = step_pos(e),
-					.tied_frozen = tied_params(e, l, f0), .seed = seed } };
+					.tied_frozen = zn_step_tied(e, l, f0), .seed = seed } };
 
-	set_params(e, &a.io, l, p, p0);
+	zn_step_set_params(e, &a.io, l, p, p0);
 	zn_acts_fwd_io(e, l, true, &a.io);
-	return launch_layer(e, true, l, &a);
+	return zn_step_launch(e, true, l, &a);
+}
+
+/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
+ * with targets not predicted (packed documents, masked tokens), over the predicted ones of
+ * every micro-batch and rank */
+float zn_step_dloss_scale(const struct zn_engine *e)
+{
+	if (e->act.pred > 0)
+		return e->opt.scale / (float)e->act.pred;
+	if (!e->all_labels)
+		return e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
+	return e->opt.scale / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 }
 
 static int backward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
-					.seed = micro_seed(e, micro) } };
+					.seed = zn_step_seed(e, micro) } };
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
-	/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
-	 * with targets not predicted (packed documents, masked tokens), over the predicted
-	 * ones of every micro-batch and rank */
-	a.io.dloss_scale = e->opt.scale /
-			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
-	if (e->act.pred > 0)
-		a.io.dloss_scale = e->opt.scale / (float)e->act.pred;
-	else if (!e->all_labels)
-		a.io.dloss_scale = e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
+	a.io.dloss_scale = zn_step_dloss_scale(e);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
@@ -224,11 +222,11 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 			break;
 		if (u.bwd) {
 			a.io.L = &e->ld[l];
-			set_params(e, &a.io, l, p, p0);
+			zn_step_set_params(e, &a.io, l, p, p0);
 			a.io.grads = zn_reduce_grad_full(e, l, b);
 			zn_acts_bwd_io(e, l, &a.io);
-			a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
-			a.io.tied_frozen = tied_params(e, l, f0);
+			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			a.io.tied_frozen = zn_step_tied(e, l, f0);
 			if (l == n - 1) {
 				a.io.dx_out = NULL;
 				a.io.dx_in = e->act.dx_d[0];
@@ -237,7 +235,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				a.io.dx_in = e->act.dx_d[cur ^ 1];
 				cur ^= 1;
 			}
-			rc = launch_layer(e, false, l, &a);
+			rc = zn_step_launch(e, false, l, &a);
 		}
 		if (!rc)
 			rc = zn_fetch_release(e, k);
@@ -246,7 +244,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_recompute_use_after(e, k);
 		if (!rc && u.bwd)
-			rc = reduce_and_update(e, l, b++, micro);
+			rc = zn_step_reduce_update(e, l, b++, micro, true);
 	}
 	if (rc)
 		return rc;
@@ -256,8 +254,8 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
 				     .pos = step_pos(e) };
-	set_params(e, &a.io, 0, p0, NULL);
-	rc = launch_layer(e, false, 0, &a);
+	zn_step_set_params(e, &a.io, 0, p0, NULL);
+	rc = zn_step_launch(e, false, 0, &a);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
@@ -265,7 +263,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	if (!rc)
-		rc = reduce_and_update(e, 0, 0, micro);
+		rc = zn_step_reduce_update(e, 0, 0, micro, true);
 	return rc;
 }
 
@@ -469,7 +467,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		rc = zn_swapio_opt_begin(e);
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
-	for (int m = 0; !rc && m < e->gas; m++) {
+	if (!rc && e->act.lm.on)
+		rc = zn_step_layer_major(e, inputs_h, targets_h);
+	for (int m = 0; !rc && !e->act.lm.on && m < e->gas; m++) {
 		rc = micro_batch(e, m, inputs_h, targets_h);
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */
