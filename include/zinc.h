@@ -466,6 +466,9 @@ struct zn_engine_memory {
 	uint64_t nvme_bytes;            /* swap extents: optimizer, parameters, checkpoints, base */
 	uint64_t frozen_bytes;          /* the frozen base (LoRA) on its home tier, as allocated */
 	int prefetch_depth;             /* layers fetched ahead, as planned */
+	/* the step's order (zinc.schedule) as chosen, and why; nvme bytes read per step */
+	char schedule[400];
+	uint64_t nvme_step_read_bytes;
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 

@@ -173,7 +173,8 @@ static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
 
 static const char *tier_word(enum zn_tier t)
 {
-	return t == ZN_TIER_HOST ? "pinned host memory" : t == ZN_TIER_NVME ? "nvme" : "the device";
+	return t == ZN_TIER_HOST ? "in pinned host memory" : t == ZN_TIER_NVME ? "on nvme" :
+								    "on the device";
 }
 
 /* The schedule (zinc.schedule) and its plan: layer-major in the first home that fits when
@@ -231,10 +232,10 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 	}
 	if (!rc)
 		snprintf(e->sched_line, sizeof(e->sched_line), "layer-major (%s; the boundary "
-			 "activations of %d micro-batches in %s%s)",
+			 "activations of %d micro-batches %s%s)",
 			 want == ZN_SCHEDULE_AUTO ? "auto: fewer parameter reads" : "--schedule",
 			 e->gas, tier_word(lm->home),
-			 lm->tied ? "; the tied head runs again for micro-batches 2.." : "");
+			 lm->tied ? "; the tied head's backward runs again" : "");
 	else
 		snprintf(msg, msg_size, "%s", why);
 	return rc;
