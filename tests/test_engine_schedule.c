@@ -19,8 +19,17 @@ static struct rc_case case_of(int model, int stage, enum zn_offload_device off, 
 				 .stage = stage, .off = off, .gas = gas };
 }
 
+/* the device peak within the plan (the engine allocates what the plan lists) */
+static void within_plan(const struct et_run *r, const struct rc_case *k)
+{
+	cr_assert_leq(r->peak_bytes, r->plan_bytes, "%s stage %d gas %d home %d: peak %llu over "
+		      "the plan %llu", k->llama ? "llama" : "gpt2", k->stage, k->gas,
+		      (int)k->home, (unsigned long long)r->peak_bytes,
+		      (unsigned long long)r->plan_bytes);
+}
+
 /* micro-batch order, then layer-major (boundaries on the device, then in pinned host
- * memory): the same bits */
+ * memory): the same bits, the peak within the plan */
 static void same_bits(struct rc_case k)
 {
 	int *tok = et_tokens(et_stream_len(RC_STEPS, k.gas, 1, ET_B), 32, 11);
@@ -30,11 +39,13 @@ static void same_bits(struct rc_case k)
 	k.layer_major = true;
 	rc_train(&got, &k, tok);
 	rc_assert_same(&ref, &got, &k);
+	within_plan(&got, &k);
 	et_run_free(&got);
 	k.every = 1;
 	k.home = ZN_OFFLOAD_CPU;
 	rc_train(&got, &k, tok);
 	rc_assert_same(&ref, &got, &k);
+	within_plan(&got, &k);
 	et_run_free(&got);
 	et_run_free(&ref);
 	free(tok);
