@@ -102,13 +102,21 @@ static uint64_t padded_bytes(const struct zn_engine *e, int l)
 	return s.padded_numel * 4;
 }
 
-/* layer 0's and the last layer's padded gradient bytes when the head runs twice, else 0 */
+/* the last layer's parameters as the compute reads them (bf16 compute: 16-bit) */
+static uint64_t head_bytes(const struct zn_engine *e)
+{
+	return e->compute16 ? padded_bytes(e, e->n - 1) / 2 : padded_bytes(e, e->n - 1);
+}
+
+/* layer 0's and the last layer's padded gradient bytes and the last layer's parameters
+ * when the head runs twice, else 0 */
 uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e)
 {
 	if (!e->act.lm.tied || e->gas < 2)
 		return 0;
 	return zn_plan_device_alloc_bytes(padded_bytes(e, 0)) +
-	       zn_plan_device_alloc_bytes(padded_bytes(e, e->n - 1));
+	       zn_plan_device_alloc_bytes(padded_bytes(e, e->n - 1)) +
+	       zn_plan_device_alloc_bytes(head_bytes(e));
 }
 
 int zn_lmajor_create(struct zn_engine *e)
@@ -149,6 +157,9 @@ int zn_lmajor_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &lm->tied_sink_d, padded_bytes(e, 0));
 		if (!rc)
 			rc = zn_tiers_dalloc(e, &lm->grad_sink_d, padded_bytes(e, e->n - 1));
+		lm->head_p_bytes = head_bytes(e);
+		if (!rc)
+			rc = zn_tiers_dalloc(e, &lm->head_p_d, lm->head_p_bytes);
 	}
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &lm->made);
@@ -179,6 +190,7 @@ void zn_lmajor_destroy(struct zn_engine *e)
 	zn_device_free(e->rt.dev, lm->loss_sink_d);
 	zn_device_free(e->rt.dev, lm->grad_sink_d);
 	zn_device_free(e->rt.dev, lm->tied_sink_d);
+	zn_device_free(e->rt.dev, lm->head_p_d);
 	zn_device_free(e->rt.dev, lm->tok_d);
 	zn_device_free(e->rt.dev, lm->tgt_d);
 	zn_device_free(e->rt.dev, lm->pos_d);

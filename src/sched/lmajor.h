@@ -14,9 +14,10 @@
  * layer 0's gradient; micro-batch order adds head(m) then embedding(m) for each m, so to
  * be bit-identical the head's backward of micro-batches 1 .. k-1 runs again at the end,
  * right before layer 0's backward of the same micro-batch (the first run, at the turn,
- * writes that gradient to a sink): k - 1 extra head passes and one more acquisition of
- * the last layer. Its own gradient is accumulated by the second run, so its optimizer
- * update comes after it.
+ * writes that gradient to a sink; the second writes the head's own gradient, complete
+ * since the turn, to a sink): k - 1 extra head passes, on a copy of the head's
+ * parameters taken at the turn (its AdamW may run in between), and one more acquisition
+ * of the last layer (its frozen base).
  */
 #ifndef ZN_SCHED_LMAJOR_H
 #define ZN_SCHED_LMAJOR_H
@@ -49,7 +50,9 @@ struct zn_lmajor {
 	int *dx_of;              /* micro-batch m's buffer, [k] the spare */
 	float *acts_d;           /* one layer's activations */
 	float *x_sink_d, *loss_sink_d;
-	float *grad_sink_d, *tied_sink_d; /* tied: the head's first-run gradients */
+	float *grad_sink_d, *tied_sink_d; /* tied: the head's gradients not kept */
+	void *head_p_d;          /* tied: the head's parameters as the turn read them */
+	uint64_t head_p_bytes;
 	int *tok_d, *tgt_d, *pos_d; /* k x B x T */
 	struct zn_event *made;   /* forward: a slot's layer is done */
 };

@@ -144,7 +144,7 @@ static bool adamw_during_backward(const struct zn_engine *e)
 }
 
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
-int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro, bool early)
+int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
 	int rc = 0;
 
@@ -156,7 +156,7 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro, 
 	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
 		rc = zn_optim_update_device(e, l);
 	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
-	if (!rc && early && micro == e->gas - 1 && l > 0)
+	if (!rc && micro == e->gas - 1 && l > 0)
 		rc = zn_optim_update_early(e, l);
 	return rc;
 }
@@ -244,7 +244,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_recompute_use_after(e, k);
 		if (!rc && u.bwd)
-			rc = zn_step_reduce_update(e, l, b++, micro, true);
+			rc = zn_step_reduce_update(e, l, b++, micro);
 	}
 	if (rc)
 		return rc;
@@ -263,7 +263,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	if (!rc)
-		rc = zn_step_reduce_update(e, 0, 0, micro, true);
+		rc = zn_step_reduce_update(e, 0, 0, micro);
 	return rc;
 }
 

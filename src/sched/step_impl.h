@@ -30,9 +30,7 @@ uint64_t zn_step_seed(const struct zn_engine *e, int micro);
 /* the loss gradient's scale of every backward of this step */
 float zn_step_dloss_scale(const struct zn_engine *e);
 /* layer l's reduction of micro-batch micro; after the last micro-batch's, its AdamW when
- * the step's rule says so (bwd_index picks the gradient ring slot, stage >= 2); early:
- * the host AdamW of the layers reduced so far may start (zn_optim_update_early: they
- * must be every layer from the last down to l) */
-int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro, bool early);
+ * the step's rule says so (bwd_index picks the gradient ring slot, stage >= 2) */
+int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro);
 
 #endif

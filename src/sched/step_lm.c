@@ -140,9 +140,7 @@ static int up_done(struct zn_engine *e, int slot)
 }
 
 /* reduction of (l, m); a shard of micro-batch m >= 2 received on the host needs the
- * previous one added first (micro-batch order adds them between micro-batches). With the
- * tied head running again the early host updates wait for its last reduction (they go
- * from the last layer down). */
+ * previous one added first (micro-batch order adds them between micro-batches) */
 static int reduce(struct lm_run *r, int l, int m)
 {
 	int rc = 0;
@@ -150,8 +148,7 @@ static int reduce(struct lm_run *r, int l, int m)
 	if (m >= 2)
 		rc = zn_optim_host_accumulate(r->e, l);
 	if (!rc)
-		rc = zn_step_reduce_update(r->e, l, r->b++, m,
-					   !r->again || l == r->e->n - 1);
+		rc = zn_step_reduce_update(r->e, l, r->b++, m);
 	return rc;
 }
 
@@ -206,16 +203,16 @@ static int forward(struct lm_run *r)
 	return rc;
 }
 
-/* The last layer's backward of micro-batch m from input x; real: into its gradient and
- * layer 0's (the tie), else into the sinks (the tied head runs again at the end) */
+/* The last layer's backward of micro-batch m from input x: own, into its gradient (else a
+ * sink); tie, into layer 0's (else a sink: the tied head runs again at the end) */
 static int head_backward(struct lm_run *r, int m, const float *p, const float *f,
-			 const float *x, float *dx, bool real)
+			 const float *x, float *dx, bool own, bool tie)
 {
 	struct zn_engine *e = r->e;
 	int n = e->n, rc = 0;
 	struct zn_layer_call a;
 
-	if (real)
+	if (own)
 		rc = zn_reduce_prepare(e, n - 1, r->b);
 	if (!rc)
 		rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
@@ -225,14 +222,16 @@ static int head_backward(struct lm_run *r, int m, const float *p, const float *f
 	a.io.x_in = x;
 	a.io.dx_in = dx;
 	a.io.dloss_scale = r->scale;
-	a.io.grads = real ? zn_reduce_grad_full(e, n - 1, r->b) : r->lm->grad_sink_d;
+	a.io.grads = own ? zn_reduce_grad_full(e, n - 1, r->b) : r->lm->grad_sink_d;
 	if (zn_step_tied(e, n - 1, r->p0))
-		a.io.tied_grads = real ? zn_reduce_grad_full(e, 0, 0) : r->lm->tied_sink_d;
+		a.io.tied_grads = tie ? zn_reduce_grad_full(e, 0, 0) : r->lm->tied_sink_d;
 	return zn_step_launch(e, false, n - 1, &a);
 }
 
 /* The turn, item n-2: the last layer's forward (losses down) and backward for each
- * micro-batch under one acquisition. */
+ * micro-batch under one acquisition, its gradient reduced (its AdamW may start); with the
+ * head running again, the parameters it reads kept as they are now (the update may
+ * change them before the second run). */
 static int turn(struct lm_run *r)
 {
 	struct zn_engine *e = r->e;
@@ -245,11 +244,13 @@ static int turn(struct lm_run *r)
 		rc = zn_fetch_acquire(e, item, n - 1, &p);
 	if (!rc)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
+	if (!rc && r->again)
+		rc = zn_memcpy_async(e->rt.compute, r->lm->head_p_d, p, r->lm->head_p_bytes,
+				     ZN_COPY_D2D);
 	/* layer 0's gradient buffer first: the tied head adds into it */
 	if (!rc)
 		rc = zn_reduce_prepare(e, 0, 0);
 	for (int m = 0; !rc && m < k; m++) {
-		bool real = m == 0 || !r->again;
 		struct zn_layer_call a;
 
 		io_of(r, n - 1, m, p, f, &a);
@@ -269,12 +270,13 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 		if (!rc)
-			rc = head_backward(r, m, p, f, a.io.x_in, dx_of(r->lm, m), real);
+			rc = head_backward(r, m, p, f, a.io.x_in, dx_of(r->lm, m), true,
+					   m == 0 || !r->again);
 		if (!rc && m == k - 1)
 			rc = zn_fetch_release(e, item);
 		if (!rc && m == k - 1)
 			rc = zn_frozen_release(e, item);
-		if (!rc && real)
+		if (!rc)
 			rc = reduce(r, n - 1, m);
 	}
 	return rc;
@@ -343,9 +345,11 @@ static int backward(struct lm_run *r)
 }
 
 /* the tied head's second run for micro-batch m: its forward again from the boundary (the
- * losses to a sink), its backward into its gradient and layer 0's */
-static int head_again(struct lm_run *r, int m, const float *p, const float *f)
+ * losses to a sink) with the parameters of the turn, its backward into layer 0's gradient
+ * (its own went in at the turn: here into a sink) */
+static int head_again(struct lm_run *r, int m, const float *f)
 {
+	const float *p = r->lm->head_p_d;
 	struct zn_engine *e = r->e;
 	int n = e->n, slot, rc;
 	struct zn_layer_call a;
@@ -358,11 +362,9 @@ static int head_again(struct lm_run *r, int m, const float *p, const float *f)
 	if (!rc)
 		rc = zn_step_launch(e, true, n - 1, &a);
 	if (!rc)
-		rc = head_backward(r, m, p, f, x, r->lm->x_sink_d, true);
+		rc = head_backward(r, m, p, f, x, r->lm->x_sink_d, false, true);
 	if (!rc)
 		rc = up_done(e, slot);
-	if (!rc)
-		rc = reduce(r, n - 1, m);
 	return rc;
 }
 
@@ -373,6 +375,8 @@ static int backward0(struct lm_run *r)
 	int n = e->n, k = r->lm->k, item = e->act.use_n - 1, rc = 0;
 	const float *p = NULL, *f = NULL;
 
+	/* the parameters come from the turn's copy; the frozen base (unchanged) is acquired
+	 * again, and with it the parameters' item of the sequence */
 	if (r->again)
 		rc = zn_fetch_acquire(e, item, n - 1, &p);
 	if (!rc && r->again)
@@ -384,7 +388,7 @@ static int backward0(struct lm_run *r)
 		if (m > 0)
 			rc = zn_reduce_prepare(e, 0, 0);
 		if (!rc && r->again && m > 0)
-			rc = head_again(r, m, p, f);
+			rc = head_again(r, m, f);
 		if (!rc && r->again && m == k - 1)
 			rc = zn_fetch_release(e, item);
 		if (!rc && r->again && m == k - 1)
