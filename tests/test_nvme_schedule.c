@@ -6,6 +6,7 @@
 
 #include "engine_recompute.h"
 #include "nvme_test_util.h"
+#include "model/lora/lora.h"
 #include "sched/plan.h"
 
 static void train(struct et_run *r, struct rc_case k, const int *tok)
@@ -75,4 +76,45 @@ Test(nvme_schedule, gpt2_each_layer_read_once_per_direction)
 Test(nvme_schedule, llama_each_layer_read_once_per_direction)
 {
 	nvme_case(true, 4);
+}
+
+/* LoRA with the frozen base on nvme: the same bits, each step reads what the plan says,
+ * and layer-major reads less (the base once per layer and direction) */
+Test(nvme_schedule, lora_base_read_once_per_direction)
+{
+	char dir[ZN_PATH_MAX];
+	struct zn_gpt2_config g = rc_gpt2();
+	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
+	struct rc_case k = { .stage = 3, .off = ZN_OFFLOAD_NVME, .gas = 4, .nvme_dir = dir };
+	int *tok = et_tokens(et_stream_len(RC_STEPS, 4, 1, ET_B), 32, 5);
+	struct et_run r[2];
+	struct zn_model m;
+
+	nvme_test_dir(dir, sizeof(dir));
+	lc.base = zn_gpt2_model(&g);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_fc"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	m = zn_lora_model(&lc);
+	for (int i = 0; i < 2; i++) {
+		struct zn_config c;
+
+		k.layer_major = i;
+		rc_config(&c, &k);
+		c.runtime.hot_layers = 0;
+		cr_assert_eq(et_train_any(&r[i], &c, &m, ZN_COMM_SINGLE, tok, RC_STEPS), 0);
+		for (int s = 1; s < RC_STEPS; s++) /* step 1 reads layer 0's base too */
+			cr_assert_eq(r[i].nvme_read[s], r[i].plan_nvme_read, "%s step %d: read "
+				     "%llu, plan %llu", i ? "layer-major" : "micro-batch", s + 1,
+				     (unsigned long long)r[i].nvme_read[s],
+				     (unsigned long long)r[i].plan_nvme_read);
+	}
+	rc_assert_same(&r[0], &r[1], &k);
+	cr_assert_lt(r[1].plan_nvme_read * 3, r[0].plan_nvme_read, "layer-major %llu, "
+		     "micro-batch %llu", (unsigned long long)r[1].plan_nvme_read,
+		     (unsigned long long)r[0].plan_nvme_read);
+	et_run_free(&r[0]);
+	et_run_free(&r[1]);
+	zn_lora_release(&lc);
+	free(tok);
+	nvme_test_rmdir(dir);
 }
