@@ -61,8 +61,8 @@ Test(cli_schedule, both_orders_save_the_same_bytes)
 				     DATA " --val-data " ZN_TEST_SRC_DIR "/data/demo.txt "
 				     "--eval-steps 2 --eval-batches 2 --save-final %s/b.safetensors",
 				     dir), 0, "%s", out);
-	has("schedule: layer-major (auto: fewer parameter reads; the boundary activations of 4 "
-	    "micro-batches on the device; the tied head's backward runs again)");
+	has("schedule: layer-major (auto: fewer parameter reads; the boundary activations of "
+	    "4 micro-batches on the device; the tied head's backward runs again)");
 	zt_same_file(dir, "a.safetensors", "b.safetensors");
 	/* the JSON key; boundaries in pinned memory with checkpoints on the cpu */
 	write_json(zt_path(dir, "c.json"), "{\"zinc\": {\"schedule\": \"layer-major\"}, "

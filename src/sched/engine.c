@@ -3,7 +3,6 @@
  * save. The step is step.c (docs/architecture.md). */
 #include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +93,7 @@ void zn_engine_destroy(struct zn_engine *e)
 /* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
  * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
  * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
-static int plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
 {
 	const struct zn_config *c = &e->cfg;
 	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
@@ -144,109 +143,12 @@ static int plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t
 	return rc;
 }
 
-/* what layer-major saves: parameters (or a frozen base) read from off the device, or
- * gathered from the other ranks, once per use */
-static bool lm_moves_fewer(const struct zn_engine *e)
-{
-	bool frozen = false;
-
-	for (int l = 0; l < e->n; l++)
-		frozen = frozen || e->frozen_numel[l] > 0;
-	return e->plan.pl.params != ZN_TIER_DEVICE ||
-	       (e->cfg.zero.stage == 3 && e->rt.world > 1) ||
-	       (frozen && e->plan.frozen_home != ZN_TIER_DEVICE);
-}
-
-static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
-{
-	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
-
-	if (e->cfg.act_ckpt.enabled) {
-		homes[0] = d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME :
-			   d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST : ZN_TIER_DEVICE;
-		return 1;
-	}
-	homes[0] = ZN_TIER_DEVICE;
-	homes[1] = ZN_TIER_HOST;
-	return 2;
-}
-
-static const char *tier_word(enum zn_tier t)
-{
-	return t == ZN_TIER_HOST ? "in pinned host memory" : t == ZN_TIER_NVME ? "on nvme" :
-								    "on the device";
-}
-
-/* The schedule (zinc.schedule) and its plan: layer-major in the first home that fits when
- * asked or (auto) when it moves fewer bytes; else micro-batch order. e->sched_line says
- * which and why. An explicit layer-major that cannot run is refused (ZN_EUSAGE, or -ENOMEM
- * with the numbers in msg). */
-static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
-{
-	enum zn_schedule want = e->cfg.runtime.schedule;
-	struct zn_lmajor *lm = &e->act.lm;
-	enum zn_tier homes[2];
-	int nh = lm_home_count(e, homes), rc = -ENOMEM;
-	const char *no = NULL;
-	char why[512] = "";
-
-	lm->on = false;
-	lm->k = e->gas;
-	if (want == ZN_SCHEDULE_MICRO_BATCH || (want == ZN_SCHEDULE_AUTO && e->gas < 2)) {
-		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (%s)",
-			 want == ZN_SCHEDULE_AUTO ? "auto: one micro-batch per step" : "--schedule");
-		return plan_once(e, dev_budget, msg, msg_size);
-	}
-	if (lm->tie_other)
-		no = "a layer other than the last ties to layer 0";
-	else if (homes[0] == ZN_TIER_NVME && nh == 1)
-		no = "activation checkpoints on nvme are not a home for the layer boundaries yet "
-		     "(use activation_checkpointing.device cpu or device)";
-	for (int i = 0; !no && i < nh && rc == -ENOMEM; i++) {
-		lm->on = true;
-		lm->home = homes[i];
-		rc = plan_once(e, dev_budget, why, sizeof(why));
-	}
-	if (no && want == ZN_SCHEDULE_LAYER_MAJOR) {
-		zn_error("--schedule layer-major (zinc.schedule): %s: use --schedule micro-batch",
-			 no);
-		return ZN_EUSAGE;
-	}
-	if (!no && rc == -ENOMEM && want == ZN_SCHEDULE_LAYER_MAJOR) {
-		snprintf(msg, msg_size, "--schedule layer-major (zinc.schedule): the boundary "
-			 "activations of %d micro-batches fit no home: %s; use --schedule "
-			 "micro-batch or a smaller --micro-batch", e->gas, why);
-		return rc;
-	}
-	if (!no && rc == -ENOMEM)
-		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: the boundary "
-			 "activations of %d micro-batches fit no home: %.300s)", e->gas, why);
-	else if (!no && !rc && want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))
-		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: every "
-			 "parameter stays on the device, layer-major would move no fewer bytes)");
-	else if (no)
-		snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (auto: %s)", no);
-	if (no || rc == -ENOMEM || (want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))) {
-		lm->on = false;
-		return plan_once(e, dev_budget, msg, msg_size);
-	}
-	if (!rc)
-		snprintf(e->sched_line, sizeof(e->sched_line), "layer-major (%s; the boundary "
-			 "activations of %d micro-batches %s%s)",
-			 want == ZN_SCHEDULE_AUTO ? "auto: fewer parameter reads" : "--schedule",
-			 e->gas, tier_word(lm->home),
-			 lm->tied ? "; the tied head's backward runs again" : "");
-	else
-		snprintf(msg, msg_size, "%s", why);
-	return rc;
-}
-
 static int make_plan(struct zn_engine *e)
 {
 	const struct zn_config *c = &e->cfg;
 	uint64_t dev_budget = zn_device_budget_bytes(e->rt.dev);
 	char msg[512];
-	int rc = plan_for(e, dev_budget, msg, sizeof(msg));
+	int rc = zn_lmajor_plan(e, dev_budget, msg, sizeof(msg));
 
 	zn_engine_warn_budgets(e, dev_budget, e->pinned_budget);
 	/* a plan over the budgets is the run's settings' fault (exit 2); -ENOMEM is kept for
@@ -489,7 +391,7 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 	if (!rc)
 		rc = layer_sizes(e, device_budget);
 	if (!rc)
-		rc = plan_for(e, device_budget, msg, msg_size);
+		rc = zn_lmajor_plan(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
 		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
 					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);

@@ -23,6 +23,7 @@
 #define ZN_SCHED_LMAJOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gpu/device.h"
@@ -78,6 +79,11 @@ int zn_lmajor_create(struct zn_engine *e);
 void zn_lmajor_destroy(struct zn_engine *e);
 /* the device buffer of layer l's input for micro-batch m in the forward (l >= 1) */
 float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
+
+/* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
+ * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
+ * the plan's numbers in msg) */
+int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 
 /* step_lm.c: the step's micro-batches, layer by layer (zn_engine_step's part 3) */
 int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *targets_h);

@@ -73,8 +73,8 @@ int main(void)
 
 		if (v->off == ZN_OFFLOAD_NVME && !(dir = mpi_nvme_dir("schedule_equiv", rank)))
 			continue;
-		snprintf(what, sizeof(what), "rank %d/%d: stage %d offload %s grad-accum %d clip %g",
-			 rank, world, v->stage, off_name(v->off), v->gas, v->clip);
+		snprintf(what, sizeof(what), "rank %d/%d: stage %d offload %s grad-accum %d "
+			 "clip %g", rank, world, v->stage, off_name(v->off), v->gas, v->clip);
 		if (run(&mb, v, ZN_SCHEDULE_MICRO_BATCH, tok, dir) ||
 		    run(&lm, v, ZN_SCHEDULE_LAYER_MAJOR, tok, dir)) {
 			fprintf(stderr, "%s: failed\n", what);
@@ -84,10 +84,12 @@ int main(void)
 			failed++;
 		} else if (lm.peak_bytes > lm.plan_bytes) {
 			fprintf(stderr, "%s: device peak %llu over the plan's %llu\n", what,
-				(unsigned long long)lm.peak_bytes, (unsigned long long)lm.plan_bytes);
+				(unsigned long long)lm.peak_bytes,
+				(unsigned long long)lm.plan_bytes);
 			failed++;
 		} else if (rank == 0) {
-			printf("ok  %s (loss %.6f -> %.6f)\n", what, lm.loss[0], lm.loss[ET_STEPS - 1]);
+			printf("ok  %s (loss %.6f -> %.6f)\n", what, lm.loss[0],
+			       lm.loss[ET_STEPS - 1]);
 		}
 		et_run_free(&mb);
 		et_run_free(&lm);
