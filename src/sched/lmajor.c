@@ -15,19 +15,22 @@ void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
 	zn_act_bytes_of(s, &b);
 	xa = zn_plan_device_alloc_bytes(b.x);
 	bnd = zn_size_mul((uint64_t)(s->n - 1), (uint64_t)k);
-	/* device home: every boundary; host: 2k forward slots and 2 copy-up slots */
-	slots = home == ZN_TIER_DEVICE ? bnd : 2 * (uint64_t)k + 2;
+	/* device home: every boundary and k + 1 gradients; host: 2k forward slots, 2 copy-up
+	 * slots and 4 gradient slots */
+	slots = home == ZN_TIER_DEVICE ? zn_size_add(bnd, (uint64_t)k + 1) : 2 * (uint64_t)k + 6;
 	toks = zn_plan_device_alloc_bytes(zn_size_mul(zn_size_mul(bt, (uint64_t)k), sizeof(int)));
 	out->device = zn_size_mul(slots, xa);
-	/* one layer's activations, k + 1 boundary gradients, the output and loss sinks */
+	/* one layer's activations, the output and loss sinks */
 	out->device = zn_size_add(out->device, zn_plan_device_alloc_bytes(b.acts_max));
-	out->device = zn_size_add(out->device, zn_size_mul((uint64_t)k + 2, xa));
+	out->device = zn_size_add(out->device, xa);
 	out->device = zn_size_add(out->device, zn_plan_device_alloc_bytes(bt * 4));
 	out->device = zn_size_add(out->device, zn_size_mul(s->pos ? 3 : 2, toks));
 	out->device = zn_size_add(out->device, tied_sink_bytes);
 	/* the fixed buffers micro-batch order has too (eval reads them) */
 	out->device = zn_size_add(out->device, b.device_fixed);
-	out->host = home == ZN_TIER_HOST ? zn_size_mul(bnd, zn_plan_host_alloc_bytes(b.x)) : 0;
+	/* host: every boundary and every micro-batch's boundary gradient */
+	out->host = home == ZN_TIER_HOST ? zn_size_mul(zn_size_add(bnd, (uint64_t)k),
+						       zn_plan_host_alloc_bytes(b.x)) : 0;
 }
 
 int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use)
@@ -76,10 +79,25 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 
 	lm->bnd_h = zn_size_calloc(nb, sizeof(*lm->bnd_h), "boundary pointers");
 	lm->down = zn_size_calloc(2 * (uint64_t)lm->k, sizeof(*lm->down), "boundary events");
-	if (!lm->bnd_h || !lm->down)
+	lm->dxh = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dxh), "boundary gradients");
+	lm->dx_down = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dx_down), "gradient events");
+	if (!lm->bnd_h || !lm->down || !lm->dxh || !lm->dx_down)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < nb; i++)
 		rc = zn_tiers_halloc(e, &lm->bnd_h[i], lm->x_bytes);
+	for (int i = 0; !rc && i < lm->k; i++)
+		rc = zn_tiers_halloc(e, &lm->dxh[i], lm->x_bytes);
+	for (int i = 0; !rc && i < lm->k; i++)
+		rc = zn_event_create(e->rt.dev, &lm->dx_down[i]);
+	for (int i = 0; !rc && i < 2; i++) {
+		rc = zn_event_create(e->rt.dev, &lm->rd_ready[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->rd_free[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->wr_free[i]);
+	}
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &lm->dx_made);
 	for (int i = 0; !rc && i < 2 * lm->k; i++)
 		rc = zn_event_create(e->rt.dev, &lm->down[i]);
 	for (int i = 0; !rc && i < 2; i++) {
@@ -129,7 +147,8 @@ int zn_lmajor_create(struct zn_engine *e)
 
 	lm->x_bytes = bt * (uint64_t)e->model.ops->width(e->model.config) * 4;
 	lm->bnd_d = zn_size_calloc(slots, sizeof(*lm->bnd_d), "boundary slots");
-	lm->dx_d = zn_size_calloc(k + 1, sizeof(*lm->dx_d), "boundary gradients");
+	lm->dx_n = lm->home == ZN_TIER_DEVICE ? (int)k + 1 : 4;
+	lm->dx_d = zn_size_calloc((uint64_t)lm->dx_n, sizeof(*lm->dx_d), "boundary gradients");
 	lm->dx_of = zn_size_calloc(k + 1, sizeof(*lm->dx_of), "boundary gradient indices");
 	if (!lm->bnd_d || !lm->dx_d || !lm->dx_of)
 		return -ENOMEM;
@@ -137,10 +156,10 @@ int zn_lmajor_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &lm->bnd_d[i], lm->x_bytes);
 	if (!rc && lm->home == ZN_TIER_HOST)
 		rc = alloc_host_home(e, nb);
-	for (uint64_t i = 0; !rc && i <= k; i++) {
+	for (uint64_t i = 0; !rc && i <= k; i++)
 		lm->dx_of[i] = (int)i;
+	for (int i = 0; !rc && i < lm->dx_n; i++)
 		rc = zn_tiers_dalloc(e, &lm->dx_d[i], lm->x_bytes);
-	}
 	if (!rc)
 		rc = zn_tiers_dalloc(e, &lm->acts_d, e->act_sums.acts_max);
 	if (!rc)
@@ -174,15 +193,21 @@ void zn_lmajor_destroy(struct zn_engine *e)
 
 	for (uint64_t i = 0; lm->bnd_d && i < slots; i++)
 		zn_device_free(e->rt.dev, lm->bnd_d[i]);
-	for (uint64_t i = 0; lm->dx_d && i <= k; i++)
+	for (int i = 0; lm->dx_d && i < lm->dx_n; i++)
 		zn_device_free(e->rt.dev, lm->dx_d[i]);
+	for (uint64_t i = 0; lm->dx_down && i < k; i++)
+		zn_event_destroy(lm->dx_down[i]);
 	for (uint64_t i = 0; lm->down && i < 2 * k; i++)
 		zn_event_destroy(lm->down[i]);
 	for (int i = 0; i < 2; i++) {
 		zn_device_free(e->rt.dev, lm->up_d[i]);
 		zn_event_destroy(lm->up_ready[i]);
 		zn_event_destroy(lm->up_free[i]);
+		zn_event_destroy(lm->rd_ready[i]);
+		zn_event_destroy(lm->rd_free[i]);
+		zn_event_destroy(lm->wr_free[i]);
 	}
+	zn_event_destroy(lm->dx_made);
 	zn_event_destroy(lm->all_down);
 	zn_event_destroy(lm->made);
 	zn_device_free(e->rt.dev, lm->acts_d);
@@ -199,6 +224,8 @@ void zn_lmajor_destroy(struct zn_engine *e)
 	free(lm->down);
 	free(lm->dx_d);
 	free(lm->dx_of);
+	free(lm->dxh); /* views of the arena */
+	free(lm->dx_down);
 	/* the decision (on, k, tied, home) is the plan's: it outlives the buffers */
 	*lm = (struct zn_lmajor){ .on = lm->on, .k = lm->k, .tied = lm->tied,
 				  .tie_other = lm->tie_other, .home = lm->home };

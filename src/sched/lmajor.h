@@ -8,7 +8,8 @@
  * with 2 x k device slots for the forward (a layer reads parity l mod 2 and writes the
  * other; each output goes down on the copy-out stream) and two copy-up slots for the
  * backward. The backward of layer l recomputes its inside from that input for micro-batch
- * m and keeps micro-batch m's boundary gradient in one of k + 1 device buffers.
+ * m and keeps micro-batch m's boundary gradient in the same home: k + 1 device buffers, or
+ * k pinned buffers through two read and two write slots on the device.
  *
  * A model whose last layer reads layer 0's parameters (GPT-2's tied lm_head) adds into
  * layer 0's gradient; micro-batch order adds head(m) then embedding(m) for each m, so to
@@ -47,8 +48,16 @@ struct zn_lmajor {
 	float *up_d[2];          /* host: the backward's copy-up slots */
 	struct zn_event *up_ready[2], *up_free[2];
 	int up_next;             /* copy-up slot of the next boundary */
-	float **dx_d;            /* k + 1 boundary gradients */
-	int *dx_of;              /* micro-batch m's buffer, [k] the spare */
+	/* boundary gradients: device home, k + 1 buffers (micro-batch m's is dx_d[dx_of[m]],
+	 * dx_of[k] the spare); host home, 2 read and 2 write slots (dx_d[0..1], [2..3]) and
+	 * k pinned buffers, each new gradient copied down, copied up before its next reader */
+	float **dx_d;
+	int dx_n;
+	int *dx_of;
+	float **dxh;
+	struct zn_event **dx_down; /* host: micro-batch m's last copy down */
+	struct zn_event *rd_ready[2], *rd_free[2], *wr_free[2], *dx_made;
+	int rd_next, wr_next;
 	float *acts_d;           /* one layer's activations */
 	float *x_sink_d, *loss_sink_d;
 	float *grad_sink_d, *tied_sink_d; /* tied: the head's gradients not kept */

@@ -48,13 +48,80 @@ static float *dx_of(struct zn_lmajor *lm, int m)
 	return lm->dx_d[lm->dx_of[m]];
 }
 
-/* micro-batch m's boundary gradient is now the spare's buffer */
-static void dx_swap(struct zn_lmajor *lm, int m)
+/* The device buffer micro-batch m's boundary gradient is read from (a backward's dx_out):
+ * the device home's, or a read slot (*slot, released by dx_read_done) it is copied up
+ * into once its last copy down is in. */
+static int dx_read(struct zn_engine *e, int m, float **dx, int *slot)
 {
-	int t = lm->dx_of[m];
+	struct zn_lmajor *lm = &e->act.lm;
+	int j = lm->rd_next, rc;
 
-	lm->dx_of[m] = lm->dx_of[lm->k];
-	lm->dx_of[lm->k] = t;
+	*slot = -1;
+	*dx = dx_of(lm, m);
+	if (lm->home == ZN_TIER_DEVICE)
+		return 0;
+	lm->rd_next ^= 1;
+	/* the slot's previous reader done, and this gradient's last copy down */
+	rc = zn_stream_wait_event(e->rt.copy_in, lm->rd_free[j]);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_in, lm->dx_down[m]);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, lm->dx_d[j], lm->dxh[m], lm->x_bytes,
+				     ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(lm->rd_ready[j], e->rt.copy_in);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.compute, lm->rd_ready[j]);
+	*dx = lm->dx_d[j];
+	*slot = j;
+	return rc;
+}
+
+static int dx_read_done(struct zn_engine *e, int slot)
+{
+	return slot < 0 ? 0 : zn_event_record(e->act.lm.rd_free[slot], e->rt.compute);
+}
+
+/* where a backward writes a micro-batch's new boundary gradient (dx_in): the device
+ * home's spare, or a write slot (*slot) whose previous copy down is done */
+static int dx_write(struct zn_engine *e, float **dx, int *slot)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int j = lm->wr_next;
+
+	*slot = -1;
+	*dx = dx_of(lm, lm->k);
+	if (lm->home == ZN_TIER_DEVICE)
+		return 0;
+	lm->wr_next ^= 1;
+	*dx = lm->dx_d[2 + j];
+	*slot = j;
+	return zn_stream_wait_event(e->rt.compute, lm->wr_free[j]);
+}
+
+/* the backward that wrote it enqueued: that buffer is micro-batch m's gradient now (the
+ * device home's spare swapped in; host: copied down on the copy-out stream) */
+static int dx_written(struct zn_engine *e, int m, int slot)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int t = lm->dx_of[m], rc;
+
+	if (lm->home == ZN_TIER_DEVICE) {
+		lm->dx_of[m] = lm->dx_of[lm->k];
+		lm->dx_of[lm->k] = t;
+		return 0;
+	}
+	rc = zn_event_record(lm->dx_made, e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, lm->dx_made);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, lm->dxh[m], lm->dx_d[2 + slot], lm->x_bytes,
+				     ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(lm->wr_free[slot], e->rt.copy_out);
+	if (!rc)
+		rc = zn_event_record(lm->dx_down[m], e->rt.copy_out);
+	return rc;
 }
 
 /* every micro-batch's tokens, targets (and positions) up; the compute waits for them (the
@@ -252,6 +319,8 @@ static int turn(struct lm_run *r)
 		rc = zn_reduce_prepare(e, 0, 0);
 	for (int m = 0; !rc && m < k; m++) {
 		struct zn_layer_call a;
+		float *dx;
+		int ws;
 
 		io_of(r, n - 1, m, p, f, &a);
 		a.io.x_in = zn_lmajor_fwd_x(e, n - 1, m);
@@ -270,8 +339,11 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 		if (!rc)
-			rc = head_backward(r, m, p, f, a.io.x_in, dx_of(r->lm, m), true,
-					   m == 0 || !r->again);
+			rc = dx_write(e, &dx, &ws);
+		if (!rc)
+			rc = head_backward(r, m, p, f, a.io.x_in, dx, true, m == 0 || !r->again);
+		if (!rc)
+			rc = dx_written(e, m, ws);
 		if (!rc && m == k - 1)
 			rc = zn_fetch_release(e, item);
 		if (!rc && m == k - 1)
@@ -287,8 +359,8 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 {
 	struct zn_engine *e = r->e;
 	struct zn_layer_call a;
-	float *x;
-	int slot, rc;
+	float *x, *dxo;
+	int slot, rs, ws, rc;
 
 	rc = boundary(e, l, m, &x, &slot);
 	io_of(r, l, m, p, f, &a);
@@ -307,10 +379,16 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	a.io.dloss_scale = r->scale;
 	a.io.grads = zn_reduce_grad_full(e, l, r->b);
 	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
-	a.io.dx_out = dx_of(r->lm, m);
-	a.io.dx_in = dx_of(r->lm, r->lm->k);
-	rc = zn_step_launch(e, false, l, &a);
-	dx_swap(r->lm, m);
+	rc = dx_read(e, m, &dxo, &rs);
+	if (!rc)
+		rc = dx_write(e, &a.io.dx_in, &ws);
+	a.io.dx_out = dxo;
+	if (!rc)
+		rc = zn_step_launch(e, false, l, &a);
+	if (!rc)
+		rc = dx_read_done(e, rs);
+	if (!rc)
+		rc = dx_written(e, m, ws);
 	if (!rc)
 		rc = up_done(e, slot);
 	return rc;
@@ -383,6 +461,8 @@ static int backward0(struct lm_run *r)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	for (int m = 0; !rc && m < k; m++) {
 		struct zn_layer_call a;
+		float *dxo;
+		int rs;
 
 		/* stage >= 2: layer 0's buffer is zeroed per micro-batch (step.c's backward) */
 		if (m > 0)
@@ -397,9 +477,13 @@ static int backward0(struct lm_run *r)
 			break;
 		io_of(r, 0, m, r->p0, r->f0, &a);
 		a.io.grads = zn_reduce_grad_full(e, 0, 0);
-		a.io.dx_out = dx_of(r->lm, m);
 		a.io.dloss_scale = r->scale;
-		rc = zn_step_launch(e, false, 0, &a);
+		rc = dx_read(e, m, &dxo, &rs);
+		a.io.dx_out = dxo;
+		if (!rc)
+			rc = zn_step_launch(e, false, 0, &a);
+		if (!rc)
+			rc = dx_read_done(e, rs);
 		if (!rc && m == k - 1)
 			rc = zn_event_record(e->act.tok_free, e->rt.compute);
 		if (!rc && m == k - 1)
@@ -431,6 +515,8 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 
 	r.scale = zn_step_dloss_scale(e);
 	r.lm->up_next = 0;
+	r.lm->rd_next = 0;
+	r.lm->wr_next = 0;
 	for (int i = 0; i <= r.lm->k; i++)
 		r.lm->dx_of[i] = i;
 	rc = tokens_up(e, inputs_h, targets_h);
