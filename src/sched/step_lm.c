@@ -57,9 +57,10 @@ static int dx_read(struct zn_engine *e, int m, float **dx, int *slot)
 	int j = lm->rd_next, rc;
 
 	*slot = -1;
-	*dx = dx_of(lm, m);
-	if (lm->home == ZN_TIER_DEVICE)
+	if (lm->home == ZN_TIER_DEVICE) {
+		*dx = dx_of(lm, m);
 		return 0;
+	}
 	lm->rd_next ^= 1;
 	/* the slot's previous reader done, and this gradient's last copy down */
 	rc = zn_stream_wait_event(e->rt.copy_in, lm->rd_free[j]);
@@ -90,9 +91,10 @@ static int dx_write(struct zn_engine *e, float **dx, int *slot)
 	int j = lm->wr_next;
 
 	*slot = -1;
-	*dx = dx_of(lm, lm->k);
-	if (lm->home == ZN_TIER_DEVICE)
+	if (lm->home == ZN_TIER_DEVICE) {
+		*dx = dx_of(lm, lm->k);
 		return 0;
+	}
 	lm->wr_next ^= 1;
 	*dx = lm->dx_d[2 + j];
 	*slot = j;
