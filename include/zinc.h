@@ -180,6 +180,17 @@ enum zn_compute_dtype {
 	ZN_COMPUTE_BF16 = 2,
 };
 
+/* The order of a step's work with gradient accumulation (zinc.schedule, --schedule,
+ * docs/architecture.md "Layer-major accumulation"): micro-batch = each micro-batch's
+ * forward and backward in turn (every layer's parameters acquired twice per micro-batch);
+ * layer-major = each layer for every micro-batch before the next (acquired once per
+ * direction), bit-identical; auto = layer-major where it moves fewer bytes and fits. */
+enum zn_schedule {
+	ZN_SCHEDULE_AUTO = 0,
+	ZN_SCHEDULE_LAYER_MAJOR = 1,
+	ZN_SCHEDULE_MICRO_BATCH = 2,
+};
+
 /* A frozen base's quantization (docs/qlora.md): none, or bitsandbytes' NF4 */
 enum zn_quantize_base {
 	ZN_QUANTIZE_NONE = 0,
@@ -209,6 +220,7 @@ struct zn_runtime_config {
 	enum zn_data_format data_format;
 	enum zn_compute_dtype compute_dtype;
 	enum zn_packing packing;
+	enum zn_schedule schedule;
 	/* QLoRA (docs/qlora.md): the frozen base's linear weights quantized at load
 	 * (zinc.quantize_base, --quantize-base), with nested absmax (zinc.double_quant) */
 	enum zn_quantize_base quantize_base;
@@ -459,6 +471,9 @@ struct zn_engine_memory {
 	uint64_t nvme_bytes;            /* swap extents: optimizer, parameters, checkpoints, base */
 	uint64_t frozen_bytes;          /* the frozen base (LoRA) on its home tier, as allocated */
 	int prefetch_depth;             /* layers fetched ahead, as planned */
+	/* the step's order (zinc.schedule) as chosen, and why; nvme bytes read per step */
+	char schedule[400];
+	uint64_t nvme_step_read_bytes;
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 

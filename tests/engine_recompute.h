@@ -27,6 +27,9 @@ struct rc_case {
 	int every;                     /* 0: checkpointing off */
 	enum zn_offload_device home;   /* checkpoints: none = device, cpu, nvme */
 	const char *nvme_dir;          /* home nvme (and off nvme) */
+	bool layer_major;              /* --schedule layer-major, else micro-batch */
+	bool lora;                     /* a LoRA adapter over the model (frozen base) */
+	bool bf16;                     /* bf16 parameters (fp32 compute) */
 };
 
 static inline struct zn_gpt2_config rc_gpt2(void)
@@ -74,6 +77,8 @@ static inline void rc_config(struct zn_config *c, const struct rc_case *k)
 			snprintf(c->act_ckpt.home.nvme_path[0], ZN_PATH_MAX, "%s", k->nvme_dir);
 		}
 	}
+	c->runtime.schedule = k->layer_major ? ZN_SCHEDULE_LAYER_MAJOR : ZN_SCHEDULE_MICRO_BATCH;
+	c->precision.bf16 = k->bf16;
 	cr_assert_eq(zn_config_validate(c, 1), 0);
 }
 

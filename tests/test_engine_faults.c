@@ -89,6 +89,7 @@ struct fcase {
 	bool bf16;
 	float clip;
 	int gas;
+	bool ckpt_cpu; /* activation checkpoints (layer-major: its boundaries) on the cpu */
 };
 
 static void config_for(struct zn_config *c, const struct fcase *fc)
@@ -96,6 +97,10 @@ static void config_for(struct zn_config *c, const struct fcase *fc)
 	et_config(c, fc->stage, fc->off, ET_B, fc->gas);
 	c->precision.bf16 = fc->bf16;
 	c->gradient_clipping = fc->clip;
+	if (fc->ckpt_cpu) {
+		c->act_ckpt.enabled = true;
+		c->act_ckpt.home.device = ZN_OFFLOAD_CPU;
+	}
 }
 
 /* One step on e over the first batch of tok. */
@@ -234,12 +239,12 @@ static void walk_all_create(const struct fcase *fc)
 Test(engine_faults, create_stage3_offload_cpu)
 {
 	walk_all_create(&(struct fcase){ "stage 3 + offload cpu", 3, ZN_OFFLOAD_CPU, false,
-					 0.0f, 1 });
+					 0.0f, 1, false });
 }
 
 Test(engine_faults, create_stage0)
 {
-	walk_all_create(&(struct fcase){ "stage 0", 0, ZN_OFFLOAD_NONE, false, 0.0f, 1 });
+	walk_all_create(&(struct fcase){ "stage 0", 0, ZN_OFFLOAD_NONE, false, 0.0f, 1, false });
 }
 
 /* the other buffers: the norm's (device clipping), bf16 master and gather slots, the
@@ -247,11 +252,20 @@ Test(engine_faults, create_stage0)
 Test(engine_faults, create_other_configs)
 {
 	static const struct fcase cases[] = {
-		{ "stage 1 + offload cpu, bf16", 1, ZN_OFFLOAD_CPU, true, 0.0f, 1 },
-		{ "stage 2 + clipping, 2 micro-batches", 2, ZN_OFFLOAD_NONE, false, 1.0f, 2 },
-		{ "stage 2 + offload cpu + clipping", 2, ZN_OFFLOAD_CPU, false, 1.0f, 1 },
-		{ "stage 3 bf16 + clipping, 2 micro-batches", 3, ZN_OFFLOAD_NONE, true, 1.0f, 2 },
-		{ "stage 3 + offload cpu, bf16, 2 micro-batches", 3, ZN_OFFLOAD_CPU, true, 0.0f, 2 },
+		{ "stage 1 + offload cpu, bf16", 1, ZN_OFFLOAD_CPU, true, 0.0f, 1, false },
+		{ "stage 2 + clipping, 2 micro-batches", 2, ZN_OFFLOAD_NONE, false, 1.0f, 2,
+		  false },
+		{ "stage 2 + offload cpu + clipping", 2, ZN_OFFLOAD_CPU, false, 1.0f, 1, false },
+		{ "stage 3 bf16 + clipping, 2 micro-batches", 3, ZN_OFFLOAD_NONE, true, 1.0f, 2,
+		  false },
+		{ "stage 3 + offload cpu, bf16, 2 micro-batches", 3, ZN_OFFLOAD_CPU, true, 0.0f, 2,
+		  false },
+		/* layer-major (auto), the tied head's sinks and copy; its boundaries in pinned
+		 * memory (the forward slots, their events, the copy-up slots) */
+		{ "stage 3 + offload cpu, 4 micro-batches", 3, ZN_OFFLOAD_CPU, false, 0.0f, 4,
+		  false },
+		{ "stage 3 + offload cpu, 3 micro-batches, boundaries on the cpu", 3,
+		  ZN_OFFLOAD_CPU, false, 0.0f, 3, true },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -325,26 +339,26 @@ static void check_step_comm(const struct fcase *fc)
 Test(engine_faults, step_comm_stage3_offload_cpu)
 {
 	check_step_comm(&(struct fcase){ "stage 3 + offload cpu", 3, ZN_OFFLOAD_CPU, false,
-					 0.0f, 1 });
+					 0.0f, 1, false });
 }
 
 /* the norm waits for every reduction; the device AdamW runs behind it */
 Test(engine_faults, step_comm_stage2_clipping)
 {
 	check_step_comm(&(struct fcase){ "stage 2 + clipping", 2, ZN_OFFLOAD_NONE, false, 1.0f,
-					 1 });
+					 1, false });
 }
 
 /* bf16 gathers and casts; two micro-batches accumulate before the last reduction */
 Test(engine_faults, step_comm_stage3_bf16_accumulation)
 {
 	check_step_comm(&(struct fcase){ "stage 3 bf16, 2 micro-batches", 3, ZN_OFFLOAD_NONE,
-					 true, 0.0f, 2 });
+					 true, 0.0f, 2, false });
 }
 
 /* offloaded shards of the first micro-batch are added on the host before the second's */
 Test(engine_faults, step_comm_stage2_offload_accumulation)
 {
 	check_step_comm(&(struct fcase){ "stage 2 + offload cpu, 2 micro-batches", 2,
-					 ZN_OFFLOAD_CPU, false, 0.0f, 2 });
+					 ZN_OFFLOAD_CPU, false, 0.0f, 2, false });
 }

@@ -478,8 +478,14 @@ static int run_caps(const struct zn_config *cfg, const struct zn_train_model *tm
 	struct base_samples s = { 0 };
 	uint64_t numel = 0;
 
-	if (!rc)
+	if (!rc) {
+		struct zn_engine_memory m;
+
+		zn_engine_memory(b.e, &m);
+		snprintf(env->schedule, sizeof(env->schedule), "%s", m.schedule);
+		env->plan_read_bytes = m.nvme_step_read_bytes;
 		rc = base_create(&bb, cfg, tm, seq);
+	}
 	s.step = calloc((size_t)(rounds * o->steps), sizeof(double));
 	s.comp = calloc((size_t)(rounds * o->steps), sizeof(double));
 	s.round = calloc((size_t)rounds, sizeof(double));
@@ -557,10 +563,12 @@ static void describe(const struct zn_config *cfg, const struct zn_train_model *t
 	snprintf(env->model, sizeof(env->model), "%s: %.1fM params", line,
 		 (double)zn_train_model_params(tm) / 1e6);
 	snprintf(env->setting, sizeof(env->setting), "zero %d, offload optimizer %s, param %s, "
-		 "%s, optimizer states %s, nvme %s%s", cfg->zero.stage,
+		 "%s, micro-batch %lld x grad-accum %lld, optimizer states %s, nvme %s%s",
+		 cfg->zero.stage,
 		 dev[cfg->zero.offload_optimizer.device], dev[cfg->zero.offload_param.device],
 		 cfg->precision.bf16 ? "bf16" : cfg->precision.fp16 ? "fp16" : "fp32",
-		 zn_optim_states_name(cfg->optimizer.states), off->nvme_path[0],
+		 (long long)cfg->train_micro_batch_size_per_gpu,
+		 (long long)cfg->gradient_accumulation_steps, zn_optim_states_name(cfg->optimizer.states), off->nvme_path[0],
 		 off->nvme_path_count > 1 ? " (+ more)" : "");
 }
 

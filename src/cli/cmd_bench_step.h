@@ -29,6 +29,8 @@ struct zn_bs_row {
 struct zn_bs_env {
 	char model[320];          /* "gpt2 small, 12 layers, 124.4M params" */
 	char setting[ZN_PATH_MAX + 160]; /* stage and offload, nvme paths */
+	char schedule[400];       /* the step's order as the plan chose it (zinc.schedule) */
+	uint64_t plan_read_bytes; /* the plan's NVMe reads per step */
 	char device[64];
 	bool host_device;
 	int warmup, steps;

@@ -107,6 +107,8 @@ void zn_bs_print_table(FILE *f, const struct zn_bs_env *env, const struct zn_bs_
 		       int n)
 {
 	fprintf(f, "# zinc bench step: %s; %s\n", env->model, env->setting);
+	fprintf(f, "# schedule: %s; the plan reads %.2f MB per step from NVMe\n", env->schedule,
+		(double)env->plan_read_bytes / 1e6);
 	zn_bench_preamble(f, "step");
 	fprintf(f, "# device %s; %d warm-up steps, %d timed steps per cap (median; spread = "
 		"max - min)\n", env->device, env->warmup, env->steps);
@@ -167,6 +169,8 @@ int zn_bs_print_json(FILE *f, const struct zn_bs_env *env, const struct zn_bs_ro
 	cJSON_AddStringToObject(m, "load_average", env->load);
 	cJSON_AddStringToObject(root, "model", env->model);
 	cJSON_AddStringToObject(root, "setting", env->setting);
+	cJSON_AddStringToObject(root, "schedule", env->schedule);
+	cJSON_AddNumberToObject(root, "plan_read_bytes", (double)env->plan_read_bytes);
 	cJSON_AddNumberToObject(root, "warmup_steps", env->warmup);
 	cJSON_AddNumberToObject(root, "timed_steps", env->steps);
 	arr = cJSON_AddArrayToObject(root, "rows");

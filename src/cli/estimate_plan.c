@@ -221,6 +221,8 @@ static void print_json(const struct result *r)
 	cJSON_AddNumberToObject(root, "device_budget_bytes", (double)r->budget);
 	cJSON_AddNumberToObject(root, "activation_bytes", (double)r->m.device_act_bytes);
 	cJSON_AddStringToObject(root, "memory_plan_line", r->line);
+	cJSON_AddStringToObject(root, "schedule", r->m.schedule);
+	cJSON_AddNumberToObject(root, "nvme_step_read_bytes", (double)r->m.nvme_step_read_bytes);
 	if (r->refused)
 		cJSON_AddStringToObject(root, "refused", r->refused);
 	else
@@ -277,6 +279,7 @@ static void print_text(const struct result *r)
 		       zn_arg_fmt_bytes(r->m.frozen_bytes, b[1], 32));
 	printf("# zinc train with these flags plans (per rank):\n");
 	printf("%s", r->line);
+	zn_train_print_schedule(stdout, &r->m);
 	if (r->refused)
 		printf("# zinc train refuses this run: %s\n", r->refused);
 	printf("# every ZeRO stage and offload choice, the other flags as given (the engine's "

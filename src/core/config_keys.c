@@ -26,6 +26,7 @@ static const char *const data_format_names[] = { "auto", "text", "tokens", NULL 
 static const char *const compute_dtype_names[] = { "auto", "fp32", "bf16", NULL };
 static const char *const states_names[] = { "fp32", "bf16", "int8", NULL };
 static const char *const packing_names[] = { "windows", "documents", NULL };
+static const char *const schedule_names[] = { "auto", "layer-major", "micro-batch", NULL };
 static const char *const quantize_names[] = { "none", "nf4", NULL };
 
 static const char *const ckpt_home_names[] = { "device", "cpu", "nvme", NULL };
@@ -271,6 +272,10 @@ const struct zn_key zn_config_keys[] = {
 	  "sequences from --data: windows (consecutive windows across documents) or "
 	  "documents (whole documents packed, attention and positions per document; "
 	  "docs/packing.md)", NULL, 0 },
+	{ "zinc.schedule", "schedule", ZN_KEY_ENUM, OFF(runtime.schedule), schedule_names, 0,
+	  "gradient accumulation order: auto (layer-major where it moves fewer bytes and "
+	  "fits), layer-major (each layer for every micro-batch: parameters read once per "
+	  "direction, bit-identical) or micro-batch", NULL, 0 },
 };
 const size_t zn_config_key_count = sizeof(zn_config_keys) / sizeof(zn_config_keys[0]);
 

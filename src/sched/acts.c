@@ -25,13 +25,28 @@ static uint64_t x_bytes(const struct zn_engine *e)
 	return bt_of(e) * (uint64_t)e->model.ops->width(e->model.config) * 4;
 }
 
+/* the layer-major step's buffers (lmajor.h) */
+static void lm_bytes(const struct zn_engine *e, struct zn_lmajor_bytes *out)
+{
+	struct zn_act_shape s;
+
+	zn_act_shape_of(e, &s);
+	s.on = false;
+	zn_lmajor_bytes_of(&s, e->act.lm.k, e->act.lm.home, zn_lmajor_tied_sink_bytes(e), out);
+}
+
 uint64_t zn_acts_bytes(const struct zn_engine *e)
 {
 	struct zn_act_shape s;
 	struct zn_act_bytes b;
+	struct zn_lmajor_bytes lb;
 
 	zn_act_shape_of(e, &s);
 	zn_act_bytes_of(&s, &b);
+	if (e->act.lm.on) {
+		lm_bytes(e, &lb);
+		b.device = lb.device;
+	}
 	/* and the optimizer's norm results (optim.h) */
 	return b.device + zn_plan_device_alloc_bytes(zn_devops_norm_bytes(&e->cfg, e->n));
 }
@@ -40,7 +55,12 @@ uint64_t zn_acts_host_bytes(const struct zn_engine *e)
 {
 	struct zn_act_shape s;
 	struct zn_act_bytes b;
+	struct zn_lmajor_bytes lb;
 
+	if (e->act.lm.on) {
+		lm_bytes(e, &lb);
+		return lb.host;
+	}
 	zn_act_shape_of(e, &s);
 	zn_act_bytes_of(&s, &b);
 	return b.host;
@@ -51,9 +71,17 @@ uint64_t zn_acts_nvme_bytes(const struct zn_engine *e)
 	struct zn_act_shape s;
 	struct zn_act_bytes b;
 
+	if (e->act.lm.on)
+		return 0;
 	zn_act_shape_of(e, &s);
 	zn_act_bytes_of(&s, &b);
 	return b.nvme;
+}
+
+/* the tied head runs again at the end of a layer-major backward (lmajor.h) */
+static bool tied_again(const struct zn_engine *e)
+{
+	return e->act.lm.tied && e->gas > 1;
 }
 
 int zn_acts_create(struct zn_engine *e)
@@ -67,11 +95,15 @@ int zn_acts_create(struct zn_engine *e)
 	a->acts_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->acts_d), "activation pointers");
 	a->x_d = zn_size_calloc((uint64_t)e->n, sizeof(*a->x_d), "layer output pointers");
 	a->tev = zn_size_calloc(3 * (uint64_t)e->gas, sizeof(*a->tev), "micro-batch events");
-	a->use_n = zn_recompute_schedule(e, NULL);
+	a->use_n = a->lm.on ? zn_lmajor_schedule(e->n, tied_again(e), NULL) :
+			      zn_recompute_schedule(e, NULL);
 	a->use = zn_size_calloc((uint64_t)a->use_n, sizeof(*a->use), "the layer use schedule");
 	if (!a->acts_d || !a->x_d || !a->tev || !a->use)
 		return -ENOMEM;
-	zn_recompute_schedule(e, a->use);
+	if (a->lm.on)
+		zn_lmajor_schedule(e->n, tied_again(e), a->use);
+	else
+		zn_recompute_schedule(e, a->use);
 	/* page-locked under cuda, so the token and loss copies are asynchronous */
 	rc = zn_device_host_alloc(e->rt.dev, (void **)&a->loss_h, step_bytes);
 	if (!rc)
@@ -80,7 +112,10 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->tgt_h, step_bytes);
 	if (!rc && e->cfg.runtime.packing == ZN_PACKING_DOCUMENTS)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->pos_h, step_bytes);
-	if (e->cfg.act_ckpt.enabled) {
+	if (a->lm.on) {
+		if (!rc)
+			rc = zn_lmajor_create(e);
+	} else if (e->cfg.act_ckpt.enabled) {
 		if (!rc)
 			rc = zn_recompute_create(e);
 	} else {
@@ -106,7 +141,7 @@ int zn_acts_create(struct zn_engine *e)
 		rc = zn_tiers_dalloc(e, &a->pos_d, tok);
 	a->aux_n = e->model.ops->aux_floats ? e->model.ops->aux_floats(e->model.config) : 0;
 	if (!rc && a->aux_n > 0)
-		rc = zn_tiers_dalloc(e, &a->aux_d, (uint64_t)a->aux_n * 4);
+		rc = zn_tiers_dalloc(e, &a->aux_d, (uint64_t)e->gas * (uint64_t)a->aux_n * 4);
 	if (!rc && a->aux_n > 0)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->aux_h,
 					  (uint64_t)e->gas * sizeof(float));
@@ -128,6 +163,7 @@ void zn_acts_destroy(struct zn_engine *e)
 	struct zn_acts *a = &e->act;
 
 	zn_recompute_destroy(e);
+	zn_lmajor_destroy(e);
 	for (int l = 0; a->acts_d && l < e->n; l++)
 		zn_device_free(e->rt.dev, a->acts_d[l]);
 	for (int l = 0; a->x_d && l < e->n - 1; l++)
@@ -155,13 +191,20 @@ void zn_acts_destroy(struct zn_engine *e)
 	zn_device_host_free(e->rt.dev, a->tok_h);
 	zn_device_host_free(e->rt.dev, a->tgt_h);
 	zn_device_host_free(e->rt.dev, a->pos_h);
-	*a = (struct zn_acts){ 0 };
+	/* the schedule is the plan's: it outlives the buffers */
+	*a = (struct zn_acts){ .lm = a->lm };
 }
 
 void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io)
 {
 	if (e->act.rec.on) {
 		zn_recompute_fwd_io(e, l, recompute, io);
+		return;
+	}
+	if (e->act.lm.on) { /* eval's forward: micro-batch 0's buffers */
+		io->acts = l > 0 ? e->act.lm.acts_d : NULL;
+		io->x_in = l > 0 ? zn_lmajor_fwd_x(e, l, 0) : NULL;
+		io->x_out = l < e->n - 1 ? zn_lmajor_fwd_x(e, l + 1, 0) : NULL;
 		return;
 	}
 	io->acts = l > 0 ? e->act.acts_d[l] : NULL;

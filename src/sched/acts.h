@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "sched/lmajor.h"
 #include "sched/recompute.h"
 
 struct zn_engine;
@@ -22,8 +23,9 @@ struct zn_acts {
 	int *tok_d, *tgt_d;
 	float *loss_d;
 	float *loss_h;           /* gas x B x T; zn_device_host_alloc, as tok_h and tgt_h */
-	/* the model's auxiliary loss (model.h zn_layer_io.aux): aux_n floats on the device,
-	 * and each micro-batch's loss (aux[0]) on the host; aux_n 0: none */
+	/* the model's auxiliary loss (model.h zn_layer_io.aux): aux_n floats on the device for
+	 * each micro-batch (step_impl.h zn_step_aux: layer-major keeps k of them live), and
+	 * each micro-batch's loss (aux[0]) on the host; aux_n 0: none */
 	float *aux_d, *aux_h;
 	int aux_n;
 	int *tok_h, *tgt_h;      /* gas x B x T: the step's tokens and targets, staged */
@@ -37,6 +39,7 @@ struct zn_acts {
 	struct zn_use *use;      /* a micro-batch's layer uses: forward 1 .. n-1, backward */
 	int use_n;
 	struct zn_recompute rec;      /* activation checkpointing (recompute.h); acts_d, x_d unused */
+	struct zn_lmajor lm;          /* layer-major accumulation (lmajor.h); acts_d, x_d unused */
 };
 
 /* device bytes the activations take (as the device counts them), before the plan */

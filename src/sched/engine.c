@@ -93,7 +93,7 @@ void zn_engine_destroy(struct zn_engine *e)
 /* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
  * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
  * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
-static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
 {
 	const struct zn_config *c = &e->cfg;
 	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
@@ -130,6 +130,8 @@ static int plan_for(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t 
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
 		.frozen_q4_bytes = e->frozen_q4_bytes,
 		.frozen_q4_scratch = e->frozen_q4_scratch,
+		.layer_major = e->act.lm.on,
+		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
 	};
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
@@ -146,7 +148,7 @@ static int make_plan(struct zn_engine *e)
 	const struct zn_config *c = &e->cfg;
 	uint64_t dev_budget = zn_device_budget_bytes(e->rt.dev);
 	char msg[512];
-	int rc = plan_for(e, dev_budget, msg, sizeof(msg));
+	int rc = zn_lmajor_plan(e, dev_budget, msg, sizeof(msg));
 
 	zn_engine_warn_budgets(e, dev_budget, e->pinned_budget);
 	/* a plan over the budgets is the run's settings' fault (exit 2); -ENOMEM is kept for
@@ -391,7 +393,7 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 	if (!rc)
 		rc = layer_sizes(e, device_budget);
 	if (!rc)
-		rc = plan_for(e, device_budget, msg, msg_size);
+		rc = zn_lmajor_plan(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
 		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
 					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);

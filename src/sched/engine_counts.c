@@ -139,6 +139,11 @@ static void add_sizes(struct zn_engine *e, int l, const struct zn_layer_desc *d)
 
 	e->numel[l] = d->numel;
 	e->frozen_numel[l] = d->frozen_numel;
+	/* layer-major runs a tied last layer's backward again (lmajor.h) */
+	if (d->tied_layer == 0 && l == e->n - 1)
+		e->act.lm.tied = true;
+	else if (d->tied_layer == 0)
+		e->act.lm.tie_other = true;
 	if (l > 0 && a > e->act_sums.acts_max)
 		e->act_sums.acts_max = a;
 	if (sc > e->act_sums.scratch_max)

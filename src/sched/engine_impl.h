@@ -78,6 +78,9 @@ struct zn_engine {
 	float labels;
 	bool all_labels;
 
+	/* the schedule the plan chose and why (zinc.schedule; the run's header) */
+	char sched_line[400];
+
 	float *tmp_h;            /* host scratch of the largest padded layer (fp32) */
 	uint16_t *tmp16_h;
 };
@@ -97,6 +100,10 @@ int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
  * the machine's memory (MemTotal); the plan may still fit */
 void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
 			    uint64_t pinned_budget);
+
+/* engine.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
+ * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
+int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 
 /* prefetch.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);

@@ -91,7 +91,7 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 		 * changes); the others' are read for each use */
 		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
 			out->frozen_step_read_bytes = zn_size_add(out->frozen_step_read_bytes,
-				zn_size_mul(2 * (uint64_t)in->grad_accum, host(bytes)));
+				zn_size_mul(zn_plan_layer_uses(in, l), host(bytes)));
 		else if (out->frozen_home == ZN_TIER_NVME && n)
 			out->frozen_first_read_bytes = host(bytes);
 	}

@@ -2,6 +2,7 @@
 #include "sched/grads.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 #include "sched/engine_impl.h"
 
@@ -64,7 +65,9 @@ void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,
 			      p->nvme_frozen_bytes,
 		.frozen_bytes = p->frozen_home_bytes,
 		.prefetch_depth = p->prefetch_depth,
+		.nvme_step_read_bytes = p->nvme_step_read_bytes,
 	};
+	snprintf(out->schedule, sizeof(out->schedule), "%s", e->sched_line);
 }
 
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out)

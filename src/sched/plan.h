@@ -233,7 +233,13 @@ struct zn_engine_plan_input {
 	 * one slot's nested-absmax scratch on the device */
 	const uint64_t *frozen_q4_bytes;
 	uint64_t frozen_q4_scratch;
+	/* zinc.schedule layer-major (lmajor.h): a layer's parameters are used once per
+	 * direction (the last layer once, twice when its tied head runs again) instead of
+	 * 2 x grad_accum times */
+	bool layer_major, head_again;
 };
+/* uses of layer l's parameters (or frozen base) per step: fetches with offload */
+uint64_t zn_plan_layer_uses(const struct zn_engine_plan_input *in, int l);
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
 struct zn_layer_buffers {

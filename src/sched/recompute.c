@@ -16,6 +16,7 @@ void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s)
 
 	*s = (struct zn_act_shape){ .model = e->model, .ld = e->ld, .sums = &e->act_sums,
 				    .n = e->n, .B = e->B, .T = e->T, .work_bytes = e->work_bytes,
+				    .gas = e->gas,
 				    .compute16 = e->compute16,
 				    .on = e->cfg.act_ckpt.enabled,
 				    .every = e->cfg.act_ckpt.every,
@@ -131,6 +132,7 @@ void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out)
 					zn_plan_device_alloc_bytes(bt * 4));
 	if (s->model.ops->aux_floats && s->model.ops->aux_floats(s->model.config) > 0)
 		out->device_fixed = zn_size_add(out->device_fixed, zn_plan_device_alloc_bytes(
+			(uint64_t)(s->gas > 1 ? s->gas : 1) *
 			(uint64_t)s->model.ops->aux_floats(s->model.config) * 4));
 	out->device = zn_size_add(out->device_acts, out->device_fixed);
 }

@@ -104,6 +104,7 @@ struct zn_act_shape {
 	int every;               /* K (clamped to 1 .. n-1) */
 	enum zn_tier home;       /* of the checkpoints */
 	bool pos;                /* --packing documents: a positions buffer beside the tokens */
+	int gas;                 /* micro-batches per step (0: 1): an auxiliary loss buffer each */
 };
 
 /* The activation buffers' bytes per tier, as allocated (device sizes rounded as the device

@@ -17,37 +17,31 @@
 #include "core/log.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
-
-/* One layer's forward or backward, run by the model's ops on the compute stream (the
- * struct is copied by zn_launch). */
-struct layer_call {
-	struct zn_model model;
-	struct zn_layer_io io;
-};
+#include "sched/step_impl.h"
 
 static void fwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct layer_call *c = ctx;
+	struct zn_layer_call *c = ctx;
 
 	c->model.ops->forward(k, native, c->model.config, &c->io);
 }
 
 static void bwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
-	struct layer_call *c = ctx;
+	struct zn_layer_call *c = ctx;
 
 	c->model.ops->backward(k, native, c->model.config, &c->io);
 }
 
 /* The parameters layer l also reads (its descriptor's tied_layer: layer 0, resident for
  * the whole step in p0), or NULL. */
-static const float *tied_params(const struct zn_engine *e, int l, const float *p0)
+const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
 {
 	return e->ld[l].tied_layer == 0 ? p0 : NULL;
 }
 
 /* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
-static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer_call *a)
+int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
 {
 	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
 
@@ -60,10 +54,10 @@ static int launch_layer(struct zn_engine *e, bool fwd, int l, const struct layer
 
 /* Layer l's parameters into io: p (and p0 for a tie) are fp32 working copies or, with bf16
  * compute, the bf16 parameters themselves (prefetch.c's zn_slot_params). */
-static void set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
-		       const float *p, const float *p0)
+void zn_step_set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
+			const float *p, const float *p0)
 {
-	const float *tied = tied_params(e, l, p0);
+	const float *tied = zn_step_tied(e, l, p0);
 
 	io->params = e->compute16 ? NULL : p;
 	io->tied_params = e->compute16 ? NULL : tied;
@@ -78,7 +72,7 @@ static const int *step_pos(const struct zn_engine *e)
 }
 
 /* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
-static uint64_t micro_seed(const struct zn_engine *e, int micro)
+uint64_t zn_step_seed(const struct zn_engine *e, int micro)
 {
 	return zn_mix64(e->cfg.runtime.seed ^ ((uint64_t)e->step * ZN_HASH_GOLDEN) ^
 			((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32));
@@ -87,19 +81,19 @@ static uint64_t micro_seed(const struct zn_engine *e, int micro)
 /* aux: the auxiliary loss's buffer (zn_layer_io.aux), or NULL (evaluation) */
 static int forward(struct zn_engine *e, const float *p0, const float *f0, int micro, float *aux)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
-					.seed = micro_seed(e, micro), .aux = aux } };
+					.seed = zn_step_seed(e, micro), .aux = aux } };
 	int n = e->n, rc;
 
 	a.io.L = &e->ld[0];
-	set_params(e, &a.io, 0, p0, NULL);
+	zn_step_set_params(e, &a.io, 0, p0, NULL);
 	a.io.frozen = f0;
 	zn_acts_fwd_io(e, 0, false, &a.io);
 	rc = zn_recompute_fwd_before(e, 0);
 	if (!rc)
-		rc = launch_layer(e, true, 0, &a);
+		rc = zn_step_launch(e, true, 0, &a);
 	if (!rc)
 		rc = zn_recompute_fwd_after(e, 0);
 	for (int k = 0; !rc && k < n - 1; k++) {
@@ -114,8 +108,8 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
-		set_params(e, &a.io, l, p, p0);
-		a.io.tied_frozen = tied_params(e, l, f0);
+		zn_step_set_params(e, &a.io, l, p, p0);
+		a.io.tied_frozen = zn_step_tied(e, l, f0);
 		zn_acts_fwd_io(e, l, false, &a.io);
 		if (l == n - 1) {
 			/* the previous micro-batch's losses must be on the host first */
@@ -125,7 +119,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_recompute_fwd_before(e, l);
 		if (!rc)
-			rc = launch_layer(e, true, l, &a);
+			rc = zn_step_launch(e, true, l, &a);
 		if (!rc)
 			rc = zn_fetch_release(e, k);
 		if (!rc)
@@ -151,7 +145,7 @@ static bool adamw_during_backward(const struct zn_engine *e)
 }
 
 /* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
-static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micro)
+int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
 	/* the pinned gradient ring: the buffer this shard lands in is freed first, by the
 	 * AdamW of the layer that used it */
@@ -174,37 +168,58 @@ static int reduce_and_update(struct zn_engine *e, int l, int bwd_index, int micr
 static int recompute(struct zn_engine *e, int l, const float *p, const float *p0,
 		     const float *f, const float *f0, uint64_t seed)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .L = &e->ld[l], .tokens = e->act.tok_d,
 					.targets = e->act.tgt_d, .scratch = e->act.scratch_d,
 					.B = e->B, .T = e->T, .frozen = f, .pos = step_pos(e),
-					.tied_frozen = tied_params(e, l, f0), .seed = seed } };
+					.tied_frozen = zn_step_tied(e, l, f0), .seed = seed } };
 
-	set_params(e, &a.io, l, p, p0);
+	zn_step_set_params(e, &a.io, l, p, p0);
 	zn_acts_fwd_io(e, l, true, &a.io);
-	return launch_layer(e, true, l, &a);
+	return zn_step_launch(e, true, l, &a);
+}
+
+/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
+ * with targets not predicted (packed documents, masked tokens), over the predicted ones of
+ * every micro-batch and rank */
+float zn_step_dloss_scale(const struct zn_engine *e)
+{
+	if (e->act.pred > 0)
+		return e->opt.scale / (float)e->act.pred;
+	if (!e->all_labels)
+		return e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
+	return e->opt.scale / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+}
+
+float *zn_step_aux(const struct zn_engine *e, int micro)
+{
+	return e->act.aux_d ? e->act.aux_d + (size_t)micro * (size_t)e->act.aux_n : NULL;
+}
+
+float zn_step_aux_scale(const struct zn_engine *e)
+{
+	return e->opt.scale / ((float)e->rt.world * (float)e->gas);
+}
+
+int zn_step_aux_down(struct zn_engine *e, int micro)
+{
+	if (!e->act.aux_d)
+		return 0;
+	return zn_memcpy_async(e->rt.copy_out, e->act.aux_h + micro, zn_step_aux(e, micro), 4,
+			       ZN_COPY_D2H);
 }
 
 static int backward(struct zn_engine *e, const float *p0, const float *f0, int micro)
 {
-	struct layer_call a = { .model = e->model,
+	struct zn_layer_call a = { .model = e->model,
 				.io = { .tokens = e->act.tok_d, .targets = e->act.tgt_d, .B = e->B,
 					.T = e->T, .scratch = e->act.scratch_d, .pos = step_pos(e),
-					.seed = micro_seed(e, micro) } };
+					.seed = zn_step_seed(e, micro) } };
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
-	/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
-	 * with targets not predicted (packed documents, masked tokens), over the predicted
-	 * ones of every micro-batch and rank */
-	a.io.dloss_scale = e->opt.scale /
-			   ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
-	/* the auxiliary loss: each micro-batch's, averaged over them and the ranks */
-	a.io.aux = e->act.aux_d;
-	a.io.aux_scale = e->opt.scale / ((float)e->rt.world * (float)e->gas);
-	if (e->act.pred > 0)
-		a.io.dloss_scale = e->opt.scale / (float)e->act.pred;
-	else if (!e->all_labels)
-		a.io.dloss_scale = e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
+	a.io.dloss_scale = zn_step_dloss_scale(e);
+	a.io.aux = zn_step_aux(e, micro);
+	a.io.aux_scale = zn_step_aux_scale(e);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(e, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
@@ -229,11 +244,11 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 			break;
 		if (u.bwd) {
 			a.io.L = &e->ld[l];
-			set_params(e, &a.io, l, p, p0);
+			zn_step_set_params(e, &a.io, l, p, p0);
 			a.io.grads = zn_reduce_grad_full(e, l, b);
 			zn_acts_bwd_io(e, l, &a.io);
-			a.io.tied_grads = tied_params(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
-			a.io.tied_frozen = tied_params(e, l, f0);
+			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			a.io.tied_frozen = zn_step_tied(e, l, f0);
 			if (l == n - 1) {
 				a.io.dx_out = NULL;
 				a.io.dx_in = e->act.dx_d[0];
@@ -242,7 +257,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				a.io.dx_in = e->act.dx_d[cur ^ 1];
 				cur ^= 1;
 			}
-			rc = launch_layer(e, false, l, &a);
+			rc = zn_step_launch(e, false, l, &a);
 		}
 		if (!rc)
 			rc = zn_fetch_release(e, k);
@@ -251,7 +266,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_recompute_use_after(e, k);
 		if (!rc && u.bwd)
-			rc = reduce_and_update(e, l, b++, micro);
+			rc = zn_step_reduce_update(e, l, b++, micro);
 	}
 	if (rc)
 		return rc;
@@ -262,8 +277,8 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
 				     .pos = step_pos(e), .aux = a.io.aux,
 				     .aux_scale = a.io.aux_scale };
-	set_params(e, &a.io, 0, p0, NULL);
-	rc = launch_layer(e, false, 0, &a);
+	zn_step_set_params(e, &a.io, 0, p0, NULL);
+	rc = zn_step_launch(e, false, 0, &a);
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
@@ -271,7 +286,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	if (!rc)
-		rc = reduce_and_update(e, 0, 0, micro);
+		rc = zn_step_reduce_update(e, 0, 0, micro);
 	return rc;
 }
 
@@ -337,13 +352,8 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);
-	/* the auxiliary loss's buffer, zero once the previous micro-batch's loss is down */
-	if (!rc && e->act.aux_d)
-		rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
-	if (!rc && e->act.aux_d)
-		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0, (uint64_t)e->act.aux_n * 4);
 	if (!rc)
-		rc = forward(e, p0, f0, micro, e->act.aux_d);
+		rc = forward(e, p0, f0, micro, zn_step_aux(e, micro));
 	if (!rc)
 		rc = zn_event_record(e->act.tev[(size_t)3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
@@ -354,9 +364,8 @@ static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, cons
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d, bt * 4,
 				     ZN_COPY_D2H);
-	if (!rc && e->act.aux_d)
-		rc = zn_memcpy_async(e->rt.copy_out, e->act.aux_h + micro, e->act.aux_d, 4,
-				     ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_step_aux_down(e, micro);
 	if (!rc)
 		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 	if (!rc)
@@ -498,9 +507,15 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	 * I/O behind the parameter reads (swapio.c) */
 	if (!rc)
 		rc = zn_swapio_opt_begin(e);
+	/* the auxiliary loss's buffers (one a micro-batch) zero: the last step drained */
+	if (!rc && e->act.aux_d)
+		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0,
+				     (uint64_t)e->gas * (uint64_t)e->act.aux_n * 4);
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
-	for (int m = 0; !rc && m < e->gas; m++) {
+	if (!rc && e->act.lm.on)
+		rc = zn_step_layer_major(e, inputs_h, targets_h);
+	for (int m = 0; !rc && !e->act.lm.on && m < e->gas; m++) {
 		rc = micro_batch(e, m, inputs_h, targets_h);
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */

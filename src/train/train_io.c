@@ -195,6 +195,7 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
 		steps);
 	zn_engine_memory(e, &m);
 	zn_train_print_memory_plan(f, &m);
+	zn_train_print_schedule(f, &m);
 	if (zn_engine_frozen_q4(e)) {
 		char fb[32];
 
@@ -222,6 +223,19 @@ void zn_train_print_memory_plan(FILE *f, const struct zn_engine_memory *m)
 	if (m->grad_ring)
 		fprintf(f, " (%d buffers)", m->grad_ring);
 	fprintf(f, ", %s\n", zn_format_bytes(b[5], sizeof(b[5]), m->grad_pinned_bytes));
+}
+
+void zn_train_print_schedule(FILE *f, const struct zn_engine_memory *m)
+{
+	char b[32];
+
+	if (!m->schedule[0])
+		return;
+	fprintf(f, "schedule: %s", m->schedule);
+	if (m->nvme_step_read_bytes)
+		fprintf(f, "; nvme read per step %s",
+			zn_format_bytes(b, sizeof(b), m->nvme_step_read_bytes));
+	fprintf(f, "\n");
 }
 
 void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int every,

@@ -62,6 +62,9 @@ void zn_train_print_header(FILE *f, const struct zn_config *cfg,
  * train's (zn_engine_memory) and zinc estimate's (zn_engine_plan_memory) for the same
  * flags are the same line. */
 void zn_train_print_memory_plan(FILE *f, const struct zn_engine_memory *m);
+/* "schedule: layer-major (...)" or "micro-batch (...)": the order the plan chose and why
+ * (zinc.schedule), with the nvme bytes the step reads; train's header and zinc estimate */
+void zn_train_print_schedule(FILE *f, const struct zn_engine_memory *m);
 /* "step 3/20 | loss 4.1234 | lr 5e-05 | 12.3k tok/s | 812 ms (fwd 300 ms, bwd 400 ms, opt
  * 80 ms, wait 32 ms) | dev peak 412.0 MiB | pinned 96.0 MiB" (lr: the one this step used) (+ " | nvme read 1.2 GB/s, write
  * 820 MB/s" with state on nvme) every `every` steps and at the last; a progress bar

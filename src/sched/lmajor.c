@@ -1,0 +1,232 @@
+/* Layer-major gradient accumulation: buffers, use sequence and bytes (lmajor.h). The step
+ * is step_lm.c; the choice of schedule is engine.c's (plan_for). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/size.h"
+#include "sched/engine_impl.h"
+
+void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
+			uint64_t tied_sink_bytes, struct zn_lmajor_bytes *out)
+{
+	uint64_t bt = (uint64_t)s->B * (uint64_t)s->T, bnd, xa, slots, toks;
+	struct zn_act_bytes b;
+
+	zn_act_bytes_of(s, &b);
+	xa = zn_plan_device_alloc_bytes(b.x);
+	bnd = zn_size_mul((uint64_t)(s->n - 1), (uint64_t)k);
+	/* device home: every boundary and k + 1 gradients; host: 2k forward slots, 2 copy-up
+	 * slots and 4 gradient slots */
+	slots = home == ZN_TIER_DEVICE ? zn_size_add(bnd, (uint64_t)k + 1) : 2 * (uint64_t)k + 6;
+	toks = zn_plan_device_alloc_bytes(zn_size_mul(zn_size_mul(bt, (uint64_t)k), sizeof(int)));
+	out->device = zn_size_mul(slots, xa);
+	/* one layer's activations, the output and loss sinks */
+	out->device = zn_size_add(out->device, zn_plan_device_alloc_bytes(b.acts_max));
+	out->device = zn_size_add(out->device, xa);
+	out->device = zn_size_add(out->device, zn_plan_device_alloc_bytes(bt * 4));
+	out->device = zn_size_add(out->device, zn_size_mul(s->pos ? 3 : 2, toks));
+	out->device = zn_size_add(out->device, tied_sink_bytes);
+	/* the fixed buffers micro-batch order has too (eval reads them) */
+	out->device = zn_size_add(out->device, b.device_fixed);
+	/* host: every boundary and every micro-batch's boundary gradient */
+	out->host = home == ZN_TIER_HOST ? zn_size_mul(zn_size_add(bnd, (uint64_t)k),
+						       zn_plan_host_alloc_bytes(b.x)) : 0;
+}
+
+int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use)
+{
+	int c = 0;
+
+#define LM_USE(l, f, b)                                                                   \
+	do {                                                                              \
+		if (use)                                                                  \
+			use[c] = (struct zn_use){ (l), (f), (b) };                        \
+		c++;                                                                      \
+	} while (0)
+	for (int l = 1; l < n - 1; l++)
+		LM_USE(l, true, false);
+	LM_USE(n - 1, true, true);
+	for (int l = n - 2; l >= 1; l--)
+		LM_USE(l, true, true);
+	if (tied_again)
+		LM_USE(n - 1, true, true);
+#undef LM_USE
+	return c;
+}
+
+uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again)
+{
+	if (l == 0)
+		return 1;
+	if (l == n - 1)
+		return tied_again ? 2 : 1;
+	return 2;
+}
+
+float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+
+	if (lm->home == ZN_TIER_DEVICE)
+		return lm->bnd_d[(size_t)(l - 1) * (size_t)lm->k + (size_t)m];
+	return lm->bnd_d[(size_t)(l % 2) * (size_t)lm->k + (size_t)m];
+}
+
+static int alloc_host_home(struct zn_engine *e, uint64_t nb)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int rc = 0;
+
+	lm->bnd_h = zn_size_calloc(nb, sizeof(*lm->bnd_h), "boundary pointers");
+	lm->down = zn_size_calloc(2 * (uint64_t)lm->k, sizeof(*lm->down), "boundary events");
+	lm->dxh = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dxh), "boundary gradients");
+	lm->dx_down = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dx_down), "gradient events");
+	if (!lm->bnd_h || !lm->down || !lm->dxh || !lm->dx_down)
+		return -ENOMEM;
+	for (uint64_t i = 0; !rc && i < nb; i++)
+		rc = zn_tiers_halloc(e, &lm->bnd_h[i], lm->x_bytes);
+	for (int i = 0; !rc && i < lm->k; i++)
+		rc = zn_tiers_halloc(e, &lm->dxh[i], lm->x_bytes);
+	for (int i = 0; !rc && i < lm->k; i++)
+		rc = zn_event_create(e->rt.dev, &lm->dx_down[i]);
+	for (int i = 0; !rc && i < 2; i++) {
+		rc = zn_event_create(e->rt.dev, &lm->rd_ready[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->rd_free[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->wr_free[i]);
+	}
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &lm->dx_made);
+	for (int i = 0; !rc && i < 2 * lm->k; i++)
+		rc = zn_event_create(e->rt.dev, &lm->down[i]);
+	for (int i = 0; !rc && i < 2; i++) {
+		rc = zn_tiers_dalloc(e, &lm->up_d[i], lm->x_bytes);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->up_ready[i]);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->up_free[i]);
+	}
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &lm->all_down);
+	return rc;
+}
+
+static uint64_t padded_bytes(const struct zn_engine *e, int l)
+{
+	struct zn_shard s;
+
+	zn_plan_shard(e->numel[l], e->rt.world, 0, &s);
+	return s.padded_numel * 4;
+}
+
+/* the last layer's parameters as the compute reads them (bf16 compute: 16-bit) */
+static uint64_t head_bytes(const struct zn_engine *e)
+{
+	return e->compute16 ? padded_bytes(e, e->n - 1) / 2 : padded_bytes(e, e->n - 1);
+}
+
+/* layer 0's and the last layer's padded gradient bytes and the last layer's parameters
+ * when the head runs twice, else 0 */
+uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e)
+{
+	if (!e->act.lm.tied || e->gas < 2)
+		return 0;
+	return zn_plan_device_alloc_bytes(padded_bytes(e, 0)) +
+	       zn_plan_device_alloc_bytes(padded_bytes(e, e->n - 1)) +
+	       zn_plan_device_alloc_bytes(head_bytes(e));
+}
+
+int zn_lmajor_create(struct zn_engine *e)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T, k = (uint64_t)lm->k;
+	uint64_t nb = zn_size_mul((uint64_t)(e->n - 1), k), toks = bt * k * sizeof(int);
+	uint64_t slots = lm->home == ZN_TIER_DEVICE ? nb : 2 * k;
+	int rc = 0;
+
+	lm->x_bytes = bt * (uint64_t)e->model.ops->width(e->model.config) * 4;
+	lm->bnd_d = zn_size_calloc(slots, sizeof(*lm->bnd_d), "boundary slots");
+	lm->dx_n = lm->home == ZN_TIER_DEVICE ? (int)k + 1 : 4;
+	lm->dx_d = zn_size_calloc((uint64_t)lm->dx_n, sizeof(*lm->dx_d), "boundary gradients");
+	lm->dx_of = zn_size_calloc(k + 1, sizeof(*lm->dx_of), "boundary gradient indices");
+	if (!lm->bnd_d || !lm->dx_d || !lm->dx_of)
+		return -ENOMEM;
+	for (uint64_t i = 0; !rc && i < slots; i++)
+		rc = zn_tiers_dalloc(e, &lm->bnd_d[i], lm->x_bytes);
+	if (!rc && lm->home == ZN_TIER_HOST)
+		rc = alloc_host_home(e, nb);
+	for (uint64_t i = 0; !rc && i <= k; i++)
+		lm->dx_of[i] = (int)i;
+	for (int i = 0; !rc && i < lm->dx_n; i++)
+		rc = zn_tiers_dalloc(e, &lm->dx_d[i], lm->x_bytes);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &lm->acts_d, e->act_sums.acts_max);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &lm->x_sink_d, lm->x_bytes);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &lm->loss_sink_d, bt * 4);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &lm->tok_d, toks);
+	if (!rc)
+		rc = zn_tiers_dalloc(e, &lm->tgt_d, toks);
+	if (!rc && e->act.pos_h)
+		rc = zn_tiers_dalloc(e, &lm->pos_d, toks);
+	if (!rc && zn_lmajor_tied_sink_bytes(e)) {
+		rc = zn_tiers_dalloc(e, &lm->tied_sink_d, padded_bytes(e, 0));
+		if (!rc)
+			rc = zn_tiers_dalloc(e, &lm->grad_sink_d, padded_bytes(e, e->n - 1));
+		lm->head_p_bytes = head_bytes(e);
+		if (!rc)
+			rc = zn_tiers_dalloc(e, &lm->head_p_d, lm->head_p_bytes);
+	}
+	if (!rc)
+		rc = zn_event_create(e->rt.dev, &lm->made);
+	return rc;
+}
+
+void zn_lmajor_destroy(struct zn_engine *e)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	uint64_t k = (uint64_t)lm->k;
+	uint64_t slots = lm->home == ZN_TIER_DEVICE ? (uint64_t)(e->n - 1) * k : 2 * k;
+
+	for (uint64_t i = 0; lm->bnd_d && i < slots; i++)
+		zn_device_free(e->rt.dev, lm->bnd_d[i]);
+	for (int i = 0; lm->dx_d && i < lm->dx_n; i++)
+		zn_device_free(e->rt.dev, lm->dx_d[i]);
+	for (uint64_t i = 0; lm->dx_down && i < k; i++)
+		zn_event_destroy(lm->dx_down[i]);
+	for (uint64_t i = 0; lm->down && i < 2 * k; i++)
+		zn_event_destroy(lm->down[i]);
+	for (int i = 0; i < 2; i++) {
+		zn_device_free(e->rt.dev, lm->up_d[i]);
+		zn_event_destroy(lm->up_ready[i]);
+		zn_event_destroy(lm->up_free[i]);
+		zn_event_destroy(lm->rd_ready[i]);
+		zn_event_destroy(lm->rd_free[i]);
+		zn_event_destroy(lm->wr_free[i]);
+	}
+	zn_event_destroy(lm->dx_made);
+	zn_event_destroy(lm->all_down);
+	zn_event_destroy(lm->made);
+	zn_device_free(e->rt.dev, lm->acts_d);
+	zn_device_free(e->rt.dev, lm->x_sink_d);
+	zn_device_free(e->rt.dev, lm->loss_sink_d);
+	zn_device_free(e->rt.dev, lm->grad_sink_d);
+	zn_device_free(e->rt.dev, lm->tied_sink_d);
+	zn_device_free(e->rt.dev, lm->head_p_d);
+	zn_device_free(e->rt.dev, lm->tok_d);
+	zn_device_free(e->rt.dev, lm->tgt_d);
+	zn_device_free(e->rt.dev, lm->pos_d);
+	free(lm->bnd_d);
+	free(lm->bnd_h); /* views of the arena */
+	free(lm->down);
+	free(lm->dx_d);
+	free(lm->dx_of);
+	free(lm->dxh); /* views of the arena */
+	free(lm->dx_down);
+	/* the decision (on, k, tied, home) is the plan's: it outlives the buffers */
+	*lm = (struct zn_lmajor){ .on = lm->on, .k = lm->k, .tied = lm->tied,
+				  .tie_other = lm->tie_other, .home = lm->home };
+}

@@ -1,0 +1,100 @@
+/* Layer-major gradient accumulation (docs/architecture.md, "Layer-major accumulation"):
+ * the buffers of a step that runs each layer for all k micro-batches before the next layer,
+ * its use sequence, its bytes (pure), and the choice between it and micro-batch order.
+ * The step itself is step_lm.c. State: struct zn_lmajor (field lm of struct zn_acts).
+ *
+ * The forward keeps every micro-batch's boundary activation (the input of each layer
+ * 1 .. n-1) in a home: device = (n-1) x k device buffers; host = (n-1) x k pinned buffers
+ * with 2 x k device slots for the forward (a layer reads parity l mod 2 and writes the
+ * other; each output goes down on the copy-out stream) and two copy-up slots for the
+ * backward. The backward of layer l recomputes its inside from that input for micro-batch
+ * m and keeps micro-batch m's boundary gradient in the same home: k + 1 device buffers, or
+ * k pinned buffers through two read and two write slots on the device.
+ *
+ * A model whose last layer reads layer 0's parameters (GPT-2's tied lm_head) adds into
+ * layer 0's gradient; micro-batch order adds head(m) then embedding(m) for each m, so to
+ * be bit-identical the head's backward of micro-batches 1 .. k-1 runs again at the end,
+ * right before layer 0's backward of the same micro-batch (the first run, at the turn,
+ * writes that gradient to a sink; the second writes the head's own gradient, complete
+ * since the turn, to a sink): k - 1 extra head passes, on a copy of the head's
+ * parameters taken at the turn (its AdamW may run in between), and one more acquisition
+ * of the last layer (its frozen base).
+ */
+#ifndef ZN_SCHED_LMAJOR_H
+#define ZN_SCHED_LMAJOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu/device.h"
+#include "sched/plan.h"
+
+struct zn_engine;
+struct zn_use;
+struct zn_act_shape;
+
+struct zn_lmajor {
+	bool on;
+	int k;                   /* micro-batches */
+	bool tied;               /* the last layer ties to layer 0 (the head runs again) */
+	bool tie_other;          /* another layer ties to layer 0: layer-major refused */
+	enum zn_tier home;       /* of the boundaries: device or host */
+	uint64_t x_bytes;
+	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host: 2k forward slots */
+	float **bnd_h;           /* host: (n-1) k pinned */
+	struct zn_event **down;  /* host: per forward slot, its copy down */
+	struct zn_event *all_down;
+	float *up_d[2];          /* host: the backward's copy-up slots */
+	struct zn_event *up_ready[2], *up_free[2];
+	int up_next;             /* copy-up slot of the next boundary */
+	/* boundary gradients: device home, k + 1 buffers (micro-batch m's is dx_d[dx_of[m]],
+	 * dx_of[k] the spare); host home, 2 read and 2 write slots (dx_d[0..1], [2..3]) and
+	 * k pinned buffers, each new gradient copied down, copied up before its next reader */
+	float **dx_d;
+	int dx_n;
+	int *dx_of;
+	float **dxh;
+	struct zn_event **dx_down; /* host: micro-batch m's last copy down */
+	struct zn_event *rd_ready[2], *rd_free[2], *wr_free[2], *dx_made;
+	int rd_next, wr_next;
+	float *acts_d;           /* one layer's activations */
+	float *x_sink_d, *loss_sink_d;
+	float *grad_sink_d, *tied_sink_d; /* tied: the head's gradients not kept */
+	void *head_p_d;          /* tied: the head's parameters as the turn read them */
+	uint64_t head_p_bytes;
+	int *tok_d, *tgt_d, *pos_d; /* k x B x T */
+	struct zn_event *made;   /* forward: a slot's layer is done */
+};
+
+/* The step's bytes of the layer-major buffers for k micro-batches with boundaries in home
+ * (pure): device (boundaries or slots, activations, gradients, sinks, tokens), pinned host
+ * and the tied sinks given as layer 0's and the last layer's padded gradient bytes (0
+ * untied). */
+struct zn_lmajor_bytes {
+	uint64_t device, host;
+};
+void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
+			uint64_t tied_sink_bytes, struct zn_lmajor_bytes *out);
+/* the tied head's sinks (layer 0's and the last layer's gradients, rounded) or 0 */
+uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e);
+/* The use sequence (acts.h): forward 1 .. n-2, the turn n-1 (forward and backward), the
+ * backward n-2 .. 1 (recompute and backward), and with a tied head n-1 again. */
+int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use);
+/* uses of layer l's parameters per step (the plan's fetch count) */
+uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again);
+
+int zn_lmajor_create(struct zn_engine *e);
+void zn_lmajor_destroy(struct zn_engine *e);
+/* the device buffer of layer l's input for micro-batch m in the forward (l >= 1) */
+float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
+
+/* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
+ * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
+ * the plan's numbers in msg) */
+int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
+
+/* step_lm.c: the step's micro-batches, layer by layer (zn_engine_step's part 3) */
+int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *targets_h);
+
+#endif

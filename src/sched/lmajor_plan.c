@@ -1,0 +1,127 @@
+/* The choice of a step's order (zinc.schedule; lmajor.h): layer-major where it is asked
+ * for, or (auto) where it reads fewer bytes and its boundaries fit a home; the plan for the
+ * order chosen, and the line that says which and why (the run's header, zinc estimate). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "core/log.h"
+#include "sched/engine_impl.h"
+
+/* what layer-major saves: parameters (or a frozen base) read from off the device, or
+ * gathered from the other ranks, once per use */
+static bool lm_moves_fewer(const struct zn_engine *e)
+{
+	bool frozen = false;
+
+	for (int l = 0; l < e->n; l++)
+		frozen = frozen || e->frozen_numel[l] > 0;
+	return e->plan.pl.params != ZN_TIER_DEVICE ||
+	       (e->cfg.zero.stage == 3 && e->rt.world > 1) ||
+	       (frozen && e->plan.frozen_home != ZN_TIER_DEVICE);
+}
+
+static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
+{
+	enum zn_offload_device d = e->cfg.act_ckpt.home.device;
+
+	if (e->cfg.act_ckpt.enabled) {
+		homes[0] = d == ZN_OFFLOAD_NVME ? ZN_TIER_NVME :
+			   d == ZN_OFFLOAD_CPU ? ZN_TIER_HOST : ZN_TIER_DEVICE;
+		return 1;
+	}
+	homes[0] = ZN_TIER_DEVICE;
+	homes[1] = ZN_TIER_HOST;
+	return 2;
+}
+
+static const char *tier_word(enum zn_tier t)
+{
+	return t == ZN_TIER_HOST ? "in pinned host memory" : t == ZN_TIER_NVME ? "on nvme" :
+								    "on the device";
+}
+
+/* micro-batch order and its plan; the line says why */
+static int micro_batch(struct zn_engine *e, const char *why, uint64_t dev_budget, char *msg,
+		       size_t msg_size)
+{
+	e->act.lm.on = false;
+	snprintf(e->sched_line, sizeof(e->sched_line), "micro-batch (%.380s)", why);
+	return zn_engine_plan_once(e, dev_budget, msg, msg_size);
+}
+
+/* layer-major in the first home whose plan fits: 0, or the last plan's error (-ENOMEM:
+ * why says that home's shortfall) */
+static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size_t why_size)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	enum zn_tier homes[2];
+	int nh = lm_home_count(e, homes), rc = -ENOMEM;
+
+	for (int i = 0; i < nh && rc == -ENOMEM; i++) {
+		lm->on = true;
+		lm->home = homes[i];
+		rc = zn_engine_plan_once(e, dev_budget, why, why_size);
+	}
+	return rc;
+}
+
+/* why layer-major cannot run at all, or NULL */
+static const char *refusal(const struct zn_engine *e)
+{
+	enum zn_tier homes[2];
+
+	if (e->act.lm.tie_other)
+		return "a layer other than the last ties to layer 0";
+	if (lm_home_count(e, homes) == 1 && homes[0] == ZN_TIER_NVME)
+		return "activation checkpoints on nvme are not a home for the layer boundaries "
+		       "yet (use activation_checkpointing.device cpu or device)";
+	return NULL;
+}
+
+int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+{
+	enum zn_schedule want = e->cfg.runtime.schedule;
+	const char *no = refusal(e);
+	char why[512] = "", line[400];
+	int rc;
+
+	e->act.lm.k = e->gas;
+	if (want == ZN_SCHEDULE_MICRO_BATCH)
+		return micro_batch(e, "--schedule", dev_budget, msg, msg_size);
+	if (want == ZN_SCHEDULE_AUTO && e->gas < 2)
+		return micro_batch(e, "auto: one micro-batch per step", dev_budget, msg, msg_size);
+	if (no && want == ZN_SCHEDULE_LAYER_MAJOR) {
+		zn_error("--schedule layer-major (zinc.schedule): %s: use --schedule micro-batch",
+			 no);
+		return ZN_EUSAGE;
+	}
+	if (no) {
+		snprintf(line, sizeof(line), "auto: %s", no);
+		return micro_batch(e, line, dev_budget, msg, msg_size);
+	}
+	rc = layer_major(e, dev_budget, why, sizeof(why));
+	if (rc == -ENOMEM && want == ZN_SCHEDULE_LAYER_MAJOR) {
+		snprintf(msg, msg_size, "--schedule layer-major (zinc.schedule): the boundary "
+			 "activations of %d micro-batches fit no home: %s; use --schedule "
+			 "micro-batch or a smaller --micro-batch", e->gas, why);
+		return rc;
+	}
+	if (rc == -ENOMEM) {
+		snprintf(line, sizeof(line), "auto: the boundary activations of %d micro-batches "
+			 "fit no home: %.300s", e->gas, why);
+		return micro_batch(e, line, dev_budget, msg, msg_size);
+	}
+	if (rc) {
+		snprintf(msg, msg_size, "%s", why);
+		return rc;
+	}
+	if (want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))
+		return micro_batch(e, "auto: every parameter stays on the device, layer-major "
+				   "would move no fewer bytes", dev_budget, msg, msg_size);
+	snprintf(e->sched_line, sizeof(e->sched_line), "layer-major (%s; the boundary "
+		 "activations of %d micro-batches %s%s)",
+		 want == ZN_SCHEDULE_AUTO ? "auto: fewer parameter reads" : "--schedule", e->gas,
+		 tier_word(e->act.lm.home),
+		 e->act.lm.tied ? "; the tied head's backward runs again" : "");
+	return 0;
+}

@@ -1,0 +1,120 @@
+/* Layer-major accumulation with the parameters and optimizer state on nvme (zinc.schedule,
+ * src/sched/step_lm.c): bit-identical to micro-batch order, every step reads what the plan
+ * says, and the difference is exactly the parameter fetches saved: each layer read once
+ * per direction instead of once per micro-batch and direction (the tied GPT-2 head twice). */
+#include <criterion/criterion.h>
+
+#include "engine_recompute.h"
+#include "nvme_test_util.h"
+#include "model/lora/lora.h"
+#include "sched/plan.h"
+
+static void train(struct et_run *r, struct rc_case k, const int *tok)
+{
+	struct zn_gpt2_config g = rc_gpt2();
+	struct zn_llama_config l = rc_llama(k.relative);
+	struct zn_model m = k.llama ? zn_llama_model(&l) : zn_gpt2_model(&g);
+	struct zn_config c;
+
+	rc_config(&c, &k);
+	c.runtime.hot_layers = 0; /* every layer but 0 read for each use */
+	cr_assert_eq(et_train_any(r, &c, &m, ZN_COMM_SINGLE, tok, RC_STEPS), 0);
+}
+
+/* bytes micro-batch order reads more than layer-major: (2k - uses) shards per layer */
+static uint64_t saved_bytes(const struct et_run *r, int gas, bool tied)
+{
+	uint64_t sum = 0;
+	int n = r->layer_count;
+
+	for (int l = 1; l < n; l++) {
+		struct zn_shard s;
+		uint64_t uses = l == n - 1 && !tied ? 1 : 2;
+
+		zn_plan_shard(r->numel[l], 1, 0, &s);
+		sum += (2 * (uint64_t)gas - uses) * s.shard_numel * 4;
+	}
+	return sum;
+}
+
+static void nvme_case(bool llama, int gas)
+{
+	char dir[ZN_PATH_MAX];
+	struct rc_case k = { .llama = llama, .stage = 3, .off = ZN_OFFLOAD_NVME, .gas = gas,
+			     .nvme_dir = dir };
+	int *tok = et_tokens(et_stream_len(RC_STEPS, gas, 1, ET_B), 32, 5);
+	struct et_run mb, lm;
+
+	nvme_test_dir(dir, sizeof(dir));
+	train(&mb, k, tok);
+	k.layer_major = true;
+	train(&lm, k, tok);
+	rc_assert_same(&mb, &lm, &k);
+	for (int s = 0; s < RC_STEPS; s++) {
+		cr_assert_eq(mb.nvme_read[s], mb.plan_nvme_read, "micro-batch step %d", s + 1);
+		cr_assert_eq(lm.nvme_read[s], lm.plan_nvme_read, "layer-major step %d: read %llu, "
+			     "plan %llu", s + 1, (unsigned long long)lm.nvme_read[s],
+			     (unsigned long long)lm.plan_nvme_read);
+	}
+	cr_assert_eq(mb.plan_nvme_read - lm.plan_nvme_read,
+		     saved_bytes(&mb, gas, !llama && gas > 1),
+		     "%s grad-accum %d: micro-batch order reads %llu, layer-major %llu",
+		     llama ? "llama" : "gpt2", gas, (unsigned long long)mb.plan_nvme_read,
+		     (unsigned long long)lm.plan_nvme_read);
+	et_run_free(&mb);
+	et_run_free(&lm);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_schedule, gpt2_each_layer_read_once_per_direction)
+{
+	nvme_case(false, 2);
+	nvme_case(false, 4);
+}
+
+Test(nvme_schedule, llama_each_layer_read_once_per_direction)
+{
+	nvme_case(true, 4);
+}
+
+/* LoRA with the frozen base on nvme: the same bits, each step reads what the plan says,
+ * and layer-major reads less (the base once per layer and direction) */
+Test(nvme_schedule, lora_base_read_once_per_direction)
+{
+	char dir[ZN_PATH_MAX];
+	struct zn_gpt2_config g = rc_gpt2();
+	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
+	struct rc_case k = { .stage = 3, .off = ZN_OFFLOAD_NVME, .gas = 4, .nvme_dir = dir };
+	int *tok = et_tokens(et_stream_len(RC_STEPS, 4, 1, ET_B), 32, 5);
+	struct et_run r[2];
+	struct zn_model m;
+
+	nvme_test_dir(dir, sizeof(dir));
+	lc.base = zn_gpt2_model(&g);
+	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_fc"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	m = zn_lora_model(&lc);
+	for (int i = 0; i < 2; i++) {
+		struct zn_config c;
+
+		k.layer_major = i;
+		rc_config(&c, &k);
+		c.runtime.hot_layers = 0;
+		cr_assert_eq(et_train_any(&r[i], &c, &m, ZN_COMM_SINGLE, tok, RC_STEPS), 0);
+		for (int s = 1; s < RC_STEPS; s++) /* step 1 reads layer 0's base too */
+			cr_assert_eq(r[i].nvme_read[s], r[i].plan_nvme_read, "%s step %d: read "
+				     "%llu, plan %llu", i ? "layer-major" : "micro-batch", s + 1,
+				     (unsigned long long)r[i].nvme_read[s],
+				     (unsigned long long)r[i].plan_nvme_read);
+	}
+	rc_assert_same(&r[0], &r[1], &k);
+	cr_assert_lt(r[1].plan_nvme_read * 3, r[0].plan_nvme_read, "layer-major %llu, "
+		     "micro-batch %llu", (unsigned long long)r[1].plan_nvme_read,
+		     (unsigned long long)r[0].plan_nvme_read);
+	et_run_free(&r[0]);
+	et_run_free(&r[1]);
+	zn_lora_release(&lc);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
