@@ -101,7 +101,7 @@ int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
 void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
 			    uint64_t pinned_budget);
 
-/* engine.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
+/* engine_plan.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 

@@ -214,15 +214,6 @@ int zn_plan_swap_chunks(const struct zn_engine_plan *p, uint64_t shard_numel)
 }
 
 /* The nvme extents and their pinned staging (see the header). */
-uint64_t zn_plan_layer_uses(const struct zn_engine_plan_input *in, int l)
-{
-	if (l == 0)
-		return 1;
-	if (in->layer_major)
-		return l == in->layer_count - 1 && !in->head_again ? 1 : 2;
-	return 2 * (uint64_t)in->grad_accum;
-}
-
 static void plan_nvme(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	bool opt_nvme = out->pl.optim == ZN_TIER_NVME, prm_nvme = out->pl.params == ZN_TIER_NVME;

@@ -239,7 +239,14 @@ struct zn_engine_plan_input {
 	bool layer_major, head_again;
 };
 /* uses of layer l's parameters (or frozen base) per step: fetches with offload */
-uint64_t zn_plan_layer_uses(const struct zn_engine_plan_input *in, int l);
+static inline uint64_t zn_plan_layer_uses(const struct zn_engine_plan_input *in, int l)
+{
+	if (l == 0)
+		return 1;
+	if (in->layer_major)
+		return l == in->layer_count - 1 && !in->head_again ? 1 : 2;
+	return 2 * (uint64_t)in->grad_accum;
+}
 
 /* Bytes of each buffer of one layer (0 = not allocated). */
 struct zn_layer_buffers {

@@ -1,7 +1,8 @@
 /* The step (docs/architecture.md, "The step"): zn_engine_step reads as the numbered list
  * there. One micro-batch: tokens up, forward over the layers, losses down, backward in
  * reverse with each layer's gradient reduced (reduce.c) as soon as its backward is
- * enqueued; adamw_during_backward below is the one rule for when AdamW runs.
+ * enqueued; step_common.c's zn_step_adamw_during_backward is the one rule for when AdamW
+ * runs.
  *
  * Step-time split: fwd and bwd are compute-stream time between events, opt the AdamW time
  * (CPU, or the device's workers), wait the time the calling thread was blocked on a
@@ -13,69 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
 #include "core/log.h"
 #include "sched/engine_impl.h"
 #include "sched/grads.h"
 #include "sched/step_impl.h"
 
-static void fwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	struct zn_layer_call *c = ctx;
-
-	c->model.ops->forward(k, native, c->model.config, &c->io);
-}
-
-static void bwd_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	struct zn_layer_call *c = ctx;
-
-	c->model.ops->backward(k, native, c->model.config, &c->io);
-}
-
-/* The parameters layer l also reads (its descriptor's tied_layer: layer 0, resident for
- * the whole step in p0), or NULL. */
-const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
-{
-	return e->ld[l].tied_layer == 0 ? p0 : NULL;
-}
-
-/* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
-int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
-{
-	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
-
-	if (!rc)
-		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, a, sizeof(*a));
-	if (!rc)
-		rc = zn_tr_end(e, e->rt.compute, h);
-	return rc;
-}
-
-/* Layer l's parameters into io: p (and p0 for a tie) are fp32 working copies or, with bf16
- * compute, the bf16 parameters themselves (prefetch.c's zn_slot_params). */
-void zn_step_set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
-			const float *p, const float *p0)
-{
-	const float *tied = zn_step_tied(e, l, p0);
-
-	io->params = e->compute16 ? NULL : p;
-	io->tied_params = e->compute16 ? NULL : tied;
-	io->params16 = e->compute16 ? (const uint16_t *)(const void *)p : NULL;
-	io->tied_params16 = e->compute16 ? (const uint16_t *)(const void *)tied : NULL;
-}
-
 /* the device positions when this step has them (packed documents), else NULL */
 static const int *step_pos(const struct zn_engine *e)
 {
 	return e->act.pred > 0 ? e->act.pos_d : NULL;
-}
-
-/* The random stream of this step's micro-batch (model.h zn_layer_io.seed: LoRA dropout). */
-uint64_t zn_step_seed(const struct zn_engine *e, int micro)
-{
-	return zn_mix64(e->cfg.runtime.seed ^ ((uint64_t)e->step * ZN_HASH_GOLDEN) ^
-			((uint64_t)micro << 48) ^ ((uint64_t)e->rt.rank << 32));
 }
 
 /* aux: the auxiliary loss's buffer (zn_layer_io.aux), or NULL (evaluation) */
@@ -132,37 +79,6 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 	return rc;
 }
 
-/* THE rule for when AdamW runs: during the backward, right behind each layer's last
- * reduction on the comm stream, when the optimizer is on the device and nothing has to wait
- * for the global norm; otherwise after the whole backward is enqueued (zn_optim_step), the
- * CPU taking layers top-down as each gradient shard lands, or every update behind the
- * norm (clipping; fp16, whose overflow check of the whole step must come before any
- * layer is updated: fp16 loses the overlap of AdamW with the backward). */
-static bool adamw_during_backward(const struct zn_engine *e)
-{
-	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0) &&
-	       !e->cfg.precision.fp16;
-}
-
-/* layer l's reduction; after the last micro-batch's, its AdamW when the rule says so */
-int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
-{
-	/* the pinned gradient ring: the buffer this shard lands in is freed first, by the
-	 * AdamW of the layer that used it */
-	int due = micro == e->gas - 1 ? zn_grads_ring_due(e, l) : -1, rc = 0;
-
-	if (due >= 0)
-		rc = zn_optim_update_host(e, due);
-	if (!rc)
-		rc = zn_reduce_layer(e, l, bwd_index, micro);
-	if (!rc && micro == e->gas - 1 && adamw_during_backward(e))
-		rc = zn_optim_update_device(e, l);
-	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
-	if (!rc && micro == e->gas - 1 && l > 0)
-		rc = zn_optim_update_early(e, l);
-	return rc;
-}
-
 /* Use k of the sequence (acts.h): with activation checkpointing, a recomputed forward
  * (into the run's buffers; never the last layer, whose losses stand) before a backward. */
 static int recompute(struct zn_engine *e, int l, const float *p, const float *p0,
@@ -177,36 +93,6 @@ static int recompute(struct zn_engine *e, int l, const float *p, const float *p0
 	zn_step_set_params(e, &a.io, l, p, p0);
 	zn_acts_fwd_io(e, l, true, &a.io);
 	return zn_step_launch(e, true, l, &a);
-}
-
-/* the mean over every token of the global batch, times the fp16 loss scale (1 else);
- * with targets not predicted (packed documents, masked tokens), over the predicted ones of
- * every micro-batch and rank */
-float zn_step_dloss_scale(const struct zn_engine *e)
-{
-	if (e->act.pred > 0)
-		return e->opt.scale / (float)e->act.pred;
-	if (!e->all_labels)
-		return e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
-	return e->opt.scale / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
-}
-
-float *zn_step_aux(const struct zn_engine *e, int micro)
-{
-	return e->act.aux_d ? e->act.aux_d + (size_t)micro * (size_t)e->act.aux_n : NULL;
-}
-
-float zn_step_aux_scale(const struct zn_engine *e)
-{
-	return e->opt.scale / ((float)e->rt.world * (float)e->gas);
-}
-
-int zn_step_aux_down(struct zn_engine *e, int micro)
-{
-	if (!e->act.aux_d)
-		return 0;
-	return zn_memcpy_async(e->rt.copy_out, e->act.aux_h + micro, zn_step_aux(e, micro), 4,
-			       ZN_COPY_D2H);
 }
 
 static int backward(struct zn_engine *e, const float *p0, const float *f0, int micro)
@@ -311,32 +197,6 @@ int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const in
 		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
-	return rc;
-}
-
-/* A micro-batch's layer 0 (parameters and frozen parameters: fetched on the first
- * micro-batch, kept for the others) ready on the device, and the prefetch of the layers
- * after it begun; step.c and eval.c */
-int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float **f0)
-{
-	int rc = 0;
-
-	if (micro == 0)
-		rc = zn_fetch_layer0(e, p0);
-	else
-		*p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
-	if (!rc && micro == 0)
-		rc = zn_frozen_layer0(e, f0);
-	else
-		*f0 = zn_frozen_layer0_params(e);
-	if (!rc)
-		rc = zn_fetch_layer0_wait(e);
-	if (!rc)
-		rc = zn_frozen_layer0_wait(e);
-	if (!rc)
-		rc = zn_fetch_begin(e);
-	if (!rc)
-		rc = zn_frozen_begin(e);
 	return rc;
 }
 
@@ -524,7 +384,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	}
 	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
 	if (!rc)
-		rc = zn_optim_step(e, adamw_during_backward(e));
+		rc = zn_optim_step(e, zn_step_adamw_during_backward(e));
 	/* 5. the end: every stream drained, comm errors collected, nvme reads waited for */
 	{
 		int r = zn_runtime_drain(&e->rt);

@@ -35,6 +35,9 @@ float zn_step_dloss_scale(const struct zn_engine *e);
 float *zn_step_aux(const struct zn_engine *e, int micro);
 float zn_step_aux_scale(const struct zn_engine *e);
 int zn_step_aux_down(struct zn_engine *e, int micro);
+/* THE rule for when AdamW runs: during the backward, behind each layer's last reduction
+ * (the optimizer on the device, nothing waiting for the global norm), else after it */
+bool zn_step_adamw_during_backward(const struct zn_engine *e);
 /* layer l's reduction of micro-batch micro; after the last micro-batch's, its AdamW when
  * the step's rule says so (bwd_index picks the gradient ring slot, stage >= 2) */
 int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro);

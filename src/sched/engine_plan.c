@@ -1,0 +1,59 @@
+/* The plan of a prepared engine (engine_impl.h zn_engine_plan_once): the plan's input
+ * from the configuration, the layers and the activations' bytes, fitted to the device and
+ * pinned budgets. The engine (make_plan) and the schedule's choice (lmajor_plan.c, which
+ * plans each order it weighs) call it. */
+#include "cpu/arena.h"
+#include "sched/engine_impl.h"
+
+/* The plan for the prepared engine on e->rt.world ranks and a device of dev_budget bytes:
+ * e->pin, e->plan and e->pinned_budget; -ENOMEM (msg says why) when a budget is short.
+ * Logs nothing: the run (make_plan) and zn_engine_plan_memory say it their way. */
+int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size)
+{
+	const struct zn_config *c = &e->cfg;
+	uint64_t act_bytes = zn_acts_bytes(e), pinned_budget;
+	struct zn_arena_config ac;
+	bool auto_depth = c->runtime.prefetch_depth == 0;
+	uint64_t slot = 0;
+	int rc;
+
+	for (int l = 0; l < e->n; l++) {
+		struct zn_shard s;
+
+		zn_plan_shard(e->numel[l], e->rt.world, 0, &s);
+		if (l > 0 && s.padded_numel > slot)
+			slot = s.padded_numel;
+	}
+	e->pin = (struct zn_engine_plan_input){
+		.layer_count = e->n, .layer_numel = e->numel, .world = e->rt.world,
+		.stage = c->zero.stage, .offload_optimizer = c->zero.offload_optimizer.device,
+		.offload_param = c->zero.offload_param.device, .bf16 = c->precision.bf16 || c->precision.fp16,
+		.states = c->optimizer.states,
+		.compute16 = e->compute16,
+		.grad_accum = e->gas,
+		.norm_first = c->gradient_clipping > 0 || c->precision.fp16,
+		.prefetch_depth = zn_plan_prefetch_depth(c, slot, e->n),
+		.activation_bytes = act_bytes,
+		.activation_host_bytes = zn_acts_host_bytes(e),
+		.activation_nvme_bytes = zn_acts_nvme_bytes(e),
+		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
+		.hot_cap = c->runtime.hot_layers < 0 ? 0 : c->runtime.hot_layers == 0 ? -1 :
+			   c->runtime.hot_layers,
+		.optim_path_count = c->zero.offload_optimizer.nvme_path_count,
+		.param_path_count = c->zero.offload_param.nvme_path_count,
+		.frozen_numel = e->frozen_numel,
+		.frozen_read_buffers = c->runtime.frozen_read_buffers,
+		.frozen_q4_bytes = e->frozen_q4_bytes,
+		.frozen_q4_scratch = e->frozen_q4_scratch,
+		.layer_major = e->act.lm.on,
+		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
+	};
+	zn_arena_config_init(&ac, c);
+	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
+						       zn_arena_default_bytes(&ac);
+	e->pinned_budget = pinned_budget;
+	rc = zn_plan_engine_fit(&e->pin, auto_depth, dev_budget, pinned_budget, &e->plan, msg,
+				msg_size);
+	e->pin.prefetch_depth = e->plan.prefetch_depth;
+	return rc;
+}
