@@ -217,9 +217,11 @@ static bool unused(const struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp
 						   (ends_with(name, ".gate_up_proj") ||
 						    ends_with(name, ".down_proj"))))
 		return false; /* a tied head; transformers 5's fused experts (in_fused) */
-	snprintf(key.name, sizeof(key.name), "%s%s",
-		 f->hf_prefix && strncmp(name, f->hf_prefix, strlen(f->hf_prefix)) ?
-			 f->hf_prefix : "", name);
+	/* a name longer than any the model has is not one of them (not cut to match) */
+	if (snprintf(key.name, sizeof(key.name), "%s%s",
+		     f->hf_prefix && strncmp(name, f->hf_prefix, strlen(f->hf_prefix)) ?
+			     f->hf_prefix : "", name) >= (int)sizeof(key.name))
+		return true;
 	return !bsearch(&key, specs, (size_t)n, sizeof(*specs), cmp_spec);
 }
 
