@@ -45,6 +45,25 @@ static inline const char *zt_path(const char *dir, const char *name)
 	return p[k];
 }
 
+/* dir/name holding line n times (a text to memorize) */
+static inline void zt_write_lines(const char *dir, const char *name, const char *line, int n)
+{
+	FILE *f = fopen(zt_path(dir, name), "w");
+
+	cr_assert_not_null(f, "%s/%s", dir, name);
+	for (int i = 0; i < n; i++)
+		fputs(line, f);
+	fclose(f);
+}
+
+/* dir/name's bytes, NUL-terminated (malloc'd) */
+static inline char *zt_read_text(const char *dir, const char *name)
+{
+	size_t n;
+
+	return zt_read_all(zt_path(dir, name), &n);
+}
+
 /* Runs the shell command fmt with its two %s as a and b; asserts it exits 0. */
 static inline void zt_sh(const char *fmt, const char *a, const char *b)
 {

@@ -60,30 +60,13 @@ static const char *write_config(const char *name, const char *fmt, const char *e
 	return p;
 }
 
-static void write_lines(const char *name, int n)
-{
-	FILE *f = fopen(zt_path(dir, name), "w");
-
-	cr_assert_not_null(f);
-	for (int i = 0; i < n; i++)
-		fputs(LINE, f);
-	fclose(f);
-}
-
-static char *read_text(const char *name)
-{
-	size_t n;
-
-	return zt_read_all(zt_path(dir, name), &n);
-}
-
 /* trains cfg to memorize LINE, saves DIR/m, checks the names (want[], none of bad[]),
  * reloads at ZeRO-3 with offload for an lr-0 step and generates the line back */
 static void memorize(const char *cfg, const char *model, const char *const *want, int nw)
 {
 	char out[32768], *text;
 
-	write_lines("mem.txt", 100);
+	zt_write_lines(dir, "mem.txt", LINE, 100);
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
 				 "--seq 32 --micro-batch 8 --data %s/mem.txt --steps 150 --lr 5e-3 "
 				 "--steps-per-print 50 --save-final %s/m", cfg, dir, dir), 0,
@@ -91,7 +74,7 @@ static void memorize(const char *cfg, const char *model, const char *const *want
 	cr_expect(strstr(out, model), "%s", out);
 	/* no output_router_logits: no load-balancing loss, none printed */
 	cr_expect(!strstr(out, "| aux "), "%s", out);
-	text = read_text("m/model.safetensors");
+	text = zt_read_text(dir, "m/model.safetensors");
 	for (int i = 0; i < nw; i++)
 		cr_expect(strstr(text + 8, want[i]), "the saved header lacks %s", want[i]);
 	cr_expect(!strstr(text + 8, "gate_up_proj") && !strstr(text + 8, "experts.down_proj"),
@@ -124,7 +107,7 @@ Test(cli_moe, mixtral_memorize_save_reload_generate)
 		      "intermediate 64, vocab 256, seq 32, untied, 4 experts (2 per token, "
 		      "intermediate 64; 2 of 2 layers sparse, 0.10M expert parameters), aux loss "
 		      "off", want, 4);
-	text = read_text("m/config.json");
+	text = zt_read_text(dir, "m/config.json");
 	cr_expect(strstr(text, "\"MixtralForCausalLM\"") &&
 		  strstr(text, "\"num_local_experts\": 4") &&
 		  strstr(text, "\"num_experts_per_tok\": 2") &&
@@ -150,10 +133,10 @@ Test(cli_moe, qwen3_moe_memorize_save_reload_generate)
 		      "intermediate 96, vocab 256, seq 32, untied, 8 experts (2 per token, "
 		      "intermediate 32; 1 of 2 layers sparse, 0.05M expert parameters), aux loss "
 		      "off", want, 6);
-	text = read_text("m/model.safetensors");
+	text = zt_read_text(dir, "m/model.safetensors");
 	cr_expect(!strstr(text + 8, "model.layers.1.mlp.experts"), "layer 1 is dense");
 	free(text);
-	text = read_text("m/config.json");
+	text = zt_read_text(dir, "m/config.json");
 	cr_expect(strstr(text, "\"Qwen3MoeForCausalLM\"") && strstr(text, "\"num_experts\": 8") &&
 		  strstr(text, "\"moe_intermediate_size\": 32") &&
 		  strstr(text, "\"norm_topk_prob\": true") &&
@@ -166,7 +149,7 @@ Test(cli_moe, aux_loss_on_the_step_line)
 {
 	char out[32768], cfg[160], *text;
 
-	write_lines("mem.txt", 20);
+	zt_write_lines(dir, "mem.txt", LINE, 20);
 	snprintf(cfg, sizeof(cfg), "%s", write_config("a.json", QWEN3_MOE,
 						       ", \"output_router_logits\": true"));
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
@@ -179,7 +162,7 @@ Test(cli_moe, aux_loss_on_the_step_line)
 				 "--router-aux-loss-coef 0.05 --save-final %s/f", cfg, dir, dir), 0,
 		     "%s", out);
 	cr_expect(strstr(out, "| aux ") && strstr(out, "aux loss on"), "%s", out);
-	text = read_text("f/config.json");
+	text = zt_read_text(dir, "f/config.json");
 	cr_expect(strstr(text, "\"output_router_logits\": true") &&
 		  strstr(text, "\"router_aux_loss_coef\": 0.05"), "%s", text);
 	free(text);
@@ -251,7 +234,7 @@ Test(cli_moe, lora_on_attention)
 {
 	char out[32768], cfg[160], *text;
 
-	write_lines("mem.txt", 20);
+	zt_write_lines(dir, "mem.txt", LINE, 20);
 	snprintf(cfg, sizeof(cfg), "%s", write_config("a.json", QWEN3_MOE,
 						       ", \"output_router_logits\": true"));
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
@@ -261,7 +244,7 @@ Test(cli_moe, lora_on_attention)
 				 cfg, dir, dir), 0,
 		     "%s", out);
 	cr_expect(strstr(out, "| aux "), "%s", out);
-	text = read_text("A/adapter_config.json");
+	text = zt_read_text(dir, "A/adapter_config.json");
 	cr_expect(strstr(text, "\"q_proj\"") && strstr(text, "\"v_proj\""), "%s", text);
 	free(text);
 	/* the router trained through an adapter (PEFT's "gate"), the experts frozen */
@@ -269,7 +252,7 @@ Test(cli_moe, lora_on_attention)
 				 "--seq 32 --micro-batch 2 --data %s/mem.txt --steps 2 --lr 1e-3 "
 				 "--lora-r 4 --lora-targets gate --save-adapter %s/G", cfg, dir, dir),
 		     0, "%s", out);
-	text = read_text("G/adapter_model.safetensors");
+	text = zt_read_text(dir, "G/adapter_model.safetensors");
 	cr_expect(strstr(text + 8, "model.layers.0.mlp.gate.lora_A.weight") &&
 		  !strstr(text + 8, "layers.1.mlp.gate"), "the router's adapter is missing");
 	free(text);

@@ -56,29 +56,12 @@ static const char *write_config(const char *name, const char *extra)
 	return p;
 }
 
-static void write_lines(const char *name, int n)
-{
-	FILE *f = fopen(zt_path(dir, name), "w");
-
-	cr_assert_not_null(f);
-	for (int i = 0; i < n; i++)
-		fputs(LINE, f);
-	fclose(f);
-}
-
-static char *read_text(const char *name)
-{
-	size_t n;
-
-	return zt_read_all(zt_path(dir, name), &n);
-}
-
 Test(cli_qwen3, memorize_save_reload_generate)
 {
 	char out[32768], cfg[160], *text;
 
 	snprintf(cfg, sizeof(cfg), "%s", write_config("c.json", ""));
-	write_lines("mem.txt", 100);
+	zt_write_lines(dir, "mem.txt", LINE, 100);
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
 				 "--seq 32 --micro-batch 8 --data %s/mem.txt --steps 150 --lr 5e-3 "
 				 "--steps-per-print 50 --save-final %s/m", cfg, dir, dir), 0,
@@ -86,7 +69,7 @@ Test(cli_qwen3, memorize_save_reload_generate)
 	cr_expect(strstr(out, "model: qwen3, 2 layers, 4 heads (2 kv), head_dim 24, hidden 64, "
 			      "intermediate 128, vocab 256, seq 32, untied"), "%s", out);
 	/* config.json as transformers writes it; the norms under their Hugging Face names */
-	text = read_text("m/config.json");
+	text = zt_read_text(dir, "m/config.json");
 	cr_expect(strstr(text, "\"model_type\": \"qwen3\"") &&
 		  strstr(text, "\"Qwen3ForCausalLM\"") && strstr(text, "\"head_dim\": 24") &&
 		  strstr(text, "\"use_sliding_window\": false") &&
@@ -94,7 +77,7 @@ Test(cli_qwen3, memorize_save_reload_generate)
 		  strstr(text, "\"sliding_window\": null"),
 		  "%s", text);
 	free(text);
-	text = read_text("m/model.safetensors");
+	text = zt_read_text(dir, "m/model.safetensors");
 	cr_expect(strstr(text + 8, "\"model.layers.1.self_attn.q_norm.weight\"") &&
 		  strstr(text + 8, "\"model.layers.1.self_attn.k_norm.weight\"") &&
 		  strstr(text + 8, "\"lm_head.weight\"") && !strstr(text + 8, "q_proj.bias"),
@@ -121,13 +104,13 @@ Test(cli_qwen3, lora_targets)
 	char out[32768], cfg[160], *text;
 
 	snprintf(cfg, sizeof(cfg), "%s", write_config("c.json", ""));
-	write_lines("mem.txt", 20);
+	zt_write_lines(dir, "mem.txt", LINE, 20);
 	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
 				 "--seq 32 --micro-batch 2 --data %s/mem.txt --steps 2 --lr 1e-3 "
 				 "--lora-r 4 --lora-alpha 8 --lora-targets "
 				 "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj "
 				 "--save-adapter %s/A", cfg, dir, dir), 0, "%s", out);
-	text = read_text("A/adapter_config.json");
+	text = zt_read_text(dir, "A/adapter_config.json");
 	cr_expect(strstr(text, "\"q_proj\"") && strstr(text, "\"down_proj\"") &&
 		  strstr(text, "\"fan_in_fan_out\": false"), "%s", text);
 	free(text);
