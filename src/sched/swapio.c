@@ -686,6 +686,30 @@ bool zn_swapio_opt_ready(struct zn_engine *e, int l)
 	return sb->layer == l && sb->chunk == 0 && !reqs_busy(sb->rd, sb->rd_n);
 }
 
+/* A fetch read of layer l's parameter extent still outstanding is waited for before the
+ * extent is written: a write must not overlap a read of the same extent, whose checksum
+ * it changes (the read would then fail verification). Layer-major with a tied head
+ * fetches the last layer once more after its AdamW may have begun (lmajor.h), and a slow
+ * shard can put that AdamW's write between the read's submission and its wait. The read
+ * holds the shard as it was; that fetch does not use it. */
+static int wait_layer_reads(struct zn_engine *e, int l)
+{
+	int rc = 0;
+
+	for (int i = 0; e->sw.fbuf && i < e->plan.fetch_buffers; i++) {
+		struct zn_fbuf *f = &e->sw.fbuf[i];
+		int n = 1, x;
+
+		if (!f->reading || f->layer != l)
+			continue;
+		x = zn_swapio_wait_reqs(e, &f->req, &n, "fetching the parameters of", l);
+		f->reading = false;
+		if (!rc)
+			rc = x;
+	}
+	return rc;
+}
+
 int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 {
 	struct zn_layer *ly = &e->L[l];
@@ -701,6 +725,10 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 	real = ly->opt_count > off ? ly->opt_count - off : 0;
 	if (real > n)
 		real = n;
+	if (zn_swapio_params(e))
+		rc = wait_layer_reads(e, l);
+	if (rc)
+		return rc;
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
 	sb->chunk = c;
