@@ -4,7 +4,8 @@
  * with validation and from a JSON config; a layer-major run stopped and resumed saves a
  * straight run's bytes; zinc estimate prints the run's schedule line; where the boundary
  * activations fit no home auto falls back saying why and an explicit layer-major is
- * refused with the numbers; a bad value is refused naming the values. Host device. */
+ * refused with the numbers; a bad value is refused naming the values; with checkpoints on
+ * nvme the boundaries live there (the header says so). Host device. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
@@ -131,4 +132,14 @@ Test(cli_schedule, no_home_falls_back_or_is_refused)
 				     "vertical " DATA), 2, "%s", out);
 	has("layer-major");
 	has("micro-batch");
+}
+
+/* --checkpoint-device nvme: an explicit layer-major keeps the boundaries on nvme */
+Test(cli_schedule, boundaries_on_nvme)
+{
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train " OFF " --grad-accum 2 --steps 2 "
+				     "--checkpoint-device nvme --checkpoint-nvme-path %s "
+				     "--schedule layer-major " DATA, dir), 0, "%s", out);
+	has("schedule: layer-major (--schedule; the boundary activations of 2 micro-batches "
+	    "on nvme");
 }

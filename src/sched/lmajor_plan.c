@@ -31,7 +31,11 @@ static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
 	}
 	homes[0] = ZN_TIER_DEVICE;
 	homes[1] = ZN_TIER_HOST;
-	return 2;
+	/* nvme last: where neither memory holds them and a path is configured */
+	if (!zn_lmajor_nvme_paths(e))
+		return 2;
+	homes[2] = ZN_TIER_NVME;
+	return 3;
 }
 
 static const char *tier_word(enum zn_tier t)
@@ -54,7 +58,7 @@ static int micro_batch(struct zn_engine *e, const char *why, uint64_t dev_budget
 static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size_t why_size)
 {
 	struct zn_lmajor *lm = &e->act.lm;
-	enum zn_tier homes[2];
+	enum zn_tier homes[3];
 	int nh = lm_home_count(e, homes), rc = -ENOMEM;
 
 	for (int i = 0; i < nh && rc == -ENOMEM; i++) {
@@ -68,13 +72,8 @@ static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size
 /* why layer-major cannot run at all, or NULL */
 static const char *refusal(const struct zn_engine *e)
 {
-	enum zn_tier homes[2];
-
 	if (e->act.lm.tie_other)
 		return "a layer other than the last ties to layer 0";
-	if (lm_home_count(e, homes) == 1 && homes[0] == ZN_TIER_NVME)
-		return "activation checkpoints on nvme are not a home for the layer boundaries "
-		       "yet (use activation_checkpointing.device cpu or device)";
 	return NULL;
 }
 

@@ -7,7 +7,12 @@
  * layer's gradient is reduced micro-batch by micro-batch in micro-batch order, through
  * step.c's zn_step_reduce_update, so the optimizer starts on a layer once its k-th
  * backward is done and every sum is the one micro-batch order makes (bit-identical).
+ * The boundaries' homes (lmajor.h): the device, pinned memory, or nvme through the
+ * activation checkpoints' store (recompute.h), written behind and read ahead here.
  */
+#include <errno.h>
+
+#include "core/log.h"
 #include "sched/engine_impl.h"
 #include "sched/step_impl.h"
 
@@ -157,6 +162,93 @@ static int slot_before(struct zn_engine *e, int l, int m)
 	return zn_stream_wait_event(e->rt.compute, lm->down[(l % 2) * lm->k + m]);
 }
 
+/* nvme home: boundary (l, m) just made goes down into the next staging buffer (settled
+ * first) and the one that went down two boundaries ago is written behind; a boundary not
+ * read again only frees its slot */
+static int slot_after_nvme(struct zn_engine *e, int l, int m)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	struct zn_recompute_buf *b = &lm->stage[lm->down_n % lm->stage_n], *p;
+	int slot = (l % 2) * lm->k + m, rc;
+
+	if (!zn_lmajor_stored(e->n, lm->k, lm->tied && lm->k > 1, l, m))
+		return zn_event_record(lm->down[slot], e->rt.compute);
+	rc = zn_recompute_store_settle(&lm->st, b);
+	if (!rc)
+		rc = zn_event_record(lm->made, e->rt.compute);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_out, lm->made);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_out, b->h, zn_lmajor_fwd_x(e, l, m), lm->x_bytes,
+				     ZN_COPY_D2H);
+	if (!rc)
+		rc = zn_event_record(b->down, e->rt.copy_out);
+	if (!rc)
+		rc = zn_event_record(lm->down[slot], e->rt.copy_out);
+	if (rc)
+		return rc;
+	b->ck = (l - 1) * lm->k + m;
+	b->state = ZN_RECOMPUTE_BUF_DOWN;
+	/* its copy down is done by now or soon: the compute has made two boundaries since */
+	if (lm->down_n >= 2) {
+		p = &lm->stage[(lm->down_n - 2) % lm->stage_n];
+		if (p->state == ZN_RECOMPUTE_BUF_DOWN)
+			rc = zn_recompute_store_write(&lm->st, p);
+	}
+	lm->down_n++;
+	return rc;
+}
+
+/* nvme home: the forward's boundaries still in staging written; called once the turn is
+ * enqueued, every write waited (a read of a boundary must follow its write) and the
+ * backward's first two boundaries read ahead */
+static int reads_begin(struct zn_engine *e)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int count = zn_lmajor_stored_count(e->n, lm->k, lm->tied && lm->k > 1), rc = 0;
+
+	if (lm->home != ZN_TIER_NVME)
+		return 0;
+	rc = zn_lmajor_quiesce(e);
+	for (int p = 0; !rc && p < 2 && p < count; p++)
+		rc = zn_recompute_store_read(&lm->st, &lm->stage[p % lm->stage_n],
+					     zn_lmajor_read_id(e->n, lm->k, p));
+	return rc;
+}
+
+/* nvme home: boundary (l, m), the backward's next, from its staging buffer into copy-up
+ * slot j (the slot's previous reader done); the two after it read ahead */
+static int up_from_nvme(struct zn_engine *e, int l, int m, int j)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int p = lm->read_n++, id = zn_lmajor_read_id(e->n, lm->k, p), rc;
+	int count = zn_lmajor_stored_count(e->n, lm->k, lm->tied && lm->k > 1);
+	struct zn_recompute_buf *b = &lm->stage[p % lm->stage_n];
+
+	if (id != (l - 1) * lm->k + m) {
+		zn_error("layer-major: boundary (layer %d, micro-batch %d) read out of order "
+			 "(expected extent %d)", l, m, id);
+		return -EINVAL;
+	}
+	rc = zn_recompute_store_read(&lm->st, b, id);
+	if (!rc)
+		rc = zn_recompute_store_wait_read(&lm->st, b);
+	if (!rc)
+		rc = zn_stream_wait_event(e->rt.copy_in, lm->up_free[j]);
+	if (!rc)
+		rc = zn_memcpy_async(e->rt.copy_in, lm->up_d[j], b->h, lm->x_bytes, ZN_COPY_H2D);
+	if (!rc)
+		rc = zn_event_record(b->up, e->rt.copy_in);
+	if (rc)
+		return rc;
+	b->state = ZN_RECOMPUTE_BUF_UP;
+	/* the staging buffers of p + 1 and p + 2 held p - 3 and p - 2, gone up by now */
+	for (int q = p + 1; !rc && q <= p + 2 && q < count; q++)
+		rc = zn_recompute_store_read(&lm->st, &lm->stage[q % lm->stage_n],
+					     zn_lmajor_read_id(e->n, lm->k, q));
+	return rc;
+}
+
 /* host home: boundary (l, m) just made in its slot goes down to pinned memory */
 static int slot_after(struct zn_engine *e, int l, int m)
 {
@@ -165,6 +257,8 @@ static int slot_after(struct zn_engine *e, int l, int m)
 
 	if (lm->home == ZN_TIER_DEVICE)
 		return 0;
+	if (lm->home == ZN_TIER_NVME)
+		return slot_after_nvme(e, l, m);
 	rc = zn_event_record(lm->made, e->rt.compute);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_out, lm->made);
@@ -190,11 +284,15 @@ static int boundary(struct zn_engine *e, int l, int m, float **x, int *slot)
 	}
 	lm->up_next ^= 1;
 	/* the slot's previous reader is done before the copy overwrites it */
-	rc = zn_stream_wait_event(e->rt.copy_in, lm->up_free[j]);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, lm->up_d[j],
-				     lm->bnd_h[(size_t)(l - 1) * lm->k + m], lm->x_bytes,
-				     ZN_COPY_H2D);
+	if (lm->home == ZN_TIER_NVME) {
+		rc = up_from_nvme(e, l, m, j);
+	} else {
+		rc = zn_stream_wait_event(e->rt.copy_in, lm->up_free[j]);
+		if (!rc)
+			rc = zn_memcpy_async(e->rt.copy_in, lm->up_d[j],
+					     lm->bnd_h[(size_t)(l - 1) * lm->k + m], lm->x_bytes,
+					     ZN_COPY_H2D);
+	}
 	if (!rc)
 		rc = zn_event_record(lm->up_ready[j], e->rt.copy_in);
 	if (!rc)
@@ -524,6 +622,8 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 	r.lm->up_next = 0;
 	r.lm->rd_next = 0;
 	r.lm->wr_next = 0;
+	r.lm->down_n = 0;
+	r.lm->read_n = 0;
 	for (int i = 0; i <= r.lm->k; i++)
 		r.lm->dx_of[i] = i;
 	rc = tokens_up(e, inputs_h, targets_h);
@@ -537,13 +637,15 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 		rc = forward(&r);
 	if (!rc)
 		rc = times(e, 1);
-	/* host home: every boundary down before any comes back up */
-	if (!rc && r.lm->home == ZN_TIER_HOST)
+	/* host and nvme homes: every boundary down before any comes back up */
+	if (!rc && r.lm->home != ZN_TIER_DEVICE)
 		rc = zn_event_record(r.lm->all_down, e->rt.copy_out);
-	if (!rc && r.lm->home == ZN_TIER_HOST)
+	if (!rc && r.lm->home != ZN_TIER_DEVICE)
 		rc = zn_stream_wait_event(e->rt.copy_in, r.lm->all_down);
 	if (!rc)
 		rc = turn(&r);
+	if (!rc)
+		rc = reads_begin(e);
 	if (!rc)
 		rc = backward(&r);
 	if (!rc)
