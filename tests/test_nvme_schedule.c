@@ -3,12 +3,17 @@
  * says, and the difference is exactly the parameter fetches saved: each layer read once
  * per direction instead of once per micro-batch and direction (the tied GPT-2 head twice).
  * With activation checkpoints on nvme the layer boundaries live there too: the same bits,
- * and each step writes and reads exactly the boundaries the plan counts. */
+ * and each step writes and reads exactly the boundaries the plan counts; an injected read
+ * or write error on a boundary stops the step naming the boundary and the swap file. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+
+#include <errno.h>
 
 #include "engine_recompute.h"
 #include "nvme_test_util.h"
 #include "model/lora/lora.h"
+#include "sched/engine_impl.h"
 #include "sched/lmajor.h"
 #include "sched/plan.h"
 
@@ -178,4 +183,49 @@ Test(nvme_schedule, llama_boundaries_on_nvme)
 {
 	boundary_case(true, 2, ZN_OFFLOAD_NVME);
 	boundary_case(true, 4, ZN_OFFLOAD_CPU);
+}
+
+/* GPT-2 of 6 layers, grad-accum 2, its head tied: boundaries of layers 1 .. 4 and the
+ * last layer's of micro-batch 1 on nvme (9 of 4 KiB). A step writes extents 0 .. 8
+ * (pieces 1-9), then reads 6, 7, 4, 5, 2, 3, 0, 1, 9 (pieces 10-18). */
+static void check_fault(uint64_t nth, const char *op, const char *which)
+{
+	char dir[ZN_PATH_MAX];
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc = rc_gpt2();
+	struct rc_case k = { .gas = 2, .every = 1, .home = ZN_OFFLOAD_NVME, .nvme_dir = dir,
+			     .layer_major = true };
+	struct zn_aio_stats io;
+	struct zn_step_stats st;
+	struct zn_config c;
+	struct zn_engine *e;
+	int *tok = et_tokens(5 * ET_B * ET_T, 96, 5), rc;
+
+	nvme_test_dir(dir, sizeof(dir));
+	rc_config(&c, &k);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	cr_assert_eq(zn_engine_step(e, tok, tok + 1, &st), 0, "the unfaulted step trains");
+	zn_aio_get_stats(zn_engine_ckpt_aio(e), &io);
+	cr_assert_eq(io.bytes_written, 9 * 4096, "9 boundaries written (%llu bytes)",
+		     (unsigned long long)io.bytes_written);
+	cr_assert_eq(io.bytes_read, 9 * 4096, "9 boundaries read back (%llu bytes)",
+		     (unsigned long long)io.bytes_read);
+	zn_aio_set_fault(zn_engine_ckpt_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
+	rc = zn_engine_step(e, tok + 2 * ET_B * ET_T, tok + 2 * ET_B * ET_T + 1, &st);
+	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
+	cr_assert(nvme_test_stderr_has(which, op), "the error names the boundary and the %s", op);
+	cr_assert(nvme_test_stderr_has(which, "zinc-swap-"), "the error names the swap file");
+	zn_engine_destroy(e);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_schedule, boundary_read_fault_names_the_file, .init = cr_redirect_stderr)
+{
+	check_fault(10, "nvme read of", "layer boundary 6 (input of layer 4, micro-batch 0)");
+}
+
+Test(nvme_schedule, boundary_write_fault_names_the_file, .init = cr_redirect_stderr)
+{
+	check_fault(2, "nvme write of", "layer boundary 1 (input of layer 1, micro-batch 1)");
 }
