@@ -55,7 +55,7 @@ struct zn_lmajor {
 	bool tie_other;          /* another layer ties to layer 0: layer-major refused */
 	enum zn_tier home;       /* of the boundaries: device, host or nvme */
 	uint64_t x_bytes;
-	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host: 2k forward slots */
+	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host, nvme: 2k forward slots */
 	float **bnd_h;           /* host: (n-1) k pinned */
 	struct zn_event **down;  /* host: per forward slot, its copy down */
 	struct zn_event *all_down;
@@ -118,6 +118,25 @@ int zn_lmajor_quiesce(struct zn_engine *e);
 const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e);
 /* the device buffer of layer l's input for micro-batch m in the forward (l >= 1) */
 float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
+
+/* lmajor_home.c, the step's homes (step_lm.c calls them in its order):
+ *   slot_before / slot_after   forward slot (l, m) free to overwrite; boundary (l, m) made
+ *                              (pinned: copied down; nvme: into staging, written behind)
+ *   reads_begin                nvme: the forward's writes waited, the first reads ahead
+ *   boundary / up_done         the backward's input of layer l for micro-batch m on the
+ *                              device (*slot a copy-up slot, -1 none), and its release
+ *   dx_read / dx_read_done     micro-batch m's boundary gradient to read (dx_out), release
+ *   dx_write / dx_written      where a backward writes m's new one (dx_in); it is m's now
+ * Each returns 0 or a negative code (a failed nvme read or write logged naming the file). */
+int zn_lmajor_slot_before(struct zn_engine *e, int l, int m);
+int zn_lmajor_slot_after(struct zn_engine *e, int l, int m);
+int zn_lmajor_reads_begin(struct zn_engine *e);
+int zn_lmajor_boundary(struct zn_engine *e, int l, int m, float **x, int *slot);
+int zn_lmajor_up_done(struct zn_engine *e, int slot);
+int zn_lmajor_dx_read(struct zn_engine *e, int m, float **dx, int *slot);
+int zn_lmajor_dx_read_done(struct zn_engine *e, int slot);
+int zn_lmajor_dx_write(struct zn_engine *e, float **dx, int *slot);
+int zn_lmajor_dx_written(struct zn_engine *e, int m, int slot);
 
 /* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
  * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
