@@ -36,6 +36,7 @@ struct et_run {
 	uint64_t peak_bytes; /* device peak */
 	uint64_t plan_bytes;
 	uint64_t nvme_read[16], plan_nvme_read; /* per step; the plan's figure */
+	uint64_t nvme_write[16], plan_nvme_write;
 };
 
 static inline void et_model(struct zn_gpt2_config *mc)
@@ -135,6 +136,8 @@ static inline int et_train_any(struct et_run *r, const struct zn_config *cfg,
 		r->plan_bytes = st.plan_device_bytes;
 		r->nvme_read[s] = st.nvme_read_bytes;
 		r->plan_nvme_read = st.plan_nvme_read_bytes;
+		r->nvme_write[s] = st.nvme_write_bytes;
+		r->plan_nvme_write = st.plan_nvme_write_bytes;
 	}
 	r->steps = steps;
 	n = zn_engine_layer_count(e);

@@ -4,7 +4,9 @@
 #define ZN_TESTS_NVME_TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <dirent.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -123,6 +125,28 @@ static inline int nvme_test_open(const char *dir, const char *name, uint64_t byt
 	if (bytes)
 		cr_assert_eq(fallocate(fd, 0, 0, (off_t)bytes), 0, "fallocate %s", path);
 	return fd;
+}
+
+/* Whether one line of the redirected stderr (cr_redirect_stderr; read once, on the first
+ * call) holds both a and b. */
+static inline bool nvme_test_stderr_has(const char *a, const char *b)
+{
+	static char log[1 << 16];
+	static size_t len;
+	char *line, *save, copy[sizeof(log)];
+
+	if (!len) {
+		FILE *f = cr_get_redirected_stderr();
+
+		fflush(stderr);
+		len = fread(log, 1, sizeof(log) - 1, f);
+		log[len] = 0;
+	}
+	memcpy(copy, log, len + 1);
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, a) && strstr(line, b))
+			return true;
+	return false;
 }
 
 #endif

@@ -4,7 +4,10 @@
  * with validation and from a JSON config; a layer-major run stopped and resumed saves a
  * straight run's bytes; zinc estimate prints the run's schedule line; where the boundary
  * activations fit no home auto falls back saying why and an explicit layer-major is
- * refused with the numbers; a bad value is refused naming the values. Host device. */
+ * refused with the numbers; a bad value is refused naming the values; with checkpoints on
+ * nvme the boundaries live there (the header says so), and auto puts them there where
+ * neither memory holds them and an nvme path is set, if that moves fewer nvme bytes a step
+ * (then the step's nvme bytes are the plan's). Host device. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
@@ -131,4 +134,42 @@ Test(cli_schedule, no_home_falls_back_or_is_refused)
 				     "vertical " DATA), 2, "%s", out);
 	has("layer-major");
 	has("micro-batch");
+}
+
+/* --checkpoint-device nvme: an explicit layer-major keeps the boundaries on nvme */
+Test(cli_schedule, boundaries_on_nvme)
+{
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train " OFF " --grad-accum 2 --steps 2 "
+				     "--checkpoint-device nvme --checkpoint-nvme-path %s "
+				     "--schedule layer-major " DATA, dir), 0, "%s", out);
+	has("schedule: layer-major (--schedule; the boundary activations of 2 micro-batches "
+	    "on nvme");
+}
+
+/* 64 micro-batches: the boundaries fit neither 3 MiB of device memory nor 4 MiB pinned;
+ * with every layer read from nvme for each use (--hot-layers 0) layer-major on nvme
+ * moves fewer bytes, else (its layers hot in pinned memory) micro-batch order does */
+#define NVME_AUTO TINY " --zero-stage 3 --offload-optimizer nvme --offload-param nvme " \
+	"--micro-batch 2 --grad-accum 64 --device-mem 3M --pinned-mem 4M --nvme-path %s"
+
+Test(cli_schedule, auto_boundaries_on_nvme)
+{
+	char sum[512], a[64], b[64], args[512];
+
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train " NVME_AUTO " --hot-layers 0 "
+				     "--steps 2 " DATA, dir), 0, "%s", out);
+	has("schedule: layer-major (auto: fewer parameter reads; the boundary activations of 64 "
+	    "micro-batches on nvme");
+	/* "nvme per step read N B (plan N), write M B (plan M)" */
+	zt_line(out, "summary: ", sum, sizeof(sum));
+	cr_assert_eq(sscanf(strstr(sum, "nvme per step read"), "nvme per step read %63s B (plan "
+			    "%63[0-9]", a, b), 2, "%s", sum);
+	cr_assert_str_eq(a, b, "%s", sum);
+	cr_assert_eq(sscanf(strstr(sum, ", write"), ", write %63s B (plan %63[0-9]", a, b), 2,
+		     "%s", sum);
+	cr_assert_str_eq(a, b, "%s", sum);
+	snprintf(args, sizeof(args), "estimate " NVME_AUTO, dir);
+	cr_assert_eq(zt_zinc_out(args, out, sizeof(out)), 0, "%s", out);
+	has("schedule: micro-batch (auto: with the boundary activations of 64 micro-batches on "
+	    "nvme, layer-major would move");
 }

@@ -44,26 +44,6 @@ Test(nvme_recompute, peak_within_plan_on_nvme)
 	nvme_test_rmdir(dir);
 }
 
-static bool stderr_has(const char *a, const char *b)
-{
-	static char log[1 << 16];
-	static size_t len;
-	char *line, *save, copy[sizeof(log)];
-
-	if (!len) {
-		FILE *f = cr_get_redirected_stderr();
-
-		fflush(stderr);
-		len = fread(log, 1, sizeof(log) - 1, f);
-		log[len] = 0;
-	}
-	memcpy(copy, log, len + 1);
-	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (strstr(line, a) && strstr(line, b))
-			return true;
-	return false;
-}
-
 /* GPT-2 of 6 layers, every layer: checkpoints 0 .. 3 on nvme (4 KiB each). A step writes
  * 0, 1, 2, 3 (pieces 1-4), then reads 3, 2, 1, 0 (pieces 5-8). */
 static void check_fault(uint64_t nth, const char *op, const char *which)
@@ -89,8 +69,8 @@ static void check_fault(uint64_t nth, const char *op, const char *which)
 	zn_aio_set_fault(zn_engine_ckpt_aio(e), &(struct zn_aio_fault){ .nth = nth, .err = EIO });
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
-	cr_assert(stderr_has(which, op), "the error names the checkpoint and the %s", op);
-	cr_assert(stderr_has(which, "zinc-swap-"), "the error names the swap file");
+	cr_assert(nvme_test_stderr_has(which, op), "the error names the checkpoint and the %s", op);
+	cr_assert(nvme_test_stderr_has(which, "zinc-swap-"), "the error names the swap file");
 	zn_engine_destroy(e);
 	free(tok);
 	nvme_test_rmdir(dir);

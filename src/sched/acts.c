@@ -25,6 +25,12 @@ static uint64_t x_bytes(const struct zn_engine *e)
 	return bt_of(e) * (uint64_t)e->model.ops->width(e->model.config) * 4;
 }
 
+/* the tied head runs again at the end of a layer-major backward (lmajor.h) */
+static bool tied_again(const struct zn_engine *e)
+{
+	return e->act.lm.tied && e->gas > 1;
+}
+
 /* the layer-major step's buffers (lmajor.h) */
 static void lm_bytes(const struct zn_engine *e, struct zn_lmajor_bytes *out)
 {
@@ -32,7 +38,8 @@ static void lm_bytes(const struct zn_engine *e, struct zn_lmajor_bytes *out)
 
 	zn_act_shape_of(e, &s);
 	s.on = false;
-	zn_lmajor_bytes_of(&s, e->act.lm.k, e->act.lm.home, zn_lmajor_tied_sink_bytes(e), out);
+	zn_lmajor_bytes_of(&s, e->act.lm.k, e->act.lm.home, zn_lmajor_tied_sink_bytes(e),
+			   tied_again(e), out);
 }
 
 uint64_t zn_acts_bytes(const struct zn_engine *e)
@@ -70,18 +77,25 @@ uint64_t zn_acts_nvme_bytes(const struct zn_engine *e)
 {
 	struct zn_act_shape s;
 	struct zn_act_bytes b;
+	struct zn_lmajor_bytes lb;
 
-	if (e->act.lm.on)
-		return 0;
+	if (e->act.lm.on) {
+		lm_bytes(e, &lb);
+		return lb.nvme;
+	}
 	zn_act_shape_of(e, &s);
 	zn_act_bytes_of(&s, &b);
 	return b.nvme;
 }
 
-/* the tied head runs again at the end of a layer-major backward (lmajor.h) */
-static bool tied_again(const struct zn_engine *e)
+uint64_t zn_acts_nvme_step_bytes(const struct zn_engine *e)
 {
-	return e->act.lm.tied && e->gas > 1;
+	struct zn_lmajor_bytes lb;
+
+	if (!e->act.lm.on)
+		return 0;
+	lm_bytes(e, &lb);
+	return lb.nvme_step;
 }
 
 int zn_acts_create(struct zn_engine *e)

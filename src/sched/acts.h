@@ -47,6 +47,9 @@ uint64_t zn_acts_bytes(const struct zn_engine *e);
 /* pinned host bytes of the activations (checkpoints on the host or nvme staging) */
 uint64_t zn_acts_host_bytes(const struct zn_engine *e);
 uint64_t zn_acts_nvme_bytes(const struct zn_engine *e); /* checkpoint extents on nvme */
+/* nvme bytes the step writes, and reads, of them (layer-major's boundaries on nvme; 0
+ * otherwise: activation checkpoints' I/O is not in the step's figures) */
+uint64_t zn_acts_nvme_step_bytes(const struct zn_engine *e);
 int zn_acts_create(struct zn_engine *e);
 void zn_acts_destroy(struct zn_engine *e);
 /* Copies the step's gas x B x T tokens and targets into tok_h / tgt_h (the caller's memory

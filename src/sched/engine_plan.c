@@ -36,6 +36,7 @@ int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, siz
 		.activation_bytes = act_bytes,
 		.activation_host_bytes = zn_acts_host_bytes(e),
 		.activation_nvme_bytes = zn_acts_nvme_bytes(e),
+		.activation_nvme_step_bytes = zn_acts_nvme_step_bytes(e),
 		.swap_buffer_count = c->zero.offload_optimizer.buffer_count,
 		.hot_cap = c->runtime.hot_layers < 0 ? 0 : c->runtime.hot_layers == 0 ? -1 :
 			   c->runtime.hot_layers,

@@ -1,13 +1,37 @@
 /* Layer-major gradient accumulation: buffers, use sequence and bytes (lmajor.h). The step
  * is step_lm.c; the choice of schedule is engine.c's (plan_for). */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "core/log.h"
 #include "core/size.h"
 #include "sched/engine_impl.h"
 
+bool zn_lmajor_stored(int n, int k, bool tied_again, int l, int m)
+{
+	(void)k;
+	return l <= n - 2 || (tied_again && l == n - 1 && m >= 1);
+}
+
+int zn_lmajor_stored_count(int n, int k, bool tied_again)
+{
+	return (n - 2) * k + (tied_again ? k - 1 : 0);
+}
+
+/* the backward's order: layers n-2 .. 1, micro-batches 0 .. k-1 each, then the tied
+ * head's micro-batches 1 .. k-1 */
+int zn_lmajor_read_id(int n, int k, int p)
+{
+	int l = p < (n - 2) * k ? n - 2 - p / k : n - 1;
+	int m = p < (n - 2) * k ? p % k : 1 + p - (n - 2) * k;
+
+	return (l - 1) * k + m;
+}
+
 void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
-			uint64_t tied_sink_bytes, struct zn_lmajor_bytes *out)
+			uint64_t tied_sink_bytes, bool tied_again, struct zn_lmajor_bytes *out)
 {
 	uint64_t bt = (uint64_t)s->B * (uint64_t)s->T, bnd, xa, slots, toks;
 	struct zn_act_bytes b;
@@ -28,9 +52,20 @@ void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
 	out->device = zn_size_add(out->device, tied_sink_bytes);
 	/* the fixed buffers micro-batch order has too (eval reads them) */
 	out->device = zn_size_add(out->device, b.device_fixed);
-	/* host: every boundary and every micro-batch's boundary gradient */
+	/* host: every boundary and every micro-batch's boundary gradient; nvme: the
+	 * gradients and the staging buffers, every boundary's extent, and those read again
+	 * written and read once a step */
 	out->host = home == ZN_TIER_HOST ? zn_size_mul(zn_size_add(bnd, (uint64_t)k),
 						       zn_plan_host_alloc_bytes(b.x)) : 0;
+	out->nvme = 0;
+	out->nvme_step = 0;
+	if (home == ZN_TIER_NVME) {
+		out->host = zn_size_mul((uint64_t)k + ZN_RECOMPUTE_STAGES,
+					zn_plan_host_alloc_bytes(b.x));
+		out->nvme = zn_size_mul(bnd, zn_plan_host_alloc_bytes(b.x));
+		out->nvme_step = zn_size_mul((uint64_t)zn_lmajor_stored_count(s->n, k, tied_again),
+					     zn_plan_host_alloc_bytes(b.x));
+	}
 }
 
 int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use)
@@ -77,7 +112,7 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 	struct zn_lmajor *lm = &e->act.lm;
 	int rc = 0;
 
-	lm->bnd_h = zn_size_calloc(nb, sizeof(*lm->bnd_h), "boundary pointers");
+	lm->bnd_h = zn_size_calloc(nb + 1, sizeof(*lm->bnd_h), "boundary pointers");
 	lm->down = zn_size_calloc(2 * (uint64_t)lm->k, sizeof(*lm->down), "boundary events");
 	lm->dxh = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dxh), "boundary gradients");
 	lm->dx_down = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dx_down), "gradient events");
@@ -109,6 +144,75 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 	}
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &lm->all_down);
+	return rc;
+}
+
+const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e)
+{
+	const struct zn_config *c = &e->cfg;
+
+	if (c->act_ckpt.home.nvme_path_count > 0)
+		return &c->act_ckpt.home;
+	if (c->zero.offload_optimizer.nvme_path_count > 0)
+		return &c->zero.offload_optimizer;
+	if (c->zero.offload_param.nvme_path_count > 0)
+		return &c->zero.offload_param;
+	return NULL;
+}
+
+/* "layer boundary 5 (input of layer 2, micro-batch 1)" */
+static void bnd_name(const struct zn_engine *e, int id, char *out, size_t size)
+{
+	int k = e->act.lm.k;
+
+	snprintf(out, size, "layer boundary %d (input of layer %d, micro-batch %d)", id,
+		 1 + id / k, id % k);
+}
+
+/* nvme home: the staging buffers and the store of every boundary's extent */
+static int alloc_nvme_home(struct zn_engine *e, uint64_t nb)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	const struct zn_offload_config *paths = zn_lmajor_nvme_paths(e);
+	int rc = 0;
+
+	lm->st = (struct zn_recompute_store){ .e = e, .nvme = true, .x_bytes = lm->x_bytes,
+					      .name = bnd_name };
+	lm->stage_n = ZN_RECOMPUTE_STAGES;
+	lm->stage = zn_size_calloc((uint64_t)lm->stage_n, sizeof(*lm->stage), "staging buffers");
+	if (!lm->stage)
+		return -ENOMEM;
+	for (int i = 0; !rc && i < lm->stage_n; i++) {
+		lm->stage[i].ck = -1;
+		rc = zn_tiers_halloc(e, &lm->stage[i].h, lm->x_bytes);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->stage[i].down);
+		if (!rc)
+			rc = zn_event_create(e->rt.dev, &lm->stage[i].up);
+	}
+	if (!rc && !paths) {
+		zn_error("layer-major: the layer boundaries' home is nvme but no nvme path is "
+			 "set: give --checkpoint-nvme-path DIR (or --nvme-path DIR)");
+		rc = ZN_EUSAGE;
+	}
+	if (!rc && nb > (uint64_t)INT32_MAX)
+		rc = -EOVERFLOW;
+	if (!rc)
+		rc = zn_recompute_store_open(&lm->st, e, (int)nb, paths, "bnd");
+	return rc;
+}
+
+int zn_lmajor_quiesce(struct zn_engine *e)
+{
+	struct zn_lmajor *lm = &e->act.lm;
+	int rc = 0;
+
+	for (int i = 0; lm->stage && i < lm->stage_n; i++) {
+		int x = zn_recompute_store_settle(&lm->st, &lm->stage[i]);
+
+		if (!rc)
+			rc = x;
+	}
 	return rc;
 }
 
@@ -154,8 +258,10 @@ int zn_lmajor_create(struct zn_engine *e)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < slots; i++)
 		rc = zn_tiers_dalloc(e, &lm->bnd_d[i], lm->x_bytes);
-	if (!rc && lm->home == ZN_TIER_HOST)
-		rc = alloc_host_home(e, nb);
+	if (!rc && lm->home != ZN_TIER_DEVICE)
+		rc = alloc_host_home(e, lm->home == ZN_TIER_HOST ? nb : 0);
+	if (!rc && lm->home == ZN_TIER_NVME)
+		rc = alloc_nvme_home(e, nb);
 	for (uint64_t i = 0; !rc && i <= k; i++)
 		lm->dx_of[i] = (int)i;
 	for (int i = 0; !rc && i < lm->dx_n; i++)
@@ -191,6 +297,13 @@ void zn_lmajor_destroy(struct zn_engine *e)
 	uint64_t k = (uint64_t)lm->k;
 	uint64_t slots = lm->home == ZN_TIER_DEVICE ? (uint64_t)(e->n - 1) * k : 2 * k;
 
+	zn_lmajor_quiesce(e);
+	for (int i = 0; lm->stage && i < lm->stage_n; i++) {
+		zn_event_destroy(lm->stage[i].down);
+		zn_event_destroy(lm->stage[i].up);
+	}
+	free(lm->stage); /* the buffers are views of the arena */
+	zn_recompute_store_close(&lm->st);
 	for (uint64_t i = 0; lm->bnd_d && i < slots; i++)
 		zn_device_free(e->rt.dev, lm->bnd_d[i]);
 	for (int i = 0; lm->dx_d && i < lm->dx_n; i++)

@@ -11,6 +11,19 @@
  * m and keeps micro-batch m's boundary gradient in the same home: k + 1 device buffers, or
  * k pinned buffers through two read and two write slots on the device.
  *
+ * nvme home (--gradient-checkpointing with activation_checkpointing.device nvme, or auto
+ * when neither the device nor pinned memory holds them and an nvme path is configured):
+ * the host home's device slots, with the boundaries in one swap extent each (keys
+ * ZN_SWAP_ACTIVATION (l-1) k + m, recompute.h's store: its own swap store and I/O engine)
+ * through ZN_RECOMPUTE_STAGES pinned staging buffers, as activation checkpoints on nvme
+ * go: each boundary copied down into a staging buffer, written behind (two boundaries
+ * later); the forward's last writes are waited once the turn is enqueued; the backward
+ * reads each boundary ahead (two ahead of its use) and copies it up into a copy-up slot.
+ * Only the boundaries read again go: those of layers 1 .. n-2, and the last layer's of
+ * micro-batches 1 .. k-1 when the tied head runs again (the turn reads the last layer's
+ * input from its forward slot): written once and read once per step. The k boundary
+ * gradients stay in pinned memory as in the host home.
+ *
  * A model whose last layer reads layer 0's parameters (GPT-2's tied lm_head) adds into
  * layer 0's gradient; micro-batch order adds head(m) then embedding(m) for each m, so to
  * be bit-identical the head's backward of micro-batches 1 .. k-1 runs again at the end,
@@ -29,6 +42,7 @@
 
 #include "gpu/device.h"
 #include "sched/plan.h"
+#include "sched/recompute.h"
 
 struct zn_engine;
 struct zn_use;
@@ -39,9 +53,9 @@ struct zn_lmajor {
 	int k;                   /* micro-batches */
 	bool tied;               /* the last layer ties to layer 0 (the head runs again) */
 	bool tie_other;          /* another layer ties to layer 0: layer-major refused */
-	enum zn_tier home;       /* of the boundaries: device or host */
+	enum zn_tier home;       /* of the boundaries: device, host or nvme */
 	uint64_t x_bytes;
-	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host: 2k forward slots */
+	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host, nvme: 2k forward slots */
 	float **bnd_h;           /* host: (n-1) k pinned */
 	struct zn_event **down;  /* host: per forward slot, its copy down */
 	struct zn_event *all_down;
@@ -65,6 +79,10 @@ struct zn_lmajor {
 	uint64_t head_p_bytes;
 	int *tok_d, *tgt_d, *pos_d; /* k x B x T */
 	struct zn_event *made;   /* forward: a slot's layer is done */
+	/* nvme: the store, its staging buffers, boundaries gone down and read this step */
+	struct zn_recompute_store st;
+	struct zn_recompute_buf *stage;
+	int stage_n, down_n, read_n;
 };
 
 /* The step's bytes of the layer-major buffers for k micro-batches with boundaries in home
@@ -73,9 +91,16 @@ struct zn_lmajor {
  * untied). */
 struct zn_lmajor_bytes {
 	uint64_t device, host;
+	uint64_t nvme;           /* nvme home: every boundary's extent */
+	uint64_t nvme_step;      /* nvme home: written and read once per step each */
 };
 void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
-			uint64_t tied_sink_bytes, struct zn_lmajor_bytes *out);
+			uint64_t tied_sink_bytes, bool tied_again, struct zn_lmajor_bytes *out);
+/* nvme home: boundaries that go to nvme (read again), and the p-th one the backward reads
+ * (its extent (l-1) k + m); pure */
+bool zn_lmajor_stored(int n, int k, bool tied_again, int l, int m);
+int zn_lmajor_stored_count(int n, int k, bool tied_again);
+int zn_lmajor_read_id(int n, int k, int p);
 /* the tied head's sinks (layer 0's and the last layer's gradients, rounded) or 0 */
 uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e);
 /* The use sequence (acts.h): forward 1 .. n-2, the turn n-1 (forward and backward), the
@@ -86,8 +111,32 @@ uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again);
 
 int zn_lmajor_create(struct zn_engine *e);
 void zn_lmajor_destroy(struct zn_engine *e);
+/* nvme home: every staging buffer settled (end of step, errors, destroy) */
+int zn_lmajor_quiesce(struct zn_engine *e);
+/* the nvme paths of a boundary home on nvme: the checkpoints', else the optimizer's or
+ * the parameters' offload; NULL where none is configured */
+const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e);
 /* the device buffer of layer l's input for micro-batch m in the forward (l >= 1) */
 float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
+
+/* lmajor_home.c, the step's homes (step_lm.c calls them in its order):
+ *   slot_before / slot_after   forward slot (l, m) free to overwrite; boundary (l, m) made
+ *                              (pinned: copied down; nvme: into staging, written behind)
+ *   reads_begin                nvme: the forward's writes waited, the first reads ahead
+ *   boundary / up_done         the backward's input of layer l for micro-batch m on the
+ *                              device (*slot a copy-up slot, -1 none), and its release
+ *   dx_read / dx_read_done     micro-batch m's boundary gradient to read (dx_out), release
+ *   dx_write / dx_written      where a backward writes m's new one (dx_in); it is m's now
+ * Each returns 0 or a negative code (a failed nvme read or write logged naming the file). */
+int zn_lmajor_slot_before(struct zn_engine *e, int l, int m);
+int zn_lmajor_slot_after(struct zn_engine *e, int l, int m);
+int zn_lmajor_reads_begin(struct zn_engine *e);
+int zn_lmajor_boundary(struct zn_engine *e, int l, int m, float **x, int *slot);
+int zn_lmajor_up_done(struct zn_engine *e, int slot);
+int zn_lmajor_dx_read(struct zn_engine *e, int m, float **dx, int *slot);
+int zn_lmajor_dx_read_done(struct zn_engine *e, int slot);
+int zn_lmajor_dx_write(struct zn_engine *e, float **dx, int *slot);
+int zn_lmajor_dx_written(struct zn_engine *e, int m, int slot);
 
 /* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
  * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with

@@ -31,7 +31,11 @@ static int lm_home_count(const struct zn_engine *e, enum zn_tier *homes)
 	}
 	homes[0] = ZN_TIER_DEVICE;
 	homes[1] = ZN_TIER_HOST;
-	return 2;
+	/* nvme last: where neither memory holds them and a path is configured */
+	if (!zn_lmajor_nvme_paths(e))
+		return 2;
+	homes[2] = ZN_TIER_NVME;
+	return 3;
 }
 
 static const char *tier_word(enum zn_tier t)
@@ -54,7 +58,7 @@ static int micro_batch(struct zn_engine *e, const char *why, uint64_t dev_budget
 static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size_t why_size)
 {
 	struct zn_lmajor *lm = &e->act.lm;
-	enum zn_tier homes[2];
+	enum zn_tier homes[3];
 	int nh = lm_home_count(e, homes), rc = -ENOMEM;
 
 	for (int i = 0; i < nh && rc == -ENOMEM; i++) {
@@ -65,16 +69,50 @@ static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size
 	return rc;
 }
 
+/* the nvme bytes a step writes and reads as planned (micro-batch order's activation
+ * checkpoints on nvme added: the plan does not count them) */
+static uint64_t step_io_bytes(const struct zn_engine *e)
+{
+	uint64_t b = e->plan.nvme_step_read_bytes + e->plan.nvme_step_write_bytes;
+
+	if (!e->act.lm.on && e->cfg.act_ckpt.enabled &&
+	    e->cfg.act_ckpt.home.device == ZN_OFFLOAD_NVME)
+		b += 2 * (uint64_t)e->gas * zn_acts_nvme_bytes(e);
+	return b;
+}
+
+/* auto with the boundaries on nvme: layer-major where its step moves fewer nvme bytes
+ * (the boundaries' writes and reads included) than micro-batch order's, else micro-batch
+ * order (its plan made; the line says why) */
+static int nvme_home_pays(struct zn_engine *e, uint64_t dev_budget, char *msg,
+			  size_t msg_size, bool *pays)
+{
+	uint64_t lm_io = step_io_bytes(e), mb_io;
+	char line[400];
+	int rc;
+
+	*pays = true;
+	rc = micro_batch(e, "", dev_budget, msg, msg_size);
+	mb_io = step_io_bytes(e);
+	if (!rc && mb_io <= lm_io) {
+		*pays = false;
+		snprintf(line, sizeof(line), "micro-batch (auto: with the boundary activations of "
+			 "%d micro-batches on nvme, layer-major would move %.2f MiB of nvme a step, "
+			 "micro-batch order %.2f MiB)", e->gas, (double)lm_io / 1048576.0,
+			 (double)mb_io / 1048576.0);
+		snprintf(e->sched_line, sizeof(e->sched_line), "%s", line);
+		return 0;
+	}
+	e->act.lm.on = true;
+	e->act.lm.home = ZN_TIER_NVME;
+	return zn_engine_plan_once(e, dev_budget, msg, msg_size);
+}
+
 /* why layer-major cannot run at all, or NULL */
 static const char *refusal(const struct zn_engine *e)
 {
-	enum zn_tier homes[2];
-
 	if (e->act.lm.tie_other)
 		return "a layer other than the last ties to layer 0";
-	if (lm_home_count(e, homes) == 1 && homes[0] == ZN_TIER_NVME)
-		return "activation checkpoints on nvme are not a home for the layer boundaries "
-		       "yet (use activation_checkpointing.device cpu or device)";
 	return NULL;
 }
 
@@ -118,6 +156,13 @@ int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t m
 	if (want == ZN_SCHEDULE_AUTO && !lm_moves_fewer(e))
 		return micro_batch(e, "auto: every parameter stays on the device, layer-major "
 				   "would move no fewer bytes", dev_budget, msg, msg_size);
+	if (want == ZN_SCHEDULE_AUTO && e->act.lm.home == ZN_TIER_NVME) {
+		bool pays;
+
+		rc = nvme_home_pays(e, dev_budget, msg, msg_size, &pays);
+		if (rc || !pays)
+			return rc;
+	}
 	snprintf(e->sched_line, sizeof(e->sched_line), "layer-major (%s; the boundary "
 		 "activations of %d micro-batches %s%s)",
 		 want == ZN_SCHEDULE_AUTO ? "auto: fewer parameter reads" : "--schedule", e->gas,

@@ -451,6 +451,10 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 				      out->host_frozen_bytes);
 	out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
 						out->frozen_step_read_bytes);
+	out->nvme_step_read_bytes = zn_size_add(out->nvme_step_read_bytes,
+						in->activation_nvme_step_bytes);
+	out->nvme_step_write_bytes = zn_size_add(out->nvme_step_write_bytes,
+						 in->activation_nvme_step_bytes);
 	return 0;
 }
 

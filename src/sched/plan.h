@@ -220,6 +220,9 @@ struct zn_engine_plan_input {
 	uint64_t activation_bytes;   /* device bytes of activations, scratch, tokens, losses */
 	uint64_t activation_host_bytes; /* pinned bytes of activation checkpoints (host, nvme) */
 	uint64_t activation_nvme_bytes; /* swap extents of activation checkpoints (nvme) */
+	/* nvme bytes the step writes, and reads, of activations (layer-major's boundaries on
+	 * nvme: each written and read once); added to nvme_step_read_bytes and _write_bytes */
+	uint64_t activation_nvme_step_bytes;
 	/* nvme tiers (ignored otherwise) */
 	int swap_buffer_count;       /* optimizer-step staging buffers (at least 2 are used) */
 	int hot_cap;                 /* hot layers 1 .. H at most (0: no cap; < 0: none) */
@@ -291,8 +294,10 @@ struct zn_engine_plan {
 	uint64_t nvme_act_bytes;     /* extents of the activation checkpoints (per rank) */
 	uint64_t nvme_optim_path_bytes; /* file size on each offload_optimizer path */
 	uint64_t nvme_param_path_bytes; /* file size on each offload_param path */
-	uint64_t nvme_step_read_bytes;  /* per rank and step: AdamW's state reads + fetches */
-	uint64_t nvme_step_write_bytes; /* per rank and step: AdamW's state (+ param) writes */
+	uint64_t nvme_step_read_bytes;  /* per rank and step: AdamW's state reads + fetches
+					 * (+ activation reads) */
+	uint64_t nvme_step_write_bytes; /* per rank and step: AdamW's state (+ param) writes
+					 * (+ activation writes) */
 	/* frozen parameters (zn_plan_frozen, frozen_plan.c; docs/lora.md) */
 	bool frozen;                 /* some layer has frozen parameters */
 	enum zn_tier frozen_home;    /* pl.params: device, or with offload_param host / nvme */

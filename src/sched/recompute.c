@@ -230,32 +230,11 @@ void zn_recompute_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 
 /* ---- create and destroy ---------------------------------------------------------------- */
 
-static int make_store(struct zn_engine *e)
+/* "activation checkpoint 3 (input of layer 4)" */
+static void ck_name(const struct zn_engine *e, int c, char *out, size_t size)
 {
-	struct zn_recompute *ck = &e->act.rec;
-	struct zn_swap_extent *ext = calloc((size_t)(ck->runs - 1), sizeof(*ext));
-	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext,
-				     .extent_count = (size_t)(ck->runs - 1),
-				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
-	char run_id[ZN_RUN_ID_MAX + 40];
-	int rc;
-
-	if (!ext)
-		return -ENOMEM;
-	for (int c = 0; c < ck->runs - 1; c++)
-		ext[c] = (struct zn_swap_extent){ { ZN_SWAP_ACTIVATION, c, e->rt.rank },
-						  zn_plan_host_alloc_bytes(ck->x_bytes), 0 };
-	if (e->cfg.runtime.run_id[0])
-		snprintf(run_id, sizeof(run_id), "%s-acts", e->cfg.runtime.run_id);
-	else
-		snprintf(run_id, sizeof(run_id), "p%ld-acts", (long)getpid());
-	sc.run_id = run_id;
-	zn_swap_config_set_paths(&sc, &e->cfg.act_ckpt.home);
-	rc = zn_aio_create(&ck->aio, &e->cfg.aio);
-	if (!rc)
-		rc = zn_swap_create(&ck->swap, ck->aio, &sc);
-	free(ext);
-	return rc;
+	snprintf(out, size, "activation checkpoint %d (input of layer %d)", c,
+		 zn_recompute_run_first(e, c));
 }
 
 static uint64_t without_bytes(const struct zn_act_shape *s)
@@ -315,8 +294,11 @@ int zn_recompute_create(struct zn_engine *e)
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &ck->buf[i].up);
 	}
+	ck->st = (struct zn_recompute_store){ .e = e, .nvme = ck->home == ZN_TIER_NVME,
+					      .x_bytes = ck->x_bytes, .name = ck_name };
 	if (!rc && ck->home == ZN_TIER_NVME && ck->runs > 1)
-		rc = make_store(e);
+		rc = zn_recompute_store_open(&ck->st, e, ck->runs - 1, &e->cfg.act_ckpt.home,
+					     "acts");
 	if (!rc)
 		zn_info("activation checkpointing: %d runs of %d layers, checkpoints on %s; "
 			"activations %.1f MiB on the device (%.1f MiB without), %.1f MiB pinned, "
@@ -354,12 +336,11 @@ void zn_recompute_destroy(struct zn_engine *e)
 	free(ck->run_x_d);
 	free(ck->run_acts_d);
 	free(ck->buf);
-	zn_swap_destroy(ck->swap);
-	zn_aio_destroy(ck->aio);
+	zn_recompute_store_close(&ck->st);
 	*ck = (struct zn_recompute){ 0 };
 }
 
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
 {
-	return e->act.rec.aio;
+	return e->act.lm.on ? e->act.lm.st.aio : e->act.rec.st.aio;
 }

@@ -27,6 +27,7 @@
 #define ZN_SCHED_RECOMPUTE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gpu/device.h"
@@ -64,6 +65,22 @@ struct zn_recompute_buf {
 	struct zn_swap_req req;
 };
 
+/* A store of pinned staging buffers written to and read from one swap extent per id
+ * (ZN_SWAP_ACTIVATION keys 0 .. count-1, its own swap store and I/O engine), shared by the
+ * activation checkpoints on nvme and layer-major's boundaries on nvme (lmajor.h). The
+ * caller enqueues the copies down and up and records b->down and b->up; the store writes,
+ * reads and settles. A failed read or write logs the item (name) and the swap file. With
+ * nvme false (host home) settling only waits the copies. */
+struct zn_recompute_store {
+	struct zn_engine *e;
+	bool nvme;
+	uint64_t x_bytes;        /* one item (its extent: rounded as the arena rounds) */
+	struct zn_aio *aio;
+	struct zn_swap *swap;
+	/* writes what item id is for an error ("activation checkpoint 3 (input of layer 4)") */
+	void (*name)(const struct zn_engine *e, int id, char *out, size_t size);
+};
+
 struct zn_recompute {
 	bool on;
 	int every;               /* K */
@@ -79,8 +96,7 @@ struct zn_recompute {
 	struct zn_event *slot_free[2]; /* slot's last reader is done */
 	struct zn_recompute_buf *buf;    /* host: R - 1; nvme: ZN_RECOMPUTE_STAGES */
 	int buf_n;
-	struct zn_aio *aio;      /* nvme */
-	struct zn_swap *swap;
+	struct zn_recompute_store st; /* its aio and swap: nvme only */
 };
 
 /* Sums over the layers that size the activation buffers (unrounded bytes unless said). */
@@ -153,6 +169,19 @@ int zn_recompute_run_of(const struct zn_engine *e, int l);
 int zn_recompute_run_first(const struct zn_engine *e, int r);
 int zn_recompute_run_last(const struct zn_engine *e, int r);
 float *zn_recompute_x(struct zn_engine *e, int c);
+/* The store (recompute_home.c): open creates its aio and swap for count items of x_bytes
+ * on the paths of off (run id suffixed by what); close accepts a half-opened store. */
+int zn_recompute_store_open(struct zn_recompute_store *st, struct zn_engine *e, int count,
+			    const struct zn_offload_config *off, const char *what);
+void zn_recompute_store_close(struct zn_recompute_store *st);
+/* buffer b's copy down is written to item b->ck's extent (waits the copy first) */
+int zn_recompute_store_write(struct zn_recompute_store *st, struct zn_recompute_buf *b);
+/* brings b to FREE, waiting whatever it is doing (a copy down is written first on nvme) */
+int zn_recompute_store_settle(struct zn_recompute_store *st, struct zn_recompute_buf *b);
+/* starts reading item id into b (settled first) unless b is reading it already */
+int zn_recompute_store_read(struct zn_recompute_store *st, struct zn_recompute_buf *b, int id);
+/* waits b's read (b FREE after it, its data in b->h) */
+int zn_recompute_store_wait_read(struct zn_recompute_store *st, struct zn_recompute_buf *b);
 /* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
 

@@ -1,7 +1,11 @@
 /* Activation checkpoints' homes (recompute.h): which run a layer is in and where checkpoint
  * c lives on the device; on the host or nvme, copies down during the forward, nvme writes
- * behind and reads ahead, copies up one run ahead of each recompute. */
+ * behind and reads ahead, copies up one run ahead of each recompute. The nvme store
+ * (staging buffers written to and read from swap extents) is layer-major's too (lmajor.h). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
@@ -39,48 +43,126 @@ static int ckbuf_of(const struct zn_engine *e, int c)
 	return e->act.rec.home == ZN_TIER_HOST ? c : c % e->act.rec.buf_n;
 }
 
-static int io_fail(struct zn_engine *e, struct zn_recompute_buf *b, const char *what, int rc)
+/* ---- the store: staging buffers and their swap extents ------------------------------- */
+
+static int io_fail(struct zn_recompute_store *st, struct zn_recompute_buf *b, const char *what,
+		   int rc)
 {
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, st->e->rt.rank };
 	uint64_t off = 0;
 	int path = 0;
+	char name[128];
 
-	zn_swap_locate(e->act.rec.swap, key, 0, &path, &off);
-	zn_error("activation checkpoint %d (input of layer %d): nvme %s of %s failed: %s", b->ck,
-		 zn_recompute_run_first(e, b->ck), what, zn_swap_file(e->act.rec.swap, path), zn_strerror(rc));
+	st->name(st->e, b->ck, name, sizeof(name));
+	zn_swap_locate(st->swap, key, 0, &path, &off);
+	zn_error("%s: nvme %s of %s failed: %s", name, what, zn_swap_file(st->swap, path),
+		 zn_strerror(rc));
 	return rc;
 }
 
-static int ckbuf_write(struct zn_engine *e, struct zn_recompute_buf *b)
+int zn_recompute_store_write(struct zn_recompute_store *st, struct zn_recompute_buf *b)
 {
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, e->rt.rank };
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, st->e->rt.rank };
 	int rc = zn_event_synchronize(b->down);
 
 	if (!rc)
-		rc = zn_swap_write(e->act.rec.swap, key, 0, zn_plan_host_alloc_bytes(e->act.rec.x_bytes),
-				   b->h, &b->req);
+		rc = zn_swap_write(st->swap, key, 0, zn_plan_host_alloc_bytes(st->x_bytes), b->h,
+				   &b->req);
 	if (rc)
-		return io_fail(e, b, "write", rc);
+		return io_fail(st, b, "write", rc);
 	b->state = ZN_RECOMPUTE_BUF_WRITING;
 	return 0;
 }
 
-/* Brings buffer b to FREE, waiting whatever it is doing (a copy down is written first). */
-static int ckbuf_settle(struct zn_engine *e, struct zn_recompute_buf *b)
+int zn_recompute_store_settle(struct zn_recompute_store *st, struct zn_recompute_buf *b)
 {
 	int rc = 0;
 
 	if (b->state == ZN_RECOMPUTE_BUF_DOWN)
-		rc = e->act.rec.home == ZN_TIER_NVME ? ckbuf_write(e, b) : zn_event_synchronize(b->down);
+		rc = st->nvme ? zn_recompute_store_write(st, b) : zn_event_synchronize(b->down);
 	if (!rc && (b->state == ZN_RECOMPUTE_BUF_WRITING || b->state == ZN_RECOMPUTE_BUF_READING)) {
 		rc = zn_swap_wait(&b->req);
 		if (rc)
-			rc = io_fail(e, b, b->state == ZN_RECOMPUTE_BUF_WRITING ? "write" : "read", rc);
+			rc = io_fail(st, b, b->state == ZN_RECOMPUTE_BUF_WRITING ? "write" : "read", rc);
 	}
 	if (!rc && b->state == ZN_RECOMPUTE_BUF_UP)
 		rc = zn_event_synchronize(b->up);
 	b->state = ZN_RECOMPUTE_BUF_FREE;
 	return rc;
+}
+
+int zn_recompute_store_read(struct zn_recompute_store *st, struct zn_recompute_buf *b, int id)
+{
+	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, id, st->e->rt.rank };
+	int rc;
+
+	if (b->ck == id && b->state == ZN_RECOMPUTE_BUF_READING)
+		return 0;
+	rc = zn_recompute_store_settle(st, b);
+	if (rc)
+		return rc;
+	b->ck = id;
+	rc = zn_swap_read(st->swap, key, 0, zn_plan_host_alloc_bytes(st->x_bytes), b->h, &b->req);
+	if (rc)
+		return io_fail(st, b, "read", rc);
+	b->state = ZN_RECOMPUTE_BUF_READING;
+	return 0;
+}
+
+int zn_recompute_store_wait_read(struct zn_recompute_store *st, struct zn_recompute_buf *b)
+{
+	int rc = zn_swap_wait(&b->req);
+
+	b->state = ZN_RECOMPUTE_BUF_FREE;
+	return rc ? io_fail(st, b, "read", rc) : 0;
+}
+
+int zn_recompute_store_open(struct zn_recompute_store *st, struct zn_engine *e, int count,
+			    const struct zn_offload_config *off, const char *what)
+{
+	struct zn_swap_extent *ext = calloc((size_t)count, sizeof(*ext));
+	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext,
+				     .extent_count = (size_t)count,
+				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
+	char run_id[ZN_RUN_ID_MAX + 40];
+	int rc;
+
+	if (!ext)
+		return -ENOMEM;
+	for (int c = 0; c < count; c++)
+		ext[c] = (struct zn_swap_extent){ { ZN_SWAP_ACTIVATION, c, e->rt.rank },
+						  zn_plan_host_alloc_bytes(st->x_bytes), 0 };
+	if (e->cfg.runtime.run_id[0])
+		snprintf(run_id, sizeof(run_id), "%s-%s", e->cfg.runtime.run_id, what);
+	else
+		snprintf(run_id, sizeof(run_id), "p%ld-%s", (long)getpid(), what);
+	sc.run_id = run_id;
+	zn_swap_config_set_paths(&sc, off);
+	rc = zn_aio_create(&st->aio, &e->cfg.aio);
+	if (!rc)
+		rc = zn_swap_create(&st->swap, st->aio, &sc);
+	free(ext);
+	return rc;
+}
+
+void zn_recompute_store_close(struct zn_recompute_store *st)
+{
+	zn_swap_destroy(st->swap);
+	zn_aio_destroy(st->aio);
+	st->swap = NULL;
+	st->aio = NULL;
+}
+
+/* ---- activation checkpoints' homes ---------------------------------------------------- */
+
+static int ckbuf_write(struct zn_engine *e, struct zn_recompute_buf *b)
+{
+	return zn_recompute_store_write(&e->act.rec.st, b);
+}
+
+static int ckbuf_settle(struct zn_engine *e, struct zn_recompute_buf *b)
+{
+	return zn_recompute_store_settle(&e->act.rec.st, b);
 }
 
 /* the checkpoint layer l makes in its forward, or -1 */
@@ -160,21 +242,10 @@ int zn_recompute_fwd_end(struct zn_engine *e)
 static int read_ahead(struct zn_engine *e, int c)
 {
 	struct zn_recompute *ck = &e->act.rec;
-	struct zn_recompute_buf *b = &ck->buf[ckbuf_of(e, c)];
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, c, e->rt.rank };
-	int rc;
 
-	if (ck->home != ZN_TIER_NVME || c < 0 || (b->ck == c && b->state == ZN_RECOMPUTE_BUF_READING))
+	if (ck->home != ZN_TIER_NVME || c < 0)
 		return 0;
-	rc = ckbuf_settle(e, b);
-	if (rc)
-		return rc;
-	b->ck = c;
-	rc = zn_swap_read(ck->swap, key, 0, zn_plan_host_alloc_bytes(ck->x_bytes), b->h, &b->req);
-	if (rc)
-		return io_fail(e, b, "read", rc);
-	b->state = ZN_RECOMPUTE_BUF_READING;
-	return 0;
+	return zn_recompute_store_read(&ck->st, &ck->buf[ckbuf_of(e, c)], c);
 }
 
 /* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
@@ -184,12 +255,8 @@ static int bring_up(struct zn_engine *e, int c)
 	struct zn_recompute_buf *b = &ck->buf[ckbuf_of(e, c)];
 	int rc = read_ahead(e, c);
 
-	if (!rc && ck->home == ZN_TIER_NVME) {
-		rc = zn_swap_wait(&b->req);
-		b->state = ZN_RECOMPUTE_BUF_FREE;
-		if (rc)
-			return io_fail(e, b, "read", rc);
-	}
+	if (!rc && ck->home == ZN_TIER_NVME)
+		rc = zn_recompute_store_wait_read(&ck->st, b);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_in, ck->slot_free[c % 2]);
 	if (!rc)

@@ -334,7 +334,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		       const int *pos_h, struct zn_step_stats *st)
 {
 	double t0 = zn_runtime_now_ms();
-	struct zn_aio_stats io0 = { 0 }, io1 = { 0 };
+	struct zn_aio_stats io0 = { 0 }, io1 = { 0 }, bd0 = { 0 }, bd1 = { 0 };
 	uint64_t h2d0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D);
 	uint64_t d2h0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H);
 	uint64_t frozen0 = e->fz.bytes_read;
@@ -346,6 +346,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	e->rt.wait_ms = 0.0;
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io0);
+	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
+	if (e->act.lm.st.aio)
+		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
 	zn_optim_begin(e);
 	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
 	rc = zn_tracer_step_begin(e);
@@ -399,6 +402,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		r = zn_recompute_quiesce(e);
 		if (!rc)
 			rc = r;
+		r = zn_lmajor_quiesce(e);
+		if (!rc)
+			rc = r;
 	}
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
@@ -442,8 +448,12 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io1);
-	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read + (e->fz.bytes_read - frozen0);
-	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted;
+	if (e->act.lm.st.aio)
+		zn_aio_get_stats(e->act.lm.st.aio, &bd1);
+	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read + (e->fz.bytes_read - frozen0) +
+			      (bd1.bytes_read - bd0.bytes_read);
+	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted +
+			       (bd1.bytes_write_submitted - bd0.bytes_write_submitted);
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	st->plan_nvme_first_read_bytes = e->plan.frozen_first_read_bytes;

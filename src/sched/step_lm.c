@@ -7,6 +7,8 @@
  * layer's gradient is reduced micro-batch by micro-batch in micro-batch order, through
  * step.c's zn_step_reduce_update, so the optimizer starts on a layer once its k-th
  * backward is done and every sum is the one micro-batch order makes (bit-identical).
+ * The boundaries' homes (lmajor.h): the device, pinned memory, or nvme through the
+ * activation checkpoints' store (recompute.h), their copies in lmajor_home.c.
  */
 #include "sched/engine_impl.h"
 #include "sched/step_impl.h"
@@ -44,89 +46,6 @@ static void io_of(struct lm_run *r, int l, int m, const float *p, const float *f
 		a->io.acts = r->lm->acts_d;
 }
 
-static float *dx_of(struct zn_lmajor *lm, int m)
-{
-	return lm->dx_d[lm->dx_of[m]];
-}
-
-/* The device buffer micro-batch m's boundary gradient is read from (a backward's dx_out):
- * the device home's, or a read slot (*slot, released by dx_read_done) it is copied up
- * into once its last copy down is in. */
-static int dx_read(struct zn_engine *e, int m, float **dx, int *slot)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	int j = lm->rd_next, rc;
-
-	*slot = -1;
-	if (lm->home == ZN_TIER_DEVICE) {
-		*dx = dx_of(lm, m);
-		return 0;
-	}
-	lm->rd_next ^= 1;
-	/* the slot's previous reader done, and this gradient's last copy down */
-	rc = zn_stream_wait_event(e->rt.copy_in, lm->rd_free[j]);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_in, lm->dx_down[m]);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, lm->dx_d[j], lm->dxh[m], lm->x_bytes,
-				     ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(lm->rd_ready[j], e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, lm->rd_ready[j]);
-	*dx = lm->dx_d[j];
-	*slot = j;
-	return rc;
-}
-
-static int dx_read_done(struct zn_engine *e, int slot)
-{
-	return slot < 0 ? 0 : zn_event_record(e->act.lm.rd_free[slot], e->rt.compute);
-}
-
-/* where a backward writes a micro-batch's new boundary gradient (dx_in): the device
- * home's spare, or a write slot (*slot) whose previous copy down is done */
-static int dx_write(struct zn_engine *e, float **dx, int *slot)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	int j = lm->wr_next;
-
-	*slot = -1;
-	if (lm->home == ZN_TIER_DEVICE) {
-		*dx = dx_of(lm, lm->k);
-		return 0;
-	}
-	lm->wr_next ^= 1;
-	*dx = lm->dx_d[2 + j];
-	*slot = j;
-	return zn_stream_wait_event(e->rt.compute, lm->wr_free[j]);
-}
-
-/* the backward that wrote it enqueued: that buffer is micro-batch m's gradient now (the
- * device home's spare swapped in; host: copied down on the copy-out stream) */
-static int dx_written(struct zn_engine *e, int m, int slot)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	int t = lm->dx_of[m], rc;
-
-	if (lm->home == ZN_TIER_DEVICE) {
-		lm->dx_of[m] = lm->dx_of[lm->k];
-		lm->dx_of[lm->k] = t;
-		return 0;
-	}
-	rc = zn_event_record(lm->dx_made, e->rt.compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_out, lm->dx_made);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, lm->dxh[m], lm->dx_d[2 + slot], lm->x_bytes,
-				     ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(lm->wr_free[slot], e->rt.copy_out);
-	if (!rc)
-		rc = zn_event_record(lm->dx_down[m], e->rt.copy_out);
-	return rc;
-}
-
 /* every micro-batch's tokens, targets (and positions) up; the compute waits for them (the
  * previous step drained every stream) */
 static int tokens_up(struct zn_engine *e, const int *inputs_h, const int *targets_h)
@@ -145,68 +64,6 @@ static int tokens_up(struct zn_engine *e, const int *inputs_h, const int *target
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
 	return rc;
-}
-
-/* host home: forward slot (l, m) free to overwrite once its previous boundary is down */
-static int slot_before(struct zn_engine *e, int l, int m)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-
-	if (lm->home == ZN_TIER_DEVICE)
-		return 0;
-	return zn_stream_wait_event(e->rt.compute, lm->down[(l % 2) * lm->k + m]);
-}
-
-/* host home: boundary (l, m) just made in its slot goes down to pinned memory */
-static int slot_after(struct zn_engine *e, int l, int m)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	int rc;
-
-	if (lm->home == ZN_TIER_DEVICE)
-		return 0;
-	rc = zn_event_record(lm->made, e->rt.compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_out, lm->made);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, lm->bnd_h[(size_t)(l - 1) * lm->k + m],
-				     zn_lmajor_fwd_x(e, l, m), lm->x_bytes, ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(lm->down[(l % 2) * lm->k + m], e->rt.copy_out);
-	return rc;
-}
-
-/* The input of layer l for micro-batch m on the device for its backward: the device home's
- * buffer, or a copy-up slot (*slot, released by up_done) filled from pinned memory. */
-static int boundary(struct zn_engine *e, int l, int m, float **x, int *slot)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	int j = lm->up_next, rc;
-
-	*slot = -1;
-	if (lm->home == ZN_TIER_DEVICE) {
-		*x = zn_lmajor_fwd_x(e, l, m);
-		return 0;
-	}
-	lm->up_next ^= 1;
-	/* the slot's previous reader is done before the copy overwrites it */
-	rc = zn_stream_wait_event(e->rt.copy_in, lm->up_free[j]);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, lm->up_d[j],
-				     lm->bnd_h[(size_t)(l - 1) * lm->k + m], lm->x_bytes,
-				     ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(lm->up_ready[j], e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, lm->up_ready[j]);
-	*x = lm->up_d[j];
-	*slot = j;
-	return rc;
-}
-
-static int up_done(struct zn_engine *e, int slot)
-{
-	return slot < 0 ? 0 : zn_event_record(e->act.lm.up_free[slot], e->rt.compute);
 }
 
 /* reduction of (l, m); a shard of micro-batch m >= 2 received on the host needs the
@@ -231,11 +88,11 @@ static int forward0(struct lm_run *r)
 	for (int m = 0; !rc && m < r->lm->k; m++) {
 		io_of(r, 0, m, r->p0, r->f0, &a);
 		a.io.x_out = zn_lmajor_fwd_x(r->e, 1, m);
-		rc = slot_before(r->e, 1, m);
+		rc = zn_lmajor_slot_before(r->e, 1, m);
 		if (!rc)
 			rc = zn_step_launch(r->e, true, 0, &a);
 		if (!rc)
-			rc = slot_after(r->e, 1, m);
+			rc = zn_lmajor_slot_after(r->e, 1, m);
 	}
 	return rc;
 }
@@ -259,11 +116,11 @@ static int forward(struct lm_run *r)
 			io_of(r, l, m, p, f, &a);
 			a.io.x_in = zn_lmajor_fwd_x(e, l, m);
 			a.io.x_out = zn_lmajor_fwd_x(e, l + 1, m);
-			rc = slot_before(e, l + 1, m);
+			rc = zn_lmajor_slot_before(e, l + 1, m);
 			if (!rc)
 				rc = zn_step_launch(e, true, l, &a);
 			if (!rc)
-				rc = slot_after(e, l + 1, m);
+				rc = zn_lmajor_slot_after(e, l + 1, m);
 		}
 		if (!rc)
 			rc = zn_fetch_release(e, l - 1);
@@ -344,11 +201,11 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 		if (!rc)
-			rc = dx_write(e, &dx, &ws);
+			rc = zn_lmajor_dx_write(e, &dx, &ws);
 		if (!rc)
 			rc = head_backward(r, m, p, f, a.io.x_in, dx, true, m == 0 || !r->again);
 		if (!rc)
-			rc = dx_written(e, m, ws);
+			rc = zn_lmajor_dx_written(e, m, ws);
 		if (!rc && m == k - 1)
 			rc = zn_fetch_release(e, item);
 		if (!rc && m == k - 1)
@@ -367,7 +224,7 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	float *x, *dxo;
 	int slot, rs, ws, rc;
 
-	rc = boundary(e, l, m, &x, &slot);
+	rc = zn_lmajor_boundary(e, l, m, &x, &slot);
 	io_of(r, l, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.x_out = r->lm->x_sink_d;
@@ -385,18 +242,18 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	a.io.dloss_scale = r->scale;
 	a.io.grads = zn_reduce_grad_full(e, l, r->b);
 	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
-	rc = dx_read(e, m, &dxo, &rs);
+	rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 	if (!rc)
-		rc = dx_write(e, &a.io.dx_in, &ws);
+		rc = zn_lmajor_dx_write(e, &a.io.dx_in, &ws);
 	a.io.dx_out = dxo;
 	if (!rc)
 		rc = zn_step_launch(e, false, l, &a);
 	if (!rc)
-		rc = dx_read_done(e, rs);
+		rc = zn_lmajor_dx_read_done(e, rs);
 	if (!rc)
-		rc = dx_written(e, m, ws);
+		rc = zn_lmajor_dx_written(e, m, ws);
 	if (!rc)
-		rc = up_done(e, slot);
+		rc = zn_lmajor_up_done(e, slot);
 	return rc;
 }
 
@@ -439,7 +296,7 @@ static int head_again(struct lm_run *r, int m, const float *f)
 	struct zn_layer_call a;
 	float *x;
 
-	rc = boundary(e, n - 1, m, &x, &slot);
+	rc = zn_lmajor_boundary(e, n - 1, m, &x, &slot);
 	io_of(r, n - 1, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.losses = r->lm->loss_sink_d;
@@ -449,7 +306,7 @@ static int head_again(struct lm_run *r, int m, const float *f)
 	if (!rc)
 		rc = head_backward(r, m, p, f, x, r->lm->x_sink_d, false, true);
 	if (!rc)
-		rc = up_done(e, slot);
+		rc = zn_lmajor_up_done(e, slot);
 	return rc;
 }
 
@@ -485,12 +342,12 @@ static int backward0(struct lm_run *r)
 		io_of(r, 0, m, r->p0, r->f0, &a);
 		a.io.grads = zn_reduce_grad_full(e, 0, 0);
 		a.io.dloss_scale = r->scale;
-		rc = dx_read(e, m, &dxo, &rs);
+		rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 		a.io.dx_out = dxo;
 		if (!rc)
 			rc = zn_step_launch(e, false, 0, &a);
 		if (!rc)
-			rc = dx_read_done(e, rs);
+			rc = zn_lmajor_dx_read_done(e, rs);
 		if (!rc && m == k - 1)
 			rc = zn_event_record(e->act.tok_free, e->rt.compute);
 		if (!rc && m == k - 1)
@@ -524,6 +381,8 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 	r.lm->up_next = 0;
 	r.lm->rd_next = 0;
 	r.lm->wr_next = 0;
+	r.lm->down_n = 0;
+	r.lm->read_n = 0;
 	for (int i = 0; i <= r.lm->k; i++)
 		r.lm->dx_of[i] = i;
 	rc = tokens_up(e, inputs_h, targets_h);
@@ -537,13 +396,15 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 		rc = forward(&r);
 	if (!rc)
 		rc = times(e, 1);
-	/* host home: every boundary down before any comes back up */
-	if (!rc && r.lm->home == ZN_TIER_HOST)
+	/* host and nvme homes: every boundary down before any comes back up */
+	if (!rc && r.lm->home != ZN_TIER_DEVICE)
 		rc = zn_event_record(r.lm->all_down, e->rt.copy_out);
-	if (!rc && r.lm->home == ZN_TIER_HOST)
+	if (!rc && r.lm->home != ZN_TIER_DEVICE)
 		rc = zn_stream_wait_event(e->rt.copy_in, r.lm->all_down);
 	if (!rc)
 		rc = turn(&r);
+	if (!rc)
+		rc = zn_lmajor_reads_begin(e);
 	if (!rc)
 		rc = backward(&r);
 	if (!rc)
