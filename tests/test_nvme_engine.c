@@ -287,6 +287,44 @@ static void check_hot(bool bf16)
 	nvme_test_rmdir(dir);
 }
 
+/* Layer-major with GPT-2's tied head fetches the last layer once more at the end of the
+ * backward; with the gradient shards landing late (ZINC_TEST_LATE_EARLY_ADAMW: every early
+ * AdamW at layer 1's reduction), that fetch's read is submitted before the last layer's
+ * AdamW writes its extent. The write waits for the read: before, the read then failed
+ * its checksum ("checksum mismatch reading swap extent (param, layer 5") and the step. */
+Test(nvme_engine, a_read_submitted_before_its_extent_is_written_is_waited_for)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_gpt2_config mc;
+	struct zn_config c;
+	struct et_run cpu, nv;
+	int *tok = stream_for(ET_STEPS, 2);
+
+	et_model(&mc);
+	mc.layers = 4; /* 6 engine layers, the last tied to layer 0 */
+	zn_gpt2_config_validate(&mc);
+	nvme_test_dir(dir, sizeof(dir));
+	et_config(&c, 3, ZN_OFFLOAD_CPU, ET_B, 2);
+	c.runtime.schedule = ZN_SCHEDULE_LAYER_MAJOR;
+	c.runtime.prefetch_depth = 1;
+	c.runtime.hot_layers = 0;
+	cr_assert_eq(et_train_model(&cpu, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	c.zero.offload_optimizer.device = ZN_OFFLOAD_NVME;
+	c.zero.offload_param.device = ZN_OFFLOAD_NVME;
+	set_paths(&c, dirs, 1);
+	setenv("ZINC_TEST_LATE_EARLY_ADAMW", "1", 1);
+	cr_assert_eq(et_train_model(&nv, &c, &mc, ZN_COMM_SINGLE, tok, ET_STEPS), 0);
+	unsetenv("ZINC_TEST_LATE_EARLY_ADAMW");
+	assert_identical("late early AdamW", &cpu, &nv);
+	for (int s = 0; s < ET_STEPS; s++)
+		cr_assert_eq(nv.nvme_read[s], nv.plan_nvme_read, "step %d", s + 1);
+	et_run_free(&nv);
+	et_run_free(&cpu);
+	free(tok);
+	nvme_test_rmdir(dir);
+}
+
 Test(nvme_engine, hot_layers_at_every_prefetch_depth_equal_cpu_offload)
 {
 	check_hot(false);

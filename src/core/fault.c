@@ -20,6 +20,7 @@ static const char *const names[ZN_FAULT_COUNT] = {
 	[ZN_FAULT_SIGTERM_AT] = "ZINC_TEST_SIGTERM_AT",
 	[ZN_FAULT_NO_GNUPLOT] = "ZINC_NO_GNUPLOT",
 	[ZN_FAULT_FA2_ONE_STAGE] = "ZINC_TEST_FA2_ONE_STAGE",
+	[ZN_FAULT_LATE_EARLY_ADAMW] = "ZINC_TEST_LATE_EARLY_ADAMW",
 };
 
 const char *zn_fault_name(enum zn_fault f)

@@ -43,6 +43,7 @@ enum zn_fault {
 	ZN_FAULT_SIGTERM_AT,          /* ZINC_TEST_SIGTERM_AT=STEP: SIGTERM after that step */
 	ZN_FAULT_NO_GNUPLOT,          /* ZINC_NO_GNUPLOT=1: bench step acts as if gnuplot is missing */
 	ZN_FAULT_FA2_ONE_STAGE,       /* ZINC_TEST_FA2_ONE_STAGE=1: FlashAttention-2 single-buffered */
+	ZN_FAULT_LATE_EARLY_ADAMW,    /* ZINC_TEST_LATE_EARLY_ADAMW=1: early AdamW from layer 1 on */
 	ZN_FAULT_COUNT
 };
 

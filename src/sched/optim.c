@@ -231,6 +231,9 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	    e->cfg.precision.fp16 || e->plan.pl.params == ZN_TIER_DEVICE ||
 	    (e->rt.world > 1 && e->cfg.zero.stage != 3 && e->cfg.zero.stage != 0))
 		return 0;
+	/* test hook: the shards land as late as they may (all at layer 1's reduction) */
+	if (l > 1 && zn_fault_value(ZN_FAULT_LATE_EARLY_ADAMW))
+		return 0;
 	/* layers >= l were reduced in this micro-batch: their grad_ev is this one's */
 	while (!rc && e->opt.early_next >= l && e->opt.early_next > 0) {
 		int u = e->opt.early_next;
