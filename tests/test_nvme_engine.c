@@ -413,26 +413,6 @@ Test(nvme_engine, zinc_train_with_state_on_nvme)
 	nvme_test_rmdir(dir);
 }
 
-static bool stderr_has(const char *a, const char *b)
-{
-	static char log[1 << 16];
-	static size_t len;
-	char *line, *save, copy[sizeof(log)];
-
-	if (!len) {
-		FILE *f = cr_get_redirected_stderr();
-
-		fflush(stderr);
-		len = fread(log, 1, sizeof(log) - 1, f);
-		log[len] = 0;
-	}
-	memcpy(copy, log, len + 1);
-	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (strstr(line, a) && (!b || strstr(line, b)))
-			return true;
-	return false;
-}
-
 /* What waits for a write that failed behind its step: the next step, zn_engine_flush, or
  * leaving the trace the step was traced into (zn_engine_set_trace) */
 enum then { NEXT_STEP, FLUSH, LEAVE_TRACE };
@@ -477,9 +457,9 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 					   zn_engine_step(e, tok + 2 * ET_B * ET_T,
 							  tok + 2 * ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EIO, "the faulted step returns -EIO (got %d)", rc);
-	cr_assert(stderr_has(op, "zinc-swap-") && stderr_has("zinc-swap-", "Input/output error"),
+	cr_assert(nvme_test_stderr_has(op, "zinc-swap-") && nvme_test_stderr_has("zinc-swap-", "Input/output error"),
 		  "the error names the %s and the swap file", op);
-	cr_assert(stderr_has("nvme: ", "layer"), "the error names the layer");
+	cr_assert(nvme_test_stderr_has("nvme: ", "layer"), "the error names the layer");
 	zn_engine_destroy(e);
 	zn_trace_close(trace);
 	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
@@ -567,7 +547,7 @@ Test(nvme_engine, int8_states_checksum_covers_the_block_scales, .init = cr_redir
 	close(fd);
 	rc = zn_engine_step(e, tok + ET_B * ET_T, tok + ET_B * ET_T + 1, &st);
 	cr_assert_eq(rc, -EBADMSG, "the step reads the damaged extent: %d", rc);
-	cr_assert(stderr_has("checksum mismatch", "(exp_avg_sq, layer 1, rank 0)"),
+	cr_assert(nvme_test_stderr_has("checksum mismatch", "(exp_avg_sq, layer 1, rank 0)"),
 		  "the error names the extent");
 	zn_engine_destroy(e);
 	free(blk);
