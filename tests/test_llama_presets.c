@@ -247,3 +247,52 @@ Test(llama_presets, mixtures_of_experts)
 			     c.layers * 3 * c.experts, "%s", moe[i].name);
 	}
 }
+
+/* splitmix64 output i of the stream at seed, and Box-Muller's cosine branch of outputs 2i and
+ * 2i + 1: the documented init (core/rand.h), written out here as the reference */
+static uint64_t ref_splitmix(uint64_t seed, uint64_t i)
+{
+	uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* the init fills a tensor from many threads (omp, above 65536 elements): every element is
+ * the serial reference's, norms 1 */
+Test(llama_presets, init_is_the_serial_reference_on_every_thread)
+{
+	struct zn_llama_config c;
+	struct zn_layer_desc L[2];
+	float *p;
+	uint64_t bad = 0, key, most = 0;
+
+	/* a real layer's shapes: its matrices are millions of elements */
+	cr_assert_eq(zn_llama_config_from_preset("qwen3-0.6b", &c), 0);
+	cr_assert_eq(zn_llama_layer(&c, 1, &L[1]), 0);
+	for (int t = 0; t < L[1].tensor_count; t++)
+		most = L[1].tensors[t].numel > most ? L[1].tensors[t].numel : most;
+	cr_assert_gt(most, 65536, "a tensor must be large enough to be split");
+	p = malloc(L[1].numel * sizeof(float));
+	cr_assert_not_null(p);
+	zn_llama_init_range(&c, &L[1], 0, L[1].numel, p, 11);
+	for (int t = 0; t < L[1].tensor_count; t++) {
+		const struct zn_tensor_desc *d = &L[1].tensors[t];
+
+		key = ref_splitmix(ref_splitmix(ref_splitmix(11, 0), 1), (uint64_t)t);
+		for (uint64_t i = 0; i < d->numel; i++) {
+			double u1 = ((double)(ref_splitmix(key, 2 * i) >> 11) + 1.0) * 0x1.0p-53;
+			double u2 = (double)(ref_splitmix(key, 2 * i + 1) >> 11) * 0x1.0p-53;
+			float one = strstr(d->name, "norm.weight") ? 1.0f : 0.0f;
+			float want = d->ndim == 2 ? 0.02f * (float)(sqrt(-2.0 * log(u1)) *
+								   cos(2.0 * M_PI * u2)) :
+						    one;
+
+			bad += memcmp(&p[d->offset + i], &want, sizeof(want)) != 0;
+		}
+	}
+	cr_expect_eq(bad, 0, "%llu elements differ from the serial reference",
+		     (unsigned long long)bad);
+	free(p);
+}

@@ -8,6 +8,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/rand.h"
 #include "model/gpt2/gpt2.h"
 
 int zn_gpt2_layer_count(const struct zn_gpt2_config *cfg)
@@ -138,19 +139,6 @@ static uint64_t tensor_key(uint64_t seed, int layer, int tensor)
 	return zn_hash_seeded(k, (uint64_t)tensor);
 }
 
-/* Element i of normal(0, 1) in the tensor's stream: splitmix64 outputs 2i and 2i+1 of the
- * stream through Box-Muller (cosine branch). Double precision so the value does not depend
- * on float rounding of intermediate terms. */
-static float normal_at(uint64_t key, uint64_t i)
-{
-	uint64_t a = zn_hash_seeded(key, 2 * i);
-	uint64_t b = zn_hash_seeded(key, 2 * i + 1);
-	double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53; /* (0, 1]: log stays finite */
-	double u2 = (double)(b >> 11) * 0x1.0p-53;
-
-	return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-}
-
 enum init_kind { INIT_ZERO, INIT_ONE, INIT_NORMAL };
 
 static enum init_kind tensor_init(const struct zn_gpt2_config *cfg,
@@ -200,7 +188,7 @@ static void init_tensor_part(const struct zn_gpt2_config *cfg, const struct zn_l
 		else if (kind == INIT_ZERO || i >= real)
 			out[j] = 0.0f;
 		else
-			out[j] = std * normal_at(key, i);
+			out[j] = std * zn_normal_at(key, i);
 	}
 }
 

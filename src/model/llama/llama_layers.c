@@ -8,6 +8,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/rand.h"
 #include "model/llama/llama.h"
 
 int zn_llama_layer_count(const struct zn_llama_config *cfg)
@@ -155,16 +156,6 @@ int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out
 	return rc;
 }
 
-static float normal_at(uint64_t key, uint64_t i)
-{
-	uint64_t a = zn_hash_seeded(key, 2 * i);
-	uint64_t b = zn_hash_seeded(key, 2 * i + 1);
-	double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53;
-	double u2 = (double)(b >> 11) * 0x1.0p-53;
-
-	return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-}
-
 void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
 			 uint64_t first, uint64_t count, float *out_h, uint64_t seed)
 {
@@ -179,12 +170,16 @@ void zn_llama_init_range(const struct zn_llama_config *cfg, const struct zn_laye
 		int one = d->ndim == 1 && strstr(d->name, "norm.weight") != NULL;
 		uint64_t layer_key = zn_hash_seeded(zn_hash_seeded(seed, 0), (uint64_t)L->index);
 		uint64_t key = zn_hash_seeded(layer_key, (uint64_t)t);
+		int64_t n = hi > lo ? (int64_t)(hi - lo) : 0;
 
-		for (uint64_t i = lo; i < hi; i++) {
+		/* element by element from its index: any thread count gives the same values */
+#pragma omp parallel for schedule(static) if (n > 65536)
+		for (int64_t j = 0; j < n; j++) {
+			uint64_t i = lo + (uint64_t)j;
 			float *o = out_h + (i - first);
 
 			if (d->ndim == 2)
-				*o = 0.02f * normal_at(key, i - d->offset);
+				*o = 0.02f * zn_normal_at(key, i - d->offset);
 			else
 				*o = one ? 1.0f : 0.0f;
 		}
