@@ -24,9 +24,9 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 	int rc = 0;
 
 	/* traced write-behind still in flight belongs to the old trace */
-	if (e->tr.t && t != e->tr.t)
+	if (zn_tracer_attached(&e->tr) && t != e->tr.t)
 		rc = zn_swapio_quiesce(e);
-	e->tr.t = t;
+	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
 	if (e->sw.aio)
 		zn_aio_set_timing(e->sw.aio, t != NULL);
@@ -69,7 +69,7 @@ void zn_engine_destroy(struct zn_engine *e)
 		return;
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	zn_runtime_sync(&e->rt);
-	zn_tracer_destroy(e);
+	zn_tracer_destroy(&e->tr);
 	zn_swapio_destroy(e);
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);
@@ -362,6 +362,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
 		  "the runtime (device, comm, streams)", -1);
+	zn_tracer_init(&e->tr, &e->rt);
 	if (!rc)
 		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev));
 	if (rc)

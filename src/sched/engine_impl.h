@@ -101,6 +101,26 @@ int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
 void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
 			    uint64_t pinned_budget);
 
+/* The tracer's hooks (trace_dev.h) for the files that still take the engine (frozen.c,
+ * frozen_io.c, which the frozen part's move gives the tracer); to be removed with them */
+static inline int zn_tr_begin(struct zn_engine *e, bool on, struct zn_stream *s,
+			      const char *what, int layer, uint64_t bytes, int *h)
+{
+	*h = -1;
+	return on ? zn_tracer_begin(&e->tr, s, what, layer, bytes, h) : 0;
+}
+
+static inline int zn_tr_end(struct zn_engine *e, struct zn_stream *s, int h)
+{
+	return zn_tracer_span_end(&e->tr, s, h);
+}
+
+static inline void zn_tracer_host(struct zn_engine *e, int track, int sub, const char *what,
+				  int layer, uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes)
+{
+	zn_tracer_add_host(&e->tr, track, sub, what, layer, t0_ns, t1_ns, bytes);
+}
+
 /* engine_plan.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);

@@ -47,10 +47,10 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 	p.beta2 = e->opt.beta2;
 	p.step = e->step - e->opt.skipped;
 	p.grad_scale = grad_scale;
-	if (e->tr.on) {
-		p.worker_ns = ((struct zn_engine *)e)->tr.worker_ns;
+	/* --trace: the workers widen the tracer's times (zn_tracer_workers_begin) */
+	p.worker_ns = zn_tracer_workers(&((struct zn_engine *)e)->tr);
+	if (p.worker_ns)
 		p.worker_max = ZN_TRACE_MAX_SUB;
-	}
 	/* each tensor's weight decay (its flag); fp32 moments: one call per tensor as before */
 	for (int s = 0; s < n; s++)
 		ws[s] = (struct zn_adamw_span){ (size_t)sp[s].i, (size_t)sp[s].len,
@@ -101,7 +101,7 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 	int h = -1;
 
 	if (!rc && ly->opt_count)
-		rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "adamw", l, 0, &h);
+		rc = zn_tracer_span_begin(&e->tr, e->rt.comm_s, "adamw", l, 0, &h);
 	if (!rc && ly->opt_count) {
 		struct zn_adamw_moments mo;
 
@@ -111,7 +111,7 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 				     e->opt.clip_coef);
 	}
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.comm_s, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.comm_s, h);
 	if (!rc)
 		rc = gather_full(e, l);
 	return rc;
@@ -156,11 +156,7 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 	/* without clipping the layer's squared sum is taken beside its update */
 	if (!rc && !(e->cfg.gradient_clipping > 0))
 		rc = layer_sumsq(e, l);
-	if (e->tr.on)
-		for (int w = 0; w < ZN_TRACE_MAX_SUB; w++) {
-			e->tr.worker_ns[2 * w] = UINT64_MAX;
-			e->tr.worker_ns[2 * w + 1] = 0;
-		}
+	zn_tracer_workers_begin(&e->tr);
 	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
 		struct zn_sbuf *sb = NULL;
 
@@ -174,22 +170,19 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 			rc = zn_swapio_opt_release(e, l, c);
 	}
 	/* --trace: each CPU AdamW worker's part of this layer */
-	for (int w = 0; e->tr.on && w < ZN_TRACE_MAX_SUB; w++)
-		if (e->tr.worker_ns[2 * w + 1])
-			zn_tracer_host(e, ZN_TRACE_ADAMW, w, "adamw", l, e->tr.worker_ns[2 * w],
-				       e->tr.worker_ns[2 * w + 1], 0);
+	zn_tracer_workers_end(&e->tr, l);
 	if (rc || e->opt.overflow || e->plan.pl.params != ZN_TIER_DEVICE)
 		return rc;
 	/* the new shard goes up into the device's copy, then (stage 1-2) to every rank */
 	int h;
 
-	rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "param up", l,
+	rc = zn_tracer_span_begin(&e->tr, e->rt.copy_in, "param up", l,
 			 ly->opt_count * zn_tiers_param_bytes(e), &h);
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_in, zn_tiers_param_dst(e, l), ly->param_stage_h,
 				     ly->opt_count * zn_tiers_param_bytes(e), ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.copy_in, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.copy_in, h);
 	if (!rc)
 		rc = zn_event_record(ly->aux_ev, e->rt.copy_in);
 	if (!rc)

@@ -107,13 +107,13 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "fetch", l,
+			rc = zn_tracer_span_begin(&e->tr, e->rt.copy_in, "fetch", l,
 					 ly->sh.shard_numel * esz, &h);
 		if (!rc)
 			rc = zn_memcpy_async(e->rt.copy_in, mine, src, ly->sh.shard_numel * esz,
 					     ZN_COPY_H2D);
 		if (!rc)
-			rc = zn_tr_end(e, e->rt.copy_in, h);
+			rc = zn_tracer_span_end(&e->tr, e->rt.copy_in, h);
 		if (!rc && !on_host)
 			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
 		if (!rc)
@@ -121,7 +121,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_stream_wait_event(e->rt.comm_s, s->ready);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+			rc = zn_tracer_span_begin(&e->tr, e->rt.comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
 		if (!rc)
 			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, mine, ly->sh.shard_numel,
@@ -129,14 +129,14 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 	} else {
 		rc = zn_stream_wait_event(e->rt.comm_s, s->free);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+			rc = zn_tracer_span_begin(&e->tr, e->rt.comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
 		if (!rc)
 			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, ly->param_d,
 					        ly->sh.shard_numel, e->pdt);
 	}
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.comm_s, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.comm_s, h);
 	if (!rc && bf16 && !e->compute16) {
 		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, e->pdt };
 		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));

@@ -72,13 +72,13 @@ static int reduce_full(struct zn_engine *e, int l)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.comm_s, ly->aux_ev);
 	if (!rc && e->rt.world > 1)
-		rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-reduce", l,
+		rc = zn_tracer_span_begin(&e->tr, e->rt.comm_s, "all-reduce", l,
 				 ly->sh.padded_numel * 4, &h);
 	if (!rc && e->rt.world > 1)
 		rc = zn_comm_all_reduce(e->rt.comm, e->rt.comm_s, ly->grad_d, ly->sh.padded_numel,
 					ZN_DTYPE_F32);
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.comm_s, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.comm_s, h);
 	if (rc)
 		return rc;
 	if (e->plan.pl.grads != ZN_TIER_HOST)
@@ -88,13 +88,13 @@ static int reduce_full(struct zn_engine *e, int l)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_out, ly->aux_ev);
 	if (!rc)
-		rc = zn_tr_begin(e, e->tr.on, e->rt.copy_out, "grad down", l,
+		rc = zn_tracer_span_begin(&e->tr, e->rt.copy_out, "grad down", l,
 				 ly->sh.shard_numel * 4, &h);
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_out, ly->grad_h, ly->grad_d + ly->sh.offset,
 				     ly->sh.shard_numel * 4, ZN_COPY_D2H);
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.copy_out, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.copy_out, h);
 	if (!rc)
 		rc = zn_event_record(ly->grad_ev, e->rt.copy_out);
 	return rc;
@@ -112,12 +112,12 @@ static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.comm_s, ly->aux_ev);
 	if (!rc)
-		rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "reduce-scatter", l,
+		rc = zn_tracer_span_begin(&e->tr, e->rt.comm_s, "reduce-scatter", l,
 				 count * 4 * (uint64_t)e->rt.world, &h);
 	if (!rc)
 		rc = zn_comm_reduce_scatter(e->rt.comm, e->rt.comm_s, mine, g->d, count, ZN_DTYPE_F32);
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.comm_s, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.comm_s, h);
 	if (rc)
 		return rc;
 	if (e->plan.pl.grads == ZN_TIER_DEVICE) {
@@ -140,12 +140,12 @@ static int reduce_shard(struct zn_engine *e, int l, int bwd_index, int micro)
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_out, ly->aux_ev);
 	if (!rc)
-		rc = zn_tr_begin(e, e->tr.on, e->rt.copy_out, "grad down", l, count * 4, &h);
+		rc = zn_tracer_span_begin(&e->tr, e->rt.copy_out, "grad down", l, count * 4, &h);
 	if (!rc)
 		rc = zn_memcpy_async(e->rt.copy_out, micro == 0 ? ly->grad_h : ly->grad_recv_h, mine,
 				     count * 4, ZN_COPY_D2H);
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.copy_out, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.copy_out, h);
 	if (!rc)
 		rc = zn_event_record(g->free, e->rt.copy_out);
 	ly->recv_pending = micro > 0;

@@ -351,7 +351,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
 	zn_optim_begin(e);
 	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
-	rc = zn_tracer_step_begin(e);
+	rc = zn_tracer_step_begin(&e->tr, e->step);
 	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
 	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
 	if (!rc)
@@ -423,7 +423,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	}
 	/* the traced step's spans to the file (a trace that cannot be written is logged and
 	 * does not stop training) */
-	zn_tracer_step_end(e, rc);
+	zn_tracer_step_end(&e->tr, e->step, rc);
 	if (rc) {
 		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
 		return rc;

@@ -32,12 +32,12 @@ const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
 /* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
 int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
 {
-	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
+	int h, rc = zn_tracer_span_begin(&e->tr, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
 
 	if (!rc)
 		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, a, sizeof(*a));
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.compute, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.compute, h);
 	return rc;
 }
 

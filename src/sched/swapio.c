@@ -200,7 +200,7 @@ static void trace_reqs(struct zn_engine *e, int track, const char *what, int l,
 	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
 
 	if (n)
-		zn_tracer_host(e, track, 0, what, l, t0, t1, bytes);
+		zn_tracer_add_host(&e->tr, track, 0, what, l, t0, t1, bytes);
 }
 
 /* trace_reqs of writes, in the step that issued them */
@@ -209,9 +209,9 @@ static void trace_write(struct zn_engine *e, struct zn_sbuf *sb, const char *wha
 {
 	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
 
-	if (n && zn_trace_add_step(e->tr.t, sb->wr_step, ZN_TRACE_NVME_WRITE, 0, what, sb->layer,
-				   sb->wr_t0, t1, bytes))
-		e->tr.on = false;
+	if (n)
+		zn_tracer_add_step(&e->tr, sb->wr_step, ZN_TRACE_NVME_WRITE, what, sb->layer,
+				   sb->wr_t0, t1, bytes);
 }
 
 /* --trace: a staging buffer's n finished writes: the optimizer state's, then the new
@@ -221,7 +221,7 @@ static void trace_writes(struct zn_engine *e, struct zn_sbuf *sb, int n)
 {
 	int k = zn_swapio_optim(e) ? 3 : 0;
 
-	if (!sb->wr_traced || !e->tr.t)
+	if (!sb->wr_traced || !zn_tracer_attached(&e->tr))
 		return;
 	if (k > n)
 		k = n;
@@ -267,7 +267,7 @@ static int wait_reads(struct zn_engine *e, struct zn_sbuf *sb, int l)
 		zn_swap_promote(&sb->rd[i]);
 	int n = sb->rd_n, rc = zn_swapio_wait_reqs(e, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 
-	if (!rc && e->tr.on)
+	if (!rc && zn_tracer_on(&e->tr))
 		trace_reqs(e, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
 	return rc;
 }
@@ -493,7 +493,7 @@ static int wait_all(struct zn_engine *e, bool writes)
 			continue;
 		x = zn_swap_wait(&e->sw.fbuf[i].req);
 		e->sw.fbuf[i].reading = false;
-		if (!x && e->tr.on)
+		if (!x && zn_tracer_on(&e->tr))
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", e->sw.fbuf[i].layer,
 				   &e->sw.fbuf[i].req, 1, e->sw.fbuf[i].t0);
 		if (!rc)
@@ -540,7 +540,7 @@ int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)
 	/* the previous step's write-behind of this extent lands first */
 	if (!rc)
 		rc = wait_layer_writes(e, l);
-	if (e->tr.on)
+	if (zn_tracer_on(&e->tr))
 		f->t0 = zn_trace_now_ns();
 	if (!rc)
 		rc = zn_swap_read(e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l), 0,
@@ -563,7 +563,7 @@ int zn_swapio_fetch_end(struct zn_engine *e, int i, void **shard_h)
 	if (f->reading) {
 		rc = zn_swapio_wait_reqs(e, &f->req, &n, "fetching the parameters of", f->layer);
 		f->reading = false;
-		if (!rc && e->tr.on)
+		if (!rc && zn_tracer_on(&e->tr))
 			trace_reqs(e, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
 	}
 	*shard_h = f->h;
@@ -599,7 +599,7 @@ static int submit_reads(struct zn_engine *e, struct zn_sbuf *sb, int l, int c)
 		return 0;
 	zn_swapio_opt_parts(e, l, sb, p);
 	zn_swapio_chunk(e, l, c, &off, &len);
-	if (e->tr.on)
+	if (zn_tracer_on(&e->tr))
 		sb->rd_t0 = zn_trace_now_ns();
 	for (int i = 0; !rc && i < 3; i++) {
 		rc = zn_swap_read_prio(p[i].store, p[i].key, zn_swapio_part_at(&p[i], off),
@@ -732,9 +732,9 @@ int zn_swapio_opt_release(struct zn_engine *e, int l, int c)
 	sb = sbuf_of(e, pos);
 	sb->layer = l;
 	sb->chunk = c;
-	sb->wr_traced = e->tr.on;
+	sb->wr_traced = zn_tracer_on(&e->tr);
 	sb->wr_step = e->step;
-	if (e->tr.on)
+	if (zn_tracer_on(&e->tr))
 		sb->wr_t0 = zn_trace_now_ns();
 	if (zn_swapio_optim(e)) {
 		struct zn_swapio_part p[3];
