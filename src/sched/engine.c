@@ -75,7 +75,7 @@ void zn_engine_destroy(struct zn_engine *e)
 		zn_tiers_free_layer(e, l);
 	free(e->L);
 	zn_prefetch_destroy(e);
-	zn_reduce_destroy(e);
+	zn_reduce_destroy(&e->rd);
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
@@ -211,6 +211,19 @@ static int part(int rc, const char *what, int layer)
 	return rc;
 }
 
+/* the gradient reduction, given the runtime, the tracer, the layers and the plan's ring */
+static int create_reduce(struct zn_engine *e)
+{
+	struct zn_reduce_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .gas = e->gas,
+		.stage = e->cfg.zero.stage, .overlap_comm = e->cfg.zero.overlap_comm,
+		.grads = e->plan.pl.grads, .grad_slots = e->plan.grad_slots,
+		.layer0_numel = e->plan.layer0_numel, .slot_numel = e->plan.slot_numel,
+	};
+
+	return zn_reduce_create(&e->rd, &c);
+}
+
 static int create_parts(struct zn_engine *e)
 {
 	int rc;
@@ -221,7 +234,7 @@ static int create_parts(struct zn_engine *e)
 	if (!rc)
 		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
 	if (!rc)
-		rc = part(zn_reduce_create(e), "the gradient reduction buffers", -1);
+		rc = part(create_reduce(e), "the gradient reduction buffers", -1);
 	if (!rc)
 		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
 			  -1);

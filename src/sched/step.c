@@ -107,7 +107,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	a.io.aux = zn_step_aux(e, micro);
 	a.io.aux_scale = zn_step_aux_scale(e);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
-	rc = zn_reduce_prepare(e, 0, 0);
+	rc = zn_reduce_prepare(&e->rd, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
 		struct zn_use u = e->act.use[k];
 		int l = u.layer;
@@ -123,7 +123,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc && u.fwd)
 			rc = recompute(e, l, p, p0, a.io.frozen, f0, a.io.seed);
 		if (!rc && u.bwd)
-			rc = zn_reduce_prepare(e, l, b);
+			rc = zn_reduce_prepare(&e->rd, l, b);
 		if (!rc && u.bwd)
 			rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 		if (rc)
@@ -131,9 +131,9 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (u.bwd) {
 			a.io.L = &e->ld[l];
 			zn_step_set_params(e, &a.io, l, p, p0);
-			a.io.grads = zn_reduce_grad_full(e, l, b);
+			a.io.grads = zn_reduce_grad_full(&e->rd, l, b);
 			zn_acts_bwd_io(e, l, &a.io);
-			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
 			a.io.tied_frozen = zn_step_tied(e, l, f0);
 			if (l == n - 1) {
 				a.io.dx_out = NULL;
@@ -157,7 +157,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (rc)
 		return rc;
 	a.io = (struct zn_layer_io){ .L = &e->ld[0],
-				     .grads = zn_reduce_grad_full(e, 0, 0),
+				     .grads = zn_reduce_grad_full(&e->rd, 0, 0),
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
@@ -363,7 +363,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		rc = zn_engine_count_labels(e, targets_h);
 	}
 	if (!rc)
-		rc = zn_reduce_zero_full(e);
+		rc = zn_reduce_zero_full(&e->rd);
 	if (!rc)
 		rc = zn_grads_step_begin(e);
 	/* nvme: the optimizer's first staging buffers read ahead from now on, as background

@@ -83,7 +83,7 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 	if (due >= 0)
 		rc = zn_optim_update_host(e, due);
 	if (!rc)
-		rc = zn_reduce_layer(e, l, bwd_index, micro);
+		rc = zn_reduce_layer(&e->rd, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && zn_step_adamw_during_backward(e))
 		rc = zn_optim_update_device(e, l);
 	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */

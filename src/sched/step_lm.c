@@ -140,7 +140,7 @@ static int head_backward(struct lm_run *r, int m, const float *p, const float *f
 	struct zn_layer_call a;
 
 	if (own)
-		rc = zn_reduce_prepare(e, n - 1, r->b);
+		rc = zn_reduce_prepare(&e->rd, n - 1, r->b);
 	if (!rc)
 		rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 	if (rc)
@@ -149,9 +149,9 @@ static int head_backward(struct lm_run *r, int m, const float *p, const float *f
 	a.io.x_in = x;
 	a.io.dx_in = dx;
 	a.io.dloss_scale = r->scale;
-	a.io.grads = own ? zn_reduce_grad_full(e, n - 1, r->b) : r->lm->grad_sink_d;
+	a.io.grads = own ? zn_reduce_grad_full(&e->rd, n - 1, r->b) : r->lm->grad_sink_d;
 	if (zn_step_tied(e, n - 1, r->p0))
-		a.io.tied_grads = tie ? zn_reduce_grad_full(e, 0, 0) : r->lm->tied_sink_d;
+		a.io.tied_grads = tie ? zn_reduce_grad_full(&e->rd, 0, 0) : r->lm->tied_sink_d;
 	return zn_step_launch(e, false, n - 1, &a);
 }
 
@@ -176,7 +176,7 @@ static int turn(struct lm_run *r)
 				     ZN_COPY_D2D);
 	/* layer 0's gradient buffer first: the tied head adds into it */
 	if (!rc)
-		rc = zn_reduce_prepare(e, 0, 0);
+		rc = zn_reduce_prepare(&e->rd, 0, 0);
 	for (int m = 0; !rc && m < k; m++) {
 		struct zn_layer_call a;
 		float *dx;
@@ -232,7 +232,7 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	if (!rc)
 		rc = zn_step_launch(e, true, l, &a);
 	if (!rc)
-		rc = zn_reduce_prepare(e, l, r->b);
+		rc = zn_reduce_prepare(&e->rd, l, r->b);
 	if (!rc)
 		rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 	if (rc)
@@ -240,8 +240,8 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	io_of(r, l, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.dloss_scale = r->scale;
-	a.io.grads = zn_reduce_grad_full(e, l, r->b);
-	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+	a.io.grads = zn_reduce_grad_full(&e->rd, l, r->b);
+	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
 	rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 	if (!rc)
 		rc = zn_lmajor_dx_write(e, &a.io.dx_in, &ws);
@@ -330,7 +330,7 @@ static int backward0(struct lm_run *r)
 
 		/* stage >= 2: layer 0's buffer is zeroed per micro-batch (step.c's backward) */
 		if (m > 0)
-			rc = zn_reduce_prepare(e, 0, 0);
+			rc = zn_reduce_prepare(&e->rd, 0, 0);
 		if (!rc && r->again && m > 0)
 			rc = head_again(r, m, f);
 		if (!rc && r->again && m == k - 1)
@@ -340,7 +340,7 @@ static int backward0(struct lm_run *r)
 		if (rc)
 			break;
 		io_of(r, 0, m, r->p0, r->f0, &a);
-		a.io.grads = zn_reduce_grad_full(e, 0, 0);
+		a.io.grads = zn_reduce_grad_full(&e->rd, 0, 0);
 		a.io.dloss_scale = r->scale;
 		rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 		a.io.dx_out = dxo;
