@@ -12,7 +12,6 @@
 #include "core/size.h"
 #include "lmhead_ce.h"
 #include "sched/engine_impl.h"
-#include "sched/grads.h"
 
 int zn_engine_rank(const struct zn_engine *e)
 {
@@ -226,9 +225,13 @@ static int create_reduce(struct zn_engine *e)
 
 static int create_parts(struct zn_engine *e)
 {
+	struct zn_grads_config gc = {
+		.L = e->L, .n = e->n, .arena = e->arena, .home = e->plan.grad_home,
+		.ring = e->plan.grad_ring, .ring_numel = e->plan.grad_ring_numel,
+	};
 	int rc;
 
-	rc = part(zn_grads_create(e), "gradient buffers", -1);
+	rc = part(zn_grads_create(&e->gr, &gc), "gradient buffers", -1);
 	if (!rc)
 		rc = part(zn_prefetch_create(e), "the parameter prefetch ring", -1);
 	if (!rc)
@@ -355,7 +358,7 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 	if (!rc)
 		rc = zn_lmajor_plan(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
-		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
+		zn_engine_memory_of(e, e->plan.host_bytes ? zn_arena_size_for(
 					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);
 	zn_engine_destroy(e);
 	return rc;

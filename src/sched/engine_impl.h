@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "sched/acts.h"
 #include "sched/frozen.h"
+#include "sched/grads.h"
 #include "sched/optim.h"
 #include "sched/plan.h"
 #include "sched/prefetch.h"
@@ -60,6 +61,7 @@ struct zn_engine {
 	struct zn_swapio sw;
 	struct zn_prefetch pf;
 	struct zn_reduce rd;
+	struct zn_grads gr;      /* the pinned gradient ring, grads.h */
 	struct zn_optim opt;
 	struct zn_acts act;
 	struct zn_tracer tr;
@@ -121,6 +123,10 @@ static inline void zn_tracer_host(struct zn_engine *e, int track, int sub, const
 	zn_tracer_add_host(&e->tr, track, sub, what, layer, t0_ns, t1_ns, bytes);
 }
 
+/* engine_plan.c: zn_engine_memory from e's plan, with the arena of pinned_reserved bytes
+ * (0: none) */
+void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
+			 struct zn_engine_memory *out);
 /* engine_plan.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);

@@ -383,7 +383,7 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
 	bool fp16 = e->cfg.precision.fp16;
 	/* the pinned gradient ring began the nvme read-ahead with the step (grads.h) */
-	int rc = e->plan.grad_home == ZN_GRAD_PINNED_RING ? 0 : zn_swapio_opt_begin(e);
+	int rc = zn_grads_ring(&e->gr) ? 0 : zn_swapio_opt_begin(e);
 
 	if (!rc && (clip > 0 || fp16)) {
 		rc = global_norm(e, &norm);
@@ -418,7 +418,7 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	}
 	e->opt.grad_norm = norm;
 	for (int l = e->n - 1; !rc && l >= 0; l--) {
-		if (zn_grads_updated_in_backward(e, l) || l > e->opt.early_next)
+		if (zn_grads_updated_in_backward(&e->gr, l) || l > e->opt.early_next)
 			continue;
 		if (zn_tiers_optim_on_host(e))
 			rc = zn_optim_update_host(e, l);

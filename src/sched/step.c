@@ -16,7 +16,6 @@
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
-#include "sched/grads.h"
 #include "sched/step_impl.h"
 
 /* the device positions when this step has them (packed documents), else NULL */
@@ -364,8 +363,6 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	}
 	if (!rc)
 		rc = zn_reduce_zero_full(&e->rd);
-	if (!rc)
-		rc = zn_grads_step_begin(e);
 	/* nvme: the optimizer's first staging buffers read ahead from now on, as background
 	 * I/O behind the parameter reads (swapio.c) */
 	if (!rc)

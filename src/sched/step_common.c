@@ -78,7 +78,7 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
 	/* the pinned gradient ring: the buffer this shard lands in is freed first, by the
 	 * AdamW of the layer that used it */
-	int due = micro == e->gas - 1 ? zn_grads_ring_due(e, l) : -1, rc = 0;
+	int due = micro == e->gas - 1 ? zn_grads_ring_due(&e->gr, l) : -1, rc = 0;
 
 	if (due >= 0)
 		rc = zn_optim_update_host(e, due);
