@@ -194,7 +194,6 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 
 void zn_optim_begin(struct zn_engine *e)
 {
-	zn_swapio_step_begin(e);
 	/* fp16: skipped steps advance neither the schedule nor AdamW's step */
 	int64_t step = e->step - e->opt.skipped;
 

@@ -228,8 +228,13 @@ static int issue_ready(struct zn_engine *e, int upto)
 
 int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d)
 {
-	int depth = e->plan.prefetch_depth, last, rc = 0;
+	int depth = e->plan.prefetch_depth, last, rc;
 
+	/* the store's optimizer read-ahead goes on as its staging frees (swapio.h): every
+	 * acquisition, before this layer's reads, gives it the chance */
+	rc = zn_swapio_opt_poke(e);
+	if (rc)
+		return rc;
 	if (!e->plan.gathers) {
 		*params_d = zn_engine_params_f32(e, layer);
 		return 0;

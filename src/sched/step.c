@@ -46,9 +46,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		int l = k + 1;
 		const float *p;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (rc)
@@ -112,9 +110,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		int l = u.layer;
 		const float *p;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(e, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)
@@ -363,10 +359,10 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	}
 	if (!rc)
 		rc = zn_reduce_zero_full(&e->rd);
-	/* nvme: the optimizer's first staging buffers read ahead from now on, as background
-	 * I/O behind the parameter reads (swapio.c) */
+	/* the store: the optimizer's state read ahead from now on, as background I/O behind
+	 * the parameter reads, going on at each acquisition (swapio.h) */
 	if (!rc)
-		rc = zn_swapio_opt_begin(e);
+		rc = zn_swapio_step_begin(e);
 	/* the auxiliary loss's buffers (one a micro-batch) zero: the last step drained */
 	if (!rc && e->act.aux_d)
 		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0,

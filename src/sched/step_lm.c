@@ -107,9 +107,7 @@ static int forward(struct lm_run *r)
 		const float *p, *f;
 		struct zn_layer_call a;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, l - 1, l, &p);
+		rc = zn_fetch_acquire(e, l - 1, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, l - 1, l, &f);
 		for (int m = 0; !rc && m < r->lm->k; m++) {
@@ -166,9 +164,7 @@ static int turn(struct lm_run *r)
 	uint64_t bt = bt_of(e);
 	const float *p, *f;
 
-	rc = zn_swapio_opt_poke(e);
-	if (!rc)
-		rc = zn_fetch_acquire(e, item, n - 1, &p);
+	rc = zn_fetch_acquire(e, item, n - 1, &p);
 	if (!rc)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	if (!rc && r->again)
@@ -267,9 +263,7 @@ static int backward(struct lm_run *r)
 		int item = n - 1 + (n - 2 - l);
 		const float *p, *f;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, item, l, &p);
+		rc = zn_fetch_acquire(e, item, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, item, l, &f);
 		for (int m = 0; !rc && m < k; m++) {

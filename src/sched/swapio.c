@@ -14,8 +14,8 @@
  * p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
  * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
- * buffers the previous step's write-behind has freed; step.c tries again before each
- * layer's forward and backward, and each acquire and release), else only when acquired. These reads are background work in the
+ * buffers the previous step's write-behind has freed; every acquisition of a layer's
+ * parameters (prefetch.c) tries again, and each acquire and release), else only when acquired. These reads are background work in the
  * I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read stream's gaps during the
  * forward and backward, and a parameter read that the compute waits for overtakes them;
  * the read AdamW waits for is promoted to normal. After AdamW the state is written back
@@ -518,10 +518,11 @@ int zn_swapio_step_end(struct zn_engine *e)
 
 static int issue_reads(struct zn_engine *e, int upto, bool block);
 
-void zn_swapio_step_begin(struct zn_engine *e)
+int zn_swapio_step_begin(struct zn_engine *e)
 {
 	e->sw.opt_next_read = 0;
 	e->sw.in_step = true;
+	return zn_swapio_opt_begin(e);
 }
 
 int zn_swapio_fetch_begin(struct zn_engine *e, int i, int l)

@@ -92,9 +92,12 @@ bool zn_swapio_fetch_ready(struct zn_engine *e, int i);  /* fetch_end would not 
  * step: write-behind); quiesce waits for every request (before anything else reads the
  * extents: checkpoints, read-back, eval's end, destroy) */
 int zn_swapio_opt_begin(struct zn_engine *e);
-void zn_swapio_step_begin(struct zn_engine *e); /* no optimizer position read yet */
+/* the step begins: no optimizer position read yet, then zn_swapio_opt_begin (the first
+ * positions read ahead in the background; the tracer's step has begun) */
+int zn_swapio_step_begin(struct zn_engine *e);
 /* during a step: zn_swapio_opt_begin again, for the first positions whose buffers the
- * previous step's write-behind has freed since (step.c, before each layer) */
+ * previous step's write-behind has freed since; the parameter ring calls it at every
+ * acquisition (zn_fetch_acquire), so the compute loop never does */
 int zn_swapio_opt_poke(struct zn_engine *e);
 /* chunk c of layer l (zn_swapio_chunks: 1 without staging, then out is NULL) */
 int zn_swapio_opt_acquire(struct zn_engine *e, int l, int c, struct zn_sbuf **out);
