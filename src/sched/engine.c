@@ -78,7 +78,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
-	zn_optim_destroy(e);
+	zn_optim_destroy(&e->opt);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
 	free(e->tmp_h);
@@ -223,6 +223,18 @@ static int create_reduce(struct zn_engine *e)
 	return zn_reduce_create(&e->rd, &c);
 }
 
+/* the optimizer, given the runtime, the tracer, the layers and the plan's placement */
+static int create_optim(struct zn_engine *e)
+{
+	struct zn_optim_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ld = e->ld, .n = e->n, .cfg = &e->cfg,
+		.pdt = e->pdt, .on_host = zn_tiers_optim_on_host(e),
+		.grads_on_host = e->plan.pl.grads == ZN_TIER_HOST,
+	};
+
+	return zn_optim_create(&e->opt, &c);
+}
+
 static int create_parts(struct zn_engine *e)
 {
 	struct zn_grads_config gc = {
@@ -242,7 +254,7 @@ static int create_parts(struct zn_engine *e)
 		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
 			  -1);
 	if (!rc)
-		rc = part(zn_optim_create(e), "the optimizer's buffers", -1);
+		rc = part(create_optim(e), "the optimizer's buffers", -1);
 	if (!rc)
 		rc = part(zn_swapio_create(e), "the nvme swap staging", -1);
 	return rc;

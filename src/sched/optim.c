@@ -32,41 +32,41 @@
 #include "sched/grads.h"
 #include "sched/lr.h"
 
-int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
+int zn_adamw_layer_span(struct zn_optim *o, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype)
 {
 	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
 	struct zn_adamw_span ws[ZN_MODEL_MAX_TENSORS];
-	int n = zn_optim_spans(&e->ld[layer], first, count, sp);
+	int n = zn_optim_spans(&o->c.ld[layer], first, count, sp);
 	struct zn_adamw_params p;
 
-	zn_adamw_params_init(&p, &e->cfg.optimizer);
-	p.lr = e->opt.lr;
-	p.beta1 = e->opt.beta1;
-	p.beta2 = e->opt.beta2;
-	p.step = e->step - e->opt.skipped;
+	zn_adamw_params_init(&p, &o->c.cfg->optimizer);
+	p.lr = o->lr;
+	p.beta1 = o->beta1;
+	p.beta2 = o->beta2;
+	p.step = o->step - o->skipped;
 	p.grad_scale = grad_scale;
 	/* --trace: the workers widen the tracer's times (zn_tracer_workers_begin) */
-	p.worker_ns = zn_tracer_workers(&((struct zn_engine *)e)->tr);
+	p.worker_ns = zn_tracer_workers(o->c.tr);
 	if (p.worker_ns)
 		p.worker_max = ZN_TRACE_MAX_SUB;
 	/* each tensor's weight decay (its flag); fp32 moments: one call per tensor as before */
 	for (int s = 0; s < n; s++)
 		ws[s] = (struct zn_adamw_span){ (size_t)sp[s].i, (size_t)sp[s].len,
-						sp[s].decay ? e->cfg.optimizer.weight_decay : 0.0f };
+						sp[s].decay ? o->c.cfg->optimizer.weight_decay : 0.0f };
 	return zn_adamw_step_states(&p, master, mo, grad, ZN_DTYPE_F32, out, out_dtype,
 				    (size_t)count, ws, n);
 }
 
-int zn_optim_host_accumulate(struct zn_engine *e, int l)
+int zn_optim_host_accumulate(struct zn_optim *o, int l)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &o->c.L[l];
 	int rc;
 
-	if (e->plan.pl.grads != ZN_TIER_HOST)
+	if (!o->c.grads_on_host)
 		return 0;
-	rc = zn_runtime_wait(&e->rt, ly->grad_ev);
+	rc = zn_runtime_wait(o->c.rt, ly->grad_ev);
 	if (rc || !ly->recv_pending)
 		return rc;
 	for (uint64_t i = 0; i < ly->sh.shard_numel; i++)
@@ -106,7 +106,7 @@ int zn_optim_update_device(struct zn_engine *e, int l)
 		struct zn_adamw_moments mo;
 
 		zn_tiers_moments(e, l, NULL, &mo);
-		rc = zn_devops_adamw(e, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), &mo,
+		rc = zn_devops_adamw(&e->opt, e->rt.comm_s, l, zn_tiers_master_span(e, l, NULL), &mo,
 				     zn_tiers_grad_span(e, l), zn_tiers_out_span(e, l, NULL),
 				     e->opt.clip_coef);
 	}
@@ -139,7 +139,7 @@ static int adamw_chunk(struct zn_engine *e, int l, int c, struct zn_sbuf *sb)
 	/* compact moments are one chunk (plan.c), so an int8 so is 0 */
 	zn_tiers_moments(e, l, sb, &all);
 	zn_adamw_moments_at(&mo, &all, so);
-	return zn_adamw_layer_span(e, l, ly->opt_off + off, real, e->opt.clip_coef,
+	return zn_adamw_layer_span(&e->opt, l, ly->opt_off + off, real, e->opt.clip_coef,
 				   zn_tiers_master_span(e, l, sb) + so, &mo, ly->grad_h + off, out,
 				   e->pdt);
 }
@@ -152,7 +152,7 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 
 	/* nvme: the state is read into staging buffers (read ahead), a chunk at a time, and
 	 * written back behind */
-	rc = zn_optim_host_accumulate(e, l);
+	rc = zn_optim_host_accumulate(&e->opt, l);
 	/* without clipping the layer's squared sum is taken beside its update */
 	if (!rc && !(e->cfg.gradient_clipping > 0))
 		rc = layer_sumsq(e, l);
@@ -192,21 +192,23 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 	return rc;
 }
 
-void zn_optim_begin(struct zn_engine *e)
+void zn_optim_begin(struct zn_optim *o, int64_t step)
 {
+	const struct zn_config *c = o->c.cfg;
 	/* fp16: skipped steps advance neither the schedule nor AdamW's step */
-	int64_t step = e->step - e->opt.skipped;
+	int64_t t = step - o->skipped;
 
-	e->opt.lr = zn_lr_for_step(&e->cfg.scheduler, e->cfg.optimizer.lr, step);
-	zn_betas_for_step(&e->cfg.scheduler, e->cfg.optimizer.beta1, e->cfg.optimizer.beta2,
-			  step, &e->opt.beta1, &e->opt.beta2);
-	e->opt.clip_coef = 1.0f;
-	e->opt.grad_norm = 0.0f;
-	e->opt.overflow = false;
-	e->opt.scale = e->cfg.precision.fp16 ? (float)e->opt.ls.scale : 1.0f;
-	e->opt.host_opt_ms = 0.0;
-	e->opt.early_next = e->n - 1;
-	atomic_store(&e->opt.opt_ns, 0);
+	o->step = step;
+	o->lr = zn_lr_for_step(&c->scheduler, c->optimizer.lr, t);
+	zn_betas_for_step(&c->scheduler, c->optimizer.beta1, c->optimizer.beta2, t, &o->beta1,
+			  &o->beta2);
+	o->clip_coef = 1.0f;
+	o->grad_norm = 0.0f;
+	o->overflow = false;
+	o->scale = c->precision.fp16 ? (float)o->ls.scale : 1.0f;
+	o->host_opt_ms = 0.0;
+	o->early_next = o->c.n - 1;
+	atomic_store(&o->opt_ns, 0);
 }
 
 int zn_optim_update_early(struct zn_engine *e, int l)
@@ -238,15 +240,14 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	return rc;
 }
 
-int zn_optim_create(struct zn_engine *e)
+int zn_optim_create(struct zn_optim *o, const struct zn_optim_config *c)
 {
-	struct zn_optim *o = &e->opt;
-	int rc;
-
 	const char *inject = zn_fault_value(ZN_FAULT_OVERFLOW);
+	int rc = 0;
 
-	if (e->cfg.precision.fp16)
-		zn_lossscale_init(&o->ls, &e->cfg.precision);
+	*o = (struct zn_optim){ .c = *c };
+	if (c->cfg->precision.fp16)
+		zn_lossscale_init(&o->ls, &c->cfg->precision);
 	o->inject_step = 0;
 	o->inject_rank = -1;
 	if (inject && *inject) {
@@ -261,18 +262,21 @@ int zn_optim_create(struct zn_engine *e)
 			return -EINVAL;
 		}
 	}
-	o->norm_bytes = zn_devops_norm_bytes(&e->cfg, e->n);
-	rc = zn_tiers_dalloc(e, &o->norm_d, o->norm_bytes);
+	o->norm_bytes = zn_devops_norm_bytes(c->cfg, c->n);
+	if (o->norm_bytes)
+		rc = zn_device_alloc(c->rt->dev, &o->norm_d, o->norm_bytes);
 	if (!rc) /* page-locked under cuda: the result's copy down is asynchronous */
-		rc = zn_device_host_alloc(e->rt.dev, &o->norm_h, o->norm_bytes);
+		rc = zn_device_host_alloc(c->rt->dev, &o->norm_h, o->norm_bytes);
 	return rc;
 }
 
-void zn_optim_destroy(struct zn_engine *e)
+void zn_optim_destroy(struct zn_optim *o)
 {
-	zn_device_free(e->rt.dev, e->opt.norm_d);
-	zn_device_host_free(e->rt.dev, e->opt.norm_h);
-	e->opt.norm_d = e->opt.norm_h = NULL;
+	if (o->c.rt) {
+		zn_device_free(o->c.rt->dev, o->norm_d);
+		zn_device_host_free(o->c.rt->dev, o->norm_h);
+	}
+	o->norm_d = o->norm_h = NULL;
 }
 
 /* Layer l's squared gradient sum over this rank's span into L[l].sumsq (INFINITY when an
@@ -289,8 +293,8 @@ static int layer_sumsq(struct zn_engine *e, int l)
 
 	ly->sumsq = 0.0;
 	if (!zn_tiers_optim_on_host(e)) /* n = 0 too: the op writes 0, every result is fresh */
-		return zn_devops_sumsq(e, e->rt.comm_s, l, g, n);
-	rc = zn_optim_host_accumulate(e, l);
+		return zn_devops_sumsq(&e->opt, e->rt.comm_s, l, g, n);
+	rc = zn_optim_host_accumulate(&e->opt, l);
 	if (!rc && n)
 		rc = zn_grad_sumsq(g, ZN_DTYPE_F32, n, 0, &ly->sumsq, &nonfinite);
 	if (nonfinite)
@@ -299,20 +303,20 @@ static int layer_sumsq(struct zn_engine *e, int l)
 }
 
 /* The global norm from every layer's L[l].sumsq: summed here, all-reduced. */
-static int total_norm(struct zn_engine *e, float *norm)
+static int total_norm(struct zn_optim *o, float *norm)
 {
+	const struct zn_runtime *rt = o->c.rt;
 	double total = 0.0;
 	float t;
 	int rc = 0;
 
-	for (int l = e->n - 1; l >= 0; l--)
-		total += e->L[l].sumsq;
-	if (e->opt.inject_step == e->step &&
-	    (e->opt.inject_rank < 0 || e->opt.inject_rank == e->rt.rank))
+	for (int l = o->c.n - 1; l >= 0; l--)
+		total += o->c.L[l].sumsq;
+	if (o->inject_step == o->step && (o->inject_rank < 0 || o->inject_rank == rt->rank))
 		total = INFINITY;
 	t = (float)total;
-	if (e->rt.world > 1)
-		rc = zn_comm_all_reduce(e->rt.comm, NULL, &t, 1, ZN_DTYPE_F32);
+	if (rt->world > 1)
+		rc = zn_comm_all_reduce(rt->comm, NULL, &t, 1, ZN_DTYPE_F32);
 	*norm = sqrtf(t);
 	return rc;
 }
@@ -326,54 +330,55 @@ static int global_norm(struct zn_engine *e, float *norm)
 	for (int l = e->n - 1; !rc && l >= 0; l--)
 		rc = layer_sumsq(e, l);
 	if (!rc && !zn_tiers_optim_on_host(e))
-		rc = zn_devops_sumsq_read(e, e->rt.comm_s);
-	return rc ? rc : total_norm(e, norm);
+		rc = zn_devops_sumsq_read(&e->opt, e->rt.comm_s);
+	return rc ? rc : total_norm(&e->opt, norm);
 }
 
-int zn_optim_first_nonfinite(struct zn_engine *e, int *layer)
+int zn_optim_first_nonfinite(struct zn_optim *o, int *layer)
 {
-	float norm = e->opt.grad_norm, *bad;
-	int rc = 0;
+	struct zn_runtime *rt = o->c.rt;
+	float norm = o->grad_norm, *bad;
+	int n = o->c.n, rc = 0;
 
 	*layer = -1;
-	if (!(e->cfg.gradient_clipping > 0)) {
+	if (!(o->c.cfg->gradient_clipping > 0)) {
 		/* the sums were taken beside the updates */
-		if (!zn_tiers_optim_on_host(e))
-			rc = zn_devops_sumsq_read(e, e->rt.comm_s);
+		if (!o->c.on_host)
+			rc = zn_devops_sumsq_read(o, rt->comm_s);
 		if (!rc)
-			rc = total_norm(e, &norm);
+			rc = total_norm(o, &norm);
 		if (rc)
 			return rc;
-		e->opt.grad_norm = norm;
+		o->grad_norm = norm;
 	}
-	bad = calloc((size_t)e->n, sizeof(*bad));
+	bad = calloc((size_t)n, sizeof(*bad));
 	if (!bad)
 		return -ENOMEM;
-	for (int l = 0; l < e->n; l++)
-		bad[l] = isfinite(e->L[l].sumsq) ? 0.0f : 1.0f;
+	for (int l = 0; l < n; l++)
+		bad[l] = isfinite(o->c.L[l].sumsq) ? 0.0f : 1.0f;
 	/* every rank learns the lowest layer that is not finite on any rank */
-	if (e->rt.world > 1)
-		rc = zn_comm_all_reduce(e->rt.comm, NULL, bad, (uint64_t)e->n, ZN_DTYPE_F32);
-	for (int l = 0; !rc && l < e->n && *layer < 0; l++)
+	if (rt->world > 1)
+		rc = zn_comm_all_reduce(rt->comm, NULL, bad, (uint64_t)n, ZN_DTYPE_F32);
+	for (int l = 0; !rc && l < n && *layer < 0; l++)
 		if (bad[l] != 0.0f)
 			*layer = l;
 	free(bad);
 	return rc;
 }
 
-int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer)
+int zn_optim_report_nonfinite(const struct zn_optim *o, float loss, int layer)
 {
 	char where[200];
 
 	if (layer >= 0)
 		snprintf(where, sizeof(where), "first non-finite gradient in layer %d (%s ...)",
-			 layer, e->ld[layer].tensors[0].name);
+			 layer, o->c.ld[layer].tensors[0].name);
 	else
 		snprintf(where, sizeof(where), "every gradient is finite");
 	zn_error("step %lld: %s not finite (loss %g, gradient norm %g; %s): stopping, nothing "
 		 "saved; lower --lr, set --grad-clip, check the data or start from another "
-		 "checkpoint", (long long)e->step, isfinite(loss) ? "the gradient norm is" :
-		 "the loss is", loss, e->opt.grad_norm, where);
+		 "checkpoint", (long long)o->step, isfinite(loss) ? "the gradient norm is" :
+		 "the loss is", loss, o->grad_norm, where);
 	return -ERANGE;
 }
 
@@ -403,8 +408,8 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 			int bad;
 
 			e->opt.grad_norm = norm;
-			rc = zn_optim_first_nonfinite(e, &bad);
-			return rc ? rc : zn_optim_report_nonfinite(e, 0.0f, bad);
+			rc = zn_optim_first_nonfinite(&e->opt, &bad);
+			return rc ? rc : zn_optim_report_nonfinite(&e->opt, 0.0f, bad);
 		}
 		/* PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
 		if (clip > 0 && !e->opt.overflow) {

@@ -1,8 +1,15 @@
 /* The optimizer: global-norm clipping and AdamW over each rank's span, on the device
  * (optim_device.c, through the kernel table) or on the CPU (optim.c). One tensor-span rule
  * (zn_optim_spans) splits a layer's span at tensor boundaries so weight decay follows each
- * tensor's flag. State: struct zn_optim (engine field opt). When AdamW runs is the step's
- * rule (step.c), not this part's. */
+ * tensor's flag. State: struct zn_optim (engine field opt), given at create the runtime, the
+ * tracer, the layers' buffers and descriptors, the configuration and the plan's placement
+ * it reads (struct zn_optim_config). When AdamW runs is the step's rule (step.c), not this
+ * part's.
+ *
+ * Taking the optimizer: create, begin, the norm's device ops, the host accumulation, the
+ * non-finite check and report, the CPU AdamW of a span. Still taking the engine (they read
+ * the tiers' spans and the store's staging, tiers.h and swapio.h): update_device,
+ * update_host, update_early and step. */
 #ifndef ZN_SCHED_OPTIM_H
 #define ZN_SCHED_OPTIM_H
 
@@ -16,9 +23,27 @@
 #include "zinc.h"
 
 struct zn_engine;
+struct zn_layer;
 struct zn_layer_desc;
+struct zn_runtime;
+struct zn_tracer;
+
+/* What the optimizer is given (borrowed: they outlive it). */
+struct zn_optim_config {
+	struct zn_runtime *rt;
+	struct zn_tracer *tr;
+	struct zn_layer *L;             /* the layers' buffers (tiers.h), n of them */
+	const struct zn_layer_desc *ld; /* the layers' descriptors (decay flags, names) */
+	int n;
+	const struct zn_config *cfg;    /* optimizer, scheduler, clipping, precision, zero */
+	enum zn_dtype pdt;              /* stored parameter dtype */
+	bool on_host;                   /* AdamW on the CPU (tiers.h zn_tiers_optim_on_host) */
+	bool grads_on_host;             /* gradient shards in pinned memory (plan.pl.grads) */
+};
 
 struct zn_optim {
+	struct zn_optim_config c;
+	int64_t step;       /* the engine's step (zn_optim_begin) */
 	float lr;
 	float beta1, beta2; /* this step's (OneCycle cycles beta1) */
 	float clip_coef;
@@ -54,11 +79,13 @@ struct zn_optim_span {
 int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
 		   struct zn_optim_span *out);
 
-int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (device optimizer) */
-void zn_optim_destroy(struct zn_engine *e);
-/* the step begins: learning rate for step e->step - skipped, clip coefficient 1, this
- * step's loss scale */
-void zn_optim_begin(struct zn_engine *e);
+/* the loss scaler (fp16) and the norm's device buffers (device optimizer); 0 or a negative
+ * code. destroy accepts a half-built or never-created (zeroed) optimizer */
+int zn_optim_create(struct zn_optim *o, const struct zn_optim_config *c);
+void zn_optim_destroy(struct zn_optim *o);
+/* the step begins: learning rate for step - skipped, clip coefficient 1, this step's loss
+ * scale */
+void zn_optim_begin(struct zn_optim *o, int64_t step);
 /* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
 int zn_optim_update_device(struct zn_engine *e, int l);
 /* Layer l's update on the CPU (optimizer cpu or nvme): waits for its gradient shard, reads
@@ -79,29 +106,29 @@ int zn_optim_update_early(struct zn_engine *e, int l);
  * sums taken beside the updates into opt.grad_norm; then *layer = the lowest layer whose
  * gradient is not finite on any rank (-1: none). Every rank calls it (all-reduces). The
  * caller decides: stop (zn_optim_report_nonfinite) or, under loss scaling, skip. */
-int zn_optim_first_nonfinite(struct zn_engine *e, int *layer);
+int zn_optim_first_nonfinite(struct zn_optim *o, int *layer);
 /* Logs the stop for a non-finite loss or gradient norm, naming the step and `layer`
  * (from zn_optim_first_nonfinite); returns -ERANGE. */
-int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer);
+int zn_optim_report_nonfinite(const struct zn_optim *o, float loss, int layer);
 /* offloaded gradient shards: the receive shard added into the layer's shard */
-int zn_optim_host_accumulate(struct zn_engine *e, int layer);
+int zn_optim_host_accumulate(struct zn_optim *o, int layer);
 
 /* CPU AdamW over layer elements [first, first + count); the buffers start at `first` (mo:
  * the moments as stored; int8: first starts a block), each tensor with its weight decay. */
-int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
+int zn_adamw_layer_span(struct zn_optim *o, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype);
 
 /* optim_device.c: the optimizer's device work through the kernel table */
 uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count); /* 0: none */
-int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
+int zn_devops_adamw(struct zn_optim *o, struct zn_stream *s, int layer, float *master,
 		    const struct zn_adamw_moments *mo, const float *grad, void *out,
 		    float grad_scale);
 /* layer's squared sum of grad[0 .. n) into norm_d (n may be 0) */
-int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+int zn_devops_sumsq(struct zn_optim *o, struct zn_stream *s, int layer, const float *grad,
 		    uint64_t n);
 /* after s has every layer's sumsq: copies them back, waits, sets each L[l].sumsq
  * (INFINITY for a non-finite gradient) */
-int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s);
+int zn_devops_sumsq_read(struct zn_optim *o, struct zn_stream *s);
 
 #endif

@@ -344,7 +344,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
 	if (e->act.lm.st.aio)
 		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
-	zn_optim_begin(e);
+	zn_optim_begin(&e->opt, e->step);
 	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
 	rc = zn_tracer_step_begin(&e->tr, e->step);
 	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
@@ -376,7 +376,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */
 		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)
-			rc = zn_optim_host_accumulate(e, l);
+			rc = zn_optim_host_accumulate(&e->opt, l);
 	}
 	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
 	if (!rc)
@@ -410,9 +410,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc && !e->opt.overflow) {
 		int bad;
 
-		rc = zn_optim_first_nonfinite(e, &bad);
+		rc = zn_optim_first_nonfinite(&e->opt, &bad);
 		if (!rc && (bad >= 0 || !isfinite(st->loss) || !isfinite(e->opt.grad_norm)))
-			rc = zn_optim_report_nonfinite(e, st->loss, bad);
+			rc = zn_optim_report_nonfinite(&e->opt, st->loss, bad);
 	}
 	/* the traced step's spans to the file (a trace that cannot be written is logged and
 	 * does not stop training) */

@@ -73,7 +73,7 @@ static int reduce(struct lm_run *r, int l, int m)
 	int rc = 0;
 
 	if (m >= 2)
-		rc = zn_optim_host_accumulate(r->e, l);
+		rc = zn_optim_host_accumulate(&r->e->opt, l);
 	if (!rc)
 		rc = zn_step_reduce_update(r->e, l, r->b++, m);
 	return rc;
