@@ -1,12 +1,16 @@
 /* Internal to src/sched: the engine is its parts (docs/architecture.md). Each part's state
  * is a struct in that part's header; struct zn_engine only composes them with what every
- * part reads (config, model, plan, layers).
+ * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
+ * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
+ * tracer, the reduction, the gradient ring and the optimizer's create / norm / device ops
+ * are given what they use at creation (engine.c create_reduce, create_optim, ...).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
  *   swapio.h    state homed on nvme                                      (sw)
  *   prefetch.h  working fp32 copies of parameters, the prefetch ring     (pf)
  *   reduce.h    gradient reduction                                       (rd)
+ *   grads.h     the pinned gradient ring                                 (gr)
  *   optim.h     clipping and AdamW, host and device                      (opt)
  *   acts.h      activations, tokens, losses, per micro-batch events      (act)
  *   trace_dev.h spans of a traced step (zinc train --trace)              (tr)
