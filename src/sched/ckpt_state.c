@@ -142,7 +142,7 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 		 * the swap store checks as they come in) */
 		struct state_out o = { out, count, n_buf, st };
 
-		return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
+		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
 					  false, state_out_chunk, &o);
 	}
 	src[0] = zn_tiers_master_span(e, l, NULL);
@@ -217,7 +217,7 @@ int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
 		struct state_in in = { e, m, v, n, n_buf };
 
-		return zn_swapio_state_io(e, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
+		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
 					  &in);
 	}
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
@@ -295,7 +295,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
 		   k == 1 ? ZN_SWAP_EXP_AVG : ZN_SWAP_EXP_AVG_SQ;
 	struct zn_swap_key key = { .kind = kind, .layer = l, .rank = e->rt.rank };
 	uint64_t done = 0;
-	int rc = zn_swapio_quiesce(e); /* the last step's write-behind is in the extent */
+	int rc = zn_swapio_quiesce(&e->sw); /* the last step's write-behind is in the extent */
 
 	while (!rc && done < bytes) {
 		uint64_t fo, n;

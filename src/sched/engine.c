@@ -24,7 +24,7 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 
 	/* traced write-behind still in flight belongs to the old trace */
 	if (zn_tracer_attached(&e->tr) && t != e->tr.t)
-		rc = zn_swapio_quiesce(e);
+		rc = zn_swapio_quiesce(&e->sw);
 	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
 	if (e->sw.aio)
@@ -32,9 +32,22 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 	return rc;
 }
 
+struct zn_aio *zn_engine_aio(struct zn_engine *e)
+{
+	return e->sw.aio;
+}
+
+int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
+{
+	if (!e->sw.aio)
+		return -EINVAL;
+	zn_aio_set_bandwidth_cap(e->sw.aio, bytes_per_s);
+	return 0;
+}
+
 int zn_engine_flush(struct zn_engine *e)
 {
-	return zn_swapio_quiesce(e);
+	return zn_swapio_quiesce(&e->sw);
 }
 
 int zn_engine_world(const struct zn_engine *e)
@@ -69,7 +82,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	zn_runtime_sync(&e->rt);
 	zn_tracer_destroy(&e->tr);
-	zn_swapio_destroy(e);
+	zn_swapio_destroy(&e->sw);
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);
 	free(e->L);
@@ -235,6 +248,17 @@ static int create_optim(struct zn_engine *e)
 	return zn_optim_create(&e->opt, &c);
 }
 
+/* the store, given the runtime, the tracer, the layers, the arena, the plan and config */
+static int create_swapio(struct zn_engine *e)
+{
+	struct zn_swapio_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .arena = e->arena,
+		.plan = &e->plan, .cfg = &e->cfg, .pdt = e->pdt,
+	};
+
+	return zn_swapio_create(&e->sw, &c);
+}
+
 static int create_parts(struct zn_engine *e)
 {
 	struct zn_grads_config gc = {
@@ -256,7 +280,7 @@ static int create_parts(struct zn_engine *e)
 	if (!rc)
 		rc = part(create_optim(e), "the optimizer's buffers", -1);
 	if (!rc)
-		rc = part(zn_swapio_create(e), "the nvme swap staging", -1);
+		rc = part(create_swapio(e), "the nvme swap staging", -1);
 	return rc;
 }
 
@@ -299,7 +323,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		if (!rc)
 			rc = zn_tiers_init_layer(e, l);
 		if (!rc)
-			rc = zn_swapio_init_layer(e, l); /* its nvme homes, from the same values */
+			rc = zn_swapio_init_layer(&e->sw, l, e->tmp_h); /* its nvme homes, from the same values */
 		if (rc)
 			return rc;
 	}
@@ -432,9 +456,9 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		first = 0;
 		count = ly->sh.padded_numel;
 	}
-	if (zn_swapio_optim(e)) {
+	if (zn_swapio_optim(&e->sw)) {
 		/* read in chunks straight into place (stage >= 1: the shard) */
-		rc = zn_swapio_read_master(e, l, e->tmp_h + first);
+		rc = zn_swapio_read_master(&e->sw, l, e->tmp_h + first);
 		on_device = false;
 		m = e->tmp_h + first;
 	} else {

@@ -81,7 +81,7 @@ int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	r = zn_runtime_drain(&e->rt);
 	if (!rc)
 		rc = r;
-	r = zn_swapio_quiesce(e);
+	r = zn_swapio_quiesce(&e->sw);
 	if (!rc)
 		rc = r;
 	r = zn_recompute_quiesce(e);

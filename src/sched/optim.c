@@ -127,14 +127,14 @@ static int adamw_chunk(struct zn_engine *e, int l, int c, struct zn_sbuf *sb)
 	char *out = zn_tiers_out_span(e, l, sb);
 	struct zn_adamw_moments all, mo;
 
-	zn_swapio_chunk(e, l, c, &off, &len);
+	zn_swapio_chunk(&e->sw, l, c, &off, &len);
 	real = ly->opt_count > off ? ly->opt_count - off : 0;
 	if (real > len)
 		real = len;
 	if (!real || e->opt.overflow)
 		return 0;
-	so = zn_swapio_optim(e) ? 0 : off;
-	if (out && !zn_swapio_params(e))
+	so = zn_swapio_optim(&e->sw) ? 0 : off;
+	if (out && !zn_swapio_params(&e->sw))
 		out += off * zn_tiers_param_bytes(e);
 	/* compact moments are one chunk (plan.c), so an int8 so is 0 */
 	zn_tiers_moments(e, l, sb, &all);
@@ -157,17 +157,17 @@ int zn_optim_update_host(struct zn_engine *e, int l)
 	if (!rc && !(e->cfg.gradient_clipping > 0))
 		rc = layer_sumsq(e, l);
 	zn_tracer_workers_begin(&e->tr);
-	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
+	for (int c = 0; !rc && c < zn_swapio_chunks(&e->sw, l); c++) {
 		struct zn_sbuf *sb = NULL;
 
-		rc = zn_swapio_opt_acquire(e, l, c, &sb);
+		rc = zn_swapio_opt_acquire(&e->sw, l, c, &sb);
 		if (rc)
 			break;
 		t0 = zn_runtime_now_ms();
 		rc = adamw_chunk(e, l, c, sb);
 		e->opt.host_opt_ms += zn_runtime_now_ms() - t0;
 		if (!rc)
-			rc = zn_swapio_opt_release(e, l, c);
+			rc = zn_swapio_opt_release(&e->sw, l, c);
 	}
 	/* --trace: each CPU AdamW worker's part of this layer */
 	zn_tracer_workers_end(&e->tr, l);
@@ -220,7 +220,7 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	 * where an update enqueues nothing on the device's streams and no collective (its
 	 * order must be the same on every rank): parameters not on the device, no all-gather
 	 * of the new shards (stage 1-2 with several ranks) */
-	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(e) ||
+	if (!zn_tiers_optim_on_host(e) || !zn_swapio_optim(&e->sw) ||
 	    e->plan.grad_home == ZN_GRAD_PINNED_RING || e->cfg.gradient_clipping > 0 ||
 	    e->cfg.precision.fp16 || e->plan.pl.params == ZN_TIER_DEVICE ||
 	    (e->rt.world > 1 && e->cfg.zero.stage != 3 && e->cfg.zero.stage != 0))
@@ -232,7 +232,7 @@ int zn_optim_update_early(struct zn_engine *e, int l)
 	while (!rc && e->opt.early_next >= l && e->opt.early_next > 0) {
 		int u = e->opt.early_next;
 
-		if (!zn_event_query(e->L[u].grad_ev) || !zn_swapio_opt_ready(e, u))
+		if (!zn_event_query(e->L[u].grad_ev) || !zn_swapio_opt_ready(&e->sw, u))
 			break;
 		rc = zn_optim_update_host(e, u);
 		e->opt.early_next--;
@@ -387,7 +387,7 @@ int zn_optim_step(struct zn_engine *e, bool inline_done)
 	float clip = e->cfg.gradient_clipping, norm = 0.0f;
 	bool fp16 = e->cfg.precision.fp16;
 	/* the pinned gradient ring began the nvme read-ahead with the step (grads.h) */
-	int rc = zn_grads_ring(&e->gr) ? 0 : zn_swapio_opt_begin(e);
+	int rc = zn_grads_ring(&e->gr) ? 0 : zn_swapio_opt_begin(&e->sw);
 
 	if (!rc && (clip > 0 || fp16)) {
 		rc = global_norm(e, &norm);

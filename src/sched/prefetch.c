@@ -72,7 +72,7 @@ static int fbuf_of(struct zn_engine *e, struct zn_slot *s)
 /* Parameters on nvme: starts reading layer l's shard for slot s. */
 static int fetch_stage(struct zn_engine *e, int l, struct zn_slot *s)
 {
-	return zn_swapio_params(e) ? zn_swapio_fetch_begin(e, fbuf_of(e, s), l) : 0;
+	return zn_swapio_params(&e->sw) ? zn_swapio_fetch_begin(&e->sw, fbuf_of(e, s), l) : 0;
 }
 
 /* Enqueues the fetch of layer l into slot s (see the header comment for the steps). */
@@ -103,7 +103,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		 * all-gather runs in place */
 		void *src = ly->param_h;
 
-		rc = on_host ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
+		rc = on_host ? 0 : zn_swapio_fetch_end(&e->sw, fbuf_of(e, s), &src);
 		if (!rc)
 			rc = zn_stream_wait_event(e->rt.copy_in, s->free);
 		if (!rc)
@@ -115,7 +115,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_tracer_span_end(&e->tr, e->rt.copy_in, h);
 		if (!rc && !on_host)
-			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
+			rc = zn_swapio_fetch_copied(&e->sw, fbuf_of(e, s));
 		if (!rc)
 			rc = zn_event_record(s->ready, e->rt.copy_in);
 		if (!rc)
@@ -182,9 +182,9 @@ int zn_fetch_begin(struct zn_engine *e)
 	int rc = 0;
 
 	/* a sequence cut short (an error): reads staged and never copied up end here */
-	for (int j = e->pf.seq_issued; j < e->pf.seq_staged && zn_swapio_params(e); j++) {
+	for (int j = e->pf.seq_issued; j < e->pf.seq_staged && zn_swapio_params(&e->sw); j++) {
 		void *h;
-		int x = zn_swapio_fetch_end(e, fbuf_of(e, seq_slot(e, j)), &h);
+		int x = zn_swapio_fetch_end(&e->sw, fbuf_of(e, seq_slot(e, j)), &h);
 
 		if (!rc)
 			rc = x;
@@ -198,7 +198,7 @@ int zn_fetch_begin(struct zn_engine *e)
 /* item j's read is in (or it has none): its copy up would not block the host */
 static bool item_ready(struct zn_engine *e, int j)
 {
-	return !zn_swapio_params(e) || zn_swapio_fetch_ready(e, fbuf_of(e, seq_slot(e, j)));
+	return !zn_swapio_params(&e->sw) || zn_swapio_fetch_ready(&e->sw, fbuf_of(e, seq_slot(e, j)));
 }
 
 /* A stage 3 fetch ends in an all-gather, and every rank must enqueue its collectives (these
@@ -232,7 +232,7 @@ int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **par
 
 	/* the store's optimizer read-ahead goes on as its staging frees (swapio.h): every
 	 * acquisition, before this layer's reads, gives it the chance */
-	rc = zn_swapio_opt_poke(e);
+	rc = zn_swapio_opt_poke(&e->sw);
 	if (rc)
 		return rc;
 	if (!e->plan.gathers) {

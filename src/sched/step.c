@@ -362,7 +362,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* the store: the optimizer's state read ahead from now on, as background I/O behind
 	 * the parameter reads, going on at each acquisition (swapio.h) */
 	if (!rc)
-		rc = zn_swapio_step_begin(e);
+		rc = zn_swapio_step_begin(&e->sw, e->step);
 	/* the auxiliary loss's buffers (one a micro-batch) zero: the last step drained */
 	if (!rc && e->act.aux_d)
 		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0,
@@ -389,7 +389,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 			rc = r;
 		/* the step's nvme reads; its write-behind goes on into the next step (anything
 		 * still in flight after a failure) */
-		r = rc ? zn_swapio_quiesce(e) : zn_swapio_step_end(e);
+		r = rc ? zn_swapio_quiesce(&e->sw) : zn_swapio_step_end(&e->sw);
 		if (!rc)
 			rc = r;
 		r = zn_recompute_quiesce(e);
