@@ -2,8 +2,9 @@
  * is a struct in that part's header; struct zn_engine only composes them with what every
  * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
  * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
- * tracer, the reduction, the gradient ring and the optimizer's create / norm / device ops
- * are given what they use at creation (engine.c create_reduce, create_optim, ...).
+ * tracer, the reduction, the gradient ring, the nvme store (swapio) and the optimizer's
+ * create / norm / device ops are given what they use at creation (engine.c create_reduce,
+ * create_optim, create_swapio, ...).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
