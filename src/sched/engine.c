@@ -241,8 +241,8 @@ static int create_optim(struct zn_engine *e)
 {
 	struct zn_optim_config c = {
 		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ld = e->ld, .n = e->n, .cfg = &e->cfg,
-		.pdt = e->pdt, .on_host = zn_tiers_optim_on_host(e),
-		.grads_on_host = e->plan.pl.grads == ZN_TIER_HOST,
+		.pdt = e->pdt, .ti = &e->ti, .sw = &e->sw, .gr = &e->gr,
+		.grads_on_host = e->plan.pl.grads == ZN_TIER_HOST, .params = e->plan.pl.params,
 	};
 
 	return zn_optim_create(&e->opt, &c);
@@ -303,6 +303,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
+	e->ti = (struct zn_tiers){ .L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage };
 	for (int l = 0; l < e->n; l++) {
 		rc = part(zn_tiers_alloc_layer(e, l), "parameters, gradients and optimizer state",
 			  l);
@@ -462,7 +463,7 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		on_device = false;
 		m = e->tmp_h + first;
 	} else {
-		m = zn_tiers_master_full(e, l, &on_device);
+		m = zn_tiers_master_full(&e->ti, l, &on_device);
 	}
 	if (rc)
 		return rc;

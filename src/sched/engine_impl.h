@@ -2,9 +2,9 @@
  * is a struct in that part's header; struct zn_engine only composes them with what every
  * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
  * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
- * tracer, the reduction, the gradient ring, the nvme store (swapio) and the optimizer's
- * create / norm / device ops are given what they use at creation (engine.c create_reduce,
- * create_optim, create_swapio, ...).
+ * tracer, the reduction, the gradient ring, the nvme store (swapio) and the optimizer are
+ * given what they use at creation (engine.c create_reduce, create_optim, create_swapio,
+ * ...).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
@@ -63,6 +63,7 @@ struct zn_engine {
 	struct zn_arena *arena;  /* pinned host tier (tiers, swapio) */
 	uint64_t pinned_budget;  /* --pinned-mem, or the default share of RAM */
 	struct zn_layer *L;      /* per layer, tiers.h */
+	struct zn_tiers ti;      /* where each class lives: L, the plan, the stage (tiers.h) */
 	struct zn_swapio sw;
 	struct zn_prefetch pf;
 	struct zn_reduce rd;

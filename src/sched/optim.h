@@ -6,10 +6,8 @@
  * it reads (struct zn_optim_config). When AdamW runs is the step's rule (step.c), not this
  * part's.
  *
- * Taking the optimizer: create, begin, the norm's device ops, the host accumulation, the
- * non-finite check and report, the CPU AdamW of a span. Still taking the engine (they read
- * the tiers' spans and the store's staging, tiers.h and swapio.h): update_device,
- * update_host, update_early and step. */
+ * It reads the tiers' answers (tiers.h: where the master, gradient and output spans are),
+ * the store's staging (swapio.h) and the gradient ring (grads.h) through what it is given. */
 #ifndef ZN_SCHED_OPTIM_H
 #define ZN_SCHED_OPTIM_H
 
@@ -20,12 +18,15 @@
 #include "cpu/adamw.h"
 #include "gpu/device.h"
 #include "sched/lossscale.h"
+#include "sched/plan.h"
 #include "zinc.h"
 
-struct zn_engine;
+struct zn_grads;
 struct zn_layer;
 struct zn_layer_desc;
 struct zn_runtime;
+struct zn_swapio;
+struct zn_tiers;
 struct zn_tracer;
 
 /* What the optimizer is given (borrowed: they outlive it). */
@@ -37,8 +38,11 @@ struct zn_optim_config {
 	int n;
 	const struct zn_config *cfg;    /* optimizer, scheduler, clipping, precision, zero */
 	enum zn_dtype pdt;              /* stored parameter dtype */
-	bool on_host;                   /* AdamW on the CPU (tiers.h zn_tiers_optim_on_host) */
+	const struct zn_tiers *ti;      /* where master, gradient, output spans live */
+	struct zn_swapio *sw;           /* the store: nvme state staged chunk by chunk */
+	const struct zn_grads *gr;      /* the pinned gradient ring */
 	bool grads_on_host;             /* gradient shards in pinned memory (plan.pl.grads) */
+	enum zn_tier params;            /* where the parameters live (plan.pl.params) */
 };
 
 struct zn_optim {
@@ -87,21 +91,21 @@ void zn_optim_destroy(struct zn_optim *o);
  * scale */
 void zn_optim_begin(struct zn_optim *o, int64_t step);
 /* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
-int zn_optim_update_device(struct zn_engine *e, int l);
+int zn_optim_update_device(struct zn_optim *o, int l);
 /* Layer l's update on the CPU (optimizer cpu or nvme): waits for its gradient shard, reads
  * its nvme state (read ahead), AdamW, writes behind, the new shard up. */
-int zn_optim_update_host(struct zn_engine *e, int l);
+int zn_optim_update_host(struct zn_optim *o, int l);
 /* after the backward: the norm (clipping or fp16) and clipping, the fp16 overflow check
  * (an overflow skips every update and lowers the scale), then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */
-int zn_optim_step(struct zn_engine *e, bool inline_done);
+int zn_optim_step(struct zn_optim *o, bool inline_done);
 /* Held gradients (several micro-batches) with the optimizer's state on nvme and nothing
  * waiting for the norm: during the last micro-batch's backward, once layer l's reduction is
  * enqueued, the CPU AdamW of the layers from the top down to l whose gradient shard has
  * landed and whose state is read, top-down and without blocking, so their write-behind
  * starts as early as the gradients allow; zn_optim_step does the rest. Order and results
  * are those of zn_optim_step. */
-int zn_optim_update_early(struct zn_engine *e, int l);
+int zn_optim_update_early(struct zn_optim *o, int l);
 /* After the step's streams drained: without clipping the global norm from the squared
  * sums taken beside the updates into opt.grad_norm; then *layer = the lowest layer whose
  * gradient is not finite on any rank (-1: none). Every rank calls it (all-reduces). The

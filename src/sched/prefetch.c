@@ -80,7 +80,7 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
 {
 	struct zn_layer *ly = &e->L[l];
 	bool bf16 = e->pdt != ZN_DTYPE_F32, on_host = e->plan.pl.params == ZN_TIER_HOST;
-	uint64_t esz = zn_tiers_param_bytes(e), padded = ly->sh.padded_numel;
+	uint64_t esz = zn_tiers_param_bytes(&e->ti), padded = ly->sh.padded_numel;
 	struct cast_args ca;
 	int rc, h;
 

@@ -380,7 +380,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	}
 	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
 	if (!rc)
-		rc = zn_optim_step(e, zn_step_adamw_during_backward(e));
+		rc = zn_optim_step(&e->opt, zn_step_adamw_during_backward(e));
 	/* 5. the end: every stream drained, comm errors collected, nvme reads waited for */
 	{
 		int r = zn_runtime_drain(&e->rt);

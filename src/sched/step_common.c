@@ -69,7 +69,7 @@ uint64_t zn_step_seed(const struct zn_engine *e, int micro)
  * layer is updated: fp16 loses the overlap of AdamW with the backward). */
 bool zn_step_adamw_during_backward(const struct zn_engine *e)
 {
-	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0) &&
+	return !zn_tiers_optim_on_host(&e->ti) && !(e->cfg.gradient_clipping > 0) &&
 	       !e->cfg.precision.fp16;
 }
 
@@ -81,14 +81,14 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 	int due = micro == e->gas - 1 ? zn_grads_ring_due(&e->gr, l) : -1, rc = 0;
 
 	if (due >= 0)
-		rc = zn_optim_update_host(e, due);
+		rc = zn_optim_update_host(&e->opt, due);
 	if (!rc)
 		rc = zn_reduce_layer(&e->rd, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && zn_step_adamw_during_backward(e))
-		rc = zn_optim_update_device(e, l);
+		rc = zn_optim_update_device(&e->opt, l);
 	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
 	if (!rc && micro == e->gas - 1 && l > 0)
-		rc = zn_optim_update_early(e, l);
+		rc = zn_optim_update_early(&e->opt, l);
 	return rc;
 }
 
