@@ -32,6 +32,11 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 	return rc;
 }
 
+const float *zn_engine_params_f32(struct zn_engine *e, int layer)
+{
+	return e->L[layer].param_d;
+}
+
 struct zn_aio *zn_engine_aio(struct zn_engine *e)
 {
 	return e->sw.aio;
@@ -86,7 +91,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);
 	free(e->L);
-	zn_prefetch_destroy(e);
+	zn_prefetch_destroy(&e->pf);
 	zn_reduce_destroy(&e->rd);
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
@@ -248,6 +253,18 @@ static int create_optim(struct zn_engine *e)
 	return zn_optim_create(&e->opt, &c);
 }
 
+/* the prefetcher, given the runtime, the tracer, the layers, the tiers, the store, the plan */
+static int create_prefetch(struct zn_engine *e)
+{
+	struct zn_prefetch_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ti = &e->ti, .sw = &e->sw,
+		.plan = &e->plan, .stage = e->cfg.zero.stage, .pdt = e->pdt,
+		.compute16 = e->compute16,
+	};
+
+	return zn_prefetch_create(&e->pf, &c);
+}
+
 /* the store, given the runtime, the tracer, the layers, the arena, the plan and config */
 static int create_swapio(struct zn_engine *e)
 {
@@ -269,7 +286,7 @@ static int create_parts(struct zn_engine *e)
 
 	rc = part(zn_grads_create(&e->gr, &gc), "gradient buffers", -1);
 	if (!rc)
-		rc = part(zn_prefetch_create(e), "the parameter prefetch ring", -1);
+		rc = part(create_prefetch(e), "the parameter prefetch ring", -1);
 	if (!rc)
 		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
 	if (!rc)

@@ -2,9 +2,9 @@
  * is a struct in that part's header; struct zn_engine only composes them with what every
  * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
  * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
- * tracer, the reduction, the gradient ring, the nvme store (swapio) and the optimizer are
- * given what they use at creation (engine.c create_reduce, create_optim, create_swapio,
- * ...).
+ * tracer, the reduction, the gradient ring, the nvme store (swapio), the prefetcher and
+ * the optimizer are given what they use at creation (engine.c create_reduce,
+ * create_prefetch, create_swapio, create_optim, ...).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
@@ -137,7 +137,7 @@ void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 
-/* prefetch.c: resident fp32 parameters of a layer (no gathers) */
+/* engine.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);
 struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 /* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen

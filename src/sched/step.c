@@ -46,7 +46,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		int l = k + 1;
 		const float *p;
 
-		rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (rc)
@@ -65,7 +65,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_step_launch(e, true, l, &a);
 		if (!rc)
-			rc = zn_fetch_release(e, k);
+			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
@@ -110,7 +110,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		int l = u.layer;
 		const float *p;
 
-		rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)
@@ -141,7 +141,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 			rc = zn_step_launch(e, false, l, &a);
 		}
 		if (!rc)
-			rc = zn_fetch_release(e, k);
+			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
@@ -163,7 +163,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
-		rc = zn_fetch_layer0_release(e);
+		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	if (!rc)

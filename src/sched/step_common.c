@@ -130,19 +130,19 @@ int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float
 	int rc = 0;
 
 	if (micro == 0)
-		rc = zn_fetch_layer0(e, p0);
+		rc = zn_fetch_layer0(&e->pf, p0);
 	else
-		*p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+		*p0 = e->plan.gathers ? zn_slot_params(&e->pf, &e->pf.slot0) : zn_engine_params_f32(e, 0);
 	if (!rc && micro == 0)
 		rc = zn_frozen_layer0(e, f0);
 	else
 		*f0 = zn_frozen_layer0_params(e);
 	if (!rc)
-		rc = zn_fetch_layer0_wait(e);
+		rc = zn_fetch_layer0_wait(&e->pf);
 	if (!rc)
 		rc = zn_frozen_layer0_wait(e);
 	if (!rc)
-		rc = zn_fetch_begin(e);
+		rc = zn_fetch_begin(&e->pf, e->act.use, e->act.use_n);
 	if (!rc)
 		rc = zn_frozen_begin(e);
 	return rc;

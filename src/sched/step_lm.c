@@ -107,7 +107,7 @@ static int forward(struct lm_run *r)
 		const float *p, *f;
 		struct zn_layer_call a;
 
-		rc = zn_fetch_acquire(e, l - 1, l, &p);
+		rc = zn_fetch_acquire(&e->pf, l - 1, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, l - 1, l, &f);
 		for (int m = 0; !rc && m < r->lm->k; m++) {
@@ -121,7 +121,7 @@ static int forward(struct lm_run *r)
 				rc = zn_lmajor_slot_after(e, l + 1, m);
 		}
 		if (!rc)
-			rc = zn_fetch_release(e, l - 1);
+			rc = zn_fetch_release(&e->pf, l - 1);
 		if (!rc)
 			rc = zn_frozen_release(e, l - 1);
 	}
@@ -164,7 +164,7 @@ static int turn(struct lm_run *r)
 	uint64_t bt = bt_of(e);
 	const float *p, *f;
 
-	rc = zn_fetch_acquire(e, item, n - 1, &p);
+	rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	if (!rc && r->again)
@@ -203,7 +203,7 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_lmajor_dx_written(e, m, ws);
 		if (!rc && m == k - 1)
-			rc = zn_fetch_release(e, item);
+			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && m == k - 1)
 			rc = zn_frozen_release(e, item);
 		if (!rc)
@@ -263,13 +263,13 @@ static int backward(struct lm_run *r)
 		int item = n - 1 + (n - 2 - l);
 		const float *p, *f;
 
-		rc = zn_fetch_acquire(e, item, l, &p);
+		rc = zn_fetch_acquire(&e->pf, item, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, item, l, &f);
 		for (int m = 0; !rc && m < k; m++) {
 			rc = layer_backward(r, l, m, p, f);
 			if (!rc && m == k - 1)
-				rc = zn_fetch_release(e, item);
+				rc = zn_fetch_release(&e->pf, item);
 			if (!rc && m == k - 1)
 				rc = zn_frozen_release(e, item);
 			if (!rc)
@@ -314,7 +314,7 @@ static int backward0(struct lm_run *r)
 	/* the parameters come from the turn's copy; the frozen base (unchanged) is acquired
 	 * again, and with it the parameters' item of the sequence */
 	if (r->again)
-		rc = zn_fetch_acquire(e, item, n - 1, &p);
+		rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc && r->again)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	for (int m = 0; !rc && m < k; m++) {
@@ -328,7 +328,7 @@ static int backward0(struct lm_run *r)
 		if (!rc && r->again && m > 0)
 			rc = head_again(r, m, f);
 		if (!rc && r->again && m == k - 1)
-			rc = zn_fetch_release(e, item);
+			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && r->again && m == k - 1)
 			rc = zn_frozen_release(e, item);
 		if (rc)
@@ -345,7 +345,7 @@ static int backward0(struct lm_run *r)
 		if (!rc && m == k - 1)
 			rc = zn_event_record(e->act.tok_free, e->rt.compute);
 		if (!rc && m == k - 1)
-			rc = zn_fetch_layer0_release(e);
+			rc = zn_fetch_layer0_release(&e->pf);
 		if (!rc && m == k - 1)
 			rc = zn_frozen_layer0_release(e);
 		if (!rc)
