@@ -126,7 +126,7 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 {
 	struct zn_layer *ly = &e->L[l];
 	enum zn_optim_states st = e->plan.states;
-	uint64_t first, count, shift, n_buf = zn_tiers_optim_numel(e, l);
+	uint64_t first, count, shift, n_buf = zn_tiers_optim_numel(&e->ti, l);
 	uint64_t mb, pc[2][3];
 	const void *src[3];
 	bool dev = e->plan.pl.optim == ZN_TIER_DEVICE;
@@ -142,10 +142,10 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 		 * the swap store checks as they come in) */
 		struct state_out o = { out, count, n_buf, st };
 
-		return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
+		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
 					  false, state_out_chunk, &o);
 	}
-	src[0] = zn_tiers_master_span(e, l, NULL);
+	src[0] = zn_tiers_master_span(&e->ti, l, NULL);
 	src[1] = dev ? ly->m_d : ly->m_h;
 	src[2] = dev ? ly->v_d : ly->v_h;
 	if (!rc)
@@ -211,13 +211,13 @@ static int state_in_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn
 int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 {
 	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->opt_count, n_buf = zn_tiers_optim_numel(e, l);
+	uint64_t n = ly->opt_count, n_buf = zn_tiers_optim_numel(&e->ti, l);
 	int rc = 0;
 
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
 		struct state_in in = { e, m, v, n, n_buf };
 
-		return zn_swapio_state_io(e, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
+		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
 					  &in);
 	}
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
@@ -295,7 +295,7 @@ int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
 		   k == 1 ? ZN_SWAP_EXP_AVG : ZN_SWAP_EXP_AVG_SQ;
 	struct zn_swap_key key = { .kind = kind, .layer = l, .rank = e->rt.rank };
 	uint64_t done = 0;
-	int rc = zn_swapio_quiesce(e); /* the last step's write-behind is in the extent */
+	int rc = zn_swapio_quiesce(&e->sw); /* the last step's write-behind is in the extent */
 
 	while (!rc && done < bytes) {
 		uint64_t fo, n;

@@ -12,7 +12,6 @@
 #include "core/size.h"
 #include "lmhead_ce.h"
 #include "sched/engine_impl.h"
-#include "sched/grads.h"
 
 int zn_engine_rank(const struct zn_engine *e)
 {
@@ -24,18 +23,36 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 	int rc = 0;
 
 	/* traced write-behind still in flight belongs to the old trace */
-	if (e->tr.t && t != e->tr.t)
-		rc = zn_swapio_quiesce(e);
-	e->tr.t = t;
+	if (zn_tracer_attached(&e->tr) && t != e->tr.t)
+		rc = zn_swapio_quiesce(&e->sw);
+	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
 	if (e->sw.aio)
 		zn_aio_set_timing(e->sw.aio, t != NULL);
 	return rc;
 }
 
+const float *zn_engine_params_f32(struct zn_engine *e, int layer)
+{
+	return e->L[layer].param_d;
+}
+
+struct zn_aio *zn_engine_aio(struct zn_engine *e)
+{
+	return e->sw.aio;
+}
+
+int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
+{
+	if (!e->sw.aio)
+		return -EINVAL;
+	zn_aio_set_bandwidth_cap(e->sw.aio, bytes_per_s);
+	return 0;
+}
+
 int zn_engine_flush(struct zn_engine *e)
 {
-	return zn_swapio_quiesce(e);
+	return zn_swapio_quiesce(&e->sw);
 }
 
 int zn_engine_world(const struct zn_engine *e)
@@ -69,17 +86,17 @@ void zn_engine_destroy(struct zn_engine *e)
 		return;
 	/* Queued work may still read the buffers: drain every stream before freeing. */
 	zn_runtime_sync(&e->rt);
-	zn_tracer_destroy(e);
-	zn_swapio_destroy(e);
+	zn_tracer_destroy(&e->tr);
+	zn_swapio_destroy(&e->sw);
 	for (int l = 0; e->L && l < e->n; l++)
 		zn_tiers_free_layer(e, l);
 	free(e->L);
-	zn_prefetch_destroy(e);
-	zn_reduce_destroy(e);
+	zn_prefetch_destroy(&e->pf);
+	zn_reduce_destroy(&e->rd);
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
-	zn_optim_destroy(e);
+	zn_optim_destroy(&e->opt);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
 	free(e->tmp_h);
@@ -211,24 +228,76 @@ static int part(int rc, const char *what, int layer)
 	return rc;
 }
 
+/* the gradient reduction, given the runtime, the tracer, the layers and the plan's ring */
+static int create_reduce(struct zn_engine *e)
+{
+	struct zn_reduce_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .gas = e->gas,
+		.stage = e->cfg.zero.stage, .overlap_comm = e->cfg.zero.overlap_comm,
+		.grads = e->plan.pl.grads, .grad_slots = e->plan.grad_slots,
+		.layer0_numel = e->plan.layer0_numel, .slot_numel = e->plan.slot_numel,
+	};
+
+	return zn_reduce_create(&e->rd, &c);
+}
+
+/* the optimizer, given the runtime, the tracer, the layers and the plan's placement */
+static int create_optim(struct zn_engine *e)
+{
+	struct zn_optim_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ld = e->ld, .n = e->n, .cfg = &e->cfg,
+		.pdt = e->pdt, .ti = &e->ti, .sw = &e->sw, .gr = &e->gr,
+		.grads_on_host = e->plan.pl.grads == ZN_TIER_HOST, .params = e->plan.pl.params,
+	};
+
+	return zn_optim_create(&e->opt, &c);
+}
+
+/* the prefetcher, given the runtime, the tracer, the layers, the tiers, the store, the plan */
+static int create_prefetch(struct zn_engine *e)
+{
+	struct zn_prefetch_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ti = &e->ti, .sw = &e->sw,
+		.plan = &e->plan, .stage = e->cfg.zero.stage, .pdt = e->pdt,
+		.compute16 = e->compute16,
+	};
+
+	return zn_prefetch_create(&e->pf, &c);
+}
+
+/* the store, given the runtime, the tracer, the layers, the arena, the plan and config */
+static int create_swapio(struct zn_engine *e)
+{
+	struct zn_swapio_config c = {
+		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .arena = e->arena,
+		.plan = &e->plan, .cfg = &e->cfg, .pdt = e->pdt,
+	};
+
+	return zn_swapio_create(&e->sw, &c);
+}
+
 static int create_parts(struct zn_engine *e)
 {
+	struct zn_grads_config gc = {
+		.L = e->L, .n = e->n, .arena = e->arena, .home = e->plan.grad_home,
+		.ring = e->plan.grad_ring, .ring_numel = e->plan.grad_ring_numel,
+	};
 	int rc;
 
-	rc = part(zn_grads_create(e), "gradient buffers", -1);
+	rc = part(zn_grads_create(&e->gr, &gc), "gradient buffers", -1);
 	if (!rc)
-		rc = part(zn_prefetch_create(e), "the parameter prefetch ring", -1);
+		rc = part(create_prefetch(e), "the parameter prefetch ring", -1);
 	if (!rc)
 		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
 	if (!rc)
-		rc = part(zn_reduce_create(e), "the gradient reduction buffers", -1);
+		rc = part(create_reduce(e), "the gradient reduction buffers", -1);
 	if (!rc)
 		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
 			  -1);
 	if (!rc)
-		rc = part(zn_optim_create(e), "the optimizer's buffers", -1);
+		rc = part(create_optim(e), "the optimizer's buffers", -1);
 	if (!rc)
-		rc = part(zn_swapio_create(e), "the nvme swap staging", -1);
+		rc = part(create_swapio(e), "the nvme swap staging", -1);
 	return rc;
 }
 
@@ -251,6 +320,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
+	e->ti = (struct zn_tiers){ .L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage };
 	for (int l = 0; l < e->n; l++) {
 		rc = part(zn_tiers_alloc_layer(e, l), "parameters, gradients and optimizer state",
 			  l);
@@ -271,7 +341,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		if (!rc)
 			rc = zn_tiers_init_layer(e, l);
 		if (!rc)
-			rc = zn_swapio_init_layer(e, l); /* its nvme homes, from the same values */
+			rc = zn_swapio_init_layer(&e->sw, l, e->tmp_h); /* its nvme homes, from the same values */
 		if (rc)
 			return rc;
 	}
@@ -342,7 +412,7 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 	if (!rc)
 		rc = zn_lmajor_plan(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
-		zn_grads_memory(e, e->plan.host_bytes ? zn_arena_size_for(
+		zn_engine_memory_of(e, e->plan.host_bytes ? zn_arena_size_for(
 					   zn_plan_pinned_reserve(&e->plan, e->pinned_budget)) : 0, out);
 	zn_engine_destroy(e);
 	return rc;
@@ -362,6 +432,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 		goto destroy;
 	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
 		  "the runtime (device, comm, streams)", -1);
+	zn_tracer_init(&e->tr, &e->rt);
 	if (!rc)
 		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev));
 	if (rc)
@@ -403,13 +474,13 @@ int zn_engine_read_layer(struct zn_engine *e, int l, float *out_h)
 		first = 0;
 		count = ly->sh.padded_numel;
 	}
-	if (zn_swapio_optim(e)) {
+	if (zn_swapio_optim(&e->sw)) {
 		/* read in chunks straight into place (stage >= 1: the shard) */
-		rc = zn_swapio_read_master(e, l, e->tmp_h + first);
+		rc = zn_swapio_read_master(&e->sw, l, e->tmp_h + first);
 		on_device = false;
 		m = e->tmp_h + first;
 	} else {
-		m = zn_tiers_master_full(e, l, &on_device);
+		m = zn_tiers_master_full(&e->ti, l, &on_device);
 	}
 	if (rc)
 		return rc;

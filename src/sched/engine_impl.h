@@ -1,12 +1,17 @@
 /* Internal to src/sched: the engine is its parts (docs/architecture.md). Each part's state
  * is a struct in that part's header; struct zn_engine only composes them with what every
- * part reads (config, model, plan, layers).
+ * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
+ * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
+ * tracer, the reduction, the gradient ring, the nvme store (swapio), the prefetcher and
+ * the optimizer are given what they use at creation (engine.c create_reduce,
+ * create_prefetch, create_swapio, create_optim, ...).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
  *   swapio.h    state homed on nvme                                      (sw)
  *   prefetch.h  working fp32 copies of parameters, the prefetch ring     (pf)
  *   reduce.h    gradient reduction                                       (rd)
+ *   grads.h     the pinned gradient ring                                 (gr)
  *   optim.h     clipping and AdamW, host and device                      (opt)
  *   acts.h      activations, tokens, losses, per micro-batch events      (act)
  *   trace_dev.h spans of a traced step (zinc train --trace)              (tr)
@@ -26,6 +31,7 @@
 #include "model/model.h"
 #include "sched/acts.h"
 #include "sched/frozen.h"
+#include "sched/grads.h"
 #include "sched/optim.h"
 #include "sched/plan.h"
 #include "sched/prefetch.h"
@@ -57,9 +63,11 @@ struct zn_engine {
 	struct zn_arena *arena;  /* pinned host tier (tiers, swapio) */
 	uint64_t pinned_budget;  /* --pinned-mem, or the default share of RAM */
 	struct zn_layer *L;      /* per layer, tiers.h */
+	struct zn_tiers ti;      /* where each class lives: L, the plan, the stage (tiers.h) */
 	struct zn_swapio sw;
 	struct zn_prefetch pf;
 	struct zn_reduce rd;
+	struct zn_grads gr;      /* the pinned gradient ring, grads.h */
 	struct zn_optim opt;
 	struct zn_acts act;
 	struct zn_tracer tr;
@@ -101,11 +109,35 @@ int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
 void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
 			    uint64_t pinned_budget);
 
+/* The tracer's hooks (trace_dev.h) for the files that still take the engine (frozen.c,
+ * frozen_io.c, which the frozen part's move gives the tracer); to be removed with them */
+static inline int zn_tr_begin(struct zn_engine *e, bool on, struct zn_stream *s,
+			      const char *what, int layer, uint64_t bytes, int *h)
+{
+	*h = -1;
+	return on ? zn_tracer_begin(&e->tr, s, what, layer, bytes, h) : 0;
+}
+
+static inline int zn_tr_end(struct zn_engine *e, struct zn_stream *s, int h)
+{
+	return zn_tracer_span_end(&e->tr, s, h);
+}
+
+static inline void zn_tracer_host(struct zn_engine *e, int track, int sub, const char *what,
+				  int layer, uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes)
+{
+	zn_tracer_add_host(&e->tr, track, sub, what, layer, t0_ns, t1_ns, bytes);
+}
+
+/* engine_plan.c: zn_engine_memory from e's plan, with the arena of pinned_reserved bytes
+ * (0: none) */
+void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
+			 struct zn_engine_memory *out);
 /* engine_plan.c: e->pin and e->plan for the prepared engine (the schedule as e->act.lm says)
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 
-/* prefetch.c: resident fp32 parameters of a layer (no gathers) */
+/* engine.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);
 struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 /* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen

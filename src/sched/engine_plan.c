@@ -2,6 +2,8 @@
  * from the configuration, the layers and the activations' bytes, fitted to the device and
  * pinned budgets. The engine (make_plan) and the schedule's choice (lmajor_plan.c, which
  * plans each order it weighs) call it. */
+#include <stdio.h>
+
 #include "cpu/arena.h"
 #include "sched/engine_impl.h"
 
@@ -57,4 +59,37 @@ int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, siz
 				msg_size);
 	e->pin.prefetch_depth = e->plan.prefetch_depth;
 	return rc;
+}
+
+void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
+			 struct zn_engine_memory *out)
+{
+	const struct zn_engine_plan *p = &e->plan;
+
+	*out = (struct zn_engine_memory){
+		.device_bytes = p->device_bytes,
+		.pinned_plan_bytes = p->host_bytes,
+		.pinned_reserved_bytes = pinned_reserved,
+		.pinned_budget_bytes = e->pinned_budget,
+		.grad_pinned_bytes = p->host_grad_bytes,
+		.grad_home = zn_plan_grad_home_name(p->grad_home),
+		.grad_ring = p->grad_home == ZN_GRAD_PINNED_RING && p->grad_ring > 0 ?
+			     p->grad_ring : 0,
+		.device_model_bytes = p->dev_param_bytes + p->dev_grad_bytes + p->dev_optim_bytes +
+				      p->dev_frozen_bytes,
+		.device_working_bytes = p->dev_working_bytes,
+		.device_act_bytes = p->dev_act_bytes,
+		.pinned_swap_bytes = p->host_swap_bytes,
+		.nvme_bytes = p->nvme_optim_bytes + p->nvme_param_bytes + p->nvme_act_bytes +
+			      p->nvme_frozen_bytes,
+		.frozen_bytes = p->frozen_home_bytes,
+		.prefetch_depth = p->prefetch_depth,
+		.nvme_step_read_bytes = p->nvme_step_read_bytes,
+	};
+	snprintf(out->schedule, sizeof(out->schedule), "%s", e->sched_line);
+}
+
+void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out)
+{
+	zn_engine_memory_of(e, e->arena ? zn_arena_size(e->arena) : 0, out);
 }

@@ -34,13 +34,13 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 	for (int k = e->n - 1; !rc && k < e->act.use_n; k++) {
 		const float *p, *f;
 
-		rc = zn_fetch_acquire(e, k, e->act.use[k].layer, &p);
+		rc = zn_fetch_acquire(&e->pf, k, e->act.use[k].layer, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, e->act.use[k].layer, &f);
 		if (!rc)
 			rc = zn_recompute_use_before(e, k);
 		if (!rc)
-			rc = zn_fetch_release(e, k);
+			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
@@ -49,7 +49,7 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
-		rc = zn_fetch_layer0_release(e);
+		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	return rc;
@@ -81,7 +81,7 @@ int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	r = zn_runtime_drain(&e->rt);
 	if (!rc)
 		rc = r;
-	r = zn_swapio_quiesce(e);
+	r = zn_swapio_quiesce(&e->sw);
 	if (!rc)
 		rc = r;
 	r = zn_recompute_quiesce(e);

@@ -12,6 +12,9 @@
  * the same arithmetic in the same order as the held home, so the same bits.
  *
  * ZN_GRAD_PINNED_HELD: every layer has its own shard for the whole step (tiers.c).
+ *
+ * State: struct zn_grads (engine field gr), given at create the layers' buffers, the pinned
+ * arena and the plan's ring numbers; it reads no other part.
  */
 #ifndef ZN_SCHED_GRADS_H
 #define ZN_SCHED_GRADS_H
@@ -19,27 +22,39 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "zinc.h"
+#include "sched/plan.h"
 
-struct zn_engine;
+struct zn_arena;
+struct zn_layer;
 
-/* After the layers' buffers: the ring's views, and each ring layer's grad_h. */
-int zn_grads_create(struct zn_engine *e);
+struct zn_grads_config {
+	struct zn_layer *L;          /* the layers' buffers (tiers.h), n of them */
+	int n;
+	struct zn_arena *arena;      /* the pinned arena the ring is carved from */
+	enum zn_grad_home home;      /* plan.grad_home */
+	int ring;                    /* plan.grad_ring buffers */
+	uint64_t ring_numel;         /* plan.grad_ring_numel: each buffer's elements */
+};
 
-/* At the start of a step: the optimizer's nvme read-ahead (the ring updates during the
- * backward). */
-int zn_grads_step_begin(struct zn_engine *e);
+struct zn_grads {
+	int n;
+	int ring;                    /* 0: no pinned ring */
+};
+
+/* After the layers' buffers: the ring's views, and each ring layer's grad_h. 0 or
+ * -ENOMEM. */
+int zn_grads_create(struct zn_grads *g, const struct zn_grads_config *c);
 
 /* Before layer l's shard is copied down (its last micro-batch), l's ring buffer must be
  * free: the layer that used it before, which the step updates first (zn_optim_update_host),
  * or -1 (no ring, or the buffer is fresh). */
-int zn_grads_ring_due(const struct zn_engine *e, int l);
+int zn_grads_ring_due(const struct zn_grads *g, int l);
 
 /* Whether layer l was updated during the backward (zn_optim_step skips it). */
-bool zn_grads_updated_in_backward(const struct zn_engine *e, int l);
+bool zn_grads_updated_in_backward(const struct zn_grads *g, int l);
 
-/* zn_engine_memory from e's plan, with the arena of pinned_reserved bytes (0: none). */
-void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,
-		     struct zn_engine_memory *out);
+/* Whether the gradients go through the pinned ring (the optimizer's nvme read-ahead then
+ * begins with the step, zn_optim_step does not begin it again). */
+bool zn_grads_ring(const struct zn_grads *g);
 
 #endif

@@ -1,8 +1,13 @@
 /* The optimizer: global-norm clipping and AdamW over each rank's span, on the device
  * (optim_device.c, through the kernel table) or on the CPU (optim.c). One tensor-span rule
  * (zn_optim_spans) splits a layer's span at tensor boundaries so weight decay follows each
- * tensor's flag. State: struct zn_optim (engine field opt). When AdamW runs is the step's
- * rule (step.c), not this part's. */
+ * tensor's flag. State: struct zn_optim (engine field opt), given at create the runtime, the
+ * tracer, the layers' buffers and descriptors, the configuration and the plan's placement
+ * it reads (struct zn_optim_config). When AdamW runs is the step's rule (step.c), not this
+ * part's.
+ *
+ * It reads the tiers' answers (tiers.h: where the master, gradient and output spans are),
+ * the store's staging (swapio.h) and the gradient ring (grads.h) through what it is given. */
 #ifndef ZN_SCHED_OPTIM_H
 #define ZN_SCHED_OPTIM_H
 
@@ -13,12 +18,36 @@
 #include "cpu/adamw.h"
 #include "gpu/device.h"
 #include "sched/lossscale.h"
+#include "sched/plan.h"
 #include "zinc.h"
 
-struct zn_engine;
+struct zn_grads;
+struct zn_layer;
 struct zn_layer_desc;
+struct zn_runtime;
+struct zn_swapio;
+struct zn_tiers;
+struct zn_tracer;
+
+/* What the optimizer is given (borrowed: they outlive it). */
+struct zn_optim_config {
+	struct zn_runtime *rt;
+	struct zn_tracer *tr;
+	struct zn_layer *L;             /* the layers' buffers (tiers.h), n of them */
+	const struct zn_layer_desc *ld; /* the layers' descriptors (decay flags, names) */
+	int n;
+	const struct zn_config *cfg;    /* optimizer, scheduler, clipping, precision, zero */
+	enum zn_dtype pdt;              /* stored parameter dtype */
+	const struct zn_tiers *ti;      /* where master, gradient, output spans live */
+	struct zn_swapio *sw;           /* the store: nvme state staged chunk by chunk */
+	const struct zn_grads *gr;      /* the pinned gradient ring */
+	bool grads_on_host;             /* gradient shards in pinned memory (plan.pl.grads) */
+	enum zn_tier params;            /* where the parameters live (plan.pl.params) */
+};
 
 struct zn_optim {
+	struct zn_optim_config c;
+	int64_t step;       /* the engine's step (zn_optim_begin) */
 	float lr;
 	float beta1, beta2; /* this step's (OneCycle cycles beta1) */
 	float clip_coef;
@@ -54,54 +83,56 @@ struct zn_optim_span {
 int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
 		   struct zn_optim_span *out);
 
-int zn_optim_create(struct zn_engine *e);  /* the norm's device buffers (device optimizer) */
-void zn_optim_destroy(struct zn_engine *e);
-/* the step begins: learning rate for step e->step - skipped, clip coefficient 1, this
- * step's loss scale */
-void zn_optim_begin(struct zn_engine *e);
+/* the loss scaler (fp16) and the norm's device buffers (device optimizer); 0 or a negative
+ * code. destroy accepts a half-built or never-created (zeroed) optimizer */
+int zn_optim_create(struct zn_optim *o, const struct zn_optim_config *c);
+void zn_optim_destroy(struct zn_optim *o);
+/* the step begins: learning rate for step - skipped, clip coefficient 1, this step's loss
+ * scale */
+void zn_optim_begin(struct zn_optim *o, int64_t step);
 /* AdamW of layer l on the device tier, right behind its reduction (comm stream) */
-int zn_optim_update_device(struct zn_engine *e, int l);
+int zn_optim_update_device(struct zn_optim *o, int l);
 /* Layer l's update on the CPU (optimizer cpu or nvme): waits for its gradient shard, reads
  * its nvme state (read ahead), AdamW, writes behind, the new shard up. */
-int zn_optim_update_host(struct zn_engine *e, int l);
+int zn_optim_update_host(struct zn_optim *o, int l);
 /* after the backward: the norm (clipping or fp16) and clipping, the fp16 overflow check
  * (an overflow skips every update and lowers the scale), then AdamW of every layer not
  * yet updated (inline_done: the device updates already ran during the backward) */
-int zn_optim_step(struct zn_engine *e, bool inline_done);
+int zn_optim_step(struct zn_optim *o, bool inline_done);
 /* Held gradients (several micro-batches) with the optimizer's state on nvme and nothing
  * waiting for the norm: during the last micro-batch's backward, once layer l's reduction is
  * enqueued, the CPU AdamW of the layers from the top down to l whose gradient shard has
  * landed and whose state is read, top-down and without blocking, so their write-behind
  * starts as early as the gradients allow; zn_optim_step does the rest. Order and results
  * are those of zn_optim_step. */
-int zn_optim_update_early(struct zn_engine *e, int l);
+int zn_optim_update_early(struct zn_optim *o, int l);
 /* After the step's streams drained: without clipping the global norm from the squared
  * sums taken beside the updates into opt.grad_norm; then *layer = the lowest layer whose
  * gradient is not finite on any rank (-1: none). Every rank calls it (all-reduces). The
  * caller decides: stop (zn_optim_report_nonfinite) or, under loss scaling, skip. */
-int zn_optim_first_nonfinite(struct zn_engine *e, int *layer);
+int zn_optim_first_nonfinite(struct zn_optim *o, int *layer);
 /* Logs the stop for a non-finite loss or gradient norm, naming the step and `layer`
  * (from zn_optim_first_nonfinite); returns -ERANGE. */
-int zn_optim_report_nonfinite(const struct zn_engine *e, float loss, int layer);
+int zn_optim_report_nonfinite(const struct zn_optim *o, float loss, int layer);
 /* offloaded gradient shards: the receive shard added into the layer's shard */
-int zn_optim_host_accumulate(struct zn_engine *e, int layer);
+int zn_optim_host_accumulate(struct zn_optim *o, int layer);
 
 /* CPU AdamW over layer elements [first, first + count); the buffers start at `first` (mo:
  * the moments as stored; int8: first starts a block), each tensor with its weight decay. */
-int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, uint64_t count,
+int zn_adamw_layer_span(struct zn_optim *o, int layer, uint64_t first, uint64_t count,
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype);
 
 /* optim_device.c: the optimizer's device work through the kernel table */
 uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count); /* 0: none */
-int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
+int zn_devops_adamw(struct zn_optim *o, struct zn_stream *s, int layer, float *master,
 		    const struct zn_adamw_moments *mo, const float *grad, void *out,
 		    float grad_scale);
 /* layer's squared sum of grad[0 .. n) into norm_d (n may be 0) */
-int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+int zn_devops_sumsq(struct zn_optim *o, struct zn_stream *s, int layer, const float *grad,
 		    uint64_t n);
 /* after s has every layer's sumsq: copies them back, waits, sets each L[l].sumsq
  * (INFINITY for a non-finite gradient) */
-int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s);
+int zn_devops_sumsq_read(struct zn_optim *o, struct zn_stream *s);
 
 #endif

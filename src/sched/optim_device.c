@@ -17,13 +17,16 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "cpu/adamw.h"
-#include "sched/engine_impl.h"
+#include "model/model.h"
+#include "sched/optim.h"
+#include "sched/runtime.h"
+#include "sched/tiers.h"
 
 /* every tensor of a layer can be its own span of one adamw_states call */
 _Static_assert(ZN_KERNEL_ADAMW_SPANS >= ZN_MODEL_MAX_TENSORS, "kernel spans < tensors");
 
 struct adamw_job {
-	struct zn_engine *e;
+	struct zn_optim *o;
 	int layer;
 	float *master;
 	struct zn_adamw_moments mo;
@@ -69,13 +72,13 @@ uint64_t zn_devops_norm_bytes(const struct zn_config *cfg, int layer_count)
 static void adamw_states_fn(struct adamw_job *j, void *native, const struct zn_kernel_table *k,
 			    const struct zn_optim_span *sp, int n)
 {
-	const struct zn_layer *ly = &j->e->L[j->layer];
+	const struct zn_layer *ly = &j->o->c.L[j->layer];
 	struct zn_kernel_span ks[ZN_KERNEL_ADAMW_SPANS];
 	struct zn_kernel_moments mo = {
 		.states = (int32_t)j->mo.states, .m = j->mo.m, .v = j->mo.v,
 		.m_absmax = j->mo.m_absmax, .v_absmax = j->mo.v_absmax,
 	};
-	bool f16 = j->e->pdt == ZN_DTYPE_F16;
+	bool f16 = j->o->c.pdt == ZN_DTYPE_F16;
 
 	for (int s = 0; s < n; s++)
 		ks[s] = (struct zn_kernel_span){ sp[s].i, sp[s].len,
@@ -90,9 +93,9 @@ static void adamw_states_fn(struct adamw_job *j, void *native, const struct zn_k
 static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
-	const struct zn_layer *ly = &j->e->L[j->layer];
+	const struct zn_layer *ly = &j->o->c.L[j->layer];
 	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
-	int n = zn_optim_spans(&j->e->ld[j->layer], ly->opt_off, ly->opt_count, sp);
+	int n = zn_optim_spans(&j->o->c.ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_runtime_now_ms();
 	float *m = j->mo.m, *v = j->mo.v;
@@ -105,7 +108,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 		hp.weight_decay = sp[s].decay ? j->hp.weight_decay : 0.0f;
 		/* fp16 parameters: the update, then the new master cast into the fp16 copy
 		 * (the same bits as the CPU's fused fp16 output) */
-		bool f16 = j->e->pdt == ZN_DTYPE_F16;
+		bool f16 = j->o->c.pdt == ZN_DTYPE_F16;
 
 		k->adamw(native, j->master + i, m + i, v + i,
 			 j->out && !f16 ? j->out + i : NULL, j->grad + i, &hp, (size_t)sp[s].len);
@@ -113,7 +116,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 			k->cast_f32_to_f16(native, j->out + i, j->master + i, (size_t)sp[s].len);
 	}
 	/* host: the update itself; cuda: only the time to enqueue it */
-	atomic_fetch_add(&j->e->opt.opt_ns, (uint64_t)((zn_runtime_now_ms() - t0) * 1e6));
+	atomic_fetch_add(&j->o->opt_ns, (uint64_t)((zn_runtime_now_ms() - t0) * 1e6));
 }
 
 static void sumsq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
@@ -123,46 +126,46 @@ static void sumsq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 	k->grad_sumsq(native, j->sumsq_d, j->nonfinite_d, j->work_d, j->grad, (size_t)j->n);
 }
 
-int zn_devops_adamw(struct zn_engine *e, struct zn_stream *s, int layer, float *master,
+int zn_devops_adamw(struct zn_optim *o, struct zn_stream *s, int layer, float *master,
 		    const struct zn_adamw_moments *mo, const float *grad, void *out,
 		    float grad_scale)
 {
-	const struct zn_optimizer_config *o = &e->cfg.optimizer;
+	const struct zn_optimizer_config *oc = &o->c.cfg->optimizer;
 	struct adamw_job j = {
-		.e = e, .layer = layer, .master = master, .mo = *mo, .grad = grad,
+		.o = o, .layer = layer, .master = master, .mo = *mo, .grad = grad,
 		.out = out,
-		.hp = { .lr = e->opt.lr, .beta1 = e->opt.beta1, .beta2 = e->opt.beta2, .eps = o->eps,
-			.weight_decay = o->weight_decay, .grad_scale = grad_scale,
-			.step = e->step - e->opt.skipped,
-			.l2 = o->type == ZN_OPTIM_ADAM && !o->adam_w_mode },
+		.hp = { .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = oc->eps,
+			.weight_decay = oc->weight_decay, .grad_scale = grad_scale,
+			.step = o->step - o->skipped,
+			.l2 = oc->type == ZN_OPTIM_ADAM && !oc->adam_w_mode },
 	};
 	struct zn_adamw_params p;
 
-	if (out && e->pdt == ZN_DTYPE_F32) {
+	if (out && o->c.pdt == ZN_DTYPE_F32) {
 		zn_error("AdamW on the device writes a bf16 or fp16 parameter copy only "
-			 "(parameters are %s here)", zn_dtype_name(e->pdt));
+			 "(parameters are %s here)", zn_dtype_name(o->c.pdt));
 		return -EINVAL;
 	}
 	/* the ops report nothing: check the hyperparameters here, before any launch */
-	zn_adamw_params_init(&p, o);
-	p.lr = e->opt.lr;
-	p.beta1 = e->opt.beta1;
-	p.beta2 = e->opt.beta2;
-	p.step = e->step - e->opt.skipped;
+	zn_adamw_params_init(&p, oc);
+	p.lr = o->lr;
+	p.beta1 = o->beta1;
+	p.beta2 = o->beta2;
+	p.step = o->step - o->skipped;
 	p.grad_scale = grad_scale;
 	if (zn_adamw_params_check(&p))
 		return -EINVAL;
 	return zn_launch(s, adamw_fn, &j, sizeof(j));
 }
 
-int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const float *grad,
+int zn_devops_sumsq(struct zn_optim *o, struct zn_stream *s, int layer, const float *grad,
 		    uint64_t n)
 {
-	char *base = e->opt.norm_d;
+	char *base = o->norm_d;
 	struct sumsq_job j = {
 		.sumsq_d = (double *)base + layer,
-		.nonfinite_d = (int32_t *)(base + flags_offset(e->n)) + layer,
-		.work_d = (double *)(base + work_offset(e->n)),
+		.nonfinite_d = (int32_t *)(base + flags_offset(o->c.n)) + layer,
+		.work_d = (double *)(base + work_offset(o->c.n)),
 		.grad = grad,
 		.n = n,
 	};
@@ -176,19 +179,19 @@ int zn_devops_sumsq(struct zn_engine *e, struct zn_stream *s, int layer, const f
 	return zn_launch(s, sumsq_fn, &j, sizeof(j));
 }
 
-int zn_devops_sumsq_read(struct zn_engine *e, struct zn_stream *s)
+int zn_devops_sumsq_read(struct zn_optim *o, struct zn_stream *s)
 {
-	uint64_t bytes = work_offset(e->n);
-	const double *sums = e->opt.norm_h;
-	const int32_t *flags = (const int32_t *)((const char *)e->opt.norm_h + flags_offset(e->n));
+	uint64_t bytes = work_offset(o->c.n);
+	const double *sums = o->norm_h;
+	const int32_t *flags = (const int32_t *)((const char *)o->norm_h + flags_offset(o->c.n));
 	int rc;
 
-	rc = zn_memcpy_async(s, e->opt.norm_h, e->opt.norm_d, bytes, ZN_COPY_D2H);
+	rc = zn_memcpy_async(s, o->norm_h, o->norm_d, bytes, ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_stream_synchronize(s);
 	if (rc)
 		return rc;
-	for (int l = 0; l < e->n; l++)
-		e->L[l].sumsq = flags[l] ? INFINITY : sums[l];
+	for (int l = 0; l < o->c.n; l++)
+		o->c.L[l].sumsq = flags[l] ? INFINITY : sums[l];
 	return 0;
 }

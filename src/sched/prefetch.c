@@ -27,7 +27,18 @@
 
 #include "core/log.h"
 #include "core/size.h"
-#include "sched/engine_impl.h"
+#include "sched/prefetch.h"
+#include "sched/recompute.h"
+#include "sched/runtime.h"
+#include "sched/swapio.h"
+#include "sched/tiers.h"
+#include "sched/trace_dev.h"
+
+/* device bytes (0: nothing) */
+static int dalloc(struct zn_prefetch *pf, void *pp, uint64_t bytes)
+{
+	return bytes ? zn_device_alloc(pf->c.rt->dev, (void **)pp, bytes) : 0;
+}
 
 struct cast_args {
 	float *out;
@@ -46,279 +57,286 @@ static void cast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
 }
 
-const float *zn_engine_params_f32(struct zn_engine *e, int layer)
+/* the layer's resident parameters (no gathers: the compute reads them in place) */
+static const float *resident(const struct zn_prefetch *pf, int layer)
 {
-	return e->L[layer].param_d;
+	return pf->c.L[layer].param_d;
 }
 
-/* the sequence of layer uses is the activations' (acts.h: with checkpointing, recomputed
- * forwards are uses too) */
-static int seq_layer(const struct zn_engine *e, int item)
+/* the sequence of layer uses given at zn_fetch_begin (acts.h: with checkpointing,
+ * recomputed forwards are uses too) */
+static int seq_layer(const struct zn_prefetch *pf, int item)
 {
-	return e->act.use[item].layer;
+	return pf->use[item].layer;
 }
 
-static struct zn_slot *seq_slot(struct zn_engine *e, int item)
+static struct zn_slot *seq_slot(struct zn_prefetch *pf, int item)
 {
-	return &e->pf.ring[item % e->pf.ring_n];
+	return &pf->ring[item % pf->ring_n];
 }
 
 /* Fetch buffer of slot s (parameters on nvme): ring slot i, or layer 0's after them. */
-static int fbuf_of(struct zn_engine *e, struct zn_slot *s)
+static int fbuf_of(struct zn_prefetch *pf, struct zn_slot *s)
 {
-	return s == &e->pf.slot0 ? e->pf.ring_n : (int)(s - e->pf.ring);
+	return s == &pf->slot0 ? pf->ring_n : (int)(s - pf->ring);
 }
 
 /* Parameters on nvme: starts reading layer l's shard for slot s. */
-static int fetch_stage(struct zn_engine *e, int l, struct zn_slot *s)
+static int fetch_stage(struct zn_prefetch *pf, int l, struct zn_slot *s)
 {
-	return zn_swapio_params(e) ? zn_swapio_fetch_begin(e, fbuf_of(e, s), l) : 0;
+	return zn_swapio_params(pf->c.sw) ? zn_swapio_fetch_begin(pf->c.sw, fbuf_of(pf, s), l) : 0;
 }
 
 /* Enqueues the fetch of layer l into slot s (see the header comment for the steps). */
-static int fetch_into(struct zn_engine *e, int l, struct zn_slot *s)
+static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
 {
-	struct zn_layer *ly = &e->L[l];
-	bool bf16 = e->pdt != ZN_DTYPE_F32, on_host = e->plan.pl.params == ZN_TIER_HOST;
-	uint64_t esz = zn_tiers_param_bytes(e), padded = ly->sh.padded_numel;
+	struct zn_layer *ly = &pf->c.L[l];
+	bool bf16 = pf->c.pdt != ZN_DTYPE_F32, on_host = pf->c.plan->pl.params == ZN_TIER_HOST;
+	uint64_t esz = zn_tiers_param_bytes(pf->c.ti), padded = ly->sh.padded_numel;
 	struct cast_args ca;
 	int rc, h;
 
-	if (e->cfg.zero.stage < 3) {
+	if (pf->c.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
-		ca = (struct cast_args){ s->f32_d, ly->param_d, padded, e->pdt };
-		rc = zn_stream_wait_event(e->rt.copy_in, s->free);
+		ca = (struct cast_args){ s->f32_d, ly->param_d, padded, pf->c.pdt };
+		rc = zn_stream_wait_event(pf->c.rt->copy_in, s->free);
 		if (!rc)
-			rc = zn_launch(e->rt.copy_in, cast_fn, &ca, sizeof(ca));
+			rc = zn_launch(pf->c.rt->copy_in, cast_fn, &ca, sizeof(ca));
 		if (!rc)
-			rc = zn_event_record(s->ready, e->rt.copy_in);
+			rc = zn_event_record(s->ready, pf->c.rt->copy_in);
 		return rc;
 	}
 	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
 	char *mine = gbuf + ly->sh.offset * esz;
 
-	if (e->plan.pl.params != ZN_TIER_DEVICE) {
+	if (pf->c.plan->pl.params != ZN_TIER_DEVICE) {
 		/* the shard comes up from pinned memory (its home, or the staging buffer it
 		 * was read into from nvme) into its place in the full buffer, then the
 		 * all-gather runs in place */
 		void *src = ly->param_h;
 
-		rc = on_host ? 0 : zn_swapio_fetch_end(e, fbuf_of(e, s), &src);
+		rc = on_host ? 0 : zn_swapio_fetch_end(pf->c.sw, fbuf_of(pf, s), &src);
 		if (!rc)
-			rc = zn_stream_wait_event(e->rt.copy_in, s->free);
+			rc = zn_stream_wait_event(pf->c.rt->copy_in, s->free);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.copy_in, "fetch", l,
+			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->copy_in, "fetch", l,
 					 ly->sh.shard_numel * esz, &h);
 		if (!rc)
-			rc = zn_memcpy_async(e->rt.copy_in, mine, src, ly->sh.shard_numel * esz,
+			rc = zn_memcpy_async(pf->c.rt->copy_in, mine, src, ly->sh.shard_numel * esz,
 					     ZN_COPY_H2D);
 		if (!rc)
-			rc = zn_tr_end(e, e->rt.copy_in, h);
+			rc = zn_tracer_span_end(pf->c.tr, pf->c.rt->copy_in, h);
 		if (!rc && !on_host)
-			rc = zn_swapio_fetch_copied(e, fbuf_of(e, s));
+			rc = zn_swapio_fetch_copied(pf->c.sw, fbuf_of(pf, s));
 		if (!rc)
-			rc = zn_event_record(s->ready, e->rt.copy_in);
+			rc = zn_event_record(s->ready, pf->c.rt->copy_in);
 		if (!rc)
-			rc = zn_stream_wait_event(e->rt.comm_s, s->ready);
+			rc = zn_stream_wait_event(pf->c.rt->comm_s, s->ready);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
 		if (!rc)
-			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, mine, ly->sh.shard_numel,
-					        e->pdt);
+			rc = zn_comm_all_gather(pf->c.rt->comm, pf->c.rt->comm_s, gbuf, mine, ly->sh.shard_numel,
+					        pf->c.pdt);
 	} else {
-		rc = zn_stream_wait_event(e->rt.comm_s, s->free);
+		rc = zn_stream_wait_event(pf->c.rt->comm_s, s->free);
 		if (!rc)
-			rc = zn_tr_begin(e, e->tr.on, e->rt.comm_s, "all-gather", l,
+			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
 		if (!rc)
-			rc = zn_comm_all_gather(e->rt.comm, e->rt.comm_s, gbuf, ly->param_d,
-					        ly->sh.shard_numel, e->pdt);
+			rc = zn_comm_all_gather(pf->c.rt->comm, pf->c.rt->comm_s, gbuf, ly->param_d,
+					        ly->sh.shard_numel, pf->c.pdt);
 	}
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.comm_s, h);
-	if (!rc && bf16 && !e->compute16) {
-		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, e->pdt };
-		rc = zn_launch(e->rt.comm_s, cast_fn, &ca, sizeof(ca));
+		rc = zn_tracer_span_end(pf->c.tr, pf->c.rt->comm_s, h);
+	if (!rc && bf16 && !pf->c.compute16) {
+		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, pf->c.pdt };
+		rc = zn_launch(pf->c.rt->comm_s, cast_fn, &ca, sizeof(ca));
 	}
 	if (!rc)
-		rc = zn_event_record(s->ready, e->rt.comm_s);
+		rc = zn_event_record(s->ready, pf->c.rt->comm_s);
 	return rc;
 }
 
 /* What the compute reads from slot s: its fp32 working copy, or with bf16 compute the
  * gathered bf16 layer itself (the pointer is then to bf16 data: step.c passes it as
  * io.params16). */
-const float *zn_slot_params(struct zn_engine *e, struct zn_slot *s)
+const float *zn_slot_params(struct zn_prefetch *pf, struct zn_slot *s)
 {
-	return e->compute16 ? (const float *)(const void *)s->bf16_d : s->f32_d;
+	return pf->c.compute16 ? (const float *)(const void *)s->bf16_d : s->f32_d;
 }
 
-int zn_fetch_layer0(struct zn_engine *e, const float **params_d)
+int zn_fetch_layer0(struct zn_prefetch *pf, const float **params_d)
 {
-	if (!e->plan.gathers) {
-		*params_d = zn_engine_params_f32(e, 0);
+	if (!pf->c.plan->gathers) {
+		*params_d = resident(pf, 0);
 		return 0;
 	}
-	*params_d = zn_slot_params(e, &e->pf.slot0);
-	int rc = fetch_stage(e, 0, &e->pf.slot0);
+	*params_d = zn_slot_params(pf, &pf->slot0);
+	int rc = fetch_stage(pf, 0, &pf->slot0);
 	if (!rc)
-		rc = fetch_into(e, 0, &e->pf.slot0);
+		rc = fetch_into(pf, 0, &pf->slot0);
 	return rc;
 }
 
-int zn_fetch_layer0_wait(struct zn_engine *e)
+int zn_fetch_layer0_wait(struct zn_prefetch *pf)
 {
-	return e->plan.gathers ? zn_stream_wait_event(e->rt.compute, e->pf.slot0.ready) : 0;
+	return pf->c.plan->gathers ? zn_stream_wait_event(pf->c.rt->compute, pf->slot0.ready) : 0;
 }
 
-int zn_fetch_layer0_release(struct zn_engine *e)
+int zn_fetch_layer0_release(struct zn_prefetch *pf)
 {
-	return e->plan.gathers ? zn_event_record(e->pf.slot0.free, e->rt.compute) : 0;
+	return pf->c.plan->gathers ? zn_event_record(pf->slot0.free, pf->c.rt->compute) : 0;
 }
 
-int zn_fetch_begin(struct zn_engine *e)
+int zn_fetch_begin(struct zn_prefetch *pf, const struct zn_use *use, int use_n)
 {
 	int rc = 0;
 
 	/* a sequence cut short (an error): reads staged and never copied up end here */
-	for (int j = e->pf.seq_issued; j < e->pf.seq_staged && zn_swapio_params(e); j++) {
+	for (int j = pf->seq_issued; j < pf->seq_staged && zn_swapio_params(pf->c.sw); j++) {
 		void *h;
-		int x = zn_swapio_fetch_end(e, fbuf_of(e, seq_slot(e, j)), &h);
+		int x = zn_swapio_fetch_end(pf->c.sw, fbuf_of(pf, seq_slot(pf, j)), &h);
 
 		if (!rc)
 			rc = x;
 	}
-	e->pf.seq_len = e->act.use_n;
-	e->pf.seq_staged = 0;
-	e->pf.seq_issued = 0;
+	pf->use = use;
+	pf->seq_len = use_n;
+	pf->seq_staged = 0;
+	pf->seq_issued = 0;
 	return rc;
 }
 
 /* item j's read is in (or it has none): its copy up would not block the host */
-static bool item_ready(struct zn_engine *e, int j)
+static bool item_ready(struct zn_prefetch *pf, int j)
 {
-	return !zn_swapio_params(e) || zn_swapio_fetch_ready(e, fbuf_of(e, seq_slot(e, j)));
+	return !zn_swapio_params(pf->c.sw) || zn_swapio_fetch_ready(pf->c.sw, fbuf_of(pf, seq_slot(pf, j)));
 }
 
 /* A stage 3 fetch ends in an all-gather, and every rank must enqueue its collectives (these
  * and the backward's reduce-scatters) in the same order: with more than one rank, only the
  * program's order may decide when a fetch is enqueued, never when its read landed. */
-static bool early_ok(const struct zn_engine *e)
+static bool early_ok(const struct zn_prefetch *pf)
 {
-	return e->rt.world == 1 || e->cfg.zero.stage < 3;
+	return pf->c.rt->world == 1 || pf->c.stage < 3;
 }
 
 /* enqueues the fetches of staged items in order: every one up to `upto` (waiting for its
  * read), then, where early_ok, those whose read is already in */
-static int issue_ready(struct zn_engine *e, int upto)
+static int issue_ready(struct zn_prefetch *pf, int upto)
 {
 	int rc = 0;
 
-	while (!rc && e->pf.seq_issued < e->pf.seq_staged &&
-	       (e->pf.seq_issued <= upto ||
-		(early_ok(e) && item_ready(e, e->pf.seq_issued)))) {
-		int j = e->pf.seq_issued;
+	while (!rc && pf->seq_issued < pf->seq_staged &&
+	       (pf->seq_issued <= upto ||
+		(early_ok(pf) && item_ready(pf, pf->seq_issued)))) {
+		int j = pf->seq_issued;
 
-		rc = fetch_into(e, seq_layer(e, j), seq_slot(e, j));
-		e->pf.seq_issued++;
+		rc = fetch_into(pf, seq_layer(pf, j), seq_slot(pf, j));
+		pf->seq_issued++;
 	}
 	return rc;
 }
 
-int zn_fetch_acquire(struct zn_engine *e, int item, int layer, const float **params_d)
+int zn_fetch_acquire(struct zn_prefetch *pf, int item, int layer, const float **params_d)
 {
-	int depth = e->plan.prefetch_depth, last, rc = 0;
+	int depth = pf->c.plan->prefetch_depth, last, rc;
 
-	if (!e->plan.gathers) {
-		*params_d = zn_engine_params_f32(e, layer);
+	/* the store's optimizer read-ahead goes on as its staging frees (swapio.h): every
+	 * acquisition, before this layer's reads, gives it the chance */
+	rc = zn_swapio_opt_poke(pf->c.sw);
+	if (rc)
+		return rc;
+	if (!pf->c.plan->gathers) {
+		*params_d = resident(pf, layer);
 		return 0;
 	}
 	/* never into the slot of `item` itself (the plan clamps too: this keeps it true) */
-	if (depth > e->pf.ring_n - 1)
-		depth = e->pf.ring_n - 1;
+	if (depth > pf->ring_n - 1)
+		depth = pf->ring_n - 1;
 	last = item + depth;
-	if (last >= e->pf.seq_len)
-		last = e->pf.seq_len - 1;
+	if (last >= pf->seq_len)
+		last = pf->seq_len - 1;
 	/* Stage item..item+d (with parameters on nvme: submit the reads; a fetch buffer's
 	 * previous copy up, of item j - R <= item - 1, is enqueued by then), then enqueue the
 	 * fetches up to item and those ahead whose read is in. Each waits on the device for
 	 * its slot's previous release, which compute recorded for item - 1 or earlier. */
-	while (!rc && e->pf.seq_staged <= last) {
-		rc = fetch_stage(e, seq_layer(e, e->pf.seq_staged), seq_slot(e, e->pf.seq_staged));
-		e->pf.seq_staged++;
+	while (!rc && pf->seq_staged <= last) {
+		rc = fetch_stage(pf, seq_layer(pf, pf->seq_staged), seq_slot(pf, pf->seq_staged));
+		pf->seq_staged++;
 	}
 	/* with several ranks the whole batch, as its order is the same on every rank */
 	if (!rc)
-		rc = issue_ready(e, early_ok(e) ? item : last);
+		rc = issue_ready(pf, early_ok(pf) ? item : last);
 	if (rc)
 		return rc;
-	*params_d = zn_slot_params(e, seq_slot(e, item));
-	return zn_stream_wait_event(e->rt.compute, seq_slot(e, item)->ready);
+	*params_d = zn_slot_params(pf, seq_slot(pf, item));
+	return zn_stream_wait_event(pf->c.rt->compute, seq_slot(pf, item)->ready);
 }
 
-int zn_fetch_release(struct zn_engine *e, int item)
+int zn_fetch_release(struct zn_prefetch *pf, int item)
 {
 	int rc;
 
-	if (!e->plan.gathers)
+	if (!pf->c.plan->gathers)
 		return 0;
-	rc = zn_event_record(seq_slot(e, item)->free, e->rt.compute);
+	rc = zn_event_record(seq_slot(pf, item)->free, pf->c.rt->compute);
 	/* reads ahead that landed while the item was enqueued: their copies up go now */
 	if (!rc)
-		rc = issue_ready(e, item);
+		rc = issue_ready(pf, item);
 	return rc;
 }
 
 /* ---- create and destroy ------------------------------------------------------------------ */
 
-static int alloc_slot(struct zn_engine *e, struct zn_slot *s, uint64_t numel)
+static int alloc_slot(struct zn_prefetch *pf, struct zn_slot *s, uint64_t numel)
 {
 	int rc = 0;
 
-	if (e->plan.f32_slots)
-		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
-	if (!rc && e->plan.bf16_gather)
-		rc = zn_tiers_dalloc(e, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
+	if (pf->c.plan->f32_slots)
+		rc = dalloc(pf, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+	if (!rc && pf->c.plan->bf16_gather)
+		rc = dalloc(pf, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &s->ready);
+		rc = zn_event_create(pf->c.rt->dev, &s->ready);
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &s->free);
+		rc = zn_event_create(pf->c.rt->dev, &s->free);
 	return rc;
 }
 
-static void free_slot(struct zn_engine *e, struct zn_slot *s)
+static void free_slot(struct zn_prefetch *pf, struct zn_slot *s)
 {
-	zn_device_free(e->rt.dev, s->f32_d);
-	zn_device_free(e->rt.dev, s->bf16_d);
+	zn_device_free(pf->c.rt->dev, s->f32_d);
+	zn_device_free(pf->c.rt->dev, s->bf16_d);
 	zn_event_destroy(s->ready);
 	zn_event_destroy(s->free);
 }
 
-int zn_prefetch_create(struct zn_engine *e)
+int zn_prefetch_create(struct zn_prefetch *pf, const struct zn_prefetch_config *c)
 {
-	struct zn_prefetch *pf = &e->pf;
 	int rc;
 
-	if (!e->plan.gathers)
+	*pf = (struct zn_prefetch){ .c = *c };
+	if (!pf->c.plan->gathers)
 		return 0;
-	rc = alloc_slot(e, &pf->slot0, e->plan.layer0_numel);
-	pf->ring_n = e->plan.param_slots;
+	rc = alloc_slot(pf, &pf->slot0, pf->c.plan->layer0_numel);
+	pf->ring_n = pf->c.plan->param_slots;
 	pf->ring = zn_size_calloc((uint64_t)pf->ring_n, sizeof(*pf->ring), "the prefetch ring");
 	if (!rc && !pf->ring)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < pf->ring_n; i++)
-		rc = alloc_slot(e, &pf->ring[i], e->plan.slot_numel);
+		rc = alloc_slot(pf, &pf->ring[i], pf->c.plan->slot_numel);
 	return rc;
 }
 
-void zn_prefetch_destroy(struct zn_engine *e)
+void zn_prefetch_destroy(struct zn_prefetch *pf)
 {
-	struct zn_prefetch *pf = &e->pf;
-
-	free_slot(e, &pf->slot0);
+	if (!pf->c.rt)
+		return; /* never created */
+	free_slot(pf, &pf->slot0);
 	for (int i = 0; pf->ring && i < pf->ring_n; i++)
-		free_slot(e, &pf->ring[i]);
+		free_slot(pf, &pf->ring[i]);
 	free(pf->ring);
 	*pf = (struct zn_prefetch){ 0 };
 }

@@ -16,7 +16,6 @@
 
 #include "core/log.h"
 #include "sched/engine_impl.h"
-#include "sched/grads.h"
 #include "sched/step_impl.h"
 
 /* the device positions when this step has them (packed documents), else NULL */
@@ -47,9 +46,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		int l = k + 1;
 		const float *p;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (rc)
@@ -68,7 +65,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_step_launch(e, true, l, &a);
 		if (!rc)
-			rc = zn_fetch_release(e, k);
+			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
@@ -107,15 +104,13 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	a.io.aux = zn_step_aux(e, micro);
 	a.io.aux_scale = zn_step_aux_scale(e);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
-	rc = zn_reduce_prepare(e, 0, 0);
+	rc = zn_reduce_prepare(&e->rd, 0, 0);
 	for (int k = n - 1; !rc && k < e->act.use_n; k++) {
 		struct zn_use u = e->act.use[k];
 		int l = u.layer;
 		const float *p;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, k, l, &p);
+		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)
@@ -123,7 +118,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc && u.fwd)
 			rc = recompute(e, l, p, p0, a.io.frozen, f0, a.io.seed);
 		if (!rc && u.bwd)
-			rc = zn_reduce_prepare(e, l, b);
+			rc = zn_reduce_prepare(&e->rd, l, b);
 		if (!rc && u.bwd)
 			rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 		if (rc)
@@ -131,9 +126,9 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (u.bwd) {
 			a.io.L = &e->ld[l];
 			zn_step_set_params(e, &a.io, l, p, p0);
-			a.io.grads = zn_reduce_grad_full(e, l, b);
+			a.io.grads = zn_reduce_grad_full(&e->rd, l, b);
 			zn_acts_bwd_io(e, l, &a.io);
-			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
 			a.io.tied_frozen = zn_step_tied(e, l, f0);
 			if (l == n - 1) {
 				a.io.dx_out = NULL;
@@ -146,7 +141,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 			rc = zn_step_launch(e, false, l, &a);
 		}
 		if (!rc)
-			rc = zn_fetch_release(e, k);
+			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
@@ -157,7 +152,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (rc)
 		return rc;
 	a.io = (struct zn_layer_io){ .L = &e->ld[0],
-				     .grads = zn_reduce_grad_full(e, 0, 0),
+				     .grads = zn_reduce_grad_full(&e->rd, 0, 0),
 				     .dx_out = e->act.dx_d[cur], .tokens = e->act.tok_d,
 				     .targets = e->act.tgt_d, .dloss_scale = a.io.dloss_scale,
 				     .B = e->B, .T = e->T, .frozen = f0, .seed = a.io.seed,
@@ -168,7 +163,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
 	if (!rc && micro == e->gas - 1)
-		rc = zn_fetch_layer0_release(e);
+		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_frozen_layer0_release(e);
 	if (!rc)
@@ -349,9 +344,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
 	if (e->act.lm.st.aio)
 		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
-	zn_optim_begin(e);
+	zn_optim_begin(&e->opt, e->step);
 	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
-	rc = zn_tracer_step_begin(e);
+	rc = zn_tracer_step_begin(&e->tr, e->step);
 	/* 2. a comm that failed (sticky) stays failed: stop before enqueuing; the tokens into
 	 *    page-locked staging; stage 0-1: the full gradients, which accumulate, zeroed */
 	if (!rc)
@@ -363,13 +358,11 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		rc = zn_engine_count_labels(e, targets_h);
 	}
 	if (!rc)
-		rc = zn_reduce_zero_full(e);
+		rc = zn_reduce_zero_full(&e->rd);
+	/* the store: the optimizer's state read ahead from now on, as background I/O behind
+	 * the parameter reads, going on at each acquisition (swapio.h) */
 	if (!rc)
-		rc = zn_grads_step_begin(e);
-	/* nvme: the optimizer's first staging buffers read ahead from now on, as background
-	 * I/O behind the parameter reads (swapio.c) */
-	if (!rc)
-		rc = zn_swapio_opt_begin(e);
+		rc = zn_swapio_step_begin(&e->sw, e->step);
 	/* the auxiliary loss's buffers (one a micro-batch) zero: the last step drained */
 	if (!rc && e->act.aux_d)
 		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0,
@@ -383,11 +376,11 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		/* offloaded shards of this micro-batch are added on the host before the next
 		 * micro-batch's shards land in the receive buffers */
 		for (int l = e->n - 1; !rc && m < e->gas - 1 && l >= 0; l--)
-			rc = zn_optim_host_accumulate(e, l);
+			rc = zn_optim_host_accumulate(&e->opt, l);
 	}
 	/* 4. the rest of the optimizer: norm and clipping, AdamW not run during the backward */
 	if (!rc)
-		rc = zn_optim_step(e, zn_step_adamw_during_backward(e));
+		rc = zn_optim_step(&e->opt, zn_step_adamw_during_backward(e));
 	/* 5. the end: every stream drained, comm errors collected, nvme reads waited for */
 	{
 		int r = zn_runtime_drain(&e->rt);
@@ -396,7 +389,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 			rc = r;
 		/* the step's nvme reads; its write-behind goes on into the next step (anything
 		 * still in flight after a failure) */
-		r = rc ? zn_swapio_quiesce(e) : zn_swapio_step_end(e);
+		r = rc ? zn_swapio_quiesce(&e->sw) : zn_swapio_step_end(&e->sw);
 		if (!rc)
 			rc = r;
 		r = zn_recompute_quiesce(e);
@@ -417,13 +410,13 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc && !e->opt.overflow) {
 		int bad;
 
-		rc = zn_optim_first_nonfinite(e, &bad);
+		rc = zn_optim_first_nonfinite(&e->opt, &bad);
 		if (!rc && (bad >= 0 || !isfinite(st->loss) || !isfinite(e->opt.grad_norm)))
-			rc = zn_optim_report_nonfinite(e, st->loss, bad);
+			rc = zn_optim_report_nonfinite(&e->opt, st->loss, bad);
 	}
 	/* the traced step's spans to the file (a trace that cannot be written is logged and
 	 * does not stop training) */
-	zn_tracer_step_end(e, rc);
+	zn_tracer_step_end(&e->tr, e->step, rc);
 	if (rc) {
 		zn_error("step %lld failed: %s", (long long)e->step, zn_strerror(rc));
 		return rc;

@@ -32,12 +32,12 @@ const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
 /* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
 int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
 {
-	int h, rc = zn_tr_begin(e, e->tr.on, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
+	int h, rc = zn_tracer_span_begin(&e->tr, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
 
 	if (!rc)
 		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, a, sizeof(*a));
 	if (!rc)
-		rc = zn_tr_end(e, e->rt.compute, h);
+		rc = zn_tracer_span_end(&e->tr, e->rt.compute, h);
 	return rc;
 }
 
@@ -69,7 +69,7 @@ uint64_t zn_step_seed(const struct zn_engine *e, int micro)
  * layer is updated: fp16 loses the overlap of AdamW with the backward). */
 bool zn_step_adamw_during_backward(const struct zn_engine *e)
 {
-	return !zn_tiers_optim_on_host(e) && !(e->cfg.gradient_clipping > 0) &&
+	return !zn_tiers_optim_on_host(&e->ti) && !(e->cfg.gradient_clipping > 0) &&
 	       !e->cfg.precision.fp16;
 }
 
@@ -78,17 +78,17 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 {
 	/* the pinned gradient ring: the buffer this shard lands in is freed first, by the
 	 * AdamW of the layer that used it */
-	int due = micro == e->gas - 1 ? zn_grads_ring_due(e, l) : -1, rc = 0;
+	int due = micro == e->gas - 1 ? zn_grads_ring_due(&e->gr, l) : -1, rc = 0;
 
 	if (due >= 0)
-		rc = zn_optim_update_host(e, due);
+		rc = zn_optim_update_host(&e->opt, due);
 	if (!rc)
-		rc = zn_reduce_layer(e, l, bwd_index, micro);
+		rc = zn_reduce_layer(&e->rd, l, bwd_index, micro);
 	if (!rc && micro == e->gas - 1 && zn_step_adamw_during_backward(e))
-		rc = zn_optim_update_device(e, l);
+		rc = zn_optim_update_device(&e->opt, l);
 	/* held gradients, state on nvme: the AdamW of layers whose shard has landed */
 	if (!rc && micro == e->gas - 1 && l > 0)
-		rc = zn_optim_update_early(e, l);
+		rc = zn_optim_update_early(&e->opt, l);
 	return rc;
 }
 
@@ -130,19 +130,19 @@ int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float
 	int rc = 0;
 
 	if (micro == 0)
-		rc = zn_fetch_layer0(e, p0);
+		rc = zn_fetch_layer0(&e->pf, p0);
 	else
-		*p0 = e->plan.gathers ? zn_slot_params(e, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+		*p0 = e->plan.gathers ? zn_slot_params(&e->pf, &e->pf.slot0) : zn_engine_params_f32(e, 0);
 	if (!rc && micro == 0)
 		rc = zn_frozen_layer0(e, f0);
 	else
 		*f0 = zn_frozen_layer0_params(e);
 	if (!rc)
-		rc = zn_fetch_layer0_wait(e);
+		rc = zn_fetch_layer0_wait(&e->pf);
 	if (!rc)
 		rc = zn_frozen_layer0_wait(e);
 	if (!rc)
-		rc = zn_fetch_begin(e);
+		rc = zn_fetch_begin(&e->pf, e->act.use, e->act.use_n);
 	if (!rc)
 		rc = zn_frozen_begin(e);
 	return rc;

@@ -73,7 +73,7 @@ static int reduce(struct lm_run *r, int l, int m)
 	int rc = 0;
 
 	if (m >= 2)
-		rc = zn_optim_host_accumulate(r->e, l);
+		rc = zn_optim_host_accumulate(&r->e->opt, l);
 	if (!rc)
 		rc = zn_step_reduce_update(r->e, l, r->b++, m);
 	return rc;
@@ -107,9 +107,7 @@ static int forward(struct lm_run *r)
 		const float *p, *f;
 		struct zn_layer_call a;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, l - 1, l, &p);
+		rc = zn_fetch_acquire(&e->pf, l - 1, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, l - 1, l, &f);
 		for (int m = 0; !rc && m < r->lm->k; m++) {
@@ -123,7 +121,7 @@ static int forward(struct lm_run *r)
 				rc = zn_lmajor_slot_after(e, l + 1, m);
 		}
 		if (!rc)
-			rc = zn_fetch_release(e, l - 1);
+			rc = zn_fetch_release(&e->pf, l - 1);
 		if (!rc)
 			rc = zn_frozen_release(e, l - 1);
 	}
@@ -140,7 +138,7 @@ static int head_backward(struct lm_run *r, int m, const float *p, const float *f
 	struct zn_layer_call a;
 
 	if (own)
-		rc = zn_reduce_prepare(e, n - 1, r->b);
+		rc = zn_reduce_prepare(&e->rd, n - 1, r->b);
 	if (!rc)
 		rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 	if (rc)
@@ -149,9 +147,9 @@ static int head_backward(struct lm_run *r, int m, const float *p, const float *f
 	a.io.x_in = x;
 	a.io.dx_in = dx;
 	a.io.dloss_scale = r->scale;
-	a.io.grads = own ? zn_reduce_grad_full(e, n - 1, r->b) : r->lm->grad_sink_d;
+	a.io.grads = own ? zn_reduce_grad_full(&e->rd, n - 1, r->b) : r->lm->grad_sink_d;
 	if (zn_step_tied(e, n - 1, r->p0))
-		a.io.tied_grads = tie ? zn_reduce_grad_full(e, 0, 0) : r->lm->tied_sink_d;
+		a.io.tied_grads = tie ? zn_reduce_grad_full(&e->rd, 0, 0) : r->lm->tied_sink_d;
 	return zn_step_launch(e, false, n - 1, &a);
 }
 
@@ -166,9 +164,7 @@ static int turn(struct lm_run *r)
 	uint64_t bt = bt_of(e);
 	const float *p, *f;
 
-	rc = zn_swapio_opt_poke(e);
-	if (!rc)
-		rc = zn_fetch_acquire(e, item, n - 1, &p);
+	rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	if (!rc && r->again)
@@ -176,7 +172,7 @@ static int turn(struct lm_run *r)
 				     ZN_COPY_D2D);
 	/* layer 0's gradient buffer first: the tied head adds into it */
 	if (!rc)
-		rc = zn_reduce_prepare(e, 0, 0);
+		rc = zn_reduce_prepare(&e->rd, 0, 0);
 	for (int m = 0; !rc && m < k; m++) {
 		struct zn_layer_call a;
 		float *dx;
@@ -207,7 +203,7 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_lmajor_dx_written(e, m, ws);
 		if (!rc && m == k - 1)
-			rc = zn_fetch_release(e, item);
+			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && m == k - 1)
 			rc = zn_frozen_release(e, item);
 		if (!rc)
@@ -232,7 +228,7 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	if (!rc)
 		rc = zn_step_launch(e, true, l, &a);
 	if (!rc)
-		rc = zn_reduce_prepare(e, l, r->b);
+		rc = zn_reduce_prepare(&e->rd, l, r->b);
 	if (!rc)
 		rc = zn_memset_async(e->rt.compute, e->act.scratch_d, 0, e->act.scratch_bytes);
 	if (rc)
@@ -240,8 +236,8 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	io_of(r, l, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.dloss_scale = r->scale;
-	a.io.grads = zn_reduce_grad_full(e, l, r->b);
-	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(e, 0, 0) : NULL;
+	a.io.grads = zn_reduce_grad_full(&e->rd, l, r->b);
+	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
 	rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 	if (!rc)
 		rc = zn_lmajor_dx_write(e, &a.io.dx_in, &ws);
@@ -267,15 +263,13 @@ static int backward(struct lm_run *r)
 		int item = n - 1 + (n - 2 - l);
 		const float *p, *f;
 
-		rc = zn_swapio_opt_poke(e);
-		if (!rc)
-			rc = zn_fetch_acquire(e, item, l, &p);
+		rc = zn_fetch_acquire(&e->pf, item, l, &p);
 		if (!rc)
 			rc = zn_frozen_acquire(e, item, l, &f);
 		for (int m = 0; !rc && m < k; m++) {
 			rc = layer_backward(r, l, m, p, f);
 			if (!rc && m == k - 1)
-				rc = zn_fetch_release(e, item);
+				rc = zn_fetch_release(&e->pf, item);
 			if (!rc && m == k - 1)
 				rc = zn_frozen_release(e, item);
 			if (!rc)
@@ -320,7 +314,7 @@ static int backward0(struct lm_run *r)
 	/* the parameters come from the turn's copy; the frozen base (unchanged) is acquired
 	 * again, and with it the parameters' item of the sequence */
 	if (r->again)
-		rc = zn_fetch_acquire(e, item, n - 1, &p);
+		rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc && r->again)
 		rc = zn_frozen_acquire(e, item, n - 1, &f);
 	for (int m = 0; !rc && m < k; m++) {
@@ -330,17 +324,17 @@ static int backward0(struct lm_run *r)
 
 		/* stage >= 2: layer 0's buffer is zeroed per micro-batch (step.c's backward) */
 		if (m > 0)
-			rc = zn_reduce_prepare(e, 0, 0);
+			rc = zn_reduce_prepare(&e->rd, 0, 0);
 		if (!rc && r->again && m > 0)
 			rc = head_again(r, m, f);
 		if (!rc && r->again && m == k - 1)
-			rc = zn_fetch_release(e, item);
+			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && r->again && m == k - 1)
 			rc = zn_frozen_release(e, item);
 		if (rc)
 			break;
 		io_of(r, 0, m, r->p0, r->f0, &a);
-		a.io.grads = zn_reduce_grad_full(e, 0, 0);
+		a.io.grads = zn_reduce_grad_full(&e->rd, 0, 0);
 		a.io.dloss_scale = r->scale;
 		rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
 		a.io.dx_out = dxo;
@@ -351,7 +345,7 @@ static int backward0(struct lm_run *r)
 		if (!rc && m == k - 1)
 			rc = zn_event_record(e->act.tok_free, e->rt.compute);
 		if (!rc && m == k - 1)
-			rc = zn_fetch_layer0_release(e);
+			rc = zn_fetch_layer0_release(&e->pf);
 		if (!rc && m == k - 1)
 			rc = zn_frozen_layer0_release(e);
 		if (!rc)

@@ -8,7 +8,7 @@
 
 #include "nvme/swap.h"
 
-struct zn_engine;
+struct zn_swapio;
 struct zn_sbuf;
 
 /* One of the three optimizer-state extents of a layer and its staging section. A part
@@ -33,19 +33,19 @@ static inline uint64_t zn_swapio_part_bytes(const struct zn_swapio_part *p, uint
 	return p->elem ? len * p->elem : p->whole_bytes;
 }
 
-struct zn_swap_key zn_swapio_key(const struct zn_engine *e, int kind, int l);
-uint64_t zn_swapio_param_shard_bytes(const struct zn_engine *e, int l);
+struct zn_swap_key zn_swapio_key(const struct zn_swapio *sw, int kind, int l);
+uint64_t zn_swapio_param_shard_bytes(const struct zn_swapio *sw, int l);
 /* compact m (or v) of layer l as stored (plan.states), a 4 KiB multiple: its extent's size
  * and every transfer of it; 0 with fp32 states */
-uint64_t zn_swapio_moment_bytes(const struct zn_engine *e, int l);
+uint64_t zn_swapio_moment_bytes(const struct zn_swapio *sw, int l);
 /* master (the parameter extent when aliased), m, v of layer l into sb's sections; 3 */
-int zn_swapio_opt_parts(const struct zn_engine *e, int l, const struct zn_sbuf *sb,
+int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, const struct zn_sbuf *sb,
 			struct zn_swapio_part p[3]);
 /* waits for r[0 .. *n) (*n := 0); a failure is logged with what and layer l (-1: none) */
-int zn_swapio_wait_reqs(struct zn_engine *e, struct zn_swap_req *r, int *n, const char *what,
+int zn_swapio_wait_reqs(struct zn_swapio *sw, struct zn_swap_req *r, int *n, const char *what,
 			int l);
 /* hot layer l's pinned shard at byte off := src (a no-op for a layer that is not hot) */
-int zn_swapio_hot_put(struct zn_engine *e, int l, uint64_t off, const void *src,
+int zn_swapio_hot_put(struct zn_swapio *sw, int l, uint64_t off, const void *src,
 		      uint64_t bytes);
 
 #endif

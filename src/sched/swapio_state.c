@@ -6,36 +6,37 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
-#include "sched/engine_impl.h"
+#include "sched/swapio.h"
 #include "sched/swapio_impl.h"
+#include "sched/tiers.h"
 
-static int write_sync(struct zn_engine *e, struct zn_swap *s, struct zn_swap_key k,
+static int write_sync(struct zn_swapio *sw, struct zn_swap *s, struct zn_swap_key k,
 		      uint64_t bytes, const void *buf_h)
 {
 	struct zn_swap_req r;
 	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
 
 	if (!rc)
-		rc = zn_swapio_wait_reqs(e, &r, &n, "writing the initial state of", k.layer);
+		rc = zn_swapio_wait_reqs(sw, &r, &n, "writing the initial state of", k.layer);
 	return rc;
 }
 
-int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
+int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
 		       void *ctx)
 {
-	struct zn_sbuf *sb = &e->sw.sbuf[0];
-	int rc = zn_swapio_quiesce(e); /* write-behind: in the extents and from this buffer */
+	struct zn_sbuf *sb = &sw->sbuf[0];
+	int rc = zn_swapio_quiesce(sw); /* write-behind: in the extents and from this buffer */
 
-	for (int c = 0; !rc && c < zn_swapio_chunks(e, l); c++) {
+	for (int c = 0; !rc && c < zn_swapio_chunks(sw, l); c++) {
 		struct zn_swap_req r[3];
 		struct zn_swapio_part p[3];
 		uint64_t off, len;
 		int n = 0;
 
-		zn_swapio_chunk(e, l, c, &off, &len);
-		zn_swapio_opt_parts(e, l, sb, p);
+		zn_swapio_chunk(sw, l, c, &off, &len);
+		zn_swapio_opt_parts(sw, l, sb, p);
 		if (write)
 			rc = each(ctx, off, len, sb);
 		for (int i = 0; !rc && i < 3; i++) {
@@ -51,7 +52,7 @@ int zn_swapio_state_io(struct zn_engine *e, int l, unsigned parts, bool write,
 		}
 		/* the requests submitted are waited for, even after a failed submit */
 		{
-			int x = zn_swapio_wait_reqs(e, r, &n, write ? "writing the optimizer state of" :
+			int x = zn_swapio_wait_reqs(sw, r, &n, write ? "writing the optimizer state of" :
 							     "reading the optimizer state of", l);
 
 			if (!rc)
@@ -81,33 +82,33 @@ static int init_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_sbu
 	return 0;
 }
 
-int zn_swapio_init_layer(struct zn_engine *e, int l)
+int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &sw->c.L[l];
 	uint64_t n = ly->sh.shard_numel;
-	const float *src = e->tmp_h + ly->sh.offset;
+	const float *src = params_h + ly->sh.offset;
 	int rc = 0;
 
-	if (zn_swapio_params(e)) {
+	if (zn_swapio_params(sw)) {
 		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
-		void *buf = e->sw.fbuf[l == 0 ? e->plan.fetch_buffers - 1 : 0].h;
+		void *buf = sw->fbuf[l == 0 ? sw->c.plan->fetch_buffers - 1 : 0].h;
 
-		if (e->pdt == ZN_DTYPE_BF16)
+		if (sw->c.pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
-		else if (e->pdt == ZN_DTYPE_F16)
+		else if (sw->c.pdt == ZN_DTYPE_F16)
 			zn_cast_f32_to_f16(buf, src, n);
 		else
 			memcpy(buf, src, n * 4);
-		rc = write_sync(e, e->sw.swap_param, zn_swapio_key(e, ZN_SWAP_PARAM, l),
-				zn_swapio_param_shard_bytes(e, l), buf);
+		rc = write_sync(sw, sw->swap_param, zn_swapio_key(sw, ZN_SWAP_PARAM, l),
+				zn_swapio_param_shard_bytes(sw, l), buf);
 		if (!rc)
-			rc = zn_swapio_hot_put(e, l, 0, buf, zn_swapio_param_shard_bytes(e, l));
+			rc = zn_swapio_hot_put(sw, l, 0, buf, zn_swapio_param_shard_bytes(sw, l));
 	}
 	/* an aliased master is the parameter extent, written above */
-	if (!rc && zn_swapio_optim(e))
-		rc = zn_swapio_state_io(e, l, (e->plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
+	if (!rc && zn_swapio_optim(sw))
+		rc = zn_swapio_state_io(sw, l, (sw->c.plan->master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
 					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
-					&(struct init_ctx){ src, zn_swapio_moment_bytes(e, l) });
+					&(struct init_ctx){ src, zn_swapio_moment_bytes(sw, l) });
 	return rc;
 }
 
@@ -123,10 +124,10 @@ static int master_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn_s
 	return 0;
 }
 
-int zn_swapio_read_master(struct zn_engine *e, int l, float *dst_h)
+int zn_swapio_read_master(struct zn_swapio *sw, int l, float *dst_h)
 {
 	struct master_copy m = { dst_h };
 
-	return zn_swapio_state_io(e, l, ZN_SWAPIO_MASTER, false, master_chunk, &m);
+	return zn_swapio_state_io(sw, l, ZN_SWAPIO_MASTER, false, master_chunk, &m);
 }
 

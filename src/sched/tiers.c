@@ -6,19 +6,19 @@
 #include "core/dtype.h"
 #include "sched/engine_impl.h"
 
-unsigned zn_tiers_param_bytes(const struct zn_engine *e)
+unsigned zn_tiers_param_bytes(const struct zn_tiers *t)
 {
-	return e->plan.param_bytes;
+	return t->plan->param_bytes;
 }
 
-bool zn_tiers_optim_on_host(const struct zn_engine *e)
+bool zn_tiers_optim_on_host(const struct zn_tiers *t)
 {
-	return e->plan.pl.optim != ZN_TIER_DEVICE;
+	return t->plan->pl.optim != ZN_TIER_DEVICE;
 }
 
-static bool aliased(const struct zn_engine *e)
+static bool aliased(const struct zn_tiers *t)
 {
-	return e->plan.master_aliases_params;
+	return t->plan->master_aliases_params;
 }
 
 int zn_tiers_dalloc(struct zn_engine *e, void *pp, uint64_t bytes)
@@ -95,80 +95,80 @@ void zn_tiers_free_layer(struct zn_engine *e, int l)
 
 /* ---- where each class lives ------------------------------------------------------------ */
 
-float *zn_tiers_grad_span(struct zn_engine *e, int l)
+float *zn_tiers_grad_span(const struct zn_tiers *t, int l)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 
-	if (e->plan.pl.grads == ZN_TIER_HOST)
+	if (t->plan->pl.grads == ZN_TIER_HOST)
 		return ly->grad_h;
-	if (e->cfg.zero.stage >= 2)
+	if (t->stage >= 2)
 		return ly->grad_shard_d;
 	return ly->grad_d + ly->opt_off;
 }
 
-float *zn_tiers_master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
+float *zn_tiers_master_span(const struct zn_tiers *t, int l, const struct zn_sbuf *sb)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 
-	if (e->plan.pl.optim == ZN_TIER_NVME)
+	if (t->plan->pl.optim == ZN_TIER_NVME)
 		return sb->master_h;
-	if (!aliased(e))
-		return e->plan.pl.optim == ZN_TIER_DEVICE ? ly->master_d : ly->master_h;
+	if (!aliased(t))
+		return t->plan->pl.optim == ZN_TIER_DEVICE ? ly->master_d : ly->master_h;
 	/* aliased: the fp32 parameters, on the optimizer's tier, are the master */
-	if (e->plan.pl.params == ZN_TIER_HOST)
+	if (t->plan->pl.params == ZN_TIER_HOST)
 		return ly->param_h;
-	return (float *)ly->param_d + (e->cfg.zero.stage < 3 ? ly->opt_off : 0);
+	return (float *)ly->param_d + (t->stage < 3 ? ly->opt_off : 0);
 }
 
-void *zn_tiers_param_dst(struct zn_engine *e, int l)
+void *zn_tiers_param_dst(const struct zn_tiers *t, int l)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 
 	return (char *)ly->param_d +
-	       (e->cfg.zero.stage < 3 ? ly->opt_off * zn_tiers_param_bytes(e) : 0);
+	       (t->stage < 3 ? ly->opt_off * zn_tiers_param_bytes(t) : 0);
 }
 
-void *zn_tiers_out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb)
+void *zn_tiers_out_span(const struct zn_tiers *t, int l, const struct zn_sbuf *sb)
 {
-	if (aliased(e))
+	if (aliased(t))
 		return NULL;
-	if (e->plan.pl.params == ZN_TIER_NVME)
+	if (t->plan->pl.params == ZN_TIER_NVME)
 		return sb->param_h;
-	if (e->plan.pl.params == ZN_TIER_HOST)
-		return e->L[l].param_h;
-	if (zn_tiers_optim_on_host(e))
-		return e->L[l].param_stage_h; /* copied up after AdamW */
-	return zn_tiers_param_dst(e, l);
+	if (t->plan->pl.params == ZN_TIER_HOST)
+		return t->L[l].param_h;
+	if (zn_tiers_optim_on_host(t))
+		return t->L[l].param_stage_h; /* copied up after AdamW */
+	return zn_tiers_param_dst(t, l);
 }
 
-uint64_t zn_tiers_optim_numel(const struct zn_engine *e, int l)
+uint64_t zn_tiers_optim_numel(const struct zn_tiers *t, int l)
 {
-	return e->cfg.zero.stage == 0 ? e->L[l].sh.padded_numel : e->L[l].sh.shard_numel;
+	return t->stage == 0 ? t->L[l].sh.padded_numel : t->L[l].sh.shard_numel;
 }
 
-void zn_tiers_moments(struct zn_engine *e, int l, const struct zn_sbuf *sb,
+void zn_tiers_moments(const struct zn_tiers *t, int l, const struct zn_sbuf *sb,
 		      struct zn_adamw_moments *mo)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 	void *m = ly->m_d, *v = ly->v_d;
 
-	if (e->plan.pl.optim == ZN_TIER_NVME) {
+	if (t->plan->pl.optim == ZN_TIER_NVME) {
 		m = sb->m_h;
 		v = sb->v_h;
-	} else if (e->plan.pl.optim == ZN_TIER_HOST) {
+	} else if (t->plan->pl.optim == ZN_TIER_HOST) {
 		m = ly->m_h;
 		v = ly->v_h;
 	}
 	/* the staging sections hold the largest shard's layout: an int8 absmax follows the
 	 * codes of this layer's own count, as on the extent */
-	zn_adamw_moments_of(mo, e->plan.states, m, v, zn_tiers_optim_numel(e, l));
+	zn_adamw_moments_of(mo, t->plan->states, m, v, zn_tiers_optim_numel(t, l));
 }
 
-const float *zn_tiers_master_full(struct zn_engine *e, int l, bool *on_device)
+const float *zn_tiers_master_full(const struct zn_tiers *t, int l, bool *on_device)
 {
 	/* stage 0: opt_off is 0, so the span is the full layer */
-	*on_device = e->plan.pl.optim == ZN_TIER_DEVICE;
-	return zn_tiers_master_span(e, l, NULL);
+	*on_device = t->plan->pl.optim == ZN_TIER_DEVICE;
+	return zn_tiers_master_span(t, l, NULL);
 }
 
 /* ---- initial state ----------------------------------------------------------------------- */
@@ -179,7 +179,7 @@ static int put_params(struct zn_engine *e, void *dst, bool on_device, uint64_t f
 		      uint64_t count)
 {
 	const void *src = e->tmp_h + first;
-	uint64_t bytes = count * zn_tiers_param_bytes(e);
+	uint64_t bytes = count * zn_tiers_param_bytes(&e->ti);
 	int rc;
 
 	if (e->pdt == ZN_DTYPE_BF16) {
@@ -219,7 +219,7 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 	struct zn_layer *ly = &e->L[l];
 	const struct zn_placement *pl = &e->plan.pl;
 	bool stage0 = e->cfg.zero.stage == 0;
-	uint64_t opt_n = zn_tiers_optim_numel(e, l);
+	uint64_t opt_n = zn_tiers_optim_numel(&e->ti, l);
 	/* all-zero bytes are the zero state of every setting (cpu/adamw.h) */
 	uint64_t mv_bytes = zn_plan_moment_bytes(e->plan.states, opt_n);
 	uint64_t opt_first = stage0 ? 0 : ly->sh.offset;
@@ -231,9 +231,9 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 		rc = put_params(e, ly->param_d, true, ly->sh.offset, ly->sh.shard_numel);
 	else if (pl->params == ZN_TIER_HOST)
 		rc = put_params(e, ly->param_h, false, ly->sh.offset, ly->sh.shard_numel);
-	if (!rc && !aliased(e) && pl->optim == ZN_TIER_DEVICE)
+	if (!rc && !aliased(&e->ti) && pl->optim == ZN_TIER_DEVICE)
 		rc = put_f32(e, ly->master_d, true, opt_first, opt_n);
-	if (!rc && !aliased(e) && pl->optim == ZN_TIER_HOST)
+	if (!rc && !aliased(&e->ti) && pl->optim == ZN_TIER_HOST)
 		rc = put_f32(e, ly->master_h, false, opt_first, opt_n);
 	if (!rc && pl->optim == ZN_TIER_DEVICE) {
 		rc = zn_memset_async(e->rt.copy_in, ly->m_d, 0, mv_bytes);
@@ -244,7 +244,7 @@ int zn_tiers_init_layer(struct zn_engine *e, int l)
 		memset(ly->m_h, 0, mv_bytes);
 		memset(ly->v_h, 0, mv_bytes);
 	}
-	if (zn_tiers_optim_on_host(e) && pl->params == ZN_TIER_DEVICE)
+	if (zn_tiers_optim_on_host(&e->ti) && pl->params == ZN_TIER_DEVICE)
 		memset(ly->param_stage_h, 0, ly->sz.param_stage_h);
 	if (pl->grads == ZN_TIER_HOST)
 		memset(ly->grad_h, 0, ly->sh.shard_numel * 4);

@@ -30,6 +30,15 @@
 struct zn_engine;
 struct zn_sbuf;
 
+/* Where each class lives, as a part is given it (engine field ti, set once the plan fits
+ * and the layers are allocated): the layers' buffers, the plan, the ZeRO stage. The
+ * answers below take it; allocation and the initial state still take the engine. */
+struct zn_tiers {
+	struct zn_layer *L;
+	const struct zn_engine_plan *plan;
+	int stage;
+};
+
 /* One layer's buffers on their tiers (sizes from zn_plan_layer_buffers). */
 struct zn_layer {
 	struct zn_shard sh;
@@ -53,8 +62,8 @@ struct zn_layer {
 };
 
 /* bytes of one stored parameter (4 fp32, 2 bf16): the plan's rule */
-unsigned zn_tiers_param_bytes(const struct zn_engine *e);
-bool zn_tiers_optim_on_host(const struct zn_engine *e); /* AdamW on the CPU (host or nvme) */
+unsigned zn_tiers_param_bytes(const struct zn_tiers *t);
+bool zn_tiers_optim_on_host(const struct zn_tiers *t); /* AdamW on the CPU (host or nvme) */
 int zn_tiers_dalloc(struct zn_engine *e, void *pp, uint64_t bytes); /* 0 bytes: nothing */
 int zn_tiers_halloc(struct zn_engine *e, void *pp, uint64_t bytes); /* pinned arena view */
 
@@ -64,22 +73,22 @@ void zn_tiers_free_layer(struct zn_engine *e, int l);
 int zn_tiers_init_layer(struct zn_engine *e, int l);
 
 /* This rank's reduced gradient over its optimizer span. */
-float *zn_tiers_grad_span(struct zn_engine *e, int l);
+float *zn_tiers_grad_span(const struct zn_tiers *t, int l);
 /* The fp32 master over the optimizer span (sb: the layer's nvme staging buffer or NULL). */
-float *zn_tiers_master_span(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+float *zn_tiers_master_span(const struct zn_tiers *t, int l, const struct zn_sbuf *sb);
 /* Where AdamW writes the new parameters (NULL: the master is the parameters). */
-void *zn_tiers_out_span(struct zn_engine *e, int l, const struct zn_sbuf *sb);
+void *zn_tiers_out_span(const struct zn_tiers *t, int l, const struct zn_sbuf *sb);
 /* Where the device copy of this rank's new shard goes (its part of param_d). */
-void *zn_tiers_param_dst(struct zn_engine *e, int l);
+void *zn_tiers_param_dst(const struct zn_tiers *t, int l);
 /* Elements of layer l's optimizer buffers (master, m, v): stage 0 the padded layer, else
  * the shard; a multiple of the int8 block. */
-uint64_t zn_tiers_optim_numel(const struct zn_engine *e, int l);
+uint64_t zn_tiers_optim_numel(const struct zn_tiers *t, int l);
 /* m and v over the optimizer span, on the optimizer's tier (device pointers there; sb: the
  * nvme staging buffer or NULL), as stored. */
-void zn_tiers_moments(struct zn_engine *e, int l, const struct zn_sbuf *sb,
+void zn_tiers_moments(const struct zn_tiers *t, int l, const struct zn_sbuf *sb,
 		      struct zn_adamw_moments *mo);
 /* read-back: this rank's fp32 master (stage 0: the full padded layer, else the shard) and
  * whether it is on the device (optimizer not on nvme) */
-const float *zn_tiers_master_full(struct zn_engine *e, int l, bool *on_device);
+const float *zn_tiers_master_full(const struct zn_tiers *t, int l, bool *on_device);
 
 #endif
