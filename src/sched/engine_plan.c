@@ -46,6 +46,8 @@ int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, siz
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
 		.frozen_q4_bytes = e->frozen_q4_bytes,
 		.frozen_q4_scratch = e->frozen_q4_scratch,
+		.frozen_expert_numel = e->frozen_expert_numel,
+		.frozen_experts = e->frozen_experts,
 		.layer_major = e->act.lm.on,
 		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
 	};

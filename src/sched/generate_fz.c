@@ -44,6 +44,8 @@ static void plan(struct zn_gen *g, int d)
 	e->pin.frozen_numel = e->frozen_numel;
 	e->pin.frozen_q4_bytes = e->frozen_q4_bytes;
 	e->pin.frozen_q4_scratch = e->frozen_q4_scratch;
+	e->pin.frozen_expert_numel = e->frozen_expert_numel;
+	e->pin.frozen_experts = e->frozen_experts;
 	e->plan.pl.params = tier_of(g->o.home);
 	zn_plan_frozen(&e->pin, &e->plan);
 }
@@ -125,6 +127,9 @@ static int make_engine(struct zn_gen *g)
 	e->opt_q4 = g->o.q4;
 	{
 		int rc = zn_frozen_q4_prepare(e);
+
+		if (!rc)
+			rc = zn_frozen_experts_prepare(e);
 
 		if (rc)
 			return rc;
@@ -227,6 +232,7 @@ void zn_gen_fz_destroy(struct zn_gen *g)
 		return;
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
+	zn_frozen_experts_free(e);
 	zn_arena_destroy(e->arena);
 	free(e->act.use);
 	free(e->ld);

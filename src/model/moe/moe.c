@@ -77,8 +77,8 @@ void zn_moe_scratch_carve(struct zn_moe_scratch *s, void *base, const struct zn_
 }
 
 void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct zn_moe_dims *d,
-		    const struct zn_moe_weights *W, struct zn_moe_acts *a, const float *h,
-		    float *out, float *aux)
+		    const struct zn_moe_weights *W, const struct zn_moe_source *src,
+		    struct zn_moe_acts *a, const float *h, float *out, float *aux)
 {
 	int N = d->N, C = d->C, E = d->E, K = d->K, I = d->I, M = N * K;
 	const int *off = a->offsets_h;
@@ -88,6 +88,8 @@ void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct 
 	k->moe_dispatch(stream, a->perm, a->pos, a->offsets, a->sel, N, E, K);
 	k->read_sync(stream, a->offsets_h, a->offsets, (size_t)(E + 1) * sizeof(int));
 	k->moe_gather(stream, a->xg, h, a->perm, M, K, C);
+	if (src) /* the routed experts, now that the rows per expert are known */
+		src->fetch(src, k, stream, W, off, E);
 	for (int e = 0; e < E; e++) {
 		int r = off[e], m = off[e + 1] - off[e];
 
@@ -107,7 +109,8 @@ void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct 
 
 void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 		     const struct zn_moe_dims *d, const struct zn_moe_weights *W,
-		     const struct zn_moe_grads *g, const struct zn_moe_acts *a,
+		     const struct zn_moe_source *src, const struct zn_moe_grads *g,
+		     const struct zn_moe_acts *a,
 		     const struct zn_moe_scratch *s, const float *h, const float *dout,
 		     const float *dprob, float *dh)
 {
@@ -115,6 +118,8 @@ void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 	const int *off = a->offsets_h;
 
 	k->moe_scatter_dout(stream, s->dy, s->dw, dout, a->y, a->w, a->perm, M, K, C);
+	if (src) /* the forward's experts again (the slot may hold another layer's since) */
+		src->fetch(src, k, stream, W, off, E);
 	for (int e = 0; e < E; e++) {
 		int r = off[e], m = off[e + 1] - off[e];
 
