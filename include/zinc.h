@@ -480,6 +480,10 @@ struct zn_engine_memory {
 	/* the step's order (zinc.schedule) as chosen, and why; nvme bytes read per step */
 	char schedule[400];
 	uint64_t nvme_step_read_bytes;
+	/* frozen experts fetched per routed expert (docs/lora.md): one expert's stored bytes,
+	 * and every expert at every use of a step (what the whole layers' fetch moves; the
+	 * routed experts are a part of it, nvme_step_read_bytes counts the layers' rest) */
+	uint64_t expert_bytes, step_expert_bytes;
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 

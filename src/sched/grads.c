@@ -66,6 +66,8 @@ void zn_grads_memory(const struct zn_engine *e, uint64_t pinned_reserved,
 		.frozen_bytes = p->frozen_home_bytes,
 		.prefetch_depth = p->prefetch_depth,
 		.nvme_step_read_bytes = p->nvme_step_read_bytes,
+		.expert_bytes = p->frozen_expert_bytes,
+		.step_expert_bytes = p->frozen_step_expert_bytes,
 	};
 	snprintf(out->schedule, sizeof(out->schedule), "%s", e->sched_line);
 }
