@@ -88,5 +88,5 @@ const struct zn_kernel_table zn_kernels_cuda = {
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 78 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 79 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");
