@@ -282,3 +282,53 @@ static void random_routing(bool bf16)
 
 Test(nvme_experts, initial_routing_fp32) { random_routing(false); }
 Test(nvme_experts, initial_routing_bf16) { random_routing(true); }
+
+/* The plan (pure): a layer with expert stacks (the tail of its frozen buffer) streams them
+ * with the home in host memory or on nvme, fp32 working copies, not 4-bit: its nvme extent
+ * is the rest and each expert aligned apart, its reads per use the rest, and the figures
+ * one expert's bytes and every expert of a step; on the device, with bf16 compute or a
+ * 4-bit base nothing streams. */
+Test(nvme_experts, plan_knows_the_per_expert_fetch)
+{
+	/* layer 1: 1000 floats of rest and 8 experts of 300 + 200 floats */
+	uint64_t tr[3] = { 10, 10, 10 }, fr[3] = { 700, 1000 + 8 * 500, 300 };
+	uint64_t xn[3] = { 0, 8 * 500, 0 }, q4[3] = { 400, 2600, 200 };
+	int xe[3] = { 0, 8, 0 };
+	struct zn_engine_plan_input in = { .layer_count = 3, .layer_numel = tr, .world = 1,
+					   .stage = 3, .grad_accum = 2, .prefetch_depth = 1,
+					   .frozen_numel = fr, .bf16 = true,
+					   .offload_optimizer = ZN_OFFLOAD_CPU,
+					   .offload_param = ZN_OFFLOAD_NVME,
+					   .frozen_expert_numel = xn, .frozen_experts = xe };
+	struct zn_engine_plan p = { 0 };
+	uint64_t one = 500 * 2; /* bf16 */
+
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.frozen_experts);
+	cr_assert(zn_plan_frozen_streams(&in, &p, 1));
+	cr_assert(!zn_plan_frozen_streams(&in, &p, 0) && !zn_plan_frozen_streams(&in, &p, 2));
+	cr_assert_eq(zn_plan_frozen_extent(&in, &p, 1), align4k(2000) + 8 * align4k(one));
+	cr_assert_eq(p.nvme_frozen_bytes, align4k(1400) + align4k(2000) + 8 * align4k(one) +
+		     align4k(600));
+	cr_assert_eq(p.frozen_expert_bytes, one);
+	/* 2 uses per micro-batch x 2 micro-batches: the rest (and layer 2) read at each */
+	cr_assert_eq(p.frozen_step_read_bytes, 4 * (align4k(2000) + align4k(600)));
+	cr_assert_eq(p.frozen_step_expert_bytes, 4 * 8 * one);
+	/* host memory: the same figures, no nvme */
+	in.offload_param = ZN_OFFLOAD_CPU;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(p.frozen_experts && p.frozen_step_expert_bytes == 4 * 8 * one);
+	/* the device, bf16 compute (the stored values read directly), a 4-bit base: whole */
+	in.offload_param = ZN_OFFLOAD_NONE;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(!p.frozen_experts && !zn_plan_frozen_streams(&in, &p, 1));
+	in.offload_param = ZN_OFFLOAD_NVME;
+	in.compute16 = true;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(!p.frozen_experts);
+	in.compute16 = false;
+	in.frozen_q4_bytes = q4;
+	cr_assert_eq(zn_plan_engine(&in, &p), 0);
+	cr_assert(!p.frozen_experts && p.frozen_expert_bytes == 0);
+	cr_assert_eq(zn_plan_frozen_extent(&in, &p, 1), align4k(2600));
+}
