@@ -13,6 +13,7 @@
  * base, the routing is whatever it is: fewer experts than all are fetched, each counted
  * at an expert's bytes. */
 #include <criterion/criterion.h>
+#include <errno.h>
 
 #include "core/dtype.h"
 #include "engine_common.h"
@@ -331,4 +332,43 @@ Test(nvme_experts, plan_knows_the_per_expert_fetch)
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert(!p.frozen_experts && p.frozen_expert_bytes == 0);
 	cr_assert_eq(zn_plan_frozen_extent(&in, &p, 1), align4k(2600));
+}
+
+/* An expert's nvme read that fails fails the step (never computes on a stale slice), with a
+ * line naming the expert and the layer. */
+Test(nvme_experts, a_failed_expert_read_fails_the_step)
+{
+	struct zn_llama_config mc;
+	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	char dir[ZN_PATH_MAX];
+	struct zn_step_stats st;
+	struct zn_config cfg;
+	struct zn_engine *e;
+	struct zn_model m;
+	int *stream;
+
+	nvme_test_dir(dir, sizeof(dir));
+	model_config(&mc);
+	stream = et_tokens(2 * ET_B * ET_T + 1, mc.vocab, 11);
+	et_config(&cfg, 3, ZN_OFFLOAD_CPU, ET_B, 1);
+	cfg.zero.offload_param.device = ZN_OFFLOAD_NVME;
+	cfg.zero.offload_param.nvme_path_count = 1;
+	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
+	lc.base = zn_llama_model(&mc);
+	cr_assert_eq(zn_lora_add_targets(&lc, "q_proj,v_proj"), 0);
+	cr_assert_eq(zn_lora_prepare(&lc), 0);
+	m = zn_lora_model(&lc);
+	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	cr_assert_not_null(e->fz.xaio);
+	zn_aio_set_fault(e->fz.xaio, &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_redirect_stderr();
+	cr_assert_neq(zn_engine_step(e, stream, stream + 1, &st), 0);
+	fflush(stderr);
+	cr_assert(nvme_test_stderr_has("nvme read failed", "frozen expert"),
+		  "no line names the expert");
+	zn_engine_destroy(e);
+	zn_lora_release(&lc);
+	free(stream);
+	nvme_test_rmdir(dir);
 }
