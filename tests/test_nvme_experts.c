@@ -123,6 +123,8 @@ static void route_fixed(struct zn_engine *e, const struct zn_lora_config *lc)
 	}
 }
 
+static bool ckpt; /* activation checkpointing in the next runs */
+
 static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixed,
 		enum zn_schedule order, const char *dir)
 {
@@ -141,6 +143,8 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	cfg.zero.offload_param.device = prm;
 	cfg.precision.bf16 = bf16;
 	cfg.runtime.schedule = order;
+	cfg.act_ckpt.enabled = ckpt;
+	cfg.act_ckpt.every = 1;
 	cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
 	lc.base = zn_llama_model(&mc);
@@ -245,6 +249,14 @@ Test(nvme_experts, routed_experts_only_fp32) { fixed_routing(false, ZN_SCHEDULE_
 Test(nvme_experts, routed_experts_only_bf16) { fixed_routing(true, ZN_SCHEDULE_MICRO_BATCH); }
 Test(nvme_experts, routed_experts_only_layer_major)
 {
+	fixed_routing(false, ZN_SCHEDULE_LAYER_MAJOR);
+}
+
+/* checkpointing: the recomputed forward and the backward share their use's fetch */
+Test(nvme_experts, routed_experts_only_recomputed)
+{
+	ckpt = true;
+	fixed_routing(true, ZN_SCHEDULE_MICRO_BATCH);
 	fixed_routing(false, ZN_SCHEDULE_LAYER_MAJOR);
 }
 
