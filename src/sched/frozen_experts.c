@@ -6,17 +6,18 @@
  * model.h). With the home in host memory or on nvme, the layer's fetch through the working
  * slots (frozen.c) moves the rest of the layer only; the model's sparse block, once its
  * router has run and the rows per expert are on the host (moe.h zn_moe_source), calls
- * fetch below with them, and each expert some token routes to is fetched on its own into
- * its slices of the slot's working copy: its stored slices of both stacks copied up from
+ * fetch below right before each routed expert's GEMMs, and the expert is fetched on its
+ * own into its slices of the slot's working copy: its stored slices of both stacks copied up from
  * the host home, or read from the frozen file (each expert its own 4 KiB-aligned extent
  * after the rest of the layer's: one read an expert) into a pinned buffer and copied up,
  * then cast to fp32 where the stored dtype is 16-bit. The backward (and a recomputed
  * forward) fetches the same experts again: the routing is the forward's.
  *
  * The fetch is synchronous: it runs on the thread that runs the layer's call (the compute
- * stream's worker on the host device, the enqueueing thread under CUDA), after the
- * stream's work before it, and returns with the copies complete (k->write_sync), so the
- * expert GEMMs after it read them; nothing of it overlaps the compute. Its nvme reads go
+ * stream's worker on the host device, the enqueueing thread under CUDA) and returns with
+ * the copies complete (k->write_sync waits for the stream's work before it), so the
+ * expert's GEMMs after it read them; under CUDA its nvme read overlaps the previous
+ * expert's GEMMs, still running, and nothing else. Its nvme reads go
  * through an aio engine of their own (that thread's). The values copied are the stored
  * bytes the whole layer's fetch would have moved, cast by the same kernel: the results are
  * bit for bit those of a whole fetch. An expert no token chose is not moved at all; its
@@ -266,27 +267,27 @@ static struct zn_fslot *slot_of(struct zn_engine *e, int l, const struct zn_moe_
 	return NULL;
 }
 
-/* Every routed expert the slot does not hold yet: a layer's use fetches each of its
- * routed experts once, however many calls it serves (layer-major: the micro-batches'
- * forwards, or a recomputed forward and the backward, under one fetch of the layer). */
+/* A routed expert the slot does not hold yet: a layer's use fetches each of its routed
+ * experts once, however many calls it serves (layer-major: the micro-batches' forwards, or
+ * a recomputed forward and the backward, under one fetch of the layer). */
 static void fetch(const struct zn_moe_source *src, const struct zn_kernel_table *k,
-		  void *stream, const struct zn_moe_weights *W, const int *offsets_h, int E)
+		  void *stream, const struct zn_moe_weights *W, int x, int E)
 {
 	struct zn_engine *e = src->ctx;
 	struct zn_fslot *s = slot_of(e, src->layer, W);
 
-	if (!s || E != e->frozen_experts[src->layer]) {
-		zn_error("frozen experts of layer %d: %d experts in a slot %s (internal)",
-			 src->layer, E, s ? "of another layout" : "not the frozen ring's");
+	if (e->fz.xerr)
+		return;
+	if (!s || E != e->frozen_experts[src->layer] || x < 0 || x >= E) {
+		zn_error("frozen expert %d of %d, layer %d: %s (internal)", x, E, src->layer,
+			 s ? "not in the layout" : "not in a slot of the frozen ring");
 		e->fz.xerr = -EINVAL;
 		return;
 	}
-	for (int x = 0; x < E && !e->fz.xerr; x++) {
-		if (offsets_h[x + 1] <= offsets_h[x] || s->xres[x])
-			continue;
-		e->fz.xerr = fetch_one(e, k, stream, src->layer, W, x);
-		s->xres[x] = 1;
-	}
+	if (s->xres[x])
+		return;
+	e->fz.xerr = fetch_one(e, k, stream, src->layer, W, x);
+	s->xres[x] = 1;
 }
 
 struct clear_args {

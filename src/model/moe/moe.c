@@ -88,13 +88,13 @@ void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct 
 	k->moe_dispatch(stream, a->perm, a->pos, a->offsets, a->sel, N, E, K);
 	k->read_sync(stream, a->offsets_h, a->offsets, (size_t)(E + 1) * sizeof(int));
 	k->moe_gather(stream, a->xg, h, a->perm, M, K, C);
-	if (src) /* the routed experts, now that the rows per expert are known */
-		src->fetch(src, k, stream, W, off, E);
 	for (int e = 0; e < E; e++) {
 		int r = off[e], m = off[e + 1] - off[e];
 
 		if (m <= 0)
 			continue;
+		if (src) /* a routed expert, now that the rows per expert are known */
+			src->fetch(src, k, stream, W, e, E);
 		k->matmul_forward(stream, a->hgu + (size_t)r * 2 * I, a->xg + (size_t)r * C,
 				  W->gu + (size_t)e * 2 * I * C, NULL, 1, m, C, 2 * I);
 		k->swiglu_forward(stream, a->act + (size_t)r * I, a->hgu + (size_t)r * 2 * I, 1, m,
@@ -118,13 +118,13 @@ void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 	const int *off = a->offsets_h;
 
 	k->moe_scatter_dout(stream, s->dy, s->dw, dout, a->y, a->w, a->perm, M, K, C);
-	if (src) /* the forward's experts again (the slot may hold another layer's since) */
-		src->fetch(src, k, stream, W, off, E);
 	for (int e = 0; e < E; e++) {
 		int r = off[e], m = off[e + 1] - off[e];
 
 		if (m <= 0)
 			continue;
+		if (src) /* the forward's experts again (the slot may hold another layer's since) */
+			src->fetch(src, k, stream, W, e, E);
 		k->matmul_backward(stream, s->dact + (size_t)r * I,
 				   g->down ? g->down + (size_t)e * C * I : NULL, NULL,
 				   s->dy + (size_t)r * C, a->act + (size_t)r * I,

@@ -46,17 +46,18 @@ struct zn_moe_weights {
 
 /* Where the experts' weights come from when they are not all on the device: the frozen
  * experts of a LoRA base or of zinc generate, fetched per routed expert (docs/lora.md,
- * "Experts fetched per routed expert"). Before a forward's or backward's expert GEMMs the
- * block calls fetch(src, k, stream, W, offsets_h, E): it makes every expert e with rows
- * (offsets_h[e + 1] > offsets_h[e]) readable at its slices of W->gu and W->down (through
- * the kernel table on stream, k->write_sync: complete when it returns); the other experts'
- * slices are not read by the block. A failure is the source's to record (the caller's
- * step fails). ctx and layer are the source's own: it outlives every call. NULL: every
- * expert is in place (trainable experts, a home on the device). */
+ * "Experts fetched per routed expert"). In a forward or backward, right before the GEMMs of
+ * each expert e that has rows, the block calls fetch(src, k, stream, W, e, E): it makes
+ * expert e readable at its slices of W->gu and W->down (through the kernel table on
+ * stream, k->write_sync: complete when it returns; the expert GEMMs enqueued before it may
+ * still run, so a read from storage overlaps them); the slices of experts without rows are
+ * never read by the block. A failure is the source's to record (the caller's step fails).
+ * ctx and layer are the source's own: it outlives every call. NULL: every expert is in
+ * place (trainable experts, a home on the device). */
 struct zn_moe_weights;
 struct zn_moe_source {
 	void (*fetch)(const struct zn_moe_source *src, const struct zn_kernel_table *k,
-		      void *stream, const struct zn_moe_weights *W, const int *offsets_h, int E);
+		      void *stream, const struct zn_moe_weights *W, int expert, int E);
 	void *ctx;
 	int layer;
 };
