@@ -324,6 +324,8 @@ Test(nvme_experts, plan_knows_the_per_expert_fetch)
 	cr_assert_eq(p.nvme_frozen_bytes, align4k(1400) + align4k(2000) + 8 * align4k(one) +
 		     align4k(600));
 	cr_assert_eq(p.frozen_expert_bytes, one);
+	/* read buffers and staging of the largest fetch: layer 1's rest, not its 10000 bytes */
+	cr_assert_eq(p.frozen_slot_bytes, 2000);
 	/* 2 uses per micro-batch x 2 micro-batches: the rest (and layer 2) read at each */
 	cr_assert_eq(p.frozen_step_read_bytes, 4 * (align4k(2000) + align4k(600)));
 	cr_assert_eq(p.frozen_step_expert_bytes, 4 * 8 * one);

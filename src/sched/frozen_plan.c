@@ -105,10 +105,15 @@ static void expert_figures(const struct zn_engine_plan_input *in, struct zn_engi
 	}
 }
 
+/* the numel and bytes of layer 0 and the largest other layer; the bytes are what a use
+ * fetches (a streamed layer's rest: the read buffers and staging hold no expert) */
 static void sizes(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
-		uint64_t n = in->frozen_numel[l], b = stored(in, l, out->frozen_elem_bytes);
+		uint64_t n = in->frozen_numel[l], b = stored(in, l, out->frozen_elem_bytes), one;
+
+		if (zn_plan_frozen_streams(in, out, l))
+			split(in, out, l, &b, &one);
 
 		out->frozen_numel_total = zn_size_add(out->frozen_numel_total, n);
 		if (l == 0) {
@@ -132,15 +137,17 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	out->frozen_home = out->pl.params;
 	out->frozen_elem_bytes = in->bf16 ? 2 : 4;
 	out->frozen_q4 = q4;
-	sizes(in, out);
-	out->frozen = out->frozen_numel_total > 0;
-	if (!out->frozen)
-		return;
 	fb = out->frozen_elem_bytes;
 	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_experts = in->frozen_expert_numel && in->frozen_experts && !q4 &&
 			      out->frozen_wide && (out->frozen_home == ZN_TIER_HOST ||
 						   out->frozen_home == ZN_TIER_NVME);
+	sizes(in, out);
+	out->frozen = out->frozen_numel_total > 0;
+	if (!out->frozen) {
+		out->frozen_experts = false;
+		return;
+	}
 	expert_figures(in, out);
 	for (int l = 0; l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];

@@ -329,7 +329,8 @@ struct zn_engine_plan {
 	 * extents; every slot dequantizes into its working copy (never direct) */
 	bool frozen_q4;
 	uint64_t frozen_layer0_bytes; /* layer 0's stored extent (before host alignment) */
-	uint64_t frozen_slot_bytes;   /* the largest stored extent among layers 1 .. n-1 */
+	uint64_t frozen_slot_bytes;   /* the largest stored extent among layers 1 .. n-1 (a
+				       * layer with experts fetched per expert: its rest) */
 	/* Frozen experts fetched per routed expert (frozen_experts.c): with the home in host
 	 * memory or on nvme, not 4-bit, fp32 working copies. A layer's expert stacks then
 	 * leave its fetch (its working slot keeps their room) and each expert some token
