@@ -124,6 +124,7 @@ static void route_fixed(struct zn_engine *e, const struct zn_lora_config *lc)
 }
 
 static bool ckpt; /* activation checkpointing in the next runs */
+static bool nf4;  /* --quantize-base nf4 in the next runs */
 
 static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixed,
 		enum zn_schedule order, const char *dir)
@@ -144,6 +145,7 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	cfg.precision.bf16 = bf16;
 	cfg.runtime.schedule = order;
 	cfg.act_ckpt.enabled = ckpt;
+	cfg.runtime.quantize_base = nf4 ? ZN_QUANTIZE_NF4 : ZN_QUANTIZE_NONE;
 	cfg.act_ckpt.every = 1;
 	cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
@@ -153,6 +155,7 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	m = zn_lora_model(&lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
 	cr_assert_eq(e->plan.frozen_experts, prm != ZN_OFFLOAD_NONE);
+	cr_assert_eq(e->plan.frozen_q4, nf4);
 	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes);
 	if (fixed)
 		route_fixed(e, &lc);
@@ -252,6 +255,14 @@ Test(nvme_experts, routed_experts_only_layer_major)
 	fixed_routing(false, ZN_SCHEDULE_LAYER_MAJOR);
 }
 
+/* a 4-bit base: the attention and router in NF4, the experts plain bf16 (no nn.Linear),
+ * fetched per routed expert as a bf16 base's */
+Test(nvme_experts, routed_experts_only_nf4)
+{
+	nf4 = true;
+	fixed_routing(true, ZN_SCHEDULE_MICRO_BATCH);
+}
+
 /* checkpointing: the recomputed forward and the backward share their use's fetch */
 Test(nvme_experts, routed_experts_only_recomputed)
 {
@@ -299,13 +310,13 @@ Test(nvme_experts, initial_routing_bf16) { random_routing(true); }
 /* The plan (pure): a layer with expert stacks (the tail of its frozen buffer) streams them
  * with the home in host memory or on nvme, fp32 working copies, not 4-bit: its nvme extent
  * is the rest and each expert aligned apart, its reads per use the rest, and the figures
- * one expert's bytes and every expert of a step; on the device, with bf16 compute or a
- * 4-bit base nothing streams. */
+ * one expert's bytes and every expert of a step; on the device or with bf16 compute nothing
+ * streams; a 4-bit base streams its (plain) experts. */
 Test(nvme_experts, plan_knows_the_per_expert_fetch)
 {
 	/* layer 1: 1000 floats of rest and 8 experts of 300 + 200 floats */
 	uint64_t tr[3] = { 10, 10, 10 }, fr[3] = { 700, 1000 + 8 * 500, 300 };
-	uint64_t xn[3] = { 0, 8 * 500, 0 }, q4[3] = { 400, 2600, 200 };
+	uint64_t xn[3] = { 0, 8 * 500, 0 }, q4[3] = { 400, 900 + 8 * 1000, 200 };
 	int xe[3] = { 0, 8, 0 };
 	struct zn_engine_plan_input in = { .layer_count = 3, .layer_numel = tr, .world = 1,
 					   .stage = 3, .grad_accum = 2, .prefetch_depth = 1,
@@ -341,11 +352,13 @@ Test(nvme_experts, plan_knows_the_per_expert_fetch)
 	in.compute16 = true;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert(!p.frozen_experts);
+	/* a 4-bit base (its stacks plain, bf16): the rest is the extent without them */
 	in.compute16 = false;
 	in.frozen_q4_bytes = q4;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
-	cr_assert(!p.frozen_experts && p.frozen_expert_bytes == 0);
-	cr_assert_eq(zn_plan_frozen_extent(&in, &p, 1), align4k(2600));
+	cr_assert(p.frozen_experts && p.frozen_expert_bytes == one);
+	cr_assert_eq(zn_plan_frozen_extent(&in, &p, 1), align4k(900) + 8 * align4k(one));
+	cr_assert_eq(p.frozen_slot_bytes, 900);
 }
 
 /* An expert's nvme read that fails fails the step (never computes on a stale slice), with a

@@ -329,8 +329,9 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 	if (rc)
 		return rc;
 	if (p->frozen_home != ZN_TIER_DEVICE) {
-		rc = zn_memcpy_async(e->rt.copy_in, wide ? (void *)s->f32_d : s->stage_d, src,
-				     bytes, ZN_COPY_H2D);
+		/* a layer whose experts come per routed expert: its rest only */
+		rc = zn_frozen_rest_up(e, l, wide ? (void *)s->f32_d : s->stage_d, src,
+				       p->frozen_home == ZN_TIER_NVME);
 		if (!rc && p->frozen_home == ZN_TIER_NVME)
 			rc = zn_frozen_io_copied(e, item);
 		if (!rc)

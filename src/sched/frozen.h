@@ -138,6 +138,12 @@ bool zn_frozen_streams(const struct zn_engine *e, int l);
 /* enqueued on copy_in by a fetch into slot s (before its ready): its experts are gone */
 int zn_frozen_experts_clear(struct zn_engine *e, struct zn_fslot *s);
 uint64_t zn_frozen_fetch_bytes(const struct zn_engine *e, int l);
+/* layer l's rest (zn_frozen_fetch_bytes) from src_h up into dst_d on copy_in: a home's
+ * extent (packed false: the stacks left out) or the file's rest (packed: as it is) */
+int zn_frozen_rest_up(struct zn_engine *e, int l, void *dst_d, const void *src_h, bool packed);
+/* for a 4-bit base's expansion: the stacks' stored bytes missing before the quantized
+ * tensors in what came up (0: none), and *layout_end the floats to fill from it */
+uint64_t zn_frozen_stack_shift(const struct zn_engine *e, int l, uint64_t *layout_end);
 uint64_t zn_frozen_file_extent(const struct zn_engine *e, int l);
 void zn_frozen_experts_pack(const struct zn_engine *e, int l, void *ext, const void *stored);
 void zn_frozen_experts_unpack(const struct zn_engine *e, int l, void *stored, const void *ext);

@@ -29,6 +29,7 @@
 
 #include "core/log.h"
 #include "core/size.h"
+#include "model/quant/q4.h"
 #include "sched/engine_impl.h"
 
 /* ---- the layout --------------------------------------------------------------------- */
@@ -62,6 +63,20 @@ static bool stacks(const struct zn_layer_desc *d, uint64_t numel, uint64_t *xn, 
 	*E = ea;
 	*first = a->numel / (uint64_t)ea;
 	return true;
+}
+
+/* a 4-bit base: no quantized tensor in layer l's stacks, so they are the tail of its
+ * extent's plain part, in the stored dtype (they are: no stack is an nn.Linear weight) */
+static bool plain_stacks(const struct zn_engine *e, int l)
+{
+	const struct zn_q4_layer *q = e->fq4 ? &e->fq4[l] : NULL;
+	uint64_t from = e->frozen_numel[l] - e->frozen_expert_numel[l];
+
+	for (int i = 0; q && i < q->count; i++)
+		if (q->seg[i].offset + q->seg[i].numel > from)
+			return false;
+	/* the quantized tensors come up that many bytes lower: keep their 16-byte alignment */
+	return !q || e->frozen_expert_numel[l] * q->elem_bytes % 16 == 0;
 }
 
 void zn_frozen_experts_free(struct zn_engine *e)
@@ -99,8 +114,11 @@ int zn_frozen_experts_prepare(struct zn_engine *e)
 		d = o->frozen_desc ? o->frozen_desc(e->model.config, l) :
 		    e->ld && e->ld[l].numel == e->frozen_numel[l] ? &e->ld[l] : NULL;
 		if (d && stacks(d, e->frozen_numel[l], &e->frozen_expert_numel[l],
-				&e->frozen_experts[l], &e->frozen_expert_first[l]))
+				&e->frozen_experts[l], &e->frozen_expert_first[l]) &&
+		    plain_stacks(e, l))
 			any = true;
+		else
+			e->frozen_expert_numel[l] = 0;
 	}
 	if (!any) /* the plan then has nothing to stream */
 		zn_frozen_experts_free(e);
@@ -117,16 +135,58 @@ uint64_t zn_frozen_file_extent(const struct zn_engine *e, int l)
 	return zn_plan_frozen_extent(&e->pin, &e->plan, l);
 }
 
+/* where the stacks start: in the layer's layout (the working copy), and in its stored
+ * extent's plain values (a 4-bit base's plain part leaves out the quantized tensors) */
 static uint64_t rest_numel(const struct zn_engine *e, int l)
 {
 	return e->frozen_numel[l] - e->frozen_expert_numel[l];
+}
+
+static uint64_t plain_first(const struct zn_engine *e, int l)
+{
+	uint64_t plain = e->fq4 ? e->fq4[l].plain_numel : e->frozen_numel[l];
+
+	return plain - e->frozen_expert_numel[l];
+}
+
+/* the stacks' stored bytes */
+static uint64_t stack_bytes(const struct zn_engine *e, int l)
+{
+	return e->frozen_expert_numel[l] * e->plan.frozen_elem_bytes;
 }
 
 uint64_t zn_frozen_fetch_bytes(const struct zn_engine *e, int l)
 {
 	if (!zn_frozen_streams(e, l))
 		return zn_frozen_stored_bytes(e, l);
-	return rest_numel(e, l) * e->plan.frozen_elem_bytes;
+	return zn_frozen_stored_bytes(e, l) - stack_bytes(e, l);
+}
+
+uint64_t zn_frozen_stack_shift(const struct zn_engine *e, int l, uint64_t *layout_end)
+{
+	*layout_end = e->frozen_numel[l];
+	if (!zn_frozen_streams(e, l))
+		return 0;
+	*layout_end = rest_numel(e, l);
+	return stack_bytes(e, l);
+}
+
+int zn_frozen_rest_up(struct zn_engine *e, int l, void *dst_d, const void *src_h, bool packed)
+{
+	uint64_t a, rest = zn_frozen_fetch_bytes(e, l);
+	int rc;
+
+	if (packed || !zn_frozen_streams(e, l))
+		return zn_memcpy_async(e->rt.copy_in, dst_d, src_h, rest, ZN_COPY_H2D);
+	a = plain_first(e, l) * e->plan.frozen_elem_bytes;
+	/* the home's extent: the plain values before the stacks, then what follows them (a
+	 * 4-bit base's quantized tensors), back to back */
+	rc = zn_memcpy_async(e->rt.copy_in, dst_d, src_h, a, ZN_COPY_H2D);
+	if (!rc && rest > a)
+		rc = zn_memcpy_async(e->rt.copy_in, (char *)dst_d + a,
+				     (const char *)src_h + a + stack_bytes(e, l), rest - a,
+				     ZN_COPY_H2D);
+	return rc;
 }
 
 /* expert x of layer l: floats per expert of each stack, and the stored offsets (bytes, in
@@ -138,7 +198,7 @@ struct xpart {
 static struct xpart xpart_of(const struct zn_engine *e, int l, int x)
 {
 	uint64_t fb = e->plan.frozen_elem_bytes, E = (uint64_t)e->frozen_experts[l];
-	uint64_t r = rest_numel(e, l), n0 = e->frozen_expert_first[l];
+	uint64_t r = plain_first(e, l), n0 = e->frozen_expert_first[l];
 	uint64_t n1 = e->frozen_expert_numel[l] / E - n0;
 	struct xpart p;
 
@@ -155,16 +215,20 @@ static uint64_t ext_off(const struct zn_engine *e, int l, int x)
 {
 	struct xpart p = xpart_of(e, l, 0);
 
-	return zn_plan_host_alloc_bytes(rest_numel(e, l) * e->plan.frozen_elem_bytes) +
+	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(e, l)) +
 	       (uint64_t)x * zn_plan_host_alloc_bytes(p.bytes);
 }
 
+/* the extent's rest first (the plain values before the stacks, then what follows them),
+ * then each expert's extent */
 void zn_frozen_experts_pack(const struct zn_engine *e, int l, void *ext, const void *stored)
 {
+	uint64_t a = plain_first(e, l) * e->plan.frozen_elem_bytes;
 	const char *s = stored;
 	char *d = ext;
 
-	memcpy(d, s, rest_numel(e, l) * e->plan.frozen_elem_bytes);
+	memcpy(d, s, a);
+	memcpy(d + a, s + a + stack_bytes(e, l), zn_frozen_fetch_bytes(e, l) - a);
 	for (int x = 0; x < e->frozen_experts[l]; x++) {
 		struct xpart p = xpart_of(e, l, x);
 		uint64_t o = ext_off(e, l, x), b0 = p.n[0] * e->plan.frozen_elem_bytes;
@@ -176,10 +240,12 @@ void zn_frozen_experts_pack(const struct zn_engine *e, int l, void *ext, const v
 
 void zn_frozen_experts_unpack(const struct zn_engine *e, int l, void *stored, const void *ext)
 {
+	uint64_t a = plain_first(e, l) * e->plan.frozen_elem_bytes;
 	const char *s = ext;
 	char *d = stored;
 
-	memcpy(d, s, rest_numel(e, l) * e->plan.frozen_elem_bytes);
+	memcpy(d, s, a);
+	memcpy(d + a + stack_bytes(e, l), s + a, zn_frozen_fetch_bytes(e, l) - a);
 	for (int x = 0; x < e->frozen_experts[l]; x++) {
 		struct xpart p = xpart_of(e, l, x);
 		uint64_t o = ext_off(e, l, x), b0 = p.n[0] * e->plan.frozen_elem_bytes;

@@ -15,8 +15,8 @@
  * A 4-bit base (docs/qlora.md) is stored as each layer's packed extent: homes, read buffers
  * and staging hold extents, and every slot dequantizes into its own working copy (fp32, or
  * bf16 with bf16 compute) with a scratch for nested absmax.
- * A mixture of experts' frozen experts (frozen_experts): with the home off the device, not
- * 4-bit and fp32 working copies, a sparse layer's fetch (and read) is the rest of the layer
+ * A mixture of experts' frozen experts (frozen_experts): with the home off the device and
+ * fp32 working copies (a 4-bit base too: its experts are plain), a sparse layer's fetch (and read) is the rest of the layer
  * only, and each routed expert is fetched on its own (frozen_experts.c): a pinned buffer of
  * one expert for its nvme read, a device one for its 16-bit copy before the cast.
  */
@@ -61,7 +61,7 @@ static void split(const struct zn_engine_plan_input *in, const struct zn_engine_
 {
 	uint64_t fb = p->frozen_elem_bytes, xn = in->frozen_expert_numel[l];
 
-	*rest = zn_size_mul(in->frozen_numel[l] - xn, fb);
+	*rest = stored(in, l, fb) - zn_size_mul(xn, fb);
 	*one = zn_size_mul(xn / (uint64_t)in->frozen_experts[l], fb);
 }
 
@@ -139,7 +139,10 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	out->frozen_q4 = q4;
 	fb = out->frozen_elem_bytes;
 	out->frozen_wide = !(in->compute16 && fb == 2);
-	out->frozen_experts = in->frozen_expert_numel && in->frozen_experts && !q4 &&
+	/* a 4-bit base too: its expert stacks are plain (not nn.Linear weights), stored in
+	 * the run's dtype at the tail of the extent's plain part (frozen_experts.c offers no
+	 * layer where they are not) */
+	out->frozen_experts = in->frozen_expert_numel && in->frozen_experts &&
 			      out->frozen_wide && (out->frozen_home == ZN_TIER_HOST ||
 						   out->frozen_home == ZN_TIER_NVME);
 	sizes(in, out);
