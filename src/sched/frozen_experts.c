@@ -22,7 +22,10 @@
  * bytes the whole layer's fetch would have moved, cast by the same kernel: the results are
  * bit for bit those of a whole fetch. An expert no token chose is not moved at all; its
  * slices of the slot hold whatever an earlier layer left there and the block never reads
- * them. */
+ * them. A 4-bit base's stacks are plain (no nn.Linear weight is in them), the tail of its
+ * extent's plain part: its rest is then the plain values before them and the quantized
+ * tensors after them, back to back (frozen_q4.c expands it with the offsets past the
+ * stacks shifted down). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
