@@ -2,10 +2,12 @@
 # LoRA on a mixture of experts with the frozen base on NVMe (docs/model.md, "Mixture of
 # experts"): Qwen3-30B-A3B's shapes (hidden 2048, 32 heads (4 kv), head_dim 128, 128
 # experts of 768, 8 per token, vocab 151936) with LAYERS of its 48 layers, a bf16 base
-# streamed layer by layer (every expert of a layer: experts are not yet fetched one at a
-# time) from an O_DIRECT file under NVME_DIR (default /var/tmp), rank-8 adapters on the
-# attention, ZeRO-3, AdamW on the CPU. Prints the step lines and the summary (peak RSS, the
-# NVMe bytes per step against the plan), and removes its swap file.
+# streamed layer by layer from an O_DIRECT file under NVME_DIR (default /var/tmp): each
+# layer without its experts, then only the experts some token routes to, one read each
+# (docs/lora.md, "Experts fetched per routed expert"), rank-8 adapters on the attention,
+# ZeRO-3, AdamW on the CPU. Prints the step lines (with `| experts X (k of n)`) and the
+# summary (peak RSS, the NVMe bytes per step against the plan of the layers' rest, the
+# experts' bytes against every expert's), and removes its swap file.
 # usage: [NVME_DIR=DIR] bench/moe_lora_nvme.sh [zinc-binary] [layers] [steps] [seq]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -422,6 +422,12 @@ struct zn_step_stats {
 	 * micro-batches and ranks; loss above is the cross-entropy alone; 0 otherwise */
 	float aux_loss;
 	bool has_aux;
+	/* a mixture of experts' frozen experts fetched per routed expert (docs/lora.md): the
+	 * experts fetched in the step (each use of a layer counts its own) and their stored
+	 * bytes moved up (their nvme reads are in nvme_read_bytes); the plan's figures for a
+	 * fetch of every expert at every use (what the whole layers' fetch moved) */
+	uint64_t expert_fetches, expert_bytes;
+	uint64_t plan_expert_fetches, plan_expert_bytes;
 };
 
 int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
@@ -474,6 +480,10 @@ struct zn_engine_memory {
 	/* the step's order (zinc.schedule) as chosen, and why; nvme bytes read per step */
 	char schedule[400];
 	uint64_t nvme_step_read_bytes;
+	/* frozen experts fetched per routed expert (docs/lora.md): one expert's stored bytes,
+	 * and every expert at every use of a step (what the whole layers' fetch moves; the
+	 * routed experts are a part of it, nvme_step_read_bytes counts the layers' rest) */
+	uint64_t expert_bytes, step_expert_bytes;
 };
 void zn_engine_memory(const struct zn_engine *e, struct zn_engine_memory *out);
 

@@ -399,6 +399,10 @@ struct zn_kernel_table {
 	 * is done; the calling thread waits (an MoE layer's expert row counts, which size its
 	 * per-expert GEMMs) */
 	void (*read_sync)(void *stream, void *dst, const void *src, size_t bytes);
+	/* bytes of host memory src into device memory dst once the stream's work before it
+	 * is done; the calling thread waits until the copy is complete, so src may be reused
+	 * at once (frozen experts fetched per routed expert, moe.h zn_moe_source) */
+	void (*write_sync)(void *stream, void *dst, const void *src, size_t bytes);
 
 	/* Qwen3's q_norm and k_norm (HF Qwen3RMSNorm over head_dim, before RoPE): in qkv
 	 * [B,T,S] (the NH query heads, the KV key heads, the KV value heads, hd channels

@@ -90,6 +90,13 @@ static void memorize(const char *cfg, const char *model, const char *const *want
 				 "--tokenizer bytes --prompt hello --max-new-tokens 26", dir), 0,
 		     "%s", out);
 	cr_expect(strstr(out, "hello from zinc, the tiny moe."), "%s", out);
+	/* the layers streamed from host memory: only the routed experts come up, the same
+	 * line back (docs/generate.md) */
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "generate --device host --init-from %s/m "
+				 "--tokenizer bytes --prompt hello --max-new-tokens 26 "
+				 "--offload-param cpu", dir), 0, "%s", out);
+	cr_expect(strstr(out, "hello from zinc, the tiny moe."), "%s", out);
+	cr_expect(strstr(out, "; experts ") && strstr(out, " fetches)"), "%s", out);
 }
 
 Test(cli_moe, mixtral_memorize_save_reload_generate)
@@ -244,6 +251,8 @@ Test(cli_moe, lora_on_attention)
 				 cfg, dir, dir), 0,
 		     "%s", out);
 	cr_expect(strstr(out, "| aux "), "%s", out);
+	/* the experts frozen in host memory: only the routed ones fetched, and said so */
+	cr_expect(strstr(out, "| experts ") && strstr(out, "| experts per step "), "%s", out);
 	text = zt_read_text(dir, "A/adapter_config.json");
 	cr_expect(strstr(text, "\"q_proj\"") && strstr(text, "\"v_proj\""), "%s", text);
 	free(text);

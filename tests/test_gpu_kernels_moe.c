@@ -44,8 +44,8 @@ Test(kernels_gpu_moe, block_matches_cpu)
 		struct zn_moe_weights W = { rw, gu, dn };
 		struct zn_moe_grads G = { grw, ggu, gdn };
 
-		zn_moe_forward(c, NULL, &d, &W, &ac, h, out, aux);
-		zn_moe_backward(c, NULL, &d, &W, &G, &ac, &sc, h, dout, dprob, dh);
+		zn_moe_forward(c, NULL, &d, &W, NULL, &ac, h, out, aux);
+		zn_moe_backward(c, NULL, &d, &W, NULL, &G, &ac, &sc, h, dout, dprob, dh);
 	}
 	{
 		float *h_d = up(h, NC * 4), *rw_d = up(rw, nr * 4), *gu_d = up(gu, ngu * 4);
@@ -66,8 +66,8 @@ Test(kernels_gpu_moe, block_matches_cpu)
 		scr_d = up(sz, sb); /* the backward's scratch starts zero, as the engine's */
 		zn_moe_acts_carve(&ag, acts_d, off_g, &d);
 		zn_moe_scratch_carve(&sg, scr_d, &d);
-		zn_moe_forward(g, st, &d, &W, &ag, h_d, out_d, aux_d);
-		zn_moe_backward(g, st, &d, &W, &G, &ag, &sg, h_d, dout_d, dprob_d, dh_d);
+		zn_moe_forward(g, st, &d, &W, NULL, &ag, h_d, out_d, aux_d);
+		zn_moe_backward(g, st, &d, &W, NULL, &G, &ag, &sg, h_d, dout_d, dprob_d, dh_d);
 		cr_assert_eq(gt_kernels_error(), 0, "a CUDA op failed");
 		cr_assert(!memcmp(off_c, off_g, sizeof(off_c)), "rows per expert differ");
 		gt_download_part(sel, ag.sel, 0, (size_t)d.N * d.K * sizeof(int), &err);

@@ -160,9 +160,9 @@ static void run_block(const struct ref *r, struct run *x, const double *R, float
 		struct zn_moe_weights W = { x->router, x->gu, x->down };
 		struct zn_moe_grads G = { x->g_router, x->g_gu, x->g_down };
 
-		zn_moe_forward(k, NULL, &x->d, &W, &x->a, x->h, x->out, x->aux);
+		zn_moe_forward(k, NULL, &x->d, &W, NULL, &x->a, x->h, x->out, x->aux);
 		k->moe_aux_finish(NULL, NULL, dprob, x->aux, r->E, (float)r->N, coef);
-		zn_moe_backward(k, NULL, &x->d, &W, &G, &x->a, &x->s, x->h, dout,
+		zn_moe_backward(k, NULL, &x->d, &W, NULL, &G, &x->a, &x->s, x->h, dout,
 				coef != 0.0f ? dprob : NULL, x->dh);
 	}
 	free(dout);

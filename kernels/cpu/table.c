@@ -422,6 +422,12 @@ static void read_sync(void *stream, void *dst, const void *src, size_t bytes)
 	memcpy(dst, src, bytes);
 }
 
+static void write_sync(void *stream, void *dst, const void *src, size_t bytes)
+{
+	(void)stream;
+	memcpy(dst, src, bytes);
+}
+
 static void dequant_4bit(void *stream, float *out32, uint16_t *out16, const uint8_t *packed,
 			 const float *absmax, size_t N, int blocksize, int type, int qdtype)
 {
@@ -562,6 +568,7 @@ const struct zn_kernel_table zn_kernels_cpu = {
 	.moe_aux_stats = moe_aux_stats,
 	.moe_aux_finish = moe_aux_finish,
 	.read_sync = read_sync,
+	.write_sync = write_sync,
 	.dequant_4bit = dequant_4bit,
 	.dequant_absmax8 = dequant_absmax8,
 	.gelu_backward_bf16out = gelu_backward_bf16out,

@@ -285,3 +285,12 @@ extern "C" void zn_cuda_read_sync(void *stream, void *dst, const void *src, size
 		zn_cuda_note_error();
 	}
 }
+
+/* a failure sets the sticky error flag (the step fails) */
+extern "C" void zn_cuda_write_sync(void *stream, void *dst, const void *src, size_t bytes)
+{
+	if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream) !=
+		    cudaSuccess ||
+	    cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
+		zn_cuda_note_error();
+}

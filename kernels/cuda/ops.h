@@ -234,5 +234,6 @@ void zn_cuda_moe_aux_stats(void *stream, float *acc, const float *probs, const i
 void zn_cuda_moe_aux_finish(void *stream, float *loss, float *dprob, const float *acc, int E,
 			    float ntot, float scale);
 void zn_cuda_read_sync(void *stream, void *dst, const void *src, size_t bytes);
+void zn_cuda_write_sync(void *stream, void *dst, const void *src, size_t bytes);
 
 #endif

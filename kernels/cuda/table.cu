@@ -72,6 +72,7 @@ const struct zn_kernel_table zn_kernels_cuda = {
 	zn_cuda_moe_aux_stats,
 	zn_cuda_moe_aux_finish,
 	zn_cuda_read_sync,
+	zn_cuda_write_sync,
 	zn_cuda_qk_rmsnorm_forward,
 	zn_cuda_qk_rmsnorm_backward,
 	zn_cuda_dequant_4bit,
@@ -87,5 +88,5 @@ const struct zn_kernel_table zn_kernels_cuda = {
 }
 
 /* positional initialisers: fail the build if the table gains a slot this list lacks */
-static_assert(sizeof(struct zn_kernel_table) == 78 * sizeof(void *),
+static_assert(sizeof(struct zn_kernel_table) == 79 * sizeof(void *),
 	      "zn_kernel_table changed: update kernels/cuda/table.cu");

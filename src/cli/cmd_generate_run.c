@@ -57,6 +57,15 @@ static void report(const struct gen_args *a, struct zn_gen *g, int n_prompt, dou
 	if (a->home == ZN_GEN_NVME)
 		fprintf(stderr, ", %s read from nvme",
 			zn_arg_fmt_ibytes(s.nvme_read_bytes, b3, sizeof(b3)));
+	/* a mixture of experts: only the routed experts came up (docs/generate.md) */
+	if (s.expert_all_fetches)
+		fprintf(stderr, "; experts %s of %s (%.1f%%: %llu of %llu fetches)",
+			zn_arg_fmt_ibytes(s.expert_bytes, b1, sizeof(b1)),
+			zn_arg_fmt_ibytes(s.expert_all_bytes, b2, sizeof(b2)),
+			s.expert_all_bytes ? 100.0 * (double)s.expert_bytes /
+					     (double)s.expert_all_bytes : 0.0,
+			(unsigned long long)s.expert_fetches,
+			(unsigned long long)s.expert_all_fetches);
 	fputc('\n', stderr);
 }
 

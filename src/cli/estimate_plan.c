@@ -223,6 +223,11 @@ static void print_json(const struct result *r)
 	cJSON_AddStringToObject(root, "memory_plan_line", r->line);
 	cJSON_AddStringToObject(root, "schedule", r->m.schedule);
 	cJSON_AddNumberToObject(root, "nvme_step_read_bytes", (double)r->m.nvme_step_read_bytes);
+	/* frozen experts fetched per routed expert: one expert, every expert of a step */
+	if (r->m.expert_bytes) {
+		cJSON_AddNumberToObject(root, "expert_bytes", (double)r->m.expert_bytes);
+		cJSON_AddNumberToObject(root, "step_expert_bytes", (double)r->m.step_expert_bytes);
+	}
 	if (r->refused)
 		cJSON_AddStringToObject(root, "refused", r->refused);
 	else

@@ -29,6 +29,8 @@
 #include "zinc.h"
 
 #define ZN_MODEL_MAX_TENSORS 16
+
+struct zn_moe_source;
 #define ZN_MODEL_NAME_MAX 96
 
 struct zn_tensor_desc {
@@ -110,6 +112,9 @@ struct zn_layer_io {
 	 * micro-batches and ranks averaged). NULL: no auxiliary loss. */
 	float *aux;
 	float aux_scale;
+	/* A mixture of experts' frozen experts fetched per routed expert (model/moe/moe.h
+	 * zn_moe_source; the engine's, outliving the call), or NULL: every weight is in place */
+	const struct zn_moe_source *experts;
 };
 
 /* Inference of one layer with a KV cache (zinc generate, docs/generate.md): batch 1, T new
@@ -127,6 +132,7 @@ struct zn_decode_io {
 	float *logits;        /* last layer: [n_logits, vocab], the last n_logits rows */
 	int n_logits;         /* 1 .. T */
 	int pos0, T;
+	const struct zn_moe_source *experts; /* as zn_layer_io's */
 };
 
 struct zn_model_ops {

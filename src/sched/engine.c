@@ -96,6 +96,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_acts_destroy(e);
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
+	zn_frozen_experts_free(e);
 	zn_optim_destroy(&e->opt);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
@@ -390,7 +391,9 @@ static int layer_sizes(struct zn_engine *e, uint64_t dev_budget)
 
 	e->work_bytes = zn_lmhead_ce_work_bytes(dev_budget);
 	rc = zn_engine_layer_sizes(e);
-	return rc ? rc : zn_frozen_q4_prepare(e);
+	if (!rc)
+		rc = zn_frozen_q4_prepare(e);
+	return rc ? rc : zn_frozen_experts_prepare(e);
 }
 
 int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,

@@ -78,6 +78,11 @@ struct zn_engine {
 	struct zn_q4_layer *fq4;
 	uint64_t *frozen_q4_bytes;
 	uint64_t frozen_q4_scratch; /* a slot's nested-absmax scratch bytes */
+	/* a mixture of experts' frozen experts (frozen_experts.c): per layer the floats of
+	 * its expert stacks (the tail of its frozen buffer, 0: none) and its experts, or NULL */
+	uint64_t *frozen_expert_numel;
+	int *frozen_experts;
+	uint64_t *frozen_expert_first; /* floats per expert of the first stack (gate_up) */
 	const struct zn_q4_layer *opt_q4;
 	int (*init_frozen_q4)(void *ctx, int layer, void *extent);
 

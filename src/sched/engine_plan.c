@@ -48,6 +48,8 @@ int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, siz
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
 		.frozen_q4_bytes = e->frozen_q4_bytes,
 		.frozen_q4_scratch = e->frozen_q4_scratch,
+		.frozen_expert_numel = e->frozen_expert_numel,
+		.frozen_experts = e->frozen_experts,
 		.layer_major = e->act.lm.on,
 		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
 	};
@@ -85,6 +87,8 @@ void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
 		.frozen_bytes = p->frozen_home_bytes,
 		.prefetch_depth = p->prefetch_depth,
 		.nvme_step_read_bytes = p->nvme_step_read_bytes,
+		.expert_bytes = p->frozen_expert_bytes,
+		.step_expert_bytes = p->frozen_step_expert_bytes,
 	};
 	snprintf(out->schedule, sizeof(out->schedule), "%s", e->sched_line);
 }

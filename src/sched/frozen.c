@@ -77,6 +77,7 @@ static void free_slot(struct zn_engine *e, struct zn_fslot *s)
 	zn_device_free(e->rt.dev, s->absmax_d);
 	zn_event_destroy(s->ready);
 	zn_event_destroy(s->free);
+	free(s->xres);
 }
 
 uint64_t zn_frozen_pinned_bytes(const struct zn_engine *e)
@@ -110,7 +111,7 @@ int zn_frozen_create(struct zn_engine *e)
 		if (!rc && p->frozen_home == ZN_TIER_HOST && stored_bytes(e, l))
 			fz->pinned_bytes += extent(e, l);
 		fz->file_off[l] = off;
-		off += extent(e, l);
+		off += zn_frozen_file_extent(e, l); /* a streamed layer's parts each aligned */
 	}
 	if (rc || p->frozen_direct)
 		return rc;
@@ -121,7 +122,7 @@ int zn_frozen_create(struct zn_engine *e)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->ring_n; i++)
 		rc = alloc_slot(e, &fz->ring[i], p->frozen_slot_numel, p->frozen_slot_bytes);
-	return rc;
+	return rc ? rc : zn_frozen_experts_create(e);
 }
 
 void zn_frozen_destroy(struct zn_engine *e)
@@ -133,6 +134,7 @@ void zn_frozen_destroy(struct zn_engine *e)
 			zn_device_free(e->rt.dev, fz->home[l]);
 	if (fz->home) /* create ran */
 		zn_frozen_io_close(e); /* reads in flight into the slots' buffers first */
+	zn_frozen_experts_destroy(e);
 	free(fz->file_off);
 	free_slot(e, &fz->slot0);
 	for (int i = 0; fz->ring && i < fz->ring_n; i++)
@@ -154,6 +156,28 @@ static int aligned_buf(struct zn_engine *e, int l, void **out)
 	return 0;
 }
 
+/* layer l's stored bytes buf (its natural order, an extent) to or from the frozen file; a
+ * streamed layer's through its own extent (each expert apart, frozen_experts.c) */
+static int nvme_rw(struct zn_engine *e, int l, void *buf, bool write)
+{
+	uint64_t len = zn_frozen_file_extent(e, l);
+	void *ext = NULL;
+	int rc;
+
+	if (!zn_frozen_streams(e, l))
+		return zn_frozen_io_rw(e, l, buf, write);
+	if (posix_memalign(&ext, ZN_PLAN_HOST_ALIGN, len))
+		return -ENOMEM;
+	memset(ext, 0, len);
+	if (write)
+		zn_frozen_experts_pack(e, l, ext, buf);
+	rc = zn_frozen_io_rw(e, l, ext, write);
+	if (!rc && !write)
+		zn_frozen_experts_unpack(e, l, buf, ext);
+	free(ext);
+	return rc;
+}
+
 /* the stored bytes src of layer l onto its home */
 static int put_home(struct zn_engine *e, int l, const void *src)
 {
@@ -169,7 +193,7 @@ static int put_home(struct zn_engine *e, int l, const void *src)
 		memcpy(e->fz.home[l], src, bytes);
 		return 0;
 	}
-	return zn_frozen_io_rw(e, l, (void *)src, true);
+	return nvme_rw(e, l, (void *)src, true);
 }
 
 int zn_frozen_init_layer_q4(struct zn_engine *e, int l, const void *extent)
@@ -237,7 +261,7 @@ static int get_home(struct zn_engine *e, int l, void *buf)
 		memcpy(buf, e->fz.home[l], bytes);
 		return 0;
 	}
-	return zn_frozen_io_rw(e, l, buf, false);
+	return nvme_rw(e, l, buf, false);
 }
 
 int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent)
@@ -258,7 +282,6 @@ int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent)
 
 int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 {
-	const struct zn_engine_plan *p = &e->plan;
 	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
 	void *buf = NULL;
 	int rc;
@@ -266,15 +289,8 @@ int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 	if (!n)
 		return 0;
 	rc = aligned_buf(e, l, &buf);
-	if (!rc && p->frozen_home == ZN_TIER_DEVICE) {
-		rc = zn_memcpy_async(e->rt.copy_out, buf, e->fz.home[l], bytes, ZN_COPY_D2H);
-		if (!rc)
-			rc = zn_stream_synchronize(e->rt.copy_out);
-	} else if (!rc && p->frozen_home == ZN_TIER_HOST) {
-		memcpy(buf, e->fz.home[l], bytes);
-	} else if (!rc) {
-		rc = zn_frozen_io_rw(e, l, buf, false);
-	}
+	if (!rc)
+		rc = get_home(e, l, buf);
 	if (!rc && e->fq4) /* dequantized as the device does */
 		rc = zn_q4_unpack(&e->fq4[l], out_h, buf, e->pdt);
 	else if (!rc && e->pdt == ZN_DTYPE_BF16)
@@ -294,7 +310,9 @@ int zn_frozen_read_layer(struct zn_engine *e, int l, float *out_h)
 static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 {
 	const struct zn_engine_plan *p = &e->plan;
-	uint64_t n = fnumel(e, l), bytes = stored_bytes(e, l);
+	/* a layer whose experts are fetched per routed expert: the rest of it (its head) */
+	uint64_t bytes = zn_frozen_fetch_bytes(e, l);
+	uint64_t n = zn_frozen_streams(e, l) ? bytes / p->frozen_elem_bytes : fnumel(e, l);
 	bool wide = p->frozen_elem_bytes == 4 && !p->frozen_q4; /* comes up as the fp32 copy */
 	const void *src = e->fz.home[l];
 	struct fcast ca;
@@ -311,8 +329,9 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 	if (rc)
 		return rc;
 	if (p->frozen_home != ZN_TIER_DEVICE) {
-		rc = zn_memcpy_async(e->rt.copy_in, wide ? (void *)s->f32_d : s->stage_d, src,
-				     bytes, ZN_COPY_H2D);
+		/* a layer whose experts come per routed expert: its rest only */
+		rc = zn_frozen_rest_up(e, l, wide ? (void *)s->f32_d : s->stage_d, src,
+				       p->frozen_home == ZN_TIER_NVME);
 		if (!rc && p->frozen_home == ZN_TIER_NVME)
 			rc = zn_frozen_io_copied(e, item);
 		if (!rc)
@@ -325,6 +344,8 @@ static int fetch_into(struct zn_engine *e, int l, struct zn_fslot *s, int item)
 		ca = (struct fcast){ s->f32_d, src, n, e->pdt };
 		rc = zn_launch(e->rt.copy_in, fcast_fn, &ca, sizeof(ca));
 	}
+	if (!rc)
+		rc = zn_frozen_experts_clear(e, s);
 	if (!rc)
 		rc = zn_event_record(s->ready, e->rt.copy_in);
 	return rc;

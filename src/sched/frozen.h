@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "gpu/device.h"
+#include "model/moe/moe.h"
 #include "nvme/aio.h"
 
 struct zn_engine;
@@ -26,6 +27,9 @@ struct zn_fslot {
 	float *absmax_d;         /* a 4-bit base with nested absmax: a tensor's scales */
 	struct zn_event *ready;  /* the fetch into this slot is complete */
 	struct zn_event *free;   /* compute is done with the slot's previous layer */
+	/* frozen experts fetched per routed expert: which of its layer's experts the slot
+	 * holds (cleared in stream order by each fetch into the slot; frozen_experts.c) */
+	uint8_t *xres;
 };
 
 /* Home on nvme: a pinned buffer a layer is read into, then copied up (frozen_io.c). */
@@ -62,6 +66,17 @@ struct zn_frozen {
 	int rd_n;
 	int seq_read;            /* home on nvme: the next item whose read is submitted */
 	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */
+	/* experts fetched per routed expert (frozen_experts.c), by the compute stream's
+	 * thread during a layer's call: the sources handed to the model (one a layer), an
+	 * expert's pinned read buffer and device staging, their own aio engine (the reads
+	 * come from that thread), the first error, and the counts (read once the compute
+	 * stream is drained): experts fetched, their stored bytes, their nvme bytes read */
+	struct zn_moe_source *xsrc;
+	void *xbuf, *xstage_d;
+	struct zn_aio *xaio;
+	struct zn_aio_file *xaf;
+	int xerr;
+	uint64_t x_count, x_bytes, x_read_bytes;
 	uint64_t pinned_bytes;   /* pinned host bytes allocated (the plan's host_frozen_bytes) */
 };
 
@@ -102,6 +117,36 @@ int zn_frozen_read_layer_q4(struct zn_engine *e, int l, void *extent);
 int zn_frozen_q4_prepare(struct zn_engine *e);
 void zn_frozen_q4_free(struct zn_engine *e);
 int zn_frozen_q4_expand(struct zn_engine *e, int l, struct zn_fslot *s, const void *src_d);
+
+/* frozen_experts.c: a mixture of experts' frozen experts fetched per routed expert
+ * (plan.h frozen_experts). prepare: after the layer sizes, e->frozen_expert_numel and
+ * e->frozen_experts from the frozen buffers' descriptors (two expert stacks, the tail of
+ * the buffer, else none); create/destroy: the sources and buffers; source: layer l's for
+ * the model's call (NULL: fetched whole); fetch_bytes: what a use's fetch moves of layer l
+ * (the rest of a streamed layer); pack / unpack: a layer's stored bytes (natural order)
+ * to and from its nvme extent (zn_plan_frozen_extent bytes). */
+/* a step's figures: fetches and bytes (the step's own), and the plan's for every expert */
+struct zn_step_stats;
+void zn_frozen_expert_stats(const struct zn_engine *e, uint64_t fetches, uint64_t bytes,
+			    struct zn_step_stats *st);
+int zn_frozen_experts_prepare(struct zn_engine *e);
+void zn_frozen_experts_free(struct zn_engine *e);
+int zn_frozen_experts_create(struct zn_engine *e);
+void zn_frozen_experts_destroy(struct zn_engine *e);
+const struct zn_moe_source *zn_frozen_experts_source(const struct zn_engine *e, int l);
+bool zn_frozen_streams(const struct zn_engine *e, int l);
+/* enqueued on copy_in by a fetch into slot s (before its ready): its experts are gone */
+int zn_frozen_experts_clear(struct zn_engine *e, struct zn_fslot *s);
+uint64_t zn_frozen_fetch_bytes(const struct zn_engine *e, int l);
+/* layer l's rest (zn_frozen_fetch_bytes) from src_h up into dst_d on copy_in: a home's
+ * extent (packed false: the stacks left out) or the file's rest (packed: as it is) */
+int zn_frozen_rest_up(struct zn_engine *e, int l, void *dst_d, const void *src_h, bool packed);
+/* for a 4-bit base's expansion: the stacks' stored bytes missing before the quantized
+ * tensors in what came up (0: none), and *layout_end the floats to fill from it */
+uint64_t zn_frozen_stack_shift(const struct zn_engine *e, int l, uint64_t *layout_end);
+uint64_t zn_frozen_file_extent(const struct zn_engine *e, int l);
+void zn_frozen_experts_pack(const struct zn_engine *e, int l, void *ext, const void *stored);
+void zn_frozen_experts_unpack(const struct zn_engine *e, int l, void *stored, const void *ext);
 
 /* frozen_io.c: the frozen file on nvme and its reads ahead (internal to frozen*.c) */
 int zn_frozen_io_open(struct zn_engine *e);   /* the file, the aio engine, read buffers */

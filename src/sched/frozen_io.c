@@ -34,9 +34,16 @@ uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
 	return e->fq4 ? e->fq4[l].bytes : e->ld[l].frozen_numel * e->plan.frozen_elem_bytes;
 }
 
+/* layer l's extent in the file (zn_frozen_io_rw) */
 static uint64_t extent(const struct zn_engine *e, int l)
 {
-	return zn_plan_host_alloc_bytes(zn_frozen_stored_bytes(e, l));
+	return zn_frozen_file_extent(e, l);
+}
+
+/* what a use of layer l reads: its extent, or a streamed layer's rest (frozen_experts.c) */
+static uint64_t use_extent(const struct zn_engine *e, int l)
+{
+	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(e, l));
 }
 
 /* a pinned read buffer of a layer's stored bytes, counted in pinned_bytes */
@@ -164,7 +171,8 @@ static int submit(struct zn_engine *e, int l, struct zn_fread *r, bool block)
 		r->copy_pending = false;
 	}
 	r->t0_ns = e->tr.on ? zn_trace_now_ns() : 0;
-	rc = zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], extent(e, l), r->buf, &r->req);
+	rc = zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], use_extent(e, l), r->buf,
+			 &r->req);
 	if (rc)
 		return failed(l, false, rc);
 	r->reading = true;
@@ -241,10 +249,11 @@ int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src)
 	r->reading = false;
 	if (rc)
 		return failed(l, false, rc);
-	e->fz.bytes_read += extent(e, l);
+	e->fz.bytes_read += use_extent(e, l);
 	if (e->tr.on)
 		zn_tracer_host(e, ZN_TRACE_NVME_READ, 0, "read frozen", l, r->t0_ns,
-			       r->req.done_ns ? r->req.done_ns : zn_trace_now_ns(), extent(e, l));
+			       r->req.done_ns ? r->req.done_ns : zn_trace_now_ns(),
+			       use_extent(e, l));
 	*src = r->buf;
 	return 0;
 }

@@ -15,6 +15,10 @@
  * A 4-bit base (docs/qlora.md) is stored as each layer's packed extent: homes, read buffers
  * and staging hold extents, and every slot dequantizes into its own working copy (fp32, or
  * bf16 with bf16 compute) with a scratch for nested absmax.
+ * A mixture of experts' frozen experts (frozen_experts): with the home off the device and
+ * fp32 working copies (a 4-bit base too: its experts are plain), a sparse layer's fetch (and read) is the rest of the layer
+ * only, and each routed expert is fetched on its own (frozen_experts.c): a pinned buffer of
+ * one expert for its nvme read, a device one for its 16-bit copy before the cast.
  */
 #include "sched/plan.h"
 
@@ -43,10 +47,73 @@ static uint64_t stored(const struct zn_engine_plan_input *in, int l, uint64_t fb
 	return in->frozen_q4_bytes ? in->frozen_q4_bytes[l] : zn_size_mul(in->frozen_numel[l], fb);
 }
 
+bool zn_plan_frozen_streams(const struct zn_engine_plan_input *in,
+			    const struct zn_engine_plan *p, int l)
+{
+	return p->frozen_experts && l > 0 && in->frozen_expert_numel[l] > 0 &&
+	       in->frozen_experts[l] > 0;
+}
+
+/* a streamed layer l's rest (the stored bytes before its expert stacks) and one expert's
+ * stored bytes (its slices of the stacks) */
+static void split(const struct zn_engine_plan_input *in, const struct zn_engine_plan *p, int l,
+		  uint64_t *rest, uint64_t *one)
+{
+	uint64_t fb = p->frozen_elem_bytes, xn = in->frozen_expert_numel[l];
+
+	*rest = stored(in, l, fb) - zn_size_mul(xn, fb);
+	*one = zn_size_mul(xn / (uint64_t)in->frozen_experts[l], fb);
+}
+
+uint64_t zn_plan_frozen_extent(const struct zn_engine_plan_input *in,
+			       const struct zn_engine_plan *p, int l)
+{
+	uint64_t rest, one;
+
+	if (!zn_plan_frozen_streams(in, p, l))
+		return host(stored(in, l, p->frozen_elem_bytes));
+	split(in, p, l, &rest, &one);
+	return zn_size_add(host(rest), zn_size_mul((uint64_t)in->frozen_experts[l], host(one)));
+}
+
+/* bytes a use of layer l reads from nvme: its extent, or a streamed layer's rest */
+static uint64_t use_read(const struct zn_engine_plan_input *in, const struct zn_engine_plan *p,
+			 int l)
+{
+	uint64_t rest, one;
+
+	if (!zn_plan_frozen_streams(in, p, l))
+		return host(stored(in, l, p->frozen_elem_bytes));
+	split(in, p, l, &rest, &one);
+	return host(rest);
+}
+
+/* the experts' figures: one expert's bytes (the largest), and every expert of every use */
+static void expert_figures(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
+{
+	for (int l = 0; l < in->layer_count; l++) {
+		uint64_t rest, one;
+
+		if (!zn_plan_frozen_streams(in, out, l))
+			continue;
+		split(in, out, l, &rest, &one);
+		if (one > out->frozen_expert_bytes)
+			out->frozen_expert_bytes = one;
+		out->frozen_step_expert_bytes = zn_size_add(out->frozen_step_expert_bytes,
+			zn_size_mul(zn_plan_layer_uses(in, l),
+				    zn_size_mul((uint64_t)in->frozen_experts[l], one)));
+	}
+}
+
+/* the numel and bytes of layer 0 and the largest other layer; the bytes are what a use
+ * fetches (a streamed layer's rest: the read buffers and staging hold no expert) */
 static void sizes(const struct zn_engine_plan_input *in, struct zn_engine_plan *out)
 {
 	for (int l = 0; in->frozen_numel && l < in->layer_count; l++) {
-		uint64_t n = in->frozen_numel[l], b = stored(in, l, out->frozen_elem_bytes);
+		uint64_t n = in->frozen_numel[l], b = stored(in, l, out->frozen_elem_bytes), one;
+
+		if (zn_plan_frozen_streams(in, out, l))
+			split(in, out, l, &b, &one);
 
 		out->frozen_numel_total = zn_size_add(out->frozen_numel_total, n);
 		if (l == 0) {
@@ -70,11 +137,21 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	out->frozen_home = out->pl.params;
 	out->frozen_elem_bytes = in->bf16 ? 2 : 4;
 	out->frozen_q4 = q4;
+	fb = out->frozen_elem_bytes;
+	out->frozen_wide = !(in->compute16 && fb == 2);
+	/* a 4-bit base too: its expert stacks are plain (not nn.Linear weights), stored in
+	 * the run's dtype at the tail of the extent's plain part (frozen_experts.c offers no
+	 * layer where they are not) */
+	out->frozen_experts = in->frozen_expert_numel && in->frozen_experts &&
+			      out->frozen_wide && (out->frozen_home == ZN_TIER_HOST ||
+						   out->frozen_home == ZN_TIER_NVME);
 	sizes(in, out);
 	out->frozen = out->frozen_numel_total > 0;
-	if (!out->frozen)
+	if (!out->frozen) {
+		out->frozen_experts = false;
 		return;
-	fb = out->frozen_elem_bytes;
+	}
+	expert_figures(in, out);
 	for (int l = 0; l < in->layer_count; l++) {
 		uint64_t n = in->frozen_numel[l];
 		uint64_t bytes = stored(in, l, fb);
@@ -85,17 +162,18 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 			out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, dev(bytes));
 		else if (out->frozen_home == ZN_TIER_HOST)
 			out->host_frozen_bytes = zn_size_add(out->host_frozen_bytes, host(bytes));
-		else /* 4 KiB extents */
-			out->nvme_frozen_bytes = zn_size_add(out->nvme_frozen_bytes, host(bytes));
+		else /* 4 KiB extents (a streamed layer's parts each) */
+			out->nvme_frozen_bytes = zn_size_add(out->nvme_frozen_bytes,
+							     zn_plan_frozen_extent(in, out, l));
 		/* layer 0's working copy is fetched at the first step and kept (the base never
-		 * changes); the others' are read for each use */
+		 * changes); the others' are read for each use (a streamed layer's rest: its
+		 * experts as routed, not planned here) */
 		if (out->frozen_home == ZN_TIER_NVME && n && l > 0)
 			out->frozen_step_read_bytes = zn_size_add(out->frozen_step_read_bytes,
-				zn_size_mul(zn_plan_layer_uses(in, l), host(bytes)));
+				zn_size_mul(zn_plan_layer_uses(in, l), use_read(in, out, l)));
 		else if (out->frozen_home == ZN_TIER_NVME && n)
 			out->frozen_first_read_bytes = host(bytes);
 	}
-	out->frozen_wide = !(in->compute16 && fb == 2);
 	out->frozen_direct = !q4 && out->frozen_home == ZN_TIER_DEVICE &&
 			     (fb == 4 || !out->frozen_wide);
 	if (out->frozen_direct)
@@ -122,6 +200,13 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
 	if (q4)
 		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes, zn_size_mul(
 			(uint64_t)ring + 1, dev(in->frozen_q4_scratch)));
+	/* an expert's 16-bit copy up before its cast; its nvme read's pinned buffer */
+	if (out->frozen_experts && fb == 2)
+		out->dev_frozen_bytes = zn_size_add(out->dev_frozen_bytes,
+						    dev(out->frozen_expert_bytes));
+	if (out->frozen_experts && out->frozen_home == ZN_TIER_NVME)
+		out->host_frozen_bytes = zn_size_add(out->host_frozen_bytes,
+						     host(out->frozen_expert_bytes));
 	if (out->frozen_home == ZN_TIER_NVME) {
 		out->frozen_read_buffers = zn_plan_frozen_read_buffers(in->frozen_read_buffers,
 								       ring, in->layer_count);

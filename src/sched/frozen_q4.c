@@ -93,7 +93,9 @@ void zn_frozen_q4_free(struct zn_engine *e)
 
 struct dq {
 	const struct zn_q4_layer *q;
-	const uint8_t *x;   /* the extent on the device */
+	const uint8_t *x;   /* the extent on the device (without a streamed layer's stacks:
+			     * every offset past them shift bytes lower) */
+	uint64_t shift;
 	float *out32;       /* fp32 working copy, or */
 	uint16_t *out16;    /* bf16 working copy */
 	float *absmax;      /* nested scratch (max_blocks floats) */
@@ -107,18 +109,20 @@ static void dq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 
 	for (int i = 0; i < a->q->count; i++) {
 		const struct zn_q4_seg *s = &a->q->seg[i];
-		const float *absmax = (const float *)(a->x + s->absmax_off);
+		const uint8_t *x = a->x;
+		const float *absmax = (const float *)(x + (s->absmax_off - a->shift));
 
 		if (s->nested) {
-			const float *nest = (const float *)(a->x + s->nest_off);
+			const float *nest = (const float *)(x + (s->nest_off - a->shift));
 
-			k->dequant_absmax8(native, a->absmax, a->x + s->absmax_off,
-					   (const float *)(a->x + a->q->map_off), nest + 1, nest,
-					   s->blocks, ZN_Q4_NESTED_BLOCK);
+			k->dequant_absmax8(native, a->absmax, x + (s->absmax_off - a->shift),
+					   (const float *)(x + (a->q->map_off - a->shift)),
+					   nest + 1, nest, s->blocks, ZN_Q4_NESTED_BLOCK);
 			absmax = a->absmax;
 		}
 		k->dequant_4bit(native, a->out32 ? a->out32 + s->offset : NULL,
-				a->out16 ? a->out16 + s->offset : NULL, a->x + s->packed_off,
+				a->out16 ? a->out16 + s->offset : NULL,
+				x + (s->packed_off - a->shift),
 				absmax, s->numel, s->blocksize, s->type, s->qdtype);
 	}
 }
@@ -160,16 +164,20 @@ static int plain(struct zn_engine *e, const struct zn_q4_layer *q, struct zn_fsl
 int zn_frozen_q4_expand(struct zn_engine *e, int l, struct zn_fslot *s, const void *src_d)
 {
 	const struct zn_q4_layer *q = &e->fq4[l];
-	uint64_t first, end, at;
+	uint64_t first, end, at, lim, shift = zn_frozen_stack_shift(e, l, &lim);
 	struct dq a;
 	int rc = 0;
 
-	for (int i = 0; !rc && zn_q4_plain_run(q, i, &first, &end, &at); i++)
+	/* a streamed layer's stacks (the plain tail) did not come up: their routed experts
+	 * come per expert (frozen_experts.c) */
+	for (int i = 0; !rc && zn_q4_plain_run(q, i, &first, &end, &at); i++) {
+		end = end < lim ? end : lim;
 		if (end > first)
 			rc = plain(e, q, s, src_d, first, end, at);
+	}
 	if (rc || !q->count)
 		return rc;
-	a = (struct dq){ q, src_d, e->plan.frozen_wide ? s->f32_d : NULL,
+	a = (struct dq){ q, src_d, shift, e->plan.frozen_wide ? s->f32_d : NULL,
 			 e->plan.frozen_wide ? NULL : s->w16_d, s->absmax_d };
 	return zn_launch(e->rt.copy_in, dq_fn, &a, sizeof(a));
 }

@@ -320,6 +320,8 @@ static int layer(struct zn_gen *g, int l, int T, int n_logits)
 	a.io.n_logits = n_logits;
 	a.io.pos0 = g->pos;
 	a.io.T = T;
+	/* a sparse layer streamed from cpu or nvme: only its routed experts come up */
+	a.io.experts = zn_gen_fz_experts(g, l);
 	if (g->adapters_d && g->adapters_d[l]) {
 		a.lora = g->o.lora;
 		a.ad = &g->ad[l];
@@ -367,6 +369,8 @@ int zn_gen_forward(struct zn_gen *g, const int *tokens, int T, int n_logits, flo
 				     ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_stream_synchronize(g->compute);
+	if (!rc) /* an expert's fetch that failed during a layer (logged) */
+		rc = zn_gen_fz_error(g);
 	if (!rc)
 		g->pos += T;
 	return rc;
@@ -378,9 +382,11 @@ int zn_gen_vocab(const struct zn_gen *g) { return g->vocab; }
 
 void zn_gen_stats(struct zn_gen *g, struct zn_gen_stats *s)
 {
+	*s = (struct zn_gen_stats){ 0 };
 	s->device_bytes = zn_device_used_bytes(g->dev);
 	s->streamed_bytes = g->streamed_bytes;
 	s->nvme_read_bytes = zn_gen_fz_read_bytes(g);
+	zn_gen_fz_expert_stats(g, s); /* adds the experts' to both */
 	s->prefetch_depth = g->o.home == ZN_GEN_DEVICE ? 0 : zn_gen_fz_depth(g);
 	s->device_name = zn_device_name(g->dev);
 }

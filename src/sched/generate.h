@@ -70,6 +70,11 @@ struct zn_gen_stats {
 	uint64_t streamed_bytes; /* parameter bytes copied to the device by forwards */
 	uint64_t nvme_read_bytes; /* read from the layers' file (the aio engine's count) */
 	int prefetch_depth;      /* streamed layers fetched ahead (0 on the device) */
+	/* a mixture of experts streamed from cpu or nvme (docs/generate.md): the experts
+	 * fetched as routed, their stored bytes (in streamed_bytes; their nvme reads in
+	 * nvme_read_bytes), and the same for every expert of every layer use (whole layers) */
+	uint64_t expert_fetches, expert_bytes;
+	uint64_t expert_all_fetches, expert_all_bytes;
 	const char *device_name;
 };
 

@@ -44,6 +44,8 @@ static void plan(struct zn_gen *g, int d)
 	e->pin.frozen_numel = e->frozen_numel;
 	e->pin.frozen_q4_bytes = e->frozen_q4_bytes;
 	e->pin.frozen_q4_scratch = e->frozen_q4_scratch;
+	e->pin.frozen_expert_numel = e->frozen_expert_numel;
+	e->pin.frozen_experts = e->frozen_experts;
 	e->plan.pl.params = tier_of(g->o.home);
 	zn_plan_frozen(&e->pin, &e->plan);
 }
@@ -125,6 +127,9 @@ static int make_engine(struct zn_gen *g)
 	e->opt_q4 = g->o.q4;
 	{
 		int rc = zn_frozen_q4_prepare(e);
+
+		if (!rc)
+			rc = zn_frozen_experts_prepare(e);
 
 		if (rc)
 			return rc;
@@ -227,6 +232,7 @@ void zn_gen_fz_destroy(struct zn_gen *g)
 		return;
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
+	zn_frozen_experts_free(e);
 	zn_arena_destroy(e->arena);
 	free(e->act.use);
 	free(e->ld);
@@ -253,6 +259,28 @@ uint64_t zn_gen_fz_read_bytes(struct zn_gen *g)
 		return 0;
 	zn_aio_get_stats(zn_gen_aio(g), &s);
 	return s.bytes_read;
+}
+
+const struct zn_moe_source *zn_gen_fz_experts(struct zn_gen *g, int l)
+{
+	return l > 0 && g->fe ? zn_frozen_experts_source(g->fe, l) : NULL;
+}
+
+int zn_gen_fz_error(struct zn_gen *g)
+{
+	return g->fe ? g->fe->fz.xerr : 0;
+}
+
+void zn_gen_fz_expert_stats(struct zn_gen *g, struct zn_gen_stats *s)
+{
+	if (!g->fe)
+		return;
+	s->streamed_bytes += g->fe->fz.x_bytes;
+	s->nvme_read_bytes += g->fe->fz.x_read_bytes;
+	s->expert_fetches = g->fe->fz.x_count;
+	s->expert_bytes = g->fe->fz.x_bytes;
+	s->expert_all_fetches = g->expert_all_fetches;
+	s->expert_all_bytes = g->expert_all_bytes;
 }
 
 /* the start of a forward: a fresh use sequence when this one has no room for it */
@@ -289,9 +317,15 @@ int zn_gen_fz_acquire(struct zn_gen *g, int l, const float **params_d)
 	rc = zn_frozen_acquire(g->fe, g->fz_item, l, params_d);
 	if (rc)
 		return failed(g, l, rc);
-	/* the bytes copied up: the stored layer (fp32, or its 4-bit extent) */
+	/* the bytes copied up: the stored layer (fp32, or its 4-bit extent), a sparse layer's
+	 * without its experts (those routed to are counted as fetched, frozen_experts.c) */
 	if (g->o.home != ZN_GEN_DEVICE)
-		g->streamed_bytes += zn_frozen_stored_bytes(g->fe, l);
+		g->streamed_bytes += zn_frozen_fetch_bytes(g->fe, l);
+	if (zn_frozen_streams(g->fe, l)) {
+		g->expert_all_fetches += (uint64_t)g->fe->frozen_experts[l];
+		g->expert_all_bytes += zn_frozen_stored_bytes(g->fe, l) -
+				       zn_frozen_fetch_bytes(g->fe, l);
+	}
 	return 0;
 }
 

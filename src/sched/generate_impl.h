@@ -31,6 +31,9 @@ struct zn_gen {
 	int *tokens_d, *pos_d;
 	int *tokens_h, *pos_h;          /* page-locked staging of the inputs */
 	uint64_t streamed_bytes;
+	/* frozen experts fetched per routed expert: every expert of the streamed sparse
+	 * layers' uses so far (what whole layers would have moved), fetches and bytes */
+	uint64_t expert_all_fetches, expert_all_bytes;
 };
 
 int zn_gen_fz_create(struct zn_gen *g);  /* layers 1 .. n-1 onto their home */
@@ -41,5 +44,11 @@ int zn_gen_fz_acquire(struct zn_gen *g, int l, const float **params_d);
 int zn_gen_fz_release(struct zn_gen *g, int l); /* compute is done with layer l */
 int zn_gen_fz_depth(const struct zn_gen *g);
 uint64_t zn_gen_fz_read_bytes(struct zn_gen *g);
+/* a mixture of experts streamed from cpu or nvme (frozen_experts.c): layer l's source of
+ * routed experts for its call (NULL: none), the first failure of a fetch, and the experts'
+ * figures into s (their bytes added to streamed_bytes and nvme_read_bytes) */
+const struct zn_moe_source *zn_gen_fz_experts(struct zn_gen *g, int l);
+int zn_gen_fz_error(struct zn_gen *g);
+void zn_gen_fz_expert_stats(struct zn_gen *g, struct zn_gen_stats *s);
 
 #endif

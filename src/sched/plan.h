@@ -236,6 +236,11 @@ struct zn_engine_plan_input {
 	 * one slot's nested-absmax scratch on the device */
 	const uint64_t *frozen_q4_bytes;
 	uint64_t frozen_q4_scratch;
+	/* a mixture of experts' frozen experts (docs/lora.md, "Experts fetched per routed
+	 * expert"): per layer the floats of its expert stacks, the tail of its frozen buffer
+	 * (0: none), and its experts; NULL: no layer has them */
+	const uint64_t *frozen_expert_numel;
+	const int *frozen_experts;
 	/* zinc.schedule layer-major (lmajor.h): a layer's parameters are used once per
 	 * direction (the last layer once, twice when its tied head runs again) instead of
 	 * 2 x grad_accum times */
@@ -324,7 +329,18 @@ struct zn_engine_plan {
 	 * extents; every slot dequantizes into its working copy (never direct) */
 	bool frozen_q4;
 	uint64_t frozen_layer0_bytes; /* layer 0's stored extent (before host alignment) */
-	uint64_t frozen_slot_bytes;   /* the largest stored extent among layers 1 .. n-1 */
+	uint64_t frozen_slot_bytes;   /* the largest stored extent among layers 1 .. n-1 (a
+				       * layer with experts fetched per expert: its rest) */
+	/* Frozen experts fetched per routed expert (frozen_experts.c): with the home in host
+	 * memory or on nvme, not 4-bit, fp32 working copies. A layer's expert stacks then
+	 * leave its fetch (its working slot keeps their room) and each expert some token
+	 * routes to is fetched on its own, its stored slices of both stacks; on nvme each
+	 * expert is its own 4 KiB-aligned extent after the rest of the layer's. The step's
+	 * reads above count the rest; the experts' depend on the routing, at most
+	 * frozen_step_expert_bytes (every expert at every use). */
+	bool frozen_experts;
+	uint64_t frozen_expert_bytes;      /* one expert's stored bytes (the largest) */
+	uint64_t frozen_step_expert_bytes; /* every expert of every use of a step, stored */
 };
 
 /* Adds the frozen parameters' buffers to out (called by zn_plan_engine before its totals:
@@ -338,6 +354,13 @@ void zn_plan_frozen(const struct zn_engine_plan_input *in, struct zn_engine_plan
  * the request, or ring + ZN_PLAN_FROZEN_READ_AHEAD; at most the 2 (n - 1) items of a
  * micro-batch's sequence, at least 1. Pure. */
 int zn_plan_frozen_read_buffers(int requested, int ring, int layer_count);
+/* Whether layer l's experts are fetched per routed expert (the plan's frozen_experts and
+ * the layer has some beyond layer 0), and the layer's extent on nvme: the rest of the
+ * layer, then each expert's, every part 4 KiB-aligned (else its stored bytes'). */
+bool zn_plan_frozen_streams(const struct zn_engine_plan_input *in,
+			    const struct zn_engine_plan *p, int l);
+uint64_t zn_plan_frozen_extent(const struct zn_engine_plan_input *in,
+			       const struct zn_engine_plan *p, int l);
 
 /* rounded as the device counts it */
 static inline uint64_t zn_plan_device_alloc_bytes(uint64_t bytes)

@@ -332,7 +332,8 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	struct zn_aio_stats io0 = { 0 }, io1 = { 0 }, bd0 = { 0 }, bd1 = { 0 };
 	uint64_t h2d0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D);
 	uint64_t d2h0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H);
-	uint64_t frozen0 = e->fz.bytes_read;
+	uint64_t frozen0 = e->fz.bytes_read + e->fz.x_read_bytes;
+	uint64_t xn0 = e->fz.x_count, xb0 = e->fz.x_bytes;
 	int rc;
 
 	*st = (struct zn_step_stats){ 0 };
@@ -398,6 +399,9 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		r = zn_lmajor_quiesce(e);
 		if (!rc)
 			rc = r;
+		/* an expert's fetch that failed during a layer's call (frozen_experts.c) */
+		if (!rc)
+			rc = e->fz.xerr;
 	}
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
@@ -443,13 +447,15 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		zn_aio_get_stats(e->sw.aio, &io1);
 	if (e->act.lm.st.aio)
 		zn_aio_get_stats(e->act.lm.st.aio, &bd1);
-	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read + (e->fz.bytes_read - frozen0) +
+	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read +
+			      (e->fz.bytes_read + e->fz.x_read_bytes - frozen0) +
 			      (bd1.bytes_read - bd0.bytes_read);
 	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted +
 			       (bd1.bytes_write_submitted - bd0.bytes_write_submitted);
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	st->plan_nvme_first_read_bytes = e->plan.frozen_first_read_bytes;
+	zn_frozen_expert_stats(e, e->fz.x_count - xn0, e->fz.x_bytes - xb0, st);
 	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;
 	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;

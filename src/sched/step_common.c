@@ -29,13 +29,16 @@ const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0)
 	return e->ld[l].tied_layer == 0 ? p0 : NULL;
 }
 
-/* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced. */
+/* A layer's forward or backward on the compute stream, a span "fwd l" / "bwd l" when traced;
+ * a sparse layer whose frozen experts are fetched per routed expert gets their source. */
 int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_call *a)
 {
 	int h, rc = zn_tracer_span_begin(&e->tr, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
+	struct zn_layer_call c = *a;
 
+	c.io.experts = zn_frozen_experts_source(e, l);
 	if (!rc)
-		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, a, sizeof(*a));
+		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, &c, sizeof(c));
 	if (!rc)
 		rc = zn_tracer_span_end(&e->tr, e->rt.compute, h);
 	return rc;

@@ -227,7 +227,7 @@ void zn_train_print_memory_plan(FILE *f, const struct zn_engine_memory *m)
 
 void zn_train_print_schedule(FILE *f, const struct zn_engine_memory *m)
 {
-	char b[32];
+	char b[32], x[32];
 
 	if (!m->schedule[0])
 		return;
@@ -235,6 +235,11 @@ void zn_train_print_schedule(FILE *f, const struct zn_engine_memory *m)
 	if (m->nvme_step_read_bytes)
 		fprintf(f, "; nvme read per step %s",
 			zn_format_bytes(b, sizeof(b), m->nvme_step_read_bytes));
+	if (m->expert_bytes)
+		fprintf(f, "%s frozen experts fetched as routed, %s an expert, at most %s per step",
+			m->nvme_step_read_bytes ? " (the layers without their experts);" : ";",
+			zn_format_bytes(b, sizeof(b), m->expert_bytes),
+			zn_format_bytes(x, sizeof(x), m->step_expert_bytes));
 	fprintf(f, "\n");
 }
 
@@ -243,7 +248,7 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 {
 	double sec = st->step_ms / 1e3;
 	bool line = st->step % every == 0 || st->step == steps || st->step == 1 || st->overflow;
-	char tps[32], t[5][32], rd[32], wr[32];
+	char tps[32], t[5][32], rd[32], wr[32], xb[32];
 
 	if (!line) {
 		if (tty) {
@@ -276,6 +281,13 @@ void zn_train_print_step(FILE *f, const struct zn_step_stats *st, int steps, int
 			zn_format_rate(rd, sizeof(rd), sec > 0 ? st->nvme_read_bytes / sec : 0, "B/s"),
 			zn_format_rate(wr, sizeof(wr), sec > 0 ? st->nvme_write_bytes / sec : 0,
 				       "B/s"));
+	/* frozen experts fetched per routed expert: their bytes moved up, and how many of
+	 * the whole layers' (docs/lora.md) */
+	if (st->plan_expert_fetches)
+		fprintf(f, " | experts %s (%llu of %llu)",
+			zn_format_bytes(xb, sizeof(xb), st->expert_bytes),
+			(unsigned long long)st->expert_fetches,
+			(unsigned long long)st->plan_expert_fetches);
 	/* fp16: the loss scale, and DeepSpeed's word for a skipped step */
 	if (st->overflow)
 		fprintf(f, " | overflow, skipped, scale %g, next %g", (double)st->loss_scale,
@@ -301,6 +313,10 @@ void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *
 	t->plan_nvme_read = st->plan_nvme_read_bytes;
 	t->plan_nvme_write = st->plan_nvme_write_bytes;
 	t->plan_nvme_first_read = st->plan_nvme_first_read_bytes;
+	t->expert_fetches += st->expert_fetches;
+	t->expert_bytes += st->expert_bytes;
+	t->plan_expert_fetches += st->plan_expert_fetches;
+	t->plan_expert_bytes += st->plan_expert_bytes;
 }
 
 /* Peak resident set of the process from the kernel (ru_maxrss: KiB on Linux). */
@@ -315,7 +331,7 @@ static uint64_t peak_rss_bytes(void)
 
 void zn_train_print_summary(FILE *f, const struct zn_train_totals *t)
 {
-	char ms[32], tps[32], rss[32], pin[32], pins[32], dev[32];
+	char ms[32], tps[32], rss[32], pin[32], pins[32], dev[32], xb[32], xa[32];
 	double mean = t->steps ? t->step_ms / t->steps : 0;
 
 	if (!t->steps)
@@ -339,6 +355,14 @@ void zn_train_print_summary(FILE *f, const struct zn_train_totals *t)
 	if (t->plan_nvme_read || t->plan_nvme_write || t->nvme_read || t->nvme_write)
 		fprintf(f, "), write %.0f B (plan %llu)", (double)t->nvme_write / t->steps,
 			(unsigned long long)t->plan_nvme_write);
+	if (t->plan_expert_fetches)
+		fprintf(f, " | experts per step %s of %s (%.1f%%: %llu of %llu fetches)",
+			zn_format_bytes(xb, sizeof(xb), t->expert_bytes / (uint64_t)t->steps),
+			zn_format_bytes(xa, sizeof(xa), t->plan_expert_bytes / (uint64_t)t->steps),
+			t->plan_expert_bytes ? 100.0 * (double)t->expert_bytes /
+					       (double)t->plan_expert_bytes : 0.0,
+			(unsigned long long)(t->expert_fetches / (uint64_t)t->steps),
+			(unsigned long long)(t->plan_expert_fetches / (uint64_t)t->steps));
 	fprintf(f, "\n");
 	fflush(f);
 }

@@ -81,12 +81,17 @@ struct zn_train_totals {
 	uint64_t nvme_read, nvme_write;           /* measured, summed over the steps */
 	uint64_t plan_nvme_read, plan_nvme_write; /* the plan's per step */
 	uint64_t plan_nvme_first_read;            /* the plan's extra at the first step */
+	/* frozen experts fetched per routed expert: fetches and stored bytes summed over the
+	 * steps, and the same for every expert at every use (the whole layers' fetch) */
+	uint64_t expert_fetches, expert_bytes, plan_expert_fetches, plan_expert_bytes;
 };
 void zn_train_totals_add(struct zn_train_totals *t, const struct zn_step_stats *st);
 /* "summary: 3 steps | 1536 tokens | mean step 95.0 ms | 16.2k tok/s | peak RSS 412.30 MiB |
  * pinned peak 52.30 MiB of 1.00 GiB | dev peak 19.80 MiB | nvme per step read 94371840 B
  * (plan 94371840), write 70778880 B (plan 70778880)": peak RSS from the kernel
- * (getrusage ru_maxrss), NVMe bytes measured at the aio engine, exact, per step and rank. */
+ * (getrusage ru_maxrss), NVMe bytes measured at the aio engine, exact, per step and rank;
+ * with frozen experts fetched per routed expert "| experts per step 1.50 MiB of 12.00 MiB
+ * (12.5%: 24 of 192 fetches)" (docs/lora.md). */
 void zn_train_print_summary(FILE *f, const struct zn_train_totals *t);
 
 #endif

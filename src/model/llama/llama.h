@@ -195,8 +195,9 @@ uint64_t zn_llama_moe_act_numel(const struct zn_llama_config *cfg, int B, int T)
 uint64_t zn_llama_moe_scratch_numel(const struct zn_llama_config *cfg, int B, int T);
 void zn_llama_moe_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
-			  const float *params, int t, int B, int T, float *aux, float *acts,
-			  const float *h2, float *out);
+			  const float *params, int t, int B, int T, float *aux,
+			  const struct zn_moe_source *src, float *acts, const float *h2,
+			  float *out);
 void zn_llama_moe_backward(const struct zn_kernel_table *k, void *st,
 			   const struct zn_llama_config *cfg, const struct zn_layer_io *io,
 			   int t, const float *acts, float *scratch, const float *h2,

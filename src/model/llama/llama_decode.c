@@ -123,8 +123,8 @@ static void block_decode(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, d.res2, io->x_in, d.branch, th);
 	k->rmsnorm_forward(st, d.h, d.rstd, d.res2, p + w.ln2, c->eps, 1, T, H);
 	if (w.router) {
-		zn_llama_moe_forward(k, st, c, io->L, p, w.router, 1, T, NULL, d.moe, d.h,
-				     d.branch);
+		zn_llama_moe_forward(k, st, c, io->L, p, w.router, 1, T, NULL, io->experts,
+				     d.moe, d.h, d.branch);
 	} else {
 		k->matmul_forward(st, d.gu, d.h, p + w.wgu, NULL, 1, T, H, 2 * I);
 		k->swiglu_forward(st, d.m, d.gu, 1, T, I);

@@ -243,8 +243,8 @@ static void block_forward(const struct zn_kernel_table *k, void *st,
 	k->residual_forward(st, a.res2, io->x_in, branch, d.bth);
 	k->rmsnorm_forward(st, a.h2, a.rstd2, a.res2, p + w.ln2, c->eps, B, T, d.H);
 	if (w.router) {
-		zn_llama_moe_forward(k, st, c, io->L, p, w.router, B, T, io->aux, a.moe, a.h2,
-				     branch);
+		zn_llama_moe_forward(k, st, c, io->L, p, w.router, B, T, io->aux, io->experts,
+				     a.moe, a.h2, branch);
 	} else {
 		k->matmul_forward(st, a.gu, a.h2, p + w.wgu, NULL, B, T, d.H, 2 * d.I);
 		k->swiglu_forward(st, a.m, a.gu, B, T, d.I);

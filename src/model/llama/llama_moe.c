@@ -61,8 +61,9 @@ static struct zn_moe_weights weights_of(const struct zn_layer_desc *L, int t, co
 
 void zn_llama_moe_forward(const struct zn_kernel_table *k, void *st,
 			  const struct zn_llama_config *cfg, const struct zn_layer_desc *L,
-			  const float *params, int t, int B, int T, float *aux, float *acts,
-			  const float *h2, float *out)
+			  const float *params, int t, int B, int T, float *aux,
+			  const struct zn_moe_source *src, float *acts, const float *h2,
+			  float *out)
 {
 	struct zn_moe_weights W = weights_of(L, t, params);
 	int offsets_h[ZN_LLAMA_MAX_EXPERTS + 1];
@@ -71,7 +72,7 @@ void zn_llama_moe_forward(const struct zn_kernel_table *k, void *st,
 
 	zn_llama_moe_dims(cfg, B, T, &d);
 	zn_moe_acts_carve(&a, acts, offsets_h, &d);
-	zn_moe_forward(k, st, &d, &W, &a, h2, out, aux ? aux + 1 + cfg->experts : NULL);
+	zn_moe_forward(k, st, &d, &W, src, &a, h2, out, aux ? aux + 1 + cfg->experts : NULL);
 }
 
 void zn_llama_moe_backward(const struct zn_kernel_table *k, void *st,
@@ -93,7 +94,7 @@ void zn_llama_moe_backward(const struct zn_kernel_table *k, void *st,
 	zn_moe_scratch_carve(&s, scratch, &d);
 	/* the rows per expert, which size the per-expert GEMMs, as the forward found them */
 	k->read_sync(st, offsets_h, a.offsets, (size_t)(d.E + 1) * sizeof(int));
-	zn_moe_backward(k, st, &d, &W, &G, &a, &s, h2, io->dx_out,
+	zn_moe_backward(k, st, &d, &W, io->experts, &G, &a, &s, h2, io->dx_out,
 			io->aux ? io->aux + 1 : NULL, dh2);
 }
 

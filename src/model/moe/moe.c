@@ -77,8 +77,8 @@ void zn_moe_scratch_carve(struct zn_moe_scratch *s, void *base, const struct zn_
 }
 
 void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct zn_moe_dims *d,
-		    const struct zn_moe_weights *W, struct zn_moe_acts *a, const float *h,
-		    float *out, float *aux)
+		    const struct zn_moe_weights *W, const struct zn_moe_source *src,
+		    struct zn_moe_acts *a, const float *h, float *out, float *aux)
 {
 	int N = d->N, C = d->C, E = d->E, K = d->K, I = d->I, M = N * K;
 	const int *off = a->offsets_h;
@@ -93,6 +93,8 @@ void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct 
 
 		if (m <= 0)
 			continue;
+		if (src) /* a routed expert, now that the rows per expert are known */
+			src->fetch(src, k, stream, W, e, E);
 		k->matmul_forward(stream, a->hgu + (size_t)r * 2 * I, a->xg + (size_t)r * C,
 				  W->gu + (size_t)e * 2 * I * C, NULL, 1, m, C, 2 * I);
 		k->swiglu_forward(stream, a->act + (size_t)r * I, a->hgu + (size_t)r * 2 * I, 1, m,
@@ -107,7 +109,8 @@ void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct 
 
 void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 		     const struct zn_moe_dims *d, const struct zn_moe_weights *W,
-		     const struct zn_moe_grads *g, const struct zn_moe_acts *a,
+		     const struct zn_moe_source *src, const struct zn_moe_grads *g,
+		     const struct zn_moe_acts *a,
 		     const struct zn_moe_scratch *s, const float *h, const float *dout,
 		     const float *dprob, float *dh)
 {
@@ -120,6 +123,8 @@ void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 
 		if (m <= 0)
 			continue;
+		if (src) /* the forward's experts again (the slot may hold another layer's since) */
+			src->fetch(src, k, stream, W, e, E);
 		k->matmul_backward(stream, s->dact + (size_t)r * I,
 				   g->down ? g->down + (size_t)e * C * I : NULL, NULL,
 				   s->dy + (size_t)r * C, a->act + (size_t)r * I,

@@ -44,6 +44,24 @@ struct zn_moe_weights {
 	const float *down;   /* [E, C, I] */
 };
 
+/* Where the experts' weights come from when they are not all on the device: the frozen
+ * experts of a LoRA base or of zinc generate, fetched per routed expert (docs/lora.md,
+ * "Experts fetched per routed expert"). In a forward or backward, right before the GEMMs of
+ * each expert e that has rows, the block calls fetch(src, k, stream, W, e, E): it makes
+ * expert e readable at its slices of W->gu and W->down (through the kernel table on
+ * stream, k->write_sync: complete when it returns; the expert GEMMs enqueued before it may
+ * still run, so a read from storage overlaps them); the slices of experts without rows are
+ * never read by the block. A failure is the source's to record (the caller's step fails).
+ * ctx and layer are the source's own: it outlives every call. NULL: every expert is in
+ * place (trainable experts, a home on the device). */
+struct zn_moe_weights;
+struct zn_moe_source {
+	void (*fetch)(const struct zn_moe_source *src, const struct zn_kernel_table *k,
+		      void *stream, const struct zn_moe_weights *W, int expert, int E);
+	void *ctx;
+	int layer;
+};
+
 struct zn_moe_grads {
 	float *router, *gu, *down; /* added to; NULL: frozen (not computed) */
 };
@@ -79,15 +97,16 @@ void zn_moe_acts_carve(struct zn_moe_acts *a, void *base, int *offsets_h,
 		       const struct zn_moe_dims *d);
 void zn_moe_scratch_carve(struct zn_moe_scratch *s, void *base, const struct zn_moe_dims *d);
 
-/* out [N, C] = the block of h [N, C]; aux (NULL: none) [2E] += the layer's statistics. */
+/* out [N, C] = the block of h [N, C]; aux (NULL: none) [2E] += the layer's statistics;
+ * src (NULL: none) fetches the routed experts (above). */
 void zn_moe_forward(const struct zn_kernel_table *k, void *stream, const struct zn_moe_dims *d,
-		    const struct zn_moe_weights *W, struct zn_moe_acts *a, const float *h,
-		    float *out, float *aux);
+		    const struct zn_moe_weights *W, const struct zn_moe_source *src,
+		    struct zn_moe_acts *a, const float *h, float *out, float *aux);
 /* dh [N, C] += the gradient of h from dout [N, C] (dprob [E]: the load-balancing loss's
  * per-probability gradient, NULL: none); the weights' gradients added to g. */
 void zn_moe_backward(const struct zn_kernel_table *k, void *stream,
 		     const struct zn_moe_dims *d, const struct zn_moe_weights *W,
-		     const struct zn_moe_grads *g, const struct zn_moe_acts *a,
+		     const struct zn_moe_source *src, const struct zn_moe_grads *g, const struct zn_moe_acts *a,
 		     const struct zn_moe_scratch *s, const float *h, const float *dout,
 		     const float *dprob, float *dh);
 
