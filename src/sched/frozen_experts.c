@@ -133,6 +133,11 @@ bool zn_frozen_streams(const struct zn_engine *e, int l)
 	return e->frozen_expert_numel && zn_plan_frozen_streams(&e->pin, &e->plan, l);
 }
 
+uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
+{
+	return e->fq4 ? e->fq4[l].bytes : e->ld[l].frozen_numel * e->plan.frozen_elem_bytes;
+}
+
 uint64_t zn_frozen_file_extent(const struct zn_engine *e, int l)
 {
 	return zn_plan_frozen_extent(&e->pin, &e->plan, l);

@@ -29,11 +29,6 @@
 #include "sched/engine_impl.h"
 #include "sched/trace_dev.h"
 
-uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
-{
-	return e->fq4 ? e->fq4[l].bytes : e->ld[l].frozen_numel * e->plan.frozen_elem_bytes;
-}
-
 /* layer l's extent in the file (zn_frozen_io_rw) */
 static uint64_t extent(const struct zn_engine *e, int l)
 {
