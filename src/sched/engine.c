@@ -1,6 +1,6 @@
 /* The engine's life cycle: runtime, model, plan (refuse before allocating), each part's
- * state (tiers, prefetch, reduce, acts, optim, swapio), initial parameters, read-back and
- * save. The step is step.c (docs/architecture.md). */
+ * state (tiers, prefetch, reduce, acts, optim, swapio: engine_parts.c), initial parameters,
+ * read-back and save. The step is step.c (docs/architecture.md). */
 #include <errno.h>
 #include <math.h>
 #include <inttypes.h>
@@ -218,90 +218,6 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 	return rc;
 }
 
-/* rc of allocating `what`: an allocation failure gets a line naming the part (the
- * allocator's own line above gives the bytes) */
-static int part(int rc, const char *what, int layer)
-{
-	if (rc == -ENOMEM && layer >= 0)
-		zn_error("zn_engine_create: out of memory allocating layer %d's %s", layer, what);
-	else if (rc == -ENOMEM)
-		zn_error("zn_engine_create: out of memory allocating %s", what);
-	return rc;
-}
-
-/* the gradient reduction, given the runtime, the tracer, the layers and the plan's ring */
-static int create_reduce(struct zn_engine *e)
-{
-	struct zn_reduce_config c = {
-		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .gas = e->gas,
-		.stage = e->cfg.zero.stage, .overlap_comm = e->cfg.zero.overlap_comm,
-		.grads = e->plan.pl.grads, .grad_slots = e->plan.grad_slots,
-		.layer0_numel = e->plan.layer0_numel, .slot_numel = e->plan.slot_numel,
-	};
-
-	return zn_reduce_create(&e->rd, &c);
-}
-
-/* the optimizer, given the runtime, the tracer, the layers and the plan's placement */
-static int create_optim(struct zn_engine *e)
-{
-	struct zn_optim_config c = {
-		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ld = e->ld, .n = e->n, .cfg = &e->cfg,
-		.pdt = e->pdt, .ti = &e->ti, .sw = &e->sw, .gr = &e->gr,
-		.grads_on_host = e->plan.pl.grads == ZN_TIER_HOST, .params = e->plan.pl.params,
-	};
-
-	return zn_optim_create(&e->opt, &c);
-}
-
-/* the prefetcher, given the runtime, the tracer, the layers, the tiers, the store, the plan */
-static int create_prefetch(struct zn_engine *e)
-{
-	struct zn_prefetch_config c = {
-		.rt = &e->rt, .tr = &e->tr, .L = e->L, .ti = &e->ti, .sw = &e->sw,
-		.plan = &e->plan, .stage = e->cfg.zero.stage, .pdt = e->pdt,
-		.compute16 = e->compute16,
-	};
-
-	return zn_prefetch_create(&e->pf, &c);
-}
-
-/* the store, given the runtime, the tracer, the layers, the arena, the plan and config */
-static int create_swapio(struct zn_engine *e)
-{
-	struct zn_swapio_config c = {
-		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .arena = e->arena,
-		.plan = &e->plan, .cfg = &e->cfg, .pdt = e->pdt,
-	};
-
-	return zn_swapio_create(&e->sw, &c);
-}
-
-static int create_parts(struct zn_engine *e)
-{
-	struct zn_grads_config gc = {
-		.L = e->L, .n = e->n, .arena = e->arena, .home = e->plan.grad_home,
-		.ring = e->plan.grad_ring, .ring_numel = e->plan.grad_ring_numel,
-	};
-	int rc;
-
-	rc = part(zn_grads_create(&e->gr, &gc), "gradient buffers", -1);
-	if (!rc)
-		rc = part(create_prefetch(e), "the parameter prefetch ring", -1);
-	if (!rc)
-		rc = part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
-	if (!rc)
-		rc = part(create_reduce(e), "the gradient reduction buffers", -1);
-	if (!rc)
-		rc = part(zn_acts_create(e), "the activations, the step's tokens and their events",
-			  -1);
-	if (!rc)
-		rc = part(create_optim(e), "the optimizer's buffers", -1);
-	if (!rc)
-		rc = part(create_swapio(e), "the nvme swap staging", -1);
-	return rc;
-}
-
 static int create_buffers(struct zn_engine *e, const struct zn_engine_options *opt)
 {
 	uint64_t maxpad = 0;
@@ -314,7 +230,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		/* what the plan needs and the stated margin, within the budget */
 		ac.bytes = zn_plan_pinned_reserve(&e->plan, e->pinned_budget);
 		ac.cuda = zn_device_kind_of(e->rt.dev) == ZN_DEVICE_CUDA;
-		rc = part(zn_arena_create(&e->arena, &ac), "the pinned host arena", -1);
+		rc = zn_engine_part(zn_arena_create(&e->arena, &ac), "the pinned host arena", -1);
 		if (rc)
 			return rc;
 	}
@@ -323,14 +239,14 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 		return -ENOMEM;
 	e->ti = (struct zn_tiers){ .L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage };
 	for (int l = 0; l < e->n; l++) {
-		rc = part(zn_tiers_alloc_layer(e, l), "parameters, gradients and optimizer state",
-			  l);
+		rc = zn_engine_part(zn_tiers_alloc_layer(e, l),
+				    "parameters, gradients and optimizer state", l);
 		if (rc)
 			return rc;
 		if (e->L[l].sh.padded_numel > maxpad)
 			maxpad = e->L[l].sh.padded_numel;
 	}
-	rc = create_parts(e);
+	rc = zn_engine_create_parts(e);
 	if (rc)
 		return rc;
 	e->tmp_h = zn_size_calloc(maxpad, sizeof(float), "a layer's host scratch (fp32)");
@@ -433,8 +349,8 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 	rc = prepare(e, cfg, model, opt);
 	if (rc)
 		goto destroy;
-	rc = part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
-		  "the runtime (device, comm, streams)", -1);
+	rc = zn_engine_part(zn_runtime_create(&e->rt, &e->cfg, opt->comm_kind),
+			    "the runtime (device, comm, streams)", -1);
 	zn_tracer_init(&e->tr, &e->rt);
 	if (!rc)
 		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev));

@@ -134,6 +134,10 @@ static inline void zn_tracer_host(struct zn_engine *e, int track, int sub, const
 	zn_tracer_add_host(&e->tr, track, sub, what, layer, t0_ns, t1_ns, bytes);
 }
 
+/* engine_parts.c: rc of allocating `what` (an allocation failure logged naming it and the
+ * layer, -1: none); the parts after the layers' buffers, each given what it uses */
+int zn_engine_part(int rc, const char *what, int layer);
+int zn_engine_create_parts(struct zn_engine *e);
 /* engine_plan.c: zn_engine_memory from e's plan, with the arena of pinned_reserved bytes
  * (0: none) */
 void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
