@@ -36,10 +36,13 @@ int zn_adamw_layer_span(const struct zn_engine *e, int layer, uint64_t first, ui
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype)
 {
-	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
-	struct zn_adamw_span ws[ZN_MODEL_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_OPTIM_MAX_SPANS];
+	struct zn_adamw_span ws[ZN_OPTIM_MAX_SPANS];
 	int n = zn_optim_spans(&e->ld[layer], first, count, sp);
 	struct zn_adamw_params p;
+
+	if (n < 0) /* zn_engine_layer_sizes refused such a layer */
+		return n;
 
 	zn_adamw_params_init(&p, &e->cfg.optimizer);
 	p.lr = e->opt.lr;

@@ -20,7 +20,6 @@
 #include "sched/engine_impl.h"
 
 /* every tensor of a layer can be its own span of one adamw_states call */
-_Static_assert(ZN_KERNEL_ADAMW_SPANS >= ZN_MODEL_MAX_TENSORS, "kernel spans < tensors");
 
 struct adamw_job {
 	struct zn_engine *e;
@@ -91,7 +90,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
 	const struct zn_layer *ly = &j->e->L[j->layer];
-	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_OPTIM_MAX_SPANS];
 	int n = zn_optim_spans(&j->e->ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_runtime_now_ms();

@@ -29,7 +29,6 @@
 
 #define ZN_LORA_MAX_TARGETS 16
 #define ZN_LORA_NAME_MAX 32
-#define ZN_LORA_MAX_ADAPTERS (ZN_MODEL_MAX_TENSORS / 2)
 
 /* One adapter of a layer: on base tensor base_tensor, trainable tensors a_tensor (A) and
  * a_tensor + 1 (B) of the wrapper's layer. */
@@ -40,10 +39,12 @@ struct zn_lora_adapter {
 	char module[ZN_MODEL_NAME_MAX]; /* the base name without ".weight" */
 };
 
+/* A layer's adapters: count of them in ad, as many as the layer's targets (owned by the
+ * configuration: zn_lora_release frees ad and base's tensors). */
 struct zn_lora_layer {
 	struct zn_layer_desc base; /* the base model's descriptor of this layer */
 	int count;
-	struct zn_lora_adapter ad[ZN_LORA_MAX_ADAPTERS];
+	struct zn_lora_adapter *ad;
 };
 
 struct zn_lora_config {
@@ -76,7 +77,8 @@ void zn_lora_release(struct zn_lora_config *cfg);
 /* alpha / r, or alpha / sqrt(r) with rslora */
 float zn_lora_scale(const struct zn_lora_config *cfg);
 
-/* The trainable descriptor of layer l (from the prepared layers). */
+/* The trainable descriptor of layer l (from the prepared layers); *out owns its tensors
+ * (zn_layer_desc_release), as every describe's. */
 int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_desc *out);
 /* PEFT's initialization of elements [first, first + count) of layer L's adapters. */
 void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,

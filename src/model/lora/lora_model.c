@@ -124,6 +124,34 @@ static int experts_targeted(const struct zn_lora_config *cfg, const struct zn_te
 	return 0;
 }
 
+/* ly's adapters: one per targeted tensor of its base descriptor, in the base's order */
+static int place_adapters(const struct zn_lora_config *cfg, struct zn_lora_layer *ly)
+{
+	char module[ZN_MODEL_NAME_MAX];
+	int n = 0;
+
+	for (int t = 0; t < ly->base.tensor_count; t++)
+		n += targeted(cfg, &ly->base.tensors[t], module);
+	ly->ad = n ? calloc((size_t)n, sizeof(*ly->ad)) : NULL;
+	if (n && !ly->ad)
+		return -ENOMEM;
+	for (int t = 0; t < ly->base.tensor_count; t++) {
+		const struct zn_tensor_desc *d = &ly->base.tensors[t];
+		struct zn_lora_adapter *a;
+
+		if (!targeted(cfg, d, module))
+			continue;
+		a = &ly->ad[ly->count];
+		snprintf(a->module, sizeof(a->module), "%s", module);
+		a->base_tensor = t;
+		a->a_tensor = 2 * ly->count;
+		a->out = d->shape[0];
+		a->in = d->shape[1];
+		ly->count++;
+	}
+	return 0;
+}
+
 int zn_lora_prepare(struct zn_lora_config *cfg)
 {
 	const struct zn_model_ops *b = cfg->base.ops;
@@ -146,8 +174,8 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 	if (rc)
 		return rc;
 	cfg->scale = zn_lora_scale(cfg);
+	zn_lora_release(cfg);
 	cfg->layers = b->layer_count(cfg->base.config);
-	free(cfg->lay);
 	cfg->lay = calloc((size_t)cfg->layers, sizeof(*cfg->lay));
 	if (!cfg->lay)
 		return -ENOMEM;
@@ -157,24 +185,8 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 		rc = b->describe(cfg->base.config, l, &ly->base);
 		for (int t = 0; !rc && t < ly->base.tensor_count; t++)
 			rc = experts_targeted(cfg, &ly->base.tensors[t]);
-		for (int t = 0; !rc && t < ly->base.tensor_count; t++) {
-			const struct zn_tensor_desc *d = &ly->base.tensors[t];
-			struct zn_lora_adapter *a = &ly->ad[ly->count];
-
-			if (!targeted(cfg, d, a->module))
-				continue;
-			if (ly->count >= ZN_LORA_MAX_ADAPTERS) {
-				zn_error("LoRA: layer %d has more than %d targets", l,
-					 ZN_LORA_MAX_ADAPTERS);
-				rc = -EINVAL;
-				break;
-			}
-			a->base_tensor = t;
-			a->a_tensor = 2 * ly->count;
-			a->out = d->shape[0];
-			a->in = d->shape[1];
-			ly->count++;
-		}
+		if (!rc)
+			rc = place_adapters(cfg, ly);
 		total += ly->count;
 	}
 	if (!rc && total == 0) {
@@ -192,6 +204,10 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 
 void zn_lora_release(struct zn_lora_config *cfg)
 {
+	for (int l = 0; cfg->lay && l < cfg->layers; l++) {
+		zn_layer_desc_release(&cfg->lay[l].base);
+		free(cfg->lay[l].ad);
+	}
 	free(cfg->lay);
 	cfg->lay = NULL;
 	cfg->layers = 0;
@@ -200,8 +216,10 @@ void zn_lora_release(struct zn_lora_config *cfg)
 static void add(struct zn_layer_desc *L, const char *module, const char *which, int64_t rows,
 		int64_t cols)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+	struct zn_tensor_desc *t = zn_layer_desc_add(L);
 
+	if (!t)
+		return;
 	snprintf(t->name, sizeof(t->name), "base_model.model.%s.%s.weight", module, which);
 	t->ndim = 2;
 	t->shape[0] = t->file_shape[0] = rows;
@@ -231,7 +249,7 @@ int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_de
 		add(out, ly->ad[i].module, "lora_A", cfg->r, ly->ad[i].in);
 		add(out, ly->ad[i].module, "lora_B", ly->ad[i].out, cfg->r);
 	}
-	return 0;
+	return zn_layer_desc_done(out);
 }
 
 /* ---- PEFT's initialization ---------------------------------------------------------- */
@@ -296,6 +314,7 @@ void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *a
 								   scale * s, dtype);
 			}
 	}
+	zn_layer_desc_release(&d);
 }
 
 /* ---- the ops ---------------------------------------------------------------------------- */

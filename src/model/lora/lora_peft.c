@@ -66,17 +66,22 @@ static int write_config(const struct zn_lora_config *cfg, const char *dir, const
 int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adapters,
 		      const char *dir, const char *base_name)
 {
-	struct zn_st_entry *e = calloc((size_t)cfg->layers * ZN_MODEL_MAX_TENSORS, sizeof(*e));
 	struct zn_layer_desc *d = calloc((size_t)cfg->layers, sizeof(*d));
+	struct zn_st_entry *e = NULL;
 	char path[ZN_PATH_MAX + 32];
-	int count = 0, rc = e && d ? 0 : -ENOMEM;
+	int count = 0, total = 0, rc = d ? 0 : -ENOMEM;
 
 	/* made when missing; a link there is refused, never written through */
 	if (!rc)
 		rc = zn_output_dir_make(dir, "--save-adapter");
 	for (int l = 0; !rc && l < cfg->layers; l++) {
 		rc = zn_lora_describe(cfg, l, &d[l]);
-		for (int t = 0; !rc && t < d[l].tensor_count; t++, count++) {
+		total += rc ? 0 : d[l].tensor_count;
+	}
+	if (!rc && !(e = calloc((size_t)total + 1, sizeof(*e))))
+		rc = -ENOMEM;
+	for (int l = 0; !rc && l < cfg->layers; l++) {
+		for (int t = 0; t < d[l].tensor_count; t++, count++) {
 			const struct zn_tensor_desc *td = &d[l].tensors[t];
 
 			e[count].name = td->name;
@@ -93,7 +98,7 @@ int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adap
 	if (!rc)
 		rc = write_config(cfg, dir, base_name);
 	free(e);
-	free(d);
+	zn_layer_descs_free(d, cfg->layers);
 	return rc;
 }
 
@@ -189,7 +194,7 @@ static int check_extra(const struct zn_lora_config *cfg, const struct zn_st_file
 			used += (size_t)snprintf(leaves + used, sizeof(leaves) - used, "%s%s",
 						 used ? ", " : "", leaf);
 	}
-	free(d);
+	zn_layer_descs_free(d, cfg->layers);
 	if (!rc && (count[EXTRA_OTHER] || count[EXTRA_OUTSIDE] || count[EXTRA_ABSENT])) {
 		report_extra(cfg, f, count, first, leaves);
 		rc = -EINVAL;
@@ -253,6 +258,7 @@ static int check_all(const struct zn_lora_config *cfg, const struct zn_st_file *
 			}
 			rc = read_tensor(f, &d.tensors[t], buf);
 		}
+		zn_layer_desc_release(&d);
 	}
 	free(buf);
 	return rc;

@@ -433,10 +433,12 @@ int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn
 					 what, zn_st_path(f), td->name,
 					 !s ? "is missing" : "has another shape or dtype",
 					 (long long)td->shape[0], (long long)td->shape[1]);
-				return -EINVAL;
+				rc = -EINVAL;
+				break;
 			}
 			want++;
 		}
+		zn_layer_desc_release(&d);
 		if (rc)
 			return rc;
 	}
@@ -452,6 +454,7 @@ int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn
 					return -EINVAL;
 				for (int t = 0; t < d.tensor_count && !used; t++)
 					used = !strcmp(d.tensors[t].name, s->name);
+				zn_layer_desc_release(&d);
 			}
 			if (!used) {
 				zn_error("%s %s: %s is not an adapter of this model with these "
