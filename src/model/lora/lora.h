@@ -30,11 +30,13 @@
 #define ZN_LORA_MAX_TARGETS 16
 #define ZN_LORA_NAME_MAX 32
 
-/* One adapter of a layer: on base tensor base_tensor, trainable tensors a_tensor (A) and
- * a_tensor + 1 (B) of the wrapper's layer. */
+/* One adapter of a layer: on rows base_row .. base_row + out of base tensor base_tensor
+ * (the whole tensor, or one expert's projection in a stack of experts: model.h parts),
+ * trainable tensors a_tensor (A) and a_tensor + 1 (B) of the wrapper's layer. */
 struct zn_lora_adapter {
 	int base_tensor;
 	int a_tensor;
+	int64_t base_row;
 	int64_t in, out;
 	char module[ZN_MODEL_NAME_MAX]; /* the base name without ".weight" */
 };
