@@ -555,9 +555,9 @@ def main():
             json.dump(ds, f, indent=2)
         nvme_name = "adapter_nvme" if a.lora else "out_nvme.safetensors"
         nvme_loss, _ = run_zinc(a, work, model_dir, "ds_nvme.json", nvme_name, "nvme")
-        leaf = "adapter_model.safetensors" if a.lora else ""
-        with open(os.path.join(work, out_name, leaf), "rb") as f1, \
-                open(os.path.join(work, nvme_name, leaf), "rb") as f2:
+        leaf = ["adapter_model.safetensors"] if a.lora else []
+        with open(os.path.join(work, out_name, *leaf), "rb") as f1, \
+                open(os.path.join(work, nvme_name, *leaf), "rb") as f2:
             same = f1.read() == f2.read()
         print("llama_check: offload_optimizer nvme: losses %s, final weights %s" %
               ("equal" if nvme_loss == zinc_loss else "DIFFER",

@@ -8,7 +8,9 @@
  * "<path>.M.weight"), base_model.model.<path>.M.lora_A.weight [r, in] and .lora_B.weight
  * [out, r]. The base's forward and backward run unchanged against a kernel table whose
  * matmul entries add the adapter: out += scale * dropout(x) A^T B^T on the target's
- * output columns (a fused q/k/v or gate/up weight: the target's rows of it), and whose
+ * output columns (a fused q/k/v or gate/up weight: the target's rows of it; a stack of
+ * experts (model.h parts): one adapter per expert and projection, on its rows, named as
+ * the checkpoint names the part, "...experts.3.up_proj"), and whose
  * weight-gradient outputs are dropped (frozen: dweight NULL, no embedding gradient); the
  * input gradients flow through W and the adapter. scale = alpha / r, or alpha / sqrt(r)
  * with use_rslora. Init as PEFT's: A Kaiming-uniform (a = sqrt(5): U(-1/sqrt(in),
