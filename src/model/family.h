@@ -119,6 +119,11 @@ struct zn_family {
 	void (*text)(const void *config, char *buf, size_t size);
 
 	const struct zn_family_file_ops *file; /* optional */
+	/* optional: the parameters and largest layer of a model of the family shaped by
+	 * `zinc estimate --fit`'s flags alone (no --model); the registry's first family's is
+	 * used. Pure. */
+	void (*shape_params)(int layers, int hidden, int vocab, int seq, uint64_t *params,
+			     uint64_t *largest);
 };
 
 /* The registry, in order; the first is the default (no --model, no config). */
