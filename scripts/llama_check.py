@@ -32,6 +32,16 @@ then nvme). --fused writes the experts in transformers 5's fused layout; --gas N
 --mpiexec/--ranks N split each step's rows into micro-batches or ranks, whose losses (the
 load-balancing loss per micro-batch) the reference averages.
 
+--lora trains PEFT-style LoRA adapters instead (r 4, lora_alpha 8; Qwen3-MoE with
+use_rslora) on the attention, the router `gate` and every expert's projections (Mixtral's
+w1,w2,w3; Qwen3-MoE's gate_proj,up_proj,down_proj, which also names its dense layer's MLP):
+zinc starts from an adapter written here (--init-adapter; A and B random, so every expert's
+delta counts from the first step), the base frozen, and its saved adapter (--save-adapter)
+must hold exactly PEFT's names (base_model.model.<module>.lora_A.weight) with the values of
+the reference's three AdamW steps on A and B, whose forward is the base's with each target
+W + scale B A (PEFT's LoRA Linear, dropout 0). An expert that no token chose gets no
+gradient there and still its AdamW step (weight decay).
+
 Exit status 0 when both agree, 1 when not, 77 (ctest's skip) when torch is not installed.
 Needs only python3-torch (Debian); no transformers, no safetensors package.
 """
@@ -324,6 +334,38 @@ def forward(p, c, tokens, targets, unused=None):
     return ce
 
 
+LORA_R, LORA_ALPHA = 4, 8.0
+LORA_TARGETS = {"mixtral": ["q_proj", "gate", "w1", "w2", "w3"],
+                "qwen3_moe": ["v_proj", "gate", "gate_proj", "up_proj", "down_proj"]}
+
+
+def lora_modules(c, model):
+    """(module path, out, in) of every 2-D weight whose module name ends in a target, as
+    PEFT's target_modules matches them (every expert's projection its own module)"""
+    out = []
+    for name, shape in names(c):
+        mod = name[:-len(".weight")]
+        if len(shape) == 2 and mod.split(".")[-1] in LORA_TARGETS[model] and \
+                not name.startswith("model.embed_tokens"):
+            out.append((mod, shape[0], shape[1]))
+    return out
+
+
+def lora_scale(model):
+    return LORA_ALPHA / math.sqrt(LORA_R) if model == "qwen3_moe" else LORA_ALPHA / LORA_R
+
+
+def lora_merged(base, adapters, mods, scale):
+    """the base's weights with W + scale B A on every adapted module (differentiable in the
+    adapters): PEFT's LoRA Linear x W^T + scale x A^T B^T, written as one weight"""
+    p = dict(base)
+    for mod, _, _ in mods:
+        a = adapters["base_model.model.%s.lora_A.weight" % mod]
+        b = adapters["base_model.model.%s.lora_B.weight" % mod]
+        p[mod + ".weight"] = base[mod + ".weight"] + scale * (b @ a)
+    return p
+
+
 def adamw(p, grads, state, step):
     """torch.optim.AdamW's update; weight decay on 2-D tensors only (zinc's rule)."""
     b1, b2 = BETAS
@@ -378,10 +420,16 @@ def st_read(path):
 
 
 def run_zinc(a, work, model_dir, ds_name, out_name, job):
-    """zinc train on the model; its csv losses and final weights (None, None: it failed)."""
+    """zinc train on the model; its csv losses and final weights (None, None: it failed).
+    With --lora: the adapters zinc saved (out_name a directory)."""
     cmd = [os.path.abspath(a.zinc), "train", "--init-from", model_dir, "--data", "tokens.bin",
            "--seq", str(T), "--steps", str(STEPS), "--steps-per-print", "1", "--dtype", "fp32",
-           "--deterministic", "--save-final", out_name, "--config", ds_name]
+           "--deterministic", "--config", ds_name]
+    if a.lora:
+        cmd += ["--init-adapter", "adapter_init", "--save-adapter", out_name]
+        out_name = os.path.join(out_name, "adapter_model.safetensors")
+    else:
+        cmd += ["--save-final", out_name]
     if a.mpiexec:  # N ranks of B / N rows each: the same windows per step
         cmd = a.mpiexec.split() + ["-np", str(a.ranks)] + cmd
     print("llama_check: " + " ".join(cmd[1:]))
@@ -414,7 +462,12 @@ def main():
                     "(micro-batches of B / ranks / gas rows)")
     ap.add_argument("--nvme", help="also train with offload_optimizer nvme under this "
                     "directory: bit for bit the CPU offload's")
+    ap.add_argument("--lora", action="store_true", help="train LoRA adapters on the "
+                    "attention, the router and every expert's projections (mixtral, "
+                    "qwen3_moe), the base frozen")
     a = ap.parse_args()
+    if a.lora and a.model not in LORA_TARGETS:
+        ap.error("--lora: --model mixtral or qwen3_moe")
     work = a.keep or tempfile.mkdtemp(prefix="zn_llama_check_")
     os.makedirs(work, exist_ok=True)
     c = MODELS[a.model]
@@ -454,6 +507,25 @@ def main():
         f.write(struct.pack("<256i", *([20240801, 7, n_tok] + [0] * 253)))
         f.write(struct.pack("<%dI" % n_tok, *tokens.tolist()))
 
+    mods = lora_modules(c, a.model) if a.lora else []
+    scale = lora_scale(a.model)
+    adapters = {}
+    for mod, o, i in mods:  # PEFT's names; A and B random (B is zero in PEFT's init)
+        adapters["base_model.model.%s.lora_A.weight" % mod] = \
+            (0.1 * torch.randn((LORA_R, i), generator=gen, dtype=D)).to(torch.float32).to(D)
+        adapters["base_model.model.%s.lora_B.weight" % mod] = \
+            (0.1 * torch.randn((o, LORA_R), generator=gen, dtype=D)).to(torch.float32).to(D)
+    if a.lora:
+        init_dir = os.path.join(work, "adapter_init")
+        os.makedirs(init_dir, exist_ok=True)
+        st_write(os.path.join(init_dir, "adapter_model.safetensors"), sorted(adapters.items()))
+        with open(os.path.join(init_dir, "adapter_config.json"), "w") as f:
+            json.dump({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": LORA_R,
+                       "lora_alpha": LORA_ALPHA, "use_rslora": a.model == "qwen3_moe",
+                       "target_modules": LORA_TARGETS[a.model], "lora_dropout": 0.0,
+                       "bias": "none", "fan_in_fan_out": False,
+                       "base_model_name_or_path": None}, f, indent=2)
+
     csv_dir = os.path.join(work, "csv")
     ranks = a.ranks if a.mpiexec else 1
     groups = ranks * a.gas  # micro-batches of a step over all ranks
@@ -469,7 +541,8 @@ def main():
     with open(os.path.join(work, "ds.json"), "w") as f:
         json.dump(ds, f, indent=2)
 
-    zinc_loss, out = run_zinc(a, work, model_dir, "ds.json", "out.safetensors", "check")
+    out_name = "adapter_out" if a.lora else "out.safetensors"
+    zinc_loss, out = run_zinc(a, work, model_dir, "ds.json", out_name, "check")
     if zinc_loss is None:
         return 1
     if a.nvme:  # the same run with the optimizer state on NVMe: bit for bit
@@ -480,10 +553,11 @@ def main():
         ds["csv_monitor"]["job_name"] = "nvme"
         with open(os.path.join(work, "ds_nvme.json"), "w") as f:
             json.dump(ds, f, indent=2)
-        nvme_loss, _ = run_zinc(a, work, model_dir, "ds_nvme.json", "out_nvme.safetensors",
-                                "nvme")
-        with open(os.path.join(work, "out.safetensors"), "rb") as f1, \
-                open(os.path.join(work, "out_nvme.safetensors"), "rb") as f2:
+        nvme_name = "adapter_nvme" if a.lora else "out_nvme.safetensors"
+        nvme_loss, _ = run_zinc(a, work, model_dir, "ds_nvme.json", nvme_name, "nvme")
+        leaf = ["adapter_model.safetensors"] if a.lora else []
+        with open(os.path.join(work, out_name, *leaf), "rb") as f1, \
+                open(os.path.join(work, nvme_name, *leaf), "rb") as f2:
             same = f1.read() == f2.read()
         print("llama_check: offload_optimizer nvme: losses %s, final weights %s" %
               ("equal" if nvme_loss == zinc_loss else "DIFFER",
@@ -494,17 +568,20 @@ def main():
     # the reference: the same windows (consecutive, no shuffle), three AdamW steps
     state, ref_loss, idle, ref_aux = {}, [], 0, []
     zinc_aux = a.aux
+    if a.lora:  # the adapters train, the base is a constant
+        base, params = params, adapters
     initial = {n: w.clone() for n, w in params.items()}
     for s in range(STEPS):
         idx = [(s * B + b) * T for b in range(B)]
         x = torch.stack([tokens[i:i + T] for i in idx])
         y = torch.stack([tokens[i + 1:i + T + 1] for i in idx])
         leaves = {n: w.clone().requires_grad_(True) for n, w in params.items()}
+        model_p = lora_merged(base, leaves, mods, scale) if a.lora else leaves
         unused = []
         # each micro-batch (of each rank) a forward of its own, the losses averaged over
         # them as DDP and gradient accumulation average gradients (the load-balancing loss
         # is per micro-batch); with B = 2 rows and 2 groups each group is one row
-        parts = [forward(leaves, c, x[r::groups], y[r::groups], unused)
+        parts = [forward(model_p, c, x[r::groups], y[r::groups], unused)
                  for r in range(groups)]
         if isinstance(parts[0], tuple):  # MixtralForCausalLM.forward: loss += coef x aux
             aux = sum(p[1] for p in parts) / groups
@@ -519,7 +596,8 @@ def main():
                   (s + 1, unused))
             idle = idle + sum(unused)
         ref_loss.append(loss.item())
-        adamw(params, {n: w.grad for n, w in leaves.items()}, state, s + 1)
+        adamw(params, {n: w.grad if w.grad is not None else torch.zeros_like(w)
+                       for n, w in leaves.items()}, state, s + 1)
 
     ok = len(zinc_loss) == STEPS and sorted(out) == sorted(params)
     loss_diff = max(abs(u - v) for u, v in zip(zinc_loss, ref_loss)) if ok else float("inf")

@@ -28,7 +28,7 @@ static inline void lc_net_free(struct lc_net *net)
 	free(net->p);
 	free(net->g);
 	free(net->f);
-	free(net->ld);
+	zn_layer_descs_free(net->ld, net->n);
 	memset(net, 0, sizeof(*net));
 }
 

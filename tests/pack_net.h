@@ -59,7 +59,7 @@ static inline void net_free(struct net *net)
 {
 	for (int l = 0; l < net->n; l++)
 		free(net->p[l]), free(net->g[l]), free(net->p16[l]);
-	free(net->p), free(net->g), free(net->p16), free(net->ld);
+	free(net->p), free(net->g), free(net->p16), zn_layer_descs_free(net->ld, net->n);
 }
 
 static inline uint64_t act_n(const struct zn_model *m, const struct net *net, int l, int B,

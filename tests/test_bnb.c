@@ -26,10 +26,15 @@ static const char config[] =
 	"\"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-05, "
 	"\"tie_word_embeddings\": false}";
 
-/* one layer: a norm (plain) and a linear weight [64, 128] */
+/* one layer: a norm (plain) and a linear weight [64, 128]; its tensors in the test's
+ * static storage (one layer described at a time) */
 static void desc(struct zn_layer_desc *d)
 {
+	static struct zn_tensor_desc t[2];
+
 	memset(d, 0, sizeof(*d));
+	memset(t, 0, sizeof(t));
+	d->tensors = t;
 	d->tensor_count = 2;
 	d->tied_layer = -1;
 	snprintf(d->tensors[0].name, sizeof(d->tensors[0].name), "%s", NORM);

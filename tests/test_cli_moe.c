@@ -236,7 +236,7 @@ Test(cli_moe, bad_keys_named)
 }
 
 /* LoRA on the attention of a mixture of experts (the experts frozen): the load-balancing
- * loss reaches the adapters; LoRA on the experts' projections is refused, not skipped */
+ * loss reaches the adapters; on the experts' projections, an adapter per expert */
 Test(cli_moe, lora_on_attention)
 {
 	char out[32768], cfg[160], *text;
@@ -265,9 +265,53 @@ Test(cli_moe, lora_on_attention)
 	cr_expect(strstr(text + 8, "model.layers.0.mlp.gate.lora_A.weight") &&
 		  !strstr(text + 8, "layers.1.mlp.gate"), "the router's adapter is missing");
 	free(text);
-	cr_expect_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
+	/* up_proj: every expert's of the sparse layer 0 and the dense layer 1's MLP */
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
 				 "--seq 32 --data %s/mem.txt --steps 1 --lora-r 4 --lora-targets "
-				 "q_proj,up_proj", cfg, dir), 2, "%s", out);
-	cr_expect(strstr(out, "LoRA: --lora-targets up_proj names the experts' projections"),
-		  "%s", out);
+				 "q_proj,up_proj --save-adapter %s/U", cfg, dir, dir), 0, "%s", out);
+	text = zt_read_text(dir, "U/adapter_model.safetensors");
+	cr_expect(strstr(text + 8, "\"base_model.model.model.layers.0.mlp.experts.7.up_proj."
+				   "lora_A.weight\"") &&
+		  strstr(text + 8, "\"base_model.model.model.layers.1.mlp.up_proj.lora_B.weight\"") &&
+		  !strstr(text + 8, "gate_proj"), "the experts' adapters are not PEFT's");
+	free(text);
+}
+
+/* LoRA on every expert of a Mixtral (w1, w2, w3: PEFT's names): the adapter merged by zinc
+ * merge generates what the unmerged adapter does, and not what the base does */
+Test(cli_moe, lora_on_the_experts_merge_and_generate)
+{
+	char out[32768], cfg[160], ids[3][256], *text;
+	const char *const from[3] = { "%s/M", "%s/b --adapter %s/E", "%s/b" };
+
+	zt_write_lines(dir, "mem.txt", LINE, 20);
+	snprintf(cfg, sizeof(cfg), "%s", write_config("c.json", MIXTRAL, ""));
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --model-config %s "
+				 "--seq 32 --data %s/mem.txt --steps 0 --save-final %s/b", cfg, dir,
+				 dir), 0, "%s", out);
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "train --device host --init-from %s/b "
+				 "--seq 32 --micro-batch 2 --data %s/mem.txt --steps 3 --lr 2e-2 "
+				 "--lora-r 4 --lora-targets w1,w2,w3 --save-adapter %s/E", dir, dir,
+				 dir), 0, "%s", out);
+	text = zt_read_text(dir, "E/adapter_model.safetensors");
+	cr_expect(strstr(text + 8, "\"base_model.model.model.layers.1.block_sparse_moe.experts.3."
+				   "w2.lora_B.weight\"") &&
+		  strstr(text + 8, "\"base_model.model.model.layers.0.block_sparse_moe.experts.0."
+				   "w3.lora_A.weight\""), "the experts' adapters are not PEFT's");
+	free(text);
+	cr_assert_eq(zt_zinc_run(out, sizeof(out), "", "merge --init-from %s/b --adapter %s/E "
+				 "--output %s/M", dir, dir, dir), 0, "%s", out);
+	cr_expect(strstr(out, "merged 24 adapters"), "2 layers x 4 experts x 3: %s", out);
+	for (int i = 0; i < 3; i++) {
+		char cmd[512], *at;
+
+		snprintf(cmd, sizeof(cmd), "generate --device host --init-from %s --tokenizer bytes "
+			 "--prompt hello --max-new-tokens 12 --ignore-eos --print-ids", from[i]);
+		cr_assert_eq(zt_zinc_run(out, sizeof(out), "", cmd, dir, dir), 0, "%s", out);
+		at = strstr(out, "ids: ");
+		cr_assert_not_null(at, "%s", out);
+		snprintf(ids[i], sizeof(ids[i]), "%.*s", (int)strcspn(at, "\n"), at);
+	}
+	cr_expect_str_eq(ids[0], ids[1], "merged and unmerged differ");
+	cr_expect_str_neq(ids[1], ids[2], "the experts' adapters changed nothing");
 }

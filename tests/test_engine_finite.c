@@ -43,7 +43,7 @@ static void write_checkpoint(const char *path, int layer, uint64_t at, float v)
 	for (int l = 0; l < n; l++)
 		free(p[l]);
 	free(p);
-	free(ld);
+	zn_layer_descs_free(ld, n);
 }
 
 static int zinc(const char *args)
@@ -162,7 +162,7 @@ static void engine_case(int stage, enum zn_offload_device off, float clip, float
 	for (int l = 0; l < n; l++)
 		free(p[l]);
 	free(p);
-	free(ld);
+	zn_layer_descs_free(ld, n);
 	free(tok);
 }
 
@@ -219,5 +219,5 @@ Test(engine_finite, save_refuses_non_finite_weights, .init = cr_redirect_stderr)
 	for (int l = 0; l < n; l++)
 		free(p[l]);
 	free(p);
-	free(ld);
+	zn_layer_descs_free(ld, n);
 }

@@ -68,7 +68,7 @@ static void lhost_destroy(struct lhost *h)
 {
 	for (int l = 0; l < h->n; l++)
 		free(h->p[l]), free(h->g[l]), free(h->acts[l]), free(h->x[l]);
-	free(h->p), free(h->g), free(h->acts), free(h->x), free(h->ld), free(h->scratch);
+	free(h->p), free(h->g), free(h->acts), free(h->x), zn_layer_descs_free(h->ld, h->n), free(h->scratch);
 	free(h->dxa), free(h->dxb), free(h->losses);
 }
 
@@ -234,9 +234,13 @@ Test(engine_llama, layout_names)
 	cr_assert_str_eq(L[3].tensors[1].name, "lm_head.weight");
 	cr_assert_eq(L[3].tied_layer, -1);
 	c.tied = true;
+	for (int l = 0; l < 4; l++)
+		zn_layer_desc_release(&L[l]);
 	cr_assert_eq(zn_llama_layers(&c, L), 0);
 	cr_assert_eq(L[3].tensor_count, 1);
 	cr_assert_eq(L[3].tied_layer, 0);
+	for (int l = 0; l < 4; l++)
+		zn_layer_desc_release(&L[l]);
 }
 
 /* From config.json: Qwen2 has q,k,v biases only; a Mistral seq beyond its window accepted
@@ -257,6 +261,8 @@ Test(engine_llama, from_hf_qwen2_and_mistral_window, .init = cr_redirect_stderr)
 	cr_assert(c.qkv_bias && !c.o_bias && c.tied);
 	cr_assert_eq(zn_llama_layers(&c, L), 0);
 	cr_assert_eq(L[1].tensor_count, 12);
+	for (int l = 0; l < 3; l++)
+		zn_layer_desc_release(&L[l]);
 	hf.family = zn_family_of_model_type("mistral", &hf.type);
 	hf.sliding_window = 32;
 	/* the default training length stops at the window; a longer one trains */

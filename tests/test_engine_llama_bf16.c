@@ -93,7 +93,7 @@ static void lhost_destroy(struct lhost *h)
 {
 	for (int l = 0; l < h->n; l++)
 		free(h->p[l]), free(h->p16[l]), free(h->g[l]), free(h->acts[l]), free(h->x[l]);
-	free(h->p), free(h->p16), free(h->g), free(h->acts), free(h->x), free(h->ld);
+	free(h->p), free(h->p16), free(h->g), free(h->acts), free(h->x), zn_layer_descs_free(h->ld, h->n);
 	free(h->scratch), free(h->dxa), free(h->dxb), free(h->losses);
 }
 
@@ -401,6 +401,7 @@ Test(llama_bf16, final_layer_chunked_equals_unchunked)
 	free(p), free(g), free(rg), free(acts), free(scr), free(x), free(dx), free(rdx);
 	free(zero), free(losses), free(rloss), free(hn), free(rstd), free(dhn), free(logits);
 	free(probs), free(tok);
+	zn_layer_desc_release(&L);
 }
 
 /* the engine's measured device peak stays under the [BT, V] logits alone */
@@ -465,4 +466,5 @@ Test(llama_bf16, plan_figures_at_llama3_vocab)
 			      (unsigned long long)fin);
 		cr_assert_lt(fin * 4, logits);
 	}
+	zn_layer_desc_release(&L);
 }

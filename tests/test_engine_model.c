@@ -143,6 +143,7 @@ Test(engine_model, gpt2_save_then_load_layer_round_trip)
 		cr_assert_eq(memcmp(a, b, n * sizeof(float)), 0, "layer %d differs", l);
 		free(a);
 		free(b);
+		zn_layer_desc_release(&L);
 	}
 	zn_engine_destroy(e);
 	unlink(path);

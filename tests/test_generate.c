@@ -63,8 +63,10 @@ static void reference(const struct zn_model *m, double *logp)
 		for (int t = 0; t < T_ALL; t++)
 			logp[t * V + v] = -(double)losses[t];
 	}
-	for (int l = 0; l < n; l++)
+	for (int l = 0; l < n; l++) {
 		free(p[l]);
+		zn_layer_desc_release(&L[l]);
+	}
 	free(p), free(L), free(acts), free(scratch), free(x[0]), free(x[1]);
 }
 

@@ -27,6 +27,7 @@ static int init_merged(void *ctx, int layer, const struct zn_layer_desc *L, floa
 	init_adapter(NULL, layer, &ad, a);
 	zn_lora_merge_layer(lc, layer, a, p, ZN_DTYPE_F32);
 	free(a);
+	zn_layer_desc_release(&ad);
 	return 0;
 }
 

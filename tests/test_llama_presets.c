@@ -47,6 +47,7 @@ Test(llama_presets, param_counts_are_hugging_faces)
 			cr_assert_eq(zn_llama_layer(&p, l, &L), 0);
 			for (int t = 0; t < L.tensor_count; t++)
 				sum += (uint64_t)L.tensors[t].shape[0] * (uint64_t)L.tensors[t].shape[1];
+			zn_layer_desc_release(&L);
 		}
 		cr_expect_eq(sum, published[i].params, "%s layers", published[i].preset);
 		/* the same model as the published config.json */
@@ -157,6 +158,7 @@ Test(llama_presets, qwen3)
 	cr_expect_str_eq(L.tensors[4].name, "model.layers.0.self_attn.q_norm.weight");
 	cr_expect_str_eq(L.tensors[5].name, "model.layers.0.self_attn.k_norm.weight");
 	cr_expect(L.tensors[4].numel == 128 && !L.tensors[4].decay);
+	zn_layer_desc_release(&L);
 	snprintf(path, sizeof(path), "%s/tests/hf/qwen3-32b.json", ZN_TEST_SRC_DIR);
 	cr_assert_eq(zn_hf_config_load(path, &hf), 0);
 	cr_assert_eq(zn_llama_config_from_hf(&hf, &f), 0);
@@ -208,8 +210,10 @@ Test(llama_presets, ops_save_then_load_layer)
 			free(b);
 		}
 	}
-	for (int l = 0; l < 4; l++)
+	for (int l = 0; l < 4; l++) {
 		free(p[l]);
+		zn_layer_desc_release(&L[l]);
+	}
 	snprintf(path, sizeof(path), "rm -rf %s", dir);
 	cr_expect_eq(system(path), 0);
 }

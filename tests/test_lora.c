@@ -200,6 +200,7 @@ Test(lora, targets_names_and_init)
 		cr_assert_eq(memcmp(part, p + 100, sizeof(part)), 0);
 	}
 	free(p);
+	zn_layer_desc_release(&d);
 	zn_lora_release(&lc);
 }
 
@@ -259,6 +260,7 @@ Test(lora, adapter_config_repeated_key_takes_the_last_value, .init = cr_redirect
 	for (int l = 0; l < lc.layers; l++) {
 		cr_assert_eq(zn_lora_describe(&lc, l, &d), 0);
 		adapters[l] = calloc(d.numel + 1, sizeof(float));
+		zn_layer_desc_release(&d);
 	}
 	cr_assert_not_null(mkdtemp(dir));
 	cr_assert_eq(zn_lora_save_peft(&lc, (const float *const *)adapters, dir, NULL), 0);
@@ -404,6 +406,7 @@ static void check_frozen_bits(int stage, enum zn_offload_device off, bool bf16)
 			for (int t = 1; t < d.tensor_count; t += 2) /* B tensors moved off 0 */
 				for (uint64_t i = 0; i < d.tensors[t].numel; i++)
 					moved_any |= moved[d.tensors[t].offset + i] != 0.0f;
+			zn_layer_desc_release(&d);
 		}
 		free(got);
 		free(want);

@@ -260,6 +260,7 @@ static void save_adapters(const struct zn_lora_config *lc, float poison)
 			ad[l][i] = (float)((i * 7919 + (uint64_t)l * 31) % 1000) * 1e-4f - 0.05f;
 		if (l == lc->layers - 2 && d.tensor_count)
 			ad[l][d.tensors[d.tensor_count - 1].offset + 5] = poison;
+		zn_layer_desc_release(&d);
 	}
 	cr_assert_eq(zn_lora_save_peft(lc, (const float *const *)ad, dir, NULL), 0);
 	for (int l = 0; l < lc->layers; l++)

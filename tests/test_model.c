@@ -74,7 +74,7 @@ Test(model, preset_param_counts_match_hugging_face)
 		for (int l = 0; l < zn_gpt2_layer_count(&cfg); l++)
 			sum += ld[l].numel;
 		cr_expect_eq(sum, zn_gpt2_param_numel(&cfg));
-		free(ld);
+		zn_layer_descs_free(ld, zn_gpt2_layer_count(&cfg));
 	}
 }
 
@@ -153,6 +153,7 @@ Test(model, layers_have_hf_names_shapes_and_flags)
 			at += ld[l].tensors[i].numel;
 		}
 		cr_expect_eq(at, ld[l].numel);
+		zn_layer_desc_release(&ld[l]);
 	}
 }
 
@@ -248,6 +249,8 @@ Test(model, init_is_seeded_and_independent_of_sharding)
 	free(again);
 	free(other);
 	free(part);
+	for (int l = 0; l < 4; l++)
+		zn_layer_desc_release(&ld[l]);
 }
 
 /* ---- whole model ---------------------------------------------------------------------- */

@@ -252,7 +252,8 @@ Test(nf4, layout_takes_linear_weights_and_refuses_partial_blocks, .init = cr_red
 					      "transformer.h.0.attn.c_attn.weight", "transformer.wte.weight" };
 	static const int ndim[] = { 2, 1, 2, 1, 2, 2, 2 };
 	static const bool linear[] = { false, false, true, false, false, true, false };
-	struct zn_layer_desc d = { .tensor_count = 1 };
+	struct zn_tensor_desc one[1];
+	struct zn_layer_desc d = { .tensor_count = 1, .tensors = one };
 	struct zn_q4_layer q;
 	char buf[512] = { 0 };
 

@@ -125,6 +125,7 @@ static void route_fixed(struct zn_engine *e, const struct zn_lora_config *lc)
 
 static bool ckpt; /* activation checkpointing in the next runs */
 static bool nf4;  /* --quantize-base nf4 in the next runs */
+static const char *targets = "q_proj,v_proj"; /* the adapters of the next runs */
 
 static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixed,
 		enum zn_schedule order, const char *dir)
@@ -150,7 +151,7 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
 	lc.base = zn_llama_model(&mc);
-	cr_assert_eq(zn_lora_add_targets(&lc, "q_proj,v_proj"), 0);
+	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
 	cr_assert_eq(zn_lora_prepare(&lc), 0);
 	m = zn_lora_model(&lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
@@ -307,6 +308,29 @@ static void random_routing(bool bf16)
 Test(nvme_experts, initial_routing_fp32) { random_routing(false); }
 Test(nvme_experts, initial_routing_bf16) { random_routing(true); }
 
+/* Adapters on the experts' projections over a streamed base: each routed expert's slice of
+ * the working stack is fetched before its GEMMs and its adapter applied there; the adapters
+ * (the experts' included) and the base bit for bit the device's, the fetches counted. */
+Test(nvme_experts, adapters_on_streamed_experts)
+{
+	struct zn_llama_config mc;
+	struct zn_lora_config a = { .r = 4, .alpha = 8 }, b = { .r = 4, .alpha = 8 };
+
+	/* the targets do reach the experts: 16 experts x 3 adapters more on each block */
+	model_config(&mc);
+	a.base = b.base = zn_llama_model(&mc);
+	cr_assert_eq(zn_lora_add_targets(&a, "q_proj,v_proj"), 0);
+	cr_assert_eq(zn_lora_add_targets(&b, "q_proj,v_proj,gate_proj,up_proj,down_proj"), 0);
+	cr_assert_eq(zn_lora_prepare(&a), 0);
+	cr_assert_eq(zn_lora_prepare(&b), 0);
+	cr_assert_eq(b.lay[1].count - a.lay[1].count, 3 * X_E);
+	zn_lora_release(&a);
+	zn_lora_release(&b);
+	targets = "q_proj,v_proj,gate_proj,up_proj,down_proj";
+	random_routing(false);
+	targets = "q_proj,v_proj";
+}
+
 /* The plan (pure): a layer with expert stacks (the tail of its frozen buffer) streams them
  * with the home in host memory or on nvme, fp32 working copies, not 4-bit: its nvme extent
  * is the rest and each expert aligned apart, its reads per use the rest, and the figures
@@ -383,7 +407,7 @@ Test(nvme_experts, a_failed_expert_read_fails_the_step)
 	cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
 	lc.base = zn_llama_model(&mc);
-	cr_assert_eq(zn_lora_add_targets(&lc, "q_proj,v_proj"), 0);
+	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
 	cr_assert_eq(zn_lora_prepare(&lc), 0);
 	m = zn_lora_model(&lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);

@@ -140,6 +140,7 @@ Test(nvme_generate, bytes_read_per_token_are_the_streamed_layers)
 		cr_assert_eq(m.ops->describe(m.config, l, &L), 0);
 		params += L.numel * sizeof(float);
 		extents += (L.numel * sizeof(float) + 4095) / 4096 * 4096; /* 4 KiB extents */
+		zn_layer_desc_release(&L);
 	}
 	cr_assert_not_null(mkdtemp(dir));
 	g = make_nvme(&m, dir, 2, 1);

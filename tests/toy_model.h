@@ -46,8 +46,10 @@ static int toy_layer_count(const void *c)
 static void toy_tensor(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols,
 		       bool decay)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+	struct zn_tensor_desc *t = zn_layer_desc_add(L);
 
+	if (!t)
+		return;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->ndim = cols ? 2 : 1;
 	t->shape[0] = t->file_shape[0] = rows;
@@ -80,7 +82,7 @@ static int toy_describe(const void *c, int l, struct zn_layer_desc *L)
 		toy_tensor(L, "toy.head.weight", t->vocab, t->width, true);
 		toy_tensor(L, "toy.head.bias", t->vocab, 0, false);
 	}
-	return 0;
+	return zn_layer_desc_done(L);
 }
 
 static int toy_max_seq(const void *c) { return ((const struct toy_config *)c)->seq; }
@@ -269,7 +271,7 @@ static inline void toy_host_destroy(struct toy_host *h)
 	free(h->g);
 	free(h->m);
 	free(h->v);
-	free(h->ld);
+	zn_layer_descs_free(h->ld, h->n);
 }
 
 /* One step on B x T tokens: forward, backward of the mean loss, AdamW (step `step`).

@@ -142,14 +142,14 @@ static int merged_layer(void *ctx, int l, float *buf)
 	struct zn_layer_desc d;
 	int rc = zn_train_hf_load_layer(m->base, l, &m->lc.lay[l].base, buf);
 
-	if (!rc)
-		rc = zn_lora_describe(&m->lc, l, &d);
-	if (rc || !d.numel)
+	if (rc || (rc = zn_lora_describe(&m->lc, l, &d)))
 		return rc;
-	rc = zn_lora_peft_load_layer(m->adapter, &d, m->ad);
-	if (!rc)
+	if (d.numel)
+		rc = zn_lora_peft_load_layer(m->adapter, &d, m->ad);
+	if (!rc && d.numel)
 		zn_lora_merge_layer(&m->lc, l, m->ad, buf, m->dtype);
 	m->merged += rc ? 0 : m->lc.lay[l].count;
+	zn_layer_desc_release(&d);
 	return rc;
 }
 
@@ -181,6 +181,7 @@ static int open_all(struct merge *m, const struct merge_args *a)
 
 		rc = zn_lora_describe(&m->lc, l, &d);
 		most = d.numel > most ? d.numel : most;
+		zn_layer_desc_release(&d);
 	}
 	if (!rc && !(m->ad = malloc(most * sizeof(float) + 1)))
 		rc = -ENOMEM;

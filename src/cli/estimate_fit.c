@@ -20,7 +20,7 @@
 #include "train/train_model.h"
 #include "core/args.h"
 #include "core/log.h"
-#include "model/gpt2/gpt2.h"
+#include "model/family.h"
 
 /* no member above 2^58 parameters: 16 bytes each stays far from 2^64 */
 #define FIT_MAX_PARAMS (1ull << 58)
@@ -127,8 +127,16 @@ static int family_of(const struct zn_fit_opts *f, struct family *fam)
 	uint64_t p1, p2, l1, l2, pg, lg;
 
 	if (!f->model) {
-		zn_gpt2_shape_params(1, f->hidden, f->vocab, f->seq, &p1, &l1);
-		zn_gpt2_shape_params(2, f->hidden, f->vocab, f->seq, &p2, &l2);
+		/* the default family's shape (model/family.h shape_params) */
+		const struct zn_family *d = zn_family_at(0);
+
+		if (!d->shape_params) {
+			zn_error("zinc estimate --fit: the default family %s cannot be shaped by "
+				 "--hidden, --vocab and --seq alone: give --model", d->name);
+			return ZN_EUSAGE;
+		}
+		d->shape_params(1, f->hidden, f->vocab, f->seq, &p1, &l1);
+		d->shape_params(2, f->hidden, f->vocab, f->seq, &p2, &l2);
 		pg = p2, lg = l2;
 	} else if (model_size(f, 1, &p1, &l1) || model_size(f, 2, &p2, &l2) ||
 		   model_size(f, 0, &pg, &lg)) {

@@ -166,6 +166,7 @@ static uint64_t trained_params(const struct zn_model *m)
 
 		if (!m->ops->describe(m->config, l, &d))
 			n += d.numel;
+		zn_layer_desc_release(&d);
 	}
 	return n;
 }

@@ -87,6 +87,13 @@ struct zn_family {
 				* NULL */
 	const char *const *hf_buffers; /* name suffixes of non-parameter tensors checkpoints
 					* carry (masks, inv_freq), NULL-terminated */
+	/* optional (NULL: none): transformers 5's fused experts. hf_fused_name: the stack
+	 * that holds one expert's checkpoint tensor into fused, *factor its rows per expert
+	 * over the tensor's (2: gate and up stacked), false when name is no expert's;
+	 * hf_fused_stack: is name such a stack (a tensor the layout does not list that a
+	 * file may hold in place of the experts' own) */
+	bool (*hf_fused_name)(const char *name, char *fused, size_t size, int *factor);
+	bool (*hf_fused_stack)(const char *name);
 	size_t config_bytes;           /* sizeof the family's configuration */
 
 	/* config.json (model/hf_family.h has the helpers): the family's keys into out
@@ -112,6 +119,11 @@ struct zn_family {
 	void (*text)(const void *config, char *buf, size_t size);
 
 	const struct zn_family_file_ops *file; /* optional */
+	/* optional: the parameters and largest layer of a model of the family shaped by
+	 * `zinc estimate --fit`'s flags alone (no --model); the registry's first family's is
+	 * used. Pure. */
+	void (*shape_params)(int layers, int hidden, int vocab, int seq, uint64_t *params,
+			     uint64_t *largest);
 };
 
 /* The registry, in order; the first is the default (no --model, no config). */

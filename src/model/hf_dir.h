@@ -72,12 +72,15 @@ int zn_hf_read_rows(struct zn_hf_src *s, const char *name, int64_t row0, int64_t
  * float dtype (F32, BF16, F16). Needs a config. Returns 0 or -EINVAL (logged). */
 int zn_hf_check_layout(struct zn_hf_src *s);
 
-/* transformers 5's fused experts: the name of the stack that holds one expert's tensor
- * "model.layers.L.{mlp,block_sparse_moe}.experts.X.{gate_proj,up_proj,w1,w3}.weight"
- * ("model.layers.L.mlp.experts.gate_up_proj" [E, 2 rows, cols], *factor 2) or
- * "...{down_proj,w2}.weight" ("...mlp.experts.down_proj" [E, rows, cols], *factor 1).
+/* transformers 5's fused experts: the name of the stack that holds one expert's tensor,
+ * as s's family names it (model/family.h hf_fused_name; Llama's: "model.layers.L.{mlp,
+ * block_sparse_moe}.experts.X.{gate_proj,up_proj,w1,w3}.weight" is in
+ * "model.layers.L.mlp.experts.gate_up_proj" [E, 2 rows, cols], *factor 2, and
+ * "...{down_proj,w2}.weight" in "...mlp.experts.down_proj" [E, rows, cols], *factor 1);
+ * false without a config, for a family without fused experts, or a name of no expert.
  * zn_hf_check_layout accepts such a stack in place of the experts' own tensors. */
-bool zn_hf_fused_expert_name(const char *name, char *fused, size_t size, int *factor);
+bool zn_hf_fused_expert_name(const struct zn_hf_src *s, const char *name, char *fused,
+			     size_t size, int *factor);
 
 /* "5GB" (10^9, as transformers), "500MB", "2GiB" (2^30), "1T", "123" (bytes); units are
  * case-insensitive; K, M, G, T alone mean KB, MB, GB, TB. Returns 0 or -EINVAL (logged,

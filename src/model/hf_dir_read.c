@@ -109,34 +109,12 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 		snprintf(buf + at, n - (size_t)at, "]");
 }
 
-/* transformers 5's fused experts: for one expert's tensor "model.layers.L.M.experts.X.P.weight"
- * (P gate_proj, up_proj, down_proj; Mixtral's w1, w3, w2), the layer's stack
- * "model.layers.L.mlp.experts.gate_up_proj" [E, 2 rows, cols] or "...down_proj"
- * [E, rows, cols] into fused; *factor 2 or 1. false: not an expert's name. */
-bool zn_hf_fused_expert_name(const char *name, char *fused, size_t size, int *factor)
+bool zn_hf_fused_expert_name(const struct zn_hf_src *s, const char *name, char *fused,
+			     size_t size, int *factor)
 {
-	static const char *const gu[] = { "gate_proj", "up_proj", "w1", "w3" };
-	const char *ex = strstr(name, ".experts."), *x, *proj, *end;
-	int layer, n = 0;
+	const struct zn_family *f = s->config.family;
 
-	if (!ex || sscanf(name, "model.layers.%d.%n", &layer, &n) != 1 || n <= 0)
-		return false;
-	for (x = ex + 9; *x >= '0' && *x <= '9'; x++)
-		;
-	proj = x;
-	end = strstr(proj, ".weight");
-	if (x == ex + 9 || *proj != '.' || !end || end[7])
-		return false;
-	proj++;
-	*factor = 1;
-	for (size_t i = 0; i < sizeof(gu) / sizeof(gu[0]); i++)
-		if ((size_t)(end - proj) == strlen(gu[i]) && !strncmp(proj, gu[i], strlen(gu[i])))
-			*factor = 2;
-	if (*factor == 1 && strncmp(proj, "down_proj.", 10) && strncmp(proj, "w2.", 3))
-		return false;
-	snprintf(fused, size, "model.layers.%d.mlp.experts.%s", layer,
-		 *factor == 2 ? "gate_up_proj" : "down_proj");
-	return true;
+	return f && f->hf_fused_name && f->hf_fused_name(name, fused, size, factor);
 }
 
 /* A missing expert tensor that the file holds inside transformers 5's fused stack */
@@ -147,7 +125,7 @@ static bool in_fused(struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp)
 	char name[ZN_HF_NAME_MAX + 16];
 	int factor;
 
-	if (sp->ndim != 2 || !zn_hf_fused_expert_name(sp->name, name, sizeof(name), &factor) ||
+	if (sp->ndim != 2 || !zn_hf_fused_expert_name(s, sp->name, name, sizeof(name), &factor) ||
 	    zn_hf_find(s, name, &t, &f))
 		return false;
 	return t->ndim == 3 && t->shape[0] == s->config.num_experts &&
@@ -213,9 +191,7 @@ static bool unused(const struct zn_hf_src *s, const struct zn_hf_tensor_spec *sp
 	for (int i = 0; f->hf_buffers && f->hf_buffers[i]; i++)
 		if (ends_with(name, f->hf_buffers[i]))
 			return false;
-	if (!strcmp(name, "lm_head.weight") || (strstr(name, ".mlp.experts.") &&
-						   (ends_with(name, ".gate_up_proj") ||
-						    ends_with(name, ".down_proj"))))
+	if (!strcmp(name, "lm_head.weight") || (f->hf_fused_stack && f->hf_fused_stack(name)))
 		return false; /* a tied head; transformers 5's fused experts (in_fused) */
 	/* a name longer than any the model has is not one of them (not cut to match) */
 	if (snprintf(key.name, sizeof(key.name), "%s%s",

@@ -28,8 +28,6 @@
 #include "kernels.h"
 #include "zinc.h"
 
-#define ZN_MODEL_MAX_TENSORS 16
-
 struct zn_moe_source;
 #define ZN_MODEL_NAME_MAX 96
 
@@ -60,8 +58,15 @@ void zn_tensor_part_name(const struct zn_tensor_desc *d, int j, char *buf, size_
 struct zn_layer_desc {
 	int kind;         /* the family's layer kind */
 	int index;        /* 0 .. n - 1 */
-	int tensor_count; /* <= ZN_MODEL_MAX_TENSORS */
-	struct zn_tensor_desc tensors[ZN_MODEL_MAX_TENSORS];
+	/* tensor_count descriptors, as many as the family needs (a Mixtral layer with LoRA on
+	 * every expert has hundreds). describe fills them with zn_layer_desc_add, and the
+	 * descriptor then owns the array: zn_layer_desc_release frees it. A copy of the
+	 * struct shares the array (release one of them only); a caller that builds a
+	 * descriptor by hand may point tensors at storage of its own and not release it. */
+	int tensor_count;
+	struct zn_tensor_desc *tensors;
+	int tensor_cap;   /* allocated descriptors (zn_layer_desc_add) */
+	bool add_failed;  /* a zn_layer_desc_add ran out of memory (zn_layer_desc_done) */
 	uint64_t numel;   /* floats in the flat buffer: the tensors, back to back */
 	int tied_layer;   /* the earlier layer whose parameters this one also reads, or -1 */
 	/* Frozen parameters (docs/lora.md): floats of the layer's second flat buffer, which
@@ -76,6 +81,23 @@ struct zn_layer_desc {
 	 * same descriptor, so they agree. */
 	uint64_t work_bytes;
 };
+
+/* Appends a zeroed tensor descriptor to L (tensor_count + 1; the array grows as needed).
+ * NULL when out of memory: L->add_failed is then set, and zn_layer_desc_done reports it,
+ * so a family's describe may add tensors without checking each one. */
+struct zn_tensor_desc *zn_layer_desc_add(struct zn_layer_desc *L);
+/* The end of a describe: 0, or -ENOMEM (logged) after a failed add, L released. */
+int zn_layer_desc_done(struct zn_layer_desc *L);
+/* Frees L's tensors (from zn_layer_desc_add); L keeps no tensor. NULL or an empty L: no-op.
+ *
+ *     struct zn_layer_desc L;
+ *     rc = m.ops->describe(m.config, l, &L); // L owns L.tensors on success
+ *     ...
+ *     zn_layer_desc_release(&L);
+ */
+void zn_layer_desc_release(struct zn_layer_desc *L);
+/* An array of n descriptors (calloc'd, each described or zero) released and freed. */
+void zn_layer_descs_free(struct zn_layer_desc *ld, int n);
 
 /* One layer's call: device pointers (the stream's memory), B x T tokens. */
 struct zn_layer_io {
@@ -139,6 +161,8 @@ struct zn_model_ops {
 	const char *family;                                    /* "gpt2" */
 	int (*validate)(const void *config);                   /* 0 or -EINVAL (logged) */
 	int (*layer_count)(const void *config);
+	/* *out overwritten (its old contents not read or freed); on success out owns its
+	 * tensors (zn_layer_desc_release), on failure it holds none */
 	int (*describe)(const void *config, int layer, struct zn_layer_desc *out);
 	int (*max_seq)(const void *config);                    /* longest T */
 	int (*vocab)(const void *config);                      /* tokens and targets < vocab */

@@ -169,13 +169,43 @@ static int differs(const struct zn_ckpt_dir *c, const char *what)
 	return ZN_EUSAGE;
 }
 
+/* layer l's tensors (names, shapes) and size as the checkpoint lists them */
+static int layer_check(const struct zn_ckpt_dir *c, const struct zn_layer_desc *L, int l)
+{
+	const struct zn_ckpt_meta *m = &c->m;
+	char what[512], key[64];
+
+	for (int k = 0; k < L->tensor_count; k++) {
+		const struct zn_tensor_desc *t = &L->tensors[k];
+		char mine[ZN_MODEL_NAME_MAX + 64];
+		const char *saved;
+
+		snprintf(key, sizeof(key), "tensor.%d.%d", l, k);
+		snprintf(mine, sizeof(mine), "%s %" PRId64 "x%" PRId64, t->name, t->shape[0],
+			 t->ndim > 1 ? t->shape[1] : 1);
+		saved = zn_ckpt_meta_get(m, key);
+		if (!saved || strcmp(saved, mine)) {
+			snprintf(what, sizeof(what), "layer %d tensor %d is '%s' in the checkpoint, "
+				 "'%s' (name, shape) in this run's model", l, k,
+				 saved ? saved : "(none)", mine);
+			return differs(c, what);
+		}
+	}
+	if (L->numel != m->numel[l]) {
+		snprintf(what, sizeof(what), "layer %d has %" PRIu64 " parameters in the checkpoint, "
+			 "%" PRIu64 " in this run's model", l, m->numel[l], L->numel);
+		return differs(c, what);
+	}
+	return 0;
+}
+
 int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int64_t global_micro,
 		  int seq, const char *config_json)
 {
 	const struct zn_ckpt_meta *m = &c->m;
 	const char *fam = zn_ckpt_meta_get(m, "family");
 	int n = model->ops->layer_count(model->config);
-	char what[512], key[64];
+	char what[512];
 
 	if (!fam || strcmp(fam, model->ops->family)) {
 		snprintf(what, sizeof(what), "model family %s in the checkpoint, %s in this run",
@@ -189,31 +219,14 @@ int zn_ckpt_check(const struct zn_ckpt_dir *c, const struct zn_model *model, int
 	}
 	for (int l = 0; l < n; l++) {
 		struct zn_layer_desc L;
+		int rc;
 
 		if (model->ops->describe(model->config, l, &L))
 			return -EINVAL;
-		for (int k = 0; k < L.tensor_count; k++) {
-			const struct zn_tensor_desc *t = &L.tensors[k];
-			char mine[ZN_MODEL_NAME_MAX + 64];
-			const char *saved;
-
-			snprintf(key, sizeof(key), "tensor.%d.%d", l, k);
-			snprintf(mine, sizeof(mine), "%s %" PRId64 "x%" PRId64, t->name, t->shape[0],
-				 t->ndim > 1 ? t->shape[1] : 1);
-			saved = zn_ckpt_meta_get(m, key);
-			if (!saved || strcmp(saved, mine)) {
-				snprintf(what, sizeof(what), "layer %d tensor %d is '%s' in the "
-					 "checkpoint, '%s' (name, shape) in this run's model", l, k,
-					 saved ? saved : "(none)", mine);
-				return differs(c, what);
-			}
-		}
-		if (L.numel != m->numel[l]) {
-			snprintf(what, sizeof(what), "layer %d has %" PRIu64 " parameters in the "
-				 "checkpoint, %" PRIu64 " in this run's model", l, m->numel[l],
-				 L.numel);
-			return differs(c, what);
-		}
+		rc = layer_check(c, &L, l);
+		zn_layer_desc_release(&L);
+		if (rc)
+			return rc;
 	}
 	if (global_micro != m->info.global_micro || seq != m->info.seq) {
 		snprintf(what, sizeof(what), "the data position counts batches of %" PRId64

@@ -317,7 +317,8 @@ static int parse_layers(struct zn_ckpt_meta *m, const char *path)
 		rc = get_int(m, path, key, 0, (int64_t)MAX_LAYER_NUMEL, &x);
 		m->numel[l] = (uint64_t)x;
 		total += m->numel[l];
-		for (int k = 0; !rc && k < ZN_MODEL_MAX_TENSORS; k++) {
+		/* every tensor has an element: at most numel of them */
+		for (int k = 0; !rc && sum <= m->numel[l]; k++) {
 			snprintf(key, sizeof(key), "tensor.%d.%d", l, k);
 			if (!zn_ckpt_meta_get(m, key))
 				break;

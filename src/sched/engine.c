@@ -104,7 +104,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e->tmp16_h);
 	free(e->numel);
 	free(e->frozen_numel);
-	free(e->ld);
+	zn_layer_descs_free(e->ld, e->n);
 	free(e);
 }
 

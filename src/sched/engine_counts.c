@@ -154,6 +154,7 @@ static void add_sizes(struct zn_engine *e, int l, const struct zn_layer_desc *d)
 static int check_layer(const struct zn_engine *e, int l, const struct zn_layer_desc *d)
 {
 	const struct zn_model_ops *ops = e->model.ops;
+	struct zn_optim_span sp[ZN_OPTIM_MAX_SPANS];
 
 	/* layer 0 is the one kept for the whole step (prefetch, reduce) */
 	if (d->tied_layer != -1 && (d->tied_layer != 0 || l == 0)) {
@@ -161,9 +162,11 @@ static int check_layer(const struct zn_engine *e, int l, const struct zn_layer_d
 			 "only", ops->family, l, d->tied_layer);
 		return -EINVAL;
 	}
-	if (d->tensor_count < 0 || d->tensor_count > ZN_MODEL_MAX_TENSORS) {
-		zn_error("model %s: layer %d has %d tensors (at most %d)", ops->family, l,
-			 d->tensor_count, ZN_MODEL_MAX_TENSORS);
+	if (zn_optim_spans(d, 0, d->numel, sp) < 0) {
+		zn_error("model %s: layer %d's %d tensors change their weight-decay flag more "
+			 "than %d times (the optimizer's spans, sched/optim.h): order the "
+			 "tensors so those that decay are adjacent", ops->family, l,
+			 d->tensor_count, ZN_OPTIM_MAX_SPANS - 1);
 		return -EINVAL;
 	}
 	if (d->frozen_numel && !ops->init_frozen) {
@@ -196,6 +199,7 @@ int zn_engine_layer_sizes(struct zn_engine *e)
 			rc = check_layer(e, l, d);
 		if (!rc)
 			add_sizes(e, l, d);
+		zn_layer_desc_release(d);
 	}
 	free(d);
 	return rc;

@@ -268,11 +268,11 @@ void zn_gen_destroy(struct zn_gen *g)
 	zn_stream_destroy(g->compute);
 	zn_stream_destroy(g->copy);
 	zn_device_destroy(g->dev);
-	free(g->L);
+	zn_layer_descs_free(g->L, g->n);
 	free(g->params_d);
 	free(g->kv_d);
 	free(g->adapters_d);
-	free(g->ad);
+	zn_layer_descs_free(g->ad, g->n);
 	free(g);
 }
 

@@ -110,7 +110,7 @@ static int make_engine(struct zn_gen *g)
 	if (!e->ld || !e->frozen_numel)
 		return -ENOMEM;
 	for (int l = 1; l < g->n; l++) {
-		e->ld[l] = g->L[l];
+		e->ld[l] = g->L[l]; /* shares g->L's tensors: freed with g, not here */
 		e->ld[l].frozen_numel = g->L[l].numel;
 		e->frozen_numel[l] = g->L[l].numel;
 		slot = g->L[l].numel > slot ? g->L[l].numel : slot;

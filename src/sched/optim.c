@@ -41,10 +41,13 @@ int zn_adamw_layer_span(struct zn_optim *o, int layer, uint64_t first, uint64_t 
 			float grad_scale, float *master, const struct zn_adamw_moments *mo,
 			const float *grad, void *out, enum zn_dtype out_dtype)
 {
-	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
-	struct zn_adamw_span ws[ZN_MODEL_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_OPTIM_MAX_SPANS];
+	struct zn_adamw_span ws[ZN_OPTIM_MAX_SPANS];
 	int n = zn_optim_spans(&o->c.ld[layer], first, count, sp);
 	struct zn_adamw_params p;
+
+	if (n < 0) /* zn_engine_layer_sizes refused such a layer */
+		return n;
 
 	zn_adamw_params_init(&p, &o->c.cfg->optimizer);
 	p.lr = o->lr;

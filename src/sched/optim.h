@@ -17,6 +17,7 @@
 
 #include "cpu/adamw.h"
 #include "gpu/device.h"
+#include "kernels.h"
 #include "sched/lossscale.h"
 #include "sched/plan.h"
 #include "zinc.h"
@@ -78,8 +79,11 @@ struct zn_optim_span {
 	uint64_t i, len;
 	bool decay;
 };
-/* The tensors' parts of layer elements [first, first + count), in order; returns how many
- * (at most the layer's tensor count). */
+/* The parts of layer elements [first, first + count) of one weight-decay flag, in order
+ * (adjacent tensors with the same flag merged); returns how many, at most
+ * ZN_OPTIM_MAX_SPANS (the kernels' adamw_states limit), or -E2BIG when the layer
+ * alternates its flag more often (the engine refuses such a layer when it is created). */
+#define ZN_OPTIM_MAX_SPANS ZN_KERNEL_ADAMW_SPANS
 int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count,
 		   struct zn_optim_span *out);
 

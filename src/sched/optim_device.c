@@ -22,8 +22,8 @@
 #include "sched/runtime.h"
 #include "sched/tiers.h"
 
-/* every tensor of a layer can be its own span of one adamw_states call */
-_Static_assert(ZN_KERNEL_ADAMW_SPANS >= ZN_MODEL_MAX_TENSORS, "kernel spans < tensors");
+/* a layer's spans (zn_optim_spans: tensors of one decay flag merged) fit one adamw_states
+ * call: ZN_OPTIM_MAX_SPANS is the kernel's ZN_KERNEL_ADAMW_SPANS */
 
 struct adamw_job {
 	struct zn_optim *o;
@@ -94,7 +94,7 @@ static void adamw_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 {
 	struct adamw_job *j = ctx;
 	const struct zn_layer *ly = &j->o->c.L[j->layer];
-	struct zn_optim_span sp[ZN_MODEL_MAX_TENSORS];
+	struct zn_optim_span sp[ZN_OPTIM_MAX_SPANS];
 	int n = zn_optim_spans(&j->o->c.ld[j->layer], ly->opt_off, ly->opt_count, sp);
 	struct zn_kernel_adamw hp = j->hp;
 	double t0 = zn_runtime_now_ms();

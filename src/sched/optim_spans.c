@@ -1,6 +1,11 @@
 /* The one tensor-span rule of the optimizer (optim.h zn_optim_spans): a layer's span split
- * at tensor boundaries, so each part takes its tensor's weight-decay flag. Pure; used by
- * the CPU AdamW (optim.c) and the device's (optim_device.c). */
+ * where the tensors' weight-decay flag changes, so each part takes its tensors' flag
+ * (adjacent tensors with the same flag are one span: AdamW is element-wise, so the values
+ * are those of one span per tensor, and a layer of hundreds of tensors, LoRA on every
+ * expert, still has a few spans). Pure; used by the CPU AdamW (optim.c) and the device's
+ * (optim_device.c). */
+#include <errno.h>
+
 #include "sched/optim.h"
 
 #include "model/model.h"
@@ -19,6 +24,13 @@ int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count
 			b = first + count;
 		if (a >= b)
 			continue;
+		if (n && out[n - 1].decay == L->tensors[t].decay &&
+		    out[n - 1].i + out[n - 1].len == a - first) {
+			out[n - 1].len += b - a;
+			continue;
+		}
+		if (n == ZN_OPTIM_MAX_SPANS)
+			return -E2BIG;
 		out[n++] = (struct zn_optim_span){ .i = a - first, .len = b - a,
 						   .decay = L->tensors[t].decay };
 	}

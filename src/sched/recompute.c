@@ -45,6 +45,7 @@ static uint64_t layer_bytes(const struct zn_act_shape *s, int l, bool scratch)
 	const struct zn_model_ops *o = s->model.ops;
 	uint64_t (*numel)(const void *, const struct zn_layer_desc *, int, int);
 	struct zn_layer_desc d;
+	uint64_t bytes;
 
 	if (scratch)
 		numel = s->compute16 ? o->scratch_numel_bf16 : o->scratch_numel;
@@ -57,7 +58,9 @@ static uint64_t layer_bytes(const struct zn_act_shape *s, int l, bool scratch)
 	if (o->describe(s->model.config, l, &d))
 		return ZN_SIZE_OVERFLOW;
 	d.work_bytes = s->work_bytes;
-	return zn_size_mul(numel(s->model.config, &d, s->B, s->T), 4);
+	bytes = zn_size_mul(numel(s->model.config, &d, s->B, s->T), 4);
+	zn_layer_desc_release(&d);
+	return bytes;
 }
 
 uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l)

@@ -34,7 +34,7 @@ static int load_fused(struct zn_hf_src *s, const struct zn_tensor_desc *d, float
 	int factor, rc;
 
 	zn_tensor_part_name(d, 0, part, sizeof(part));
-	if (!zn_hf_fused_expert_name(part, name, sizeof(name), &factor) ||
+	if (!zn_hf_fused_expert_name(s, part, name, sizeof(name), &factor) ||
 	    zn_hf_find(s, name, &t, &f))
 		return 0;
 	if (t->ndim != 3 || t->shape[0] != E || t->shape[1] * E != d->shape[0] ||
@@ -127,7 +127,7 @@ struct zn_train_hf_loader {
 	enum zn_dtype stored;
 };
 
-/* The model's layer descriptors, 0 .. n-1 (calloc'd into *out). */
+/* The model's layer descriptors, 0 .. n-1 (calloc'd into *out; zn_layer_descs_free). */
 static int describe_all(const struct zn_train_model *tm, struct zn_layer_desc **out, int *n)
 {
 	struct zn_model m = zn_train_model_get(tm);
@@ -183,7 +183,7 @@ void zn_train_hf_loader_close(struct zn_train_hf_loader *h)
 		return;
 	zn_st_close(h->bare);
 	zn_hf_close(h->s);
-	free(h->ld);
+	zn_layer_descs_free(h->ld, h->n);
 	free(h->q4);
 	free(h);
 }
@@ -408,7 +408,7 @@ static int stream_open(struct layer_stream *ls, const struct zn_train_model *tm,
 static void stream_close(struct layer_stream *ls)
 {
 	free(ls->buf);
-	free((void *)ls->ld);
+	zn_layer_descs_free((struct zn_layer_desc *)(uintptr_t)ls->ld, ls->n);
 }
 
 int zn_train_hf_write(const struct zn_train_model *tm,

@@ -139,9 +139,12 @@ uint64_t zn_train_model_largest_layer(const struct zn_train_model *tm)
 	struct zn_layer_desc L;
 	uint64_t max = 0;
 
-	for (int l = 0; tm->fam && l < m.ops->layer_count(m.config); l++)
-		if (!m.ops->describe(m.config, l, &L) && L.numel > max)
-			max = L.numel;
+	for (int l = 0; tm->fam && l < m.ops->layer_count(m.config); l++) {
+		if (m.ops->describe(m.config, l, &L))
+			continue;
+		max = L.numel > max ? L.numel : max;
+		zn_layer_desc_release(&L);
+	}
 	return max;
 }
 

@@ -57,6 +57,7 @@ static void make_dir(void)
 		for (uint64_t i = 0; i < d.numel; i++)
 			saved[l][i] = (float)(l * 1000 + (int)i) * 0.25f;
 		most = d.numel > most ? d.numel : most;
+		zn_layer_desc_release(&d);
 	}
 	back = calloc(most + 1, sizeof(float));
 	ZN_FUZZ_CHECK(back != NULL);
@@ -104,6 +105,7 @@ int zn_fuzz_one(const uint8_t *data, size_t n)
 		ZN_FUZZ_CHECK(zn_lora_describe(&lc, l, &d) == 0);
 		ZN_FUZZ_CHECK(zn_lora_peft_load_layer(f, &d, back) == 0);
 		ZN_FUZZ_CHECK(memcmp(back, saved[l], d.numel * sizeof(float)) == 0);
+		zn_layer_desc_release(&d);
 	}
 	zn_st_close(f);
 	return 1;

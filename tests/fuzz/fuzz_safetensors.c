@@ -48,7 +48,7 @@ out:
 	for (int l = 0; l < count; l++)
 		free(bufs[l]);
 	free(bufs);
-	free(layers);
+	zn_layer_descs_free(layers, count);
 }
 
 int zn_fuzz_one(const uint8_t *data, size_t n)

@@ -58,7 +58,7 @@
  *     zn_gpt2_config_from_preset("gpt2", &cfg);
  *     int n = zn_gpt2_layer_count(&cfg);                       // L + 2
  *     struct zn_layer_desc *ld = calloc(n, sizeof(*ld));
- *     zn_gpt2_layers(&cfg, ld);
+ *     zn_gpt2_layers(&cfg, ld);                                // zn_layer_desc_release each
  *     for (int l = 0; l < n; l++)                              // params[l]: ld[l].numel
  *             zn_gpt2_init_layer(&cfg, &ld[l], params[l], seed);
  *     // forward: x[l] is layer l's output [B,T,C] (the input of layer l+1)
@@ -102,7 +102,7 @@
 #include "model/model.h"
 #include "zinc.h"
 
-#define ZN_GPT2_MAX_TENSORS 12 /* <= ZN_MODEL_MAX_TENSORS */
+#define ZN_GPT2_MAX_TENSORS 12 /* a block's */
 #define ZN_GPT2_NAME_MAX ZN_MODEL_NAME_MAX
 #define ZN_GPT2_VOCAB_PAD 128 /* default padded_vocab = vocab rounded up to this */
 

@@ -203,4 +203,5 @@ const struct zn_family zn_gpt2_family = {
 	.line = line,
 	.text = text,
 	.file = &file_ops,
+	.shape_params = zn_gpt2_shape_params,
 };

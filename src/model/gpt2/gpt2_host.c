@@ -20,7 +20,7 @@ void zn_gpt2_host_destroy(struct zn_gpt2_host *m)
 	}
 	free(m->params);
 	free(m->grads);
-	free(m->layers);
+	zn_layer_descs_free(m->layers, zn_gpt2_layer_count(&m->cfg));
 	free(m);
 }
 

@@ -177,8 +177,8 @@ uint64_t zn_gpt2_scratch_numel_bf16(const struct zn_gpt2_config *cfg,
 /* The layer's tensors: bf16 views of every tensor, fp32 copies of the 1-D ones (cast
  * into `small`, in tensor order). */
 struct wv {
-	const uint16_t *b[ZN_MODEL_MAX_TENSORS];
-	const float *f[ZN_MODEL_MAX_TENSORS];
+	const uint16_t *b[ZN_GPT2_MAX_TENSORS]; /* a block's; embed and final have 2 */
+	const float *f[ZN_GPT2_MAX_TENSORS];
 };
 
 static void views(const struct zn_kernel_table *k, void *st, const struct zn_layer_desc *L,

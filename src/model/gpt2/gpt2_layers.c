@@ -21,8 +21,10 @@ int zn_gpt2_layer_count(const struct zn_gpt2_config *cfg)
 static void add_tensor(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols,
 		       int64_t file_rows, bool transpose)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+	struct zn_tensor_desc *t = zn_layer_desc_add(L);
 
+	if (!t)
+		return;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->ndim = cols ? 2 : 1;
 	t->shape[0] = rows;
@@ -87,7 +89,7 @@ int zn_gpt2_layer(const struct zn_gpt2_config *cfg, int l, struct zn_layer_desc 
 		add_tensor(out, "transformer.ln_f.weight", cfg->d_model, 0, cfg->d_model, false);
 		add_tensor(out, "transformer.ln_f.bias", cfg->d_model, 0, cfg->d_model, false);
 	}
-	return 0;
+	return zn_layer_desc_done(out);
 }
 
 int zn_gpt2_layers(const struct zn_gpt2_config *cfg, struct zn_layer_desc *out)

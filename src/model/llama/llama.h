@@ -46,6 +46,9 @@
 
 #define ZN_LLAMA_DEFAULT_SEQ 2048
 #define ZN_LLAMA_MAX_EXPERTS 512
+/* the most tensors a layer of the family describes (a block with q/k/v and o biases and
+ * q/k norms: 15) */
+#define ZN_LLAMA_MAX_TENSORS 16
 
 struct zn_llama_config {
 	int layers;       /* L */
@@ -230,6 +233,9 @@ extern const struct zn_family zn_llama_family;
 int zn_llama_hf_parse(const struct zn_hf_keys *c, struct zn_hf_config *cfg);
 int zn_llama_hf_write(struct cJSON *o, const struct zn_hf_config *c);
 void zn_llama_hf_layout(const struct zn_hf_config *c, struct zn_hf_emit *e);
+/* the family's zn_family hf_fused_name and hf_fused_stack (llama_moe_hf.c) */
+bool zn_llama_hf_fused_name(const char *name, char *fused, size_t size, int *factor);
+bool zn_llama_hf_fused_stack(const char *name);
 uint64_t zn_llama_hf_param_count(const struct zn_hf_config *c);
 /* llama_moe_hf.c: the expert keys of mixtral and qwen3_moe; is block n sparse? */
 int zn_llama_hf_parse_moe(const struct zn_hf_keys *c, struct zn_hf_config *cfg);

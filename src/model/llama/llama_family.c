@@ -197,9 +197,12 @@ static const struct zn_hf_type types[] = {
 	{ "mixtral", "MixtralForCausalLM" },
 	{ "qwen3_moe", "Qwen3MoeForCausalLM" },
 };
-/* "gate": a mixture of experts' router (mlp.gate, block_sparse_moe.gate), as PEFT names it */
-static const char *const lora_targets[] = { "q_proj",	 "k_proj",  "v_proj",	 "o_proj",
-					    "gate_proj", "up_proj", "down_proj", "gate", NULL };
+/* "gate": a mixture of experts' router (mlp.gate, block_sparse_moe.gate), as PEFT names it;
+ * gate_proj, up_proj, down_proj also each expert's of Qwen3-MoE, w1, w3, w2 Mixtral's
+ * (an adapter per expert, as PEFT on transformers' per-expert nn.Linear) */
+static const char *const lora_targets[] = { "q_proj", "k_proj",	   "v_proj",  "o_proj",
+					    "gate_proj", "up_proj", "down_proj", "gate",
+					    "w1",	 "w2",	    "w3",	 NULL };
 static const char *const hf_buffers[] = { ".rotary_emb.inv_freq", NULL };
 
 const struct zn_family zn_llama_family = {
@@ -215,6 +218,8 @@ const struct zn_family zn_llama_family = {
 	.seq_free = true,
 	.hf_prefix = NULL,
 	.hf_buffers = hf_buffers,
+	.hf_fused_name = zn_llama_hf_fused_name,
+	.hf_fused_stack = zn_llama_hf_fused_stack,
 	.config_bytes = sizeof(struct zn_llama_config),
 	.hf_parse = zn_llama_hf_parse,
 	.hf_write = zn_llama_hf_write,

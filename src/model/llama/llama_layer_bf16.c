@@ -211,8 +211,8 @@ static struct block_t block_t_of(const struct zn_llama_config *c)
 /* bf16 views of every tensor, fp32 copies of the 1-D ones (cast into `small`, in tensor
  * order: consecutive 1-D tensors such as the q, k, v biases stay back to back) */
 struct wv {
-	const uint16_t *b[ZN_MODEL_MAX_TENSORS];
-	const float *f[ZN_MODEL_MAX_TENSORS];
+	const uint16_t *b[ZN_LLAMA_MAX_TENSORS];
+	const float *f[ZN_LLAMA_MAX_TENSORS];
 };
 
 static void views(const struct zn_kernel_table *k, void *st, const struct zn_layer_desc *L,

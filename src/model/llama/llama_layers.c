@@ -28,8 +28,10 @@ bool zn_llama_layer_is_moe(const struct zn_llama_config *cfg, int n)
 /* rows x cols, [out, in] as the file holds it; cols 0: 1-D */
 static void add(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+	struct zn_tensor_desc *t = zn_layer_desc_add(L);
 
+	if (!t)
+		return;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->ndim = cols ? 2 : 1;
 	t->shape[0] = rows;
@@ -47,9 +49,12 @@ static void add(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t
 static void add_parts(struct zn_layer_desc *L, const char *name, int64_t rows, int64_t cols,
 		      int parts, const char *prefix, const char *s0, const char *s1)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count];
+	struct zn_tensor_desc *t;
 
 	add(L, name, rows, cols);
+	if (L->add_failed)
+		return;
+	t = &L->tensors[L->tensor_count - 1];
 	t->parts = parts;
 	t->part_kinds = s1 ? 2 : 1;
 	snprintf(t->part_prefix, sizeof(t->part_prefix), "%s", prefix);
@@ -144,7 +149,7 @@ int zn_llama_layer(const struct zn_llama_config *cfg, int l, struct zn_layer_des
 		else
 			add(out, "lm_head.weight", cfg->vocab, cfg->hidden);
 	}
-	return 0;
+	return zn_layer_desc_done(out);
 }
 
 int zn_llama_layers(const struct zn_llama_config *cfg, struct zn_layer_desc *out)

@@ -11,6 +11,7 @@
  * Shared experts (Qwen2-MoE's shared_expert_intermediate_size, DeepSeek's
  * n_shared_experts) are refused, naming the key. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -176,4 +177,42 @@ bool zn_llama_hf_is_moe_layer(const struct zn_hf_config *c, int64_t n)
 	if (c->mlp_only[n / 8] & (1u << (n % 8)))
 		return false;
 	return (n + 1) % (c->decoder_sparse_step > 0 ? c->decoder_sparse_step : 1) == 0;
+}
+
+/* transformers 5's fused experts: for one expert's tensor "model.layers.L.M.experts.X.P.weight"
+ * (P gate_proj, up_proj, down_proj; Mixtral's w1, w3, w2), the layer's stack
+ * "model.layers.L.mlp.experts.gate_up_proj" [E, 2 rows, cols] or "...down_proj"
+ * [E, rows, cols] into fused; *factor 2 or 1. false: not an expert's name. */
+bool zn_llama_hf_fused_name(const char *name, char *fused, size_t size, int *factor)
+{
+	static const char *const gu[] = { "gate_proj", "up_proj", "w1", "w3" };
+	const char *ex = strstr(name, ".experts."), *x, *proj, *end;
+	int layer, n = 0;
+
+	if (!ex || sscanf(name, "model.layers.%d.%n", &layer, &n) != 1 || n <= 0)
+		return false;
+	for (x = ex + 9; *x >= '0' && *x <= '9'; x++)
+		;
+	proj = x;
+	end = strstr(proj, ".weight");
+	if (x == ex + 9 || *proj != '.' || !end || end[7])
+		return false;
+	proj++;
+	*factor = 1;
+	for (size_t i = 0; i < sizeof(gu) / sizeof(gu[0]); i++)
+		if ((size_t)(end - proj) == strlen(gu[i]) && !strncmp(proj, gu[i], strlen(gu[i])))
+			*factor = 2;
+	if (*factor == 1 && strncmp(proj, "down_proj.", 10) && strncmp(proj, "w2.", 3))
+		return false;
+	snprintf(fused, size, "model.layers.%d.mlp.experts.%s", layer,
+		 *factor == 2 ? "gate_up_proj" : "down_proj");
+	return true;
+}
+
+/* a name of such a stack: "model.layers.L.mlp.experts.{gate_up_proj,down_proj}" */
+bool zn_llama_hf_fused_stack(const char *name)
+{
+	const char *ex = strstr(name, ".mlp.experts.");
+
+	return ex && (!strcmp(ex + 13, "gate_up_proj") || !strcmp(ex + 13, "down_proj"));
 }

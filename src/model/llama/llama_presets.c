@@ -187,8 +187,10 @@ uint64_t zn_llama_param_count(const struct zn_llama_config *cfg)
 	uint64_t sum = 0;
 
 	for (int l = 0; l < zn_llama_layer_count(cfg); l++)
-		if (!zn_llama_layer(cfg, l, &L))
+		if (!zn_llama_layer(cfg, l, &L)) {
 			sum += L.numel;
+			zn_layer_desc_release(&L);
+		}
 	return sum;
 }
 

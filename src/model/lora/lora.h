@@ -8,7 +8,9 @@
  * "<path>.M.weight"), base_model.model.<path>.M.lora_A.weight [r, in] and .lora_B.weight
  * [out, r]. The base's forward and backward run unchanged against a kernel table whose
  * matmul entries add the adapter: out += scale * dropout(x) A^T B^T on the target's
- * output columns (a fused q/k/v or gate/up weight: the target's rows of it), and whose
+ * output columns (a fused q/k/v or gate/up weight: the target's rows of it; a stack of
+ * experts (model.h parts): one adapter per expert and projection, on its rows, named as
+ * the checkpoint names the part, "...experts.3.up_proj"), and whose
  * weight-gradient outputs are dropped (frozen: dweight NULL, no embedding gradient); the
  * input gradients flow through W and the adapter. scale = alpha / r, or alpha / sqrt(r)
  * with use_rslora. Init as PEFT's: A Kaiming-uniform (a = sqrt(5): U(-1/sqrt(in),
@@ -29,21 +31,24 @@
 
 #define ZN_LORA_MAX_TARGETS 16
 #define ZN_LORA_NAME_MAX 32
-#define ZN_LORA_MAX_ADAPTERS (ZN_MODEL_MAX_TENSORS / 2)
 
-/* One adapter of a layer: on base tensor base_tensor, trainable tensors a_tensor (A) and
- * a_tensor + 1 (B) of the wrapper's layer. */
+/* One adapter of a layer: on rows base_row .. base_row + out of base tensor base_tensor
+ * (the whole tensor, or one expert's projection in a stack of experts: model.h parts),
+ * trainable tensors a_tensor (A) and a_tensor + 1 (B) of the wrapper's layer. */
 struct zn_lora_adapter {
 	int base_tensor;
 	int a_tensor;
+	int64_t base_row;
 	int64_t in, out;
 	char module[ZN_MODEL_NAME_MAX]; /* the base name without ".weight" */
 };
 
+/* A layer's adapters: count of them in ad, as many as the layer's targets (owned by the
+ * configuration: zn_lora_release frees ad and base's tensors). */
 struct zn_lora_layer {
 	struct zn_layer_desc base; /* the base model's descriptor of this layer */
 	int count;
-	struct zn_lora_adapter ad[ZN_LORA_MAX_ADAPTERS];
+	struct zn_lora_adapter *ad;
 };
 
 struct zn_lora_config {
@@ -76,7 +81,8 @@ void zn_lora_release(struct zn_lora_config *cfg);
 /* alpha / r, or alpha / sqrt(r) with rslora */
 float zn_lora_scale(const struct zn_lora_config *cfg);
 
-/* The trainable descriptor of layer l (from the prepared layers). */
+/* The trainable descriptor of layer l (from the prepared layers); *out owns its tensors
+ * (zn_layer_desc_release), as every describe's. */
 int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_desc *out);
 /* PEFT's initialization of elements [first, first + count) of layer L's adapters. */
 void zn_lora_init_range(const struct zn_lora_config *cfg, const struct zn_layer_desc *L,

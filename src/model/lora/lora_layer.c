@@ -7,9 +7,17 @@
  *
  * Scratch after the base's: t [BT, r], u [BT, max out] (backward: the output-gradient
  * columns of the target, scaled), xd [BT, max in] (dropout only: the dropped input), then
- * per adapter dt [BT, r] and, with dropout, dxd [BT, in] (both accumulated into: the engine
- * zeroes the scratch before a backward); with bf16 compute also ab (fp32 copies of the
- * layer's A and B, r (in + out) per adapter) and t16 (dt rounded to bf16, [BT, r]).
+ * dt [BT, r] and, with dropout, dxd [BT, max in], shared by the adapters and zeroed before
+ * each adapter's GEMMs accumulate into them (the layer's adapters are hundreds with LoRA
+ * on every expert: a buffer each would not fit); with bf16 compute also ab (fp32 copies of
+ * the layer's A and B, r (in + out) per adapter) and t16 (dt rounded to bf16, [BT, r]).
+ *
+ * An adapter is found by the weight a matmul is called with: the rows base_row .. +out of
+ * its base tensor in the frozen buffer lie inside the call's [OC, C] weight. That covers a
+ * fused q/k/v or gate/up weight (the target's rows of it) and a mixture of experts' stacks:
+ * moe.c calls one GEMM per expert on that expert's slice of the stack with the rows routed
+ * to it, so each expert's adapters apply to its own tokens only, forward and backward, and
+ * an expert without a token gets no call (its adapters' gradients stay zero).
  *
  * bf16 compute (the engine's compute16: io->params16 holds the adapters in bf16, io->frozen
  * points at the bf16 base): the base layer runs its bf16 path on the frozen bf16 weights
@@ -39,13 +47,13 @@ struct lora_ctx {
 static _Thread_local const struct lora_ctx *cur;
 
 struct sizes {
-	int64_t maxin, maxout, dxd; /* dxd: sum of in over the adapters (dropout) */
-	int64_t ab;                 /* sum of in + out over the adapters */
+	int64_t maxin, maxout; /* maxin: 0 without dropout */
+	int64_t ab;            /* sum of in + out over the adapters */
 };
 
 static struct sizes sizes_of(const struct zn_lora_config *cfg, const struct zn_lora_layer *ly)
 {
-	struct sizes s = { 0, 0, 0, 0 };
+	struct sizes s = { 0, 0, 0 };
 
 	for (int i = 0; i < ly->count; i++) {
 		s.ab += ly->ad[i].in + ly->ad[i].out;
@@ -53,10 +61,9 @@ static struct sizes sizes_of(const struct zn_lora_config *cfg, const struct zn_l
 			s.maxin = ly->ad[i].in;
 		if (ly->ad[i].out > s.maxout)
 			s.maxout = ly->ad[i].out;
-		s.dxd += ly->ad[i].in;
 	}
 	if (!(cfg->dropout > 0))
-		s.maxin = s.dxd = 0;
+		s.maxin = 0;
 	return s;
 }
 
@@ -69,8 +76,7 @@ uint64_t zn_lora_scratch_extra(const struct zn_lora_config *cfg, const struct zn
 
 	if (!ly->count)
 		return 0;
-	return bt * (r + (uint64_t)s.maxout + (uint64_t)s.maxin +
-		     (uint64_t)ly->count * r + (uint64_t)s.dxd) +
+	return bt * (r + (uint64_t)s.maxout + (uint64_t)s.maxin + r + (uint64_t)s.maxin) +
 	       (bf16 ? r * (uint64_t)s.ab + (bt * r + 1) / 2 : 0);
 }
 
@@ -83,8 +89,8 @@ static void carve(struct lora_ctx *c, float *extra, int B, int T)
 	c->u = c->t + bt * r;
 	c->xd = c->u + bt * s.maxout;
 	c->dt0 = c->xd + bt * s.maxin;
-	c->dxd0 = c->dt0 + bt * r * c->ly->count;
-	c->ab = c->dxd0 + bt * s.dxd;
+	c->dxd0 = c->dt0 + bt * r;
+	c->ab = c->dxd0 + bt * s.maxin;
 	c->t16 = (uint16_t *)(void *)(c->ab + r * s.ab);
 	c->maxin = s.maxin;
 }
@@ -94,13 +100,24 @@ static void carve(struct lora_ctx *c, float *extra, int B, int T)
 static int64_t rows_in(const struct lora_ctx *c, const struct zn_lora_adapter *a,
 		       const void *w, int C, int OC, uintptr_t elem)
 {
-	uintptr_t pp = (uintptr_t)c->io->frozen +
-		       (uintptr_t)c->ly->base.tensors[a->base_tensor].offset * elem;
+	uint64_t at = c->ly->base.tensors[a->base_tensor].offset + (uint64_t)a->base_row * a->in;
+	uintptr_t pp = (uintptr_t)c->io->frozen + (uintptr_t)at * elem;
 	uintptr_t wp = (uintptr_t)w, span = (uintptr_t)OC * (uintptr_t)C * elem;
+	int64_t row0;
 
 	if (a->in != C || pp < wp || pp >= wp + span)
 		return -1;
-	return (int64_t)((pp - wp) / elem / (uintptr_t)C);
+	row0 = (int64_t)((pp - wp) / elem / (uintptr_t)C);
+	return row0 + a->out <= OC ? row0 : -1;
+}
+
+/* dt (and with dropout dxd) zeroed for adapter i's accumulating GEMMs */
+static float *dt_zeroed(const struct lora_ctx *c, void *st, int64_t bt, int C)
+{
+	c->k->scale(st, c->dt0, 0.0f, (size_t)(bt * c->cfg->r));
+	if (c->cfg->dropout > 0)
+		c->k->scale(st, c->dxd0, 0.0f, (size_t)(bt * C));
+	return c->dt0;
 }
 
 /* The seed of adapter i's dropout masks in this layer. Only the first half of splitmix64's
@@ -109,6 +126,12 @@ static int64_t rows_in(const struct lora_ctx *c, const struct zn_lora_adapter *a
 static uint64_t adapter_seed(const struct lora_ctx *c, int i)
 {
 	uint64_t z = c->io->seed + ZN_HASH_GOLDEN * (uint64_t)(c->L->index * 64 + i + 1);
+
+	/* past 64 adapters a layer (LoRA on the experts), a stream of the layer's own: i + 1
+	 * above would reach the next layer's */
+	if (i >= 64)
+		return zn_hash_seeded(zn_hash_seeded(c->io->seed ^ 0x4d6f4541ull,
+						     (uint64_t)c->L->index), (uint64_t)i);
 
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	return z ^ (z >> 27);
@@ -173,17 +196,15 @@ static void lora_matmul_backward(void *st, float *dinp, float *dweight, float *d
 	c->k->matmul_backward(st, dinp, NULL, NULL, dout, inp, weight, B, T, C, OC);
 	for (int i = 0; i < c->ly->count; i++) {
 		const struct zn_lora_adapter *a = &c->ly->ad[i];
-		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(float)), dxo = 0;
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(float));
 		float *gA = c->io->grads + c->L->tensors[a->a_tensor].offset;
 		float *gB = c->io->grads + c->L->tensors[a->a_tensor + 1].offset;
-		float *dt = c->dt0 + bt * r * i, *dxd;
+		float *dt, *dxd = c->dxd0;
 		const float *x;
 
 		if (row0 < 0)
 			continue;
-		for (int j = 0; j < i; j++)
-			dxo += c->ly->ad[j].in;
-		dxd = c->dxd0 + bt * dxo;
+		dt = dt_zeroed(c, st, bt, C);
 		x = adapter_input(c, i, st, inp, bt);
 		/* t again (cheap: BT x in x r); u = scale x dout's target columns */
 		c->k->matmul_forward(st, c->t, x, A_of(c, i), NULL, B, T, C, r);
@@ -279,16 +300,14 @@ static void lora_matmul_backward_bf16(void *st, float *dinp, float *dweight, flo
 	c->k->matmul_backward_bf16(st, dinp, NULL, NULL, dout16, NULL, inp, weight, B, T, C, OC);
 	for (int i = 0; i < c->ly->count; i++) {
 		const struct zn_lora_adapter *a = &c->ly->ad[i];
-		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(uint16_t)), dxo = 0;
+		int64_t row0 = rows_in(c, a, weight, C, OC, sizeof(uint16_t));
 		float *gA = c->io->grads + c->L->tensors[a->a_tensor].offset;
 		float *gB = c->io->grads + c->L->tensors[a->a_tensor + 1].offset;
-		float *dt = c->dt0 + bt * r * i, *dxd;
+		float *dt, *dxd = c->dxd0;
 
 		if (row0 < 0)
 			continue;
-		for (int j = 0; j < i; j++)
-			dxo += c->ly->ad[j].in;
-		dxd = c->dxd0 + bt * dxo;
+		dt = dt_zeroed(c, st, bt, C);
 		t_bf16(c, st, i, inp, B, T, C);
 		/* u = scale x dout's target columns (fp32 dout when the base has it) */
 		if (dout)

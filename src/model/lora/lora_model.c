@@ -83,16 +83,16 @@ float zn_lora_scale(const struct zn_lora_config *cfg)
 			     cfg->alpha / (float)cfg->r;
 }
 
-/* Is base tensor d a matmul weight named "<path>.<target>.weight"? Fills its module path. */
-static bool targeted(const struct zn_lora_config *cfg, const struct zn_tensor_desc *d,
-		     char *module)
+/* Is name "<path>.<target>.weight", a target one of cfg's? Fills its module path. */
+static bool name_targeted(const struct zn_lora_config *cfg, const char *name, char *module,
+			  size_t size)
 {
-	size_t n = strlen(d->name);
+	size_t n = strlen(name);
 	const char *suffix = ".weight";
 
-	if (d->ndim != 2 || n <= 7 || strcmp(d->name + n - 7, suffix))
+	if (n <= 7 || n - 7 >= size || strcmp(name + n - 7, suffix))
 		return false;
-	memcpy(module, d->name, n - 7);
+	memcpy(module, name, n - 7);
 	module[n - 7] = '\0';
 	for (int i = 0; i < cfg->target_count; i++) {
 		size_t m = strlen(module), t = strlen(cfg->targets[i]);
@@ -103,24 +103,49 @@ static bool targeted(const struct zn_lora_config *cfg, const struct zn_tensor_de
 	return false;
 }
 
-/* A stack of experts (model.h parts) whose projections a target names: not adapted yet, so
- * refused rather than leaving the experts without the adapters PEFT would give them. */
-static int experts_targeted(const struct zn_lora_config *cfg, const struct zn_tensor_desc *d)
+/* The adapters of ly (ad NULL: only counted): one per targeted matmul weight of its base
+ * descriptor, in the base's order; a stack of experts (model.h parts) is its checkpoint
+ * tensors, each expert's projection by its own name ("...experts.3.up_proj"), as PEFT puts
+ * one adapter on each expert's nn.Linear. Returns how many. */
+static int adapters_of(const struct zn_lora_config *cfg, const struct zn_lora_layer *ly,
+		       struct zn_lora_adapter *ad)
 {
-	for (int k = 0; d->parts > 0 && k < d->part_kinds; k++) {
-		const char *sfx = d->part_suffix[k];
-		size_t n = strcspn(sfx, ".");
+	char module[ZN_MODEL_NAME_MAX], name[ZN_MODEL_NAME_MAX + 32];
+	int n = 0;
 
-		for (int i = 0; i < cfg->target_count; i++) {
-			if (strlen(cfg->targets[i]) != n || strncmp(cfg->targets[i], sfx, n))
+	for (int t = 0; t < ly->base.tensor_count; t++) {
+		const struct zn_tensor_desc *d = &ly->base.tensors[t];
+		int parts = zn_tensor_part_count(d);
+
+		for (int j = 0; d->ndim == 2 && j < parts; j++) {
+			zn_tensor_part_name(d, j, name, sizeof(name));
+			if (!name_targeted(cfg, name, module, sizeof(module)))
 				continue;
-			zn_error("LoRA: --lora-targets %s names the experts' projections (%s%s "
-				 "...): LoRA on a mixture of experts' experts is not implemented; "
-				 "target the attention (q_proj,k_proj,v_proj,o_proj)",
-				 cfg->targets[i], d->part_prefix, sfx);
-			return -EINVAL;
+			if (ad) {
+				struct zn_lora_adapter *a = &ad[n];
+
+				snprintf(a->module, sizeof(a->module), "%s", module);
+				a->base_tensor = t;
+				a->a_tensor = 2 * n;
+				a->out = d->shape[0] / parts;
+				a->base_row = (int64_t)j * a->out;
+				a->in = d->shape[1];
+			}
+			n++;
 		}
 	}
+	return n;
+}
+
+/* ly's adapters (adapters_of) */
+static int place_adapters(const struct zn_lora_config *cfg, struct zn_lora_layer *ly)
+{
+	int n = adapters_of(cfg, ly, NULL);
+
+	ly->ad = n ? calloc((size_t)n, sizeof(*ly->ad)) : NULL;
+	if (n && !ly->ad)
+		return -ENOMEM;
+	ly->count = adapters_of(cfg, ly, ly->ad);
 	return 0;
 }
 
@@ -146,8 +171,8 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 	if (rc)
 		return rc;
 	cfg->scale = zn_lora_scale(cfg);
+	zn_lora_release(cfg);
 	cfg->layers = b->layer_count(cfg->base.config);
-	free(cfg->lay);
 	cfg->lay = calloc((size_t)cfg->layers, sizeof(*cfg->lay));
 	if (!cfg->lay)
 		return -ENOMEM;
@@ -155,26 +180,8 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 		struct zn_lora_layer *ly = &cfg->lay[l];
 
 		rc = b->describe(cfg->base.config, l, &ly->base);
-		for (int t = 0; !rc && t < ly->base.tensor_count; t++)
-			rc = experts_targeted(cfg, &ly->base.tensors[t]);
-		for (int t = 0; !rc && t < ly->base.tensor_count; t++) {
-			const struct zn_tensor_desc *d = &ly->base.tensors[t];
-			struct zn_lora_adapter *a = &ly->ad[ly->count];
-
-			if (!targeted(cfg, d, a->module))
-				continue;
-			if (ly->count >= ZN_LORA_MAX_ADAPTERS) {
-				zn_error("LoRA: layer %d has more than %d targets", l,
-					 ZN_LORA_MAX_ADAPTERS);
-				rc = -EINVAL;
-				break;
-			}
-			a->base_tensor = t;
-			a->a_tensor = 2 * ly->count;
-			a->out = d->shape[0];
-			a->in = d->shape[1];
-			ly->count++;
-		}
+		if (!rc)
+			rc = place_adapters(cfg, ly);
 		total += ly->count;
 	}
 	if (!rc && total == 0) {
@@ -192,6 +199,10 @@ int zn_lora_prepare(struct zn_lora_config *cfg)
 
 void zn_lora_release(struct zn_lora_config *cfg)
 {
+	for (int l = 0; cfg->lay && l < cfg->layers; l++) {
+		zn_layer_desc_release(&cfg->lay[l].base);
+		free(cfg->lay[l].ad);
+	}
 	free(cfg->lay);
 	cfg->lay = NULL;
 	cfg->layers = 0;
@@ -200,8 +211,10 @@ void zn_lora_release(struct zn_lora_config *cfg)
 static void add(struct zn_layer_desc *L, const char *module, const char *which, int64_t rows,
 		int64_t cols)
 {
-	struct zn_tensor_desc *t = &L->tensors[L->tensor_count++];
+	struct zn_tensor_desc *t = zn_layer_desc_add(L);
 
+	if (!t)
+		return;
 	snprintf(t->name, sizeof(t->name), "base_model.model.%s.%s.weight", module, which);
 	t->ndim = 2;
 	t->shape[0] = t->file_shape[0] = rows;
@@ -231,7 +244,7 @@ int zn_lora_describe(const struct zn_lora_config *cfg, int l, struct zn_layer_de
 		add(out, ly->ad[i].module, "lora_A", cfg->r, ly->ad[i].in);
 		add(out, ly->ad[i].module, "lora_B", ly->ad[i].out, cfg->r);
 	}
-	return 0;
+	return zn_layer_desc_done(out);
 }
 
 /* ---- PEFT's initialization ---------------------------------------------------------- */
@@ -282,7 +295,8 @@ void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *a
 		const struct zn_lora_adapter *a = &ly->ad[i];
 		const float *A = adapters + d.tensors[a->a_tensor].offset;
 		const float *B = adapters + d.tensors[a->a_tensor + 1].offset;
-		float *W = base + ly->base.tensors[a->base_tensor].offset;
+		float *W = base + ly->base.tensors[a->base_tensor].offset +
+			   (uint64_t)a->base_row * (uint64_t)a->in;
 
 #pragma omp parallel for schedule(static) if (a->out * a->in > (1 << 16))
 		for (int64_t o = 0; o < a->out; o++)
@@ -296,6 +310,7 @@ void zn_lora_merge_layer(const struct zn_lora_config *cfg, int l, const float *a
 								   scale * s, dtype);
 			}
 	}
+	zn_layer_desc_release(&d);
 }
 
 /* ---- the ops ---------------------------------------------------------------------------- */

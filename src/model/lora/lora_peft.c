@@ -66,17 +66,22 @@ static int write_config(const struct zn_lora_config *cfg, const char *dir, const
 int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adapters,
 		      const char *dir, const char *base_name)
 {
-	struct zn_st_entry *e = calloc((size_t)cfg->layers * ZN_MODEL_MAX_TENSORS, sizeof(*e));
 	struct zn_layer_desc *d = calloc((size_t)cfg->layers, sizeof(*d));
+	struct zn_st_entry *e = NULL;
 	char path[ZN_PATH_MAX + 32];
-	int count = 0, rc = e && d ? 0 : -ENOMEM;
+	int count = 0, total = 0, rc = d ? 0 : -ENOMEM;
 
 	/* made when missing; a link there is refused, never written through */
 	if (!rc)
 		rc = zn_output_dir_make(dir, "--save-adapter");
 	for (int l = 0; !rc && l < cfg->layers; l++) {
 		rc = zn_lora_describe(cfg, l, &d[l]);
-		for (int t = 0; !rc && t < d[l].tensor_count; t++, count++) {
+		total += rc ? 0 : d[l].tensor_count;
+	}
+	if (!rc && !(e = calloc((size_t)total + 1, sizeof(*e))))
+		rc = -ENOMEM;
+	for (int l = 0; !rc && l < cfg->layers; l++) {
+		for (int t = 0; t < d[l].tensor_count; t++, count++) {
 			const struct zn_tensor_desc *td = &d[l].tensors[t];
 
 			e[count].name = td->name;
@@ -93,7 +98,7 @@ int zn_lora_save_peft(const struct zn_lora_config *cfg, const float *const *adap
 	if (!rc)
 		rc = write_config(cfg, dir, base_name);
 	free(e);
-	free(d);
+	zn_layer_descs_free(d, cfg->layers);
 	return rc;
 }
 
@@ -110,13 +115,35 @@ static void module_of(const char *name, char *out, size_t size, const char **lea
 }
 
 /* Is name one of the adapter tensors of layers d[0 .. n)? */
-static bool is_adapter(const struct zn_layer_desc *d, int n, const char *name)
+static int cmp_name(const void *a, const void *b)
 {
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The adapters' names of the n descriptors d, sorted (malloc'd; *count of them): a layer with
+ * LoRA on every expert has hundreds, so a file's tensors are looked up, not scanned. */
+static const char **sorted_names(const struct zn_layer_desc *d, int n, int *count)
+{
+	const char **s;
+	int k = 0;
+
+	for (int l = 0; l < n; l++)
+		k += d[l].tensor_count;
+	s = malloc(((size_t)k + 1) * sizeof(*s));
+	if (!s)
+		return NULL;
+	k = 0;
 	for (int l = 0; l < n; l++)
 		for (int t = 0; t < d[l].tensor_count; t++)
-			if (!strcmp(d[l].tensors[t].name, name))
-				return true;
-	return false;
+			s[k++] = d[l].tensors[t].name;
+	qsort(s, (size_t)k, sizeof(*s), cmp_name);
+	*count = k;
+	return s;
+}
+
+static bool is_adapter(const char **sorted, int count, const char *name)
+{
+	return bsearch(&name, sorted, (size_t)count, sizeof(*sorted), cmp_name) != NULL;
 }
 
 static bool is_target(const struct zn_lora_config *cfg, const char *name)
@@ -166,18 +193,21 @@ static int check_extra(const struct zn_lora_config *cfg, const struct zn_st_file
 {
 	char leaves[256] = "", first[EXTRA_KINDS][ZN_ST_NAME_MAX];
 	struct zn_layer_desc *d = calloc((size_t)cfg->layers, sizeof(*d));
-	int count[EXTRA_KINDS] = { 0 }, rc = d ? 0 : -ENOMEM;
+	int count[EXTRA_KINDS] = { 0 }, rc = d ? 0 : -ENOMEM, n = 0;
+	const char **names = NULL;
 	size_t used = 0;
 
 	for (int l = 0; !rc && l < cfg->layers; l++)
 		rc = zn_lora_describe(cfg, l, &d[l]);
+	if (!rc && !(names = sorted_names(d, cfg->layers, &n)))
+		rc = -ENOMEM;
 	for (int i = 0; !rc && i < zn_st_tensor_count(f); i++) {
 		const struct zn_st_tensor *s = zn_st_tensor_at(f, i);
 		char module[ZN_ST_NAME_MAX];
 		const char *leaf, *ab = strstr(s->name, ".lora_");
 		enum extra_kind k;
 
-		if (is_adapter(d, cfg->layers, s->name))
+		if (is_adapter(names, n, s->name))
 			continue;
 		module_of(s->name, module, sizeof(module), &leaf);
 		k = !ab || (strcmp(ab, ".lora_A.weight") && strcmp(ab, ".lora_B.weight")) ?
@@ -189,7 +219,8 @@ static int check_extra(const struct zn_lora_config *cfg, const struct zn_st_file
 			used += (size_t)snprintf(leaves + used, sizeof(leaves) - used, "%s%s",
 						 used ? ", " : "", leaf);
 	}
-	free(d);
+	free(names);
+	zn_layer_descs_free(d, cfg->layers);
 	if (!rc && (count[EXTRA_OTHER] || count[EXTRA_OUTSIDE] || count[EXTRA_ABSENT])) {
 		report_extra(cfg, f, count, first, leaves);
 		rc = -EINVAL;
@@ -253,6 +284,7 @@ static int check_all(const struct zn_lora_config *cfg, const struct zn_st_file *
 			}
 			rc = read_tensor(f, &d.tensors[t], buf);
 		}
+		zn_layer_desc_release(&d);
 	}
 	free(buf);
 	return rc;

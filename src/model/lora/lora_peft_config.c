@@ -31,13 +31,18 @@ static const struct field {
 	enum rule rule;
 	const char *does; /* what a non-default value does, for the refusal */
 } fields[] = {
-	{ "modules_to_save", FALSY, "trains and saves whole modules besides the adapters" },
+	{ "modules_to_save", FALSY, "trains and saves whole modules besides the adapters (a "
+	  "router trained in full, [\"gate\"]: zinc trains the router through LoRA, "
+	  "target_modules \"gate\")" },
 	{ "layers_to_transform", NONE_OR_EMPTY_LIST, "puts adapters on some layers only" },
 	{ "layers_pattern", FALSY, "names the layer list for layers_to_transform" },
 	{ "rank_pattern", FALSY, "gives some modules another rank than r" },
 	{ "alpha_pattern", FALSY, "gives some modules another alpha than lora_alpha" },
 	{ "exclude_modules", FALSY, "leaves modules out of target_modules" },
-	{ "target_parameters", FALSY, "puts adapters on parameters instead of modules" },
+	{ "target_parameters", FALSY, "puts adapters on parameters instead of modules "
+	  "(transformers 5's fused experts through PEFT's ParamWrapper, lora_A [r x experts, "
+	  "in]: zinc reads one adapter per expert, target_modules with the experts' "
+	  "projections gate_proj,up_proj,down_proj or w1,w2,w3)" },
 	{ "use_dora", FALSY, "adds DoRA's magnitude vectors" },
 	{ "lora_bias", FALSY, "adds a trained bias to lora_B" },
 	{ "use_qalora", FALSY, "pools the adapter's input (QALoRA)" },
@@ -433,10 +438,12 @@ int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn
 					 what, zn_st_path(f), td->name,
 					 !s ? "is missing" : "has another shape or dtype",
 					 (long long)td->shape[0], (long long)td->shape[1]);
-				return -EINVAL;
+				rc = -EINVAL;
+				break;
 			}
 			want++;
 		}
+		zn_layer_desc_release(&d);
 		if (rc)
 			return rc;
 	}
@@ -452,6 +459,7 @@ int zn_lora_peft_check_tensors(const struct zn_lora_config *cfg, const struct zn
 					return -EINVAL;
 				for (int t = 0; t < d.tensor_count && !used; t++)
 					used = !strcmp(d.tensors[t].name, s->name);
+				zn_layer_desc_release(&d);
 			}
 			if (!used) {
 				zn_error("%s %s: %s is not an adapter of this model with these "

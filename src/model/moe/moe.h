@@ -19,6 +19,12 @@
  * its mean probability, both over every MoE layer's tokens; the forward's aux gathers the
  * counts and sums of a layer (kernels.h moe_aux_stats), moe_aux_finish makes L and the
  * gradient each layer's probabilities get (dprob, the same for every token).
+ *
+ * LoRA on the experts (docs/lora.md, "Experts") needs nothing here: each expert's GEMMs are
+ * called on the expert's slice of W->gu and W->down (its [2I, C] and [C, I] rows) with the
+ * rows routed to it, and LoRA's kernel table adds the adapters whose base rows lie in that
+ * weight. So the weight passed to an expert's GEMM must stay that slice of the layer's
+ * buffer (or the adapters of expert e must be found another way, e.g. by e).
  */
 #ifndef ZN_MODEL_MOE_H
 #define ZN_MODEL_MOE_H

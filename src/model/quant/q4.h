@@ -30,6 +30,9 @@
 #include "model/model.h"
 #include "model/quant/nf4.h"
 
+/* quantized tensors of one layer: a Llama block has 7 linear weights (3 with experts) */
+#define ZN_Q4_MAX_SEGS 16
+
 struct zn_q4_seg {
 	int tensor;              /* index into the layout's descriptor */
 	uint64_t offset, numel;  /* floats in the layer's layout */
@@ -45,7 +48,7 @@ struct zn_q4_seg {
 
 struct zn_q4_layer {
 	int count;
-	struct zn_q4_seg seg[ZN_MODEL_MAX_TENSORS];
+	struct zn_q4_seg seg[ZN_Q4_MAX_SEGS];
 	uint64_t numel;          /* the layer's floats (frozen_numel) */
 	uint64_t plain_numel;    /* floats not quantized (at byte 0) */
 	unsigned elem_bytes;     /* the plain part's stored dtype: 2 (bf16 / fp16) or 4 */

@@ -81,7 +81,12 @@ int zn_q4_add(struct zn_q4_layer *q, int t, const char *name, uint64_t offset, u
 			 "(llm_int8_skip_modules)", name, (unsigned long long)numel, blocksize);
 		return -EINVAL;
 	}
-	if (q->count >= ZN_MODEL_MAX_TENSORS || offset < prev_end || offset + numel > q->numel) {
+	if (q->count >= ZN_Q4_MAX_SEGS) {
+		zn_error("4-bit base: %s: a layer quantizes at most %d tensors (model/quant/q4.h "
+			 "ZN_Q4_MAX_SEGS)", name, ZN_Q4_MAX_SEGS);
+		return -EINVAL;
+	}
+	if (offset < prev_end || offset + numel > q->numel) {
 		zn_error("4-bit base: %s lies outside its layer or overlaps another tensor", name);
 		return -EINVAL;
 	}
