@@ -300,3 +300,25 @@ Test(llama_presets, init_is_the_serial_reference_on_every_thread)
 		     (unsigned long long)bad);
 	free(p);
 }
+
+/* Mixtral has one intermediate_size, its experts': --intermediate sets the experts' too, so
+ * the config written and read back is the model trained; a configuration whose experts
+ * differ is refused (it has no config.json) */
+Test(llama_presets, mixtral_intermediate_is_its_experts, .init = cr_redirect_stderr)
+{
+	char *argv[] = { "--model", "mixtral-8x7b", "--layers", "2", "--d-model", "64",
+			 "--heads", "4", "--kv-heads", "2", "--intermediate", "96", "--vocab", "128" };
+	char *rest[14];
+	int rest_count;
+	struct zn_llama_config c, back;
+	struct zn_hf_config hf;
+
+	cr_assert_eq(zn_llama_config_apply_flags(&c, 14, argv, rest, &rest_count), 0);
+	cr_expect_eq(c.intermediate, 96);
+	cr_expect_eq(c.moe_intermediate, 96, "the experts kept %d", c.moe_intermediate);
+	zn_llama_config_to_hf(&c, &hf);
+	cr_assert_eq(zn_llama_config_from_hf(&hf, &back), 0);
+	cr_expect_eq(back.moe_intermediate, 96);
+	c.moe_intermediate = 48;
+	cr_expect_eq(zn_llama_config_validate(&c), -EINVAL);
+}

@@ -93,6 +93,13 @@ static int validate_moe(const struct zn_llama_config *c)
 		zn_error("llama model: Qwen3-MoE has no sliding window");
 		return -EINVAL;
 	}
+	/* Mixtral's config.json has one intermediate_size, its experts' */
+	if (!c->qk_norm && c->moe_intermediate != c->intermediate) {
+		zn_error("llama model: a Mixtral's experts are its intermediate size (%d), not %d: "
+			 "config.json has one intermediate_size", c->intermediate,
+			 c->moe_intermediate);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -267,6 +267,9 @@ int zn_llama_config_apply_flags(struct zn_llama_config *cfg, int argc, char **ar
 		if (!m)
 			rest[(*rest_count)++] = argv[i];
 	}
+	/* Mixtral: --intermediate is its experts' (config.json's one intermediate_size) */
+	if (cfg->experts > 0 && !cfg->qk_norm)
+		cfg->moe_intermediate = cfg->intermediate;
 	if (shape && !head_dim) {
 		if (cfg->hidden % cfg->heads) {
 			zn_error("llama model: --d-model %d is not a multiple of --heads %d: give "
