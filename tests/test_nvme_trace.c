@@ -160,7 +160,7 @@ Test(nvme_trace, two_steps_have_every_track_span_and_the_plans_nvme_bytes)
 
 		cr_assert_gt(count_spans(events, "nvme read", NULL, step, &rd), 0);
 		cr_assert_gt(count_spans(events, "nvme write", NULL, step, &wr), 0);
-		cr_assert_eq((unsigned long long)rd, r.rd_plan, "step %d: read spans %.0f B", step, rd);
+		cr_assert_eq((unsigned long long)rd, r.rd_plan, "step %d: read spans %.0f B, plan %llu", step, rd, (unsigned long long)r.rd_plan);
 		cr_assert_eq((unsigned long long)wr, r.wr_plan, "step %d: write spans %.0f B", step, wr);
 	}
 	cr_assert_eq(count_spans(events, "step", "step", 0, NULL), 2);
@@ -207,4 +207,27 @@ Test(nvme_trace, bad_trace_steps_are_usage_errors)
 		 "%s/data/demo.txt --trace /nonexistent-dir/t.json", ZN_TEST_SRC_DIR);
 	cr_assert_eq(zinc(out, sizeof(out), args), 2, "%s", out);
 	cr_assert_not_null(strstr(out, "--trace"), "%s", out);
+}
+
+/* A parameter read that an AdamW write waits for (swapio.c wait_layer_reads: layer-major
+ * with GPT-2's tied head fetches the last layer again before its AdamW, every early AdamW
+ * late by ZINC_TEST_LATE_EARLY_ADAMW) is traced like one its fetch waits for: each step's
+ * read spans still move exactly the plan's bytes. */
+Test(nvme_trace, a_read_a_write_waited_for_is_traced)
+{
+	struct run r;
+	const cJSON *events;
+
+	setenv("ZINC_TEST_LATE_EARLY_ADAMW", "1", 1);
+	run_traced(&r, "--schedule layer-major --hot-layers 0");
+	unsetenv("ZINC_TEST_LATE_EARLY_ADAMW");
+	events = cJSON_GetObjectItem(r.root, "traceEvents");
+	for (int step = 1; step <= 2; step++) {
+		double rd = 0;
+
+		cr_assert_gt(count_spans(events, "nvme read", NULL, step, &rd), 0);
+		cr_assert_eq((unsigned long long)rd, r.rd_plan, "step %d: read spans %.0f B, plan %llu",
+			     step, rd, r.rd_plan);
+	}
+	run_free(&r);
 }

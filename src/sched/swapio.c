@@ -709,6 +709,9 @@ static int wait_layer_reads(struct zn_swapio *sw, int l)
 			continue;
 		x = zn_swapio_wait_reqs(sw, &f->req, &n, "fetching the parameters of", l);
 		f->reading = false;
+		/* its fetch_end finds it read: the span is this wait's */
+		if (!x && zn_tracer_on(sw->c.tr))
+			trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", l, &f->req, 1, f->t0);
 		if (!rc)
 			rc = x;
 	}
