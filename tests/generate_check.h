@@ -5,6 +5,7 @@
 #define ZN_TESTS_GENERATE_CHECK_H
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
@@ -48,6 +49,27 @@ static inline void decode_all(struct zn_gen *g, int V, float *logits)
 	for (int t = 5; t < T_ALL; t++)
 		cr_assert_eq(zn_gen_forward(g, tokens + t, 1, 1, logits + (size_t)t * V), 0);
 	cr_assert_eq(zn_gen_pos(g), T_ALL);
+}
+
+/* greedy from the cache's start: a prefill of the first 5 tokens, then the model's own
+ * choices (the first highest logit), T_ALL - 5 ids */
+static inline void greedy(struct zn_gen *g, int V, int *ids)
+{
+	float *z = malloc(sizeof(float) * (size_t)V);
+
+	cr_assert_not_null(z);
+	zn_gen_reset(g);
+	cr_assert_eq(zn_gen_forward(g, tokens, 5, 1, z), 0);
+	for (int t = 5; t < T_ALL; t++) {
+		int best = 0;
+
+		for (int v = 1; v < V; v++)
+			best = z[v] > z[best] ? v : best;
+		ids[t - 5] = best;
+		if (t + 1 < T_ALL)
+			cr_assert_eq(zn_gen_forward(g, &ids[t - 5], 1, 1, z), 0);
+	}
+	free(z);
 }
 
 static inline struct zn_gen *make(const struct zn_model *m, enum zn_gen_home home,

@@ -29,29 +29,6 @@ static struct zn_gen *make_nvme(const struct zn_model *m, const char *dir, int d
 	return g;
 }
 
-static int argmax(const float *z, int V)
-{
-	int best = 0;
-
-	for (int v = 1; v < V; v++)
-		best = z[v] > z[best] ? v : best;
-	return best;
-}
-
-/* greedy: a prefill of the first 5 tokens, then the model's own choices */
-static void greedy(struct zn_gen *g, int V, int *ids)
-{
-	float *z = malloc(sizeof(float) * (size_t)V);
-
-	cr_assert_eq(zn_gen_forward(g, tokens, 5, 1, z), 0);
-	for (int t = 5; t < T_ALL; t++) {
-		ids[t - 5] = argmax(z, V);
-		if (t + 1 < T_ALL)
-			cr_assert_eq(zn_gen_forward(g, &ids[t - 5], 1, 1, z), 0);
-	}
-	free(z);
-}
-
 static struct zn_gpt2_config gpt2_deep(void)
 {
 	struct zn_gpt2_config c = gpt2_cfg();

@@ -80,30 +80,6 @@ static uint64_t rest_extents(const struct zn_model *m, int *sparse)
 	return sum;
 }
 
-static int argmax(const float *z, int V)
-{
-	int best = 0;
-
-	for (int v = 1; v < V; v++)
-		best = z[v] > z[best] ? v : best;
-	return best;
-}
-
-/* greedy from the cache's start: a prefill of 5 tokens, then the model's own choices */
-static void greedy(struct zn_gen *g, int V, int *ids)
-{
-	float *z = malloc(sizeof(float) * (size_t)V);
-
-	zn_gen_reset(g);
-	cr_assert_eq(zn_gen_forward(g, tokens, 5, 1, z), 0);
-	for (int t = 5; t < T_ALL; t++) {
-		ids[t - 5] = argmax(z, V);
-		if (t + 1 < T_ALL)
-			cr_assert_eq(zn_gen_forward(g, &ids[t - 5], 1, 1, z), 0);
-	}
-	free(z);
-}
-
 static void check_home(enum zn_gen_home home)
 {
 	struct zn_llama_config c = moe_cfg();
