@@ -194,6 +194,19 @@ static void same(const struct xres *a, const struct xres *b, const char *what)
 	}
 }
 
+/* the same runs with the base on the device, in host memory and on nvme (dir: a new test
+ * directory, the caller removes it): the adapters and the base bit for bit the same */
+static void three_homes(struct xres *dev, struct xres *host, struct xres *nv, bool bf16,
+			bool fixed, enum zn_schedule order, char dir[ZN_PATH_MAX])
+{
+	nvme_test_dir(dir, ZN_PATH_MAX);
+	run(dev, ZN_OFFLOAD_NONE, bf16, fixed, order, dir);
+	run(host, ZN_OFFLOAD_CPU, bf16, fixed, order, dir);
+	run(nv, ZN_OFFLOAD_NVME, bf16, fixed, order, dir);
+	same(dev, host, "base in host memory");
+	same(dev, nv, "base on nvme");
+}
+
 /* one expert's stored bytes: its gate_up [2I, C] and down [C, I] rows */
 static uint64_t expert_bytes(bool bf16)
 {
@@ -217,12 +230,7 @@ static void fixed_routing(bool bf16, enum zn_schedule order)
 	/* two experts at every use of every sparse layer; the fourteen others never */
 	uint64_t fetches = (uint64_t)X_BLOCKS * uses * X_K;
 
-	nvme_test_dir(dir, sizeof(dir));
-	run(&dev, ZN_OFFLOAD_NONE, bf16, true, order, dir);
-	run(&host, ZN_OFFLOAD_CPU, bf16, true, order, dir);
-	run(&nv, ZN_OFFLOAD_NVME, bf16, true, order, dir);
-	same(&dev, &host, "base in host memory");
-	same(&dev, &nv, "base on nvme");
+	three_homes(&dev, &host, &nv, bf16, true, order, dir);
 	for (int s = 0; s < X_STEPS; s++) {
 		const struct zn_step_stats *h = &host.st[s], *v = &nv.st[s];
 
@@ -279,12 +287,7 @@ static void random_routing(bool bf16)
 	char dir[ZN_PATH_MAX];
 	struct xres dev = { 0 }, host = { 0 }, nv = { 0 };
 
-	nvme_test_dir(dir, sizeof(dir));
-	run(&dev, ZN_OFFLOAD_NONE, bf16, false, ZN_SCHEDULE_AUTO, dir);
-	run(&host, ZN_OFFLOAD_CPU, bf16, false, ZN_SCHEDULE_AUTO, dir);
-	run(&nv, ZN_OFFLOAD_NVME, bf16, false, ZN_SCHEDULE_AUTO, dir);
-	same(&dev, &host, "base in host memory");
-	same(&dev, &nv, "base on nvme");
+	three_homes(&dev, &host, &nv, bf16, false, ZN_SCHEDULE_AUTO, dir);
 	for (int s = 0; s < X_STEPS; s++) {
 		const struct zn_step_stats *h = &host.st[s], *v = &nv.st[s];
 
