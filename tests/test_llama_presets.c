@@ -268,21 +268,21 @@ static uint64_t ref_splitmix(uint64_t seed, uint64_t i)
 Test(llama_presets, init_is_the_serial_reference_on_every_thread)
 {
 	struct zn_llama_config c;
-	struct zn_layer_desc L[2];
+	struct zn_layer_desc L;
 	float *p;
 	uint64_t bad = 0, key, most = 0;
 
 	/* a real layer's shapes: its matrices are millions of elements */
 	cr_assert_eq(zn_llama_config_from_preset("qwen3-0.6b", &c), 0);
-	cr_assert_eq(zn_llama_layer(&c, 1, &L[1]), 0);
-	for (int t = 0; t < L[1].tensor_count; t++)
-		most = L[1].tensors[t].numel > most ? L[1].tensors[t].numel : most;
+	cr_assert_eq(zn_llama_layer(&c, 1, &L), 0);
+	for (int t = 0; t < L.tensor_count; t++)
+		most = L.tensors[t].numel > most ? L.tensors[t].numel : most;
 	cr_assert_gt(most, 65536, "a tensor must be large enough to be split");
-	p = malloc(L[1].numel * sizeof(float));
+	p = malloc(L.numel * sizeof(float));
 	cr_assert_not_null(p);
-	zn_llama_init_range(&c, &L[1], 0, L[1].numel, p, 11);
-	for (int t = 0; t < L[1].tensor_count; t++) {
-		const struct zn_tensor_desc *d = &L[1].tensors[t];
+	zn_llama_init_range(&c, &L, 0, L.numel, p, 11);
+	for (int t = 0; t < L.tensor_count; t++) {
+		const struct zn_tensor_desc *d = &L.tensors[t];
 
 		key = ref_splitmix(ref_splitmix(ref_splitmix(11, 0), 1), (uint64_t)t);
 		for (uint64_t i = 0; i < d->numel; i++) {
@@ -298,6 +298,7 @@ Test(llama_presets, init_is_the_serial_reference_on_every_thread)
 	}
 	cr_expect_eq(bad, 0, "%llu elements differ from the serial reference",
 		     (unsigned long long)bad);
+	zn_layer_desc_release(&L);
 	free(p);
 }
 

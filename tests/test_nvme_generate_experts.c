@@ -76,6 +76,7 @@ static uint64_t rest_extents(const struct zn_model *m, int *sparse)
 			xn += L.tensors[t].parts > 0 ? L.tensors[t].numel : 0;
 		*sparse += xn > 0;
 		sum += align4k((L.numel - xn) * 4);
+		zn_layer_desc_release(&L);
 	}
 	return sum;
 }
