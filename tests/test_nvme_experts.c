@@ -127,12 +127,26 @@ static bool ckpt; /* activation checkpointing in the next runs */
 static bool nf4;  /* --quantize-base nf4 in the next runs */
 static const char *targets = "q_proj,v_proj"; /* the adapters of the next runs */
 
+/* the engine of adapters (the targets above) on mc's base, the base's nvme path dir */
+static void create(struct zn_engine **e, struct zn_config *cfg, struct zn_lora_config *lc,
+		   struct zn_model *m, const struct zn_llama_config *mc, const char *dir)
+{
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+
+	cfg->zero.offload_param.nvme_path_count = 1;
+	snprintf(cfg->zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
+	lc->base = zn_llama_model(mc);
+	cr_assert_eq(zn_lora_add_targets(lc, targets), 0);
+	cr_assert_eq(zn_lora_prepare(lc), 0);
+	*m = zn_lora_model(lc);
+	cr_assert_eq(zn_engine_create(e, cfg, m, &o), 0);
+}
+
 static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixed,
 		enum zn_schedule order, const char *dir)
 {
 	struct zn_llama_config mc;
 	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
-	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
 	uint64_t bt = (uint64_t)X_GAS * ET_B * ET_T;
 	struct zn_config cfg;
 	struct zn_engine *e;
@@ -148,13 +162,7 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	cfg.act_ckpt.enabled = ckpt;
 	cfg.runtime.quantize_base = nf4 ? ZN_QUANTIZE_NF4 : ZN_QUANTIZE_NONE;
 	cfg.act_ckpt.every = 1;
-	cfg.zero.offload_param.nvme_path_count = 1;
-	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
-	lc.base = zn_llama_model(&mc);
-	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
-	cr_assert_eq(zn_lora_prepare(&lc), 0);
-	m = zn_lora_model(&lc);
-	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	create(&e, &cfg, &lc, &m, &mc, dir);
 	cr_assert_eq(e->plan.frozen_experts, prm != ZN_OFFLOAD_NONE);
 	cr_assert_eq(e->plan.frozen_q4, nf4);
 	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes);
@@ -394,7 +402,6 @@ Test(nvme_experts, a_failed_expert_read_fails_the_step)
 {
 	struct zn_llama_config mc;
 	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
-	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
 	char dir[ZN_PATH_MAX];
 	struct zn_step_stats st;
 	struct zn_config cfg;
@@ -407,13 +414,7 @@ Test(nvme_experts, a_failed_expert_read_fails_the_step)
 	stream = et_tokens(2 * ET_B * ET_T + 1, mc.vocab, 11);
 	et_config(&cfg, 3, ZN_OFFLOAD_CPU, ET_B, 1);
 	cfg.zero.offload_param.device = ZN_OFFLOAD_NVME;
-	cfg.zero.offload_param.nvme_path_count = 1;
-	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
-	lc.base = zn_llama_model(&mc);
-	cr_assert_eq(zn_lora_add_targets(&lc, targets), 0);
-	cr_assert_eq(zn_lora_prepare(&lc), 0);
-	m = zn_lora_model(&lc);
-	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	create(&e, &cfg, &lc, &m, &mc, dir);
 	cr_assert_not_null(e->fz.xaio);
 	zn_aio_set_fault(e->fz.xaio, &(struct zn_aio_fault){ .nth = 1, .err = EIO });
 	cr_redirect_stderr();
