@@ -134,28 +134,28 @@ int zn_acts_create(struct zn_engine *e)
 			rc = zn_recompute_create(e);
 	} else {
 		for (int l = 0; !rc && l < e->n; l++)
-			rc = zn_tiers_dalloc(e, &a->acts_d[l], act_bytes(e, l));
+			rc = zn_tiers_dalloc(e->rt.dev, &a->acts_d[l], act_bytes(e, l));
 		for (int l = 0; !rc && l < e->n - 1; l++)
-			rc = zn_tiers_dalloc(e, &a->x_d[l], x);
+			rc = zn_tiers_dalloc(e->rt.dev, &a->x_d[l], x);
 	}
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->dx_d[0], x);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->dx_d[0], x);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->dx_d[1], x);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->dx_d[1], x);
 	a->scratch_bytes = e->act_sums.scratch_max;
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->scratch_d, a->scratch_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->scratch_d, a->scratch_bytes);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->tok_d, tok);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->tok_d, tok);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->tgt_d, tok);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->tgt_d, tok);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &a->loss_d, bt * 4);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->loss_d, bt * 4);
 	if (!rc && a->pos_h)
-		rc = zn_tiers_dalloc(e, &a->pos_d, tok);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->pos_d, tok);
 	a->aux_n = e->model.ops->aux_floats ? e->model.ops->aux_floats(e->model.config) : 0;
 	if (!rc && a->aux_n > 0)
-		rc = zn_tiers_dalloc(e, &a->aux_d, (uint64_t)e->gas * (uint64_t)a->aux_n * 4);
+		rc = zn_tiers_dalloc(e->rt.dev, &a->aux_d, (uint64_t)e->gas * (uint64_t)a->aux_n * 4);
 	if (!rc && a->aux_n > 0)
 		rc = zn_device_host_alloc(e->rt.dev, (void **)&a->aux_h,
 					  (uint64_t)e->gas * sizeof(float));

@@ -54,13 +54,13 @@ static int alloc_slot(struct zn_engine *e, struct zn_fslot *s, uint64_t numel, u
 	int rc = 0;
 
 	if (p->frozen_wide)
-		rc = zn_tiers_dalloc(e, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
+		rc = zn_tiers_dalloc(e->rt.dev, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
 	else if (p->frozen_q4)
-		rc = zn_tiers_dalloc(e, (void **)&s->w16_d, zn_plan_device_alloc_bytes(numel * 2));
+		rc = zn_tiers_dalloc(e->rt.dev, (void **)&s->w16_d, zn_plan_device_alloc_bytes(numel * 2));
 	if (!rc && p->frozen_home != ZN_TIER_DEVICE && (p->frozen_q4 || p->frozen_elem_bytes == 2))
-		rc = zn_tiers_dalloc(e, &s->stage_d, zn_plan_device_alloc_bytes(bytes));
+		rc = zn_tiers_dalloc(e->rt.dev, &s->stage_d, zn_plan_device_alloc_bytes(bytes));
 	if (!rc && p->frozen_q4)
-		rc = zn_tiers_dalloc(e, (void **)&s->absmax_d,
+		rc = zn_tiers_dalloc(e->rt.dev, (void **)&s->absmax_d,
 				     zn_plan_device_alloc_bytes(e->frozen_q4_scratch));
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &s->ready);
@@ -104,10 +104,10 @@ int zn_frozen_create(struct zn_engine *e)
 		rc = zn_frozen_io_open(e);
 	for (int l = 0; !rc && l < e->n; l++) {
 		if (p->frozen_home == ZN_TIER_DEVICE)
-			rc = zn_tiers_dalloc(e, &fz->home[l],
+			rc = zn_tiers_dalloc(e->rt.dev, &fz->home[l],
 					     zn_plan_device_alloc_bytes(stored_bytes(e, l)));
 		else if (p->frozen_home == ZN_TIER_HOST)
-			rc = zn_tiers_halloc(e, &fz->home[l], stored_bytes(e, l));
+			rc = zn_tiers_halloc(e->arena, &fz->home[l], stored_bytes(e, l));
 		if (!rc && p->frozen_home == ZN_TIER_HOST && stored_bytes(e, l))
 			fz->pinned_bytes += extent(e, l);
 		fz->file_off[l] = off;

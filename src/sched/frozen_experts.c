@@ -428,11 +428,11 @@ int zn_frozen_experts_create(struct zn_engine *e)
 			return -ENOMEM;
 	}
 	if (p->frozen_elem_bytes == 2)
-		rc = zn_tiers_dalloc(e, &fz->xstage_d,
+		rc = zn_tiers_dalloc(e->rt.dev, &fz->xstage_d,
 				     zn_plan_device_alloc_bytes(p->frozen_expert_bytes));
 	if (rc || p->frozen_home != ZN_TIER_NVME)
 		return rc;
-	rc = zn_tiers_halloc(e, &fz->xbuf, p->frozen_expert_bytes);
+	rc = zn_tiers_halloc(e->arena, &fz->xbuf, p->frozen_expert_bytes);
 	if (!rc)
 		fz->pinned_bytes += zn_plan_host_alloc_bytes(p->frozen_expert_bytes);
 	if (!rc)

@@ -44,7 +44,7 @@ static uint64_t use_extent(const struct zn_engine *e, int l)
 /* a pinned read buffer of a layer's stored bytes, counted in pinned_bytes */
 static int alloc_read(struct zn_engine *e, struct zn_fread *r, uint64_t bytes)
 {
-	int rc = zn_tiers_halloc(e, &r->buf, bytes);
+	int rc = zn_tiers_halloc(e->arena, &r->buf, bytes);
 
 	if (!rc && bytes)
 		e->fz.pinned_bytes += zn_plan_host_alloc_bytes(bytes);

@@ -119,9 +119,9 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 	if (!lm->bnd_h || !lm->down || !lm->dxh || !lm->dx_down)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < nb; i++)
-		rc = zn_tiers_halloc(e, &lm->bnd_h[i], lm->x_bytes);
+		rc = zn_tiers_halloc(e->arena, &lm->bnd_h[i], lm->x_bytes);
 	for (int i = 0; !rc && i < lm->k; i++)
-		rc = zn_tiers_halloc(e, &lm->dxh[i], lm->x_bytes);
+		rc = zn_tiers_halloc(e->arena, &lm->dxh[i], lm->x_bytes);
 	for (int i = 0; !rc && i < lm->k; i++)
 		rc = zn_event_create(e->rt.dev, &lm->dx_down[i]);
 	for (int i = 0; !rc && i < 2; i++) {
@@ -136,7 +136,7 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 	for (int i = 0; !rc && i < 2 * lm->k; i++)
 		rc = zn_event_create(e->rt.dev, &lm->down[i]);
 	for (int i = 0; !rc && i < 2; i++) {
-		rc = zn_tiers_dalloc(e, &lm->up_d[i], lm->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->up_d[i], lm->x_bytes);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &lm->up_ready[i]);
 		if (!rc)
@@ -184,7 +184,7 @@ static int alloc_nvme_home(struct zn_engine *e, uint64_t nb)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < lm->stage_n; i++) {
 		lm->stage[i].ck = -1;
-		rc = zn_tiers_halloc(e, &lm->stage[i].h, lm->x_bytes);
+		rc = zn_tiers_halloc(e->arena, &lm->stage[i].h, lm->x_bytes);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &lm->stage[i].down);
 		if (!rc)
@@ -257,7 +257,7 @@ int zn_lmajor_create(struct zn_engine *e)
 	if (!lm->bnd_d || !lm->dx_d || !lm->dx_of)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < slots; i++)
-		rc = zn_tiers_dalloc(e, &lm->bnd_d[i], lm->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->bnd_d[i], lm->x_bytes);
 	if (!rc && lm->home != ZN_TIER_DEVICE)
 		rc = alloc_host_home(e, lm->home == ZN_TIER_HOST ? nb : 0);
 	if (!rc && lm->home == ZN_TIER_NVME)
@@ -265,26 +265,26 @@ int zn_lmajor_create(struct zn_engine *e)
 	for (uint64_t i = 0; !rc && i <= k; i++)
 		lm->dx_of[i] = (int)i;
 	for (int i = 0; !rc && i < lm->dx_n; i++)
-		rc = zn_tiers_dalloc(e, &lm->dx_d[i], lm->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->dx_d[i], lm->x_bytes);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &lm->acts_d, e->act_sums.acts_max);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->acts_d, e->act_sums.acts_max);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &lm->x_sink_d, lm->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->x_sink_d, lm->x_bytes);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &lm->loss_sink_d, bt * 4);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->loss_sink_d, bt * 4);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &lm->tok_d, toks);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->tok_d, toks);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &lm->tgt_d, toks);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->tgt_d, toks);
 	if (!rc && e->act.pos_h)
-		rc = zn_tiers_dalloc(e, &lm->pos_d, toks);
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->pos_d, toks);
 	if (!rc && zn_lmajor_tied_sink_bytes(e)) {
-		rc = zn_tiers_dalloc(e, &lm->tied_sink_d, padded_bytes(e, 0));
+		rc = zn_tiers_dalloc(e->rt.dev, &lm->tied_sink_d, padded_bytes(e, 0));
 		if (!rc)
-			rc = zn_tiers_dalloc(e, &lm->grad_sink_d, padded_bytes(e, e->n - 1));
+			rc = zn_tiers_dalloc(e->rt.dev, &lm->grad_sink_d, padded_bytes(e, e->n - 1));
 		lm->head_p_bytes = head_bytes(e);
 		if (!rc)
-			rc = zn_tiers_dalloc(e, &lm->head_p_d, lm->head_p_bytes);
+			rc = zn_tiers_dalloc(e->rt.dev, &lm->head_p_d, lm->head_p_bytes);
 	}
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &lm->made);

@@ -277,13 +277,13 @@ int zn_recompute_create(struct zn_engine *e)
 	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d || !ck->buf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < ck->x_n; i++)
-		rc = zn_tiers_dalloc(e, &ck->x_d[i], ck->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &ck->x_d[i], ck->x_bytes);
 	for (int i = 0; !rc && i < K - 1; i++)
-		rc = zn_tiers_dalloc(e, &ck->run_x_d[i], ck->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &ck->run_x_d[i], ck->x_bytes);
 	if (!rc && ck->runs > 1)
-		rc = zn_tiers_dalloc(e, &ck->sink_d, ck->x_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &ck->sink_d, ck->x_bytes);
 	for (int i = 0; !rc && i < K; i++)
-		rc = zn_tiers_dalloc(e, &ck->run_acts_d[i], ck->acts_bytes);
+		rc = zn_tiers_dalloc(e->rt.dev, &ck->run_acts_d[i], ck->acts_bytes);
 	for (int i = 0; !rc && i < 2; i++) {
 		rc = zn_event_create(e->rt.dev, &ck->made[i]);
 		if (!rc)
@@ -291,7 +291,7 @@ int zn_recompute_create(struct zn_engine *e)
 	}
 	for (int i = 0; !rc && i < ck->buf_n; i++) {
 		ck->buf[i].ck = -1;
-		rc = zn_tiers_halloc(e, &ck->buf[i].h, ck->x_bytes);
+		rc = zn_tiers_halloc(e->arena, &ck->buf[i].h, ck->x_bytes);
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &ck->buf[i].down);
 		if (!rc)

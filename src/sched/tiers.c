@@ -21,14 +21,14 @@ static bool aliased(const struct zn_tiers *t)
 	return t->plan->master_aliases_params;
 }
 
-int zn_tiers_dalloc(struct zn_engine *e, void *pp, uint64_t bytes)
+int zn_tiers_dalloc(struct zn_device *dev, void *pp, uint64_t bytes)
 {
-	return bytes ? zn_device_alloc(e->rt.dev, (void **)pp, bytes) : 0;
+	return bytes ? zn_device_alloc(dev, (void **)pp, bytes) : 0;
 }
 
-int zn_tiers_halloc(struct zn_engine *e, void *pp, uint64_t bytes)
+int zn_tiers_halloc(struct zn_arena *arena, void *pp, uint64_t bytes)
 {
-	return bytes ? zn_arena_alloc(e->arena, zn_plan_host_alloc_bytes(bytes), 0, (void **)pp) :
+	return bytes ? zn_arena_alloc(arena, zn_plan_host_alloc_bytes(bytes), 0, (void **)pp) :
 		       0;
 }
 
@@ -47,31 +47,31 @@ int zn_tiers_alloc_layer(struct zn_engine *e, int l)
 		ly->opt_off = ly->sh.offset;
 		ly->opt_count = ly->sh.real_numel;
 	}
-	rc = zn_tiers_dalloc(e, &ly->param_d, b->param_d);
+	rc = zn_tiers_dalloc(e->rt.dev, &ly->param_d, b->param_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &ly->grad_d, b->grad_d);
+		rc = zn_tiers_dalloc(e->rt.dev, &ly->grad_d, b->grad_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &ly->grad_shard_d, b->grad_shard_d);
+		rc = zn_tiers_dalloc(e->rt.dev, &ly->grad_shard_d, b->grad_shard_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &ly->master_d, b->master_d);
+		rc = zn_tiers_dalloc(e->rt.dev, &ly->master_d, b->master_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &ly->m_d, b->m_d);
+		rc = zn_tiers_dalloc(e->rt.dev, &ly->m_d, b->m_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e, &ly->v_d, b->v_d);
+		rc = zn_tiers_dalloc(e->rt.dev, &ly->v_d, b->v_d);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->param_h, b->param_h);
+		rc = zn_tiers_halloc(e->arena, &ly->param_h, b->param_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->param_stage_h, b->param_stage_h);
+		rc = zn_tiers_halloc(e->arena, &ly->param_stage_h, b->param_stage_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->grad_h, b->grad_h);
+		rc = zn_tiers_halloc(e->arena, &ly->grad_h, b->grad_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->grad_recv_h, b->grad_recv_h);
+		rc = zn_tiers_halloc(e->arena, &ly->grad_recv_h, b->grad_recv_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->master_h, b->master_h);
+		rc = zn_tiers_halloc(e->arena, &ly->master_h, b->master_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->m_h, b->m_h);
+		rc = zn_tiers_halloc(e->arena, &ly->m_h, b->m_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e, &ly->v_h, b->v_h);
+		rc = zn_tiers_halloc(e->arena, &ly->v_h, b->v_h);
 	if (!rc)
 		rc = zn_event_create(e->rt.dev, &ly->grad_ev);
 	if (!rc)

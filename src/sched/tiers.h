@@ -27,6 +27,7 @@
 #include "gpu/device.h"
 #include "sched/plan.h"
 
+struct zn_arena;
 struct zn_engine;
 struct zn_sbuf;
 
@@ -64,8 +65,8 @@ struct zn_layer {
 /* bytes of one stored parameter (4 fp32, 2 bf16): the plan's rule */
 unsigned zn_tiers_param_bytes(const struct zn_tiers *t);
 bool zn_tiers_optim_on_host(const struct zn_tiers *t); /* AdamW on the CPU (host or nvme) */
-int zn_tiers_dalloc(struct zn_engine *e, void *pp, uint64_t bytes); /* 0 bytes: nothing */
-int zn_tiers_halloc(struct zn_engine *e, void *pp, uint64_t bytes); /* pinned arena view */
+int zn_tiers_dalloc(struct zn_device *dev, void *pp, uint64_t bytes); /* 0 bytes: nothing */
+int zn_tiers_halloc(struct zn_arena *arena, void *pp, uint64_t bytes); /* pinned arena view */
 
 int zn_tiers_alloc_layer(struct zn_engine *e, int l);
 void zn_tiers_free_layer(struct zn_engine *e, int l);
