@@ -160,10 +160,10 @@ const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e)
 	return NULL;
 }
 
-/* "layer boundary 5 (input of layer 2, micro-batch 1)" */
-static void bnd_name(const struct zn_engine *e, int id, char *out, size_t size)
+/* "layer boundary 5 (input of layer 2, micro-batch 1)" (ctx: layer-major's state) */
+static void bnd_name(const void *ctx, int id, char *out, size_t size)
 {
-	int k = e->act.lm.k;
+	int k = ((const struct zn_lmajor *)ctx)->k;
 
 	snprintf(out, size, "layer boundary %d (input of layer %d, micro-batch %d)", id,
 		 1 + id / k, id % k);
@@ -174,46 +174,29 @@ static int alloc_nvme_home(struct zn_engine *e, uint64_t nb)
 {
 	struct zn_lmajor *lm = &e->act.lm;
 	const struct zn_offload_config *paths = zn_lmajor_nvme_paths(e);
-	int rc = 0;
+	struct zn_home_config c = {
+		.tier = ZN_TIER_NVME, .count = 0, .buf_n = ZN_RECOMPUTE_STAGES,
+		.item_bytes = lm->x_bytes, .dev = e->rt.dev, .arena = e->arena,
+		.rank = e->rt.rank, .kind = ZN_SWAP_ACTIVATION, .paths = paths,
+		.run_id = e->cfg.runtime.run_id, .what = "bnd", .aio = &e->cfg.aio,
+		.name = bnd_name, .ctx = lm,
+	};
 
-	lm->st = (struct zn_recompute_store){ .e = e, .nvme = true, .x_bytes = lm->x_bytes,
-					      .name = bnd_name };
 	lm->stage_n = ZN_RECOMPUTE_STAGES;
-	lm->stage = zn_size_calloc((uint64_t)lm->stage_n, sizeof(*lm->stage), "staging buffers");
-	if (!lm->stage)
-		return -ENOMEM;
-	for (int i = 0; !rc && i < lm->stage_n; i++) {
-		lm->stage[i].ck = -1;
-		rc = zn_tiers_halloc(e->arena, &lm->stage[i].h, lm->x_bytes);
-		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->stage[i].down);
-		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->stage[i].up);
-	}
-	if (!rc && !paths) {
+	if (!paths) {
 		zn_error("layer-major: the layer boundaries' home is nvme but no nvme path is "
 			 "set: give --checkpoint-nvme-path DIR (or --nvme-path DIR)");
-		rc = ZN_EUSAGE;
+		return ZN_EUSAGE;
 	}
-	if (!rc && nb > (uint64_t)INT32_MAX)
-		rc = -EOVERFLOW;
-	if (!rc)
-		rc = zn_recompute_store_open(&lm->st, e, (int)nb, paths, "bnd");
-	return rc;
+	if (nb > (uint64_t)INT32_MAX)
+		return -EOVERFLOW;
+	c.count = (int)nb;
+	return zn_home_open(&lm->st, &c);
 }
 
 int zn_lmajor_quiesce(struct zn_engine *e)
 {
-	struct zn_lmajor *lm = &e->act.lm;
-	int rc = 0;
-
-	for (int i = 0; lm->stage && i < lm->stage_n; i++) {
-		int x = zn_recompute_store_settle(&lm->st, &lm->stage[i]);
-
-		if (!rc)
-			rc = x;
-	}
-	return rc;
+	return zn_home_quiesce(&e->act.lm.st);
 }
 
 static uint64_t padded_bytes(const struct zn_engine *e, int l)
@@ -297,13 +280,7 @@ void zn_lmajor_destroy(struct zn_engine *e)
 	uint64_t k = (uint64_t)lm->k;
 	uint64_t slots = lm->home == ZN_TIER_DEVICE ? (uint64_t)(e->n - 1) * k : 2 * k;
 
-	zn_lmajor_quiesce(e);
-	for (int i = 0; lm->stage && i < lm->stage_n; i++) {
-		zn_event_destroy(lm->stage[i].down);
-		zn_event_destroy(lm->stage[i].up);
-	}
-	free(lm->stage); /* the buffers are views of the arena */
-	zn_recompute_store_close(&lm->st);
+	zn_home_close(&lm->st);
 	for (uint64_t i = 0; lm->bnd_d && i < slots; i++)
 		zn_device_free(e->rt.dev, lm->bnd_d[i]);
 	for (int i = 0; lm->dx_d && i < lm->dx_n; i++)

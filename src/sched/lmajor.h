@@ -14,7 +14,8 @@
  * nvme home (--gradient-checkpointing with activation_checkpointing.device nvme, or auto
  * when neither the device nor pinned memory holds them and an nvme path is configured):
  * the host home's device slots, with the boundaries in one swap extent each (keys
- * ZN_SWAP_ACTIVATION (l-1) k + m, recompute.h's store: its own swap store and I/O engine)
+ * ZN_SWAP_ACTIVATION (l-1) k + m, the store's tiered home store/home.h: its own swap
+ * store and I/O engine)
  * through ZN_RECOMPUTE_STAGES pinned staging buffers, as activation checkpoints on nvme
  * go: each boundary copied down into a staging buffer, written behind (two boundaries
  * later); the forward's last writes are waited once the turn is enqueued; the backward
@@ -79,9 +80,9 @@ struct zn_lmajor {
 	uint64_t head_p_bytes;
 	int *tok_d, *tgt_d, *pos_d; /* k x B x T */
 	struct zn_event *made;   /* forward: a slot's layer is done */
-	/* nvme: the store, its staging buffers, boundaries gone down and read this step */
-	struct zn_recompute_store st;
-	struct zn_recompute_buf *stage;
+	/* nvme: the store's tiered home (store/home.h: ZN_RECOMPUTE_STAGES staging buffers,
+	 * an extent per boundary), boundaries gone down and read this step */
+	struct zn_home st;
 	int stage_n, down_n, read_n;
 };
 

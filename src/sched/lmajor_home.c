@@ -1,7 +1,7 @@
 /* Layer-major's boundary homes (lmajor.h): where a boundary activation and a boundary
  * gradient are on the device when the step (step_lm.c) needs them, and the copies down
- * and up of the pinned and nvme homes (nvme: recompute.h's store, written behind and read
- * ahead). The order of the calls is the step's. */
+ * and up of the pinned and nvme homes (nvme: the store's tiered home, store/home.h, written
+ * behind and read ahead). The order of the calls is the step's. */
 #include <errno.h>
 
 #include "core/log.h"
@@ -106,12 +106,12 @@ int zn_lmajor_slot_before(struct zn_engine *e, int l, int m)
 static int slot_after_nvme(struct zn_engine *e, int l, int m)
 {
 	struct zn_lmajor *lm = &e->act.lm;
-	struct zn_recompute_buf *b = &lm->stage[lm->down_n % lm->stage_n], *p;
+	struct zn_home_buf *b = zn_home_buf(&lm->st, lm->down_n % lm->stage_n), *p;
 	int slot = (l % 2) * lm->k + m, rc;
 
 	if (!zn_lmajor_stored(e->n, lm->k, lm->tied && lm->k > 1, l, m))
 		return zn_event_record(lm->down[slot], e->rt.compute);
-	rc = zn_recompute_store_settle(&lm->st, b);
+	rc = zn_home_settle(&lm->st, b);
 	if (!rc)
 		rc = zn_event_record(lm->made, e->rt.compute);
 	if (!rc)
@@ -125,13 +125,12 @@ static int slot_after_nvme(struct zn_engine *e, int l, int m)
 		rc = zn_event_record(lm->down[slot], e->rt.copy_out);
 	if (rc)
 		return rc;
-	b->ck = (l - 1) * lm->k + m;
-	b->state = ZN_RECOMPUTE_BUF_DOWN;
+	zn_home_filled(b, (l - 1) * lm->k + m);
 	/* its copy down is done by now or soon: the compute has made two boundaries since */
 	if (lm->down_n >= 2) {
-		p = &lm->stage[(lm->down_n - 2) % lm->stage_n];
-		if (p->state == ZN_RECOMPUTE_BUF_DOWN)
-			rc = zn_recompute_store_write(&lm->st, p);
+		p = zn_home_buf(&lm->st, (lm->down_n - 2) % lm->stage_n);
+		if (p->state == ZN_HOME_DOWN)
+			rc = zn_home_put(&lm->st, p);
 	}
 	lm->down_n++;
 	return rc;
@@ -149,8 +148,8 @@ int zn_lmajor_reads_begin(struct zn_engine *e)
 		return 0;
 	rc = zn_lmajor_quiesce(e);
 	for (int p = 0; !rc && p < 2 && p < count; p++)
-		rc = zn_recompute_store_read(&lm->st, &lm->stage[p % lm->stage_n],
-					     zn_lmajor_read_id(e->n, lm->k, p));
+		rc = zn_home_read_ahead(&lm->st, zn_home_buf(&lm->st, p % lm->stage_n),
+					zn_lmajor_read_id(e->n, lm->k, p));
 	return rc;
 }
 
@@ -161,16 +160,16 @@ static int up_from_nvme(struct zn_engine *e, int l, int m, int j)
 	struct zn_lmajor *lm = &e->act.lm;
 	int p = lm->read_n++, id = zn_lmajor_read_id(e->n, lm->k, p), rc;
 	int count = zn_lmajor_stored_count(e->n, lm->k, lm->tied && lm->k > 1);
-	struct zn_recompute_buf *b = &lm->stage[p % lm->stage_n];
+	struct zn_home_buf *b = zn_home_buf(&lm->st, p % lm->stage_n);
 
 	if (id != (l - 1) * lm->k + m) {
 		zn_error("layer-major: boundary (layer %d, micro-batch %d) read out of order "
 			 "(expected extent %d)", l, m, id);
 		return -EINVAL;
 	}
-	rc = zn_recompute_store_read(&lm->st, b, id);
+	rc = zn_home_read_ahead(&lm->st, b, id);
 	if (!rc)
-		rc = zn_recompute_store_wait_read(&lm->st, b);
+		rc = zn_home_wait(&lm->st, b);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_in, lm->up_free[j]);
 	if (!rc)
@@ -179,11 +178,11 @@ static int up_from_nvme(struct zn_engine *e, int l, int m, int j)
 		rc = zn_event_record(b->up, e->rt.copy_in);
 	if (rc)
 		return rc;
-	b->state = ZN_RECOMPUTE_BUF_UP;
+	zn_home_emptying(&lm->st, b);
 	/* the staging buffers of p + 1 and p + 2 held p - 3 and p - 2, gone up by now */
 	for (int q = p + 1; !rc && q <= p + 2 && q < count; q++)
-		rc = zn_recompute_store_read(&lm->st, &lm->stage[q % lm->stage_n],
-					     zn_lmajor_read_id(e->n, lm->k, q));
+		rc = zn_home_read_ahead(&lm->st, zn_home_buf(&lm->st, q % lm->stage_n),
+					zn_lmajor_read_id(e->n, lm->k, q));
 	return rc;
 }
 

@@ -233,11 +233,28 @@ void zn_recompute_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io)
 
 /* ---- create and destroy ---------------------------------------------------------------- */
 
-/* "activation checkpoint 3 (input of layer 4)" */
-static void ck_name(const struct zn_engine *e, int c, char *out, size_t size)
+/* "activation checkpoint 3 (input of layer 4)" (ctx: the checkpointing's state) */
+static void ck_name(const void *ctx, int c, char *out, size_t size)
 {
+	const struct zn_recompute *ck = ctx;
+
 	snprintf(out, size, "activation checkpoint %d (input of layer %d)", c,
-		 zn_recompute_run_first(e, c));
+		 1 + c * ck->every);
+}
+
+/* checkpoints 0 .. R-2 in pinned buffers, or staged to their nvme extents */
+static int open_home(struct zn_engine *e)
+{
+	struct zn_recompute *ck = &e->act.rec;
+	struct zn_home_config c = {
+		.tier = ck->home, .count = ck->runs - 1, .buf_n = ck->buf_n,
+		.item_bytes = ck->x_bytes, .dev = e->rt.dev, .arena = e->arena,
+		.rank = e->rt.rank, .kind = ZN_SWAP_ACTIVATION, .paths = &e->cfg.act_ckpt.home,
+		.run_id = e->cfg.runtime.run_id, .what = "acts", .aio = &e->cfg.aio,
+		.name = ck_name, .ctx = ck,
+	};
+
+	return zn_home_open(&ck->st, &c);
 }
 
 static uint64_t without_bytes(const struct zn_act_shape *s)
@@ -272,9 +289,7 @@ int zn_recompute_create(struct zn_engine *e)
 	ck->run_acts_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_acts_d),
 					"a run's activation buffers");
 	ck->run_x_d = zn_size_calloc((uint64_t)K, sizeof(*ck->run_x_d), "a run's outputs");
-	ck->buf = zn_size_calloc((uint64_t)ck->buf_n + 1, sizeof(*ck->buf),
-				 "the checkpoint host buffers");
-	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d || !ck->buf)
+	if (!ck->x_d || !ck->run_acts_d || !ck->run_x_d)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < ck->x_n; i++)
 		rc = zn_tiers_dalloc(e->rt.dev, &ck->x_d[i], ck->x_bytes);
@@ -289,19 +304,8 @@ int zn_recompute_create(struct zn_engine *e)
 		if (!rc)
 			rc = zn_event_create(e->rt.dev, &ck->slot_free[i]);
 	}
-	for (int i = 0; !rc && i < ck->buf_n; i++) {
-		ck->buf[i].ck = -1;
-		rc = zn_tiers_halloc(e->arena, &ck->buf[i].h, ck->x_bytes);
-		if (!rc)
-			rc = zn_event_create(e->rt.dev, &ck->buf[i].down);
-		if (!rc)
-			rc = zn_event_create(e->rt.dev, &ck->buf[i].up);
-	}
-	ck->st = (struct zn_recompute_store){ .e = e, .nvme = ck->home == ZN_TIER_NVME,
-					      .x_bytes = ck->x_bytes, .name = ck_name };
-	if (!rc && ck->home == ZN_TIER_NVME && ck->runs > 1)
-		rc = zn_recompute_store_open(&ck->st, e, ck->runs - 1, &e->cfg.act_ckpt.home,
-					     "acts");
+	if (!rc && ck->home != ZN_TIER_DEVICE)
+		rc = open_home(e);
 	if (!rc)
 		zn_info("activation checkpointing: %d runs of %d layers, checkpoints on %s; "
 			"activations %.1f MiB on the device (%.1f MiB without), %.1f MiB pinned, "
@@ -331,19 +335,14 @@ void zn_recompute_destroy(struct zn_engine *e)
 		zn_event_destroy(ck->made[i]);
 		zn_event_destroy(ck->slot_free[i]);
 	}
-	for (int i = 0; ck->buf && i < ck->buf_n; i++) {
-		zn_event_destroy(ck->buf[i].down);
-		zn_event_destroy(ck->buf[i].up);
-	}
 	free(ck->x_d);
 	free(ck->run_x_d);
 	free(ck->run_acts_d);
-	free(ck->buf);
-	zn_recompute_store_close(&ck->st);
+	zn_home_close(&ck->st);
 	*ck = (struct zn_recompute){ 0 };
 }
 
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
 {
-	return e->act.lm.on ? e->act.lm.st.aio : e->act.rec.st.aio;
+	return zn_home_aio(e->act.lm.on ? &e->act.lm.st : &e->act.rec.st);
 }

@@ -19,7 +19,7 @@
  *           (the layer that overwrites the slot waits for that copy), and copied back up on
  *           the copy-in stream one run ahead of the run that recomputes from it.
  *   nvme    the two slots, ZN_RECOMPUTE_STAGES pinned staging buffers and one swap extent per
- *           checkpoint (its own swap store and I/O engine): copied down, written behind
+ *           checkpoint (the store's tiered home, store/home.h): copied down, written behind
  *           (submitted two checkpoints later), read ahead two runs before it is needed,
  *           copied up one run ahead. A failed read or write stops the step naming the file.
  */
@@ -33,8 +33,8 @@
 #include "gpu/device.h"
 #include "model/model.h"
 #include "nvme/aio.h"
-#include "nvme/swap.h"
 #include "sched/plan.h"
+#include "store/home.h"
 
 struct zn_engine;
 struct zn_layer_io;
@@ -46,39 +46,6 @@ struct zn_layer_io;
 struct zn_use {
 	int layer;
 	bool fwd, bwd;
-};
-
-enum zn_recompute_buf_state {
-	ZN_RECOMPUTE_BUF_FREE = 0,
-	ZN_RECOMPUTE_BUF_DOWN,    /* copy down enqueued (out event) */
-	ZN_RECOMPUTE_BUF_WRITING, /* nvme write submitted */
-	ZN_RECOMPUTE_BUF_READING, /* nvme read submitted */
-	ZN_RECOMPUTE_BUF_UP,      /* copy up enqueued (in event) */
-};
-
-/* A pinned buffer of one checkpoint (host: one per checkpoint; nvme: staging). */
-struct zn_recompute_buf {
-	float *h;
-	int ck;                  /* the checkpoint it holds, -1 none */
-	enum zn_recompute_buf_state state;
-	struct zn_event *down, *up;
-	struct zn_swap_req req;
-};
-
-/* A store of pinned staging buffers written to and read from one swap extent per id
- * (ZN_SWAP_ACTIVATION keys 0 .. count-1, its own swap store and I/O engine), shared by the
- * activation checkpoints on nvme and layer-major's boundaries on nvme (lmajor.h). The
- * caller enqueues the copies down and up and records b->down and b->up; the store writes,
- * reads and settles. A failed read or write logs the item (name) and the swap file. With
- * nvme false (host home) settling only waits the copies. */
-struct zn_recompute_store {
-	struct zn_engine *e;
-	bool nvme;
-	uint64_t x_bytes;        /* one item (its extent: rounded as the arena rounds) */
-	struct zn_aio *aio;
-	struct zn_swap *swap;
-	/* writes what item id is for an error ("activation checkpoint 3 (input of layer 4)") */
-	void (*name)(const struct zn_engine *e, int id, char *out, size_t size);
 };
 
 struct zn_recompute {
@@ -94,9 +61,10 @@ struct zn_recompute {
 	float *sink_d;           /* a recomputed run's last output (R > 1) */
 	struct zn_event *made[2];  /* slot c mod 2: the layer making checkpoint c is done */
 	struct zn_event *slot_free[2]; /* slot's last reader is done */
-	struct zn_recompute_buf *buf;    /* host: R - 1; nvme: ZN_RECOMPUTE_STAGES */
+	/* checkpoints 0 .. R-2 on the host or nvme (store/home.h): host, R - 1 buffers;
+	 * nvme, ZN_RECOMPUTE_STAGES staging buffers (checkpoint c in buffer c mod buf_n) */
+	struct zn_home st;
 	int buf_n;
-	struct zn_recompute_store st; /* its aio and swap: nvme only */
 };
 
 /* Sums over the layers that size the activation buffers (unrounded bytes unless said). */
@@ -169,19 +137,6 @@ int zn_recompute_run_of(const struct zn_engine *e, int l);
 int zn_recompute_run_first(const struct zn_engine *e, int r);
 int zn_recompute_run_last(const struct zn_engine *e, int r);
 float *zn_recompute_x(struct zn_engine *e, int c);
-/* The store (recompute_home.c): open creates its aio and swap for count items of x_bytes
- * on the paths of off (run id suffixed by what); close accepts a half-opened store. */
-int zn_recompute_store_open(struct zn_recompute_store *st, struct zn_engine *e, int count,
-			    const struct zn_offload_config *off, const char *what);
-void zn_recompute_store_close(struct zn_recompute_store *st);
-/* buffer b's copy down is written to item b->ck's extent (waits the copy first) */
-int zn_recompute_store_write(struct zn_recompute_store *st, struct zn_recompute_buf *b);
-/* brings b to FREE, waiting whatever it is doing (a copy down is written first on nvme) */
-int zn_recompute_store_settle(struct zn_recompute_store *st, struct zn_recompute_buf *b);
-/* starts reading item id into b (settled first) unless b is reading it already */
-int zn_recompute_store_read(struct zn_recompute_store *st, struct zn_recompute_buf *b, int id);
-/* waits b's read (b FREE after it, its data in b->h) */
-int zn_recompute_store_wait_read(struct zn_recompute_store *st, struct zn_recompute_buf *b);
 /* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
 struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
 

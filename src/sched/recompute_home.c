@@ -1,7 +1,7 @@
 /* Activation checkpoints' homes (recompute.h): which run a layer is in and where checkpoint
- * c lives on the device; on the host or nvme, copies down during the forward, nvme writes
- * behind and reads ahead, copies up one run ahead of each recompute. The nvme store
- * (staging buffers written to and read from swap extents) is layer-major's too (lmajor.h). */
+ * c lives on the device; on the host or nvme (the store's tiered home, store/home.h),
+ * copies down during the forward, nvme writes behind and reads ahead, copies up one run
+ * ahead of each recompute. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,126 +43,11 @@ static int ckbuf_of(const struct zn_engine *e, int c)
 	return e->act.rec.home == ZN_TIER_HOST ? c : c % e->act.rec.buf_n;
 }
 
-/* ---- the store: staging buffers and their swap extents ------------------------------- */
-
-static int io_fail(struct zn_recompute_store *st, struct zn_recompute_buf *b, const char *what,
-		   int rc)
-{
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, st->e->rt.rank };
-	uint64_t off = 0;
-	int path = 0;
-	char name[128];
-
-	st->name(st->e, b->ck, name, sizeof(name));
-	zn_swap_locate(st->swap, key, 0, &path, &off);
-	zn_error("%s: nvme %s of %s failed: %s", name, what, zn_swap_file(st->swap, path),
-		 zn_strerror(rc));
-	return rc;
-}
-
-int zn_recompute_store_write(struct zn_recompute_store *st, struct zn_recompute_buf *b)
-{
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, b->ck, st->e->rt.rank };
-	int rc = zn_event_synchronize(b->down);
-
-	if (!rc)
-		rc = zn_swap_write(st->swap, key, 0, zn_plan_host_alloc_bytes(st->x_bytes), b->h,
-				   &b->req);
-	if (rc)
-		return io_fail(st, b, "write", rc);
-	b->state = ZN_RECOMPUTE_BUF_WRITING;
-	return 0;
-}
-
-int zn_recompute_store_settle(struct zn_recompute_store *st, struct zn_recompute_buf *b)
-{
-	int rc = 0;
-
-	if (b->state == ZN_RECOMPUTE_BUF_DOWN)
-		rc = st->nvme ? zn_recompute_store_write(st, b) : zn_event_synchronize(b->down);
-	if (!rc && (b->state == ZN_RECOMPUTE_BUF_WRITING || b->state == ZN_RECOMPUTE_BUF_READING)) {
-		rc = zn_swap_wait(&b->req);
-		if (rc)
-			rc = io_fail(st, b, b->state == ZN_RECOMPUTE_BUF_WRITING ? "write" : "read", rc);
-	}
-	if (!rc && b->state == ZN_RECOMPUTE_BUF_UP)
-		rc = zn_event_synchronize(b->up);
-	b->state = ZN_RECOMPUTE_BUF_FREE;
-	return rc;
-}
-
-int zn_recompute_store_read(struct zn_recompute_store *st, struct zn_recompute_buf *b, int id)
-{
-	struct zn_swap_key key = { ZN_SWAP_ACTIVATION, id, st->e->rt.rank };
-	int rc;
-
-	if (b->ck == id && b->state == ZN_RECOMPUTE_BUF_READING)
-		return 0;
-	rc = zn_recompute_store_settle(st, b);
-	if (rc)
-		return rc;
-	b->ck = id;
-	rc = zn_swap_read(st->swap, key, 0, zn_plan_host_alloc_bytes(st->x_bytes), b->h, &b->req);
-	if (rc)
-		return io_fail(st, b, "read", rc);
-	b->state = ZN_RECOMPUTE_BUF_READING;
-	return 0;
-}
-
-int zn_recompute_store_wait_read(struct zn_recompute_store *st, struct zn_recompute_buf *b)
-{
-	int rc = zn_swap_wait(&b->req);
-
-	b->state = ZN_RECOMPUTE_BUF_FREE;
-	return rc ? io_fail(st, b, "read", rc) : 0;
-}
-
-int zn_recompute_store_open(struct zn_recompute_store *st, struct zn_engine *e, int count,
-			    const struct zn_offload_config *off, const char *what)
-{
-	struct zn_swap_extent *ext = calloc((size_t)count, sizeof(*ext));
-	struct zn_swap_config sc = { .rank = e->rt.rank, .extents = ext,
-				     .extent_count = (size_t)count,
-				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE, .checksum = true };
-	char run_id[ZN_RUN_ID_MAX + 40];
-	int rc;
-
-	if (!ext)
-		return -ENOMEM;
-	for (int c = 0; c < count; c++)
-		ext[c] = (struct zn_swap_extent){ { ZN_SWAP_ACTIVATION, c, e->rt.rank },
-						  zn_plan_host_alloc_bytes(st->x_bytes), 0 };
-	if (e->cfg.runtime.run_id[0])
-		snprintf(run_id, sizeof(run_id), "%s-%s", e->cfg.runtime.run_id, what);
-	else
-		snprintf(run_id, sizeof(run_id), "p%ld-%s", (long)getpid(), what);
-	sc.run_id = run_id;
-	zn_swap_config_set_paths(&sc, off);
-	rc = zn_aio_create(&st->aio, &e->cfg.aio);
-	if (!rc)
-		rc = zn_swap_create(&st->swap, st->aio, &sc);
-	free(ext);
-	return rc;
-}
-
-void zn_recompute_store_close(struct zn_recompute_store *st)
-{
-	zn_swap_destroy(st->swap);
-	zn_aio_destroy(st->aio);
-	st->swap = NULL;
-	st->aio = NULL;
-}
-
 /* ---- activation checkpoints' homes ---------------------------------------------------- */
 
-static int ckbuf_write(struct zn_engine *e, struct zn_recompute_buf *b)
+static struct zn_home_buf *ckbuf(struct zn_engine *e, int c)
 {
-	return zn_recompute_store_write(&e->act.rec.st, b);
-}
-
-static int ckbuf_settle(struct zn_engine *e, struct zn_recompute_buf *b)
-{
-	return zn_recompute_store_settle(&e->act.rec.st, b);
+	return zn_home_buf(&e->act.rec.st, ckbuf_of(e, c));
 }
 
 /* the checkpoint layer l makes in its forward, or -1 */
@@ -185,13 +70,13 @@ int zn_recompute_fwd_before(struct zn_engine *e, int l)
 	c = made_by(e, l);
 	if (c < 2)
 		return 0;
-	return zn_stream_wait_event(e->rt.compute, e->act.rec.buf[ckbuf_of(e, c - 2)].down);
+	return zn_stream_wait_event(e->rt.compute, ckbuf(e, c - 2)->down);
 }
 
 int zn_recompute_fwd_after(struct zn_engine *e, int l)
 {
 	struct zn_recompute *ck = &e->act.rec;
-	struct zn_recompute_buf *b;
+	struct zn_home_buf *b;
 	int c, rc;
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE)
@@ -199,8 +84,8 @@ int zn_recompute_fwd_after(struct zn_engine *e, int l)
 	c = made_by(e, l);
 	if (c < 0 || c >= ck->runs - 1)
 		return 0;
-	b = &ck->buf[ckbuf_of(e, c)];
-	rc = ckbuf_settle(e, b);
+	b = ckbuf(e, c);
+	rc = zn_home_settle(&ck->st, b);
 	if (!rc)
 		rc = zn_event_record(ck->made[c % 2], e->rt.compute);
 	if (!rc)
@@ -211,14 +96,13 @@ int zn_recompute_fwd_after(struct zn_engine *e, int l)
 		rc = zn_event_record(b->down, e->rt.copy_out);
 	if (rc)
 		return rc;
-	b->ck = c;
-	b->state = ZN_RECOMPUTE_BUF_DOWN;
+	zn_home_filled(b, c);
 	/* nvme: checkpoint c - 2 is written behind (its copy down is done by now or soon) */
 	if (ck->home == ZN_TIER_NVME && c >= 2) {
-		struct zn_recompute_buf *p = &ck->buf[ckbuf_of(e, c - 2)];
+		struct zn_home_buf *p = ckbuf(e, c - 2);
 
-		if (p->ck == c - 2 && p->state == ZN_RECOMPUTE_BUF_DOWN)
-			rc = ckbuf_write(e, p);
+		if (p->id == c - 2 && p->state == ZN_HOME_DOWN)
+			rc = zn_home_put(&ck->st, p);
 	}
 	return rc;
 }
@@ -233,8 +117,8 @@ int zn_recompute_fwd_end(struct zn_engine *e)
 	for (int i = 0; !rc && i < 2; i++)
 		rc = zn_event_record(ck->slot_free[i], e->rt.compute);
 	for (int i = 0; !rc && ck->home == ZN_TIER_NVME && i < ck->buf_n; i++)
-		if (ck->buf[i].state == ZN_RECOMPUTE_BUF_DOWN)
-			rc = ckbuf_write(e, &ck->buf[i]);
+		if (zn_home_buf(&ck->st, i)->state == ZN_HOME_DOWN)
+			rc = zn_home_put(&ck->st, zn_home_buf(&ck->st, i));
 	return rc;
 }
 
@@ -245,18 +129,18 @@ static int read_ahead(struct zn_engine *e, int c)
 
 	if (ck->home != ZN_TIER_NVME || c < 0)
 		return 0;
-	return zn_recompute_store_read(&ck->st, &ck->buf[ckbuf_of(e, c)], c);
+	return zn_home_read_ahead(&ck->st, ckbuf(e, c), c);
 }
 
 /* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
 static int bring_up(struct zn_engine *e, int c)
 {
 	struct zn_recompute *ck = &e->act.rec;
-	struct zn_recompute_buf *b = &ck->buf[ckbuf_of(e, c)];
+	struct zn_home_buf *b = ckbuf(e, c);
 	int rc = read_ahead(e, c);
 
 	if (!rc && ck->home == ZN_TIER_NVME)
-		rc = zn_recompute_store_wait_read(&ck->st, b);
+		rc = zn_home_wait(&ck->st, b);
 	if (!rc)
 		rc = zn_stream_wait_event(e->rt.copy_in, ck->slot_free[c % 2]);
 	if (!rc)
@@ -265,8 +149,8 @@ static int bring_up(struct zn_engine *e, int c)
 		rc = zn_memcpy_async(e->rt.copy_in, zn_recompute_x(e, c), b->h, ck->x_bytes, ZN_COPY_H2D);
 	if (!rc)
 		rc = zn_event_record(b->up, e->rt.copy_in);
-	if (!rc && ck->home == ZN_TIER_NVME)
-		b->state = ZN_RECOMPUTE_BUF_UP;
+	if (!rc)
+		zn_home_emptying(&ck->st, b);
 	return rc;
 }
 
@@ -285,7 +169,7 @@ int zn_recompute_use_before(struct zn_engine *e, int k)
 	/* run r starts: its checkpoint (brought up one run ago) must be in its slot; the
 	 * previous run's comes up now, the one before that is read ahead from nvme */
 	if (r < ck->runs - 1)
-		rc = zn_stream_wait_event(e->rt.compute, ck->buf[ckbuf_of(e, r)].up);
+		rc = zn_stream_wait_event(e->rt.compute, ckbuf(e, r)->up);
 	if (!rc && r >= 1)
 		rc = bring_up(e, r - 1);
 	if (!rc && r >= 2)
@@ -306,14 +190,5 @@ int zn_recompute_use_after(struct zn_engine *e, int k)
 
 int zn_recompute_quiesce(struct zn_engine *e)
 {
-	struct zn_recompute *ck = &e->act.rec;
-	int rc = 0;
-
-	for (int i = 0; ck->buf && i < ck->buf_n; i++) {
-		int x = ckbuf_settle(e, &ck->buf[i]);
-
-		if (!rc)
-			rc = x;
-	}
-	return rc;
+	return zn_home_quiesce(&e->act.rec.st);
 }

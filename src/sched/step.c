@@ -343,8 +343,8 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io0);
 	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
-	if (e->act.lm.st.aio)
-		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
+	if (zn_home_aio(&e->act.lm.st))
+		zn_aio_get_stats(zn_home_aio(&e->act.lm.st), &bd0);
 	zn_optim_begin(&e->opt, e->step);
 	/* --trace: this step's spans (trace_dev.h); nothing when not traced */
 	rc = zn_tracer_step_begin(&e->tr, e->step);
@@ -445,8 +445,8 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
 	if (e->sw.aio)
 		zn_aio_get_stats(e->sw.aio, &io1);
-	if (e->act.lm.st.aio)
-		zn_aio_get_stats(e->act.lm.st.aio, &bd1);
+	if (zn_home_aio(&e->act.lm.st))
+		zn_aio_get_stats(zn_home_aio(&e->act.lm.st), &bd1);
 	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read +
 			      (e->fz.bytes_read + e->fz.x_read_bytes - frozen0) +
 			      (bd1.bytes_read - bd0.bytes_read);

@@ -1,0 +1,139 @@
+/* The store's tiered home: count items of item_bytes each, homed in pinned host memory or on
+ * NVMe, moved through pinned buffers the home owns. Activation checkpoints (sched/recompute.h)
+ * and layer-major's boundary activations on nvme (sched/lmajor.h) live in one.
+ *
+ *   host  buf_n pinned buffers, one per item (buffer i is item i's home): the caller copies
+ *         an item down into its buffer and up from it; the home only waits those copies.
+ *   nvme  buf_n pinned staging buffers and one swap extent per item (nvme/swap.h: key
+ *         (kind, id, rank), its own swap store and aio engine made at open, the extents
+ *         checksummed). An item copied down into a buffer is written behind (put), read
+ *         ahead into a buffer before it is needed (read_ahead) and waited for (wait) before
+ *         the caller copies it up.
+ *
+ * The caller picks the buffer of each transfer, enqueues the device copies on its streams
+ * and records b->down (after the copy into b->h) and b->up (after the copy out of it); the
+ * home tracks what each buffer is doing (enum zn_home_state) and settles it: settle waits
+ * whatever the buffer is doing (a copy down not yet written is written first on nvme) and
+ * leaves it FREE. Nothing here knows the engine: the home is given the device (its
+ * events), the pinned arena (its buffers), the rank, the nvme paths, the run's id, the aio
+ * block and a name callback for errors.
+ *
+ * Errors: 0 or a negative code. A failed nvme read or write logs one line naming the item
+ * (the name callback: "activation checkpoint 3 (input of layer 4)"), the operation and the
+ * swap file, with the system's message. A half-opened home closes.
+ *
+ *     struct zn_home h;
+ *     struct zn_home_config c = { .tier = ZN_TIER_NVME, .count = 8, .buf_n = 4,
+ *                                 .item_bytes = x, .dev = dev, .arena = arena,
+ *                                 .paths = &cfg.act_ckpt.home, .aio = &cfg.aio,
+ *                                 .what = "acts", .name = name, .ctx = me };
+ *     rc = zn_home_open(&h, &c);
+ *     struct zn_home_buf *b = zn_home_buf(&h, id % 4);
+ *     rc = zn_home_settle(&h, b);                 // the buffer's previous work done
+ *     ... copy item id down into b->h on a stream, record b->down ...
+ *     zn_home_filled(b, id);
+ *     rc = zn_home_put(&h, b);                    // written behind (nvme)
+ *     ...
+ *     rc = zn_home_read_ahead(&h, b, id);         // nvme: the read starts
+ *     rc = zn_home_wait(&h, b);                   // b->h holds item id
+ *     ... copy b->h up, record b->up ...
+ *     zn_home_emptying(&h, b);
+ *     rc = zn_home_quiesce(&h);                   // end of step
+ *     zn_home_close(&h);
+ *
+ * Threading: one thread drives a home (the step's).
+ *
+ * The frozen base on nvme (sched/frozen_io.c: one extent per layer in one unlinked file,
+ * read ahead into pinned read buffers) could be homed here next; it would need items of
+ * different sizes (an extent table instead of item_bytes), reads of part of an item (a
+ * streamed layer's rest), a poll that never blocks (its pump), the arena registered with
+ * the aio engine (fixed buffers), completion timing for --trace, and a file without the
+ * swap store's checksums (or the swap store with crc blocks of the read size).
+ */
+#ifndef ZN_STORE_HOME_H
+#define ZN_STORE_HOME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu/device.h"
+#include "nvme/aio.h"
+#include "nvme/swap.h"
+#include "sched/plan.h"
+#include "zinc.h"
+
+struct zn_arena;
+
+enum zn_home_state {
+	ZN_HOME_FREE = 0,
+	ZN_HOME_DOWN,    /* the caller's copy into h enqueued (b->down) */
+	ZN_HOME_WRITING, /* nvme write submitted */
+	ZN_HOME_READING, /* nvme read submitted */
+	ZN_HOME_UP,      /* nvme: the caller's copy out of h enqueued (b->up) */
+};
+
+/* One pinned buffer: an item's home (host) or a staging buffer (nvme). */
+struct zn_home_buf {
+	float *h;                /* item_bytes, rounded as the arena carves */
+	int id;                  /* the item it holds, -1 none */
+	enum zn_home_state state;
+	struct zn_event *down, *up;
+	struct zn_swap_req req;
+};
+
+/* What a home is given (borrowed: they outlive the home). */
+struct zn_home_config {
+	enum zn_tier tier;       /* ZN_TIER_HOST or ZN_TIER_NVME */
+	int count;               /* items 0 .. count-1 (nvme: the extents) */
+	int buf_n;               /* pinned buffers (host: count) */
+	uint64_t item_bytes;
+	struct zn_device *dev;   /* the buffers' events */
+	struct zn_arena *arena;  /* the buffers */
+	/* nvme only */
+	int rank;
+	int kind;                /* the extents' swap kind (0: ZN_SWAP_ACTIVATION) */
+	const struct zn_offload_config *paths;
+	const char *run_id;      /* the run's id or "" (then p<pid>); its store is run_id-what */
+	const char *what;
+	const struct zn_aio_config *aio;
+	/* writes what item id is for an error ("activation checkpoint 3 (input of layer 4)") */
+	void (*name)(const void *ctx, int id, char *out, size_t size);
+	const void *ctx;
+};
+
+struct zn_home {
+	struct zn_home_config c;
+	struct zn_home_buf *buf; /* buf_n */
+	struct zn_aio *aio;      /* nvme: its own engine and swap store */
+	struct zn_swap *swap;
+};
+
+/* The buffers (each: its pinned view, then its down and up events) and, on nvme with
+ * count > 0, the aio engine and the swap store. A zeroed home closes; so does a half-opened
+ * one. */
+int zn_home_open(struct zn_home *h, const struct zn_home_config *c);
+/* every buffer settled (errors ignored), the store's files removed, the events destroyed;
+ * the buffers are views of the arena (freed with it) */
+void zn_home_close(struct zn_home *h);
+struct zn_home_buf *zn_home_buf(struct zn_home *h, int i);
+/* the caller enqueued the copy of item id into b->h and recorded b->down */
+void zn_home_filled(struct zn_home_buf *b, int id);
+/* nvme: b's item written behind to its extent (b's copy down waited first); host: nothing */
+int zn_home_put(struct zn_home *h, struct zn_home_buf *b);
+/* nvme: reading item id into b starts (b settled first) unless b is reading it already;
+ * host: nothing (buffer id is its home) */
+int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id);
+/* nvme: b's read waited (b FREE, item id in b->h); host: nothing */
+int zn_home_wait(struct zn_home *h, struct zn_home_buf *b);
+/* the caller enqueued the copy out of b->h and recorded b->up: on nvme the buffer is busy
+ * until it is done (host: the buffer stays the item's home, as it was) */
+void zn_home_emptying(struct zn_home *h, struct zn_home_buf *b);
+/* brings b to FREE, waiting whatever it is doing (on nvme a copy down is written first) */
+int zn_home_settle(struct zn_home *h, struct zn_home_buf *b);
+/* every buffer settled; the first error */
+int zn_home_quiesce(struct zn_home *h);
+/* tests: the home's nvme aio engine (fault injection, byte counts), NULL unless open on nvme */
+struct zn_aio *zn_home_aio(const struct zn_home *h);
+
+#endif

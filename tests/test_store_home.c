@@ -1,0 +1,234 @@
+/* The store's tiered home (src/store/home.h) on the host device: items copied down into
+ * pinned buffers, homed there or written behind to nvme extents (a temporary directory),
+ * read ahead and waited for, copied back up bit for bit; the bytes each item moves; an
+ * injected write or read error names the item, the operation and the swap file. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "core/rand.h"
+#include "cpu/arena.h"
+#include "nvme_test_util.h"
+#include "store/home.h"
+
+#define ITEMS 6
+#define FLOATS 750 /* 3000 bytes: an extent of 4 KiB */
+
+struct fixture {
+	struct zn_device *dev;
+	struct zn_stream *s;
+	struct zn_arena *arena;
+	struct zn_config cfg;
+	float *src_d[ITEMS], *dst_d;
+	char dir[ZN_PATH_MAX];
+};
+
+static void name_of(const void *ctx, int id, char *out, size_t size)
+{
+	snprintf(out, size, "%s %d", (const char *)ctx, id);
+}
+
+static void setup(struct fixture *f)
+{
+	struct zn_device_config dc = { .kind = ZN_DEVICE_HOST };
+	struct zn_arena_config ac;
+
+	memset(f, 0, sizeof(*f));
+	zn_config_defaults(&f->cfg);
+	cr_assert_eq(zn_device_create(&f->dev, &dc), 0);
+	cr_assert_eq(zn_stream_create(f->dev, &f->s), 0);
+	zn_arena_config_init(&ac, NULL);
+	ac.bytes = 1 << 20;
+	ac.pin_required = false;
+	cr_assert_eq(zn_arena_create(&f->arena, &ac), 0);
+	for (int i = 0; i < ITEMS; i++) {
+		cr_assert_eq(zn_device_alloc(f->dev, (void **)&f->src_d[i], FLOATS * 4), 0);
+		/* seeded, different per item: the host device's memory is the host's */
+		for (int j = 0; j < FLOATS; j++)
+			f->src_d[i][j] = zn_normal_at(27 + (uint64_t)i, (uint64_t)j);
+	}
+	cr_assert_eq(zn_device_alloc(f->dev, (void **)&f->dst_d, FLOATS * 4), 0);
+}
+
+static void teardown(struct fixture *f)
+{
+	for (int i = 0; i < ITEMS; i++)
+		zn_device_free(f->dev, f->src_d[i]);
+	zn_device_free(f->dev, f->dst_d);
+	zn_arena_destroy(f->arena);
+	zn_stream_destroy(f->s);
+	zn_device_destroy(f->dev);
+}
+
+static void open_home(struct fixture *f, struct zn_home *h, enum zn_tier tier, int buf_n)
+{
+	struct zn_home_config c = {
+		.tier = tier, .count = ITEMS, .buf_n = buf_n, .item_bytes = FLOATS * 4,
+		.dev = f->dev, .arena = f->arena, .rank = 0, .paths = &f->cfg.act_ckpt.home,
+		.run_id = "", .what = "home", .aio = &f->cfg.aio, .name = name_of,
+		.ctx = "test item",
+	};
+
+	if (tier == ZN_TIER_NVME) {
+		nvme_test_dir(f->dir, sizeof(f->dir));
+		f->cfg.act_ckpt.home.nvme_path_count = 1;
+		snprintf(f->cfg.act_ckpt.home.nvme_path[0], ZN_PATH_MAX, "%s", f->dir);
+	}
+	cr_assert_eq(zn_home_open(h, &c), 0);
+	cr_assert_eq(h->c.buf_n, buf_n);
+	for (int i = 0; i < buf_n; i++)
+		cr_assert(zn_home_buf(h, i)->id == -1 && zn_home_buf(h, i)->state == ZN_HOME_FREE);
+}
+
+/* item i copied down into buffer b and put (written behind on nvme) */
+static int put_item(struct fixture *f, struct zn_home *h, struct zn_home_buf *b, int i)
+{
+	int rc = zn_home_settle(h, b);
+
+	cr_assert_eq(rc, 0, "buffer settled before item %d (%d)", i, rc);
+	cr_assert_eq(zn_memcpy_async(f->s, b->h, f->src_d[i], FLOATS * 4, ZN_COPY_D2H), 0);
+	cr_assert_eq(zn_event_record(b->down, f->s), 0);
+	zn_home_filled(b, i);
+	cr_assert(b->id == i && b->state == ZN_HOME_DOWN);
+	return zn_home_put(h, b);
+}
+
+/* b (holding item i) copied up and compared bit for bit with the item's source */
+static void check_up(struct fixture *f, struct zn_home *h, struct zn_home_buf *b, int i)
+{
+	memset(f->dst_d, 0xa5, FLOATS * 4);
+	cr_assert_eq(zn_memcpy_async(f->s, f->dst_d, b->h, FLOATS * 4, ZN_COPY_H2D), 0);
+	cr_assert_eq(zn_event_record(b->up, f->s), 0);
+	zn_home_emptying(h, b);
+	cr_assert_eq(zn_stream_synchronize(f->s), 0);
+	for (int j = 0; j < FLOATS; j++)
+		cr_assert(memcmp(&f->dst_d[j], &f->src_d[i][j], 4) == 0,
+			  "item %d float %d: %a read back, %a written", i, j, (double)f->dst_d[j],
+			  (double)f->src_d[i][j]);
+}
+
+Test(store_home, host_items_live_in_their_buffers)
+{
+	struct fixture f;
+	struct zn_home h;
+
+	setup(&f);
+	open_home(&f, &h, ZN_TIER_HOST, ITEMS);
+	cr_assert_null(zn_home_aio(&h), "no nvme engine in pinned memory");
+	for (int i = 0; i < ITEMS; i++)
+		cr_assert_eq(put_item(&f, &h, zn_home_buf(&h, i), i), 0);
+	/* put writes nothing on the host: each buffer still holds its copy down */
+	for (int i = 0; i < ITEMS; i++)
+		cr_assert_eq(zn_home_buf(&h, i)->state, ZN_HOME_DOWN);
+	for (int i = ITEMS - 1; i >= 0; i--) {
+		struct zn_home_buf *b = zn_home_buf(&h, i);
+
+		cr_assert_eq(zn_home_read_ahead(&h, b, i), 0);
+		cr_assert_eq(zn_home_wait(&h, b), 0);
+		check_up(&f, &h, b, i);
+		/* the buffer is the item's home: a copy up leaves it as it was */
+		cr_assert(b->id == i && b->state == ZN_HOME_DOWN);
+	}
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	for (int i = 0; i < ITEMS; i++)
+		cr_assert_eq(zn_home_buf(&h, i)->state, ZN_HOME_FREE);
+	zn_home_close(&h);
+	cr_assert_null(h.buf);
+	teardown(&f);
+}
+
+Test(store_home, nvme_items_written_behind_and_read_ahead)
+{
+	struct fixture f;
+	struct zn_aio_stats io;
+	struct zn_home h;
+
+	setup(&f);
+	open_home(&f, &h, ZN_TIER_NVME, 2);
+	cr_assert_not_null(zn_home_aio(&h));
+	/* six items through two staging buffers: settling a buffer waits its previous write */
+	for (int i = 0; i < ITEMS; i++) {
+		cr_assert_eq(put_item(&f, &h, zn_home_buf(&h, i % 2), i), 0);
+		cr_assert_eq(zn_home_buf(&h, i % 2)->state, ZN_HOME_WRITING);
+	}
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	zn_aio_get_stats(zn_home_aio(&h), &io);
+	cr_assert_eq(io.bytes_written, ITEMS * 4096ull, "each item's 4 KiB extent written once "
+		     "(%llu bytes)", (unsigned long long)io.bytes_written);
+	cr_assert_eq(io.bytes_read, 0);
+	/* read ahead two, then wait and copy up each; again for the next two */
+	for (int i = ITEMS - 1; i >= 1; i -= 2) {
+		struct zn_home_buf *a = zn_home_buf(&h, 0), *b = zn_home_buf(&h, 1);
+
+		cr_assert_eq(zn_home_read_ahead(&h, a, i), 0);
+		cr_assert_eq(zn_home_read_ahead(&h, b, i - 1), 0);
+		/* a read already under way is not issued again */
+		cr_assert_eq(zn_home_read_ahead(&h, a, i), 0);
+		cr_assert(a->state == ZN_HOME_READING && a->id == i);
+		cr_assert_eq(zn_home_wait(&h, a), 0);
+		check_up(&f, &h, a, i);
+		cr_assert_eq(a->state, ZN_HOME_UP);
+		cr_assert_eq(zn_home_wait(&h, b), 0);
+		check_up(&f, &h, b, i - 1);
+	}
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	zn_aio_get_stats(zn_home_aio(&h), &io);
+	cr_assert_eq(io.bytes_read, ITEMS * 4096ull, "each item read once (%llu bytes)",
+		     (unsigned long long)io.bytes_read);
+	zn_home_close(&h);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
+}
+
+Test(store_home, nvme_write_fault_names_the_item, .init = cr_redirect_stderr)
+{
+	struct fixture f;
+	struct zn_home h;
+	int rc;
+
+	setup(&f);
+	open_home(&f, &h, ZN_TIER_NVME, 2);
+	cr_assert_eq(put_item(&f, &h, zn_home_buf(&h, 0), 0), 0);
+	cr_assert_eq(zn_home_settle(&h, zn_home_buf(&h, 0)), 0, "item 0 written unfaulted");
+	zn_aio_set_fault(zn_home_aio(&h),
+			 &(struct zn_aio_fault){ .nth = 1, .err = EIO, .writes_only = true });
+	cr_assert_eq(put_item(&f, &h, zn_home_buf(&h, 1), 3), 0, "the write is submitted");
+	rc = zn_home_settle(&h, zn_home_buf(&h, 1));
+	cr_assert_eq(rc, -EIO, "the failed write is reported at settle (%d)", rc);
+	cr_assert_eq(zn_home_buf(&h, 1)->state, ZN_HOME_FREE);
+	cr_assert(nvme_test_stderr_has("test item 3:", "nvme write of"),
+		  "the error names the item and the write");
+	cr_assert(nvme_test_stderr_has("test item 3:", "zinc-swap-"), "and the swap file");
+	zn_home_close(&h);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
+}
+
+Test(store_home, nvme_read_fault_names_the_item, .init = cr_redirect_stderr)
+{
+	struct fixture f;
+	struct zn_home h;
+	int rc;
+
+	setup(&f);
+	open_home(&f, &h, ZN_TIER_NVME, 2);
+	for (int i = 0; i < ITEMS; i++)
+		cr_assert_eq(put_item(&f, &h, zn_home_buf(&h, i % 2), i), 0);
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	zn_aio_set_fault(zn_home_aio(&h), &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 4), 0);
+	rc = zn_home_wait(&h, zn_home_buf(&h, 0));
+	cr_assert_eq(rc, -EIO, "the failed read is reported at wait (%d)", rc);
+	cr_assert(nvme_test_stderr_has("test item 4:", "nvme read of"),
+		  "the error names the item and the read");
+	cr_assert(nvme_test_stderr_has("test item 4:", "zinc-swap-"), "and the swap file");
+	/* the next read of the same item succeeds: the fault hit one piece */
+	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 4), 0);
+	cr_assert_eq(zn_home_wait(&h, zn_home_buf(&h, 0)), 0);
+	check_up(&f, &h, zn_home_buf(&h, 0), 4);
+	zn_home_close(&h);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
+}
