@@ -60,22 +60,19 @@ Test(engine_recompute, schedule_recomputes_every_run_but_the_last)
 		{ 1, 1, 0 }, { 2, 1, 0 }, { 3, 1, 0 }, { 4, 1, 0 }, { 5, 1, 0 }, { 5, 0, 1 },
 		{ 3, 1, 0 }, { 4, 1, 1 }, { 3, 0, 1 }, { 1, 1, 0 }, { 2, 1, 1 }, { 1, 0, 1 },
 	};
-	struct zn_engine e = { .n = 6 };
+	struct zn_act_shape s = { .n = 6, .on = true, .every = 2 };
 	struct zn_use u[32];
 	int n;
 
-	zn_config_defaults(&e.cfg);
-	e.cfg.act_ckpt.enabled = true;
-	e.cfg.act_ckpt.every = 2;
-	n = zn_recompute_schedule(&e, u);
+	n = zn_recompute_schedule(&s, u);
 	cr_assert_eq(n, 12);
 	for (int i = 0; i < n; i++)
 		cr_assert(u[i].layer == want[i][0] && u[i].fwd == want[i][1] &&
 			  u[i].bwd == want[i][2], "use %d: layer %d fwd %d bwd %d", i, u[i].layer,
 			  u[i].fwd, u[i].bwd);
 	/* off: forward 1..5, backward 5..1 */
-	e.cfg.act_ckpt.enabled = false;
-	n = zn_recompute_schedule(&e, u);
+	s.on = false;
+	n = zn_recompute_schedule(&s, u);
 	cr_assert_eq(n, 10);
 	cr_assert(u[5].layer == 5 && u[5].bwd && !u[5].fwd && u[9].layer == 1);
 }

@@ -1,6 +1,18 @@
 /* Activations: per layer activation buffers (as many as the model has layers), the layer
  * outputs x[0 .. n-2], two gradient-of-output buffers, the scratch, tokens, targets,
- * losses, and the per micro-batch events. State: struct zn_acts (engine field act). */
+ * losses, and the per micro-batch events; with activation checkpointing the buffers are
+ * recompute.h's, with layer-major accumulation lmajor.h's. State: struct zn_acts (engine
+ * field act), given at create a struct zn_acts_config: the runtime (device, streams, rank),
+ * the pinned arena, the activations' shape (model, B, T, micro-batches, checkpointing), the
+ * nvme paths and aio block of the checkpoints' and boundaries' homes (store/home.h) and
+ * the few bytes the engine's plan works out. The layer-major decision (struct zn_lmajor
+ * on, k, tied, home) is the engine's planning's, set before create.
+ *
+ *     struct zn_acts_config c = { .rt = &rt, .arena = arena, .shape = shape, ... };
+ *     rc = zn_acts_create(&act, &c);
+ *     zn_acts_fwd_io(&act, l, false, &io);     // layer l's buffers in the forward
+ *     zn_acts_destroy(&act);
+ */
 #ifndef ZN_SCHED_ACTS_H
 #define ZN_SCHED_ACTS_H
 
@@ -8,13 +20,32 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "zinc.h"
 #include "sched/lmajor.h"
 #include "sched/recompute.h"
 
-struct zn_engine;
+struct zn_arena;
 struct zn_layer_io;
+struct zn_runtime;
+
+/* What the activations are given (borrowed: they outlive the part). */
+struct zn_acts_config {
+	struct zn_runtime *rt;
+	struct zn_arena *arena;          /* pinned checkpoints, boundaries, staging */
+	struct zn_act_shape shape;       /* its ld, sums: the engine's */
+	uint64_t norm_bytes;             /* the optimizer's norm results (counted here) */
+	const struct zn_offload_config *ckpt_paths; /* checkpoints on nvme */
+	const struct zn_offload_config *bnd_paths;  /* boundaries on nvme, NULL: none set */
+	const struct zn_aio_config *aio;
+	const char *run_id;
+	/* layer-major's tied head run again (lmajor.h): layer 0's and the last layer's padded
+	 * gradient bytes and the head's parameter bytes; 0 otherwise */
+	uint64_t tied_grad0_bytes, tied_grad_last_bytes, head_bytes;
+	uint64_t host_act_bytes, nvme_act_bytes; /* the plan's (the info line) */
+};
 
 struct zn_acts {
+	struct zn_acts_config c;
 	float **acts_d;          /* per layer */
 	float **x_d;             /* x_d[l]: output of layer l, l = 0 .. n-2 */
 	float *dx_d[2];
@@ -42,23 +73,25 @@ struct zn_acts {
 	struct zn_lmajor lm;          /* layer-major accumulation (lmajor.h); acts_d, x_d unused */
 };
 
-/* device bytes the activations take (as the device counts them), before the plan */
-uint64_t zn_acts_bytes(const struct zn_engine *e);
-/* pinned host bytes of the activations (checkpoints on the host or nvme staging) */
-uint64_t zn_acts_host_bytes(const struct zn_engine *e);
-uint64_t zn_acts_nvme_bytes(const struct zn_engine *e); /* checkpoint extents on nvme */
-/* nvme bytes the step writes, and reads, of them (layer-major's boundaries on nvme; 0
- * otherwise: activation checkpoints' I/O is not in the step's figures) */
-uint64_t zn_acts_nvme_step_bytes(const struct zn_engine *e);
-int zn_acts_create(struct zn_engine *e);
-void zn_acts_destroy(struct zn_engine *e);
+/* The bytes before the plan, for the configuration c and the layer-major decision lm
+ * (pure): device bytes the activations take (as the device counts them), pinned host bytes
+ * (checkpoints on the host or nvme staging), nvme extents, and the nvme bytes the step
+ * writes, and reads, of them (layer-major's boundaries on nvme; 0 otherwise: activation
+ * checkpoints' I/O is not in the step's figures) */
+uint64_t zn_acts_bytes(const struct zn_acts_config *c, const struct zn_lmajor *lm);
+uint64_t zn_acts_host_bytes(const struct zn_acts_config *c, const struct zn_lmajor *lm);
+uint64_t zn_acts_nvme_bytes(const struct zn_acts_config *c, const struct zn_lmajor *lm);
+uint64_t zn_acts_nvme_step_bytes(const struct zn_acts_config *c, const struct zn_lmajor *lm);
+/* a->lm's decision kept; destroy accepts a half-built part and keeps it too */
+int zn_acts_create(struct zn_acts *a, const struct zn_acts_config *c);
+void zn_acts_destroy(struct zn_acts *a);
 /* Copies the step's gas x B x T tokens and targets into tok_h / tgt_h (the caller's memory
  * is pageable: a copy from it would block) and points *inputs_h / *targets_h at them. The
  * previous step's copies are done: the end of a step drains copy_in. */
-void zn_acts_stage_tokens(struct zn_engine *e, const int **inputs_h, const int **targets_h);
+void zn_acts_stage_tokens(struct zn_acts *a, const int **inputs_h, const int **targets_h);
 /* io->acts, x_in and x_out of layer l's forward (recompute: inside the backward) and
  * io->acts, x_in of its backward */
-void zn_acts_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
-void zn_acts_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
+void zn_acts_fwd_io(struct zn_acts *a, int l, bool recompute, struct zn_layer_io *io);
+void zn_acts_bwd_io(struct zn_acts *a, int l, struct zn_layer_io *io);
 
 #endif

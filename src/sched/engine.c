@@ -37,6 +37,11 @@ const float *zn_engine_params_f32(struct zn_engine *e, int layer)
 	return e->L[layer].param_d;
 }
 
+struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
+{
+	return zn_home_aio(e->act.lm.on ? &e->act.lm.st : &e->act.rec.st);
+}
+
 struct zn_aio *zn_engine_aio(struct zn_engine *e)
 {
 	return e->sw.aio;
@@ -93,7 +98,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	free(e->L);
 	zn_prefetch_destroy(&e->pf);
 	zn_reduce_destroy(&e->rd);
-	zn_acts_destroy(e);
+	zn_acts_destroy(&e->act);
 	zn_frozen_destroy(e);
 	zn_frozen_q4_free(e);
 	zn_frozen_experts_free(e);

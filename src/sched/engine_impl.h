@@ -146,6 +146,23 @@ void zn_engine_memory_of(const struct zn_engine *e, uint64_t pinned_reserved,
  * on a device of dev_budget bytes; -ENOMEM with msg saying why when a budget is short */
 int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
 
+/* engine_plan.c: the activations' shape (recompute.h) and everything the activations part
+ * is given (acts.h), from the engine's configuration, layers and plan */
+void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s);
+void zn_engine_acts_config(struct zn_engine *e, struct zn_acts_config *c);
+/* engine_plan.c: the nvme paths of layer-major's boundaries on nvme: the checkpoints',
+ * else the optimizer's or the parameters' offload; NULL where none is configured */
+const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e);
+/* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
+ * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
+ * the plan's numbers in msg) */
+int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
+/* step_lm.c: the step's micro-batches, layer by layer (zn_engine_step's part 3) */
+int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *targets_h);
+/* engine.c, tests: the activation checkpoints' (or layer-major boundaries') nvme I/O
+ * engine (fault injection), NULL unless on nvme */
+struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
+
 /* engine.c: resident fp32 parameters of a layer (no gathers) */
 const float *zn_engine_params_f32(struct zn_engine *e, int layer);
 struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */

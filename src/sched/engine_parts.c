@@ -67,6 +67,15 @@ static int create_swapio(struct zn_engine *e)
 	return zn_swapio_create(&e->sw, &c);
 }
 
+/* the activations, given the runtime, the arena, their shape, homes' paths and plan bytes */
+static int create_acts(struct zn_engine *e)
+{
+	struct zn_acts_config c;
+
+	zn_engine_acts_config(e, &c);
+	return zn_acts_create(&e->act, &c);
+}
+
 int zn_engine_create_parts(struct zn_engine *e)
 {
 	struct zn_grads_config gc = {
@@ -83,7 +92,7 @@ int zn_engine_create_parts(struct zn_engine *e)
 	if (!rc)
 		rc = zn_engine_part(create_reduce(e), "the gradient reduction buffers", -1);
 	if (!rc)
-		rc = zn_engine_part(zn_acts_create(e),
+		rc = zn_engine_part(create_acts(e),
 				    "the activations, the step's tokens and their events", -1);
 	if (!rc)
 		rc = zn_engine_part(create_optim(e), "the optimizer's buffers", -1);

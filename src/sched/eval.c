@@ -38,13 +38,13 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, e->act.use[k].layer, &f);
 		if (!rc)
-			rc = zn_recompute_use_before(e, k);
+			rc = zn_recompute_use_before(&e->act.rec, k);
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_recompute_use_after(e, k);
+			rc = zn_recompute_use_after(&e->act.rec, k);
 	}
 	if (!rc)
 		rc = zn_event_record(e->act.tok_free, e->rt.compute);
@@ -73,7 +73,7 @@ int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc)
 		rc = zn_step_positions(e, targets_h, pos_h);
 	if (!rc) {
-		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
+		zn_acts_stage_tokens(&e->act, &inputs_h, &targets_h);
 		rc = zn_engine_count_labels(e, targets_h);
 	}
 	for (int m = 0; !rc && m < e->gas; m++)
@@ -84,7 +84,7 @@ int zn_engine_eval_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	r = zn_swapio_quiesce(&e->sw);
 	if (!rc)
 		rc = r;
-	r = zn_recompute_quiesce(e);
+	r = zn_recompute_quiesce(&e->act.rec);
 	if (!rc)
 		rc = r;
 	if (rc)

@@ -1,5 +1,5 @@
 /* Layer-major gradient accumulation: buffers, use sequence and bytes (lmajor.h). The step
- * is step_lm.c; the choice of schedule is engine.c's (plan_for). */
+ * is step_lm.c; the choice of schedule is the engine's (lmajor_plan.c, zn_lmajor_plan). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,7 +7,9 @@
 
 #include "core/log.h"
 #include "core/size.h"
-#include "sched/engine_impl.h"
+#include "sched/acts.h"
+#include "sched/runtime.h"
+#include "sched/tiers.h"
 
 bool zn_lmajor_stored(int n, int k, bool tied_again, int l, int m)
 {
@@ -98,18 +100,16 @@ uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again)
 	return 2;
 }
 
-float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m)
+float *zn_lmajor_fwd_x(struct zn_lmajor *lm, int l, int m)
 {
-	struct zn_lmajor *lm = &e->act.lm;
-
 	if (lm->home == ZN_TIER_DEVICE)
 		return lm->bnd_d[(size_t)(l - 1) * (size_t)lm->k + (size_t)m];
 	return lm->bnd_d[(size_t)(l % 2) * (size_t)lm->k + (size_t)m];
 }
 
-static int alloc_host_home(struct zn_engine *e, uint64_t nb)
+static int alloc_host_home(struct zn_lmajor *lm, struct zn_arena *arena, uint64_t nb)
 {
-	struct zn_lmajor *lm = &e->act.lm;
+	struct zn_device *dev = lm->rt->dev;
 	int rc = 0;
 
 	lm->bnd_h = zn_size_calloc(nb + 1, sizeof(*lm->bnd_h), "boundary pointers");
@@ -119,45 +119,32 @@ static int alloc_host_home(struct zn_engine *e, uint64_t nb)
 	if (!lm->bnd_h || !lm->down || !lm->dxh || !lm->dx_down)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < nb; i++)
-		rc = zn_tiers_halloc(e->arena, &lm->bnd_h[i], lm->x_bytes);
+		rc = zn_tiers_halloc(arena, &lm->bnd_h[i], lm->x_bytes);
 	for (int i = 0; !rc && i < lm->k; i++)
-		rc = zn_tiers_halloc(e->arena, &lm->dxh[i], lm->x_bytes);
+		rc = zn_tiers_halloc(arena, &lm->dxh[i], lm->x_bytes);
 	for (int i = 0; !rc && i < lm->k; i++)
-		rc = zn_event_create(e->rt.dev, &lm->dx_down[i]);
+		rc = zn_event_create(dev, &lm->dx_down[i]);
 	for (int i = 0; !rc && i < 2; i++) {
-		rc = zn_event_create(e->rt.dev, &lm->rd_ready[i]);
+		rc = zn_event_create(dev, &lm->rd_ready[i]);
 		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->rd_free[i]);
+			rc = zn_event_create(dev, &lm->rd_free[i]);
 		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->wr_free[i]);
+			rc = zn_event_create(dev, &lm->wr_free[i]);
 	}
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &lm->dx_made);
+		rc = zn_event_create(dev, &lm->dx_made);
 	for (int i = 0; !rc && i < 2 * lm->k; i++)
-		rc = zn_event_create(e->rt.dev, &lm->down[i]);
+		rc = zn_event_create(dev, &lm->down[i]);
 	for (int i = 0; !rc && i < 2; i++) {
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->up_d[i], lm->x_bytes);
+		rc = zn_tiers_dalloc(dev, &lm->up_d[i], lm->x_bytes);
 		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->up_ready[i]);
+			rc = zn_event_create(dev, &lm->up_ready[i]);
 		if (!rc)
-			rc = zn_event_create(e->rt.dev, &lm->up_free[i]);
+			rc = zn_event_create(dev, &lm->up_free[i]);
 	}
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &lm->all_down);
+		rc = zn_event_create(dev, &lm->all_down);
 	return rc;
-}
-
-const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e)
-{
-	const struct zn_config *c = &e->cfg;
-
-	if (c->act_ckpt.home.nvme_path_count > 0)
-		return &c->act_ckpt.home;
-	if (c->zero.offload_optimizer.nvme_path_count > 0)
-		return &c->zero.offload_optimizer;
-	if (c->zero.offload_param.nvme_path_count > 0)
-		return &c->zero.offload_param;
-	return NULL;
 }
 
 /* "layer boundary 5 (input of layer 2, micro-batch 1)" (ctx: layer-major's state) */
@@ -170,20 +157,17 @@ static void bnd_name(const void *ctx, int id, char *out, size_t size)
 }
 
 /* nvme home: the staging buffers and the store of every boundary's extent */
-static int alloc_nvme_home(struct zn_engine *e, uint64_t nb)
+static int alloc_nvme_home(struct zn_lmajor *lm, const struct zn_acts_config *ac, uint64_t nb)
 {
-	struct zn_lmajor *lm = &e->act.lm;
-	const struct zn_offload_config *paths = zn_lmajor_nvme_paths(e);
 	struct zn_home_config c = {
 		.tier = ZN_TIER_NVME, .count = 0, .buf_n = ZN_RECOMPUTE_STAGES,
-		.item_bytes = lm->x_bytes, .dev = e->rt.dev, .arena = e->arena,
-		.rank = e->rt.rank, .kind = ZN_SWAP_ACTIVATION, .paths = paths,
-		.run_id = e->cfg.runtime.run_id, .what = "bnd", .aio = &e->cfg.aio,
-		.name = bnd_name, .ctx = lm,
+		.item_bytes = lm->x_bytes, .dev = lm->rt->dev, .arena = ac->arena,
+		.rank = lm->rt->rank, .kind = ZN_SWAP_ACTIVATION, .paths = ac->bnd_paths,
+		.run_id = ac->run_id, .what = "bnd", .aio = ac->aio, .name = bnd_name, .ctx = lm,
 	};
 
 	lm->stage_n = ZN_RECOMPUTE_STAGES;
-	if (!paths) {
+	if (!ac->bnd_paths) {
 		zn_error("layer-major: the layer boundaries' home is nvme but no nvme path is "
 			 "set: give --checkpoint-nvme-path DIR (or --nvme-path DIR)");
 		return ZN_EUSAGE;
@@ -194,45 +178,67 @@ static int alloc_nvme_home(struct zn_engine *e, uint64_t nb)
 	return zn_home_open(&lm->st, &c);
 }
 
-int zn_lmajor_quiesce(struct zn_engine *e)
+int zn_lmajor_quiesce(struct zn_lmajor *lm)
 {
-	return zn_home_quiesce(&e->act.lm.st);
+	return zn_home_quiesce(&lm->st);
 }
 
-static uint64_t padded_bytes(const struct zn_engine *e, int l)
+uint64_t zn_lmajor_tied_sink_bytes(const struct zn_acts_config *c)
 {
-	struct zn_shard s;
-
-	zn_plan_shard(e->numel[l], e->rt.world, 0, &s);
-	return s.padded_numel * 4;
+	return zn_plan_device_alloc_bytes(c->tied_grad0_bytes) +
+	       zn_plan_device_alloc_bytes(c->tied_grad_last_bytes) +
+	       zn_plan_device_alloc_bytes(c->head_bytes);
 }
 
-/* the last layer's parameters as the compute reads them (bf16 compute: 16-bit) */
-static uint64_t head_bytes(const struct zn_engine *e)
+/* the device buffers after the boundaries: one layer's activations, the sinks, the
+ * tokens, the tied head's sinks and parameters */
+static int alloc_device(struct zn_lmajor *lm, const struct zn_acts_config *c,
+			uint64_t acts_max)
 {
-	return e->compute16 ? padded_bytes(e, e->n - 1) / 2 : padded_bytes(e, e->n - 1);
-}
-
-/* layer 0's and the last layer's padded gradient bytes and the last layer's parameters
- * when the head runs twice, else 0 */
-uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e)
-{
-	if (!e->act.lm.tied || e->gas < 2)
-		return 0;
-	return zn_plan_device_alloc_bytes(padded_bytes(e, 0)) +
-	       zn_plan_device_alloc_bytes(padded_bytes(e, e->n - 1)) +
-	       zn_plan_device_alloc_bytes(head_bytes(e));
-}
-
-int zn_lmajor_create(struct zn_engine *e)
-{
-	struct zn_lmajor *lm = &e->act.lm;
-	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T, k = (uint64_t)lm->k;
-	uint64_t nb = zn_size_mul((uint64_t)(e->n - 1), k), toks = bt * k * sizeof(int);
-	uint64_t slots = lm->home == ZN_TIER_DEVICE ? nb : 2 * k;
+	struct zn_device *dev = lm->rt->dev;
+	uint64_t bt = (uint64_t)c->shape.B * (uint64_t)c->shape.T;
+	uint64_t toks = bt * (uint64_t)lm->k * sizeof(int);
 	int rc = 0;
 
-	lm->x_bytes = bt * (uint64_t)e->model.ops->width(e->model.config) * 4;
+	for (int i = 0; !rc && i < lm->dx_n; i++)
+		rc = zn_tiers_dalloc(dev, &lm->dx_d[i], lm->x_bytes);
+	if (!rc)
+		rc = zn_tiers_dalloc(dev, &lm->acts_d, acts_max);
+	if (!rc)
+		rc = zn_tiers_dalloc(dev, &lm->x_sink_d, lm->x_bytes);
+	if (!rc)
+		rc = zn_tiers_dalloc(dev, &lm->loss_sink_d, bt * 4);
+	if (!rc)
+		rc = zn_tiers_dalloc(dev, &lm->tok_d, toks);
+	if (!rc)
+		rc = zn_tiers_dalloc(dev, &lm->tgt_d, toks);
+	if (!rc && c->shape.pos)
+		rc = zn_tiers_dalloc(dev, &lm->pos_d, toks);
+	if (!rc && zn_lmajor_tied_sink_bytes(c)) {
+		rc = zn_tiers_dalloc(dev, &lm->tied_sink_d, c->tied_grad0_bytes);
+		if (!rc)
+			rc = zn_tiers_dalloc(dev, &lm->grad_sink_d, c->tied_grad_last_bytes);
+		lm->head_p_bytes = c->head_bytes;
+		if (!rc)
+			rc = zn_tiers_dalloc(dev, &lm->head_p_d, lm->head_p_bytes);
+	}
+	if (!rc)
+		rc = zn_event_create(dev, &lm->made);
+	return rc;
+}
+
+int zn_lmajor_create(struct zn_lmajor *lm, const struct zn_acts_config *c)
+{
+	uint64_t k = (uint64_t)lm->k;
+	uint64_t nb = zn_size_mul((uint64_t)(c->shape.n - 1), k);
+	uint64_t slots = lm->home == ZN_TIER_DEVICE ? nb : 2 * k;
+	struct zn_act_bytes ab;
+	int rc = 0;
+
+	zn_act_bytes_of(&c->shape, &ab);
+	lm->rt = c->rt;
+	lm->n = c->shape.n;
+	lm->x_bytes = ab.x;
 	lm->bnd_d = zn_size_calloc(slots, sizeof(*lm->bnd_d), "boundary slots");
 	lm->dx_n = lm->home == ZN_TIER_DEVICE ? (int)k + 1 : 4;
 	lm->dx_d = zn_size_calloc((uint64_t)lm->dx_n, sizeof(*lm->dx_d), "boundary gradients");
@@ -240,57 +246,35 @@ int zn_lmajor_create(struct zn_engine *e)
 	if (!lm->bnd_d || !lm->dx_d || !lm->dx_of)
 		return -ENOMEM;
 	for (uint64_t i = 0; !rc && i < slots; i++)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->bnd_d[i], lm->x_bytes);
+		rc = zn_tiers_dalloc(lm->rt->dev, &lm->bnd_d[i], lm->x_bytes);
 	if (!rc && lm->home != ZN_TIER_DEVICE)
-		rc = alloc_host_home(e, lm->home == ZN_TIER_HOST ? nb : 0);
+		rc = alloc_host_home(lm, c->arena, lm->home == ZN_TIER_HOST ? nb : 0);
 	if (!rc && lm->home == ZN_TIER_NVME)
-		rc = alloc_nvme_home(e, nb);
+		rc = alloc_nvme_home(lm, c, nb);
 	for (uint64_t i = 0; !rc && i <= k; i++)
 		lm->dx_of[i] = (int)i;
-	for (int i = 0; !rc && i < lm->dx_n; i++)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->dx_d[i], lm->x_bytes);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->acts_d, e->act_sums.acts_max);
-	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->x_sink_d, lm->x_bytes);
-	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->loss_sink_d, bt * 4);
-	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->tok_d, toks);
-	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->tgt_d, toks);
-	if (!rc && e->act.pos_h)
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->pos_d, toks);
-	if (!rc && zn_lmajor_tied_sink_bytes(e)) {
-		rc = zn_tiers_dalloc(e->rt.dev, &lm->tied_sink_d, padded_bytes(e, 0));
-		if (!rc)
-			rc = zn_tiers_dalloc(e->rt.dev, &lm->grad_sink_d, padded_bytes(e, e->n - 1));
-		lm->head_p_bytes = head_bytes(e);
-		if (!rc)
-			rc = zn_tiers_dalloc(e->rt.dev, &lm->head_p_d, lm->head_p_bytes);
-	}
-	if (!rc)
-		rc = zn_event_create(e->rt.dev, &lm->made);
+		rc = alloc_device(lm, c, ab.acts_max);
 	return rc;
 }
 
-void zn_lmajor_destroy(struct zn_engine *e)
+void zn_lmajor_destroy(struct zn_lmajor *lm)
 {
-	struct zn_lmajor *lm = &e->act.lm;
 	uint64_t k = (uint64_t)lm->k;
-	uint64_t slots = lm->home == ZN_TIER_DEVICE ? (uint64_t)(e->n - 1) * k : 2 * k;
+	uint64_t slots = lm->home == ZN_TIER_DEVICE ? (uint64_t)(lm->n - 1) * k : 2 * k;
+	struct zn_device *dev = lm->rt ? lm->rt->dev : NULL;
 
 	zn_home_close(&lm->st);
 	for (uint64_t i = 0; lm->bnd_d && i < slots; i++)
-		zn_device_free(e->rt.dev, lm->bnd_d[i]);
+		zn_device_free(dev, lm->bnd_d[i]);
 	for (int i = 0; lm->dx_d && i < lm->dx_n; i++)
-		zn_device_free(e->rt.dev, lm->dx_d[i]);
+		zn_device_free(dev, lm->dx_d[i]);
 	for (uint64_t i = 0; lm->dx_down && i < k; i++)
 		zn_event_destroy(lm->dx_down[i]);
 	for (uint64_t i = 0; lm->down && i < 2 * k; i++)
 		zn_event_destroy(lm->down[i]);
 	for (int i = 0; i < 2; i++) {
-		zn_device_free(e->rt.dev, lm->up_d[i]);
+		zn_device_free(dev, lm->up_d[i]);
 		zn_event_destroy(lm->up_ready[i]);
 		zn_event_destroy(lm->up_free[i]);
 		zn_event_destroy(lm->rd_ready[i]);
@@ -300,15 +284,15 @@ void zn_lmajor_destroy(struct zn_engine *e)
 	zn_event_destroy(lm->dx_made);
 	zn_event_destroy(lm->all_down);
 	zn_event_destroy(lm->made);
-	zn_device_free(e->rt.dev, lm->acts_d);
-	zn_device_free(e->rt.dev, lm->x_sink_d);
-	zn_device_free(e->rt.dev, lm->loss_sink_d);
-	zn_device_free(e->rt.dev, lm->grad_sink_d);
-	zn_device_free(e->rt.dev, lm->tied_sink_d);
-	zn_device_free(e->rt.dev, lm->head_p_d);
-	zn_device_free(e->rt.dev, lm->tok_d);
-	zn_device_free(e->rt.dev, lm->tgt_d);
-	zn_device_free(e->rt.dev, lm->pos_d);
+	zn_device_free(dev, lm->acts_d);
+	zn_device_free(dev, lm->x_sink_d);
+	zn_device_free(dev, lm->loss_sink_d);
+	zn_device_free(dev, lm->grad_sink_d);
+	zn_device_free(dev, lm->tied_sink_d);
+	zn_device_free(dev, lm->head_p_d);
+	zn_device_free(dev, lm->tok_d);
+	zn_device_free(dev, lm->tgt_d);
+	zn_device_free(dev, lm->pos_d);
 	free(lm->bnd_d);
 	free(lm->bnd_h); /* views of the arena */
 	free(lm->down);

@@ -45,11 +45,16 @@
 #include "sched/plan.h"
 #include "sched/recompute.h"
 
-struct zn_engine;
-struct zn_use;
+struct zn_acts_config;
 struct zn_act_shape;
+struct zn_runtime;
+struct zn_use;
 
 struct zn_lmajor {
+	struct zn_runtime *rt;   /* the device, the compute and copy streams */
+	int n;                   /* layers */
+	/* the decision: the engine's planning's (engine_impl.h zn_lmajor_plan), kept by
+	 * destroy */
 	bool on;
 	int k;                   /* micro-batches */
 	bool tied;               /* the last layer ties to layer 0 (the head runs again) */
@@ -102,23 +107,23 @@ void zn_lmajor_bytes_of(const struct zn_act_shape *s, int k, enum zn_tier home,
 bool zn_lmajor_stored(int n, int k, bool tied_again, int l, int m);
 int zn_lmajor_stored_count(int n, int k, bool tied_again);
 int zn_lmajor_read_id(int n, int k, int p);
-/* the tied head's sinks (layer 0's and the last layer's gradients, rounded) or 0 */
-uint64_t zn_lmajor_tied_sink_bytes(const struct zn_engine *e);
 /* The use sequence (acts.h): forward 1 .. n-2, the turn n-1 (forward and backward), the
  * backward n-2 .. 1 (recompute and backward), and with a tied head n-1 again. */
 int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use);
 /* uses of layer l's parameters per step (the plan's fetch count) */
 uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again);
 
-int zn_lmajor_create(struct zn_engine *e);
-void zn_lmajor_destroy(struct zn_engine *e);
+/* the tied head's sinks (acts.h: the config's gradient and head bytes, rounded) or 0 */
+uint64_t zn_lmajor_tied_sink_bytes(const struct zn_acts_config *c);
+
+/* The buffers of lm's decision (on, k, tied, home) for c's shape; destroy accepts a
+ * half-built one and keeps the decision. */
+int zn_lmajor_create(struct zn_lmajor *lm, const struct zn_acts_config *c);
+void zn_lmajor_destroy(struct zn_lmajor *lm);
 /* nvme home: every staging buffer settled (end of step, errors, destroy) */
-int zn_lmajor_quiesce(struct zn_engine *e);
-/* the nvme paths of a boundary home on nvme: the checkpoints', else the optimizer's or
- * the parameters' offload; NULL where none is configured */
-const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e);
+int zn_lmajor_quiesce(struct zn_lmajor *lm);
 /* the device buffer of layer l's input for micro-batch m in the forward (l >= 1) */
-float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
+float *zn_lmajor_fwd_x(struct zn_lmajor *lm, int l, int m);
 
 /* lmajor_home.c, the step's homes (step_lm.c calls them in its order):
  *   slot_before / slot_after   forward slot (l, m) free to overwrite; boundary (l, m) made
@@ -129,22 +134,14 @@ float *zn_lmajor_fwd_x(struct zn_engine *e, int l, int m);
  *   dx_read / dx_read_done     micro-batch m's boundary gradient to read (dx_out), release
  *   dx_write / dx_written      where a backward writes m's new one (dx_in); it is m's now
  * Each returns 0 or a negative code (a failed nvme read or write logged naming the file). */
-int zn_lmajor_slot_before(struct zn_engine *e, int l, int m);
-int zn_lmajor_slot_after(struct zn_engine *e, int l, int m);
-int zn_lmajor_reads_begin(struct zn_engine *e);
-int zn_lmajor_boundary(struct zn_engine *e, int l, int m, float **x, int *slot);
-int zn_lmajor_up_done(struct zn_engine *e, int slot);
-int zn_lmajor_dx_read(struct zn_engine *e, int m, float **dx, int *slot);
-int zn_lmajor_dx_read_done(struct zn_engine *e, int slot);
-int zn_lmajor_dx_write(struct zn_engine *e, float **dx, int *slot);
-int zn_lmajor_dx_written(struct zn_engine *e, int m, int slot);
-
-/* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
- * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
- * the plan's numbers in msg) */
-int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);
-
-/* step_lm.c: the step's micro-batches, layer by layer (zn_engine_step's part 3) */
-int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *targets_h);
+int zn_lmajor_slot_before(struct zn_lmajor *lm, int l, int m);
+int zn_lmajor_slot_after(struct zn_lmajor *lm, int l, int m);
+int zn_lmajor_reads_begin(struct zn_lmajor *lm);
+int zn_lmajor_boundary(struct zn_lmajor *lm, int l, int m, float **x, int *slot);
+int zn_lmajor_up_done(struct zn_lmajor *lm, int slot);
+int zn_lmajor_dx_read(struct zn_lmajor *lm, int m, float **dx, int *slot);
+int zn_lmajor_dx_read_done(struct zn_lmajor *lm, int slot);
+int zn_lmajor_dx_write(struct zn_lmajor *lm, float **dx, int *slot);
+int zn_lmajor_dx_written(struct zn_lmajor *lm, int m, int slot);
 
 #endif

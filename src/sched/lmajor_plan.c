@@ -74,10 +74,13 @@ static int layer_major(struct zn_engine *e, uint64_t dev_budget, char *why, size
 static uint64_t step_io_bytes(const struct zn_engine *e)
 {
 	uint64_t b = e->plan.nvme_step_read_bytes + e->plan.nvme_step_write_bytes;
+	struct zn_acts_config ac;
 
 	if (!e->act.lm.on && e->cfg.act_ckpt.enabled &&
-	    e->cfg.act_ckpt.home.device == ZN_OFFLOAD_NVME)
-		b += 2 * (uint64_t)e->gas * zn_acts_nvme_bytes(e);
+	    e->cfg.act_ckpt.home.device == ZN_OFFLOAD_NVME) {
+		zn_engine_acts_config((struct zn_engine *)e, &ac);
+		b += 2 * (uint64_t)e->gas * zn_acts_nvme_bytes(&ac, &e->act.lm);
+	}
 	return b;
 }
 

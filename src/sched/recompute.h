@@ -36,8 +36,9 @@
 #include "sched/plan.h"
 #include "store/home.h"
 
-struct zn_engine;
+struct zn_acts_config;
 struct zn_layer_io;
+struct zn_runtime;
 
 #define ZN_RECOMPUTE_STAGES 4
 
@@ -49,6 +50,9 @@ struct zn_use {
 };
 
 struct zn_recompute {
+	struct zn_runtime *rt;   /* the device, the compute and copy streams */
+	int n;                   /* layers */
+	const struct zn_use *use; /* acts.h: a micro-batch's layer uses */
 	bool on;
 	int every;               /* K */
 	int runs;                /* R */
@@ -105,39 +109,42 @@ struct zn_act_bytes {
 	int every, runs;         /* checkpointing: K and R */
 };
 
-void zn_act_shape_of(const struct zn_engine *e, struct zn_act_shape *s);
 void zn_act_bytes_of(const struct zn_act_shape *s, struct zn_act_bytes *out); /* pure */
 /* Layer l's activation bytes, unrounded (saturated at ZN_SIZE_OVERFLOW, core/size.h) */
 uint64_t zn_act_layer_bytes(const struct zn_act_shape *s, int l);
 void zn_act_sums_of(const struct zn_act_shape *s, struct zn_act_sums *out); /* pure */
 
-/* The use sequence: forward 1 .. n-1, then the backward's uses; returns the count (use
- * may be NULL to count). */
-int zn_recompute_schedule(const struct zn_engine *e, struct zn_use *use);
+/* The use sequence of s's checkpointing: forward 1 .. n-1, then the backward's uses;
+ * returns the count (use may be NULL to count). Pure. */
+int zn_recompute_schedule(const struct zn_act_shape *s, struct zn_use *use);
+/* K, R and the pinned buffers of s's checkpoints (pure) */
+int zn_act_shape_every(const struct zn_act_shape *s);
+int zn_act_shape_runs(const struct zn_act_shape *s);
 
-int zn_recompute_create(struct zn_engine *e);
-void zn_recompute_destroy(struct zn_engine *e);
+/* The buffers of c->shape's checkpointing (on), the use sequence borrowed (acts.h);
+ * destroy accepts a half-built or never-created (zeroed) one. */
+int zn_recompute_create(struct zn_recompute *ck, const struct zn_acts_config *c,
+			const struct zn_use *use);
+void zn_recompute_destroy(struct zn_recompute *ck);
 
 /* The io's acts, x_in and x_out for layer l's forward (recompute: in the backward) and
  * backward; layer 0: x_out only. */
-void zn_recompute_fwd_io(struct zn_engine *e, int l, bool recompute, struct zn_layer_io *io);
-void zn_recompute_bwd_io(struct zn_engine *e, int l, struct zn_layer_io *io);
+void zn_recompute_fwd_io(struct zn_recompute *ck, int l, bool recompute, struct zn_layer_io *io);
+void zn_recompute_bwd_io(struct zn_recompute *ck, int l, struct zn_layer_io *io);
 /* around the forward of layer l (not a recompute): slot reuse, checkpoints down */
-int zn_recompute_fwd_before(struct zn_engine *e, int l);
-int zn_recompute_fwd_after(struct zn_engine *e, int l);
-int zn_recompute_fwd_end(struct zn_engine *e);
+int zn_recompute_fwd_before(struct zn_recompute *ck, int l);
+int zn_recompute_fwd_after(struct zn_recompute *ck, int l);
+int zn_recompute_fwd_end(struct zn_recompute *ck);
 /* around backward use k of the sequence: checkpoints up ahead, slot release */
-int zn_recompute_use_before(struct zn_engine *e, int k);
-int zn_recompute_use_after(struct zn_engine *e, int k);
+int zn_recompute_use_before(struct zn_recompute *ck, int k);
+int zn_recompute_use_after(struct zn_recompute *ck, int k);
 /* every nvme request waited for (end of step, errors) */
-int zn_recompute_quiesce(struct zn_engine *e);
+int zn_recompute_quiesce(struct zn_recompute *ck);
 /* internal (recompute.c, recompute_home.c): run r of layer l, its first and last layer,
  * the device buffer of checkpoint c */
-int zn_recompute_run_of(const struct zn_engine *e, int l);
-int zn_recompute_run_first(const struct zn_engine *e, int r);
-int zn_recompute_run_last(const struct zn_engine *e, int r);
-float *zn_recompute_x(struct zn_engine *e, int c);
-/* tests: the checkpoints' nvme I/O engine (fault injection), NULL unless on nvme */
-struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e);
+int zn_recompute_run_of(const struct zn_recompute *ck, int l);
+int zn_recompute_run_first(const struct zn_recompute *ck, int r);
+int zn_recompute_run_last(const struct zn_recompute *ck, int r);
+float *zn_recompute_x(struct zn_recompute *ck, int c);
 
 #endif

@@ -36,12 +36,12 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 	a.io.L = &e->ld[0];
 	zn_step_set_params(e, &a.io, 0, p0, NULL);
 	a.io.frozen = f0;
-	zn_acts_fwd_io(e, 0, false, &a.io);
-	rc = zn_recompute_fwd_before(e, 0);
+	zn_acts_fwd_io(&e->act, 0, false, &a.io);
+	rc = zn_recompute_fwd_before(&e->act.rec, 0);
 	if (!rc)
 		rc = zn_step_launch(e, true, 0, &a);
 	if (!rc)
-		rc = zn_recompute_fwd_after(e, 0);
+		rc = zn_recompute_fwd_after(&e->act.rec, 0);
 	for (int k = 0; !rc && k < n - 1; k++) {
 		int l = k + 1;
 		const float *p;
@@ -54,14 +54,14 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		a.io.L = &e->ld[l];
 		zn_step_set_params(e, &a.io, l, p, p0);
 		a.io.tied_frozen = zn_step_tied(e, l, f0);
-		zn_acts_fwd_io(e, l, false, &a.io);
+		zn_acts_fwd_io(&e->act, l, false, &a.io);
 		if (l == n - 1) {
 			/* the previous micro-batch's losses must be on the host first */
 			rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
 			a.io.losses = e->act.loss_d;
 		}
 		if (!rc)
-			rc = zn_recompute_fwd_before(e, l);
+			rc = zn_recompute_fwd_before(&e->act.rec, l);
 		if (!rc)
 			rc = zn_step_launch(e, true, l, &a);
 		if (!rc)
@@ -69,10 +69,10 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_recompute_fwd_after(e, l);
+			rc = zn_recompute_fwd_after(&e->act.rec, l);
 	}
 	if (!rc)
-		rc = zn_recompute_fwd_end(e);
+		rc = zn_recompute_fwd_end(&e->act.rec);
 	return rc;
 }
 
@@ -88,7 +88,7 @@ static int recompute(struct zn_engine *e, int l, const float *p, const float *p0
 					.tied_frozen = zn_step_tied(e, l, f0), .seed = seed } };
 
 	zn_step_set_params(e, &a.io, l, p, p0);
-	zn_acts_fwd_io(e, l, true, &a.io);
+	zn_acts_fwd_io(&e->act, l, true, &a.io);
 	return zn_step_launch(e, true, l, &a);
 }
 
@@ -114,7 +114,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
 		if (!rc)
-			rc = zn_recompute_use_before(e, k);
+			rc = zn_recompute_use_before(&e->act.rec, k);
 		if (!rc && u.fwd)
 			rc = recompute(e, l, p, p0, a.io.frozen, f0, a.io.seed);
 		if (!rc && u.bwd)
@@ -127,7 +127,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 			a.io.L = &e->ld[l];
 			zn_step_set_params(e, &a.io, l, p, p0);
 			a.io.grads = zn_reduce_grad_full(&e->rd, l, b);
-			zn_acts_bwd_io(e, l, &a.io);
+			zn_acts_bwd_io(&e->act, l, &a.io);
 			a.io.tied_grads = zn_step_tied(e, l, p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
 			a.io.tied_frozen = zn_step_tied(e, l, f0);
 			if (l == n - 1) {
@@ -145,7 +145,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_frozen_release(e, k);
 		if (!rc)
-			rc = zn_recompute_use_after(e, k);
+			rc = zn_recompute_use_after(&e->act.rec, k);
 		if (!rc && u.bwd)
 			rc = zn_step_reduce_update(e, l, b++, micro);
 	}
@@ -355,7 +355,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc)
 		rc = zn_step_positions(e, targets_h, pos_h);
 	if (!rc) {
-		zn_acts_stage_tokens(e, &inputs_h, &targets_h);
+		zn_acts_stage_tokens(&e->act, &inputs_h, &targets_h);
 		rc = zn_engine_count_labels(e, targets_h);
 	}
 	if (!rc)
@@ -393,10 +393,10 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		r = rc ? zn_swapio_quiesce(&e->sw) : zn_swapio_step_end(&e->sw);
 		if (!rc)
 			rc = r;
-		r = zn_recompute_quiesce(e);
+		r = zn_recompute_quiesce(&e->act.rec);
 		if (!rc)
 			rc = r;
-		r = zn_lmajor_quiesce(e);
+		r = zn_lmajor_quiesce(&e->act.lm);
 		if (!rc)
 			rc = r;
 		/* an expert's fetch that failed during a layer's call (frozen_experts.c) */

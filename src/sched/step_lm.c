@@ -87,12 +87,12 @@ static int forward0(struct lm_run *r)
 
 	for (int m = 0; !rc && m < r->lm->k; m++) {
 		io_of(r, 0, m, r->p0, r->f0, &a);
-		a.io.x_out = zn_lmajor_fwd_x(r->e, 1, m);
-		rc = zn_lmajor_slot_before(r->e, 1, m);
+		a.io.x_out = zn_lmajor_fwd_x(r->lm, 1, m);
+		rc = zn_lmajor_slot_before(r->lm, 1, m);
 		if (!rc)
 			rc = zn_step_launch(r->e, true, 0, &a);
 		if (!rc)
-			rc = zn_lmajor_slot_after(r->e, 1, m);
+			rc = zn_lmajor_slot_after(r->lm, 1, m);
 	}
 	return rc;
 }
@@ -112,13 +112,13 @@ static int forward(struct lm_run *r)
 			rc = zn_frozen_acquire(e, l - 1, l, &f);
 		for (int m = 0; !rc && m < r->lm->k; m++) {
 			io_of(r, l, m, p, f, &a);
-			a.io.x_in = zn_lmajor_fwd_x(e, l, m);
-			a.io.x_out = zn_lmajor_fwd_x(e, l + 1, m);
-			rc = zn_lmajor_slot_before(e, l + 1, m);
+			a.io.x_in = zn_lmajor_fwd_x(&e->act.lm, l, m);
+			a.io.x_out = zn_lmajor_fwd_x(&e->act.lm, l + 1, m);
+			rc = zn_lmajor_slot_before(&e->act.lm, l + 1, m);
 			if (!rc)
 				rc = zn_step_launch(e, true, l, &a);
 			if (!rc)
-				rc = zn_lmajor_slot_after(e, l + 1, m);
+				rc = zn_lmajor_slot_after(&e->act.lm, l + 1, m);
 		}
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, l - 1);
@@ -179,7 +179,7 @@ static int turn(struct lm_run *r)
 		int ws;
 
 		io_of(r, n - 1, m, p, f, &a);
-		a.io.x_in = zn_lmajor_fwd_x(e, n - 1, m);
+		a.io.x_in = zn_lmajor_fwd_x(&e->act.lm, n - 1, m);
 		/* the previous micro-batch's losses must be on the host first */
 		a.io.losses = e->act.loss_d;
 		rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
@@ -197,11 +197,11 @@ static int turn(struct lm_run *r)
 		if (!rc)
 			rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
 		if (!rc)
-			rc = zn_lmajor_dx_write(e, &dx, &ws);
+			rc = zn_lmajor_dx_write(&e->act.lm, &dx, &ws);
 		if (!rc)
 			rc = head_backward(r, m, p, f, a.io.x_in, dx, true, m == 0 || !r->again);
 		if (!rc)
-			rc = zn_lmajor_dx_written(e, m, ws);
+			rc = zn_lmajor_dx_written(&e->act.lm, m, ws);
 		if (!rc && m == k - 1)
 			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && m == k - 1)
@@ -220,7 +220,7 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	float *x, *dxo;
 	int slot, rs, ws, rc;
 
-	rc = zn_lmajor_boundary(e, l, m, &x, &slot);
+	rc = zn_lmajor_boundary(&e->act.lm, l, m, &x, &slot);
 	io_of(r, l, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.x_out = r->lm->x_sink_d;
@@ -238,18 +238,18 @@ static int layer_backward(struct lm_run *r, int l, int m, const float *p, const 
 	a.io.dloss_scale = r->scale;
 	a.io.grads = zn_reduce_grad_full(&e->rd, l, r->b);
 	a.io.tied_grads = zn_step_tied(e, l, r->p0) ? zn_reduce_grad_full(&e->rd, 0, 0) : NULL;
-	rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
+	rc = zn_lmajor_dx_read(&e->act.lm, m, &dxo, &rs);
 	if (!rc)
-		rc = zn_lmajor_dx_write(e, &a.io.dx_in, &ws);
+		rc = zn_lmajor_dx_write(&e->act.lm, &a.io.dx_in, &ws);
 	a.io.dx_out = dxo;
 	if (!rc)
 		rc = zn_step_launch(e, false, l, &a);
 	if (!rc)
-		rc = zn_lmajor_dx_read_done(e, rs);
+		rc = zn_lmajor_dx_read_done(&e->act.lm, rs);
 	if (!rc)
-		rc = zn_lmajor_dx_written(e, m, ws);
+		rc = zn_lmajor_dx_written(&e->act.lm, m, ws);
 	if (!rc)
-		rc = zn_lmajor_up_done(e, slot);
+		rc = zn_lmajor_up_done(&e->act.lm, slot);
 	return rc;
 }
 
@@ -290,7 +290,7 @@ static int head_again(struct lm_run *r, int m, const float *f)
 	struct zn_layer_call a;
 	float *x;
 
-	rc = zn_lmajor_boundary(e, n - 1, m, &x, &slot);
+	rc = zn_lmajor_boundary(&e->act.lm, n - 1, m, &x, &slot);
 	io_of(r, n - 1, m, p, f, &a);
 	a.io.x_in = x;
 	a.io.losses = r->lm->loss_sink_d;
@@ -300,7 +300,7 @@ static int head_again(struct lm_run *r, int m, const float *f)
 	if (!rc)
 		rc = head_backward(r, m, p, f, x, r->lm->x_sink_d, false, true);
 	if (!rc)
-		rc = zn_lmajor_up_done(e, slot);
+		rc = zn_lmajor_up_done(&e->act.lm, slot);
 	return rc;
 }
 
@@ -336,12 +336,12 @@ static int backward0(struct lm_run *r)
 		io_of(r, 0, m, r->p0, r->f0, &a);
 		a.io.grads = zn_reduce_grad_full(&e->rd, 0, 0);
 		a.io.dloss_scale = r->scale;
-		rc = zn_lmajor_dx_read(e, m, &dxo, &rs);
+		rc = zn_lmajor_dx_read(&e->act.lm, m, &dxo, &rs);
 		a.io.dx_out = dxo;
 		if (!rc)
 			rc = zn_step_launch(e, false, 0, &a);
 		if (!rc)
-			rc = zn_lmajor_dx_read_done(e, rs);
+			rc = zn_lmajor_dx_read_done(&e->act.lm, rs);
 		if (!rc && m == k - 1)
 			rc = zn_event_record(e->act.tok_free, e->rt.compute);
 		if (!rc && m == k - 1)
@@ -398,7 +398,7 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 	if (!rc)
 		rc = turn(&r);
 	if (!rc)
-		rc = zn_lmajor_reads_begin(e);
+		rc = zn_lmajor_reads_begin(&e->act.lm);
 	if (!rc)
 		rc = backward(&r);
 	if (!rc)
