@@ -153,7 +153,7 @@ void zn_engine_acts_config(struct zn_engine *e, struct zn_acts_config *c);
 /* engine_plan.c: the nvme paths of layer-major's boundaries on nvme: the checkpoints',
  * else the optimizer's or the parameters' offload; NULL where none is configured */
 const struct zn_offload_config *zn_lmajor_nvme_paths(const struct zn_engine *e);
-/* lmajor_plan.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
+/* engine_schedule.c: e->act.lm's decision, e->sched_line and the plan for it (zinc.schedule):
  * an explicit layer-major that cannot run is refused (ZN_EUSAGE logged, or -ENOMEM with
  * the plan's numbers in msg) */
 int zn_lmajor_plan(struct zn_engine *e, uint64_t dev_budget, char *msg, size_t msg_size);

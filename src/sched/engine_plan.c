@@ -1,6 +1,6 @@
 /* The plan of a prepared engine (engine_impl.h zn_engine_plan_once): the plan's input
  * from the configuration, the layers and the activations' bytes, fitted to the device and
- * pinned budgets. The engine (make_plan) and the schedule's choice (lmajor_plan.c, which
+ * pinned budgets. The engine (make_plan) and the schedule's choice (engine_schedule.c, which
  * plans each order it weighs) call it. */
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /* Layer-major gradient accumulation: buffers, use sequence and bytes (lmajor.h). The step
- * is step_lm.c; the choice of schedule is the engine's (lmajor_plan.c, zn_lmajor_plan). */
+ * is step_lm.c; the choice of schedule is the engine's (engine_schedule.c, zn_lmajor_plan). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* Layer-major gradient accumulation (docs/architecture.md, "Layer-major accumulation"):
  * the buffers of a step that runs each layer for all k micro-batches before the next layer,
  * its use sequence, its bytes (pure), and the choice between it and micro-batch order.
- * The step itself is step_lm.c. State: struct zn_lmajor (field lm of struct zn_acts).
+ * The step itself is step_lm.c. State: struct zn_lmajor (field lm of struct zn_acts), given
+ * at create the activations' config (acts.h); the decision is the engine's (engine_schedule.c).
  *
  * The forward keeps every micro-batch's boundary activation (the input of each layer
  * 1 .. n-1) in a home: device = (n-1) x k device buffers; host = (n-1) x k pinned buffers

@@ -1,5 +1,6 @@
 /* Activation checkpointing (docs/activations.md): the checkpoints, the run buffers and the
- * order of a micro-batch's layer uses. State: struct zn_recompute (field ck of struct zn_acts).
+ * order of a micro-batch's layer uses. State: struct zn_recompute (field rec of struct zn_acts),
+ * given at create its config (acts.h struct zn_acts_config) and the use sequence.
  *
  * Layers 1 .. n-1 form runs of K (zinc.checkpoint_every) layers: run r is layers
  * 1 + rK .. min(n-1, (r+1)K); R runs. Checkpoint r is the input of run r (checkpoint 0 is
