@@ -107,19 +107,32 @@ float *zn_lmajor_fwd_x(struct zn_lmajor *lm, int l, int m)
 	return lm->bnd_d[(size_t)(l % 2) * (size_t)lm->k + (size_t)m];
 }
 
+/* host home: every boundary in a pinned buffer of a bare home (store/home.h: buffer
+ * (l-1) k + m; its copies are ordered by the forward slots' events, not the buffers') */
+static int open_pinned_home(struct zn_lmajor *lm, struct zn_arena *arena, uint64_t nb)
+{
+	struct zn_home_config c = {
+		.tier = ZN_TIER_HOST, .count = (int)nb, .buf_n = (int)nb,
+		.item_bytes = lm->x_bytes, .dev = lm->rt->dev, .arena = arena, .bare = true,
+	};
+
+	if (nb > (uint64_t)INT32_MAX)
+		return -EOVERFLOW;
+	return zn_home_open(&lm->st, &c);
+}
+
 static int alloc_host_home(struct zn_lmajor *lm, struct zn_arena *arena, uint64_t nb)
 {
 	struct zn_device *dev = lm->rt->dev;
 	int rc = 0;
 
-	lm->bnd_h = zn_size_calloc(nb + 1, sizeof(*lm->bnd_h), "boundary pointers");
 	lm->down = zn_size_calloc(2 * (uint64_t)lm->k, sizeof(*lm->down), "boundary events");
 	lm->dxh = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dxh), "boundary gradients");
 	lm->dx_down = zn_size_calloc((uint64_t)lm->k, sizeof(*lm->dx_down), "gradient events");
-	if (!lm->bnd_h || !lm->down || !lm->dxh || !lm->dx_down)
+	if (!lm->down || !lm->dxh || !lm->dx_down)
 		return -ENOMEM;
-	for (uint64_t i = 0; !rc && i < nb; i++)
-		rc = zn_tiers_halloc(arena, &lm->bnd_h[i], lm->x_bytes);
+	if (nb)
+		rc = open_pinned_home(lm, arena, nb);
 	for (int i = 0; !rc && i < lm->k; i++)
 		rc = zn_tiers_halloc(arena, &lm->dxh[i], lm->x_bytes);
 	for (int i = 0; !rc && i < lm->k; i++)
@@ -294,7 +307,6 @@ void zn_lmajor_destroy(struct zn_lmajor *lm)
 	zn_device_free(dev, lm->tgt_d);
 	zn_device_free(dev, lm->pos_d);
 	free(lm->bnd_d);
-	free(lm->bnd_h); /* views of the arena */
 	free(lm->down);
 	free(lm->dx_d);
 	free(lm->dx_of);

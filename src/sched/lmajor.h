@@ -63,7 +63,6 @@ struct zn_lmajor {
 	enum zn_tier home;       /* of the boundaries: device, host or nvme */
 	uint64_t x_bytes;
 	float **bnd_d;           /* device: (n-1) k, [(l-1) k + m]; host, nvme: 2k forward slots */
-	float **bnd_h;           /* host: (n-1) k pinned */
 	struct zn_event **down;  /* host: per forward slot, its copy down */
 	struct zn_event *all_down;
 	float *up_d[2];          /* host: the backward's copy-up slots */
@@ -86,8 +85,9 @@ struct zn_lmajor {
 	uint64_t head_p_bytes;
 	int *tok_d, *tgt_d, *pos_d; /* k x B x T */
 	struct zn_event *made;   /* forward: a slot's layer is done */
-	/* nvme: the store's tiered home (store/home.h: ZN_RECOMPUTE_STAGES staging buffers,
-	 * an extent per boundary), boundaries gone down and read this step */
+	/* the boundaries' home (store/home.h): host, (n-1) k pinned buffers ([(l-1) k + m],
+	 * bare: the forward slots' events order their copies); nvme, ZN_RECOMPUTE_STAGES
+	 * staging buffers and an extent per boundary; boundaries gone down and read this step */
 	struct zn_home st;
 	int stage_n, down_n, read_n;
 };

@@ -8,6 +8,12 @@
 #include "sched/acts.h"
 #include "sched/runtime.h"
 
+/* host home: the pinned buffer of layer l's input for micro-batch m */
+static float *bnd_h(struct zn_lmajor *lm, int l, int m)
+{
+	return zn_home_buf(&lm->st, (l - 1) * lm->k + m)->h;
+}
+
 static float *dx_of(struct zn_lmajor *lm, int m)
 {
 	return lm->dx_d[lm->dx_of[m]];
@@ -192,7 +198,7 @@ int zn_lmajor_slot_after(struct zn_lmajor *lm, int l, int m)
 	if (!rc)
 		rc = zn_stream_wait_event(lm->rt->copy_out, lm->made);
 	if (!rc)
-		rc = zn_memcpy_async(lm->rt->copy_out, lm->bnd_h[(size_t)(l - 1) * lm->k + m],
+		rc = zn_memcpy_async(lm->rt->copy_out, bnd_h(lm, l, m),
 				     zn_lmajor_fwd_x(lm, l, m), lm->x_bytes, ZN_COPY_D2H);
 	if (!rc)
 		rc = zn_event_record(lm->down[(l % 2) * lm->k + m], lm->rt->copy_out);
@@ -218,7 +224,7 @@ int zn_lmajor_boundary(struct zn_lmajor *lm, int l, int m, float **x, int *slot)
 		rc = zn_stream_wait_event(lm->rt->copy_in, lm->up_free[j]);
 		if (!rc)
 			rc = zn_memcpy_async(lm->rt->copy_in, lm->up_d[j],
-					     lm->bnd_h[(size_t)(l - 1) * lm->k + m], lm->x_bytes,
+					     bnd_h(lm, l, m), lm->x_bytes,
 					     ZN_COPY_H2D);
 	}
 	if (!rc)

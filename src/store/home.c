@@ -175,9 +175,9 @@ int zn_home_open(struct zn_home *h, const struct zn_home_config *c)
 	for (int i = 0; !rc && i < c->buf_n; i++) {
 		rc = c->item_bytes ? zn_arena_alloc(c->arena, extent_bytes(h), 0,
 						    (void **)&h->buf[i].h) : 0;
-		if (!rc)
+		if (!rc && !c->bare)
 			rc = zn_event_create(c->dev, &h->buf[i].down);
-		if (!rc)
+		if (!rc && !c->bare)
 			rc = zn_event_create(c->dev, &h->buf[i].up);
 	}
 	if (!rc && on_nvme(h) && c->count > 0)

@@ -90,6 +90,9 @@ struct zn_home_config {
 	uint64_t item_bytes;
 	struct zn_device *dev;   /* the buffers' events */
 	struct zn_arena *arena;  /* the buffers */
+	/* host: buffers without events (the caller orders its copies with events of its own
+	 * and never calls filled or emptying: every buffer stays FREE) */
+	bool bare;
 	/* nvme only */
 	int rank;
 	int kind;                /* the extents' swap kind (0: ZN_SWAP_ACTIVATION) */
@@ -109,9 +112,9 @@ struct zn_home {
 	struct zn_swap *swap;
 };
 
-/* The buffers (each: its pinned view, then its down and up events) and, on nvme with
- * count > 0, the aio engine and the swap store. A zeroed home closes; so does a half-opened
- * one. */
+/* The buffers (each: its pinned view, then its down and up events unless bare) and, on
+ * nvme with count > 0, the aio engine and the swap store. A zeroed home closes; so does a
+ * half-opened one. */
 int zn_home_open(struct zn_home *h, const struct zn_home_config *c);
 /* every buffer settled (errors ignored), the store's files removed, the events destroyed;
  * the buffers are views of the arena (freed with it) */
