@@ -232,3 +232,35 @@ Test(store_home, nvme_read_fault_names_the_item, .init = cr_redirect_stderr)
 	teardown(&f);
 	nvme_test_rmdir(f.dir);
 }
+
+/* a bare host home (layer-major's pinned boundaries): buffers only, no events, each its
+ * own 4 KiB-aligned view of the arena, every one FREE through quiesce and close */
+Test(store_home, bare_host_home_is_buffers_only)
+{
+	struct zn_home_config c;
+	struct fixture f;
+	struct zn_home h;
+
+	setup(&f);
+	c = (struct zn_home_config){ .tier = ZN_TIER_HOST, .count = ITEMS, .buf_n = ITEMS,
+				     .item_bytes = FLOATS * 4, .dev = f.dev, .arena = f.arena,
+				     .bare = true };
+	cr_assert_eq(zn_home_open(&h, &c), 0);
+	for (int i = 0; i < ITEMS; i++) {
+		struct zn_home_buf *b = zn_home_buf(&h, i);
+
+		cr_assert(b->h && b->down == NULL && b->up == NULL, "buffer %d: view, no events", i);
+		cr_assert_eq((uintptr_t)b->h % 4096, 0, "buffer %d aligned", i);
+		for (int j = 0; j < i; j++)
+			cr_assert((char *)zn_home_buf(&h, j)->h + 4096 <= (char *)b->h ||
+				  (char *)b->h + 4096 <= (char *)zn_home_buf(&h, j)->h,
+				  "buffers %d and %d do not overlap", j, i);
+		memcpy(b->h, f.src_d[i], FLOATS * 4);
+	}
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	for (int i = 0; i < ITEMS; i++)
+		cr_assert(memcmp(zn_home_buf(&h, i)->h, f.src_d[i], FLOATS * 4) == 0 &&
+			  zn_home_buf(&h, i)->state == ZN_HOME_FREE, "buffer %d kept", i);
+	zn_home_close(&h);
+	teardown(&f);
+}
