@@ -89,7 +89,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_tracer_destroy(&e->tr);
 	zn_swapio_destroy(&e->sw);
 	for (int l = 0; e->L && l < e->n; l++)
-		zn_tiers_free_layer(e, l);
+		zn_tiers_free_layer(&e->ti, l);
 	free(e->L);
 	zn_prefetch_destroy(&e->pf);
 	zn_reduce_destroy(&e->rd);
@@ -237,9 +237,13 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
-	e->ti = (struct zn_tiers){ .L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage };
+	e->ti = (struct zn_tiers){
+		.L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage, .pin = &e->pin,
+		.numel = e->numel, .rank = e->rt.rank, .world = e->rt.world, .pdt = e->pdt,
+		.dev = e->rt.dev, .arena = e->arena, .copy_in = e->rt.copy_in,
+	};
 	for (int l = 0; l < e->n; l++) {
-		rc = zn_engine_part(zn_tiers_alloc_layer(e, l),
+		rc = zn_engine_part(zn_tiers_alloc_layer(&e->ti, l),
 				    "parameters, gradients and optimizer state", l);
 		if (rc)
 			return rc;
@@ -256,7 +260,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	for (int l = 0; l < e->n; l++) {
 		rc = initial_layer(e, l, opt);
 		if (!rc)
-			rc = zn_tiers_init_layer(e, l);
+			rc = zn_tiers_init_layer(&e->ti, l, e->tmp_h, e->tmp16_h);
 		if (!rc)
 			rc = zn_swapio_init_layer(&e->sw, l, e->tmp_h); /* its nvme homes, from the same values */
 		if (rc)
