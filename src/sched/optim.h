@@ -91,6 +91,14 @@ int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count
  * code. destroy accepts a half-built or never-created (zeroed) optimizer */
 int zn_optim_create(struct zn_optim *o, const struct zn_optim_config *c);
 void zn_optim_destroy(struct zn_optim *o);
+/* What a training checkpoint saves of the optimizer: the fp16 steps skipped and the loss
+ * scaler (zeroed outside fp16). resume puts them back: skipped as saved; under fp16 a
+ * dynamic scaler goes on from ls's position (hysteresis at most this run's, the scale at
+ * least its minimum), its settings this run's config's; without ls (NULL: the checkpoint
+ * has no dynamic scale) or with a static scale, the scale is this run's (logged on rank 0) */
+void zn_optim_counters(const struct zn_optim *o, int64_t *skipped, struct zn_lossscale *ls);
+void zn_optim_resume_counters(struct zn_optim *o, int64_t skipped,
+			      const struct zn_lossscale *ls);
 /* the step begins: learning rate for step - skipped, clip coefficient 1, this step's loss
  * scale */
 void zn_optim_begin(struct zn_optim *o, int64_t step);

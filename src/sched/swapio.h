@@ -107,6 +107,11 @@ int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
 		       void *ctx);
+/* Where byte off of layer l's optimizer extent k lives (k: 0 the master, the parameter
+ * extent when aliased; 1 m; 2 v): *file, its path (the store's), and *file_off; 0 or
+ * zn_swap_locate's error. Checkpoints copy extents file to file from there. */
+int zn_swapio_state_locate(const struct zn_swapio *sw, int l, int k, uint64_t off,
+			   const char **file, uint64_t *file_off);
 /* layer l's staging chunks (1 without staging) and chunk c's elements [off, off + len) */
 int zn_swapio_chunks(const struct zn_swapio *sw, int l);
 void zn_swapio_chunk(const struct zn_swapio *sw, int l, int c, uint64_t *off, uint64_t *len);

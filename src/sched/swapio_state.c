@@ -21,6 +21,20 @@ static int write_sync(struct zn_swapio *sw, struct zn_swap *s, struct zn_swap_ke
 	return rc;
 }
 
+int zn_swapio_state_locate(const struct zn_swapio *sw, int l, int k, uint64_t off,
+			   const char **file, uint64_t *file_off)
+{
+	const struct zn_sbuf none = { 0 }; /* the parts' stores and keys, no staging */
+	struct zn_swapio_part p[3];
+	int pi, rc;
+
+	zn_swapio_opt_parts(sw, l, &none, p);
+	rc = zn_swap_locate(p[k].store, p[k].key, off, &pi, file_off);
+	if (!rc)
+		*file = zn_swap_file(p[k].store, pi);
+	return rc;
+}
+
 int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
