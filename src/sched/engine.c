@@ -23,12 +23,12 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 	int rc = 0;
 
 	/* traced write-behind still in flight belongs to the old trace */
-	if (zn_tracer_attached(&e->tr) && t != e->tr.t)
+	if (zn_tracer_attached(&e->tr) && !zn_tracer_attached_to(&e->tr, t))
 		rc = zn_swapio_quiesce(&e->sw);
 	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
-	if (e->sw.aio)
-		zn_aio_set_timing(e->sw.aio, t != NULL);
+	if (zn_swapio_aio(&e->sw))
+		zn_aio_set_timing(zn_swapio_aio(&e->sw), t != NULL);
 	return rc;
 }
 
@@ -39,14 +39,16 @@ const float *zn_engine_params_f32(struct zn_engine *e, int layer)
 
 struct zn_aio *zn_engine_aio(struct zn_engine *e)
 {
-	return e->sw.aio;
+	return zn_swapio_aio(&e->sw);
 }
 
 int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
 {
-	if (!e->sw.aio)
+	struct zn_aio *aio = zn_swapio_aio(&e->sw);
+
+	if (!aio)
 		return -EINVAL;
-	zn_aio_set_bandwidth_cap(e->sw.aio, bytes_per_s);
+	zn_aio_set_bandwidth_cap(aio, bytes_per_s);
 	return 0;
 }
 

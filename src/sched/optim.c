@@ -220,34 +220,6 @@ void zn_optim_begin(struct zn_optim *o, int64_t step)
 	atomic_store(&o->opt_ns, 0);
 }
 
-void zn_optim_counters(const struct zn_optim *o, int64_t *skipped, struct zn_lossscale *ls)
-{
-	*skipped = o->skipped;
-	*ls = o->ls;
-}
-
-void zn_optim_resume_counters(struct zn_optim *o, int64_t skipped,
-			      const struct zn_lossscale *ls)
-{
-	o->skipped = skipped;
-	if (!o->c.cfg->precision.fp16)
-		return;
-	/* the scaler's settings come from this run's config; a dynamic scaler's position
-	 * from an fp16 checkpoint; a static scale is the config's */
-	if (ls && o->ls.dynamic) {
-		o->ls.scale = ls->scale;
-		o->ls.cur_hysteresis = ls->cur_hysteresis < o->ls.hysteresis ?
-					       ls->cur_hysteresis : o->ls.hysteresis;
-		o->ls.iter = ls->iter;
-		o->ls.last_overflow_iter = ls->last_overflow_iter;
-		if (o->ls.scale < o->ls.min_scale)
-			o->ls.scale = o->ls.min_scale;
-	} else if (o->c.rt->rank == 0) {
-		zn_info("--resume: the checkpoint has no %s loss scale to go on with: it starts "
-			"at %g", ls ? "dynamic" : "fp16", o->ls.scale);
-	}
-}
-
 int zn_optim_update_early(struct zn_optim *o, int l)
 {
 	int rc = 0;

@@ -59,6 +59,11 @@
 #include "sched/trace_dev.h"
 
 /* (false before zn_swapio_create gave the plan) */
+struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw)
+{
+	return sw->aio;
+}
+
 bool zn_swapio_optim(const struct zn_swapio *sw)
 {
 	return sw->c.plan && sw->c.plan->pl.optim == ZN_TIER_NVME;

@@ -89,6 +89,8 @@ struct zn_swapio {
 int zn_swapio_create(struct zn_swapio *sw, const struct zn_swapio_config *c);
 void zn_swapio_destroy(struct zn_swapio *sw);     /* waits what is in flight */
 bool zn_swapio_optim(const struct zn_swapio *sw); /* optimizer state on nvme */
+/* the store's I/O engine (its statistics, timing, bandwidth cap); NULL: nothing on nvme */
+struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw);
 bool zn_swapio_params(const struct zn_swapio *sw);/* parameter shards on nvme */
 /* initial state of layer l (params_h: its padded fp32 parameters) onto the extents */
 int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h);
