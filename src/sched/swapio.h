@@ -1,8 +1,8 @@
 /* Swap I/O: state homed on nvme through the swap store (optimizer state with
  * offload_optimizer nvme, parameter shards with offload_param nvme), moved through pinned
  * staging views of the arena. The state is struct zn_swapio (engine field sw), given at
- * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan and the
- * configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
+ * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan's numbers
+ * it reads and the configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
  * read-ahead / write-behind order.
  *
  *     rc = zn_swapio_create(&sw, &(struct zn_swapio_config){ .rt = rt, ... });
@@ -19,13 +19,24 @@
 #include "gpu/device.h"
 #include "nvme/aio.h"
 #include "nvme/swap.h"
+#include "sched/plan.h"
 #include "zinc.h"
 
 struct zn_arena;
-struct zn_engine_plan;
 struct zn_layer;
 struct zn_runtime;
 struct zn_tracer;
+
+/* The plan's numbers the store reads (plan.h, struct zn_engine_plan). */
+struct zn_swapio_plan {
+	enum zn_tier optim, params;   /* placement: nvme homes the optimizer, the parameters */
+	bool master_aliases_params;   /* the master is the parameter extent */
+	bool gathers;                 /* compute reads fetched working copies */
+	unsigned param_bytes;         /* bytes of one stored parameter */
+	enum zn_optim_states states;  /* m and v as stored */
+	int swap_buffers, fetch_buffers, hot_layers; /* staging: optimizer, fetch; hot layers */
+	uint64_t swap_chunk_numel, swap_moment_bytes, fetch_ring_numel;
+};
 
 /* What the store is given (borrowed: they outlive it). */
 struct zn_swapio_config {
@@ -34,7 +45,7 @@ struct zn_swapio_config {
 	struct zn_layer *L;               /* the layers' buffers (tiers.h), n of them */
 	int n;
 	struct zn_arena *arena;           /* pinned: the staging views, registered whole */
-	const struct zn_engine_plan *plan; /* placement, staging and fetch sizes, hot layers */
+	struct zn_swapio_plan plan;       /* placement, staging and fetch sizes, hot layers */
 	const struct zn_config *cfg;      /* aio, offload paths and pipelining, run id */
 	enum zn_dtype pdt;                /* stored parameter dtype */
 };

@@ -105,7 +105,7 @@ int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 
 	if (zn_swapio_params(sw)) {
 		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
-		void *buf = sw->fbuf[l == 0 ? sw->c.plan->fetch_buffers - 1 : 0].h;
+		void *buf = sw->fbuf[l == 0 ? sw->c.plan.fetch_buffers - 1 : 0].h;
 
 		if (sw->c.pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
@@ -120,7 +120,7 @@ int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 	}
 	/* an aliased master is the parameter extent, written above */
 	if (!rc && zn_swapio_optim(sw))
-		rc = zn_swapio_state_io(sw, l, (sw->c.plan->master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
+		rc = zn_swapio_state_io(sw, l, (sw->c.plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
 					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
 					&(struct init_ctx){ src, zn_swapio_moment_bytes(sw, l) });
 	return rc;
