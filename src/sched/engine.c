@@ -20,6 +20,7 @@ int zn_engine_rank(const struct zn_engine *e)
 
 int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 {
+	struct zn_aio *aio;
 	int rc = 0;
 
 	/* traced write-behind still in flight belongs to the old trace */
@@ -27,8 +28,9 @@ int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 		rc = zn_swapio_quiesce(&e->sw);
 	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
-	if (zn_swapio_aio(&e->sw))
-		zn_aio_set_timing(zn_swapio_aio(&e->sw), t != NULL);
+	aio = zn_swapio_aio(&e->sw);
+	if (aio)
+		zn_aio_set_timing(aio, t != NULL);
 	return rc;
 }
 

@@ -338,8 +338,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* 1. the step's learning rate, counters reset */
 	e->step++;
 	e->rt.wait_ms = 0.0;
-	if (zn_swapio_aio(&e->sw))
-		zn_aio_get_stats(zn_swapio_aio(&e->sw), &io0);
+	zn_swapio_io_stats(&e->sw, &io0);
 	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
 	if (e->act.lm.st.aio)
 		zn_aio_get_stats(e->act.lm.st.aio, &bd0);
@@ -432,8 +431,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->pinned_bytes = e->arena ? zn_arena_used_bytes(e->arena) : 0;
 	st->plan_device_bytes = e->plan.device_bytes;
 	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
-	if (zn_swapio_aio(&e->sw))
-		zn_aio_get_stats(zn_swapio_aio(&e->sw), &io1);
+	zn_swapio_io_stats(&e->sw, &io1);
 	if (e->act.lm.st.aio)
 		zn_aio_get_stats(e->act.lm.st.aio, &bd1);
 	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read +

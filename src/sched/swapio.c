@@ -63,6 +63,13 @@ struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw)
 	return sw->aio;
 }
 
+void zn_swapio_io_stats(const struct zn_swapio *sw, struct zn_aio_stats *out)
+{
+	*out = (struct zn_aio_stats){ 0 };
+	if (sw->aio)
+		zn_aio_get_stats(sw->aio, out);
+}
+
 /* (false before zn_swapio_create: a zeroed plan places everything on the device) */
 bool zn_swapio_optim(const struct zn_swapio *sw)
 {

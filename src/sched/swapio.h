@@ -102,6 +102,8 @@ void zn_swapio_destroy(struct zn_swapio *sw);     /* waits what is in flight */
 bool zn_swapio_optim(const struct zn_swapio *sw); /* optimizer state on nvme */
 /* the store's I/O engine (its statistics, timing, bandwidth cap); NULL: nothing on nvme */
 struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw);
+/* the I/O engine's counters so far into out (zeros without one) */
+void zn_swapio_io_stats(const struct zn_swapio *sw, struct zn_aio_stats *out);
 bool zn_swapio_params(const struct zn_swapio *sw);/* parameter shards on nvme */
 /* initial state of layer l (params_h: its padded fp32 parameters) onto the extents */
 int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h);
