@@ -309,8 +309,8 @@ Test(plan, engine_nvme_counts_extents_per_path_and_pinned_staging)
 	 * exactly the state; the ring's fetch buffers of the largest shard of layers 1 .. 3
 	 * (61440), layer 0's of its own (151552); the hot layers' shards */
 	cr_assert_eq(p.swap_chunk_numel, 139264);
-	cr_assert_eq(zn_plan_swap_chunks(&p, shard_max), 2);
-	cr_assert_eq(zn_plan_swap_chunks(&p, 61440), 1);
+	cr_assert_eq(zn_plan_swap_chunks(p.swap_chunk_numel, shard_max), 2);
+	cr_assert_eq(zn_plan_swap_chunks(p.swap_chunk_numel, 61440), 1);
 	cr_assert_eq(p.host_swap_bytes, 2 * (14 * 139264) + (uint64_t)p.param_slots * 2 * 61440 +
 					 2 * shard_max + 2 * zn_plan_host_alloc_bytes(61440 * 2));
 	cr_assert_eq(p.nvme_optim_path_bytes,
@@ -344,8 +344,8 @@ Test(plan, engine_nvme_staging_never_exceeds_the_state)
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert_eq(p.swap_shard_numel, 1048576);
 	cr_assert_eq(p.swap_chunk_numel, 327680);
-	cr_assert_eq(zn_plan_swap_chunks(&p, 1048576), 4);
-	cr_assert_eq(zn_plan_swap_chunks(&p, 65536), 1);
+	cr_assert_eq(zn_plan_swap_chunks(p.swap_chunk_numel, 1048576), 4);
+	cr_assert_eq(zn_plan_swap_chunks(p.swap_chunk_numel, 65536), 1);
 	staging = p.host_swap_bytes;
 	cr_assert_eq(staging, 4ull * 3 * 327680 * 4);
 	cr_assert_leq(staging, state, "staging %llu B for a state of %llu B",
@@ -355,7 +355,7 @@ Test(plan, engine_nvme_staging_never_exceeds_the_state)
 	in.layer_numel = big;
 	cr_assert_eq(zn_plan_engine(&in, &p), 0);
 	cr_assert_eq(p.swap_chunk_numel, ZN_PLAN_SWAP_CHUNK_NUMEL);
-	cr_assert_eq(zn_plan_swap_chunks(&p, 100001792), 12, "ceil(100001792 / 8388608)");
+	cr_assert_eq(zn_plan_swap_chunks(p.swap_chunk_numel, 100001792), 12, "ceil(100001792 / 8388608)");
 	cr_assert_eq(p.host_swap_bytes, 4 * 12 * ZN_PLAN_SWAP_CHUNK_NUMEL);
 }
 

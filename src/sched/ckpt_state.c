@@ -128,6 +128,7 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 	enum zn_optim_states st = e->plan.states;
 	uint64_t first, count, shift, n_buf = zn_tiers_optim_numel(&e->ti, l);
 	uint64_t mb, pc[2][3];
+	struct zn_adamw_moments mo;
 	const void *src[3];
 	bool dev = e->plan.pl.optim == ZN_TIER_DEVICE;
 	char *out = buf;
@@ -145,9 +146,10 @@ int zn_ckpt_state_read(struct zn_engine *e, int l, void *buf)
 		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_MASTER | ZN_SWAPIO_M | ZN_SWAPIO_V,
 					  false, state_out_chunk, &o);
 	}
+	zn_tiers_moments(&e->ti, l, NULL, &mo); /* on the optimizer's tier, as stored */
 	src[0] = zn_tiers_master_span(&e->ti, l, NULL);
-	src[1] = dev ? ly->m_d : ly->m_h;
-	src[2] = dev ? ly->v_d : ly->v_h;
+	src[1] = mo.m;
+	src[2] = mo.v;
 	if (!rc)
 		rc = copy_down(e, out, (const float *)src[0] + shift, count * 4, dev);
 	np = moment_pieces(st, n_buf, shift, count, pc);
@@ -210,8 +212,8 @@ static int state_in_chunk(void *ctx, uint64_t off, uint64_t len, const struct zn
 
 int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 {
-	struct zn_layer *ly = &e->L[l];
-	uint64_t n = ly->opt_count, n_buf = zn_tiers_optim_numel(&e->ti, l);
+	uint64_t n = e->L[l].opt_count, n_buf = zn_tiers_optim_numel(&e->ti, l);
+	struct zn_adamw_moments mo;
 	int rc = 0;
 
 	if (e->plan.pl.optim == ZN_TIER_NVME) {
@@ -220,13 +222,14 @@ int zn_ckpt_state_put(struct zn_engine *e, int l, const void *m, const void *v)
 		return zn_swapio_state_io(&e->sw, l, ZN_SWAPIO_M | ZN_SWAPIO_V, true, state_in_chunk,
 					  &in);
 	}
+	zn_tiers_moments(&e->ti, l, NULL, &mo); /* on the optimizer's tier, as stored */
 	if (e->plan.pl.optim == ZN_TIER_HOST) {
-		put_moment(e, ly->m_h, m, n_buf, n, false);
-		return put_moment(e, ly->v_h, v, n_buf, n, false);
+		put_moment(e, mo.m, m, n_buf, n, false);
+		return put_moment(e, mo.v, v, n_buf, n, false);
 	}
-	rc = put_moment(e, ly->m_d, m, n_buf, n, true);
+	rc = put_moment(e, mo.m, m, n_buf, n, true);
 	if (!rc)
-		rc = put_moment(e, ly->v_d, v, n_buf, n, true);
+		rc = put_moment(e, mo.v, v, n_buf, n, true);
 	if (!rc)
 		rc = zn_stream_synchronize(e->rt.copy_in);
 	return rc;
@@ -236,31 +239,14 @@ void zn_ckpt_state_counters(struct zn_engine *e, int64_t *step, int64_t *skipped
 			    struct zn_lossscale *ls)
 {
 	*step = e->step;
-	*skipped = e->opt.skipped;
-	*ls = e->opt.ls;
+	zn_optim_counters(&e->opt, skipped, ls);
 }
 
 void zn_ckpt_state_set_counters(struct zn_engine *e, int64_t step, int64_t skipped,
 				const struct zn_lossscale *ls)
 {
 	e->step = step;
-	e->opt.skipped = skipped;
-	if (!e->cfg.precision.fp16)
-		return;
-	/* the scaler's settings come from this run's config; a dynamic scaler's position
-	 * from an fp16 checkpoint; a static scale is the config's */
-	if (ls && e->opt.ls.dynamic) {
-		e->opt.ls.scale = ls->scale;
-		e->opt.ls.cur_hysteresis = ls->cur_hysteresis < e->opt.ls.hysteresis ?
-						   ls->cur_hysteresis : e->opt.ls.hysteresis;
-		e->opt.ls.iter = ls->iter;
-		e->opt.ls.last_overflow_iter = ls->last_overflow_iter;
-		if (e->opt.ls.scale < e->opt.ls.min_scale)
-			e->opt.ls.scale = e->opt.ls.min_scale;
-	} else if (e->rt.rank == 0) {
-		zn_info("--resume: the checkpoint has no %s loss scale to go on with: it starts "
-			"at %g", ls ? "dynamic" : "fp16", e->opt.ls.scale);
-	}
+	zn_optim_resume_counters(&e->opt, skipped, ls);
 }
 
 /* ---- nvme extents copied file to file ------------------------------------------------- */
@@ -289,26 +275,22 @@ bool zn_ckpt_state_on_nvme(const struct zn_engine *e)
 int zn_ckpt_state_copy(struct zn_engine *e, int l, int k, int fd, uint64_t from,
 		       uint64_t bytes, const char *path)
 {
-	bool alias = e->plan.master_aliases_params;
-	struct zn_swap *s = k == 0 && alias ? e->sw.swap_param : e->sw.swap_opt;
-	int kind = k == 0 ? (alias ? ZN_SWAP_PARAM : ZN_SWAP_MASTER) :
-		   k == 1 ? ZN_SWAP_EXP_AVG : ZN_SWAP_EXP_AVG_SQ;
-	struct zn_swap_key key = { .kind = kind, .layer = l, .rank = e->rt.rank };
 	uint64_t done = 0;
 	int rc = zn_swapio_quiesce(&e->sw); /* the last step's write-behind is in the extent */
 
 	while (!rc && done < bytes) {
+		const char *file;
 		uint64_t fo, n;
-		int pi, in;
 		off64_t off;
+		int in;
 
-		rc = zn_swap_locate(s, key, from + done, &pi, &fo);
+		rc = zn_swapio_state_locate(&e->sw, l, k, from + done, &file, &fo);
 		if (rc)
 			break;
 		n = ZN_PLAN_SWAP_STRIPE - fo % ZN_PLAN_SWAP_STRIPE;
 		if (n > bytes - done)
 			n = bytes - done;
-		in = open(zn_swap_file(s, pi), O_RDONLY | O_CLOEXEC);
+		in = open(file, O_RDONLY | O_CLOEXEC);
 		if (in < 0) {
 			rc = -errno;
 			break;

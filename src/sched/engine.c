@@ -20,15 +20,17 @@ int zn_engine_rank(const struct zn_engine *e)
 
 int zn_engine_set_trace(struct zn_engine *e, struct zn_trace *t)
 {
+	struct zn_aio *aio;
 	int rc = 0;
 
 	/* traced write-behind still in flight belongs to the old trace */
-	if (zn_tracer_attached(&e->tr) && t != e->tr.t)
+	if (zn_tracer_attached(&e->tr) && !zn_tracer_attached_to(&e->tr, t))
 		rc = zn_swapio_quiesce(&e->sw);
 	zn_tracer_attach(&e->tr, t);
 	/* completion times while a trace is attached (write-behind ends after its step) */
-	if (e->sw.aio)
-		zn_aio_set_timing(e->sw.aio, t != NULL);
+	aio = zn_swapio_aio(&e->sw);
+	if (aio)
+		zn_aio_set_timing(aio, t != NULL);
 	return rc;
 }
 
@@ -44,14 +46,16 @@ struct zn_aio *zn_engine_ckpt_aio(struct zn_engine *e)
 
 struct zn_aio *zn_engine_aio(struct zn_engine *e)
 {
-	return e->sw.aio;
+	return zn_swapio_aio(&e->sw);
 }
 
 int zn_engine_set_nvme_cap(struct zn_engine *e, uint64_t bytes_per_s)
 {
-	if (!e->sw.aio)
+	struct zn_aio *aio = zn_swapio_aio(&e->sw);
+
+	if (!aio)
 		return -EINVAL;
-	zn_aio_set_bandwidth_cap(e->sw.aio, bytes_per_s);
+	zn_aio_set_bandwidth_cap(aio, bytes_per_s);
 	return 0;
 }
 
@@ -94,7 +98,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_tracer_destroy(&e->tr);
 	zn_swapio_destroy(&e->sw);
 	for (int l = 0; e->L && l < e->n; l++)
-		zn_tiers_free_layer(e, l);
+		zn_tiers_free_layer(&e->ti, l);
 	free(e->L);
 	zn_prefetch_destroy(&e->pf);
 	zn_reduce_destroy(&e->rd);
@@ -242,9 +246,13 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	e->L = zn_size_calloc((uint64_t)e->n, sizeof(*e->L), "the layers' state");
 	if (!e->L)
 		return -ENOMEM;
-	e->ti = (struct zn_tiers){ .L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage };
+	e->ti = (struct zn_tiers){
+		.L = e->L, .plan = &e->plan, .stage = e->cfg.zero.stage, .pin = &e->pin,
+		.numel = e->numel, .rank = e->rt.rank, .world = e->rt.world, .pdt = e->pdt,
+		.dev = e->rt.dev, .arena = e->arena, .copy_in = e->rt.copy_in,
+	};
 	for (int l = 0; l < e->n; l++) {
-		rc = zn_engine_part(zn_tiers_alloc_layer(e, l),
+		rc = zn_engine_part(zn_tiers_alloc_layer(&e->ti, l),
 				    "parameters, gradients and optimizer state", l);
 		if (rc)
 			return rc;
@@ -261,7 +269,7 @@ static int create_buffers(struct zn_engine *e, const struct zn_engine_options *o
 	for (int l = 0; l < e->n; l++) {
 		rc = initial_layer(e, l, opt);
 		if (!rc)
-			rc = zn_tiers_init_layer(e, l);
+			rc = zn_tiers_init_layer(&e->ti, l, e->tmp_h, e->tmp16_h);
 		if (!rc)
 			rc = zn_swapio_init_layer(&e->sw, l, e->tmp_h); /* its nvme homes, from the same values */
 		if (rc)

@@ -1,7 +1,8 @@
 /* Internal to src/sched: the engine is its parts (docs/architecture.md). Each part's state
  * is a struct in that part's header; struct zn_engine only composes them with what every
- * part reads (config, model, plan, layers). Only the engine, the step and the parts not yet
- * given their dependencies include this header (scripts/sched_deps.py's allow-list); the
+ * part reads (config, model, plan, layers). Only the engine, the step, the training
+ * checkpoint (it saves and restores every part) and the parts not yet given their
+ * dependencies include this header (scripts/sched_deps.py's allow-list); the
  * tracer, the reduction, the gradient ring, the nvme store (swapio), the prefetcher and
  * the optimizer are given what they use at creation (engine.c create_reduce,
  * create_prefetch, create_swapio, create_optim, ...).

@@ -56,12 +56,23 @@ static int create_prefetch(struct zn_engine *e)
 	return zn_prefetch_create(&e->pf, &c);
 }
 
-/* the store, given the runtime, the tracer, the layers, the arena, the plan and config */
+/* the store, given the runtime, the tracer, the layers, the arena, the plan's numbers it
+ * reads and config */
 static int create_swapio(struct zn_engine *e)
 {
+	const struct zn_engine_plan *p = &e->plan;
 	struct zn_swapio_config c = {
 		.rt = &e->rt, .tr = &e->tr, .L = e->L, .n = e->n, .arena = e->arena,
-		.plan = &e->plan, .cfg = &e->cfg, .pdt = e->pdt,
+		.cfg = &e->cfg, .pdt = e->pdt,
+		.plan = {
+			.optim = p->pl.optim, .params = p->pl.params,
+			.master_aliases_params = p->master_aliases_params,
+			.gathers = p->gathers, .param_bytes = p->param_bytes, .states = p->states,
+			.swap_buffers = p->swap_buffers, .fetch_buffers = p->fetch_buffers,
+			.hot_layers = p->hot_layers, .swap_chunk_numel = p->swap_chunk_numel,
+			.swap_moment_bytes = p->swap_moment_bytes,
+			.fetch_ring_numel = p->fetch_ring_numel,
+		},
 	};
 
 	return zn_swapio_create(&e->sw, &c);

@@ -4,7 +4,7 @@
  * tensor's flag. State: struct zn_optim (engine field opt), given at create the runtime, the
  * tracer, the layers' buffers and descriptors, the configuration and the plan's placement
  * it reads (struct zn_optim_config). When AdamW runs is the step's rule (step.c), not this
- * part's.
+ * part's; what the step and the training checkpoint read of it is optim_state.c's.
  *
  * It reads the tiers' answers (tiers.h: where the master, gradient and output spans are),
  * the store's staging (swapio.h) and the gradient ring (grads.h) through what it is given. */
@@ -91,6 +91,14 @@ int zn_optim_spans(const struct zn_layer_desc *L, uint64_t first, uint64_t count
  * code. destroy accepts a half-built or never-created (zeroed) optimizer */
 int zn_optim_create(struct zn_optim *o, const struct zn_optim_config *c);
 void zn_optim_destroy(struct zn_optim *o);
+/* What a training checkpoint saves of the optimizer: the fp16 steps skipped and the loss
+ * scaler (zeroed outside fp16). resume puts them back: skipped as saved; under fp16 a
+ * dynamic scaler goes on from ls's position (hysteresis at most this run's, the scale at
+ * least its minimum), its settings this run's config's; without ls (NULL: the checkpoint
+ * has no dynamic scale) or with a static scale, the scale is this run's (logged on rank 0) */
+void zn_optim_counters(const struct zn_optim *o, int64_t *skipped, struct zn_lossscale *ls);
+void zn_optim_resume_counters(struct zn_optim *o, int64_t skipped,
+			      const struct zn_lossscale *ls);
 /* the step begins: learning rate for step - skipped, clip coefficient 1, this step's loss
  * scale */
 void zn_optim_begin(struct zn_optim *o, int64_t step);
@@ -118,6 +126,14 @@ int zn_optim_first_nonfinite(struct zn_optim *o, int *layer);
 /* Logs the stop for a non-finite loss or gradient norm, naming the step and `layer`
  * (from zn_optim_first_nonfinite); returns -ERANGE. */
 int zn_optim_report_nonfinite(const struct zn_optim *o, float loss, int layer);
+/* Step 7 of the step: after zn_optim_step and the drain, every rank: 0 when the fp16 loss
+ * scaler skipped the step (overflow), else zn_optim_first_nonfinite, and the stop
+ * (zn_optim_report_nonfinite, -ERANGE) for a non-finite loss, gradient or norm */
+int zn_optim_check_finite(struct zn_optim *o, float loss);
+/* this step's loss scale: what the loss gradient is multiplied by (1 outside fp16) */
+float zn_optim_loss_scale(const struct zn_optim *o);
+/* this step's figures into st: lr, grad_norm, overflow, loss_scale, next_loss_scale, opt_ms */
+void zn_optim_stats(const struct zn_optim *o, struct zn_step_stats *st);
 /* offloaded gradient shards: the receive shard added into the layer's shard */
 int zn_optim_host_accumulate(struct zn_optim *o, int layer);
 

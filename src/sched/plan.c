@@ -206,11 +206,11 @@ static uint64_t swap_chunk(uint64_t largest, uint64_t state_numel, int buffers)
 	return c < largest ? c : largest;
 }
 
-int zn_plan_swap_chunks(const struct zn_engine_plan *p, uint64_t shard_numel)
+int zn_plan_swap_chunks(uint64_t swap_chunk_numel, uint64_t shard_numel)
 {
-	if (!p->swap_chunk_numel || shard_numel <= p->swap_chunk_numel)
+	if (!swap_chunk_numel || shard_numel <= swap_chunk_numel)
 		return 1;
-	return (int)((shard_numel + p->swap_chunk_numel - 1) / p->swap_chunk_numel);
+	return (int)((shard_numel + swap_chunk_numel - 1) / swap_chunk_numel);
 }
 
 /* The nvme extents and their pinned staging (see the header). */

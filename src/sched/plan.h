@@ -383,8 +383,8 @@ int zn_plan_engine(const struct zn_engine_plan_input *in, struct zn_engine_plan 
 
 /* The buffers of layer l under plan p (sizes as allocated, rounded). Pure. */
 /* The staging chunks of a shard of shard_numel elements: ceil(shard / chunk), 1 without
- * staging. */
-int zn_plan_swap_chunks(const struct zn_engine_plan *p, uint64_t shard_numel);
+ * staging (swap_chunk_numel: the plan's, 0 without staging). */
+int zn_plan_swap_chunks(uint64_t swap_chunk_numel, uint64_t shard_numel);
 
 void zn_plan_layer_buffers(const struct zn_engine_plan_input *in,
 			   const struct zn_engine_plan *p, int l, struct zn_layer_buffers *out);

@@ -10,7 +10,6 @@
  * which overlaps the last device work).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,7 +286,6 @@ static void timings(struct zn_engine *e, struct zn_step_stats *st)
 		if (!zn_event_elapsed_ms(ev[1], ev[2], &b))
 			st->bwd_ms += b;
 	}
-	st->opt_ms = e->opt.host_opt_ms + (double)atomic_load(&e->opt.opt_ns) / 1e6;
 	st->host_wait_ms = e->rt.wait_ms;
 }
 
@@ -340,8 +338,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	/* 1. the step's learning rate, counters reset */
 	e->step++;
 	e->rt.wait_ms = 0.0;
-	if (e->sw.aio)
-		zn_aio_get_stats(e->sw.aio, &io0);
+	zn_swapio_io_stats(&e->sw, &io0);
 	/* layer-major's boundaries on nvme: their own I/O engine, in the step's figures */
 	if (zn_home_aio(&e->act.lm.st))
 		zn_aio_get_stats(zn_home_aio(&e->act.lm.st), &bd0);
@@ -411,13 +408,8 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->has_aux = e->act.aux_d != NULL;
 	/* 7. a non-finite loss or gradient stops the run (the caller saves nothing); an fp16
 	 *    overflow skipped the step instead (zn_optim_step) */
-	if (!rc && !e->opt.overflow) {
-		int bad;
-
-		rc = zn_optim_first_nonfinite(&e->opt, &bad);
-		if (!rc && (bad >= 0 || !isfinite(st->loss) || !isfinite(e->opt.grad_norm)))
-			rc = zn_optim_report_nonfinite(&e->opt, st->loss, bad);
-	}
+	if (!rc)
+		rc = zn_optim_check_finite(&e->opt, st->loss);
 	/* the traced step's spans to the file (a trace that cannot be written is logged and
 	 * does not stop training) */
 	zn_tracer_step_end(&e->tr, e->step, rc);
@@ -426,11 +418,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 		return rc;
 	}
 	st->step = e->step;
-	st->lr = e->opt.lr;
-	st->grad_norm = e->opt.grad_norm;
-	st->overflow = e->opt.overflow;
-	st->loss_scale = e->opt.scale;
-	st->next_loss_scale = e->cfg.precision.fp16 ? (float)e->opt.ls.scale : 1.0f;
+	zn_optim_stats(&e->opt, st);
 	st->tokens = (uint64_t)e->gas * e->B * e->T * e->rt.world;
 	timings(e, st);
 	st->step_ms = zn_runtime_now_ms() - t0;
@@ -443,8 +431,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->pinned_bytes = e->arena ? zn_arena_used_bytes(e->arena) : 0;
 	st->plan_device_bytes = e->plan.device_bytes;
 	st->pinned_size_bytes = e->arena ? zn_arena_size(e->arena) : 0;
-	if (e->sw.aio)
-		zn_aio_get_stats(e->sw.aio, &io1);
+	zn_swapio_io_stats(&e->sw, &io1);
 	if (zn_home_aio(&e->act.lm.st))
 		zn_aio_get_stats(zn_home_aio(&e->act.lm.st), &bd1);
 	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read +

@@ -101,10 +101,10 @@ int zn_step_reduce_update(struct zn_engine *e, int l, int bwd_index, int micro)
 float zn_step_dloss_scale(const struct zn_engine *e)
 {
 	if (e->act.pred > 0)
-		return e->opt.scale / (float)e->act.pred;
+		return zn_optim_loss_scale(&e->opt) / (float)e->act.pred;
 	if (!e->all_labels)
-		return e->labels > 0 ? e->opt.scale / e->labels : 0.0f;
-	return e->opt.scale / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
+		return e->labels > 0 ? zn_optim_loss_scale(&e->opt) / e->labels : 0.0f;
+	return zn_optim_loss_scale(&e->opt) / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 }
 
 float *zn_step_aux(const struct zn_engine *e, int micro)
@@ -114,7 +114,7 @@ float *zn_step_aux(const struct zn_engine *e, int micro)
 
 float zn_step_aux_scale(const struct zn_engine *e)
 {
-	return e->opt.scale / ((float)e->rt.world * (float)e->gas);
+	return zn_optim_loss_scale(&e->opt) / ((float)e->rt.world * (float)e->gas);
 }
 
 int zn_step_aux_down(struct zn_engine *e, int micro)

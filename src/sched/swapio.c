@@ -58,15 +58,27 @@
 #include "sched/tiers.h"
 #include "sched/trace_dev.h"
 
-/* (false before zn_swapio_create gave the plan) */
+struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw)
+{
+	return sw->aio;
+}
+
+void zn_swapio_io_stats(const struct zn_swapio *sw, struct zn_aio_stats *out)
+{
+	*out = (struct zn_aio_stats){ 0 };
+	if (sw->aio)
+		zn_aio_get_stats(sw->aio, out);
+}
+
+/* (false before zn_swapio_create: a zeroed plan places everything on the device) */
 bool zn_swapio_optim(const struct zn_swapio *sw)
 {
-	return sw->c.plan && sw->c.plan->pl.optim == ZN_TIER_NVME;
+	return sw->c.plan.optim == ZN_TIER_NVME;
 }
 
 bool zn_swapio_params(const struct zn_swapio *sw)
 {
-	return sw->c.plan && sw->c.plan->pl.params == ZN_TIER_NVME;
+	return sw->c.plan.params == ZN_TIER_NVME;
 }
 
 /* a view of the pinned arena (0 bytes: nothing), as the tiers allocate theirs */
@@ -83,17 +95,17 @@ struct zn_swap_key zn_swapio_key(const struct zn_swapio *sw, int kind, int l)
 
 uint64_t zn_swapio_param_shard_bytes(const struct zn_swapio *sw, int l)
 {
-	return sw->c.L[l].sh.shard_numel * sw->c.plan->param_bytes;
+	return sw->c.L[l].sh.shard_numel * sw->c.plan.param_bytes;
 }
 
 int zn_swapio_chunks(const struct zn_swapio *sw, int l)
 {
-	return zn_plan_swap_chunks(sw->c.plan, sw->c.L[l].sh.shard_numel);
+	return zn_plan_swap_chunks(sw->c.plan.swap_chunk_numel, sw->c.L[l].sh.shard_numel);
 }
 
 void zn_swapio_chunk(const struct zn_swapio *sw, int l, int c, uint64_t *off, uint64_t *len)
 {
-	uint64_t n = sw->c.L[l].sh.shard_numel, cn = sw->c.plan->swap_chunk_numel;
+	uint64_t n = sw->c.L[l].sh.shard_numel, cn = sw->c.plan.swap_chunk_numel;
 
 	*off = 0;
 	*len = n;
@@ -106,9 +118,9 @@ void zn_swapio_chunk(const struct zn_swapio *sw, int l, int c, uint64_t *off, ui
 /* the pinned buffer holding hot layer l's current shard, or NULL (l not hot) */
 static struct zn_fbuf *hot_of(struct zn_swapio *sw, int l)
 {
-	if (!zn_swapio_params(sw) || !sw->c.plan->gathers || !sw->fbuf || l > sw->c.plan->hot_layers)
+	if (!zn_swapio_params(sw) || !sw->c.plan.gathers || !sw->fbuf || l > sw->c.plan.hot_layers)
 		return NULL;
-	return l == 0 ? &sw->fbuf[sw->c.plan->fetch_buffers - 1] : &sw->hot[l - 1];
+	return l == 0 ? &sw->fbuf[sw->c.plan.fetch_buffers - 1] : &sw->hot[l - 1];
 }
 
 /* hot layer l's shard at byte off := src (bytes), once no copy up reads the buffer */
@@ -131,16 +143,16 @@ int zn_swapio_hot_put(struct zn_swapio *sw, int l, uint64_t off, const void *src
 
 uint64_t zn_swapio_moment_bytes(const struct zn_swapio *sw, int l)
 {
-	if (sw->c.plan->states == ZN_STATES_FP32)
+	if (sw->c.plan.states == ZN_STATES_FP32)
 		return 0;
-	return zn_plan_host_alloc_bytes(zn_plan_moment_bytes(sw->c.plan->states,
+	return zn_plan_host_alloc_bytes(zn_plan_moment_bytes(sw->c.plan.states,
 							     sw->c.L[l].sh.shard_numel));
 }
 
 int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, const struct zn_sbuf *sb,
 			struct zn_swapio_part p[3])
 {
-	bool alias = sw->c.plan->master_aliases_params;
+	bool alias = sw->c.plan.master_aliases_params;
 	uint64_t mb = zn_swapio_moment_bytes(sw, l);
 
 	p[0] = (struct zn_swapio_part){ alias ? sw->swap_param : sw->swap_opt,
@@ -150,7 +162,7 @@ int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, const struct zn_sbuf 
 					sb->m_h, 4, mb };
 	p[2] = (struct zn_swapio_part){ sw->swap_opt, zn_swapio_key(sw, ZN_SWAP_EXP_AVG_SQ, l),
 					sb->v_h, 4, mb };
-	if (sw->c.plan->states != ZN_STATES_FP32)
+	if (sw->c.plan.states != ZN_STATES_FP32)
 		p[1].elem = p[2].elem = 0; /* stored whole (one chunk: plan.c) */
 	return 3;
 }
@@ -242,7 +254,7 @@ static int wait_writes(struct zn_swapio *sw, struct zn_sbuf *sb, int l)
 
 static struct zn_sbuf *sbuf_of(struct zn_swapio *sw, int pos)
 {
-	return &sw->sbuf[pos % sw->c.plan->swap_buffers];
+	return &sw->sbuf[pos % sw->c.plan.swap_buffers];
 }
 
 /* layer l's write-behind, in whichever staging buffers still have a chunk of it in flight
@@ -251,7 +263,7 @@ static int wait_layer_writes(struct zn_swapio *sw, int l)
 {
 	int rc = 0;
 
-	for (int i = 0; !rc && sw->sbuf && i < sw->c.plan->swap_buffers; i++) {
+	for (int i = 0; !rc && sw->sbuf && i < sw->c.plan.swap_buffers; i++) {
 		struct zn_sbuf *sb = &sw->sbuf[i];
 
 		if (sb->layer == l && sb->wr_n)
@@ -307,7 +319,7 @@ static int make_store(struct zn_swapio *sw, struct zn_swap **out, const char *wh
  * chunk read is verified; a layer of one chunk as one block. */
 static uint64_t crc_block(const struct zn_swapio *sw, int l, uint64_t elem)
 {
-	return zn_swapio_chunks(sw, l) > 1 ? sw->c.plan->swap_chunk_numel * elem : 0;
+	return zn_swapio_chunks(sw, l) > 1 ? sw->c.plan.swap_chunk_numel * elem : 0;
 }
 
 static int make_stores(struct zn_swapio *sw)
@@ -321,9 +333,9 @@ static int make_stores(struct zn_swapio *sw)
 	if (zn_swapio_optim(sw)) {
 		for (int l = 0; l < sw->c.n; l++) {
 			uint64_t b = sw->c.L[l].sh.shard_numel * 4, cb = crc_block(sw, l, 4);
-			uint64_t mb = sw->c.plan->states == ZN_STATES_FP32 ? b : zn_swapio_moment_bytes(sw, l);
+			uint64_t mb = sw->c.plan.states == ZN_STATES_FP32 ? b : zn_swapio_moment_bytes(sw, l);
 
-			if (!sw->c.plan->master_aliases_params)
+			if (!sw->c.plan.master_aliases_params)
 				ext[k++] = (struct zn_swap_extent){ zn_swapio_key(sw, ZN_SWAP_MASTER, l),
 								    b, cb };
 			ext[k++] = (struct zn_swap_extent){ zn_swapio_key(sw, ZN_SWAP_EXP_AVG, l), mb,
@@ -337,7 +349,7 @@ static int make_stores(struct zn_swapio *sw)
 		for (int l = 0; l < sw->c.n; l++)
 			ext[l] = (struct zn_swap_extent){ zn_swapio_key(sw, ZN_SWAP_PARAM, l),
 							  zn_swapio_param_shard_bytes(sw, l),
-							  crc_block(sw, l, sw->c.plan->param_bytes) };
+							  crc_block(sw, l, sw->c.plan.param_bytes) };
 		rc = make_store(sw, &sw->swap_param, "param", &sw->c.cfg->zero.offload_param, ext,
 				(size_t)sw->c.n);
 	}
@@ -366,53 +378,53 @@ static int make_positions(struct zn_swapio *sw)
 		for (int c = 0; c < zn_swapio_chunks(sw, l); c++)
 			sw->pos_layer[sw->pos_first[l] + c] = l;
 	zn_debug("nvme: %d staging positions for %d layers, chunks of %llu elements", p, sw->c.n,
-		 (unsigned long long)sw->c.plan->swap_chunk_numel);
+		 (unsigned long long)sw->c.plan.swap_chunk_numel);
 	return 0;
 }
 
 static int make_staging(struct zn_swapio *sw)
 {
-	uint64_t n = sw->c.plan->swap_chunk_numel, pb = sw->c.plan->param_bytes;
+	uint64_t n = sw->c.plan.swap_chunk_numel, pb = sw->c.plan.param_bytes;
 	int rc = make_positions(sw);
 
 	if (rc)
 		return rc;
 
-	sw->sbuf = zn_size_calloc((uint64_t)sw->c.plan->swap_buffers, sizeof(*sw->sbuf),
+	sw->sbuf = zn_size_calloc((uint64_t)sw->c.plan.swap_buffers, sizeof(*sw->sbuf),
 				    "the optimizer staging buffers");
-	sw->fbuf = zn_size_calloc((uint64_t)sw->c.plan->fetch_buffers + 1, sizeof(*sw->fbuf),
+	sw->fbuf = zn_size_calloc((uint64_t)sw->c.plan.fetch_buffers + 1, sizeof(*sw->fbuf),
 				    "the parameter fetch buffers");
 	if (!sw->sbuf || !sw->fbuf)
 		return -ENOMEM;
-	for (int i = 0; !rc && i < sw->c.plan->swap_buffers; i++) {
+	for (int i = 0; !rc && i < sw->c.plan.swap_buffers; i++) {
 		struct zn_sbuf *sb = &sw->sbuf[i];
 
 		if (zn_swapio_optim(sw)) {
 			rc = halloc(sw, &sb->master_h, n * 4);
 			if (!rc)
-				rc = halloc(sw, &sb->m_h, sw->c.plan->swap_moment_bytes);
+				rc = halloc(sw, &sb->m_h, sw->c.plan.swap_moment_bytes);
 			if (!rc)
-				rc = halloc(sw, &sb->v_h, sw->c.plan->swap_moment_bytes);
+				rc = halloc(sw, &sb->v_h, sw->c.plan.swap_moment_bytes);
 		}
 		if (!rc && zn_swapio_params(sw) && !(zn_swapio_optim(sw) &&
-						    sw->c.plan->master_aliases_params))
+						    sw->c.plan.master_aliases_params))
 			rc = halloc(sw, &sb->param_h, n * pb);
 	}
 	/* the ring's, then layer 0's (plan.h) */
-	for (int i = 0; !rc && i < sw->c.plan->fetch_buffers; i++) {
-		uint64_t fn = i < sw->c.plan->fetch_buffers - 1 ? sw->c.plan->fetch_ring_numel :
+	for (int i = 0; !rc && i < sw->c.plan.fetch_buffers; i++) {
+		uint64_t fn = i < sw->c.plan.fetch_buffers - 1 ? sw->c.plan.fetch_ring_numel :
 			      sw->c.L[0].sh.shard_numel;
 
 		rc = halloc(sw, &sw->fbuf[i].h, fn * pb);
 		if (!rc)
 			rc = zn_event_create(sw->c.rt->dev, &sw->fbuf[i].copied);
 	}
-	if (!rc && zn_swapio_params(sw) && sw->c.plan->hot_layers > 0) {
-		sw->hot = calloc((size_t)sw->c.plan->hot_layers, sizeof(*sw->hot));
+	if (!rc && zn_swapio_params(sw) && sw->c.plan.hot_layers > 0) {
+		sw->hot = calloc((size_t)sw->c.plan.hot_layers, sizeof(*sw->hot));
 		if (!sw->hot)
 			return -ENOMEM;
 	}
-	for (int l = 1; !rc && zn_swapio_params(sw) && l <= sw->c.plan->hot_layers; l++) {
+	for (int l = 1; !rc && zn_swapio_params(sw) && l <= sw->c.plan.hot_layers; l++) {
 		struct zn_fbuf *h = &sw->hot[l - 1];
 
 		h->layer = l;
@@ -451,12 +463,12 @@ int zn_swapio_create(struct zn_swapio *sw, const struct zn_swapio_config *c)
 
 void zn_swapio_destroy(struct zn_swapio *sw)
 {
-	if (!sw->c.plan)
+	if (!sw->c.rt)
 		return; /* never created */
 	zn_swapio_quiesce(sw);
-	for (int i = 0; sw->fbuf && i < sw->c.plan->fetch_buffers; i++)
+	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++)
 		zn_event_destroy(sw->fbuf[i].copied);
-	for (int i = 0; sw->hot && i < sw->c.plan->hot_layers; i++)
+	for (int i = 0; sw->hot && i < sw->c.plan.hot_layers; i++)
 		zn_event_destroy(sw->hot[i].copied);
 	free(sw->fbuf);
 	free(sw->hot);
@@ -481,7 +493,7 @@ static int wait_all(struct zn_swapio *sw, bool writes)
 {
 	int rc = 0, x;
 
-	for (int i = 0; sw->sbuf && i < sw->c.plan->swap_buffers; i++) {
+	for (int i = 0; sw->sbuf && i < sw->c.plan.swap_buffers; i++) {
 		struct zn_sbuf *sb = &sw->sbuf[i];
 
 		x = wait_reads(sw, sb, sb->layer);
@@ -491,7 +503,7 @@ static int wait_all(struct zn_swapio *sw, bool writes)
 		if (!rc)
 			rc = x;
 	}
-	for (int i = 0; sw->fbuf && i < sw->c.plan->fetch_buffers; i++) {
+	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++) {
 		if (!sw->fbuf[i].reading)
 			continue;
 		x = zn_swap_wait(&sw->fbuf[i].req);
@@ -649,7 +661,7 @@ int zn_swapio_opt_begin(struct zn_swapio *sw)
 		return 0;
 	if (!sw->c.cfg->zero.offload_optimizer.pipeline_read)
 		return 0;
-	return issue_reads(sw, sw->c.plan->swap_buffers - 1, false);
+	return issue_reads(sw, sw->c.plan.swap_buffers - 1, false);
 }
 
 int zn_swapio_opt_poke(struct zn_swapio *sw)
@@ -669,7 +681,7 @@ int zn_swapio_opt_acquire(struct zn_swapio *sw, int l, int c, struct zn_sbuf **o
 	sb = sbuf_of(sw, pos);
 	rc = issue_reads(sw, pos, true);
 	if (!rc && sw->c.cfg->zero.offload_optimizer.pipeline_read)
-		rc = issue_reads(sw, pos + sw->c.plan->swap_buffers - 1, false);
+		rc = issue_reads(sw, pos + sw->c.plan.swap_buffers - 1, false);
 	if (!rc)
 		rc = wait_reads(sw, sb, l);
 	if (!rc)
@@ -701,7 +713,7 @@ static int wait_layer_reads(struct zn_swapio *sw, int l)
 {
 	int rc = 0;
 
-	for (int i = 0; sw->fbuf && i < sw->c.plan->fetch_buffers; i++) {
+	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++) {
 		struct zn_fbuf *f = &sw->fbuf[i];
 		int n = 1, x;
 
@@ -723,7 +735,7 @@ int zn_swapio_opt_release(struct zn_swapio *sw, int l, int c)
 	struct zn_layer *ly = &sw->c.L[l];
 	int pos, rc = 0;
 	struct zn_sbuf *sb;
-	uint64_t off, n, real, pb = sw->c.plan->param_bytes;
+	uint64_t off, n, real, pb = sw->c.plan.param_bytes;
 
 	if (!sw->sbuf)
 		return 0;
@@ -774,6 +786,6 @@ int zn_swapio_opt_release(struct zn_swapio *sw, int l, int c)
 	if (!sw->c.cfg->zero.offload_optimizer.pipeline_write)
 		return wait_writes(sw, sb, l);
 	if (sw->c.cfg->zero.offload_optimizer.pipeline_read)
-		rc = issue_reads(sw, pos + sw->c.plan->swap_buffers - 1, false);
+		rc = issue_reads(sw, pos + sw->c.plan.swap_buffers - 1, false);
 	return rc;
 }

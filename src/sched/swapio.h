@@ -1,8 +1,8 @@
 /* Swap I/O: state homed on nvme through the swap store (optimizer state with
  * offload_optimizer nvme, parameter shards with offload_param nvme), moved through pinned
  * staging views of the arena. The state is struct zn_swapio (engine field sw), given at
- * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan and the
- * configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
+ * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan's numbers
+ * it reads and the configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
  * read-ahead / write-behind order.
  *
  *     rc = zn_swapio_create(&sw, &(struct zn_swapio_config){ .rt = rt, ... });
@@ -19,13 +19,24 @@
 #include "gpu/device.h"
 #include "nvme/aio.h"
 #include "nvme/swap.h"
+#include "sched/plan.h"
 #include "zinc.h"
 
 struct zn_arena;
-struct zn_engine_plan;
 struct zn_layer;
 struct zn_runtime;
 struct zn_tracer;
+
+/* The plan's numbers the store reads (plan.h, struct zn_engine_plan). */
+struct zn_swapio_plan {
+	enum zn_tier optim, params;   /* placement: nvme homes the optimizer, the parameters */
+	bool master_aliases_params;   /* the master is the parameter extent */
+	bool gathers;                 /* compute reads fetched working copies */
+	unsigned param_bytes;         /* bytes of one stored parameter */
+	enum zn_optim_states states;  /* m and v as stored */
+	int swap_buffers, fetch_buffers, hot_layers; /* staging: optimizer, fetch; hot layers */
+	uint64_t swap_chunk_numel, swap_moment_bytes, fetch_ring_numel;
+};
 
 /* What the store is given (borrowed: they outlive it). */
 struct zn_swapio_config {
@@ -34,7 +45,7 @@ struct zn_swapio_config {
 	struct zn_layer *L;               /* the layers' buffers (tiers.h), n of them */
 	int n;
 	struct zn_arena *arena;           /* pinned: the staging views, registered whole */
-	const struct zn_engine_plan *plan; /* placement, staging and fetch sizes, hot layers */
+	struct zn_swapio_plan plan;       /* placement, staging and fetch sizes, hot layers */
 	const struct zn_config *cfg;      /* aio, offload paths and pipelining, run id */
 	enum zn_dtype pdt;                /* stored parameter dtype */
 };
@@ -89,6 +100,10 @@ struct zn_swapio {
 int zn_swapio_create(struct zn_swapio *sw, const struct zn_swapio_config *c);
 void zn_swapio_destroy(struct zn_swapio *sw);     /* waits what is in flight */
 bool zn_swapio_optim(const struct zn_swapio *sw); /* optimizer state on nvme */
+/* the store's I/O engine (its statistics, timing, bandwidth cap); NULL: nothing on nvme */
+struct zn_aio *zn_swapio_aio(const struct zn_swapio *sw);
+/* the I/O engine's counters so far into out (zeros without one) */
+void zn_swapio_io_stats(const struct zn_swapio *sw, struct zn_aio_stats *out);
 bool zn_swapio_params(const struct zn_swapio *sw);/* parameter shards on nvme */
 /* initial state of layer l (params_h: its padded fp32 parameters) onto the extents */
 int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h);
@@ -107,6 +122,11 @@ int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
 		       void *ctx);
+/* Where byte off of layer l's optimizer extent k lives (k: 0 the master, the parameter
+ * extent when aliased; 1 m; 2 v): *file, its path (the store's), and *file_off; 0 or
+ * zn_swap_locate's error. Checkpoints copy extents file to file from there. */
+int zn_swapio_state_locate(const struct zn_swapio *sw, int l, int k, uint64_t off,
+			   const char **file, uint64_t *file_off);
 /* layer l's staging chunks (1 without staging) and chunk c's elements [off, off + len) */
 int zn_swapio_chunks(const struct zn_swapio *sw, int l);
 void zn_swapio_chunk(const struct zn_swapio *sw, int l, int c, uint64_t *off, uint64_t *len);

@@ -21,6 +21,20 @@ static int write_sync(struct zn_swapio *sw, struct zn_swap *s, struct zn_swap_ke
 	return rc;
 }
 
+int zn_swapio_state_locate(const struct zn_swapio *sw, int l, int k, uint64_t off,
+			   const char **file, uint64_t *file_off)
+{
+	const struct zn_sbuf none = { 0 }; /* the parts' stores and keys, no staging */
+	struct zn_swapio_part p[3];
+	int pi, rc;
+
+	zn_swapio_opt_parts(sw, l, &none, p);
+	rc = zn_swap_locate(p[k].store, p[k].key, off, &pi, file_off);
+	if (!rc)
+		*file = zn_swap_file(p[k].store, pi);
+	return rc;
+}
+
 int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
@@ -91,7 +105,7 @@ int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 
 	if (zn_swapio_params(sw)) {
 		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
-		void *buf = sw->fbuf[l == 0 ? sw->c.plan->fetch_buffers - 1 : 0].h;
+		void *buf = sw->fbuf[l == 0 ? sw->c.plan.fetch_buffers - 1 : 0].h;
 
 		if (sw->c.pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);
@@ -106,7 +120,7 @@ int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 	}
 	/* an aliased master is the parameter extent, written above */
 	if (!rc && zn_swapio_optim(sw))
-		rc = zn_swapio_state_io(sw, l, (sw->c.plan->master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
+		rc = zn_swapio_state_io(sw, l, (sw->c.plan.master_aliases_params ? 0 : ZN_SWAPIO_MASTER) |
 					ZN_SWAPIO_M | ZN_SWAPIO_V, true, init_chunk,
 					&(struct init_ctx){ src, zn_swapio_moment_bytes(sw, l) });
 	return rc;

@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "sched/engine_impl.h"
+#include "cpu/arena.h"
+#include "sched/swapio.h"
+#include "sched/tiers.h"
 
 unsigned zn_tiers_param_bytes(const struct zn_tiers *t)
 {
@@ -32,63 +34,63 @@ int zn_tiers_halloc(struct zn_arena *arena, void *pp, uint64_t bytes)
 		       0;
 }
 
-int zn_tiers_alloc_layer(struct zn_engine *e, int l)
+int zn_tiers_alloc_layer(struct zn_tiers *t, int l)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 	struct zn_layer_buffers *b = &ly->sz;
 	int rc;
 
-	zn_plan_shard(e->numel[l], e->rt.world, e->rt.rank, &ly->sh);
-	zn_plan_layer_buffers(&e->pin, &e->plan, l, b);
-	if (e->cfg.zero.stage == 0) {
+	zn_plan_shard(t->numel[l], t->world, t->rank, &ly->sh);
+	zn_plan_layer_buffers(t->pin, t->plan, l, b);
+	if (t->stage == 0) {
 		ly->opt_off = 0;
-		ly->opt_count = e->numel[l];
+		ly->opt_count = t->numel[l];
 	} else {
 		ly->opt_off = ly->sh.offset;
 		ly->opt_count = ly->sh.real_numel;
 	}
-	rc = zn_tiers_dalloc(e->rt.dev, &ly->param_d, b->param_d);
+	rc = zn_tiers_dalloc(t->dev, &ly->param_d, b->param_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &ly->grad_d, b->grad_d);
+		rc = zn_tiers_dalloc(t->dev, &ly->grad_d, b->grad_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &ly->grad_shard_d, b->grad_shard_d);
+		rc = zn_tiers_dalloc(t->dev, &ly->grad_shard_d, b->grad_shard_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &ly->master_d, b->master_d);
+		rc = zn_tiers_dalloc(t->dev, &ly->master_d, b->master_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &ly->m_d, b->m_d);
+		rc = zn_tiers_dalloc(t->dev, &ly->m_d, b->m_d);
 	if (!rc)
-		rc = zn_tiers_dalloc(e->rt.dev, &ly->v_d, b->v_d);
+		rc = zn_tiers_dalloc(t->dev, &ly->v_d, b->v_d);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->param_h, b->param_h);
+		rc = zn_tiers_halloc(t->arena, &ly->param_h, b->param_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->param_stage_h, b->param_stage_h);
+		rc = zn_tiers_halloc(t->arena, &ly->param_stage_h, b->param_stage_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->grad_h, b->grad_h);
+		rc = zn_tiers_halloc(t->arena, &ly->grad_h, b->grad_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->grad_recv_h, b->grad_recv_h);
+		rc = zn_tiers_halloc(t->arena, &ly->grad_recv_h, b->grad_recv_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->master_h, b->master_h);
+		rc = zn_tiers_halloc(t->arena, &ly->master_h, b->master_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->m_h, b->m_h);
+		rc = zn_tiers_halloc(t->arena, &ly->m_h, b->m_h);
 	if (!rc)
-		rc = zn_tiers_halloc(e->arena, &ly->v_h, b->v_h);
+		rc = zn_tiers_halloc(t->arena, &ly->v_h, b->v_h);
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &ly->grad_ev);
+		rc = zn_event_create(t->dev, &ly->grad_ev);
 	if (!rc)
-		rc = zn_event_create(e->rt.dev, &ly->aux_ev);
+		rc = zn_event_create(t->dev, &ly->aux_ev);
 	return rc;
 }
 
-void zn_tiers_free_layer(struct zn_engine *e, int l)
+void zn_tiers_free_layer(struct zn_tiers *t, int l)
 {
-	struct zn_layer *ly = &e->L[l];
+	struct zn_layer *ly = &t->L[l];
 
-	zn_device_free(e->rt.dev, ly->param_d);
-	zn_device_free(e->rt.dev, ly->grad_d);
-	zn_device_free(e->rt.dev, ly->grad_shard_d);
-	zn_device_free(e->rt.dev, ly->master_d);
-	zn_device_free(e->rt.dev, ly->m_d);
-	zn_device_free(e->rt.dev, ly->v_d);
+	zn_device_free(t->dev, ly->param_d);
+	zn_device_free(t->dev, ly->grad_d);
+	zn_device_free(t->dev, ly->grad_shard_d);
+	zn_device_free(t->dev, ly->master_d);
+	zn_device_free(t->dev, ly->m_d);
+	zn_device_free(t->dev, ly->v_d);
 	zn_event_destroy(ly->grad_ev);
 	zn_event_destroy(ly->aux_ev);
 }
@@ -173,82 +175,86 @@ const float *zn_tiers_master_full(const struct zn_tiers *t, int l, bool *on_devi
 
 /* ---- initial state ----------------------------------------------------------------------- */
 
-/* Copies count parameters from tmp_h + first to dst in the stored dtype; on the device,
- * waits for the copy (tmp_h is reused for the next layer). */
-static int put_params(struct zn_engine *e, void *dst, bool on_device, uint64_t first,
-		      uint64_t count)
+/* Copies count parameters from src_h + first to dst in the stored dtype (through
+ * scratch16_h when 16-bit); on the device, waits for the copy (the sources are reused for
+ * the next layer). */
+static int put_params(struct zn_tiers *t, void *dst, bool on_device, const float *src_h,
+		      uint16_t *scratch16_h, uint64_t first, uint64_t count)
 {
-	const void *src = e->tmp_h + first;
-	uint64_t bytes = count * zn_tiers_param_bytes(&e->ti);
+	const void *src = src_h + first;
+	uint64_t bytes = count * zn_tiers_param_bytes(t);
 	int rc;
 
-	if (e->pdt == ZN_DTYPE_BF16) {
-		zn_cast_f32_to_bf16(e->tmp16_h, e->tmp_h + first, count);
-		src = e->tmp16_h;
-	} else if (e->pdt == ZN_DTYPE_F16) {
-		zn_cast_f32_to_f16(e->tmp16_h, e->tmp_h + first, count);
-		src = e->tmp16_h;
+	if (t->pdt == ZN_DTYPE_BF16) {
+		zn_cast_f32_to_bf16(scratch16_h, src_h + first, count);
+		src = scratch16_h;
+	} else if (t->pdt == ZN_DTYPE_F16) {
+		zn_cast_f32_to_f16(scratch16_h, src_h + first, count);
+		src = scratch16_h;
 	}
 	if (!on_device) {
 		memcpy(dst, src, bytes);
 		return 0;
 	}
-	rc = zn_memcpy_async(e->rt.copy_in, dst, src, bytes, ZN_COPY_H2D);
+	rc = zn_memcpy_async(t->copy_in, dst, src, bytes, ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_stream_synchronize(e->rt.copy_in);
+		rc = zn_stream_synchronize(t->copy_in);
 	return rc;
 }
 
-static int put_f32(struct zn_engine *e, float *dst, bool on_device, uint64_t first,
+static int put_f32(struct zn_tiers *t, float *dst, bool on_device, const float *src_h,
 		   uint64_t count)
 {
 	int rc;
 
 	if (!on_device) {
-		memcpy(dst, e->tmp_h + first, count * 4);
+		memcpy(dst, src_h, count * 4);
 		return 0;
 	}
-	rc = zn_memcpy_async(e->rt.copy_in, dst, e->tmp_h + first, count * 4, ZN_COPY_H2D);
+	rc = zn_memcpy_async(t->copy_in, dst, src_h, count * 4, ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_stream_synchronize(e->rt.copy_in);
+		rc = zn_stream_synchronize(t->copy_in);
 	return rc;
 }
 
-int zn_tiers_init_layer(struct zn_engine *e, int l)
+int zn_tiers_init_layer(struct zn_tiers *t, int l, const float *params_h,
+			uint16_t *scratch16_h)
 {
-	struct zn_layer *ly = &e->L[l];
-	const struct zn_placement *pl = &e->plan.pl;
-	bool stage0 = e->cfg.zero.stage == 0;
-	uint64_t opt_n = zn_tiers_optim_numel(&e->ti, l);
+	struct zn_layer *ly = &t->L[l];
+	const struct zn_placement *pl = &t->plan->pl;
+	uint64_t opt_n = zn_tiers_optim_numel(t, l);
 	/* all-zero bytes are the zero state of every setting (cpu/adamw.h) */
-	uint64_t mv_bytes = zn_plan_moment_bytes(e->plan.states, opt_n);
-	uint64_t opt_first = stage0 ? 0 : ly->sh.offset;
+	uint64_t mv_bytes = zn_plan_moment_bytes(t->plan->states, opt_n);
+	const float *opt_h = params_h + (t->stage == 0 ? 0 : ly->sh.offset);
 	int rc = 0;
 
-	if (e->cfg.zero.stage < 3)
-		rc = put_params(e, ly->param_d, true, 0, ly->sh.padded_numel);
+	if (t->stage < 3)
+		rc = put_params(t, ly->param_d, true, params_h, scratch16_h, 0,
+				ly->sh.padded_numel);
 	else if (pl->params == ZN_TIER_DEVICE)
-		rc = put_params(e, ly->param_d, true, ly->sh.offset, ly->sh.shard_numel);
+		rc = put_params(t, ly->param_d, true, params_h, scratch16_h, ly->sh.offset,
+				ly->sh.shard_numel);
 	else if (pl->params == ZN_TIER_HOST)
-		rc = put_params(e, ly->param_h, false, ly->sh.offset, ly->sh.shard_numel);
-	if (!rc && !aliased(&e->ti) && pl->optim == ZN_TIER_DEVICE)
-		rc = put_f32(e, ly->master_d, true, opt_first, opt_n);
-	if (!rc && !aliased(&e->ti) && pl->optim == ZN_TIER_HOST)
-		rc = put_f32(e, ly->master_h, false, opt_first, opt_n);
+		rc = put_params(t, ly->param_h, false, params_h, scratch16_h, ly->sh.offset,
+				ly->sh.shard_numel);
+	if (!rc && !aliased(t) && pl->optim == ZN_TIER_DEVICE)
+		rc = put_f32(t, ly->master_d, true, opt_h, opt_n);
+	if (!rc && !aliased(t) && pl->optim == ZN_TIER_HOST)
+		rc = put_f32(t, ly->master_h, false, opt_h, opt_n);
 	if (!rc && pl->optim == ZN_TIER_DEVICE) {
-		rc = zn_memset_async(e->rt.copy_in, ly->m_d, 0, mv_bytes);
+		rc = zn_memset_async(t->copy_in, ly->m_d, 0, mv_bytes);
 		if (!rc)
-			rc = zn_memset_async(e->rt.copy_in, ly->v_d, 0, mv_bytes);
+			rc = zn_memset_async(t->copy_in, ly->v_d, 0, mv_bytes);
 	}
 	if (pl->optim == ZN_TIER_HOST) {
 		memset(ly->m_h, 0, mv_bytes);
 		memset(ly->v_h, 0, mv_bytes);
 	}
-	if (zn_tiers_optim_on_host(&e->ti) && pl->params == ZN_TIER_DEVICE)
+	if (zn_tiers_optim_on_host(t) && pl->params == ZN_TIER_DEVICE)
 		memset(ly->param_stage_h, 0, ly->sz.param_stage_h);
 	if (pl->grads == ZN_TIER_HOST)
 		memset(ly->grad_h, 0, ly->sh.shard_numel * 4);
 	if (!rc)
-		rc = zn_stream_synchronize(e->rt.copy_in);
+		rc = zn_stream_synchronize(t->copy_in);
 	return rc;
 }

@@ -28,16 +28,23 @@
 #include "sched/plan.h"
 
 struct zn_arena;
-struct zn_engine;
 struct zn_sbuf;
 
-/* Where each class lives, as a part is given it (engine field ti, set once the plan fits
- * and the layers are allocated): the layers' buffers, the plan, the ZeRO stage. The
- * answers below take it; allocation and the initial state still take the engine. */
+/* Where each class lives, as a part is given it (engine field ti, set before the layers are
+ * allocated, once the plan fits): the layers' buffers, the plan, the ZeRO stage; and what
+ * allocating the layers and putting their initial state on them uses (borrowed: they
+ * outlive it). */
 struct zn_tiers {
 	struct zn_layer *L;
 	const struct zn_engine_plan *plan;
 	int stage;
+	const struct zn_engine_plan_input *pin; /* each layer's buffer sizes (plan.h) */
+	const uint64_t *numel;                  /* per layer: the parameters */
+	int rank, world;                        /* this rank's shard */
+	enum zn_dtype pdt;                      /* stored parameter dtype */
+	struct zn_device *dev;
+	struct zn_arena *arena;                 /* the pinned host tier (NULL: none planned) */
+	struct zn_stream *copy_in;              /* the initial state's copies up */
 };
 
 /* One layer's buffers on their tiers (sizes from zn_plan_layer_buffers). */
@@ -68,10 +75,14 @@ bool zn_tiers_optim_on_host(const struct zn_tiers *t); /* AdamW on the CPU (host
 int zn_tiers_dalloc(struct zn_device *dev, void *pp, uint64_t bytes); /* 0 bytes: nothing */
 int zn_tiers_halloc(struct zn_arena *arena, void *pp, uint64_t bytes); /* pinned arena view */
 
-int zn_tiers_alloc_layer(struct zn_engine *e, int l);
-void zn_tiers_free_layer(struct zn_engine *e, int l);
-/* the initial state of layer l (e->tmp_h holds its padded fp32 parameters) onto its tiers */
-int zn_tiers_init_layer(struct zn_engine *e, int l);
+/* layer l's shard, optimizer span and buffers on their tiers; 0 or a negative code.
+ * free_layer accepts a half-allocated (zeroed) layer */
+int zn_tiers_alloc_layer(struct zn_tiers *t, int l);
+void zn_tiers_free_layer(struct zn_tiers *t, int l);
+/* the initial state of layer l onto its tiers: params_h holds its padded fp32 parameters,
+ * scratch16_h room for as many 16-bit values (the bf16 or fp16 stored copy) */
+int zn_tiers_init_layer(struct zn_tiers *t, int l, const float *params_h,
+			uint16_t *scratch16_h);
 
 /* This rank's reduced gradient over its optimizer span. */
 float *zn_tiers_grad_span(const struct zn_tiers *t, int l);

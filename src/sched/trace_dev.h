@@ -80,6 +80,12 @@ static inline bool zn_tracer_attached(const struct zn_tracer *tr)
 	return tr->t != NULL;
 }
 
+/* whether t is the trace file attached (NULL: none is) */
+static inline bool zn_tracer_attached_to(const struct zn_tracer *tr, const struct zn_trace *t)
+{
+	return tr->t == t;
+}
+
 /* the hooks: one flag test when off (h -1) */
 static inline int zn_tracer_span_begin(struct zn_tracer *tr, struct zn_stream *s,
 				       const char *what, int layer, uint64_t bytes, int *h)
