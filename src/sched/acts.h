@@ -55,7 +55,7 @@ struct zn_acts {
 	float *loss_d;
 	float *loss_h;           /* gas x B x T; zn_device_host_alloc, as tok_h and tgt_h */
 	/* the model's auxiliary loss (model.h zn_layer_io.aux): aux_n floats on the device for
-	 * each micro-batch (step_impl.h zn_step_aux: layer-major keeps k of them live), and
+	 * each micro-batch (zn_acts_aux: layer-major keeps k of them live), and
 	 * each micro-batch's loss (aux[0]) on the host; aux_n 0: none */
 	float *aux_d, *aux_h;
 	int aux_n;
@@ -93,5 +93,21 @@ void zn_acts_stage_tokens(struct zn_acts *a, const int **inputs_h, const int **t
  * io->acts, x_in of its backward */
 void zn_acts_fwd_io(struct zn_acts *a, int l, bool recompute, struct zn_layer_io *io);
 void zn_acts_bwd_io(struct zn_acts *a, int l, struct zn_layer_io *io);
+
+/* acts_step.c, the step's calls (step.c, step_lm.c, eval.c):
+ * tokens_up: micro-batch micro's tokens, targets (and positions, packed documents) up on
+ * copy_in once the previous micro-batch is done with the buffers, the compute waiting for
+ * them; tokens_up_all: layer-major's, every micro-batch's at once (lmajor.h's buffers);
+ * tokens_done: the compute is done with them (after layer 0's backward);
+ * losses_into: io->losses for the last layer's forward, once the previous micro-batch's
+ * losses are on the host; losses_down: after that forward, micro-batch micro's losses
+ * (and with aux its auxiliary loss) down on copy_out while the backward runs;
+ * aux: micro-batch micro's auxiliary loss buffer on the device, or NULL (none) */
+int zn_acts_tokens_up(struct zn_acts *a, int micro, const int *inputs_h, const int *targets_h);
+int zn_acts_tokens_up_all(struct zn_acts *a, const int *inputs_h, const int *targets_h);
+int zn_acts_tokens_done(struct zn_acts *a);
+int zn_acts_losses_into(struct zn_acts *a, struct zn_layer_io *io);
+int zn_acts_losses_down(struct zn_acts *a, int micro, bool aux);
+float *zn_acts_aux(const struct zn_acts *a, int micro);
 
 #endif

@@ -170,16 +170,13 @@ struct zn_aio *zn_engine_aio(struct zn_engine *e); /* tests: fault injection */
 /* step.c: one micro-batch's forward (tokens on the device, layer 0 and its frozen
  * parameters fetched); eval.c */
 int zn_step_forward(struct zn_engine *e, const float *p0, const float *f0, int micro);
-/* step.c: micro-batch `micro`'s tokens and targets (positions when packed) on the device,
- * the compute waiting for them; eval.c */
-int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h);
 /* step.c: layer 0 of micro-batch `micro` on the device (*p0, *f0) and the prefetch begun;
  * eval.c */
 int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float **f0);
 /* labels.c: e->labels and e->all_labels for this step's targets (grad_accum x B x T on the
  * host); collective */
 int zn_engine_count_labels(struct zn_engine *e, const int *targets_h);
-/* Packed documents: pos_h [gas, B, T] staged for zn_step_tokens and e->act.pred set to
+/* Packed documents: pos_h [gas, B, T] staged for zn_acts_tokens_up and e->act.pred set to
  * the predicted targets of every rank (NULL: pred 0, no positions). step.c; step.c and
  * eval.c */
 int zn_step_positions(struct zn_engine *e, const int *targets_h, const int *pos_h);

@@ -11,25 +11,17 @@
 
 static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
 {
-	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
 	const float *p0 = NULL, *f0 = NULL;
 	int rc;
 
-	rc = zn_step_tokens(e, micro, inputs_h, targets_h);
+	rc = zn_acts_tokens_up(&e->act, micro, inputs_h, targets_h);
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);
 	if (!rc)
 		rc = zn_step_forward(e, p0, f0, micro);
 	if (!rc)
-		rc = zn_event_record(e->act.fwd_done, e->rt.compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d,
-				     bt * 4, ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
+		rc = zn_acts_losses_down(&e->act, micro, false);
 	/* the rest of the use sequence, fetched and released without compute */
 	for (int k = e->n - 1; !rc && k < e->act.use_n; k++) {
 		const float *p, *f;
@@ -47,7 +39,7 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 			rc = zn_recompute_use_after(&e->act.rec, k);
 	}
 	if (!rc)
-		rc = zn_event_record(e->act.tok_free, e->rt.compute);
+		rc = zn_acts_tokens_done(&e->act);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)

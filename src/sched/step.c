@@ -54,11 +54,8 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		zn_step_set_params(e, &a.io, l, p, p0);
 		a.io.tied_frozen = zn_step_tied(e, l, f0);
 		zn_acts_fwd_io(&e->act, l, false, &a.io);
-		if (l == n - 1) {
-			/* the previous micro-batch's losses must be on the host first */
-			rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
-			a.io.losses = e->act.loss_d;
-		}
+		if (l == n - 1) /* the previous micro-batch's losses must be on the host first */
+			rc = zn_acts_losses_into(&e->act, &a.io);
 		if (!rc)
 			rc = zn_recompute_fwd_before(&e->act.rec, l);
 		if (!rc)
@@ -100,7 +97,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	int n = e->n, cur = 0, b = 0, rc = 0;
 
 	a.io.dloss_scale = zn_step_dloss_scale(e);
-	a.io.aux = zn_step_aux(e, micro);
+	a.io.aux = zn_acts_aux(&e->act, micro);
 	a.io.aux_scale = zn_step_aux_scale(e);
 	/* layer 0's gradient buffer first: a tied layer's backward adds into it */
 	rc = zn_reduce_prepare(&e->rd, 0, 0);
@@ -160,7 +157,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	zn_step_set_params(e, &a.io, 0, p0, NULL);
 	rc = zn_step_launch(e, false, 0, &a);
 	if (!rc)
-		rc = zn_event_record(e->act.tok_free, e->rt.compute);
+		rc = zn_acts_tokens_done(&e->act);
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
@@ -170,58 +167,24 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	return rc;
 }
 
-/* A micro-batch's tokens, targets (and positions, packed documents) up, once the previous
- * micro-batch's backward is done with the last ones; the compute waits for them. step.c
- * and eval.c */
-int zn_step_tokens(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
-{
-	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
-	int rc = zn_stream_wait_event(e->rt.copy_in, e->act.tok_free);
-
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tok_d, inputs_h + micro * bt, bt * sizeof(int),
-				     ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.tgt_d, targets_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc && step_pos(e))
-		rc = zn_memcpy_async(e->rt.copy_in, e->act.pos_d, e->act.pos_h + micro * bt,
-				     bt * sizeof(int), ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
-	return rc;
-}
-
 static int micro_batch(struct zn_engine *e, int micro, const int *inputs_h, const int *targets_h)
 {
-	uint64_t bt = (uint64_t)e->B * (uint64_t)e->T;
 	const float *p0 = NULL, *f0 = NULL;
 	int rc;
 
-	rc = zn_step_tokens(e, micro, inputs_h, targets_h);
+	rc = zn_acts_tokens_up(&e->act, micro, inputs_h, targets_h);
 	if (!rc)
 		rc = zn_event_record(e->act.tev[(size_t)3 * micro], e->rt.compute);
 	if (rc)
 		return rc;
 	rc = zn_step_layer0(e, micro, &p0, &f0);
 	if (!rc)
-		rc = forward(e, p0, f0, micro, zn_step_aux(e, micro));
+		rc = forward(e, p0, f0, micro, zn_acts_aux(&e->act, micro));
 	if (!rc)
 		rc = zn_event_record(e->act.tev[(size_t)3 * micro + 1], e->rt.compute);
 	/* losses down while the backward runs */
 	if (!rc)
-		rc = zn_event_record(e->act.fwd_done, e->rt.compute);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + micro * bt, e->act.loss_d, bt * 4,
-				     ZN_COPY_D2H);
-	if (!rc)
-		rc = zn_step_aux_down(e, micro);
-	if (!rc)
-		rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
+		rc = zn_acts_losses_down(&e->act, micro, true);
 	if (!rc)
 		rc = backward(e, p0, f0, micro);
 	if (!rc)

@@ -107,22 +107,9 @@ float zn_step_dloss_scale(const struct zn_engine *e)
 	return zn_optim_loss_scale(&e->opt) / ((float)e->B * (float)e->T * (float)e->rt.world * (float)e->gas);
 }
 
-float *zn_step_aux(const struct zn_engine *e, int micro)
-{
-	return e->act.aux_d ? e->act.aux_d + (size_t)micro * (size_t)e->act.aux_n : NULL;
-}
-
 float zn_step_aux_scale(const struct zn_engine *e)
 {
 	return zn_optim_loss_scale(&e->opt) / ((float)e->rt.world * (float)e->gas);
-}
-
-int zn_step_aux_down(struct zn_engine *e, int micro)
-{
-	if (!e->act.aux_d)
-		return 0;
-	return zn_memcpy_async(e->rt.copy_out, e->act.aux_h + micro, zn_step_aux(e, micro), 4,
-			       ZN_COPY_D2H);
 }
 
 /* A micro-batch's layer 0 (parameters and frozen parameters: fetched on the first

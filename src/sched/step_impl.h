@@ -29,12 +29,9 @@ const float *zn_step_tied(const struct zn_engine *e, int l, const float *p0);
 uint64_t zn_step_seed(const struct zn_engine *e, int micro);
 /* the loss gradient's scale of every backward of this step */
 float zn_step_dloss_scale(const struct zn_engine *e);
-/* micro-batch micro's auxiliary loss buffer (model.h zn_layer_io.aux: one a micro-batch,
- * zeroed at the step's start), or NULL without one; the scale of its loss's gradient; its
- * loss (aux[0], once the last layer's forward is done) down on copy_out into aux_h */
-float *zn_step_aux(const struct zn_engine *e, int micro);
+/* the scale of the auxiliary loss's gradient (model.h zn_layer_io.aux; its buffer:
+ * acts.h zn_acts_aux, one a micro-batch zeroed at the step's start) */
 float zn_step_aux_scale(const struct zn_engine *e);
-int zn_step_aux_down(struct zn_engine *e, int micro);
 /* THE rule for when AdamW runs: during the backward, behind each layer's last reduction
  * (the optimizer on the device, nothing waiting for the global norm), else after it */
 bool zn_step_adamw_during_backward(const struct zn_engine *e);

@@ -40,30 +40,10 @@ static void io_of(struct lm_run *r, int l, int m, const float *p, const float *f
 			.B = e->B, .T = e->T, .scratch = e->act.scratch_d, .frozen = f,
 			.pos = e->act.pred > 0 ? r->lm->pos_d + off : NULL,
 			.tied_frozen = zn_step_tied(e, l, r->f0), .seed = zn_step_seed(e, m),
-			.aux = zn_step_aux(e, m), .aux_scale = zn_step_aux_scale(e) } };
+			.aux = zn_acts_aux(&e->act, m), .aux_scale = zn_step_aux_scale(e) } };
 	zn_step_set_params(e, &a->io, l, p, r->p0);
 	if (l > 0)
 		a->io.acts = r->lm->acts_d;
-}
-
-/* every micro-batch's tokens, targets (and positions) up; the compute waits for them (the
- * previous step drained every stream) */
-static int tokens_up(struct zn_engine *e, const int *inputs_h, const int *targets_h)
-{
-	uint64_t bytes = bt_of(e) * (uint64_t)e->gas * sizeof(int);
-	struct zn_lmajor *lm = &e->act.lm;
-	int rc;
-
-	rc = zn_memcpy_async(e->rt.copy_in, lm->tok_d, inputs_h, bytes, ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_memcpy_async(e->rt.copy_in, lm->tgt_d, targets_h, bytes, ZN_COPY_H2D);
-	if (!rc && e->act.pred > 0)
-		rc = zn_memcpy_async(e->rt.copy_in, lm->pos_d, e->act.pos_h, bytes, ZN_COPY_H2D);
-	if (!rc)
-		rc = zn_event_record(e->act.tok_ready, e->rt.copy_in);
-	if (!rc)
-		rc = zn_stream_wait_event(e->rt.compute, e->act.tok_ready);
-	return rc;
 }
 
 /* reduction of (l, m); a shard of micro-batch m >= 2 received on the host needs the
@@ -161,7 +141,6 @@ static int turn(struct lm_run *r)
 {
 	struct zn_engine *e = r->e;
 	int n = e->n, k = r->lm->k, item = n - 2, rc;
-	uint64_t bt = bt_of(e);
 	const float *p, *f;
 
 	rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
@@ -181,21 +160,11 @@ static int turn(struct lm_run *r)
 		io_of(r, n - 1, m, p, f, &a);
 		a.io.x_in = zn_lmajor_fwd_x(&e->act.lm, n - 1, m);
 		/* the previous micro-batch's losses must be on the host first */
-		a.io.losses = e->act.loss_d;
-		rc = zn_stream_wait_event(e->rt.compute, e->act.loss_done);
+		rc = zn_acts_losses_into(&e->act, &a.io);
 		if (!rc)
 			rc = zn_step_launch(e, true, n - 1, &a);
 		if (!rc)
-			rc = zn_event_record(e->act.fwd_done, e->rt.compute);
-		if (!rc)
-			rc = zn_stream_wait_event(e->rt.copy_out, e->act.fwd_done);
-		if (!rc)
-			rc = zn_memcpy_async(e->rt.copy_out, e->act.loss_h + (uint64_t)m * bt,
-					     e->act.loss_d, bt * 4, ZN_COPY_D2H);
-		if (!rc)
-			rc = zn_step_aux_down(e, m);
-		if (!rc)
-			rc = zn_event_record(e->act.loss_done, e->rt.copy_out);
+			rc = zn_acts_losses_down(&e->act, m, true);
 		if (!rc)
 			rc = zn_lmajor_dx_write(&e->act.lm, &dx, &ws);
 		if (!rc)
@@ -343,7 +312,7 @@ static int backward0(struct lm_run *r)
 		if (!rc)
 			rc = zn_lmajor_dx_read_done(&e->act.lm, rs);
 		if (!rc && m == k - 1)
-			rc = zn_event_record(e->act.tok_free, e->rt.compute);
+			rc = zn_acts_tokens_done(&e->act);
 		if (!rc && m == k - 1)
 			rc = zn_fetch_layer0_release(&e->pf);
 		if (!rc && m == k - 1)
@@ -379,7 +348,7 @@ int zn_step_layer_major(struct zn_engine *e, const int *inputs_h, const int *tar
 	r.lm->read_n = 0;
 	for (int i = 0; i <= r.lm->k; i++)
 		r.lm->dx_of[i] = i;
-	rc = tokens_up(e, inputs_h, targets_h);
+	rc = zn_acts_tokens_up_all(&e->act, inputs_h, targets_h);
 	if (!rc)
 		rc = times(e, 0);
 	if (!rc)
