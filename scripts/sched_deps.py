@@ -26,9 +26,8 @@ ENGINE_IMPL_ALLOWED = {
     'engine.c', 'engine_counts.c', 'engine_parts.c', 'engine_plan.c', 'step.c', 'step_common.c',
     'step_lm.c', 'eval.c', 'labels.c',
     # parts that still take the engine
-    'acts.c', 'ckpt.c', 'ckpt_load.c', 'ckpt_meta.c', 'ckpt_state.c', 'frozen.c',
-    'frozen_experts.c', 'frozen_io.c', 'frozen_q4.c', 'generate_fz.c', 'lmajor.c', 'lmajor_home.c',
-    'lmajor_plan.c', 'recompute.c', 'recompute_home.c', 'tiers.c',
+    'acts.c', 'ckpt.c', 'ckpt_load.c', 'ckpt_meta.c', 'ckpt_state.c', 'lmajor.c',
+    'lmajor_home.c', 'lmajor_plan.c', 'recompute.c', 'recompute_home.c', 'tiers.c',
 }
 INCLUDE_IMPL = re.compile(r'^\s*#\s*include\s+"sched/engine_impl\.h"', re.M)
 
