@@ -50,6 +50,8 @@ static uint64_t extent(const struct zn_frozen *fz, int l)
 
 /* ---- create, init, read-back -------------------------------------------------------- */
 
+static int create_ring(struct zn_frozen *fz);
+
 /* a slot of numel floats whose stored layer is up to bytes (frozen_plan.c's sizes) */
 static int alloc_slot(struct zn_frozen *fz, struct zn_fslot *s, uint64_t numel, uint64_t bytes)
 {
@@ -66,10 +68,6 @@ static int alloc_slot(struct zn_frozen *fz, struct zn_fslot *s, uint64_t numel, 
 	if (!rc && p->frozen_q4)
 		rc = zn_tiers_dalloc(fz->c.dev, (void **)&s->absmax_d,
 				     zn_plan_device_alloc_bytes(fz->q4_scratch));
-	if (!rc)
-		rc = zn_event_create(fz->c.dev, &s->ready);
-	if (!rc)
-		rc = zn_event_create(fz->c.dev, &s->free);
 	return rc;
 }
 
@@ -79,8 +77,6 @@ static void free_slot(struct zn_frozen *fz, struct zn_fslot *s)
 	zn_device_free(fz->c.dev, s->stage_d);
 	zn_device_free(fz->c.dev, s->w16_d);
 	zn_device_free(fz->c.dev, s->absmax_d);
-	zn_event_destroy(s->ready);
-	zn_event_destroy(s->free);
 	free(s->xres);
 }
 
@@ -143,13 +139,18 @@ int zn_frozen_create(struct zn_frozen *fz, const struct zn_frozen_config *c)
 	}
 	if (rc || p->frozen_direct)
 		return rc;
-	rc = alloc_slot(fz, &fz->slot0, p->frozen_layer0_numel, p->frozen_layer0_bytes);
-	fz->ring_n = p->frozen_slots;
-	fz->ring = zn_size_calloc((uint64_t)fz->ring_n, sizeof(*fz->ring), "the frozen slot ring");
-	if (!rc && !fz->ring)
-		rc = -ENOMEM;
-	for (int i = 0; !rc && i < fz->ring_n; i++)
-		rc = alloc_slot(fz, &fz->ring[i], p->frozen_slot_numel, p->frozen_slot_bytes);
+	/* the ring's slots, then layer 0's (the held slot) */
+	fz->slot = zn_size_calloc((uint64_t)p->frozen_slots + 1, sizeof(*fz->slot),
+				  "the frozen slot ring");
+	if (!fz->slot)
+		return -ENOMEM;
+	fz->slot_n = p->frozen_slots + 1;
+	rc = alloc_slot(fz, &fz->slot[p->frozen_slots], p->frozen_layer0_numel,
+			p->frozen_layer0_bytes);
+	for (int i = 0; !rc && i < p->frozen_slots; i++)
+		rc = alloc_slot(fz, &fz->slot[i], p->frozen_slot_numel, p->frozen_slot_bytes);
+	if (!rc)
+		rc = create_ring(fz);
 	return rc ? rc : zn_frozen_experts_create(fz);
 }
 
@@ -162,10 +163,10 @@ void zn_frozen_destroy(struct zn_frozen *fz)
 		zn_frozen_io_close(fz); /* reads in flight into the slots' buffers first */
 	zn_frozen_experts_destroy(fz);
 	free(fz->file_off);
-	free_slot(fz, &fz->slot0);
-	for (int i = 0; fz->ring && i < fz->ring_n; i++)
-		free_slot(fz, &fz->ring[i]);
-	free(fz->ring);
+	for (int i = 0; fz->slot && i < fz->slot_n; i++)
+		free_slot(fz, &fz->slot[i]);
+	free(fz->slot);
+	zn_ring_destroy(&fz->ring);
 	free(fz->home);
 	zn_frozen_q4_free(fz);
 	zn_frozen_experts_free(fz);
@@ -333,10 +334,13 @@ int zn_frozen_read_layer(struct zn_frozen *fz, int l, float *out_h)
 
 /* ---- the fetch sequence ------------------------------------------------------------- */
 
-/* Enqueues layer l's working copy into slot s for item (-1: layer 0): [nvme read into
- * its pinned read buffer] -> [copy up] -> [cast]; ready recorded on copy_in. */
-static int fetch_into(struct zn_frozen *fz, int l, struct zn_fslot *s, int item)
+/* The ring's fill: enqueues layer l's working copy into ring slot i for item (-1: layer
+ * 0, the held slot): [nvme read into its pinned read buffer] -> [copy up] -> [cast]; ready
+ * recorded on copy_in. */
+static int fetch_into(void *ctx, int item, int l, int i)
 {
+	struct zn_frozen *fz = ctx;
+	struct zn_fslot *s = &fz->slot[i];
 	const struct zn_engine_plan *p = fz->c.plan;
 	/* a layer whose experts are fetched per routed expert: the rest of it (its head) */
 	uint64_t bytes = zn_frozen_fetch_bytes(fz, l);
@@ -351,7 +355,7 @@ static int fetch_into(struct zn_frozen *fz, int l, struct zn_fslot *s, int item)
 	if (p->frozen_home == ZN_TIER_NVME) /* submitted ahead (frozen_io.c), or now */
 		rc = zn_frozen_io_take(fz, item, l, &src);
 	if (!rc)
-		rc = zn_stream_wait_event(fz->c.copy_in, s->free);
+		rc = zn_stream_wait_event(fz->c.copy_in, zn_ring_free_event(&fz->ring, i));
 	if (!rc && p->frozen_home != ZN_TIER_DEVICE && zn_frozen_traced(fz))
 		rc = zn_tracer_begin(fz->c.tr, fz->c.copy_in, "frozen up", l, bytes, &h);
 	if (rc)
@@ -375,7 +379,7 @@ static int fetch_into(struct zn_frozen *fz, int l, struct zn_fslot *s, int item)
 	if (!rc)
 		rc = zn_frozen_experts_clear(fz, s);
 	if (!rc)
-		rc = zn_event_record(s->ready, fz->c.copy_in);
+		rc = zn_event_record(zn_ring_ready_event(&fz->ring, i), fz->c.copy_in);
 	return rc;
 }
 
@@ -392,16 +396,45 @@ static bool none(const struct zn_frozen *fz)
 	return !fz->c.plan->frozen;
 }
 
-static struct zn_fslot *seq_slot(struct zn_frozen *fz, int item)
-{
-	return &fz->ring[item % fz->ring_n];
-}
-
 /* the activations' sequence of layer uses, as the prefetcher's (acts.h: with activation
  * checkpointing, recomputed forwards are uses too) */
-static int seq_layer(const struct zn_frozen *fz, int item)
+static int seq_layer(void *ctx, int item)
 {
+	const struct zn_frozen *fz = ctx;
+
 	return fz->use[item].layer;
+}
+
+/* the ring's staged: item's read done (home on nvme), so its copy up would not block */
+static bool seq_staged(void *ctx, int item, int i)
+{
+	(void)i;
+	return zn_frozen_io_ready(ctx, item);
+}
+
+/* the ring's poll: the reads ahead, never blocking (frozen_io.c) */
+static int seq_poll(void *ctx)
+{
+	return zn_frozen_io_pump(ctx);
+}
+
+/* Items up to the one acquired (waiting for their reads), then those up to frozen_depth
+ * after it whose read is done: a read not yet done never holds up the enqueueing of an
+ * item before it. A release enqueues the next item too (release_ahead), its read waited
+ * for if need be: the compute of the item released is enqueued, and the next item is the
+ * next it needs (so its copy runs during that compute, not after whatever the caller does
+ * before the next acquire). The reads are pumped at each acquire and release. */
+static int create_ring(struct zn_frozen *fz)
+{
+	static const struct zn_ring_ops ops = {
+		.layer = seq_layer, .fill = fetch_into, .staged = seq_staged, .poll = seq_poll,
+	};
+	struct zn_ring_config c = {
+		.dev = fz->c.dev, .compute = fz->c.compute, .slots = fz->c.plan->frozen_slots,
+		.depth = fz->c.plan->frozen_depth, .release_ahead = 1, .ops = &ops, .ctx = fz,
+	};
+
+	return zn_ring_create(&fz->ring, &c);
 }
 
 /* a micro-batch's sequence from its first item */
@@ -409,16 +442,22 @@ static void seq_reset(struct zn_frozen *fz, const struct zn_use *use, int use_n)
 {
 	fz->use = use;
 	fz->seq_len = use_n;
-	fz->seq_issued = 0;
 	fz->seq_read = 0;
-	fz->seq_cur = -1;
+	if (fz->slot) /* the ring is made (neither none nor direct) */
+		(void)zn_ring_begin(&fz->ring, use_n); /* nothing staged to end: no unstage */
+}
+
+/* layer 0's slot (held by the ring for the whole step) */
+static struct zn_fslot *slot0(struct zn_frozen *fz)
+{
+	return &fz->slot[zn_ring_held(&fz->ring)];
 }
 
 const float *zn_frozen_layer0_params(struct zn_frozen *fz)
 {
 	if (none(fz) || !fnumel(fz, 0))
 		return NULL;
-	return fz->c.plan->frozen_direct ? fz->home[0] : work(fz, &fz->slot0);
+	return fz->c.plan->frozen_direct ? fz->home[0] : work(fz, slot0(fz));
 }
 
 int zn_frozen_layer0(struct zn_frozen *fz, const struct zn_use *use, int use_n,
@@ -435,7 +474,7 @@ int zn_frozen_layer0(struct zn_frozen *fz, const struct zn_use *use, int use_n,
 	/* the base never changes: layer 0's working copy, once fetched, stays for later steps */
 	rc = zn_frozen_io_start0(fz, !fz->slot0_valid);
 	if (!rc && !fz->slot0_valid)
-		rc = fetch_into(fz, 0, &fz->slot0, -1);
+		rc = zn_ring_hold(&fz->ring, 0);
 	fz->slot0_valid = !rc;
 	return rc;
 }
@@ -444,14 +483,14 @@ int zn_frozen_layer0_wait(struct zn_frozen *fz)
 {
 	if (none(fz) || fz->c.plan->frozen_direct || !fnumel(fz, 0))
 		return 0;
-	return zn_stream_wait_event(fz->c.compute, fz->slot0.ready);
+	return zn_ring_held_wait(&fz->ring);
 }
 
 int zn_frozen_layer0_release(struct zn_frozen *fz)
 {
 	if (none(fz) || fz->c.plan->frozen_direct || !fnumel(fz, 0))
 		return 0;
-	return zn_event_record(fz->slot0.free, fz->c.compute);
+	return zn_ring_held_release(&fz->ring);
 }
 
 int zn_frozen_begin(struct zn_frozen *fz, const struct zn_use *use, int use_n)
@@ -464,31 +503,9 @@ int zn_frozen_begin(struct zn_frozen *fz, const struct zn_use *use, int use_n)
 	return zn_frozen_io_pump(fz);
 }
 
-/* Items up to upto (waiting for their reads), then those up to frozen_depth after the one
- * acquired (seq_cur) whose read is done: a read not yet done never holds up the
- * enqueueing of an item before it. */
-static int issue(struct zn_frozen *fz, int upto)
-{
-	int last = fz->seq_cur + fz->c.plan->frozen_depth, rc = 0;
-
-	if (last < upto) /* one slot: upto's previous item is the one just released */
-		last = upto;
-	if (last >= fz->seq_len)
-		last = fz->seq_len - 1;
-	while (!rc && fz->seq_issued <= last) {
-		int j = fz->seq_issued;
-
-		if (j > upto && !zn_frozen_io_ready(fz, j))
-			break;
-		rc = fetch_into(fz, seq_layer(fz, j), seq_slot(fz, j), j);
-		fz->seq_issued++;
-	}
-	return rc;
-}
-
 int zn_frozen_acquire(struct zn_frozen *fz, int item, int layer, const float **f32_d)
 {
-	int rc;
+	int slot, rc;
 
 	*f32_d = NULL;
 	if (none(fz) || !fnumel(fz, layer))
@@ -497,30 +514,17 @@ int zn_frozen_acquire(struct zn_frozen *fz, int item, int layer, const float **f
 		*f32_d = fz->home[layer];
 		return 0;
 	}
-	/* items .. item + depth: each waits on the device for its slot's release */
-	fz->seq_cur = item;
-	rc = zn_frozen_io_pump(fz);
+	/* items .. item + depth (create_ring): each waits on the device for its slot's
+	 * release */
+	rc = zn_ring_acquire(&fz->ring, item, &slot);
 	if (!rc)
-		rc = issue(fz, item);
-	if (!rc)
-		rc = zn_frozen_io_pump(fz);
-	if (rc)
-		return rc;
-	*f32_d = work(fz, seq_slot(fz, item));
-	return zn_stream_wait_event(fz->c.compute, seq_slot(fz, item)->ready);
+		*f32_d = work(fz, &fz->slot[slot]);
+	return rc;
 }
 
 int zn_frozen_release(struct zn_frozen *fz, int item)
 {
-	int rc;
-
-	if (none(fz) || fz->c.plan->frozen_direct || !fnumel(fz, seq_layer(fz, item)))
+	if (none(fz) || fz->c.plan->frozen_direct || !fnumel(fz, fz->use[item].layer))
 		return 0;
-	rc = zn_event_record(seq_slot(fz, item)->free, fz->c.compute);
-	if (!rc)
-		rc = zn_frozen_io_pump(fz);
-	/* item + 1's copy up now, its read waited for if need be: the compute of item is
-	 * enqueued, and item + 1 is the next it needs (so its copy runs during item's compute,
-	 * not after whatever the caller does before the next acquire) */
-	return rc ? rc : issue(fz, item + 1);
+	return zn_ring_release(&fz->ring, item);
 }

@@ -28,6 +28,7 @@
 #include "gpu/device.h"
 #include "model/moe/moe.h"
 #include "nvme/aio.h"
+#include "store/ring.h"
 #include "zinc.h"
 
 struct zn_arena;
@@ -74,8 +75,6 @@ struct zn_fslot {
 				  * the packed extent come up */
 	uint16_t *w16_d;         /* a 4-bit base with bf16 compute: the bf16 working copy */
 	float *absmax_d;         /* a 4-bit base with nested absmax: a tensor's scales */
-	struct zn_event *ready;  /* the fetch into this slot is complete */
-	struct zn_event *free;   /* compute is done with the slot's previous layer */
 	/* frozen experts fetched per routed expert: which of its layer's experts the slot
 	 * holds (cleared in stream order by each fetch into the slot; frozen_experts.c) */
 	uint8_t *xres;
@@ -113,11 +112,12 @@ struct zn_frozen {
 	struct zn_aio *aio;      /* its reads and writes (frozen_io.c) */
 	struct zn_aio_file *af;
 	bool arena_registered;   /* the pinned arena is fixed buffers of aio */
-	struct zn_fslot slot0;
-	struct zn_fslot *ring;
-	int ring_n, seq_len, seq_issued;
-	int seq_cur;             /* the item last acquired: later items are issued early only
-				  * when their read is done */
+	/* per ring slot its buffers (store/ring.h: the ring has the events and the order of
+	 * the fetches), the held slot's (layer 0's) last */
+	struct zn_fslot *slot;
+	int slot_n;
+	struct zn_ring ring;
+	int seq_len;             /* the sequence's items */
 	bool seq_begun;          /* zn_frozen_layer0 began this micro-batch's sequence */
 	bool slot0_valid;        /* slot0 holds layer 0's working copy (kept across steps:
 				  * the base never changes; zn_frozen_init_layer(0) clears it) */

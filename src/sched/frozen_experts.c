@@ -338,9 +338,9 @@ static struct zn_fslot *slot_of(struct zn_frozen *fz, int l, const struct zn_moe
 {
 	const float *base = W->gu - rest_numel(fz, l);
 
-	for (int i = 0; i < fz->ring_n; i++)
-		if (fz->ring[i].f32_d == base)
-			return &fz->ring[i];
+	for (int i = 0; i < fz->slot_n - 1; i++) /* the ring's, not layer 0's */
+		if (fz->slot[i].f32_d == base)
+			return &fz->slot[i];
 	return NULL;
 }
 
@@ -425,9 +425,9 @@ int zn_frozen_experts_create(struct zn_frozen *fz)
 		return -ENOMEM;
 	for (int l = 0; l < fz->sh.n; l++)
 		fz->xsrc[l] = (struct zn_moe_source){ fetch, fz, l };
-	for (int i = 0; i < fz->ring_n; i++) {
-		fz->ring[i].xres = calloc((size_t)max_experts(fz), 1);
-		if (!fz->ring[i].xres)
+	for (int i = 0; i < fz->slot_n - 1; i++) { /* the ring's, not layer 0's */
+		fz->slot[i].xres = calloc((size_t)max_experts(fz), 1);
+		if (!fz->slot[i].xres)
 			return -ENOMEM;
 	}
 	if (p->frozen_elem_bytes == 2)

@@ -189,12 +189,12 @@ static struct zn_fread *rbuf(struct zn_frozen *fz, int item)
 }
 
 /* The next item's read, if its buffer is free: its previous item's copy up enqueued
- * (item - rd_n < seq_issued) and, unless block, already complete. */
+ * (item - rd_n < the items the ring issued) and, unless block, already complete. */
 static int next_read(struct zn_frozen *fz, bool block)
 {
 	int j = fz->seq_read, l, rc;
 
-	if (j >= fz->seq_len || j - fz->rd_n >= fz->seq_issued)
+	if (j >= fz->seq_len || j - fz->rd_n >= zn_ring_issued(&fz->ring))
 		return -EAGAIN;
 	l = fz->use[j].layer;
 	if (fz->sh.numel[l]) {
