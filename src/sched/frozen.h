@@ -119,8 +119,9 @@ struct zn_frozen {
 	struct zn_ring ring;
 	int seq_len;             /* the sequence's items */
 	bool seq_begun;          /* zn_frozen_layer0 began this micro-batch's sequence */
-	bool slot0_valid;        /* slot0 holds layer 0's working copy (kept across steps:
-				  * the base never changes; zn_frozen_init_layer(0) clears it) */
+	/* the held slot has layer 0's working copy (kept across steps: the base never
+	 * changes; zn_frozen_init_layer(0) clears it) */
+	bool slot0_valid;
 	/* home on nvme: layer 0's read buffer, and rd_n (the plan's frozen_read_buffers) for
 	 * the sequence, item j reading into rd[j % rd_n], so reads run up to rd_n items ahead
 	 * of the copies up, whatever the working-slot ring */
