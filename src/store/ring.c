@@ -10,7 +10,7 @@ int zn_ring_create(struct zn_ring *r, const struct zn_ring_config *c)
 {
 	int rc = 0;
 
-	*r = (struct zn_ring){ .c = *c, .cur = -1 };
+	*r = (struct zn_ring){ .c = *c };
 	if (c->slots < 1 || c->depth < 0 || c->depth > c->slots - 1 || c->release_ahead < 0 ||
 	    c->release_ahead > 1 || !c->ops || !c->ops->fill || !c->ops->layer) {
 		zn_error("zn_ring_create: %d slots, depth %d, release_ahead %d: a ring needs "
@@ -38,7 +38,7 @@ void zn_ring_destroy(struct zn_ring *r)
 		zn_event_destroy(r->free[i]);
 	free(r->ready);
 	free(r->free);
-	*r = (struct zn_ring){ .cur = -1 };
+	*r = (struct zn_ring){ 0 };
 }
 
 int zn_ring_slot(const struct zn_ring *r, int item)
@@ -120,7 +120,6 @@ int zn_ring_begin(struct zn_ring *r, int len)
 			rc = x;
 	}
 	r->len = len;
-	r->cur = -1;
 	r->staged = 0;
 	r->issued = 0;
 	return rc;
@@ -157,7 +156,6 @@ int zn_ring_acquire(struct zn_ring *r, int item, int *slot)
 	*slot = zn_ring_slot(r, item);
 	if (last >= r->len)
 		last = r->len - 1;
-	r->cur = item;
 	/* the window: with a stage op its reads submitted in order (a slot's previous fill,
 	 * of item j - slots <= item - 1, is enqueued by then) */
 	while (!rc && r->staged <= last) {

@@ -81,7 +81,6 @@ struct zn_ring {
 	struct zn_event **ready;    /* per slot, the held one last: its fill is complete */
 	struct zn_event **free;     /* per slot: the compute is done with its previous item */
 	int len;                    /* the sequence's items (zn_ring_begin) */
-	int cur;                    /* the item last acquired (-1: none yet) */
 	int staged;                 /* items staged (with a stage op), or the window's end + 1 */
 	int issued;                 /* items whose fill is enqueued (<= staged) */
 };
