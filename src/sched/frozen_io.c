@@ -35,7 +35,7 @@
 
 bool zn_frozen_traced(const struct zn_frozen *fz)
 {
-	return fz->c.tr && fz->c.tr->on;
+	return fz->c.tr && zn_tracer_on(fz->c.tr);
 }
 
 /* layer l's extent in the file (zn_frozen_io_rw) */
