@@ -86,6 +86,11 @@ int zn_frozen_q4_prepare(struct zn_frozen *fz)
 	return rc;
 }
 
+bool zn_frozen_quantized(const struct zn_frozen *fz)
+{
+	return fz->q4 != NULL;
+}
+
 void zn_frozen_q4_free(struct zn_frozen *fz)
 {
 	free(fz->q4);

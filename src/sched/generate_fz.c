@@ -123,7 +123,6 @@ static int make_shape(struct zn_gen *g)
 	gz = g->fz = calloc(1, sizeof(*gz));
 	if (!gz)
 		return -ENOMEM;
-	gz->fz.fd = -1;
 	make_config(g, &gz->cfg);
 	gz->numel = zn_size_calloc((uint64_t)g->n, sizeof(*gz->numel), "the layers' sizes");
 	if (!gz->numel)
@@ -176,7 +175,7 @@ static int make_arena(struct zn_gen *g)
 static int place_layers(struct zn_gen *g)
 {
 	struct zn_frozen *fz = &g->fz->fz;
-	bool raw = fz->q4 && g->o.init_q4;
+	bool raw = zn_frozen_quantized(fz) && g->o.init_q4;
 	uint64_t most = 0;
 	float *h;
 	int rc = 0;
