@@ -118,7 +118,7 @@ static void route_fixed(struct zn_engine *e, const struct zn_lora_config *lc)
 			for (int x = 0; x < X_E; x++)
 				memset(f + t->offset + (uint64_t)x * X_C * X_I, 0, X_I * 4);
 		}
-		cr_assert_eq(zn_frozen_init_layer(e, l, f), 0);
+		cr_assert_eq(zn_frozen_init_layer(&e->fz, l, f), 0);
 		free(f);
 	}
 }
@@ -165,7 +165,7 @@ static void run(struct xres *r, enum zn_offload_device prm, bool bf16, bool fixe
 	create(&e, &cfg, &lc, &m, &mc, dir);
 	cr_assert_eq(e->plan.frozen_experts, prm != ZN_OFFLOAD_NONE);
 	cr_assert_eq(e->plan.frozen_q4, nf4);
-	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes);
+	cr_assert_eq(zn_frozen_pinned_bytes(&e->fz), e->plan.host_frozen_bytes);
 	if (fixed)
 		route_fixed(e, &lc);
 	for (int s = 0; s < X_STEPS; s++) {

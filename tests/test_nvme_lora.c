@@ -76,8 +76,8 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 	m = zn_lora_model(&lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
 	/* the pinned bytes allocated are the plan's (homes, or layer 0's and the read buffers) */
-	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes, "%llu vs plan %llu",
-		     (unsigned long long)zn_frozen_pinned_bytes(e),
+	cr_assert_eq(zn_frozen_pinned_bytes(&e->fz), e->plan.host_frozen_bytes, "%llu vs plan %llu",
+		     (unsigned long long)zn_frozen_pinned_bytes(&e->fz),
 		     (unsigned long long)e->plan.host_frozen_bytes);
 	cr_assert_eq(e->plan.frozen_slots, depth + 1);
 	if (prm == ZN_OFFLOAD_NVME) {

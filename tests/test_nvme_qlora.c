@@ -102,7 +102,7 @@ static void run(struct qres *r, enum zn_offload_device prm, bool bf16, bool quan
 	}
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
 	cr_assert_eq(e->plan.frozen_q4, quant);
-	cr_assert_eq(zn_frozen_pinned_bytes(e), e->plan.host_frozen_bytes);
+	cr_assert_eq(zn_frozen_pinned_bytes(&e->fz), e->plan.host_frozen_bytes);
 	r->home_bytes = e->plan.frozen_home_bytes;
 	for (int s = 0; s < QL_STEPS; s++) {
 		struct zn_step_stats st;

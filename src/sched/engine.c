@@ -103,9 +103,7 @@ void zn_engine_destroy(struct zn_engine *e)
 	zn_prefetch_destroy(&e->pf);
 	zn_reduce_destroy(&e->rd);
 	zn_acts_destroy(&e->act);
-	zn_frozen_destroy(e);
-	zn_frozen_q4_free(e);
-	zn_frozen_experts_free(e);
+	zn_frozen_destroy(&e->fz);
 	zn_optim_destroy(&e->opt);
 	zn_arena_destroy(e->arena);
 	zn_runtime_destroy(&e->rt);
@@ -197,8 +195,8 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 	for (int l = 0; l < e->n; l++) {
 		if (e->frozen_numel[l] * 4 > most)
 			most = e->frozen_numel[l] * 4;
-		if (e->fq4 && zn_frozen_stored_bytes(e, l) > most)
-			most = zn_frozen_stored_bytes(e, l);
+		if (e->fz.q4 && zn_frozen_stored_bytes(&e->fz, l) > most)
+			most = zn_frozen_stored_bytes(&e->fz, l);
 	}
 	if (!most)
 		return 0;
@@ -209,10 +207,10 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 		if (!e->frozen_numel[l])
 			continue;
 		memset(buf, 0, most);
-		if (e->fq4 && opt->init_frozen_q4) {
+		if (e->fz.q4 && opt->init_frozen_q4) {
 			rc = opt->init_frozen_q4(opt->init_ctx, l, buf);
 			if (!rc)
-				rc = zn_frozen_init_layer_q4(e, l, buf);
+				rc = zn_frozen_init_layer_q4(&e->fz, l, buf);
 			continue;
 		}
 		if (opt->init_frozen)
@@ -221,7 +219,7 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 			e->model.ops->init_frozen(e->model.config, &e->ld[l], 0,
 						  e->frozen_numel[l], buf, e->cfg.runtime.seed);
 		if (!rc)
-			rc = zn_frozen_init_layer(e, l, buf);
+			rc = zn_frozen_init_layer(&e->fz, l, buf);
 	}
 	free(buf);
 	return rc;
@@ -300,8 +298,6 @@ static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struc
 			 model->ops->family);
 		return -EINVAL;
 	}
-	e->opt_q4 = opt->frozen_q4;
-	e->init_frozen_q4 = opt->init_frozen_q4;
 	e->T = opt->seq_len;
 	e->B = (int)cfg->train_micro_batch_size_per_gpu;
 	e->gas = (int)(cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1);
@@ -314,15 +310,20 @@ static int prepare(struct zn_engine *e, const struct zn_config *cfg, const struc
 /* Pass one over the layers for a device of dev_budget bytes: the lm_head's chunks (and so
  * the scratch the plan counts) are sized from it. Only the sizes until the plan fits:
  * nothing yet grows with the counts but them. */
-static int layer_sizes(struct zn_engine *e, uint64_t dev_budget)
+static int layer_sizes(struct zn_engine *e, uint64_t dev_budget,
+		       const struct zn_engine_options *opt)
 {
+	struct zn_frozen_shape sh = {
+		.n = e->n, .pdt = e->pdt, .model = &e->model, .ld = e->ld, .q4 = opt->frozen_q4,
+		.quantize_base = e->cfg.runtime.quantize_base,
+		.double_quant = e->cfg.runtime.double_quant,
+	};
 	int rc;
 
 	e->work_bytes = zn_lmhead_ce_work_bytes(dev_budget);
 	rc = zn_engine_layer_sizes(e);
-	if (!rc)
-		rc = zn_frozen_q4_prepare(e);
-	return rc ? rc : zn_frozen_experts_prepare(e);
+	sh.numel = e->frozen_numel;
+	return rc ? rc : zn_frozen_prepare(&e->fz, &sh);
 }
 
 int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *model,
@@ -340,7 +341,7 @@ int zn_engine_plan_memory(const struct zn_config *cfg, const struct zn_model *mo
 	rc = prepare(e, cfg, model, opt);
 	e->rt.world = world;
 	if (!rc)
-		rc = layer_sizes(e, device_budget);
+		rc = layer_sizes(e, device_budget, opt);
 	if (!rc)
 		rc = zn_lmajor_plan(e, device_budget, msg, msg_size);
 	if (!rc || rc == -ENOMEM)
@@ -366,7 +367,7 @@ int zn_engine_create(struct zn_engine **out, const struct zn_config *cfg,
 			    "the runtime (device, comm, streams)", -1);
 	zn_tracer_init(&e->tr, &e->rt);
 	if (!rc)
-		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev));
+		rc = layer_sizes(e, zn_device_budget_bytes(e->rt.dev), opt);
 	if (rc)
 		goto destroy;
 	rc = make_plan(e);
@@ -438,16 +439,16 @@ uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer)
 
 const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e)
 {
-	return e->fq4;
+	return e->fz.q4;
 }
 
 int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h)
 {
-	if (!e->fq4 || layer < 0 || layer >= e->n) {
+	if (!e->fz.q4 || layer < 0 || layer >= e->n) {
 		zn_error("zn_engine_read_frozen_q4: layer %d: no 4-bit base layer", layer);
 		return -EINVAL;
 	}
-	return zn_frozen_read_layer_q4(e, layer, out_h);
+	return zn_frozen_read_layer_q4(&e->fz, layer, out_h);
 }
 
 int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)
@@ -457,7 +458,7 @@ int zn_engine_read_frozen(struct zn_engine *e, int layer, float *out_h)
 			 e->n - 1);
 		return -EINVAL;
 	}
-	return zn_frozen_read_layer(e, layer, out_h);
+	return zn_frozen_read_layer(&e->fz, layer, out_h);
 }
 
 /* Weights that are not finite are never written: -ERANGE naming the tensor. */

@@ -1,11 +1,10 @@
 /* Internal to src/sched: the engine is its parts (docs/architecture.md). Each part's state
  * is a struct in that part's header; struct zn_engine only composes them with what every
- * part reads (config, model, plan, layers). Only the engine, the step, the training
- * checkpoint (it saves and restores every part) and the parts not yet given their
- * dependencies include this header (scripts/sched_deps.py's allow-list); the
- * tracer, the reduction, the gradient ring, the nvme store (swapio), the prefetcher and
- * the optimizer are given what they use at creation (engine.c create_reduce,
- * create_prefetch, create_swapio, create_optim, ...).
+ * part reads (config, model, plan, layers). Only the engine, the step and the training
+ * checkpoint (it saves and restores every part) include this header
+ * (scripts/sched_deps.py's allow-list); every part is given what it uses at creation
+ * (engine_parts.c create_reduce, create_prefetch, create_frozen, create_swapio,
+ * create_optim, ...; engine_plan.c zn_engine_acts_config).
  *
  *   runtime.h   device, kernel table, comm, streams, the timed wait      (rt)
  *   tiers.h     each layer's buffers and where each state class lives    (L, arena)
@@ -74,18 +73,6 @@ struct zn_engine {
 	struct zn_tracer tr;
 	struct zn_frozen fz;     /* frozen parameters, frozen.h */
 	uint64_t *frozen_numel;  /* per layer (descriptors' frozen_numel) */
-	/* a 4-bit frozen base (frozen_q4.c, docs/qlora.md): each layer's layout and stored
-	 * bytes, or NULL; what the options gave (a checkpoint's layouts) */
-	struct zn_q4_layer *fq4;
-	uint64_t *frozen_q4_bytes;
-	uint64_t frozen_q4_scratch; /* a slot's nested-absmax scratch bytes */
-	/* a mixture of experts' frozen experts (frozen_experts.c): per layer the floats of
-	 * its expert stacks (the tail of its frozen buffer, 0: none) and its experts, or NULL */
-	uint64_t *frozen_expert_numel;
-	int *frozen_experts;
-	uint64_t *frozen_expert_first; /* floats per expert of the first stack (gate_up) */
-	const struct zn_q4_layer *opt_q4;
-	int (*init_frozen_q4)(void *ctx, int layer, void *extent);
 
 	/* this step's labels (targets not ZN_IGNORE_INDEX) over every micro-batch and rank,
 	 * and whether every target is one (labels.c zn_engine_count_labels) */
@@ -114,26 +101,6 @@ int zn_engine_check_model(struct zn_engine *e, const struct zn_model *model);
  * the machine's memory (MemTotal); the plan may still fit */
 void zn_engine_warn_budgets(const struct zn_engine *e, uint64_t dev_budget,
 			    uint64_t pinned_budget);
-
-/* The tracer's hooks (trace_dev.h) for the files that still take the engine (frozen.c,
- * frozen_io.c, which the frozen part's move gives the tracer); to be removed with them */
-static inline int zn_tr_begin(struct zn_engine *e, bool on, struct zn_stream *s,
-			      const char *what, int layer, uint64_t bytes, int *h)
-{
-	*h = -1;
-	return on ? zn_tracer_begin(&e->tr, s, what, layer, bytes, h) : 0;
-}
-
-static inline int zn_tr_end(struct zn_engine *e, struct zn_stream *s, int h)
-{
-	return zn_tracer_span_end(&e->tr, s, h);
-}
-
-static inline void zn_tracer_host(struct zn_engine *e, int track, int sub, const char *what,
-				  int layer, uint64_t t0_ns, uint64_t t1_ns, uint64_t bytes)
-{
-	zn_tracer_add_host(&e->tr, track, sub, what, layer, t0_ns, t1_ns, bytes);
-}
 
 /* engine_parts.c: rc of allocating `what` (an allocation failure logged naming it and the
  * layer, -1: none); the parts after the layers' buffers, each given what it uses */

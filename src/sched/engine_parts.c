@@ -56,6 +56,21 @@ static int create_prefetch(struct zn_engine *e)
 	return zn_prefetch_create(&e->pf, &c);
 }
 
+/* the frozen base, given the device and streams, the tracer, the arena, the plan and the
+ * offload paths (its shape came before the plan, zn_frozen_prepare) */
+static int create_frozen(struct zn_engine *e)
+{
+	const struct zn_offload_config *o = &e->cfg.zero.offload_param;
+	struct zn_frozen_config c = {
+		.dev = e->rt.dev, .compute = e->rt.compute, .copy_in = e->rt.copy_in,
+		.copy_out = e->rt.copy_out, .rank = e->rt.rank, .tr = &e->tr, .arena = e->arena,
+		.pin = &e->pin, .plan = &e->plan,
+		.nvme_dir = o->nvme_path_count > 0 ? o->nvme_path[0] : NULL, .aio = &e->cfg.aio,
+	};
+
+	return zn_frozen_create(&e->fz, &c);
+}
+
 /* the store, given the runtime, the tracer, the layers, the arena, the plan's numbers it
  * reads and config */
 static int create_swapio(struct zn_engine *e)
@@ -99,7 +114,7 @@ int zn_engine_create_parts(struct zn_engine *e)
 	if (!rc)
 		rc = zn_engine_part(create_prefetch(e), "the parameter prefetch ring", -1);
 	if (!rc)
-		rc = zn_engine_part(zn_frozen_create(e), "the frozen parameters' buffers", -1);
+		rc = zn_engine_part(create_frozen(e), "the frozen parameters' buffers", -1);
 	if (!rc)
 		rc = zn_engine_part(create_reduce(e), "the gradient reduction buffers", -1);
 	if (!rc)

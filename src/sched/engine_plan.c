@@ -105,13 +105,10 @@ int zn_engine_plan_once(struct zn_engine *e, uint64_t dev_budget, char *msg, siz
 		.param_path_count = c->zero.offload_param.nvme_path_count,
 		.frozen_numel = e->frozen_numel,
 		.frozen_read_buffers = c->runtime.frozen_read_buffers,
-		.frozen_q4_bytes = e->frozen_q4_bytes,
-		.frozen_q4_scratch = e->frozen_q4_scratch,
-		.frozen_expert_numel = e->frozen_expert_numel,
-		.frozen_experts = e->frozen_experts,
 		.layer_major = e->act.lm.on,
 		.head_again = e->act.lm.on && e->act.lm.tied && e->gas > 1,
 	};
+	zn_frozen_plan_input(&e->fz, &e->pin); /* the frozen base's sizes, 4-bit extents, experts */
 	zn_arena_config_init(&ac, c);
 	pinned_budget = c->runtime.pinned_mem_bytes ? c->runtime.pinned_mem_bytes :
 						       zn_arena_default_bytes(&ac);

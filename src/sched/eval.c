@@ -28,13 +28,13 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 
 		rc = zn_fetch_acquire(&e->pf, k, e->act.use[k].layer, &p);
 		if (!rc)
-			rc = zn_frozen_acquire(e, k, e->act.use[k].layer, &f);
+			rc = zn_frozen_acquire(&e->fz, k, e->act.use[k].layer, &f);
 		if (!rc)
 			rc = zn_recompute_use_before(&e->act.rec, k);
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
-			rc = zn_frozen_release(e, k);
+			rc = zn_frozen_release(&e->fz, k);
 		if (!rc)
 			rc = zn_recompute_use_after(&e->act.rec, k);
 	}
@@ -43,7 +43,7 @@ static int eval_micro(struct zn_engine *e, int micro, const int *inputs_h, const
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
-		rc = zn_frozen_layer0_release(e);
+		rc = zn_frozen_layer0_release(&e->fz);
 	return rc;
 }
 

@@ -32,8 +32,11 @@
 
 #include "core/log.h"
 #include "core/size.h"
+#include "model/model.h"
 #include "model/quant/q4.h"
-#include "sched/engine_impl.h"
+#include "sched/frozen.h"
+#include "sched/plan.h"
+#include "sched/tiers.h"
 
 /* ---- the layout --------------------------------------------------------------------- */
 
@@ -70,129 +73,129 @@ static bool stacks(const struct zn_layer_desc *d, uint64_t numel, uint64_t *xn, 
 
 /* a 4-bit base: no quantized tensor in layer l's stacks, so they are the tail of its
  * extent's plain part, in the stored dtype (they are: no stack is an nn.Linear weight) */
-static bool plain_stacks(const struct zn_engine *e, int l)
+static bool plain_stacks(const struct zn_frozen *fz, int l)
 {
-	const struct zn_q4_layer *q = e->fq4 ? &e->fq4[l] : NULL;
-	uint64_t from = e->frozen_numel[l] - e->frozen_expert_numel[l];
+	const struct zn_q4_layer *q = fz->q4 ? &fz->q4[l] : NULL;
+	uint64_t from = fz->sh.numel[l] - fz->x_numel[l];
 
 	for (int i = 0; q && i < q->count; i++)
 		if (q->seg[i].offset + q->seg[i].numel > from)
 			return false;
 	/* the quantized tensors come up that many bytes lower: keep their 16-byte alignment */
-	return !q || e->frozen_expert_numel[l] * q->elem_bytes % 16 == 0;
+	return !q || fz->x_numel[l] * q->elem_bytes % 16 == 0;
 }
 
-void zn_frozen_experts_free(struct zn_engine *e)
+void zn_frozen_experts_free(struct zn_frozen *fz)
 {
-	free(e->frozen_expert_numel);
-	free(e->frozen_experts);
-	free(e->frozen_expert_first);
-	e->frozen_expert_numel = NULL;
-	e->frozen_experts = NULL;
-	e->frozen_expert_first = NULL;
+	free(fz->x_numel);
+	free(fz->x_experts);
+	free(fz->x_first);
+	fz->x_numel = NULL;
+	fz->x_experts = NULL;
+	fz->x_first = NULL;
 }
 
-int zn_frozen_experts_prepare(struct zn_engine *e)
+int zn_frozen_experts_prepare(struct zn_frozen *fz)
 {
-	const struct zn_model_ops *o = e->model.ops;
+	const struct zn_model_ops *o = fz->sh.model->ops;
 	bool any = false;
 
-	zn_frozen_experts_free(e);
-	e->frozen_expert_numel = zn_size_calloc((uint64_t)e->n, sizeof(uint64_t),
+	zn_frozen_experts_free(fz);
+	fz->x_numel = zn_size_calloc((uint64_t)fz->sh.n, sizeof(uint64_t),
 						"the frozen experts' sizes");
-	e->frozen_experts = zn_size_calloc((uint64_t)e->n, sizeof(int), "the frozen experts");
-	e->frozen_expert_first = zn_size_calloc((uint64_t)e->n, sizeof(uint64_t),
+	fz->x_experts = zn_size_calloc((uint64_t)fz->sh.n, sizeof(int), "the frozen experts");
+	fz->x_first = zn_size_calloc((uint64_t)fz->sh.n, sizeof(uint64_t),
 						"the frozen experts' first stacks");
-	if (!e->frozen_expert_numel || !e->frozen_experts || !e->frozen_expert_first) {
-		zn_frozen_experts_free(e);
+	if (!fz->x_numel || !fz->x_experts || !fz->x_first) {
+		zn_frozen_experts_free(fz);
 		return -ENOMEM;
 	}
-	for (int l = 1; l < e->n; l++) {
+	for (int l = 1; l < fz->sh.n; l++) {
 		const struct zn_layer_desc *d;
 
-		if (!e->frozen_numel[l])
+		if (!fz->sh.numel[l])
 			continue;
 		/* the frozen buffer's tensors (LoRA: the base layer's), or the layer's own where
 		 * the frozen buffer is the layer (zinc generate's streamed layers) */
-		d = o->frozen_desc ? o->frozen_desc(e->model.config, l) :
-		    e->ld && e->ld[l].numel == e->frozen_numel[l] ? &e->ld[l] : NULL;
-		if (d && stacks(d, e->frozen_numel[l], &e->frozen_expert_numel[l],
-				&e->frozen_experts[l], &e->frozen_expert_first[l]) &&
-		    plain_stacks(e, l))
+		d = o->frozen_desc ? o->frozen_desc(fz->sh.model->config, l) :
+		    fz->sh.ld && fz->sh.ld[l].numel == fz->sh.numel[l] ? &fz->sh.ld[l] : NULL;
+		if (d && stacks(d, fz->sh.numel[l], &fz->x_numel[l],
+				&fz->x_experts[l], &fz->x_first[l]) &&
+		    plain_stacks(fz, l))
 			any = true;
 		else
-			e->frozen_expert_numel[l] = 0;
+			fz->x_numel[l] = 0;
 	}
 	if (!any) /* the plan then has nothing to stream */
-		zn_frozen_experts_free(e);
+		zn_frozen_experts_free(fz);
 	return 0;
 }
 
-bool zn_frozen_streams(const struct zn_engine *e, int l)
+bool zn_frozen_streams(const struct zn_frozen *fz, int l)
 {
-	return e->frozen_expert_numel && zn_plan_frozen_streams(&e->pin, &e->plan, l);
+	return fz->x_numel && zn_plan_frozen_streams(fz->c.pin, fz->c.plan, l);
 }
 
-uint64_t zn_frozen_stored_bytes(const struct zn_engine *e, int l)
+uint64_t zn_frozen_stored_bytes(const struct zn_frozen *fz, int l)
 {
-	return e->fq4 ? e->fq4[l].bytes : e->ld[l].frozen_numel * e->plan.frozen_elem_bytes;
+	return fz->q4 ? fz->q4[l].bytes : fz->sh.numel[l] * fz->c.plan->frozen_elem_bytes;
 }
 
-uint64_t zn_frozen_file_extent(const struct zn_engine *e, int l)
+uint64_t zn_frozen_file_extent(const struct zn_frozen *fz, int l)
 {
-	return zn_plan_frozen_extent(&e->pin, &e->plan, l);
+	return zn_plan_frozen_extent(fz->c.pin, fz->c.plan, l);
 }
 
 /* where the stacks start: in the layer's layout (the working copy), and in its stored
  * extent's plain values (a 4-bit base's plain part leaves out the quantized tensors) */
-static uint64_t rest_numel(const struct zn_engine *e, int l)
+static uint64_t rest_numel(const struct zn_frozen *fz, int l)
 {
-	return e->frozen_numel[l] - e->frozen_expert_numel[l];
+	return fz->sh.numel[l] - fz->x_numel[l];
 }
 
-static uint64_t plain_first(const struct zn_engine *e, int l)
+static uint64_t plain_first(const struct zn_frozen *fz, int l)
 {
-	uint64_t plain = e->fq4 ? e->fq4[l].plain_numel : e->frozen_numel[l];
+	uint64_t plain = fz->q4 ? fz->q4[l].plain_numel : fz->sh.numel[l];
 
-	return plain - e->frozen_expert_numel[l];
+	return plain - fz->x_numel[l];
 }
 
 /* the stacks' stored bytes */
-static uint64_t stack_bytes(const struct zn_engine *e, int l)
+static uint64_t stack_bytes(const struct zn_frozen *fz, int l)
 {
-	return e->frozen_expert_numel[l] * e->plan.frozen_elem_bytes;
+	return fz->x_numel[l] * fz->c.plan->frozen_elem_bytes;
 }
 
-uint64_t zn_frozen_fetch_bytes(const struct zn_engine *e, int l)
+uint64_t zn_frozen_fetch_bytes(const struct zn_frozen *fz, int l)
 {
-	if (!zn_frozen_streams(e, l))
-		return zn_frozen_stored_bytes(e, l);
-	return zn_frozen_stored_bytes(e, l) - stack_bytes(e, l);
+	if (!zn_frozen_streams(fz, l))
+		return zn_frozen_stored_bytes(fz, l);
+	return zn_frozen_stored_bytes(fz, l) - stack_bytes(fz, l);
 }
 
-uint64_t zn_frozen_stack_shift(const struct zn_engine *e, int l, uint64_t *layout_end)
+uint64_t zn_frozen_stack_shift(const struct zn_frozen *fz, int l, uint64_t *layout_end)
 {
-	*layout_end = e->frozen_numel[l];
-	if (!zn_frozen_streams(e, l))
+	*layout_end = fz->sh.numel[l];
+	if (!zn_frozen_streams(fz, l))
 		return 0;
-	*layout_end = rest_numel(e, l);
-	return stack_bytes(e, l);
+	*layout_end = rest_numel(fz, l);
+	return stack_bytes(fz, l);
 }
 
-int zn_frozen_rest_up(struct zn_engine *e, int l, void *dst_d, const void *src_h, bool packed)
+int zn_frozen_rest_up(struct zn_frozen *fz, int l, void *dst_d, const void *src_h, bool packed)
 {
-	uint64_t a, rest = zn_frozen_fetch_bytes(e, l);
+	uint64_t a, rest = zn_frozen_fetch_bytes(fz, l);
 	int rc;
 
-	if (packed || !zn_frozen_streams(e, l))
-		return zn_memcpy_async(e->rt.copy_in, dst_d, src_h, rest, ZN_COPY_H2D);
-	a = plain_first(e, l) * e->plan.frozen_elem_bytes;
+	if (packed || !zn_frozen_streams(fz, l))
+		return zn_memcpy_async(fz->c.copy_in, dst_d, src_h, rest, ZN_COPY_H2D);
+	a = plain_first(fz, l) * fz->c.plan->frozen_elem_bytes;
 	/* the home's extent: the plain values before the stacks, then what follows them (a
 	 * 4-bit base's quantized tensors), back to back */
-	rc = zn_memcpy_async(e->rt.copy_in, dst_d, src_h, a, ZN_COPY_H2D);
+	rc = zn_memcpy_async(fz->c.copy_in, dst_d, src_h, a, ZN_COPY_H2D);
 	if (!rc && rest > a)
-		rc = zn_memcpy_async(e->rt.copy_in, (char *)dst_d + a,
-				     (const char *)src_h + a + stack_bytes(e, l), rest - a,
+		rc = zn_memcpy_async(fz->c.copy_in, (char *)dst_d + a,
+				     (const char *)src_h + a + stack_bytes(fz, l), rest - a,
 				     ZN_COPY_H2D);
 	return rc;
 }
@@ -203,11 +206,11 @@ struct xpart {
 	uint64_t n[2], off[2], bytes; /* bytes: both slices */
 };
 
-static struct xpart xpart_of(const struct zn_engine *e, int l, int x)
+static struct xpart xpart_of(const struct zn_frozen *fz, int l, int x)
 {
-	uint64_t fb = e->plan.frozen_elem_bytes, E = (uint64_t)e->frozen_experts[l];
-	uint64_t r = plain_first(e, l), n0 = e->frozen_expert_first[l];
-	uint64_t n1 = e->frozen_expert_numel[l] / E - n0;
+	uint64_t fb = fz->c.plan->frozen_elem_bytes, E = (uint64_t)fz->x_experts[l];
+	uint64_t r = plain_first(fz, l), n0 = fz->x_first[l];
+	uint64_t n1 = fz->x_numel[l] / E - n0;
 	struct xpart p;
 
 	p.n[0] = n0;
@@ -219,57 +222,57 @@ static struct xpart xpart_of(const struct zn_engine *e, int l, int x)
 }
 
 /* where expert x's extent starts in layer l's nvme extent */
-static uint64_t ext_off(const struct zn_engine *e, int l, int x)
+static uint64_t ext_off(const struct zn_frozen *fz, int l, int x)
 {
-	struct xpart p = xpart_of(e, l, 0);
+	struct xpart p = xpart_of(fz, l, 0);
 
-	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(e, l)) +
+	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(fz, l)) +
 	       (uint64_t)x * zn_plan_host_alloc_bytes(p.bytes);
 }
 
 /* the extent's rest first (the plain values before the stacks, then what follows them),
  * then each expert's extent */
-void zn_frozen_experts_pack(const struct zn_engine *e, int l, void *ext, const void *stored)
+void zn_frozen_experts_pack(const struct zn_frozen *fz, int l, void *ext, const void *stored)
 {
-	uint64_t a = plain_first(e, l) * e->plan.frozen_elem_bytes;
+	uint64_t a = plain_first(fz, l) * fz->c.plan->frozen_elem_bytes;
 	const char *s = stored;
 	char *d = ext;
 
 	memcpy(d, s, a);
-	memcpy(d + a, s + a + stack_bytes(e, l), zn_frozen_fetch_bytes(e, l) - a);
-	for (int x = 0; x < e->frozen_experts[l]; x++) {
-		struct xpart p = xpart_of(e, l, x);
-		uint64_t o = ext_off(e, l, x), b0 = p.n[0] * e->plan.frozen_elem_bytes;
+	memcpy(d + a, s + a + stack_bytes(fz, l), zn_frozen_fetch_bytes(fz, l) - a);
+	for (int x = 0; x < fz->x_experts[l]; x++) {
+		struct xpart p = xpart_of(fz, l, x);
+		uint64_t o = ext_off(fz, l, x), b0 = p.n[0] * fz->c.plan->frozen_elem_bytes;
 
 		memcpy(d + o, s + p.off[0], b0);
 		memcpy(d + o + b0, s + p.off[1], p.bytes - b0);
 	}
 }
 
-void zn_frozen_experts_unpack(const struct zn_engine *e, int l, void *stored, const void *ext)
+void zn_frozen_experts_unpack(const struct zn_frozen *fz, int l, void *stored, const void *ext)
 {
-	uint64_t a = plain_first(e, l) * e->plan.frozen_elem_bytes;
+	uint64_t a = plain_first(fz, l) * fz->c.plan->frozen_elem_bytes;
 	const char *s = ext;
 	char *d = stored;
 
 	memcpy(d, s, a);
-	memcpy(d + a + stack_bytes(e, l), s + a, zn_frozen_fetch_bytes(e, l) - a);
-	for (int x = 0; x < e->frozen_experts[l]; x++) {
-		struct xpart p = xpart_of(e, l, x);
-		uint64_t o = ext_off(e, l, x), b0 = p.n[0] * e->plan.frozen_elem_bytes;
+	memcpy(d + a + stack_bytes(fz, l), s + a, zn_frozen_fetch_bytes(fz, l) - a);
+	for (int x = 0; x < fz->x_experts[l]; x++) {
+		struct xpart p = xpart_of(fz, l, x);
+		uint64_t o = ext_off(fz, l, x), b0 = p.n[0] * fz->c.plan->frozen_elem_bytes;
 
 		memcpy(d + p.off[0], s + o, b0);
 		memcpy(d + p.off[1], s + o + b0, p.bytes - b0);
 	}
 }
 
-static int max_experts(const struct zn_engine *e)
+static int max_experts(const struct zn_frozen *fz)
 {
 	int most = 0;
 
-	for (int l = 0; e->frozen_experts && l < e->n; l++)
-		if (e->frozen_experts[l] > most)
-			most = e->frozen_experts[l];
+	for (int l = 0; fz->x_experts && l < fz->sh.n; l++)
+		if (fz->x_experts[l] > most)
+			most = fz->x_experts[l];
 	return most;
 }
 
@@ -277,36 +280,36 @@ static int max_experts(const struct zn_engine *e)
 
 /* n stored values at src (host) into the fp32 working copy dst; 16-bit ones through the
  * staging at byte stage_off, cast by the kernel the whole fetch casts with */
-static void up(struct zn_engine *e, const struct zn_kernel_table *k, void *stream, float *dst,
+static void up(struct zn_frozen *fz, const struct zn_kernel_table *k, void *stream, float *dst,
 	       const void *src, uint64_t n, uint64_t stage_off)
 {
-	uint16_t *st = (uint16_t *)(void *)((char *)e->fz.xstage_d + stage_off);
+	uint16_t *st = (uint16_t *)(void *)((char *)fz->xstage_d + stage_off);
 
-	if (e->plan.frozen_elem_bytes == 4) {
+	if (fz->c.plan->frozen_elem_bytes == 4) {
 		k->write_sync(stream, dst, src, (size_t)n * 4);
 		return;
 	}
 	k->write_sync(stream, st, src, (size_t)n * 2);
-	if (e->pdt == ZN_DTYPE_F16)
+	if (fz->sh.pdt == ZN_DTYPE_F16)
 		k->cast_f16_to_f32(stream, dst, st, (size_t)n);
 	else
 		k->cast_bf16_to_f32(stream, dst, st, (size_t)n);
 }
 
-static int fetch_one(struct zn_engine *e, const struct zn_kernel_table *k, void *stream, int l,
+static int fetch_one(struct zn_frozen *fz, const struct zn_kernel_table *k, void *stream, int l,
 		     const struct zn_moe_weights *W, int x)
 {
-	struct xpart p = xpart_of(e, l, x);
-	uint64_t b0 = p.n[0] * e->plan.frozen_elem_bytes;
+	struct xpart p = xpart_of(fz, l, x);
+	uint64_t b0 = p.n[0] * fz->c.plan->frozen_elem_bytes;
 	const char *s0, *s1;
 	/* the slot's working copy, written here: the weights the block is handed are it */
 	float *gu = (float *)(uintptr_t)W->gu, *down = (float *)(uintptr_t)W->down;
 
-	if (e->plan.frozen_home == ZN_TIER_NVME) {
+	if (fz->c.plan->frozen_home == ZN_TIER_NVME) {
 		uint64_t len = zn_plan_host_alloc_bytes(p.bytes);
 		struct zn_aio_req req;
-		int rc = zn_aio_read(e->fz.xaio, e->fz.xaf, e->fz.file_off[l] + ext_off(e, l, x),
-				     len, e->fz.xbuf, &req);
+		int rc = zn_aio_read(fz->xaio, fz->xaf, fz->file_off[l] + ext_off(fz, l, x),
+				     len, fz->xbuf, &req);
 
 		if (!rc)
 			rc = zn_aio_wait(&req);
@@ -315,29 +318,29 @@ static int fetch_one(struct zn_engine *e, const struct zn_kernel_table *k, void 
 				 zn_strerror(rc));
 			return rc;
 		}
-		e->fz.x_read_bytes += len;
-		s0 = e->fz.xbuf;
+		fz->x_read_bytes += len;
+		s0 = fz->xbuf;
 		s1 = s0 + b0;
 	} else {
-		s0 = (const char *)e->fz.home[l] + p.off[0];
-		s1 = (const char *)e->fz.home[l] + p.off[1];
+		s0 = (const char *)fz->home[l] + p.off[0];
+		s1 = (const char *)fz->home[l] + p.off[1];
 	}
-	up(e, k, stream, gu + (uint64_t)x * p.n[0], s0, p.n[0], 0);
-	up(e, k, stream, down + (uint64_t)x * p.n[1], s1, p.n[1], b0);
-	e->fz.x_count++;
-	e->fz.x_bytes += p.bytes;
+	up(fz, k, stream, gu + (uint64_t)x * p.n[0], s0, p.n[0], 0);
+	up(fz, k, stream, down + (uint64_t)x * p.n[1], s1, p.n[1], b0);
+	fz->x_count++;
+	fz->x_bytes += p.bytes;
 	return 0;
 }
 
 /* the ring slot whose working copy W points into (layer l's gate_up stack follows its
  * rest), or NULL */
-static struct zn_fslot *slot_of(struct zn_engine *e, int l, const struct zn_moe_weights *W)
+static struct zn_fslot *slot_of(struct zn_frozen *fz, int l, const struct zn_moe_weights *W)
 {
-	const float *base = W->gu - rest_numel(e, l);
+	const float *base = W->gu - rest_numel(fz, l);
 
-	for (int i = 0; i < e->fz.ring_n; i++)
-		if (e->fz.ring[i].f32_d == base)
-			return &e->fz.ring[i];
+	for (int i = 0; i < fz->slot_n - 1; i++) /* the ring's, not layer 0's */
+		if (fz->slot[i].f32_d == base)
+			return &fz->slot[i];
 	return NULL;
 }
 
@@ -347,20 +350,20 @@ static struct zn_fslot *slot_of(struct zn_engine *e, int l, const struct zn_moe_
 static void fetch(const struct zn_moe_source *src, const struct zn_kernel_table *k,
 		  void *stream, const struct zn_moe_weights *W, int x, int E)
 {
-	struct zn_engine *e = src->ctx;
-	struct zn_fslot *s = slot_of(e, src->layer, W);
+	struct zn_frozen *fz = src->ctx;
+	struct zn_fslot *s = slot_of(fz, src->layer, W);
 
-	if (e->fz.xerr)
+	if (fz->xerr)
 		return;
-	if (!s || E != e->frozen_experts[src->layer] || x < 0 || x >= E) {
+	if (!s || E != fz->x_experts[src->layer] || x < 0 || x >= E) {
 		zn_error("frozen expert %d of %d, layer %d: %s (internal)", x, E, src->layer,
 			 s ? "not in the layout" : "not in a slot of the frozen ring");
-		e->fz.xerr = -EINVAL;
+		fz->xerr = -EINVAL;
 		return;
 	}
 	if (s->xres[x])
 		return;
-	e->fz.xerr = fetch_one(e, k, stream, src->layer, W, x);
+	fz->xerr = fetch_one(fz, k, stream, src->layer, W, x);
 	s->xres[x] = 1;
 }
 
@@ -382,77 +385,94 @@ static void clear_fn(void *ctx, void *native, const struct zn_kernel_table *k)
  * previous compute (its free event) and before its ready, so the compute's next fetch sees
  * it; under CUDA it runs at once, on the thread that also ran the slot's previous layer's
  * fetches (during that layer's launch, before this fetch was issued). */
-int zn_frozen_experts_clear(struct zn_engine *e, struct zn_fslot *s)
+int zn_frozen_experts_clear(struct zn_frozen *fz, struct zn_fslot *s)
 {
-	struct clear_args a = { s->xres, e->plan.frozen_experts ? max_experts(e) : 0 };
+	struct clear_args a = { s->xres, fz->c.plan->frozen_experts ? max_experts(fz) : 0 };
 
 	if (!s->xres)
 		return 0;
-	return zn_launch(e->rt.copy_in, clear_fn, &a, sizeof(a));
+	return zn_launch(fz->c.copy_in, clear_fn, &a, sizeof(a));
 }
 
-void zn_frozen_expert_stats(const struct zn_engine *e, uint64_t fetches, uint64_t bytes,
+void zn_frozen_expert_stats(const struct zn_frozen *fz, uint64_t fetches, uint64_t bytes,
 			    struct zn_step_stats *st)
 {
 	st->expert_fetches = fetches;
 	st->expert_bytes = bytes;
-	st->plan_expert_bytes = e->plan.frozen_step_expert_bytes;
+	st->plan_expert_bytes = fz->c.plan->frozen_step_expert_bytes;
 	st->plan_expert_fetches = 0;
-	for (int l = 0; l < e->n; l++)
-		if (zn_frozen_streams(e, l))
-			st->plan_expert_fetches += zn_plan_layer_uses(&e->pin, l) *
-						   (uint64_t)e->frozen_experts[l];
+	for (int l = 0; l < fz->sh.n; l++)
+		if (zn_frozen_streams(fz, l))
+			st->plan_expert_fetches += zn_plan_layer_uses(fz->c.pin, l) *
+						   (uint64_t)fz->x_experts[l];
 }
 
-const struct zn_moe_source *zn_frozen_experts_source(const struct zn_engine *e, int l)
+const struct zn_moe_source *zn_frozen_experts_source(const struct zn_frozen *fz, int l)
 {
-	return e->fz.xsrc && zn_frozen_streams(e, l) ? &e->fz.xsrc[l] : NULL;
+	return fz->xsrc && zn_frozen_streams(fz, l) ? &fz->xsrc[l] : NULL;
 }
 
-int zn_frozen_experts_create(struct zn_engine *e)
+int zn_frozen_experts_create(struct zn_frozen *fz)
 {
-	const struct zn_engine_plan *p = &e->plan;
-	struct zn_frozen *fz = &e->fz;
+	const struct zn_engine_plan *p = fz->c.plan;
 	int rc = 0;
 
-	if (!p->frozen_experts || !e->frozen_expert_numel)
+	if (!p->frozen_experts || !fz->x_numel)
 		return 0;
-	fz->xsrc = zn_size_calloc((uint64_t)e->n, sizeof(*fz->xsrc), "the frozen experts' sources");
+	fz->xsrc = zn_size_calloc((uint64_t)fz->sh.n, sizeof(*fz->xsrc),
+				  "the frozen experts' sources");
 	if (!fz->xsrc)
 		return -ENOMEM;
-	for (int l = 0; l < e->n; l++)
-		fz->xsrc[l] = (struct zn_moe_source){ fetch, e, l };
-	for (int i = 0; i < fz->ring_n; i++) {
-		fz->ring[i].xres = calloc((size_t)max_experts(e), 1);
-		if (!fz->ring[i].xres)
+	for (int l = 0; l < fz->sh.n; l++)
+		fz->xsrc[l] = (struct zn_moe_source){ fetch, fz, l };
+	for (int i = 0; i < fz->slot_n - 1; i++) { /* the ring's, not layer 0's */
+		fz->slot[i].xres = calloc((size_t)max_experts(fz), 1);
+		if (!fz->slot[i].xres)
 			return -ENOMEM;
 	}
 	if (p->frozen_elem_bytes == 2)
-		rc = zn_tiers_dalloc(e->rt.dev, &fz->xstage_d,
+		rc = zn_tiers_dalloc(fz->c.dev, &fz->xstage_d,
 				     zn_plan_device_alloc_bytes(p->frozen_expert_bytes));
 	if (rc || p->frozen_home != ZN_TIER_NVME)
 		return rc;
-	rc = zn_tiers_halloc(e->arena, &fz->xbuf, p->frozen_expert_bytes);
+	rc = zn_tiers_halloc(fz->c.arena, &fz->xbuf, p->frozen_expert_bytes);
 	if (!rc)
 		fz->pinned_bytes += zn_plan_host_alloc_bytes(p->frozen_expert_bytes);
 	if (!rc)
-		rc = zn_aio_create(&fz->xaio, &e->cfg.aio);
+		rc = zn_aio_create(&fz->xaio, fz->c.aio);
 	if (!rc)
 		rc = zn_aio_file_add(fz->xaio, fz->fd, "the frozen experts' file", &fz->xaf);
 	return rc;
 }
 
-void zn_frozen_experts_destroy(struct zn_engine *e)
+void zn_frozen_experts_destroy(struct zn_frozen *fz)
 {
-	struct zn_frozen *fz = &e->fz;
 
 	if (fz->xaf)
 		zn_aio_file_remove(fz->xaio, fz->xaf);
 	zn_aio_destroy(fz->xaio);
-	zn_device_free(e->rt.dev, fz->xstage_d);
+	zn_device_free(fz->c.dev, fz->xstage_d);
 	free(fz->xsrc);
 	fz->xaio = NULL;
 	fz->xaf = NULL;
 	fz->xstage_d = NULL;
 	fz->xsrc = NULL;
+}
+
+int zn_frozen_expert_count(const struct zn_frozen *fz, int l)
+{
+	return fz->x_experts ? fz->x_experts[l] : 0;
+}
+
+int zn_frozen_expert_error(const struct zn_frozen *fz)
+{
+	return fz->xerr;
+}
+
+void zn_frozen_expert_figures(const struct zn_frozen *fz, uint64_t *count, uint64_t *bytes,
+			      uint64_t *read_bytes)
+{
+	*count = fz->x_count;
+	*bytes = fz->x_bytes;
+	*read_bytes = fz->x_read_bytes;
 }

@@ -25,42 +25,49 @@
 #include "core/log.h"
 #include "core/size.h"
 #include "core/trace.h"
+#include "cpu/arena.h"
 #include "model/quant/q4.h"
-#include "sched/engine_impl.h"
+#include "sched/acts.h"
+#include "sched/frozen.h"
+#include "sched/plan.h"
+#include "sched/tiers.h"
 #include "sched/trace_dev.h"
 
-/* layer l's extent in the file (zn_frozen_io_rw) */
-static uint64_t extent(const struct zn_engine *e, int l)
+bool zn_frozen_traced(const struct zn_frozen *fz)
 {
-	return zn_frozen_file_extent(e, l);
+	return fz->c.tr && zn_tracer_on(fz->c.tr);
+}
+
+/* layer l's extent in the file (zn_frozen_io_rw) */
+static uint64_t extent(const struct zn_frozen *fz, int l)
+{
+	return zn_frozen_file_extent(fz, l);
 }
 
 /* what a use of layer l reads: its extent, or a streamed layer's rest (frozen_experts.c) */
-static uint64_t use_extent(const struct zn_engine *e, int l)
+static uint64_t use_extent(const struct zn_frozen *fz, int l)
 {
-	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(e, l));
+	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(fz, l));
 }
 
 /* a pinned read buffer of a layer's stored bytes, counted in pinned_bytes */
-static int alloc_read(struct zn_engine *e, struct zn_fread *r, uint64_t bytes)
+static int alloc_read(struct zn_frozen *fz, struct zn_fread *r, uint64_t bytes)
 {
-	int rc = zn_tiers_halloc(e->arena, &r->buf, bytes);
+	int rc = zn_tiers_halloc(fz->c.arena, &r->buf, bytes);
 
 	if (!rc && bytes)
-		e->fz.pinned_bytes += zn_plan_host_alloc_bytes(bytes);
+		fz->pinned_bytes += zn_plan_host_alloc_bytes(bytes);
 	r->layer = -1;
-	return rc ? rc : zn_event_create(e->rt.dev, &r->copied);
+	return rc ? rc : zn_event_create(fz->c.dev, &r->copied);
 }
 
-int zn_frozen_io_open(struct zn_engine *e)
+int zn_frozen_io_open(struct zn_frozen *fz)
 {
-	const struct zn_offload_config *o = &e->cfg.zero.offload_param;
-	struct zn_frozen *fz = &e->fz;
 	char path[ZN_PATH_MAX + 64];
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/.zinc-frozen-r%d-XXXXXX",
-		 o->nvme_path_count > 0 ? o->nvme_path[0] : ".", e->rt.rank);
+		 fz->c.nvme_dir ? fz->c.nvme_dir : ".", fz->c.rank);
 	fd = mkstemp(path);
 	if (fd < 0) {
 		rc = -errno;
@@ -73,27 +80,28 @@ int zn_frozen_io_open(struct zn_engine *e)
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT))
 		zn_debug("frozen file: no O_DIRECT (%s)", zn_strerror(-errno));
 	fz->fd = fd;
-	rc = zn_aio_create(&fz->aio, &e->cfg.aio);
+	rc = zn_aio_create(&fz->aio, fz->c.aio);
 	if (!rc)
 		rc = zn_aio_file_add(fz->aio, fd, "the frozen parameters' file", &fz->af);
 	/* the whole pinned arena (the read buffers are in it) as fixed buffers: no page
 	 * pinning per request */
-	if (!rc && e->arena)
-		rc = zn_aio_register_buffer(fz->aio, zn_arena_base(e->arena),
-					    zn_arena_size(e->arena) / ZN_AIO_ALIGN * ZN_AIO_ALIGN);
-	fz->arena_registered = !rc && e->arena;
+	if (!rc && fz->c.arena)
+		rc = zn_aio_register_buffer(fz->aio, zn_arena_base(fz->c.arena),
+					    zn_arena_size(fz->c.arena) / ZN_AIO_ALIGN *
+						    ZN_AIO_ALIGN);
+	fz->arena_registered = !rc && fz->c.arena;
 	if (!rc)
 		zn_debug("frozen parameters on nvme through %s, %d read buffers",
-			 zn_aio_describe(fz->aio), e->plan.frozen_read_buffers);
+			 zn_aio_describe(fz->aio), fz->c.plan->frozen_read_buffers);
 	if (!rc)
-		rc = alloc_read(e, &fz->rd0, e->plan.frozen_layer0_bytes);
-	fz->rd_n = e->plan.frozen_read_buffers > 0 ? e->plan.frozen_read_buffers : 1;
+		rc = alloc_read(fz, &fz->rd0, fz->c.plan->frozen_layer0_bytes);
+	fz->rd_n = fz->c.plan->frozen_read_buffers > 0 ? fz->c.plan->frozen_read_buffers : 1;
 	fz->rd = rc ? NULL : zn_size_calloc((uint64_t)fz->rd_n, sizeof(*fz->rd),
 					    "the frozen read buffers");
 	if (!rc && !fz->rd)
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < fz->rd_n; i++)
-		rc = alloc_read(e, &fz->rd[i], e->plan.frozen_slot_bytes);
+		rc = alloc_read(fz, &fz->rd[i], fz->c.plan->frozen_slot_bytes);
 	return rc;
 }
 
@@ -104,9 +112,8 @@ static void wait_read(struct zn_fread *r)
 	r->reading = false;
 }
 
-void zn_frozen_io_close(struct zn_engine *e)
+void zn_frozen_io_close(struct zn_frozen *fz)
 {
-	struct zn_frozen *fz = &e->fz;
 
 	wait_read(&fz->rd0);
 	zn_event_destroy(fz->rd0.copied);
@@ -120,7 +127,7 @@ void zn_frozen_io_close(struct zn_engine *e)
 	if (fz->af)
 		zn_aio_file_remove(fz->aio, fz->af);
 	if (fz->arena_registered)
-		zn_aio_unregister_buffer(fz->aio, zn_arena_base(e->arena));
+		zn_aio_unregister_buffer(fz->aio, zn_arena_base(fz->c.arena));
 	fz->arena_registered = false;
 	zn_aio_destroy(fz->aio);
 	fz->af = NULL;
@@ -137,12 +144,12 @@ static int failed(int l, bool write, int rc)
 	return rc;
 }
 
-int zn_frozen_io_rw(struct zn_engine *e, int l, void *buf, bool write)
+int zn_frozen_io_rw(struct zn_frozen *fz, int l, void *buf, bool write)
 {
 	struct zn_aio_req req;
-	int rc = write ? zn_aio_write(e->fz.aio, e->fz.af, e->fz.file_off[l], extent(e, l), buf,
+	int rc = write ? zn_aio_write(fz->aio, fz->af, fz->file_off[l], extent(fz, l), buf,
 				      &req) :
-			 zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], extent(e, l), buf,
+			 zn_aio_read(fz->aio, fz->af, fz->file_off[l], extent(fz, l), buf,
 				     &req);
 
 	if (!rc)
@@ -152,7 +159,7 @@ int zn_frozen_io_rw(struct zn_engine *e, int l, void *buf, bool write)
 
 /* Submits layer l's read into r->buf; with block, first waits for the buffer's previous
  * copy up, else returns -EAGAIN while it is pending. */
-static int submit(struct zn_engine *e, int l, struct zn_fread *r, bool block)
+static int submit(struct zn_frozen *fz, int l, struct zn_fread *r, bool block)
 {
 	int rc = 0;
 
@@ -165,8 +172,8 @@ static int submit(struct zn_engine *e, int l, struct zn_fread *r, bool block)
 			return rc;
 		r->copy_pending = false;
 	}
-	r->t0_ns = e->tr.on ? zn_trace_now_ns() : 0;
-	rc = zn_aio_read(e->fz.aio, e->fz.af, e->fz.file_off[l], use_extent(e, l), r->buf,
+	r->t0_ns = zn_frozen_traced(fz) ? zn_trace_now_ns() : 0;
+	rc = zn_aio_read(fz->aio, fz->af, fz->file_off[l], use_extent(fz, l), r->buf,
 			 &r->req);
 	if (rc)
 		return failed(l, false, rc);
@@ -176,23 +183,22 @@ static int submit(struct zn_engine *e, int l, struct zn_fread *r, bool block)
 }
 
 /* item's read buffer; item -1: layer 0's */
-static struct zn_fread *rbuf(struct zn_engine *e, int item)
+static struct zn_fread *rbuf(struct zn_frozen *fz, int item)
 {
-	return item < 0 ? &e->fz.rd0 : &e->fz.rd[item % e->fz.rd_n];
+	return item < 0 ? &fz->rd0 : &fz->rd[item % fz->rd_n];
 }
 
 /* The next item's read, if its buffer is free: its previous item's copy up enqueued
- * (item - rd_n < seq_issued) and, unless block, already complete. */
-static int next_read(struct zn_engine *e, bool block)
+ * (item - rd_n < the items the ring issued) and, unless block, already complete. */
+static int next_read(struct zn_frozen *fz, bool block)
 {
-	struct zn_frozen *fz = &e->fz;
 	int j = fz->seq_read, l, rc;
 
-	if (j >= fz->seq_len || j - fz->rd_n >= fz->seq_issued)
+	if (j >= fz->seq_len || j - fz->rd_n >= zn_ring_issued(&fz->ring))
 		return -EAGAIN;
-	l = e->act.use[j].layer;
-	if (e->ld[l].frozen_numel) {
-		rc = submit(e, l, rbuf(e, j), block);
+	l = fz->use[j].layer;
+	if (fz->sh.numel[l]) {
+		rc = submit(fz, l, rbuf(fz, j), block);
 		if (rc)
 			return rc;
 	}
@@ -200,40 +206,40 @@ static int next_read(struct zn_engine *e, bool block)
 	return 0;
 }
 
-int zn_frozen_io_pump(struct zn_engine *e)
+int zn_frozen_io_pump(struct zn_frozen *fz)
 {
 	int rc = 0;
 
-	if (e->plan.frozen_home != ZN_TIER_NVME)
+	if (fz->c.plan->frozen_home != ZN_TIER_NVME)
 		return 0;
 	while (!rc)
-		rc = next_read(e, false);
+		rc = next_read(fz, false);
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-int zn_frozen_io_start0(struct zn_engine *e, bool read0)
+int zn_frozen_io_start0(struct zn_frozen *fz, bool read0)
 {
 	int rc = 0;
 
-	if (e->plan.frozen_home != ZN_TIER_NVME)
+	if (fz->c.plan->frozen_home != ZN_TIER_NVME)
 		return 0;
-	zn_aio_set_timing(e->fz.aio, e->tr.on);
-	if (read0 && e->ld[0].frozen_numel && !e->fz.rd0.reading)
-		rc = submit(e, 0, &e->fz.rd0, true);
-	return rc ? rc : zn_frozen_io_pump(e);
+	zn_aio_set_timing(fz->aio, zn_frozen_traced(fz));
+	if (read0 && fz->sh.numel[0] && !fz->rd0.reading)
+		rc = submit(fz, 0, &fz->rd0, true);
+	return rc ? rc : zn_frozen_io_pump(fz);
 }
 
-int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src)
+int zn_frozen_io_take(struct zn_frozen *fz, int item, int l, const void **src)
 {
-	struct zn_fread *r = rbuf(e, item);
+	struct zn_fread *r = rbuf(fz, item);
 	int rc = 0;
 
 	*src = NULL;
 	if (item >= 0) /* every read up to item's submitted, in order */
-		while (!rc && e->fz.seq_read <= item)
-			rc = next_read(e, true);
+		while (!rc && fz->seq_read <= item)
+			rc = next_read(fz, true);
 	else if (!r->reading)
-		rc = submit(e, l, r, true);
+		rc = submit(fz, l, r, true);
 	if (rc && rc != -EAGAIN)
 		return rc;
 	if (!r->reading || r->layer != l) {
@@ -244,32 +250,32 @@ int zn_frozen_io_take(struct zn_engine *e, int item, int l, const void **src)
 	r->reading = false;
 	if (rc)
 		return failed(l, false, rc);
-	e->fz.bytes_read += use_extent(e, l);
-	if (e->tr.on)
-		zn_tracer_host(e, ZN_TRACE_NVME_READ, 0, "read frozen", l, r->t0_ns,
+	fz->bytes_read += use_extent(fz, l);
+	if (zn_frozen_traced(fz))
+		zn_tracer_add_host(fz->c.tr, ZN_TRACE_NVME_READ, 0, "read frozen", l, r->t0_ns,
 			       r->req.done_ns ? r->req.done_ns : zn_trace_now_ns(),
-			       use_extent(e, l));
+			       use_extent(fz, l));
 	*src = r->buf;
 	return 0;
 }
 
-int zn_frozen_io_copied(struct zn_engine *e, int item)
+int zn_frozen_io_copied(struct zn_frozen *fz, int item)
 {
-	struct zn_fread *r = rbuf(e, item);
-	int rc = zn_event_record(r->copied, e->rt.copy_in);
+	struct zn_fread *r = rbuf(fz, item);
+	int rc = zn_event_record(r->copied, fz->c.copy_in);
 
 	r->copy_pending = !rc;
 	return rc;
 }
 
-bool zn_frozen_io_ready(struct zn_engine *e, int item)
+bool zn_frozen_io_ready(struct zn_frozen *fz, int item)
 {
 	struct zn_fread *r;
 
-	if (e->plan.frozen_home != ZN_TIER_NVME || !e->ld[e->act.use[item].layer].frozen_numel)
+	if (fz->c.plan->frozen_home != ZN_TIER_NVME || !fz->sh.numel[fz->use[item].layer])
 		return true;
-	if (item >= e->fz.seq_read)
+	if (item >= fz->seq_read)
 		return false;
-	r = rbuf(e, item);
+	r = rbuf(fz, item);
 	return r->reading && zn_aio_poll(&r->req) != -EINPROGRESS;
 }

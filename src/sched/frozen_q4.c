@@ -9,86 +9,94 @@
 
 #include "core/log.h"
 #include "core/size.h"
+#include "model/model.h"
 #include "model/quant/q4.h"
-#include "sched/engine_impl.h"
+#include "sched/frozen.h"
+#include "sched/plan.h"
+#include "sched/tiers.h"
 
-static int no_frozen(const struct zn_engine *e)
+static int no_frozen(const struct zn_frozen *fz)
 {
-	for (int l = 0; l < e->n; l++)
-		if (e->frozen_numel[l])
+	for (int l = 0; l < fz->sh.n; l++)
+		if (fz->sh.numel[l])
 			return 0;
 	zn_error("--quantize-base nf4 (zinc.quantize_base) quantizes a frozen base, and this "
 		 "run trains every weight: QLoRA is LoRA on a 4-bit base (add --lora-r R and "
 		 "--lora-targets), full fine-tuning keeps the weights in %s",
-		 zn_dtype_name(e->pdt));
+		 zn_dtype_name(fz->sh.pdt));
 	return -EINVAL;
 }
 
-static int layout(struct zn_engine *e, int l)
+static int layout(struct zn_frozen *fz, int l)
 {
-	const struct zn_model_ops *o = e->model.ops;
+	const struct zn_model_ops *o = fz->sh.model->ops;
 	const struct zn_layer_desc *d;
 
-	if (e->opt_q4) {
-		e->fq4[l] = e->opt_q4[l];
-		if (e->fq4[l].numel != e->frozen_numel[l]) {
+	if (fz->sh.q4) {
+		fz->q4[l] = fz->sh.q4[l];
+		if (fz->q4[l].numel != fz->sh.numel[l]) {
 			zn_error("4-bit base: layer %d's layout has %llu floats, the model %llu", l,
-				 (unsigned long long)e->fq4[l].numel,
-				 (unsigned long long)e->frozen_numel[l]);
+				 (unsigned long long)fz->q4[l].numel,
+				 (unsigned long long)fz->sh.numel[l]);
 			return -EINVAL;
 		}
 		return 0;
 	}
 	/* the family's description of the frozen buffer (LoRA: the base layer), or, where
 	 * the frozen buffer is the layer's own (zinc generate's streamed layers), the layer */
-	d = o->frozen_desc ? o->frozen_desc(e->model.config, l) :
-	    e->ld && e->ld[l].numel == e->frozen_numel[l] ? &e->ld[l] : NULL;
+	d = o->frozen_desc ? o->frozen_desc(fz->sh.model->config, l) :
+	    fz->sh.ld && fz->sh.ld[l].numel == fz->sh.numel[l] ? &fz->sh.ld[l] : NULL;
 	if (!d) {
 		zn_error("--quantize-base nf4: the %s model family does not describe its frozen "
 			 "tensors (model.h frozen_desc)", o->family);
 		return -EINVAL;
 	}
-	return zn_q4_layout(&e->fq4[l], d, e->frozen_numel[l], e->pdt,
-			    e->cfg.runtime.double_quant, NULL);
+	return zn_q4_layout(&fz->q4[l], d, fz->sh.numel[l], fz->sh.pdt,
+			    fz->sh.double_quant, NULL);
 }
 
-int zn_frozen_q4_prepare(struct zn_engine *e)
+int zn_frozen_q4_prepare(struct zn_frozen *fz)
 {
 	uint64_t most = 0;
 	int rc;
 
-	zn_frozen_q4_free(e);
-	if (!e->opt_q4 && e->cfg.runtime.quantize_base == ZN_QUANTIZE_NONE)
+	zn_frozen_q4_free(fz);
+	if (!fz->sh.q4 && fz->sh.quantize_base == ZN_QUANTIZE_NONE)
 		return 0;
-	rc = no_frozen(e);
+	rc = no_frozen(fz);
 	if (rc)
 		return rc;
-	e->fq4 = zn_size_calloc((uint64_t)e->n, sizeof(*e->fq4), "the 4-bit base's layouts");
-	e->frozen_q4_bytes = zn_size_calloc((uint64_t)e->n, sizeof(*e->frozen_q4_bytes),
+	fz->q4 = zn_size_calloc((uint64_t)fz->sh.n, sizeof(*fz->q4), "the 4-bit base's layouts");
+	fz->q4_bytes = zn_size_calloc((uint64_t)fz->sh.n, sizeof(*fz->q4_bytes),
 					    "the 4-bit base's extents");
-	if (!e->fq4 || !e->frozen_q4_bytes)
+	if (!fz->q4 || !fz->q4_bytes)
 		return -ENOMEM;
-	for (int l = 0; !rc && l < e->n; l++) {
-		if (!e->frozen_numel[l]) {
-			zn_q4_begin(&e->fq4[l], 0, (unsigned)zn_dtype_size(e->pdt));
-			zn_q4_finish(&e->fq4[l]);
+	for (int l = 0; !rc && l < fz->sh.n; l++) {
+		if (!fz->sh.numel[l]) {
+			zn_q4_begin(&fz->q4[l], 0, (unsigned)zn_dtype_size(fz->sh.pdt));
+			zn_q4_finish(&fz->q4[l]);
 			continue;
 		}
-		rc = layout(e, l);
-		e->frozen_q4_bytes[l] = e->fq4[l].bytes;
-		if (e->fq4[l].nested && e->fq4[l].max_blocks > most)
-			most = e->fq4[l].max_blocks;
+		rc = layout(fz, l);
+		fz->q4_bytes[l] = fz->q4[l].bytes;
+		if (fz->q4[l].nested && fz->q4[l].max_blocks > most)
+			most = fz->q4[l].max_blocks;
 	}
-	e->frozen_q4_scratch = most * sizeof(float);
+	fz->q4_scratch = most * sizeof(float);
 	return rc;
 }
 
-void zn_frozen_q4_free(struct zn_engine *e)
+bool zn_frozen_quantized(const struct zn_frozen *fz)
 {
-	free(e->fq4);
-	free(e->frozen_q4_bytes);
-	e->fq4 = NULL;
-	e->frozen_q4_bytes = NULL;
+	return fz->q4 != NULL;
+}
+
+void zn_frozen_q4_free(struct zn_frozen *fz)
+{
+	free(fz->q4);
+	free(fz->q4_bytes);
+	fz->q4 = NULL;
+	fz->q4_bytes = NULL;
 }
 
 struct dq {
@@ -145,26 +153,26 @@ static void widen_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 }
 
 /* plain floats [first, end) of the layer from the extent's plain element at */
-static int plain(struct zn_engine *e, const struct zn_q4_layer *q, struct zn_fslot *s,
+static int plain(struct zn_frozen *fz, const struct zn_q4_layer *q, struct zn_fslot *s,
 		 const uint8_t *x, uint64_t first, uint64_t end, uint64_t at)
 {
-	struct zn_stream *st = e->rt.copy_in;
+	struct zn_stream *st = fz->c.copy_in;
 	const void *src = x + at * q->elem_bytes;
 	uint64_t n = end - first;
 	struct widen w;
 
-	if (!e->plan.frozen_wide) /* bf16 compute: the stored bf16 values as they are */
+	if (!fz->c.plan->frozen_wide) /* bf16 compute: the stored bf16 values as they are */
 		return zn_memcpy_async(st, s->w16_d + first, src, n * 2, ZN_COPY_D2D);
 	if (q->elem_bytes == 4)
 		return zn_memcpy_async(st, s->f32_d + first, src, n * 4, ZN_COPY_D2D);
-	w = (struct widen){ s->f32_d + first, src, n, e->pdt == ZN_DTYPE_F16 };
+	w = (struct widen){ s->f32_d + first, src, n, fz->sh.pdt == ZN_DTYPE_F16 };
 	return zn_launch(st, widen_fn, &w, sizeof(w));
 }
 
-int zn_frozen_q4_expand(struct zn_engine *e, int l, struct zn_fslot *s, const void *src_d)
+int zn_frozen_q4_expand(struct zn_frozen *fz, int l, struct zn_fslot *s, const void *src_d)
 {
-	const struct zn_q4_layer *q = &e->fq4[l];
-	uint64_t first, end, at, lim, shift = zn_frozen_stack_shift(e, l, &lim);
+	const struct zn_q4_layer *q = &fz->q4[l];
+	uint64_t first, end, at, lim, shift = zn_frozen_stack_shift(fz, l, &lim);
 	struct dq a;
 	int rc = 0;
 
@@ -173,11 +181,11 @@ int zn_frozen_q4_expand(struct zn_engine *e, int l, struct zn_fslot *s, const vo
 	for (int i = 0; !rc && zn_q4_plain_run(q, i, &first, &end, &at); i++) {
 		end = end < lim ? end : lim;
 		if (end > first)
-			rc = plain(e, q, s, src_d, first, end, at);
+			rc = plain(fz, q, s, src_d, first, end, at);
 	}
 	if (rc || !q->count)
 		return rc;
-	a = (struct dq){ q, src_d, shift, e->plan.frozen_wide ? s->f32_d : NULL,
-			 e->plan.frozen_wide ? NULL : s->w16_d, s->absmax_d };
-	return zn_launch(e->rt.copy_in, dq_fn, &a, sizeof(a));
+	a = (struct dq){ q, src_d, shift, fz->c.plan->frozen_wide ? s->f32_d : NULL,
+			 fz->c.plan->frozen_wide ? NULL : s->w16_d, s->absmax_d };
+	return zn_launch(fz->c.copy_in, dq_fn, &a, sizeof(a));
 }

@@ -1,5 +1,5 @@
 /* Private to src/sched/generate*.c: struct zn_gen and the layers' fetches (generate_fz.c:
- * layers 1 .. n-1 as the training engine's frozen parameters). */
+ * layers 1 .. n-1 as a frozen part, frozen.h). */
 #ifndef ZN_SCHED_GENERATE_IMPL_H
 #define ZN_SCHED_GENERATE_IMPL_H
 
@@ -8,7 +8,7 @@
 #include "gpu/device.h"
 #include "sched/generate.h"
 
-struct zn_engine;
+struct zn_gen_fz;
 
 struct zn_gen {
 	struct zn_model m;
@@ -18,8 +18,8 @@ struct zn_gen {
 	struct zn_device *dev;
 	struct zn_stream *compute, *copy;
 	float **params_d;               /* layer 0's parameters (params_d[0]) on the device */
-	/* layers 1 .. n-1: the frozen part of an engine of their own (generate_fz.c) */
-	struct zn_engine *fe;
+	/* layers 1 .. n-1: a frozen part of their own and what it is given (generate_fz.c) */
+	struct zn_gen_fz *fz;
 	int fz_forwards;                /* forwards per use sequence */
 	int fz_item;                    /* the next item of the use sequence */
 	bool fz_restart;                /* the next forward begins a fresh sequence */

@@ -21,6 +21,10 @@
  * Without gathers (fp32, stage 0-2) the compute reads the resident full layer directly.
  * Layer 0's own slot exists because a later layer ties to it (tied_layer in the model's
  * layer descriptors).
+ *
+ * The slots, their events and the order of the fills are the prefetch ring's (store/ring.h:
+ * stage = the shard's read, staged = its read is in, fill = fetch_into, in_order = not
+ * early_ok); what a slot holds and what a fill moves are here.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -33,6 +37,7 @@
 #include "sched/swapio.h"
 #include "sched/tiers.h"
 #include "sched/trace_dev.h"
+#include "store/ring.h"
 
 /* device bytes (0: nothing) */
 static int dalloc(struct zn_prefetch *pf, void *pp, uint64_t bytes)
@@ -65,45 +70,45 @@ static const float *resident(const struct zn_prefetch *pf, int layer)
 
 /* the sequence of layer uses given at zn_fetch_begin (acts.h: with checkpointing,
  * recomputed forwards are uses too) */
-static int seq_layer(const struct zn_prefetch *pf, int item)
+static int seq_layer(void *ctx, int item)
 {
+	const struct zn_prefetch *pf = ctx;
+
 	return pf->use[item].layer;
 }
 
-static struct zn_slot *seq_slot(struct zn_prefetch *pf, int item)
+/* Parameters on nvme: starts reading layer l's shard for ring slot i (its fetch buffer:
+ * ring slot i, or layer 0's, the held slot, after them). */
+static int fetch_stage(void *ctx, int item, int l, int i)
 {
-	return &pf->ring[item % pf->ring_n];
+	struct zn_prefetch *pf = ctx;
+
+	(void)item;
+	return zn_swapio_params(pf->c.sw) ? zn_swapio_fetch_begin(pf->c.sw, i, l) : 0;
 }
 
-/* Fetch buffer of slot s (parameters on nvme): ring slot i, or layer 0's after them. */
-static int fbuf_of(struct zn_prefetch *pf, struct zn_slot *s)
+/* Enqueues the fetch of layer l into ring slot i (see the header comment for the steps). */
+static int fetch_into(void *ctx, int item, int l, int i)
 {
-	return s == &pf->slot0 ? pf->ring_n : (int)(s - pf->ring);
-}
-
-/* Parameters on nvme: starts reading layer l's shard for slot s. */
-static int fetch_stage(struct zn_prefetch *pf, int l, struct zn_slot *s)
-{
-	return zn_swapio_params(pf->c.sw) ? zn_swapio_fetch_begin(pf->c.sw, fbuf_of(pf, s), l) : 0;
-}
-
-/* Enqueues the fetch of layer l into slot s (see the header comment for the steps). */
-static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
-{
+	struct zn_prefetch *pf = ctx;
+	struct zn_slot *s = &pf->slot[i];
+	struct zn_event *ready = zn_ring_ready_event(&pf->ring, i);
+	struct zn_event *sfree = zn_ring_free_event(&pf->ring, i);
 	struct zn_layer *ly = &pf->c.L[l];
 	bool bf16 = pf->c.pdt != ZN_DTYPE_F32, on_host = pf->c.plan->pl.params == ZN_TIER_HOST;
 	uint64_t esz = zn_tiers_param_bytes(pf->c.ti), padded = ly->sh.padded_numel;
 	struct cast_args ca;
 	int rc, h;
 
+	(void)item;
 	if (pf->c.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
 		ca = (struct cast_args){ s->f32_d, ly->param_d, padded, pf->c.pdt };
-		rc = zn_stream_wait_event(pf->c.rt->copy_in, s->free);
+		rc = zn_stream_wait_event(pf->c.rt->copy_in, sfree);
 		if (!rc)
 			rc = zn_launch(pf->c.rt->copy_in, cast_fn, &ca, sizeof(ca));
 		if (!rc)
-			rc = zn_event_record(s->ready, pf->c.rt->copy_in);
+			rc = zn_event_record(ready, pf->c.rt->copy_in);
 		return rc;
 	}
 	char *gbuf = bf16 ? (char *)s->bf16_d : (char *)s->f32_d;
@@ -115,9 +120,9 @@ static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
 		 * all-gather runs in place */
 		void *src = ly->param_h;
 
-		rc = on_host ? 0 : zn_swapio_fetch_end(pf->c.sw, fbuf_of(pf, s), &src);
+		rc = on_host ? 0 : zn_swapio_fetch_end(pf->c.sw, i, &src);
 		if (!rc)
-			rc = zn_stream_wait_event(pf->c.rt->copy_in, s->free);
+			rc = zn_stream_wait_event(pf->c.rt->copy_in, sfree);
 		if (!rc)
 			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->copy_in, "fetch", l,
 					 ly->sh.shard_numel * esz, &h);
@@ -127,11 +132,11 @@ static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
 		if (!rc)
 			rc = zn_tracer_span_end(pf->c.tr, pf->c.rt->copy_in, h);
 		if (!rc && !on_host)
-			rc = zn_swapio_fetch_copied(pf->c.sw, fbuf_of(pf, s));
+			rc = zn_swapio_fetch_copied(pf->c.sw, i);
 		if (!rc)
-			rc = zn_event_record(s->ready, pf->c.rt->copy_in);
+			rc = zn_event_record(ready, pf->c.rt->copy_in);
 		if (!rc)
-			rc = zn_stream_wait_event(pf->c.rt->comm_s, s->ready);
+			rc = zn_stream_wait_event(pf->c.rt->comm_s, ready);
 		if (!rc)
 			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
@@ -139,7 +144,7 @@ static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
 			rc = zn_comm_all_gather(pf->c.rt->comm, pf->c.rt->comm_s, gbuf, mine, ly->sh.shard_numel,
 					        pf->c.pdt);
 	} else {
-		rc = zn_stream_wait_event(pf->c.rt->comm_s, s->free);
+		rc = zn_stream_wait_event(pf->c.rt->comm_s, sfree);
 		if (!rc)
 			rc = zn_tracer_span_begin(pf->c.tr, pf->c.rt->comm_s, "all-gather", l,
 					 ly->sh.padded_numel * esz, &h);
@@ -154,16 +159,23 @@ static int fetch_into(struct zn_prefetch *pf, int l, struct zn_slot *s)
 		rc = zn_launch(pf->c.rt->comm_s, cast_fn, &ca, sizeof(ca));
 	}
 	if (!rc)
-		rc = zn_event_record(s->ready, pf->c.rt->comm_s);
+		rc = zn_event_record(ready, pf->c.rt->comm_s);
 	return rc;
 }
 
-/* What the compute reads from slot s: its fp32 working copy, or with bf16 compute the
+/* What the compute reads from ring slot i: its fp32 working copy, or with bf16 compute the
  * gathered bf16 layer itself (the pointer is then to bf16 data: step.c passes it as
  * io.params16). */
-const float *zn_slot_params(struct zn_prefetch *pf, struct zn_slot *s)
+static const float *slot_params(const struct zn_prefetch *pf, int i)
 {
+	const struct zn_slot *s = &pf->slot[i];
+
 	return pf->c.compute16 ? (const float *)(const void *)s->bf16_d : s->f32_d;
+}
+
+const float *zn_fetch_layer0_params(struct zn_prefetch *pf)
+{
+	return slot_params(pf, zn_ring_held(&pf->ring));
 }
 
 int zn_fetch_layer0(struct zn_prefetch *pf, const float **params_d)
@@ -172,46 +184,45 @@ int zn_fetch_layer0(struct zn_prefetch *pf, const float **params_d)
 		*params_d = resident(pf, 0);
 		return 0;
 	}
-	*params_d = zn_slot_params(pf, &pf->slot0);
-	int rc = fetch_stage(pf, 0, &pf->slot0);
-	if (!rc)
-		rc = fetch_into(pf, 0, &pf->slot0);
-	return rc;
+	*params_d = zn_fetch_layer0_params(pf);
+	return zn_ring_hold(&pf->ring, 0);
 }
 
 int zn_fetch_layer0_wait(struct zn_prefetch *pf)
 {
-	return pf->c.plan->gathers ? zn_stream_wait_event(pf->c.rt->compute, pf->slot0.ready) : 0;
+	return pf->c.plan->gathers ? zn_ring_held_wait(&pf->ring) : 0;
 }
 
 int zn_fetch_layer0_release(struct zn_prefetch *pf)
 {
-	return pf->c.plan->gathers ? zn_event_record(pf->slot0.free, pf->c.rt->compute) : 0;
+	return pf->c.plan->gathers ? zn_ring_held_release(&pf->ring) : 0;
+}
+
+/* a sequence cut short (an error): a read staged and never copied up ends here */
+static int fetch_unstage(void *ctx, int item, int i)
+{
+	struct zn_prefetch *pf = ctx;
+	void *h;
+
+	(void)item;
+	return zn_swapio_params(pf->c.sw) ? zn_swapio_fetch_end(pf->c.sw, i, &h) : 0;
 }
 
 int zn_fetch_begin(struct zn_prefetch *pf, const struct zn_use *use, int use_n)
 {
-	int rc = 0;
+	int rc = pf->c.plan->gathers ? zn_ring_begin(&pf->ring, use_n) : 0;
 
-	/* a sequence cut short (an error): reads staged and never copied up end here */
-	for (int j = pf->seq_issued; j < pf->seq_staged && zn_swapio_params(pf->c.sw); j++) {
-		void *h;
-		int x = zn_swapio_fetch_end(pf->c.sw, fbuf_of(pf, seq_slot(pf, j)), &h);
-
-		if (!rc)
-			rc = x;
-	}
 	pf->use = use;
-	pf->seq_len = use_n;
-	pf->seq_staged = 0;
-	pf->seq_issued = 0;
 	return rc;
 }
 
-/* item j's read is in (or it has none): its copy up would not block the host */
-static bool item_ready(struct zn_prefetch *pf, int j)
+/* item's read is in (or it has none): its copy up would not block the host */
+static bool fetch_staged(void *ctx, int item, int i)
 {
-	return !zn_swapio_params(pf->c.sw) || zn_swapio_fetch_ready(pf->c.sw, fbuf_of(pf, seq_slot(pf, j)));
+	struct zn_prefetch *pf = ctx;
+
+	(void)item;
+	return !zn_swapio_params(pf->c.sw) || zn_swapio_fetch_ready(pf->c.sw, i);
 }
 
 /* A stage 3 fetch ends in an all-gather, and every rank must enqueue its collectives (these
@@ -222,26 +233,9 @@ static bool early_ok(const struct zn_prefetch *pf)
 	return pf->c.rt->world == 1 || pf->c.stage < 3;
 }
 
-/* enqueues the fetches of staged items in order: every one up to `upto` (waiting for its
- * read), then, where early_ok, those whose read is already in */
-static int issue_ready(struct zn_prefetch *pf, int upto)
-{
-	int rc = 0;
-
-	while (!rc && pf->seq_issued < pf->seq_staged &&
-	       (pf->seq_issued <= upto ||
-		(early_ok(pf) && item_ready(pf, pf->seq_issued)))) {
-		int j = pf->seq_issued;
-
-		rc = fetch_into(pf, seq_layer(pf, j), seq_slot(pf, j));
-		pf->seq_issued++;
-	}
-	return rc;
-}
-
 int zn_fetch_acquire(struct zn_prefetch *pf, int item, int layer, const float **params_d)
 {
-	int depth = pf->c.plan->prefetch_depth, last, rc;
+	int slot, rc;
 
 	/* the store's optimizer read-ahead goes on as its staging frees (swapio.h): every
 	 * acquisition, before this layer's reads, gives it the chance */
@@ -252,40 +246,20 @@ int zn_fetch_acquire(struct zn_prefetch *pf, int item, int layer, const float **
 		*params_d = resident(pf, layer);
 		return 0;
 	}
-	/* never into the slot of `item` itself (the plan clamps too: this keeps it true) */
-	if (depth > pf->ring_n - 1)
-		depth = pf->ring_n - 1;
-	last = item + depth;
-	if (last >= pf->seq_len)
-		last = pf->seq_len - 1;
 	/* Stage item..item+d (with parameters on nvme: submit the reads; a fetch buffer's
 	 * previous copy up, of item j - R <= item - 1, is enqueued by then), then enqueue the
-	 * fetches up to item and those ahead whose read is in. Each waits on the device for
-	 * its slot's previous release, which compute recorded for item - 1 or earlier. */
-	while (!rc && pf->seq_staged <= last) {
-		rc = fetch_stage(pf, seq_layer(pf, pf->seq_staged), seq_slot(pf, pf->seq_staged));
-		pf->seq_staged++;
-	}
-	/* with several ranks the whole batch, as its order is the same on every rank */
+	 * fetches up to item and those ahead whose read is in (with several ranks the whole
+	 * window). Each waits on the device for its slot's previous release. */
+	rc = zn_ring_acquire(&pf->ring, item, &slot);
 	if (!rc)
-		rc = issue_ready(pf, early_ok(pf) ? item : last);
-	if (rc)
-		return rc;
-	*params_d = zn_slot_params(pf, seq_slot(pf, item));
-	return zn_stream_wait_event(pf->c.rt->compute, seq_slot(pf, item)->ready);
+		*params_d = slot_params(pf, slot);
+	return rc;
 }
 
 int zn_fetch_release(struct zn_prefetch *pf, int item)
 {
-	int rc;
-
-	if (!pf->c.plan->gathers)
-		return 0;
-	rc = zn_event_record(seq_slot(pf, item)->free, pf->c.rt->compute);
 	/* reads ahead that landed while the item was enqueued: their copies up go now */
-	if (!rc)
-		rc = issue_ready(pf, item);
-	return rc;
+	return pf->c.plan->gathers ? zn_ring_release(&pf->ring, item) : 0;
 }
 
 /* ---- create and destroy ------------------------------------------------------------------ */
@@ -298,45 +272,49 @@ static int alloc_slot(struct zn_prefetch *pf, struct zn_slot *s, uint64_t numel)
 		rc = dalloc(pf, &s->f32_d, zn_plan_device_alloc_bytes(numel * 4));
 	if (!rc && pf->c.plan->bf16_gather)
 		rc = dalloc(pf, &s->bf16_d, zn_plan_device_alloc_bytes(numel * 2));
-	if (!rc)
-		rc = zn_event_create(pf->c.rt->dev, &s->ready);
-	if (!rc)
-		rc = zn_event_create(pf->c.rt->dev, &s->free);
 	return rc;
 }
 
-static void free_slot(struct zn_prefetch *pf, struct zn_slot *s)
-{
-	zn_device_free(pf->c.rt->dev, s->f32_d);
-	zn_device_free(pf->c.rt->dev, s->bf16_d);
-	zn_event_destroy(s->ready);
-	zn_event_destroy(s->free);
-}
+static const struct zn_ring_ops fetch_ops = {
+	.layer = seq_layer, .fill = fetch_into, .stage = fetch_stage, .unstage = fetch_unstage,
+	.staged = fetch_staged,
+};
 
 int zn_prefetch_create(struct zn_prefetch *pf, const struct zn_prefetch_config *c)
 {
-	int rc;
+	struct zn_ring_config rc_ = { 0 };
+	int n, rc;
 
 	*pf = (struct zn_prefetch){ .c = *c };
 	if (!pf->c.plan->gathers)
 		return 0;
-	rc = alloc_slot(pf, &pf->slot0, pf->c.plan->layer0_numel);
-	pf->ring_n = pf->c.plan->param_slots;
-	pf->ring = zn_size_calloc((uint64_t)pf->ring_n, sizeof(*pf->ring), "the prefetch ring");
-	if (!rc && !pf->ring)
-		rc = -ENOMEM;
-	for (int i = 0; !rc && i < pf->ring_n; i++)
-		rc = alloc_slot(pf, &pf->ring[i], pf->c.plan->slot_numel);
-	return rc;
+	n = pf->c.plan->param_slots;
+	/* the ring's slots, then layer 0's (the held slot) */
+	pf->slot = zn_size_calloc((uint64_t)n + 1, sizeof(*pf->slot), "the prefetch ring");
+	if (!pf->slot)
+		return -ENOMEM;
+	pf->slot_n = n + 1;
+	rc = alloc_slot(pf, &pf->slot[n], pf->c.plan->layer0_numel);
+	for (int i = 0; !rc && i < n; i++)
+		rc = alloc_slot(pf, &pf->slot[i], pf->c.plan->slot_numel);
+	/* never into the slot of the item acquired (the plan clamps too: this keeps it true) */
+	rc_ = (struct zn_ring_config){
+		.dev = pf->c.rt->dev, .compute = pf->c.rt->compute, .slots = n,
+		.depth = pf->c.plan->prefetch_depth < n - 1 ? pf->c.plan->prefetch_depth : n - 1,
+		.in_order = !early_ok(pf), .ops = &fetch_ops, .ctx = pf,
+	};
+	return rc ? rc : zn_ring_create(&pf->ring, &rc_);
 }
 
 void zn_prefetch_destroy(struct zn_prefetch *pf)
 {
 	if (!pf->c.rt)
 		return; /* never created */
-	free_slot(pf, &pf->slot0);
-	for (int i = 0; pf->ring && i < pf->ring_n; i++)
-		free_slot(pf, &pf->ring[i]);
-	free(pf->ring);
+	for (int i = 0; pf->slot && i < pf->slot_n; i++) {
+		zn_device_free(pf->c.rt->dev, pf->slot[i].f32_d);
+		zn_device_free(pf->c.rt->dev, pf->slot[i].bf16_d);
+	}
+	free(pf->slot);
+	zn_ring_destroy(&pf->ring);
 	*pf = (struct zn_prefetch){ 0 };
 }

@@ -2,7 +2,8 @@
  * compute that cannot read the parameters where they live (stage 3 shards, bf16 storage).
  * State: struct zn_prefetch (engine field pf), given at create the runtime, the tracer, the
  * layers, the tiers' answers, the store (nvme shard reads) and the plan; the sequence of
- * layer uses comes with each zn_fetch_begin. See prefetch.c for the ring and the order.
+ * layer uses comes with each zn_fetch_begin. The slots' indices, events and the order of
+ * the fills are the prefetch ring's (store/ring.h); see prefetch.c for what a fill moves.
  *
  *     rc = zn_fetch_begin(&pf, use, use_n);         // a micro-batch's sequence
  *     rc = zn_fetch_acquire(&pf, k, use[k].layer, &p); // item k's parameters in p
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "gpu/device.h"
+#include "store/ring.h"
 #include "zinc.h"
 
 struct zn_engine_plan;
@@ -39,23 +41,21 @@ struct zn_prefetch_config {
 	bool compute16;                    /* bf16 compute reads the gathered bf16 layer */
 };
 
-/* A full-layer fp32 working copy of some layer's parameters on the device. */
+/* A full-layer fp32 working copy of some layer's parameters on the device (a ring slot's
+ * buffers; its events are the ring's). */
 struct zn_slot {
 	float *f32_d;
 	uint16_t *bf16_d;        /* stage 3 bf16: the gather lands here, then is cast */
-	struct zn_event *ready;  /* the fetch into this slot is complete */
-	struct zn_event *free;   /* compute is done with the slot's previous layer */
 };
 
 struct zn_prefetch {
 	struct zn_prefetch_config c;
 	const struct zn_use *use; /* the sequence of layer uses (zn_fetch_begin) */
-	struct zn_slot slot0;    /* the held layer's (layer 0) copy, alive for the whole step */
-	struct zn_slot *ring;
-	int ring_n;
-	int seq_len;             /* acts.h use_n: 2 x (n - 1) without recompute */
-	int seq_staged;          /* items whose shard is read (parameters on nvme) or ready */
-	int seq_issued;          /* items whose fetch is enqueued (<= seq_staged) */
+	/* per ring slot its buffers, the held slot's (layer 0's copy, alive for the whole
+	 * step) last */
+	struct zn_slot *slot;
+	int slot_n;
+	struct zn_ring ring;     /* the slots' events and the fills' order (store/ring.h) */
 };
 
 /* slots of the plan (none without gathers); destroy accepts a half-built or never-created
@@ -64,9 +64,9 @@ int zn_prefetch_create(struct zn_prefetch *pf, const struct zn_prefetch_config *
 void zn_prefetch_destroy(struct zn_prefetch *pf);
 /* enqueues layer 0's fetch (compute must wait); *params_d: where it lands */
 int zn_fetch_layer0(struct zn_prefetch *pf, const float **params_d);
-/* the pointer the compute reads in slot s (bf16 data with compute16) */
-const float *zn_slot_params(struct zn_prefetch *pf, struct zn_slot *s);
-const float *zn_fetch_layer0_params(struct zn_prefetch *pf); /* after zn_fetch_layer0 */
+/* the pointer the compute reads in layer 0's slot (bf16 data with compute16), after
+ * zn_fetch_layer0 */
+const float *zn_fetch_layer0_params(struct zn_prefetch *pf);
 /* a new sequence of uses (acts.h use[], use_n; kept until the next begin) */
 int zn_fetch_begin(struct zn_prefetch *pf, const struct zn_use *use, int use_n);
 int zn_fetch_acquire(struct zn_prefetch *pf, int item, int layer, const float **params_d);

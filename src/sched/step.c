@@ -47,7 +47,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 
 		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
-			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
+			rc = zn_frozen_acquire(&e->fz, k, l, &a.io.frozen);
 		if (rc)
 			break;
 		a.io.L = &e->ld[l];
@@ -63,7 +63,7 @@ static int forward(struct zn_engine *e, const float *p0, const float *f0, int mi
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
-			rc = zn_frozen_release(e, k);
+			rc = zn_frozen_release(&e->fz, k);
 		if (!rc)
 			rc = zn_recompute_fwd_after(&e->act.rec, l);
 	}
@@ -108,7 +108,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 
 		rc = zn_fetch_acquire(&e->pf, k, l, &p);
 		if (!rc)
-			rc = zn_frozen_acquire(e, k, l, &a.io.frozen);
+			rc = zn_frozen_acquire(&e->fz, k, l, &a.io.frozen);
 		if (!rc)
 			rc = zn_recompute_use_before(&e->act.rec, k);
 		if (!rc && u.fwd)
@@ -139,7 +139,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, k);
 		if (!rc)
-			rc = zn_frozen_release(e, k);
+			rc = zn_frozen_release(&e->fz, k);
 		if (!rc)
 			rc = zn_recompute_use_after(&e->act.rec, k);
 		if (!rc && u.bwd)
@@ -161,7 +161,7 @@ static int backward(struct zn_engine *e, const float *p0, const float *f0, int m
 	if (!rc && micro == e->gas - 1)
 		rc = zn_fetch_layer0_release(&e->pf);
 	if (!rc && micro == e->gas - 1)
-		rc = zn_frozen_layer0_release(e);
+		rc = zn_frozen_layer0_release(&e->fz);
 	if (!rc)
 		rc = zn_step_reduce_update(e, 0, 0, micro);
 	return rc;
@@ -361,7 +361,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 			rc = r;
 		/* an expert's fetch that failed during a layer's call (frozen_experts.c) */
 		if (!rc)
-			rc = e->fz.xerr;
+			rc = zn_frozen_expert_error(&e->fz);
 	}
 	/* 6. the loss averaged over ranks, the step's figures */
 	if (!rc)
@@ -405,7 +405,7 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	st->plan_nvme_first_read_bytes = e->plan.frozen_first_read_bytes;
-	zn_frozen_expert_stats(e, e->fz.x_count - xn0, e->fz.x_bytes - xb0, st);
+	zn_frozen_expert_stats(&e->fz, e->fz.x_count - xn0, e->fz.x_bytes - xb0, st);
 	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;
 	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;

@@ -36,7 +36,7 @@ int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_c
 	int h, rc = zn_tracer_span_begin(&e->tr, e->rt.compute, fwd ? "fwd" : "bwd", l, 0, &h);
 	struct zn_layer_call c = *a;
 
-	c.io.experts = zn_frozen_experts_source(e, l);
+	c.io.experts = zn_frozen_experts_source(&e->fz, l);
 	if (!rc)
 		rc = zn_launch(e->rt.compute, fwd ? fwd_fn : bwd_fn, &c, sizeof(c));
 	if (!rc)
@@ -45,7 +45,7 @@ int zn_step_launch(struct zn_engine *e, bool fwd, int l, const struct zn_layer_c
 }
 
 /* Layer l's parameters into io: p (and p0 for a tie) are fp32 working copies or, with bf16
- * compute, the bf16 parameters themselves (prefetch.c's zn_slot_params). */
+ * compute, the bf16 parameters themselves (prefetch.c's slot_params). */
 void zn_step_set_params(const struct zn_engine *e, struct zn_layer_io *io, int l,
 			const float *p, const float *p0)
 {
@@ -122,18 +122,18 @@ int zn_step_layer0(struct zn_engine *e, int micro, const float **p0, const float
 	if (micro == 0)
 		rc = zn_fetch_layer0(&e->pf, p0);
 	else
-		*p0 = e->plan.gathers ? zn_slot_params(&e->pf, &e->pf.slot0) : zn_engine_params_f32(e, 0);
+		*p0 = e->plan.gathers ? zn_fetch_layer0_params(&e->pf) : zn_engine_params_f32(e, 0);
 	if (!rc && micro == 0)
-		rc = zn_frozen_layer0(e, f0);
+		rc = zn_frozen_layer0(&e->fz, e->act.use, e->act.use_n, f0);
 	else
-		*f0 = zn_frozen_layer0_params(e);
+		*f0 = zn_frozen_layer0_params(&e->fz);
 	if (!rc)
 		rc = zn_fetch_layer0_wait(&e->pf);
 	if (!rc)
-		rc = zn_frozen_layer0_wait(e);
+		rc = zn_frozen_layer0_wait(&e->fz);
 	if (!rc)
 		rc = zn_fetch_begin(&e->pf, e->act.use, e->act.use_n);
 	if (!rc)
-		rc = zn_frozen_begin(e);
+		rc = zn_frozen_begin(&e->fz, e->act.use, e->act.use_n);
 	return rc;
 }

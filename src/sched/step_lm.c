@@ -89,7 +89,7 @@ static int forward(struct lm_run *r)
 
 		rc = zn_fetch_acquire(&e->pf, l - 1, l, &p);
 		if (!rc)
-			rc = zn_frozen_acquire(e, l - 1, l, &f);
+			rc = zn_frozen_acquire(&e->fz, l - 1, l, &f);
 		for (int m = 0; !rc && m < r->lm->k; m++) {
 			io_of(r, l, m, p, f, &a);
 			a.io.x_in = zn_lmajor_fwd_x(&e->act.lm, l, m);
@@ -103,7 +103,7 @@ static int forward(struct lm_run *r)
 		if (!rc)
 			rc = zn_fetch_release(&e->pf, l - 1);
 		if (!rc)
-			rc = zn_frozen_release(e, l - 1);
+			rc = zn_frozen_release(&e->fz, l - 1);
 	}
 	return rc;
 }
@@ -145,7 +145,7 @@ static int turn(struct lm_run *r)
 
 	rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc)
-		rc = zn_frozen_acquire(e, item, n - 1, &f);
+		rc = zn_frozen_acquire(&e->fz, item, n - 1, &f);
 	if (!rc && r->again)
 		rc = zn_memcpy_async(e->rt.compute, r->lm->head_p_d, p, r->lm->head_p_bytes,
 				     ZN_COPY_D2D);
@@ -174,7 +174,7 @@ static int turn(struct lm_run *r)
 		if (!rc && m == k - 1)
 			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && m == k - 1)
-			rc = zn_frozen_release(e, item);
+			rc = zn_frozen_release(&e->fz, item);
 		if (!rc)
 			rc = reduce(r, n - 1, m);
 	}
@@ -234,13 +234,13 @@ static int backward(struct lm_run *r)
 
 		rc = zn_fetch_acquire(&e->pf, item, l, &p);
 		if (!rc)
-			rc = zn_frozen_acquire(e, item, l, &f);
+			rc = zn_frozen_acquire(&e->fz, item, l, &f);
 		for (int m = 0; !rc && m < k; m++) {
 			rc = layer_backward(r, l, m, p, f);
 			if (!rc && m == k - 1)
 				rc = zn_fetch_release(&e->pf, item);
 			if (!rc && m == k - 1)
-				rc = zn_frozen_release(e, item);
+				rc = zn_frozen_release(&e->fz, item);
 			if (!rc)
 				rc = reduce(r, l, m);
 		}
@@ -285,7 +285,7 @@ static int backward0(struct lm_run *r)
 	if (r->again)
 		rc = zn_fetch_acquire(&e->pf, item, n - 1, &p);
 	if (!rc && r->again)
-		rc = zn_frozen_acquire(e, item, n - 1, &f);
+		rc = zn_frozen_acquire(&e->fz, item, n - 1, &f);
 	for (int m = 0; !rc && m < k; m++) {
 		struct zn_layer_call a;
 		float *dxo;
@@ -299,7 +299,7 @@ static int backward0(struct lm_run *r)
 		if (!rc && r->again && m == k - 1)
 			rc = zn_fetch_release(&e->pf, item);
 		if (!rc && r->again && m == k - 1)
-			rc = zn_frozen_release(e, item);
+			rc = zn_frozen_release(&e->fz, item);
 		if (rc)
 			break;
 		io_of(r, 0, m, r->p0, r->f0, &a);
@@ -316,7 +316,7 @@ static int backward0(struct lm_run *r)
 		if (!rc && m == k - 1)
 			rc = zn_fetch_layer0_release(&e->pf);
 		if (!rc && m == k - 1)
-			rc = zn_frozen_layer0_release(e);
+			rc = zn_frozen_layer0_release(&e->fz);
 		if (!rc)
 			rc = reduce(r, 0, m);
 	}
