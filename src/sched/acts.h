@@ -102,12 +102,14 @@ void zn_acts_bwd_io(struct zn_acts *a, int l, struct zn_layer_io *io);
  * losses_into: io->losses for the last layer's forward, once the previous micro-batch's
  * losses are on the host; losses_down: after that forward, micro-batch micro's losses
  * (and with aux its auxiliary loss) down on copy_out while the backward runs;
- * aux: micro-batch micro's auxiliary loss buffer on the device, or NULL (none) */
+ * aux: micro-batch micro's auxiliary loss buffer on the device, or NULL (none);
+ * aux_zero: every micro-batch's zeroed on the compute stream (the step's start) */
 int zn_acts_tokens_up(struct zn_acts *a, int micro, const int *inputs_h, const int *targets_h);
 int zn_acts_tokens_up_all(struct zn_acts *a, const int *inputs_h, const int *targets_h);
 int zn_acts_tokens_done(struct zn_acts *a);
 int zn_acts_losses_into(struct zn_acts *a, struct zn_layer_io *io);
 int zn_acts_losses_down(struct zn_acts *a, int micro, bool aux);
 float *zn_acts_aux(const struct zn_acts *a, int micro);
+int zn_acts_aux_zero(struct zn_acts *a);
 
 #endif

@@ -58,6 +58,13 @@ int zn_acts_losses_into(struct zn_acts *a, struct zn_layer_io *io)
 	return zn_stream_wait_event(a->c.rt->compute, a->loss_done);
 }
 
+int zn_acts_aux_zero(struct zn_acts *a)
+{
+	uint64_t bytes = (uint64_t)a->c.shape.gas * (uint64_t)a->aux_n * 4;
+
+	return a->aux_d ? zn_memset_async(a->c.rt->compute, a->aux_d, 0, bytes) : 0;
+}
+
 float *zn_acts_aux(const struct zn_acts *a, int micro)
 {
 	return a->aux_d ? a->aux_d + (size_t)micro * (size_t)a->aux_n : NULL;

@@ -207,7 +207,7 @@ static int initial_frozen(struct zn_engine *e, const struct zn_engine_options *o
 		if (!e->frozen_numel[l])
 			continue;
 		memset(buf, 0, most);
-		if (e->fz.q4 && opt->init_frozen_q4) {
+		if (zn_frozen_quantized(&e->fz) && opt->init_frozen_q4) {
 			rc = opt->init_frozen_q4(opt->init_ctx, l, buf);
 			if (!rc)
 				rc = zn_frozen_init_layer_q4(&e->fz, l, buf);
@@ -439,12 +439,12 @@ uint64_t zn_engine_frozen_numel(const struct zn_engine *e, int layer)
 
 const struct zn_q4_layer *zn_engine_frozen_q4(const struct zn_engine *e)
 {
-	return e->fz.q4;
+	return zn_frozen_layouts(&e->fz);
 }
 
 int zn_engine_read_frozen_q4(struct zn_engine *e, int layer, void *out_h)
 {
-	if (!e->fz.q4 || layer < 0 || layer >= e->n) {
+	if (!zn_frozen_quantized(&e->fz) || layer < 0 || layer >= e->n) {
 		zn_error("zn_engine_read_frozen_q4: layer %d: no 4-bit base layer", layer);
 		return -EINVAL;
 	}

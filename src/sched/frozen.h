@@ -176,8 +176,12 @@ uint64_t zn_frozen_pinned_bytes(const struct zn_frozen *fz);
 /* the frozen file's aio engine (NULL: the home is not nvme); tests inject faults in it */
 struct zn_aio *zn_frozen_aio(struct zn_frozen *fz);
 
-/* whether the base is 4-bit (its layers stored as extents: zn_frozen_init_layer_q4) */
+/* whether the base is 4-bit (its layers stored as extents: zn_frozen_init_layer_q4), and
+ * its layers' layouts (NULL: not 4-bit) */
 bool zn_frozen_quantized(const struct zn_frozen *fz);
+const struct zn_q4_layer *zn_frozen_layouts(const struct zn_frozen *fz);
+/* nvme bytes read so far: the layers' fetches and the experts' (the step's figures) */
+uint64_t zn_frozen_read_bytes(const struct zn_frozen *fz);
 /* Layer l's stored bytes on its home: numel x the stored dtype, or its 4-bit extent. */
 uint64_t zn_frozen_stored_bytes(const struct zn_frozen *fz, int l);
 /* layer l's 4-bit extent as stored (a bitsandbytes checkpoint's, zero-padded), onto the

@@ -279,3 +279,8 @@ bool zn_frozen_io_ready(struct zn_frozen *fz, int item)
 	r = rbuf(fz, item);
 	return r->reading && zn_aio_poll(&r->req) != -EINPROGRESS;
 }
+
+uint64_t zn_frozen_read_bytes(const struct zn_frozen *fz)
+{
+	return fz->bytes_read + fz->x_read_bytes;
+}

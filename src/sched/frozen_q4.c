@@ -91,6 +91,11 @@ bool zn_frozen_quantized(const struct zn_frozen *fz)
 	return fz->q4 != NULL;
 }
 
+const struct zn_q4_layer *zn_frozen_layouts(const struct zn_frozen *fz)
+{
+	return fz->q4;
+}
+
 void zn_frozen_q4_free(struct zn_frozen *fz)
 {
 	free(fz->q4);

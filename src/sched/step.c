@@ -293,11 +293,11 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	struct zn_aio_stats io0 = { 0 }, io1 = { 0 }, bd0 = { 0 }, bd1 = { 0 };
 	uint64_t h2d0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D);
 	uint64_t d2h0 = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H);
-	uint64_t frozen0 = e->fz.bytes_read + e->fz.x_read_bytes;
-	uint64_t xn0 = e->fz.x_count, xb0 = e->fz.x_bytes;
+	uint64_t frozen0 = zn_frozen_read_bytes(&e->fz), xn0, xb0, xn, xb, xr;
 	int rc;
 
 	*st = (struct zn_step_stats){ 0 };
+	zn_frozen_expert_figures(&e->fz, &xn0, &xb0, &xr);
 	/* 1. the step's learning rate, counters reset */
 	e->step++;
 	e->rt.wait_ms = 0.0;
@@ -325,9 +325,8 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (!rc)
 		rc = zn_swapio_step_begin(&e->sw, e->step);
 	/* the auxiliary loss's buffers (one a micro-batch) zero: the last step drained */
-	if (!rc && e->act.aux_d)
-		rc = zn_memset_async(e->rt.compute, e->act.aux_d, 0,
-				     (uint64_t)e->gas * (uint64_t)e->act.aux_n * 4);
+	if (!rc)
+		rc = zn_acts_aux_zero(&e->act);
 	/* 3. each micro-batch: forward, losses down, backward with each layer's reduction
 	 *    (and AdamW, when adamw_during_backward) enqueued behind its backward */
 	if (!rc && e->act.lm.on)
@@ -398,14 +397,15 @@ int zn_engine_step_pos(struct zn_engine *e, const int *inputs_h, const int *targ
 	if (zn_home_aio(&e->act.lm.st))
 		zn_aio_get_stats(zn_home_aio(&e->act.lm.st), &bd1);
 	st->nvme_read_bytes = io1.bytes_read - io0.bytes_read +
-			      (e->fz.bytes_read + e->fz.x_read_bytes - frozen0) +
+			      (zn_frozen_read_bytes(&e->fz) - frozen0) +
 			      (bd1.bytes_read - bd0.bytes_read);
 	st->nvme_write_bytes = io1.bytes_write_submitted - io0.bytes_write_submitted +
 			       (bd1.bytes_write_submitted - bd0.bytes_write_submitted);
 	st->plan_nvme_read_bytes = e->plan.nvme_step_read_bytes;
 	st->plan_nvme_write_bytes = e->plan.nvme_step_write_bytes;
 	st->plan_nvme_first_read_bytes = e->plan.frozen_first_read_bytes;
-	zn_frozen_expert_stats(&e->fz, e->fz.x_count - xn0, e->fz.x_bytes - xb0, st);
+	zn_frozen_expert_figures(&e->fz, &xn, &xb, &xr);
+	zn_frozen_expert_stats(&e->fz, xn - xn0, xb - xb0, st);
 	st->copy_h2d_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_H2D) - h2d0;
 	st->copy_d2h_bytes = zn_device_copy_bytes(e->rt.dev, ZN_COPY_D2H) - d2h0;
 	return 0;
