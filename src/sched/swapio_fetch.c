@@ -39,7 +39,8 @@ static void name_of(const void *ctx, int id, char *out, size_t size)
 {
 	const struct zn_swapio *sw = ctx;
 
-	snprintf(out, size, "the parameters of layer %d (rank %d)", id, sw->c.rt->rank);
+	snprintf(out, size, "nvme: fetching the parameters of layer %d (rank %d)", id,
+		 sw->c.rt->rank);
 }
 
 int zn_swapio_fetch_open(struct zn_swapio *sw)
