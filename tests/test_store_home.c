@@ -337,7 +337,8 @@ Test(store_home, nvme_home_on_a_given_store_reads_its_param_extents)
 	}
 	zn_aio_get_stats(aio, &io);
 	cr_assert_eq(io.bytes_read - end, 12288 + 4096 + 8192ull,
-		     "each item's exact bytes read (%llu)", (unsigned long long)(io.bytes_read - end));
+		     "each item's exact bytes read (%llu)",
+		     (unsigned long long)(io.bytes_read - end));
 	zn_home_close(&h);
 	/* the store outlives the home: its extents still read */
 	memset(src[0], 0, given_size[0]);

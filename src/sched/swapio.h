@@ -2,8 +2,9 @@
  * offload_optimizer nvme, parameter shards with offload_param nvme), moved through pinned
  * staging views of the arena. The state is struct zn_swapio (engine field sw), given at
  * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan's numbers
- * it reads and the configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
- * read-ahead / write-behind order.
+ * it reads and the configuration (struct zn_swapio_config); it reads no other part. See
+ * swapio.c for the read-ahead / write-behind order; the parameters' fetch buffers are a
+ * tiered home (store/home.h) on the parameter store's extents (swapio_fetch.c).
  *
  *     rc = zn_swapio_create(&sw, &(struct zn_swapio_config){ .rt = rt, ... });
  *     rc = zn_swapio_step_begin(&sw, step);        // the optimizer's read-ahead begins

@@ -65,7 +65,8 @@ int zn_swapio_fetch_open(struct zn_swapio *sw)
 		sw->shard_bytes[l] = zn_swapio_param_shard_bytes(sw, l);
 	for (int i = 0; i < F; i++) {
 		sw->fetch_src[i] = i;
-		sw->fetch_bytes[i] = i < F - 1 ? sw->c.plan.fetch_ring_numel * pb : sw->shard_bytes[0];
+		sw->fetch_bytes[i] = i < F - 1 ? sw->c.plan.fetch_ring_numel * pb :
+				     sw->shard_bytes[0];
 	}
 	for (int l = 1; l <= H; l++)
 		sw->fetch_bytes[F - 1 + l] = sw->shard_bytes[l];

@@ -89,7 +89,8 @@ int zn_home_put(struct zn_home *h, struct zn_home_buf *b)
 		return rc;
 	rc = zn_event_synchronize(b->down);
 	if (!rc)
-		rc = zn_swap_write(h->swap, key_of(h, b->id), 0, item_bytes(h, b->id), b->h, &b->req);
+		rc = zn_swap_write(h->swap, key_of(h, b->id), 0, item_bytes(h, b->id), b->h,
+				   &b->req);
 	if (rc)
 		return io_fail(h, b, "write", rc);
 	b->state = ZN_HOME_WRITING;

@@ -9,9 +9,10 @@
  *   nvme  buf_n pinned staging buffers and one swap extent per item (nvme/swap.h: key
  *         (kind, id, rank), its own swap store and aio engine made at open, the extents
  *         checksummed; or a swap store and engine it is given, whose extents of that kind
- *         exist already: it reads and writes them, and close leaves them). An item copied down into a buffer is written behind (put), read
- *         ahead into a buffer before it is needed (read_ahead) and waited for (wait) before
- *         the caller copies it up.
+ *         exist already: it reads and writes them, and close leaves them). An item
+ *         copied down into a buffer is written behind (put), read ahead into a buffer
+ *         before it is needed (read_ahead) and waited for (wait) before the caller copies
+ *         it up.
  *
  * The caller picks the buffer of each transfer, enqueues the device copies on its streams
  * and records b->down (after the copy into b->h) and b->up (after the copy out of it); the
