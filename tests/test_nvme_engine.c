@@ -554,3 +554,48 @@ Test(nvme_engine, int8_states_checksum_covers_the_block_scales, .init = cr_redir
 	free(tok);
 	nvme_test_rmdir(dir);
 }
+
+/* Parameters on nvme are fetched through a tiered home (store/home.h) on the swap I/O
+ * part's own parameter store: its extents (kind ZN_SWAP_PARAM, each layer's shard bytes),
+ * its engine, buffers for the ring, layer 0 and the hot layers. A read fault in a fetch
+ * (optimizer on cpu: every read is a parameter read) fails the step naming the layer. */
+Test(nvme_engine, params_fetched_through_a_home_on_the_param_store, .init = cr_redirect_stderr)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc;
+	struct zn_step_stats st;
+	struct zn_config c;
+	struct zn_engine *e;
+	struct zn_home *h;
+	int *tok = stream_for(2, 1), rc;
+
+	nvme_test_dir(dir, sizeof(dir));
+	et_model(&mc);
+	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
+	c.zero.offload_optimizer.device = ZN_OFFLOAD_CPU;
+	c.runtime.hot_layers = 0; /* layer 0 alone stays pinned: the others are read */
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	h = &e->sw.fetch;
+	cr_assert(h->swap == e->sw.swap_param && zn_home_aio(h) == zn_swapio_aio(&e->sw),
+		  "the home reads the parameter store's extents through its engine");
+	cr_assert_eq(h->c.kind, ZN_SWAP_PARAM);
+	cr_assert_eq(h->c.count, e->n);
+	cr_assert_eq(h->c.buf_n, e->sw.c.plan.fetch_buffers + e->sw.c.plan.hot_layers);
+	for (int l = 0; l < e->n; l++)
+		cr_assert_eq(h->c.item_size[l], e->L[l].sh.shard_numel * e->sw.c.plan.param_bytes,
+			     "layer %d's item is its shard", l);
+	cr_assert_eq(zn_home_buf(h, e->sw.c.plan.fetch_buffers - 1)->bytes, h->c.item_size[0],
+		     "layer 0's buffer holds its shard (the embeddings)");
+	zn_aio_set_fault(zn_engine_aio(e), &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	rc = zn_engine_step(e, tok, tok + 1, &st);
+	cr_assert_eq(rc, -EIO, "the faulted fetch fails the step (got %d)", rc);
+	cr_assert(nvme_test_stderr_has("nvme: fetching the parameters of layer", "nvme read of"),
+		  "the error names the layer and the read");
+	zn_engine_destroy(e);
+	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
+	free(tok);
+	nvme_test_rmdir(dir);
+}

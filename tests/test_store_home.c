@@ -1,7 +1,9 @@
 /* The store's tiered home (src/store/home.h) on the host device: items copied down into
  * pinned buffers, homed there or written behind to nvme extents (a temporary directory),
  * read ahead and waited for, copied back up bit for bit; the bytes each item moves; an
- * injected write or read error names the item, the operation and the swap file. */
+ * injected write or read error names the item, the operation and the swap file; a home on
+ * a swap store it is given (the parameters' extents: kind ZN_SWAP_PARAM, items of their
+ * own sizes, buffers of their own sizes), its ready query and read submission times. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "core/rand.h"
+#include "core/trace.h"
 #include "cpu/arena.h"
 #include "nvme_test_util.h"
 #include "store/home.h"
@@ -66,7 +69,8 @@ static void open_home(struct fixture *f, struct zn_home *h, enum zn_tier tier, i
 {
 	struct zn_home_config c = {
 		.tier = tier, .count = ITEMS, .buf_n = buf_n, .item_bytes = FLOATS * 4,
-		.dev = f->dev, .arena = f->arena, .rank = 0, .paths = &f->cfg.act_ckpt.home,
+		.kind = ZN_SWAP_ACTIVATION, .dev = f->dev, .arena = f->arena, .rank = 0,
+		.paths = &f->cfg.act_ckpt.home,
 		.run_id = "", .what = "home", .aio = &f->cfg.aio, .name = name_of,
 		.ctx = "test item",
 	};
@@ -263,4 +267,120 @@ Test(store_home, bare_host_home_is_buffers_only)
 			  zn_home_buf(&h, i)->state == ZN_HOME_FREE, "buffer %d kept", i);
 	zn_home_close(&h);
 	teardown(&f);
+}
+
+/* A given swap store holding ZN_SWAP_PARAM extents of different sizes (the parameters'
+ * shards: layer 0 the largest), written outside the home, read through it: each item's
+ * exact bytes, into buffers of their own sizes; the store outlives the home. */
+#define GIVEN_N 3
+static const uint64_t given_size[GIVEN_N] = { 12288, 4096, 8192 };
+
+static void open_given(struct fixture *f, struct zn_aio **aio, struct zn_swap **swap)
+{
+	struct zn_swap_extent ext[GIVEN_N];
+	struct zn_swap_config sc = { .rank = 0, .extents = ext, .extent_count = GIVEN_N,
+				     .stripe_bytes = 1 << 20, .checksum = true, .run_id = "given" };
+
+	for (int i = 0; i < GIVEN_N; i++)
+		ext[i] = (struct zn_swap_extent){ { ZN_SWAP_PARAM, i, 0 }, given_size[i], 0 };
+	nvme_test_dir(f->dir, sizeof(f->dir));
+	f->cfg.zero.offload_param.nvme_path_count = 1;
+	snprintf(f->cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", f->dir);
+	zn_swap_config_set_paths(&sc, &f->cfg.zero.offload_param);
+	cr_assert_eq(zn_aio_create(aio, &f->cfg.aio), 0);
+	cr_assert_eq(zn_swap_create(swap, *aio, &sc), 0);
+}
+
+Test(store_home, nvme_home_on_a_given_store_reads_its_param_extents)
+{
+	uint64_t buf_bytes[2] = { 8192, 12288 }, end, t_open;
+	struct zn_home_config c;
+	struct zn_aio_stats io;
+	struct zn_swap_req req;
+	struct zn_swap *swap;
+	struct zn_aio *aio;
+	struct fixture f;
+	struct zn_home h;
+	char *src[GIVEN_N];
+
+	setup(&f);
+	open_given(&f, &aio, &swap);
+	for (int i = 0; i < GIVEN_N; i++) {
+		src[i] = nvme_test_alloc(given_size[i]);
+		nvme_test_fill(src[i], given_size[i], 90 + (uint64_t)i);
+		cr_assert_eq(zn_swap_write(swap, (struct zn_swap_key){ ZN_SWAP_PARAM, i, 0 }, 0,
+					   given_size[i], src[i], &req), 0);
+		cr_assert_eq(zn_swap_wait(&req), 0);
+	}
+	zn_aio_get_stats(aio, &io);
+	end = io.bytes_read;
+	c = (struct zn_home_config){ .tier = ZN_TIER_NVME, .count = GIVEN_N, .buf_n = 2,
+				     .item_size = given_size, .buf_bytes = buf_bytes,
+				     .kind = ZN_SWAP_PARAM, .store = swap, .engine = aio,
+				     .dev = f.dev, .arena = f.arena, .what = "params" };
+	cr_assert_eq(zn_home_open(&h, &c), 0);
+	cr_assert_eq(zn_home_aio(&h), aio, "the given engine");
+	cr_assert(zn_home_buf(&h, 0)->bytes == 8192 && zn_home_buf(&h, 1)->bytes == 12288);
+	cr_assert(zn_home_ready(&h, zn_home_buf(&h, 0)), "a free buffer is ready");
+	/* item 0 (12 KiB) into the large buffer, then 1 and 2 through the small one */
+	t_open = zn_trace_now_ns();
+	for (int i = 0; i < GIVEN_N; i++) {
+		struct zn_home_buf *b = zn_home_buf(&h, i == 0 ? 1 : 0);
+
+		cr_assert_eq(zn_home_read_ahead(&h, b, i), 0, "item %d read through kind 0", i);
+		cr_assert(b->t0 >= t_open && b->t0 <= zn_trace_now_ns(), "submission time kept");
+		while (!zn_home_ready(&h, b))
+			; /* the read completes: ready turns true without waiting */
+		cr_assert_eq(zn_home_wait(&h, b), 0);
+		cr_assert(b->state == ZN_HOME_FREE && b->id == i);
+		nvme_test_compare(b->h, src[i], given_size[i], "item read through the home");
+	}
+	zn_aio_get_stats(aio, &io);
+	cr_assert_eq(io.bytes_read - end, 12288 + 4096 + 8192ull,
+		     "each item's exact bytes read (%llu)",
+		     (unsigned long long)(io.bytes_read - end));
+	zn_home_close(&h);
+	/* the store outlives the home: its extents still read */
+	memset(src[0], 0, given_size[0]);
+	cr_assert_eq(zn_swap_read(swap, (struct zn_swap_key){ ZN_SWAP_PARAM, 2, 0 }, 0,
+				  given_size[2], src[0], &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	nvme_test_compare(src[0], src[2], given_size[2], "the store after the home's close");
+	for (int i = 0; i < GIVEN_N; i++)
+		free(src[i]);
+	zn_swap_destroy(swap);
+	zn_aio_destroy(aio);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
+}
+
+/* an item larger than the buffer it is read into is refused, naming the home */
+Test(store_home, item_larger_than_its_buffer_is_refused, .init = cr_redirect_stderr)
+{
+	uint64_t buf_bytes[1] = { 4096 };
+	struct zn_home_config c;
+	struct zn_swap *swap;
+	struct zn_aio *aio;
+	struct fixture f;
+	struct zn_home h;
+
+	setup(&f);
+	open_given(&f, &aio, &swap);
+	c = (struct zn_home_config){ .tier = ZN_TIER_NVME, .count = GIVEN_N, .buf_n = 1,
+				     .item_size = given_size, .buf_bytes = buf_bytes,
+				     .kind = ZN_SWAP_PARAM, .store = swap, .engine = aio,
+				     .dev = f.dev, .arena = f.arena, .what = "params" };
+	cr_assert_eq(zn_home_open(&h, &c), 0);
+	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 0), -EINVAL);
+	cr_assert_eq(zn_home_buf(&h, 0)->state, ZN_HOME_FREE, "nothing submitted");
+	cr_assert(nvme_test_stderr_has("home params:", "does not fit"));
+	zn_home_close(&h);
+	/* a store without its engine is refused */
+	c.engine = NULL;
+	cr_assert_eq(zn_home_open(&h, &c), -EINVAL);
+	zn_home_close(&h);
+	zn_swap_destroy(swap);
+	zn_aio_destroy(aio);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
 }

@@ -25,17 +25,18 @@
  * eval's end, zn_engine_flush, destroy), so it runs on into the next step's forward;
  * else at once.
  *
- * Parameter fetch (prefetch.c): the shard of the layer going into working slot i is read into
- * fetch buffer i (after that buffer's previous copy up has completed), then copied up as a
- * host shard would be. The reads of one prefetch batch are all submitted before the first
- * is waited for.
+ * Parameter fetch (prefetch.c; swapio_fetch.c): the shard of the layer going into working
+ * slot i is read into fetch buffer i (after that buffer's previous copy up has completed),
+ * then copied up as a host shard would be. The fetch buffers are a tiered home
+ * (store/home.h) on the parameter store's extents. The reads of one prefetch batch are all
+ * submitted before the first is waited for.
  *
  * Hot layers (plan.h: layer 0 and 1 .. H, the forward's first fetches at the step's and
  * each micro-batch's start): their current shard stays in pinned memory (layer 0's in its
- * own fetch buffer, the others in sw.hot), written there when the extent is (the initial
- * state; AdamW's release, the same bytes it writes), so their fetches copy it up at once
- * instead of waiting for the previous step's write-behind and a read. The extent stays
- * the home (checkpoints, AdamW's aliased master read it).
+ * own fetch buffer, the others in the home's buffers after it), written there when the
+ * extent is (the initial state; AdamW's release, the same bytes it writes), so their
+ * fetches copy it up at once instead of waiting for the previous step's write-behind and a
+ * read. The extent stays the home (checkpoints, AdamW's aliased master read it).
  *
  * Errors: the aio engine logs the failed transfer with its file and offset; here one more
  * line says which layer and state; the step returns the error.
@@ -93,11 +94,6 @@ struct zn_swap_key zn_swapio_key(const struct zn_swapio *sw, int kind, int l)
 	return (struct zn_swap_key){ .kind = kind, .layer = l, .rank = sw->c.rt->rank };
 }
 
-uint64_t zn_swapio_param_shard_bytes(const struct zn_swapio *sw, int l)
-{
-	return sw->c.L[l].sh.shard_numel * sw->c.plan.param_bytes;
-}
-
 int zn_swapio_chunks(const struct zn_swapio *sw, int l)
 {
 	return zn_plan_swap_chunks(sw->c.plan.swap_chunk_numel, sw->c.L[l].sh.shard_numel);
@@ -113,32 +109,6 @@ void zn_swapio_chunk(const struct zn_swapio *sw, int l, int c, uint64_t *off, ui
 		return;
 	*off = (uint64_t)c * cn;
 	*len = n - *off < cn ? n - *off : cn;
-}
-
-/* the pinned buffer holding hot layer l's current shard, or NULL (l not hot) */
-static struct zn_fbuf *hot_of(struct zn_swapio *sw, int l)
-{
-	if (!zn_swapio_params(sw) || !sw->c.plan.gathers || !sw->fbuf || l > sw->c.plan.hot_layers)
-		return NULL;
-	return l == 0 ? &sw->fbuf[sw->c.plan.fetch_buffers - 1] : &sw->hot[l - 1];
-}
-
-/* hot layer l's shard at byte off := src (bytes), once no copy up reads the buffer */
-int zn_swapio_hot_put(struct zn_swapio *sw, int l, uint64_t off, const void *src,
-		      uint64_t bytes)
-{
-	struct zn_fbuf *h = hot_of(sw, l);
-	int rc = 0;
-
-	if (!h)
-		return 0;
-	if (h->copy_pending)
-		rc = zn_runtime_wait(sw->c.rt, h->copied);
-	h->copy_pending = false;
-	if (!rc && (char *)h->h + off != src)
-		memcpy((char *)h->h + off, src, bytes);
-	h->layer = l;
-	return rc;
 }
 
 uint64_t zn_swapio_moment_bytes(const struct zn_swapio *sw, int l)
@@ -189,37 +159,11 @@ int zn_swapio_wait_reqs(struct zn_swapio *sw, struct zn_swap_req *r, int *n, con
 	return rc;
 }
 
-/* --trace: finished requests r[0 .. n-1]: their bytes, and when the last completed */
-static uint64_t reqs_end(struct zn_swap_req *r, int n, uint64_t *bytes)
-{
-	uint64_t t1 = 0;
-
-	*bytes = 0;
-	for (int i = 0; i < n; i++) {
-		uint64_t d = zn_swap_done_ns(&r[i]);
-
-		*bytes += r[i].bytes;
-		if (d > t1)
-			t1 = d;
-	}
-	return t1 ? t1 : zn_trace_now_ns();
-}
-
-/* --trace: requests r[0 .. n-1], finished, as one span from t0 to the last completion */
-static void trace_reqs(struct zn_swapio *sw, int track, const char *what, int l,
-		       struct zn_swap_req *r, int n, uint64_t t0)
-{
-	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
-
-	if (n)
-		zn_tracer_add_host(sw->c.tr, track, 0, what, l, t0, t1, bytes);
-}
-
 /* trace_reqs of writes, in the step that issued them */
 static void trace_write(struct zn_swapio *sw, struct zn_sbuf *sb, const char *what,
 			struct zn_swap_req *r, int n)
 {
-	uint64_t bytes, t1 = reqs_end(r, n, &bytes);
+	uint64_t bytes, t1 = zn_swapio_reqs_end(r, n, &bytes);
 
 	if (n)
 		zn_tracer_add_step(sw->c.tr, sb->wr_step, ZN_TRACE_NVME_WRITE, what, sb->layer,
@@ -280,7 +224,7 @@ static int wait_reads(struct zn_swapio *sw, struct zn_sbuf *sb, int l)
 	int n = sb->rd_n, rc = zn_swapio_wait_reqs(sw, sb->rd, &sb->rd_n, "reading optimizer state of", l);
 
 	if (!rc && zn_tracer_on(sw->c.tr))
-		trace_reqs(sw, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
+		zn_swapio_trace_reqs(sw, ZN_TRACE_NVME_READ, "read optim", sb->layer, sb->rd, n, sb->rd_t0);
 	return rc;
 }
 
@@ -392,9 +336,7 @@ static int make_staging(struct zn_swapio *sw)
 
 	sw->sbuf = zn_size_calloc((uint64_t)sw->c.plan.swap_buffers, sizeof(*sw->sbuf),
 				    "the optimizer staging buffers");
-	sw->fbuf = zn_size_calloc((uint64_t)sw->c.plan.fetch_buffers + 1, sizeof(*sw->fbuf),
-				    "the parameter fetch buffers");
-	if (!sw->sbuf || !sw->fbuf)
+	if (!sw->sbuf)
 		return -ENOMEM;
 	for (int i = 0; !rc && i < sw->c.plan.swap_buffers; i++) {
 		struct zn_sbuf *sb = &sw->sbuf[i];
@@ -410,28 +352,9 @@ static int make_staging(struct zn_swapio *sw)
 						    sw->c.plan.master_aliases_params))
 			rc = halloc(sw, &sb->param_h, n * pb);
 	}
-	/* the ring's, then layer 0's (plan.h) */
-	for (int i = 0; !rc && i < sw->c.plan.fetch_buffers; i++) {
-		uint64_t fn = i < sw->c.plan.fetch_buffers - 1 ? sw->c.plan.fetch_ring_numel :
-			      sw->c.L[0].sh.shard_numel;
-
-		rc = halloc(sw, &sw->fbuf[i].h, fn * pb);
-		if (!rc)
-			rc = zn_event_create(sw->c.rt->dev, &sw->fbuf[i].copied);
-	}
-	if (!rc && zn_swapio_params(sw) && sw->c.plan.hot_layers > 0) {
-		sw->hot = calloc((size_t)sw->c.plan.hot_layers, sizeof(*sw->hot));
-		if (!sw->hot)
-			return -ENOMEM;
-	}
-	for (int l = 1; !rc && zn_swapio_params(sw) && l <= sw->c.plan.hot_layers; l++) {
-		struct zn_fbuf *h = &sw->hot[l - 1];
-
-		h->layer = l;
-		rc = halloc(sw, &h->h, zn_swapio_param_shard_bytes(sw, l));
-		if (!rc)
-			rc = zn_event_create(sw->c.rt->dev, &h->copied);
-	}
+	/* the parameter fetch buffers and hot layers (swapio_fetch.c), after the staging */
+	if (!rc)
+		rc = zn_swapio_fetch_open(sw);
 	return rc;
 }
 
@@ -466,17 +389,10 @@ void zn_swapio_destroy(struct zn_swapio *sw)
 	if (!sw->c.rt)
 		return; /* never created */
 	zn_swapio_quiesce(sw);
-	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++)
-		zn_event_destroy(sw->fbuf[i].copied);
-	for (int i = 0; sw->hot && i < sw->c.plan.hot_layers; i++)
-		zn_event_destroy(sw->hot[i].copied);
-	free(sw->fbuf);
-	free(sw->hot);
+	zn_swapio_fetch_close(sw);
 	free(sw->sbuf);
 	free(sw->pos_first);
 	free(sw->pos_layer);
-	sw->fbuf = NULL;
-	sw->hot = NULL;
 	sw->sbuf = NULL;
 	sw->pos_first = sw->pos_layer = NULL;
 	zn_swap_destroy(sw->swap_opt);
@@ -503,17 +419,9 @@ static int wait_all(struct zn_swapio *sw, bool writes)
 		if (!rc)
 			rc = x;
 	}
-	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++) {
-		if (!sw->fbuf[i].reading)
-			continue;
-		x = zn_swap_wait(&sw->fbuf[i].req);
-		sw->fbuf[i].reading = false;
-		if (!x && zn_tracer_on(sw->c.tr))
-			trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", sw->fbuf[i].layer,
-				   &sw->fbuf[i].req, 1, sw->fbuf[i].t0);
-		if (!rc)
-			rc = x;
-	}
+	x = zn_swapio_fetch_wait_all(sw);
+	if (!rc)
+		rc = x;
 	return rc;
 }
 
@@ -529,7 +437,7 @@ int zn_swapio_step_end(struct zn_swapio *sw)
 	return wait_all(sw, !sw->c.cfg->zero.offload_optimizer.pipeline_write);
 }
 
-/* ---- parameter fetch --------------------------------------------------------------------- */
+/* ---- the step --------------------------------------------------------------------------- */
 
 static int issue_reads(struct zn_swapio *sw, int upto, bool block);
 
@@ -541,67 +449,18 @@ int zn_swapio_step_begin(struct zn_swapio *sw, int64_t step)
 	return zn_swapio_opt_begin(sw);
 }
 
+/* fetch buffer i gets layer l's shard (swapio_fetch.c): a hot layer's pinned copy, or a
+ * read after the buffer's previous copy up and the previous step's write-behind of this
+ * extent */
 int zn_swapio_fetch_begin(struct zn_swapio *sw, int i, int l)
 {
-	struct zn_fbuf *f = &sw->fbuf[i], *h = hot_of(sw, l);
-	int rc = 0;
+	int rc = zn_swapio_fetch_prepare(sw, i, l);
 
-	f->src = h ? h : f;
-	if (h) /* its pinned shard is current: nothing to read */
+	if (rc > 0) /* its pinned shard is current: nothing to read */
 		return 0;
-	if (f->copy_pending) {
-		/* the buffer's previous shard must be up on the device first */
-		rc = zn_runtime_wait(sw->c.rt, f->copied);
-		f->copy_pending = false;
-	}
-	/* the previous step's write-behind of this extent lands first */
 	if (!rc)
 		rc = wait_layer_writes(sw, l);
-	if (zn_tracer_on(sw->c.tr))
-		f->t0 = zn_trace_now_ns();
-	if (!rc)
-		rc = zn_swap_read(sw->swap_param, zn_swapio_key(sw, ZN_SWAP_PARAM, l), 0,
-				  zn_swapio_param_shard_bytes(sw, l), f->h, &f->req);
-	if (!rc)
-		f->reading = true;
-	f->layer = l;
-	return rc;
-}
-
-int zn_swapio_fetch_end(struct zn_swapio *sw, int i, void **shard_h)
-{
-	struct zn_fbuf *f = &sw->fbuf[i];
-	int n = 1, rc = 0;
-
-	if (f->src && f->src != f) {
-		*shard_h = f->src->h;
-		return 0;
-	}
-	if (f->reading) {
-		rc = zn_swapio_wait_reqs(sw, &f->req, &n, "fetching the parameters of", f->layer);
-		f->reading = false;
-		if (!rc && zn_tracer_on(sw->c.tr))
-			trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", f->layer, &f->req, 1, f->t0);
-	}
-	*shard_h = f->h;
-	return rc;
-}
-
-bool zn_swapio_fetch_ready(struct zn_swapio *sw, int i)
-{
-	struct zn_fbuf *f = &sw->fbuf[i];
-
-	return (f->src && f->src != f) || !f->reading || zn_swap_poll(&f->req) != -EINPROGRESS;
-}
-
-/* the copy up read the buffer fetch_end returned: it is busy until `copied` */
-int zn_swapio_fetch_copied(struct zn_swapio *sw, int i)
-{
-	struct zn_fbuf *f = sw->fbuf[i].src ? sw->fbuf[i].src : &sw->fbuf[i];
-	int rc = zn_event_record(f->copied, sw->c.rt->copy_in);
-
-	f->copy_pending = !rc;
-	return rc;
+	return zn_swapio_fetch_read(sw, i, l, rc);
 }
 
 /* ---- optimizer step ---------------------------------------------------------------------- */
@@ -703,33 +562,6 @@ bool zn_swapio_opt_ready(struct zn_swapio *sw, int l)
 	return sb->layer == l && sb->chunk == 0 && !reqs_busy(sb->rd, sb->rd_n);
 }
 
-/* A fetch read of layer l's parameter extent still outstanding is waited for before the
- * extent is written: a write must not overlap a read of the same extent, whose checksum
- * it changes (the read would then fail verification). Layer-major with a tied head
- * fetches the last layer once more after its AdamW may have begun (lmajor.h), and a slow
- * shard can put that AdamW's write between the read's submission and its wait. The read
- * holds the shard as it was; that fetch does not use it. */
-static int wait_layer_reads(struct zn_swapio *sw, int l)
-{
-	int rc = 0;
-
-	for (int i = 0; sw->fbuf && i < sw->c.plan.fetch_buffers; i++) {
-		struct zn_fbuf *f = &sw->fbuf[i];
-		int n = 1, x;
-
-		if (!f->reading || f->layer != l)
-			continue;
-		x = zn_swapio_wait_reqs(sw, &f->req, &n, "fetching the parameters of", l);
-		f->reading = false;
-		/* its fetch_end finds it read: the span is this wait's */
-		if (!x && zn_tracer_on(sw->c.tr))
-			trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", l, &f->req, 1, f->t0);
-		if (!rc)
-			rc = x;
-	}
-	return rc;
-}
-
 int zn_swapio_opt_release(struct zn_swapio *sw, int l, int c)
 {
 	struct zn_layer *ly = &sw->c.L[l];
@@ -746,7 +578,7 @@ int zn_swapio_opt_release(struct zn_swapio *sw, int l, int c)
 	if (real > n)
 		real = n;
 	if (zn_swapio_params(sw))
-		rc = wait_layer_reads(sw, l);
+		rc = zn_swapio_fetch_wait_layer(sw, l);
 	if (rc)
 		return rc;
 	sb = sbuf_of(sw, pos);

@@ -2,8 +2,9 @@
  * offload_optimizer nvme, parameter shards with offload_param nvme), moved through pinned
  * staging views of the arena. The state is struct zn_swapio (engine field sw), given at
  * create the runtime, the tracer, the layers' buffers, the pinned arena, the plan's numbers
- * it reads and the configuration (struct zn_swapio_config); it reads no other part. See swapio.c for the
- * read-ahead / write-behind order.
+ * it reads and the configuration (struct zn_swapio_config); it reads no other part. See
+ * swapio.c for the read-ahead / write-behind order; the parameters' fetch buffers are a
+ * tiered home (store/home.h) on the parameter store's extents (swapio_fetch.c).
  *
  *     rc = zn_swapio_create(&sw, &(struct zn_swapio_config){ .rt = rt, ... });
  *     rc = zn_swapio_step_begin(&sw, step);        // the optimizer's read-ahead begins
@@ -20,6 +21,7 @@
 #include "nvme/aio.h"
 #include "nvme/swap.h"
 #include "sched/plan.h"
+#include "store/home.h"
 #include "zinc.h"
 
 struct zn_arena;
@@ -66,18 +68,6 @@ struct zn_sbuf {
 	int64_t wr_step;             /* ... and which step that was */
 };
 
-/* A parameter fetch staging buffer (parameters on nvme): the shard read from nvme, then
- * copied up on copy_in; `copied` is recorded after that copy. */
-struct zn_fbuf {
-	void *h;
-	bool reading, copy_pending;
-	int layer;               /* whose shard it holds */
-	struct zn_fbuf *src;     /* what the fetch copies up: itself, or a hot layer's buffer */
-	struct zn_swap_req req;
-	uint64_t t0;             /* --trace: when the read was submitted */
-	struct zn_event *copied;
-};
-
 struct zn_swapio {
 	struct zn_swapio_config c;
 	int64_t step;            /* this step (zn_swapio_step_begin): the trace of writes */
@@ -85,8 +75,12 @@ struct zn_swapio {
 	struct zn_swap *swap_opt, *swap_param;
 	bool arena_registered;
 	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
-	struct zn_fbuf *fbuf;    /* plan.fetch_buffers: ring slot i, then layer 0's */
-	struct zn_fbuf *hot;     /* plan.hot_layers: layers 1 .. H's current shards (hot[l-1]) */
+	/* parameters on nvme (swapio_fetch.c): the shards' home on swap_param's extents, its
+	 * buffers ring slot i, then layer 0's, then layers 1 .. H's current shards */
+	struct zn_home fetch;
+	int *fetch_src;          /* plan.fetch_buffers: the buffer fetch i copies up */
+	uint64_t *shard_bytes;   /* n: layer l's shard bytes (the home's items) */
+	uint64_t *fetch_bytes;   /* the home's buffers' bytes */
 	/* AdamW's positions: every layer's chunks, layer n-1's first (plan.h, nvme) */
 	int *pos_first;          /* n + 1: the position of layer l's chunk 0 */
 	int *pos_layer;          /* positions: the layer of each */

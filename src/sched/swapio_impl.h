@@ -1,12 +1,16 @@
-/* swapio's internals, shared by its files (swapio.c: stores, staging, fetch, the optimizer
- * step; swapio_state.c: a layer's state chunk by chunk, the initial state, read-back).
+/* swapio's internals, shared by its files (swapio.c: stores, staging, the optimizer step;
+ * swapio_fetch.c: the parameter fetch on the home; swapio_state.c: a layer's state chunk by
+ * chunk, the initial state, read-back).
  * Internal to src/sched. */
 #ifndef ZN_SCHED_SWAPIO_IMPL_H
 #define ZN_SCHED_SWAPIO_IMPL_H
 
 #include <stdint.h>
 
+#include "core/trace.h"
 #include "nvme/swap.h"
+#include "sched/swapio.h"
+#include "sched/trace_dev.h"
 
 struct zn_swapio;
 struct zn_sbuf;
@@ -34,6 +38,7 @@ static inline uint64_t zn_swapio_part_bytes(const struct zn_swapio_part *p, uint
 }
 
 struct zn_swap_key zn_swapio_key(const struct zn_swapio *sw, int kind, int l);
+/* swapio_fetch.c: layer l's parameter shard, bytes as stored */
 uint64_t zn_swapio_param_shard_bytes(const struct zn_swapio *sw, int l);
 /* compact m (or v) of layer l as stored (plan.states), a 4 KiB multiple: its extent's size
  * and every transfer of it; 0 with fp32 states */
@@ -44,6 +49,46 @@ int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, const struct zn_sbuf 
 /* waits for r[0 .. *n) (*n := 0); a failure is logged with what and layer l (-1: none) */
 int zn_swapio_wait_reqs(struct zn_swapio *sw, struct zn_swap_req *r, int *n, const char *what,
 			int l);
+/* --trace: finished requests r[0 .. n-1]: their bytes, and when the last completed */
+static inline uint64_t zn_swapio_reqs_end(struct zn_swap_req *r, int n, uint64_t *bytes)
+{
+	uint64_t t1 = 0;
+
+	*bytes = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t d = zn_swap_done_ns(&r[i]);
+
+		*bytes += r[i].bytes;
+		if (d > t1)
+			t1 = d;
+	}
+	return t1 ? t1 : zn_trace_now_ns();
+}
+
+/* --trace: requests r[0 .. n-1], finished, as one span from t0 to the last completion */
+static inline void zn_swapio_trace_reqs(struct zn_swapio *sw, int track, const char *what,
+					int l, struct zn_swap_req *r, int n, uint64_t t0)
+{
+	uint64_t bytes, t1 = zn_swapio_reqs_end(r, n, &bytes);
+
+	if (n)
+		zn_tracer_add_host(sw->c.tr, track, 0, what, l, t0, t1, bytes);
+}
+
+/* swapio_fetch.c (it calls nothing of swapio.c's: sched_deps.py): the fetch home opened
+ * on swap_param (after the optimizer staging: the arena's order) and closed (after
+ * quiesce); a fetch buffer layer l's shard fits (layer 0's own, a ring one for the
+ * others); the fetch reads of layer l, and all of them, waited. A fetch into buffer i:
+ * prepare (1: layer l is hot, nothing to read; else the buffer's previous copy up
+ * settled), then, after the caller's wait for the extent's write-behind (rc its result),
+ * read (submitted unless rc). */
+int zn_swapio_fetch_open(struct zn_swapio *sw);
+void zn_swapio_fetch_close(struct zn_swapio *sw);
+void *zn_swapio_fetch_scratch(struct zn_swapio *sw, int l);
+int zn_swapio_fetch_wait_layer(struct zn_swapio *sw, int l);
+int zn_swapio_fetch_wait_all(struct zn_swapio *sw);
+int zn_swapio_fetch_prepare(struct zn_swapio *sw, int i, int l);
+int zn_swapio_fetch_read(struct zn_swapio *sw, int i, int l, int rc);
 /* hot layer l's pinned shard at byte off := src (a no-op for a layer that is not hot) */
 int zn_swapio_hot_put(struct zn_swapio *sw, int l, uint64_t off, const void *src,
 		      uint64_t bytes);

@@ -105,7 +105,7 @@ int zn_swapio_init_layer(struct zn_swapio *sw, int l, const float *params_h)
 
 	if (zn_swapio_params(sw)) {
 		/* a fetch buffer the shard fits: layer 0's own, a ring one for the others */
-		void *buf = sw->fbuf[l == 0 ? sw->c.plan.fetch_buffers - 1 : 0].h;
+		void *buf = zn_swapio_fetch_scratch(sw, l);
 
 		if (sw->c.pdt == ZN_DTYPE_BF16)
 			zn_cast_f32_to_bf16(buf, src, n);

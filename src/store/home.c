@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/size.h"
 #include "cpu/arena.h"
 #include "store/home.h"
@@ -17,13 +18,30 @@ static bool on_nvme(const struct zn_home *h)
 
 static struct zn_swap_key key_of(const struct zn_home *h, int id)
 {
-	return (struct zn_swap_key){ h->c.kind ? h->c.kind : ZN_SWAP_ACTIVATION, id, h->c.rank };
+	return (struct zn_swap_key){ (int)h->c.kind, id, h->c.rank };
 }
 
-/* an extent holds the item rounded as the arena rounds its buffer (4 KiB multiples) */
-static uint64_t extent_bytes(const struct zn_home *h)
+/* item id's bytes: item_size[id] as given, else item_bytes rounded as the arena rounds its
+ * buffer (4 KiB multiples) */
+static uint64_t item_bytes(const struct zn_home *h, int id)
 {
-	return zn_plan_host_alloc_bytes(h->c.item_bytes);
+	return h->c.item_size ? h->c.item_size[id] : zn_plan_host_alloc_bytes(h->c.item_bytes);
+}
+
+static uint64_t buf_bytes(const struct zn_home *h, int i)
+{
+	return h->c.buf_bytes ? h->c.buf_bytes[i] : h->c.item_bytes;
+}
+
+/* item id fits buffer b (its arena view, rounded to 4 KiB) */
+static int check_fits(const struct zn_home *h, const struct zn_home_buf *b, int id)
+{
+	if (id < 0 || id >= h->c.count || item_bytes(h, id) > zn_plan_host_alloc_bytes(b->bytes)) {
+		zn_error("home %s: item %d does not fit a buffer of %llu bytes", h->c.what ?
+			 h->c.what : "", id, (unsigned long long)b->bytes);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int io_fail(struct zn_home *h, struct zn_home_buf *b, const char *what, int rc)
@@ -66,9 +84,13 @@ int zn_home_put(struct zn_home *h, struct zn_home_buf *b)
 	if (!on_nvme(h))
 		return 0;
 	/* the write reads b->h: the copy down into it must be complete */
+	rc = check_fits(h, b, b->id);
+	if (rc)
+		return rc;
 	rc = zn_event_synchronize(b->down);
 	if (!rc)
-		rc = zn_swap_write(h->swap, key_of(h, b->id), 0, extent_bytes(h), b->h, &b->req);
+		rc = zn_swap_write(h->swap, key_of(h, b->id), 0, item_bytes(h, b->id), b->h,
+				   &b->req);
 	if (rc)
 		return io_fail(h, b, "write", rc);
 	b->state = ZN_HOME_WRITING;
@@ -98,11 +120,14 @@ int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id)
 
 	if (!on_nvme(h) || (b->id == id && b->state == ZN_HOME_READING))
 		return 0;
-	rc = zn_home_settle(h, b);
+	rc = check_fits(h, b, id);
+	if (!rc)
+		rc = zn_home_settle(h, b);
 	if (rc)
 		return rc;
 	b->id = id;
-	rc = zn_swap_read(h->swap, key_of(h, id), 0, extent_bytes(h), b->h, &b->req);
+	b->t0 = zn_trace_now_ns();
+	rc = zn_swap_read(h->swap, key_of(h, id), 0, item_bytes(h, id), b->h, &b->req);
 	if (rc)
 		return io_fail(h, b, "read", rc);
 	b->state = ZN_HOME_READING;
@@ -118,6 +143,11 @@ int zn_home_wait(struct zn_home *h, struct zn_home_buf *b)
 	rc = zn_swap_wait(&b->req);
 	b->state = ZN_HOME_FREE;
 	return rc ? io_fail(h, b, "read", rc) : 0;
+}
+
+bool zn_home_ready(const struct zn_home *h, struct zn_home_buf *b)
+{
+	return !on_nvme(h) || b->state != ZN_HOME_READING || zn_swap_poll(&b->req) != -EINPROGRESS;
 }
 
 int zn_home_quiesce(struct zn_home *h)
@@ -148,13 +178,14 @@ static int open_store(struct zn_home *h)
 	if (!ext)
 		return -ENOMEM;
 	for (int i = 0; i < c->count; i++)
-		ext[i] = (struct zn_swap_extent){ key_of(h, i), extent_bytes(h), 0 };
+		ext[i] = (struct zn_swap_extent){ key_of(h, i), item_bytes(h, i), 0 };
 	if (c->run_id && c->run_id[0])
 		snprintf(run_id, sizeof(run_id), "%s-%s", c->run_id, c->what);
 	else
 		snprintf(run_id, sizeof(run_id), "p%ld-%s", (long)getpid(), c->what);
 	sc.run_id = run_id;
 	zn_swap_config_set_paths(&sc, c->paths);
+	h->owns_store = true;
 	rc = zn_aio_create(&h->aio, c->aio);
 	if (!rc)
 		rc = zn_swap_create(&h->swap, h->aio, &sc);
@@ -170,18 +201,31 @@ int zn_home_open(struct zn_home *h, const struct zn_home_config *c)
 	h->buf = zn_size_calloc((uint64_t)c->buf_n + 1, sizeof(*h->buf), "the home's buffers");
 	if (!h->buf)
 		return -ENOMEM;
-	for (int i = 0; i < c->buf_n; i++)
+	if (on_nvme(h) && !c->store != !c->engine) {
+		zn_error("home %s: a given swap store needs its aio engine too", c->what ?
+			 c->what : "");
+		return -EINVAL;
+	}
+	for (int i = 0; i < c->buf_n; i++) {
 		h->buf[i].id = -1;
+		h->buf[i].bytes = buf_bytes(h, i);
+	}
 	for (int i = 0; !rc && i < c->buf_n; i++) {
-		rc = c->item_bytes ? zn_arena_alloc(c->arena, extent_bytes(h), 0,
-						    (void **)&h->buf[i].h) : 0;
+		uint64_t bb = h->buf[i].bytes;
+
+		rc = bb ? zn_arena_alloc(c->arena, zn_plan_host_alloc_bytes(bb), 0,
+					 (void **)&h->buf[i].h) : 0;
 		if (!rc && !c->bare)
 			rc = zn_event_create(c->dev, &h->buf[i].down);
 		if (!rc && !c->bare)
 			rc = zn_event_create(c->dev, &h->buf[i].up);
 	}
-	if (!rc && on_nvme(h) && c->count > 0)
+	if (!rc && on_nvme(h) && c->store) {
+		h->swap = c->store;
+		h->aio = c->engine;
+	} else if (!rc && on_nvme(h) && c->count > 0) {
 		rc = open_store(h);
+	}
 	return rc;
 }
 
@@ -193,8 +237,10 @@ void zn_home_close(struct zn_home *h)
 		zn_event_destroy(h->buf[i].up);
 	}
 	free(h->buf); /* the buffers are views of the arena */
-	zn_swap_destroy(h->swap);
-	zn_aio_destroy(h->aio);
+	if (h->owns_store) {
+		zn_swap_destroy(h->swap);
+		zn_aio_destroy(h->aio);
+	}
 	*h = (struct zn_home){ 0 };
 }
 

@@ -1,14 +1,18 @@
-/* The store's tiered home: count items of item_bytes each, homed in pinned host memory or on
- * NVMe, moved through pinned buffers the home owns. Activation checkpoints (sched/recompute.h)
- * and layer-major's boundary activations on nvme (sched/lmajor.h) live in one.
+/* The store's tiered home: count items of item_bytes each (or item_size[i]), homed in pinned
+ * host memory or on NVMe, moved through pinned buffers the home owns. Activation checkpoints
+ * (sched/recompute.h), layer-major's boundary activations on nvme (sched/lmajor.h) and the
+ * trainable parameters' shards on nvme (sched/swapio.c: its fetch buffers and hot layers,
+ * on the extents of swapio's own swap store) live in one.
  *
  *   host  buf_n pinned buffers, one per item (buffer i is item i's home): the caller copies
  *         an item down into its buffer and up from it; the home only waits those copies.
  *   nvme  buf_n pinned staging buffers and one swap extent per item (nvme/swap.h: key
  *         (kind, id, rank), its own swap store and aio engine made at open, the extents
- *         checksummed). An item copied down into a buffer is written behind (put), read
- *         ahead into a buffer before it is needed (read_ahead) and waited for (wait) before
- *         the caller copies it up.
+ *         checksummed; or a swap store and engine it is given, whose extents of that kind
+ *         exist already: it reads and writes them, and close leaves them). An item
+ *         copied down into a buffer is written behind (put), read ahead into a buffer
+ *         before it is needed (read_ahead) and waited for (wait) before the caller copies
+ *         it up.
  *
  * The caller picks the buffer of each transfer, enqueues the device copies on its streams
  * and records b->down (after the copy into b->h) and b->up (after the copy out of it); the
@@ -24,7 +28,8 @@
  *
  *     struct zn_home h;
  *     struct zn_home_config c = { .tier = ZN_TIER_NVME, .count = 8, .buf_n = 4,
- *                                 .item_bytes = x, .dev = dev, .arena = arena,
+ *                                 .item_bytes = x, .kind = ZN_SWAP_ACTIVATION,
+ *                                 .dev = dev, .arena = arena,
  *                                 .paths = &cfg.act_ckpt.home, .aio = &cfg.aio,
  *                                 .what = "acts", .name = name, .ctx = me };
  *     rc = zn_home_open(&h, &c);
@@ -34,7 +39,8 @@
  *     zn_home_filled(b, id);
  *     rc = zn_home_put(&h, b);                    // written behind (nvme)
  *     ...
- *     rc = zn_home_read_ahead(&h, b, id);         // nvme: the read starts
+ *     rc = zn_home_read_ahead(&h, b, id);         // nvme: the read starts (at b->t0)
+ *     if (zn_home_ready(&h, b)) ...               // wait would not block
  *     rc = zn_home_wait(&h, b);                   // b->h holds item id
  *     ... copy b->h up, record b->up ...
  *     zn_home_emptying(&h, b);
@@ -44,8 +50,8 @@
  * Threading: one thread drives a home (the step's).
  *
  * The frozen base on nvme (sched/frozen_io.c: one extent per layer in one unlinked file,
- * read ahead into pinned read buffers) could be homed here next; it would need items of
- * different sizes (an extent table instead of item_bytes), reads of part of an item (a
+ * read ahead into pinned read buffers) could be homed here next (items of different
+ * sizes and a given store it has now); it would need reads of part of an item (a
  * streamed layer's rest), a poll that never blocks (its pump), the arena registered with
  * the aio engine (fixed buffers), completion timing for --trace, and a file without the
  * swap store's checksums (or the swap store with crc blocks of the read size).
@@ -75,8 +81,10 @@ enum zn_home_state {
 
 /* One pinned buffer: an item's home (host) or a staging buffer (nvme). */
 struct zn_home_buf {
-	float *h;                /* item_bytes, rounded as the arena carves */
+	float *h;                /* bytes, rounded as the arena carves */
+	uint64_t bytes;          /* buf_bytes[i] or item_bytes */
 	int id;                  /* the item it holds, -1 none */
+	uint64_t t0;             /* nvme: when its last read was submitted (zn_trace_now_ns) */
 	enum zn_home_state state;
 	struct zn_event *down, *up;
 	struct zn_swap_req req;
@@ -88,6 +96,11 @@ struct zn_home_config {
 	int count;               /* items 0 .. count-1 (nvme: the extents) */
 	int buf_n;               /* pinned buffers (host: count) */
 	uint64_t item_bytes;
+	/* optional, count entries: item i's bytes, read and written exactly (its extent's
+	 * size); NULL: every item item_bytes, its extent rounded to 4 KiB */
+	const uint64_t *item_size;
+	/* optional, buf_n entries: buffer i's bytes (0: no buffer); NULL: item_bytes each */
+	const uint64_t *buf_bytes;
 	struct zn_device *dev;   /* the buffers' events */
 	struct zn_arena *arena;  /* the buffers */
 	/* host: buffers without events (the caller orders its copies with events of its own
@@ -95,7 +108,11 @@ struct zn_home_config {
 	bool bare;
 	/* nvme only */
 	int rank;
-	int kind;                /* the extents' swap kind (0: ZN_SWAP_ACTIVATION) */
+	enum zn_swap_kind kind;  /* the extents' swap kind, always set (ZN_SWAP_PARAM is 0) */
+	/* given (both or neither): the swap store holding the items' extents and its engine;
+	 * paths, run_id, what and aio are then unused. NULL: the home makes its own */
+	struct zn_swap *store;
+	struct zn_aio *engine;
 	const struct zn_offload_config *paths;
 	const char *run_id;      /* the run's id or "" (then p<pid>); its store is run_id-what */
 	const char *what;
@@ -108,16 +125,17 @@ struct zn_home_config {
 struct zn_home {
 	struct zn_home_config c;
 	struct zn_home_buf *buf; /* buf_n */
-	struct zn_aio *aio;      /* nvme: its own engine and swap store */
+	struct zn_aio *aio;      /* nvme: its engine and swap store (its own, or given) */
 	struct zn_swap *swap;
+	bool owns_store;         /* made at open: close destroys them */
 };
 
 /* The buffers (each: its pinned view, then its down and up events unless bare) and, on
  * nvme with count > 0, the aio engine and the swap store. A zeroed home closes; so does a
  * half-opened one. */
 int zn_home_open(struct zn_home *h, const struct zn_home_config *c);
-/* every buffer settled (errors ignored), the store's files removed, the events destroyed;
- * the buffers are views of the arena (freed with it) */
+/* every buffer settled (errors ignored), the store's files removed (its own store), the
+ * events destroyed; the buffers are views of the arena (freed with it) */
 void zn_home_close(struct zn_home *h);
 struct zn_home_buf *zn_home_buf(struct zn_home *h, int i);
 /* the caller enqueued the copy of item id into b->h and recorded b->down */
@@ -129,6 +147,8 @@ int zn_home_put(struct zn_home *h, struct zn_home_buf *b);
 int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id);
 /* nvme: b's read waited (b FREE, item id in b->h); host: nothing */
 int zn_home_wait(struct zn_home *h, struct zn_home_buf *b);
+/* zn_home_wait would not block: b is not reading, or its read has completed */
+bool zn_home_ready(const struct zn_home *h, struct zn_home_buf *b);
 /* the caller enqueued the copy out of b->h and recorded b->up: on nvme the buffer is busy
  * until it is done (host: the buffer stays the item's home, as it was) */
 void zn_home_emptying(struct zn_home *h, struct zn_home_buf *b);
@@ -136,7 +156,7 @@ void zn_home_emptying(struct zn_home *h, struct zn_home_buf *b);
 int zn_home_settle(struct zn_home *h, struct zn_home_buf *b);
 /* every buffer settled; the first error */
 int zn_home_quiesce(struct zn_home *h);
-/* tests: the home's nvme aio engine (fault injection, byte counts), NULL unless open on nvme */
+/* the home's nvme aio engine (tests: fault injection, byte counts), NULL unless on nvme */
 struct zn_aio *zn_home_aio(const struct zn_home *h);
 
 #endif
