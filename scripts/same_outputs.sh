@@ -3,7 +3,7 @@
 # generated text compared byte for byte. For a refactor that must change nothing (the
 # engine's parts, the store): build the old commit in one tree and the new in another.
 #
-#     scripts/same_outputs.sh OLD/build/zinc NEW/build/zinc [WORK_DIR]
+#     scripts/same_outputs.sh OLD/build/zinc NEW/build/zinc [WORK_DIR]   # KEEP=1: keep WORK_DIR
 #
 # Runs (tiny shapes, host device, a few steps each): GPT-2 at ZeRO-3 with CPU offload;
 # ZeRO-3 with optimizer and parameters on NVMe and activation checkpoints on NVMe;
@@ -16,7 +16,7 @@ set -uo pipefail
 A=$1 B=$2 W=${3:-$(mktemp -d /var/tmp/zinc-same.XXXXXX)}
 T=$(cd "$(dirname "$0")/.." && pwd)/data/demo.txt
 mkdir -p "$W"/a "$W"/b "$W"/nvme_a "$W"/nvme_b
-trap 'rm -rf "$W"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT
 bad=0
 g=(--model small --layers 4 --d-model 64 --heads 4 --seq 32 --vocab 256 --device host
    --device-mem 20M --micro-batch 2 --grad-accum 2 --steps 4 --steps-per-print 1 --seed 3
