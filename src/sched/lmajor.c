@@ -91,15 +91,6 @@ int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use)
 	return c;
 }
 
-uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again)
-{
-	if (l == 0)
-		return 1;
-	if (l == n - 1)
-		return tied_again ? 2 : 1;
-	return 2;
-}
-
 float *zn_lmajor_fwd_x(struct zn_lmajor *lm, int l, int m)
 {
 	if (lm->home == ZN_TIER_DEVICE)

@@ -111,8 +111,6 @@ int zn_lmajor_read_id(int n, int k, int p);
 /* The use sequence (acts.h): forward 1 .. n-2, the turn n-1 (forward and backward), the
  * backward n-2 .. 1 (recompute and backward), and with a tied head n-1 again. */
 int zn_lmajor_schedule(int n, bool tied_again, struct zn_use *use);
-/* uses of layer l's parameters per step (the plan's fetch count) */
-uint64_t zn_lmajor_layer_uses(int n, int l, bool tied_again);
 
 /* the tied head's sinks (acts.h: the config's gradient and head bytes, rounded) or 0 */
 uint64_t zn_lmajor_tied_sink_bytes(const struct zn_acts_config *c);
