@@ -384,3 +384,113 @@ Test(store_home, item_larger_than_its_buffer_is_refused, .init = cr_redirect_std
 	teardown(&f);
 	nvme_test_rmdir(f.dir);
 }
+
+/* Items of several segments (the optimizer's chunks: a chunk of a layer's master in the
+ * home's store and of its m in another), written from the host behind, read at background
+ * priority, promoted and waited: each chunk's bytes at their offsets in both extents; a
+ * failed read names the segment's file. */
+#define CHUNKS 3
+
+struct two_stores {
+	struct zn_swap *a, *b; /* master (the home's), m */
+};
+
+static int chunk_segs(const void *ctx, int id, bool write, struct zn_home_seg *out)
+{
+	const struct two_stores *t = ctx;
+
+	(void)write;
+	out[0] = (struct zn_home_seg){ NULL, { ZN_SWAP_MASTER, 0, 0 }, (uint64_t)id * 4096,
+				       4096, 0 };
+	out[1] = (struct zn_home_seg){ t->b, { ZN_SWAP_EXP_AVG, 0, 0 }, (uint64_t)id * 4096,
+				       4096, 4096 };
+	return 2;
+}
+
+static void make_store(struct fixture *f, struct zn_aio *aio, int kind, const char *run,
+		       struct zn_swap **out)
+{
+	struct zn_swap_extent ext = { { kind, 0, 0 }, CHUNKS * 4096, 4096 };
+	struct zn_swap_config sc = { .rank = 0, .extents = &ext, .extent_count = 1,
+				     .stripe_bytes = 1 << 20, .checksum = true, .run_id = run };
+
+	zn_swap_config_set_paths(&sc, &f->cfg.zero.offload_optimizer);
+	cr_assert_eq(zn_swap_create(out, aio, &sc), 0);
+}
+
+Test(store_home, items_of_segments_in_two_stores, .init = cr_redirect_stderr)
+{
+	struct two_stores t;
+	struct zn_home_config c;
+	struct zn_aio *aio;
+	struct fixture f;
+	struct zn_home h;
+	char *src[CHUNKS];
+	uint64_t t_open;
+	int rc;
+
+	setup(&f);
+	nvme_test_dir(f.dir, sizeof(f.dir));
+	f.cfg.zero.offload_optimizer.nvme_path_count = 1;
+	snprintf(f.cfg.zero.offload_optimizer.nvme_path[0], ZN_PATH_MAX, "%s", f.dir);
+	cr_assert_eq(zn_aio_create(&aio, &f.cfg.aio), 0);
+	zn_aio_set_timing(aio, true);
+	make_store(&f, aio, ZN_SWAP_MASTER, "segs-a", &t.a);
+	make_store(&f, aio, ZN_SWAP_EXP_AVG, "segs-b", &t.b);
+	c = (struct zn_home_config){ .tier = ZN_TIER_NVME, .count = CHUNKS, .buf_n = 2,
+				     .item_bytes = 8192, .kind = ZN_SWAP_MASTER, .store = t.a,
+				     .engine = aio, .dev = f.dev, .arena = f.arena,
+				     .what = "optim", .segs = chunk_segs, .ctx = &t };
+	cr_assert_eq(zn_home_open(&h, &c), 0);
+	/* each chunk filled on the host and written behind; its two segments land apart */
+	for (int i = 0; i < CHUNKS; i++) {
+		struct zn_home_buf *b = zn_home_buf(&h, i % 2);
+
+		cr_assert_eq(zn_home_settle(&h, b), 0);
+		src[i] = nvme_test_alloc(8192);
+		nvme_test_fill(src[i], 8192, 40 + (uint64_t)i);
+		memcpy(b->h, src[i], 8192);
+		cr_assert_eq(zn_home_write(&h, b, i), 0);
+		cr_assert(b->state == ZN_HOME_WRITING && b->nreq == 2 && b->id == i);
+	}
+	cr_assert_eq(zn_home_quiesce(&h), 0);
+	/* read back in the other order at background priority */
+	t_open = zn_trace_now_ns();
+	for (int i = CHUNKS - 1; i >= 0; i--) {
+		struct zn_home_buf *b = zn_home_buf(&h, i % 2);
+
+		memset(b->h, 0, 8192);
+		cr_assert_eq(zn_home_read_ahead_prio(&h, b, i, ZN_AIO_PRIO_BACKGROUND), 0);
+		zn_home_promote(b);
+		cr_assert_eq(zn_home_wait(&h, b), 0);
+		cr_assert(zn_home_idle(&h, b) && b->state == ZN_HOME_FREE);
+		cr_assert(zn_home_done_ns(b) >= t_open, "completion stamped");
+		nvme_test_compare(b->h, src[i], 8192, "a chunk's two segments read back");
+	}
+	/* the m extent holds the chunks' second halves at their offsets */
+	{
+		struct zn_swap_req req;
+		char *m = nvme_test_alloc(CHUNKS * 4096);
+
+		cr_assert_eq(zn_swap_read(t.b, (struct zn_swap_key){ ZN_SWAP_EXP_AVG, 0, 0 }, 0,
+					  CHUNKS * 4096, m, &req), 0);
+		cr_assert_eq(zn_swap_wait(&req), 0);
+		for (int i = 0; i < CHUNKS; i++)
+			nvme_test_compare(m + i * 4096, src[i] + 4096, 4096, "m chunk in place");
+		free(m);
+	}
+	/* the first request (the master's) fails: the line names the master's store file */
+	zn_aio_set_fault(aio, &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 1), 0);
+	rc = zn_home_wait(&h, zn_home_buf(&h, 0));
+	cr_assert_eq(rc, -EIO, "the failed read is reported (%d)", rc);
+	cr_assert(nvme_test_stderr_has("item 1:", "segs-a"), "the error names the master's file");
+	zn_home_close(&h);
+	for (int i = 0; i < CHUNKS; i++)
+		free(src[i]);
+	zn_swap_destroy(t.a);
+	zn_swap_destroy(t.b);
+	zn_aio_destroy(aio);
+	teardown(&f);
+	nvme_test_rmdir(f.dir);
+}

@@ -123,7 +123,7 @@ static int wait_read(struct zn_swapio *sw, struct zn_home_buf *b, bool counted)
 	if (counted)
 		sw->c.rt->wait_ms += zn_runtime_now_ms() - t0;
 	if (!rc && zn_tracer_on(sw->c.tr))
-		zn_swapio_trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", b->id, &b->req, 1,
+		zn_swapio_trace_reqs(sw, ZN_TRACE_NVME_READ, "read param", b->id, b->req, b->nreq,
 				     b->t0);
 	return rc;
 }

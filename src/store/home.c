@@ -33,18 +33,45 @@ static uint64_t buf_bytes(const struct zn_home *h, int i)
 	return h->c.buf_bytes ? h->c.buf_bytes[i] : h->c.item_bytes;
 }
 
-/* item id fits buffer b (its arena view, rounded to 4 KiB) */
-static int check_fits(const struct zn_home *h, const struct zn_home_buf *b, int id)
+static const char *what_of(const struct zn_home *h)
 {
-	if (id < 0 || id >= h->c.count || item_bytes(h, id) > zn_plan_host_alloc_bytes(b->bytes)) {
-		zn_error("home %s: item %d does not fit a buffer of %llu bytes", h->c.what ?
-			 h->c.what : "", id, (unsigned long long)b->bytes);
-		return -EINVAL;
-	}
-	return 0;
+	return h->c.what ? h->c.what : "";
 }
 
-static int io_fail(struct zn_home *h, struct zn_home_buf *b, const char *what, int rc)
+/* item id's read or write as b->seg[0 .. n-1], each fitting b (its arena view, rounded to
+ * 4 KiB); n or a negative code */
+static int plan_segs(struct zn_home *h, struct zn_home_buf *b, int id, bool write)
+{
+	uint64_t room = zn_plan_host_alloc_bytes(b->bytes);
+	int n = 1;
+
+	if (id < 0 || id >= h->c.count) {
+		zn_error("home %s: no item %d (items 0 .. %d)", what_of(h), id, h->c.count - 1);
+		return -EINVAL;
+	}
+	if (h->c.segs)
+		n = h->c.segs(h->c.ctx, id, write, b->seg);
+	else
+		b->seg[0] = (struct zn_home_seg){ h->swap, key_of(h, id), 0, item_bytes(h, id), 0 };
+	if (n < 0 || n > ZN_HOME_SEGS) {
+		zn_error("home %s: item %d as %d segments (at most %d)", what_of(h), id, n,
+			 ZN_HOME_SEGS);
+		return n < 0 ? n : -EINVAL;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!b->seg[i].store)
+			b->seg[i].store = h->swap;
+		if (b->seg[i].buf_off > room || b->seg[i].bytes > room - b->seg[i].buf_off) {
+			zn_error("home %s: item %d does not fit a buffer of %llu bytes",
+				 what_of(h), id, (unsigned long long)b->bytes);
+			return -EINVAL;
+		}
+	}
+	return n;
+}
+
+/* one line naming item b->id, the operation and the file of segment i (-1: none) */
+static int io_fail(struct zn_home *h, struct zn_home_buf *b, int i, const char *what, int rc)
 {
 	uint64_t off = 0;
 	int path = 0;
@@ -54,10 +81,64 @@ static int io_fail(struct zn_home *h, struct zn_home_buf *b, const char *what, i
 		h->c.name(h->c.ctx, b->id, name, sizeof(name));
 	else
 		snprintf(name, sizeof(name), "item %d", b->id);
-	zn_swap_locate(h->swap, key_of(h, b->id), 0, &path, &off);
-	zn_error("%s: nvme %s of %s failed: %s", name, what, zn_swap_file(h->swap, path),
-		 zn_strerror(rc));
+	if (i < 0) {
+		zn_error("%s: nvme %s failed: %s", name, what, zn_strerror(rc));
+		return rc;
+	}
+	zn_swap_locate(b->seg[i].store, b->seg[i].key, b->seg[i].off, &path, &off);
+	zn_error("%s: nvme %s of %s failed: %s", name, what,
+		 zn_swap_file(b->seg[i].store, path), zn_strerror(rc));
 	return rc;
+}
+
+/* every request of b's transfer waited; the first error logged */
+static int wait_reqs(struct zn_home *h, struct zn_home_buf *b)
+{
+	const char *what = b->state == ZN_HOME_WRITING ? "write" : "read";
+	int rc = 0, bad = -1;
+
+	for (int i = 0; i < b->nreq; i++) {
+		int x = zn_swap_wait(&b->req[i]);
+
+		if (x && !rc) {
+			rc = x;
+			bad = i;
+		}
+	}
+	b->state = ZN_HOME_FREE;
+	return rc ? io_fail(h, b, bad, what, rc) : 0;
+}
+
+/* item id's read or write of b->h submitted (b FREE); a failed submission waits the
+ * requests it made and leaves b FREE */
+static int submit(struct zn_home *h, struct zn_home_buf *b, int id, bool write,
+		  enum zn_aio_prio prio)
+{
+	int n = plan_segs(h, b, id, write), rc = 0;
+
+	b->id = id;
+	if (n < 0)
+		return n;
+	b->t0 = zn_trace_now_ns();
+	b->nreq = 0;
+	for (int i = 0; !rc && i < n; i++) {
+		struct zn_home_seg *s = &b->seg[i];
+		char *p = (char *)b->h + s->buf_off;
+
+		rc = write ? zn_swap_write(s->store, s->key, s->off, s->bytes, p, &b->req[i]) :
+			     zn_swap_read_prio(s->store, s->key, s->off, s->bytes, p, prio,
+					       &b->req[i]);
+		if (!rc)
+			b->nreq = i + 1;
+	}
+	b->state = write ? ZN_HOME_WRITING : ZN_HOME_READING;
+	if (rc) {
+		int i = b->nreq;
+
+		(void)wait_reqs(h, b);
+		return io_fail(h, b, i, write ? "write" : "read", rc);
+	}
+	return 0;
 }
 
 struct zn_home_buf *zn_home_buf(struct zn_home *h, int i)
@@ -84,17 +165,20 @@ int zn_home_put(struct zn_home *h, struct zn_home_buf *b)
 	if (!on_nvme(h))
 		return 0;
 	/* the write reads b->h: the copy down into it must be complete */
-	rc = check_fits(h, b, b->id);
-	if (rc)
-		return rc;
 	rc = zn_event_synchronize(b->down);
-	if (!rc)
-		rc = zn_swap_write(h->swap, key_of(h, b->id), 0, item_bytes(h, b->id), b->h,
-				   &b->req);
 	if (rc)
-		return io_fail(h, b, "write", rc);
-	b->state = ZN_HOME_WRITING;
-	return 0;
+		return io_fail(h, b, -1, "write", rc);
+	return submit(h, b, b->id, true, ZN_AIO_PRIO_NORMAL);
+}
+
+int zn_home_write(struct zn_home *h, struct zn_home_buf *b, int id)
+{
+	int rc;
+
+	if (!on_nvme(h))
+		return 0;
+	rc = zn_home_settle(h, b);
+	return rc ? rc : submit(h, b, id, true, ZN_AIO_PRIO_NORMAL);
 }
 
 int zn_home_settle(struct zn_home *h, struct zn_home_buf *b)
@@ -103,51 +187,81 @@ int zn_home_settle(struct zn_home *h, struct zn_home_buf *b)
 
 	if (b->state == ZN_HOME_DOWN)
 		rc = on_nvme(h) ? zn_home_put(h, b) : zn_event_synchronize(b->down);
-	if (!rc && (b->state == ZN_HOME_WRITING || b->state == ZN_HOME_READING)) {
-		rc = zn_swap_wait(&b->req);
-		if (rc)
-			rc = io_fail(h, b, b->state == ZN_HOME_WRITING ? "write" : "read", rc);
-	}
+	if (!rc && (b->state == ZN_HOME_WRITING || b->state == ZN_HOME_READING))
+		rc = wait_reqs(h, b);
 	if (!rc && b->state == ZN_HOME_UP)
 		rc = zn_event_synchronize(b->up);
 	b->state = ZN_HOME_FREE;
 	return rc;
 }
 
-int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id)
+int zn_home_read_ahead_prio(struct zn_home *h, struct zn_home_buf *b, int id,
+			    enum zn_aio_prio prio)
 {
 	int rc;
 
 	if (!on_nvme(h) || (b->id == id && b->state == ZN_HOME_READING))
 		return 0;
-	rc = check_fits(h, b, id);
-	if (!rc)
-		rc = zn_home_settle(h, b);
-	if (rc)
-		return rc;
-	b->id = id;
-	b->t0 = zn_trace_now_ns();
-	rc = zn_swap_read(h->swap, key_of(h, id), 0, item_bytes(h, id), b->h, &b->req);
-	if (rc)
-		return io_fail(h, b, "read", rc);
-	b->state = ZN_HOME_READING;
-	return 0;
+	rc = zn_home_settle(h, b);
+	return rc ? rc : submit(h, b, id, false, prio);
+}
+
+int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id)
+{
+	return zn_home_read_ahead_prio(h, b, id, ZN_AIO_PRIO_NORMAL);
+}
+
+void zn_home_promote(struct zn_home_buf *b)
+{
+	for (int i = 0; b->state == ZN_HOME_READING && i < b->nreq; i++)
+		zn_swap_promote(&b->req[i]);
 }
 
 int zn_home_wait(struct zn_home *h, struct zn_home_buf *b)
 {
-	int rc;
-
-	if (!on_nvme(h))
+	if (!on_nvme(h) || (b->state != ZN_HOME_READING && b->state != ZN_HOME_WRITING))
 		return 0;
-	rc = zn_swap_wait(&b->req);
-	b->state = ZN_HOME_FREE;
-	return rc ? io_fail(h, b, "read", rc) : 0;
+	return wait_reqs(h, b);
+}
+
+static bool reqs_done(struct zn_home_buf *b)
+{
+	for (int i = 0; i < b->nreq; i++)
+		if (zn_swap_poll(&b->req[i]) == -EINPROGRESS)
+			return false;
+	return true;
 }
 
 bool zn_home_ready(const struct zn_home *h, struct zn_home_buf *b)
 {
-	return !on_nvme(h) || b->state != ZN_HOME_READING || zn_swap_poll(&b->req) != -EINPROGRESS;
+	return !on_nvme(h) || b->state != ZN_HOME_READING || reqs_done(b);
+}
+
+bool zn_home_idle(const struct zn_home *h, struct zn_home_buf *b)
+{
+	switch (b->state) {
+	case ZN_HOME_FREE:
+		return true;
+	case ZN_HOME_DOWN:
+		return !on_nvme(h) && zn_event_query(b->down);
+	case ZN_HOME_UP:
+		return zn_event_query(b->up);
+	default:
+		return reqs_done(b);
+	}
+}
+
+uint64_t zn_home_done_ns(const struct zn_home_buf *b)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < b->nreq; i++) {
+		uint64_t x = zn_swap_done_ns(&b->req[i]);
+
+		if (x > t)
+			t = x;
+	}
+	return t;
 }
 
 int zn_home_quiesce(struct zn_home *h)
@@ -202,8 +316,7 @@ int zn_home_open(struct zn_home *h, const struct zn_home_config *c)
 	if (!h->buf)
 		return -ENOMEM;
 	if (on_nvme(h) && !c->store != !c->engine) {
-		zn_error("home %s: a given swap store needs its aio engine too", c->what ?
-			 c->what : "");
+		zn_error("home %s: a given swap store needs its aio engine too", what_of(h));
 		return -EINVAL;
 	}
 	for (int i = 0; i < c->buf_n; i++) {

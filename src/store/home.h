@@ -49,12 +49,13 @@
  *
  * Threading: one thread drives a home (the step's).
  *
- * The frozen base on nvme (sched/frozen_io.c: one extent per layer in one unlinked file,
- * read ahead into pinned read buffers) could be homed here next (items of different
- * sizes and a given store it has now); it would need reads of part of an item (a
- * streamed layer's rest), a poll that never blocks (its pump), the arena registered with
- * the aio engine (fixed buffers), completion timing for --trace, and a file without the
- * swap store's checksums (or the swap store with crc blocks of the read size).
+ * Segments: by default a transfer of item id moves its one extent (kind, id, rank) whole,
+ * at the start of the buffer. A user whose item is several extents, parts of extents or
+ * extents of another store (the optimizer's chunk of a layer's master, m and v) gives a
+ * segs callback: item id's read or write as up to ZN_HOME_SEGS ranges, each (store, key,
+ * offset, bytes) at buf_off in the buffer. Reads may run at background priority
+ * (zn_home_read_ahead_prio, promoted to normal with zn_home_promote when someone waits);
+ * a buffer the host filled (no device copy) is written behind with zn_home_write.
  */
 #ifndef ZN_STORE_HOME_H
 #define ZN_STORE_HOME_H
@@ -71,6 +72,16 @@
 
 struct zn_arena;
 
+/* One range of a transfer: bytes of the extent key of store (NULL: the home's) from byte
+ * off, to or from the buffer at buf_off. */
+struct zn_home_seg {
+	struct zn_swap *store;
+	struct zn_swap_key key;
+	uint64_t off, bytes, buf_off;
+};
+
+#define ZN_HOME_SEGS 4
+
 enum zn_home_state {
 	ZN_HOME_FREE = 0,
 	ZN_HOME_DOWN,    /* the caller's copy into h enqueued (b->down) */
@@ -84,10 +95,13 @@ struct zn_home_buf {
 	float *h;                /* bytes, rounded as the arena carves */
 	uint64_t bytes;          /* buf_bytes[i] or item_bytes */
 	int id;                  /* the item it holds, -1 none */
-	uint64_t t0;             /* nvme: when its last read was submitted (zn_trace_now_ns) */
+	uint64_t t0;             /* nvme: when its last read or write was submitted
+				  * (zn_trace_now_ns) */
 	enum zn_home_state state;
 	struct zn_event *down, *up;
-	struct zn_swap_req req;
+	int nreq;                /* nvme: the requests of the transfer in flight */
+	struct zn_home_seg seg[ZN_HOME_SEGS];
+	struct zn_swap_req req[ZN_HOME_SEGS];
 };
 
 /* What a home is given (borrowed: they outlive the home). */
@@ -119,6 +133,9 @@ struct zn_home_config {
 	const struct zn_aio_config *aio;
 	/* writes what item id is for an error ("activation checkpoint 3 (input of layer 4)") */
 	void (*name)(const void *ctx, int id, char *out, size_t size);
+	/* optional: item id's read (write false) or write as out[0 .. n-1], n <= ZN_HOME_SEGS,
+	 * returning n or a negative code; NULL: its one extent whole */
+	int (*segs)(const void *ctx, int id, bool write, struct zn_home_seg *out);
 	const void *ctx;
 };
 
@@ -145,6 +162,21 @@ int zn_home_put(struct zn_home *h, struct zn_home_buf *b);
 /* nvme: reading item id into b starts (b settled first) unless b is reading it already;
  * host: nothing (buffer id is its home) */
 int zn_home_read_ahead(struct zn_home *h, struct zn_home_buf *b, int id);
+/* the same at a queue priority (ZN_AIO_PRIO_BACKGROUND: read-ahead that yields to reads
+ * someone waits for) */
+int zn_home_read_ahead_prio(struct zn_home *h, struct zn_home_buf *b, int id,
+			    enum zn_aio_prio prio);
+/* b's background read, the parts not yet under way, becomes normal */
+void zn_home_promote(struct zn_home_buf *b);
+/* nvme: the bytes the host wrote into b->h written behind as item id (b settled first);
+ * host: nothing */
+int zn_home_write(struct zn_home *h, struct zn_home_buf *b, int id);
+/* when b's last transfer completed (its latest request; 0 unless the engine stamps
+ * completions, zn_aio_set_timing) */
+uint64_t zn_home_done_ns(const struct zn_home_buf *b);
+/* zn_home_settle would not block: b FREE, its transfer complete, or its device copy done
+ * (a copy down on nvme still to be written: false) */
+bool zn_home_idle(const struct zn_home *h, struct zn_home_buf *b);
 /* nvme: b's read waited (b FREE, item id in b->h); host: nothing */
 int zn_home_wait(struct zn_home *h, struct zn_home_buf *b);
 /* zn_home_wait would not block: b is not reading, or its read has completed */
