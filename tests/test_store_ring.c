@@ -1,5 +1,6 @@
 /* The prefetch ring (store/ring.h) on the host device: the order of its fills and stagings,
- * its depth, the held slot, early fills only of staged items, the release ahead, a fill's
+ * its depth, the held slot, early fills only of staged items, the release ahead, staging
+ * past the window (never filled early), a fill's
  * error stopping the sequence, and begin ending what was staged and never filled. Each op
  * logs its call; the tests compare the logs with the expected ones. */
 #include <criterion/criterion.h>
@@ -98,17 +99,24 @@ static void teardown(void)
 
 static const int seq[] = { 1, 2, 3, 3, 2, 1 }; /* forward 1 .. 3, backward 3 .. 1 */
 
-static void make(struct zn_ring *r, struct user *u, const struct zn_ring_ops *ops, int slots,
-		 int depth, bool in_order, int ahead)
+static void make_staging(struct zn_ring *r, struct user *u, const struct zn_ring_ops *ops,
+			 int slots, int depth, bool in_order, int ahead, int stage_ahead)
 {
 	struct zn_ring_config c = {
 		.dev = dev, .compute = compute, .slots = slots, .depth = depth,
-		.in_order = in_order, .release_ahead = ahead, .ops = ops, .ctx = u,
+		.in_order = in_order, .release_ahead = ahead, .stage_ahead = stage_ahead,
+		.ops = ops, .ctx = u,
 	};
 
 	*u = (struct user){ .r = r, .copy = copy, .layers = seq, .fail_item = -2 };
 	cr_assert_eq(zn_ring_create(r, &c), 0);
 	cr_assert_eq(zn_ring_begin(r, 6), 0);
+}
+
+static void make(struct zn_ring *r, struct user *u, const struct zn_ring_ops *ops, int slots,
+		 int depth, bool in_order, int ahead)
+{
+	make_staging(r, u, ops, slots, depth, in_order, ahead, 0);
 }
 
 /* the log from entry `from` is exactly want[0 .. n) */
@@ -206,6 +214,53 @@ Test(store_ring, in_order_fills_the_window)
 	zn_ring_destroy(&r);
 }
 
+/* Staging one item past the window (the checkpoints' nvme reads two runs ahead of two
+ * slots): staged at the acquire, but filled only once an acquire's window reaches it, even
+ * when its staging is done (its slot is the acquired item's, still in use). */
+Test(store_ring, stage_ahead_stages_past_the_window_fills_within_it)
+{
+	struct zn_ring r;
+	struct user u;
+	int slot;
+
+	make_staging(&r, &u, &staged_ops, 2, 1, false, 0, 1);
+	for (int j = 0; j < 6; j++)
+		u.done[j] = true;
+	cr_assert_eq(zn_ring_acquire(&r, 0, &slot), 0);
+	expect(&u, 0, (struct call[]){ { 's', 0, 1, 0 }, { 's', 1, 2, 1 }, { 's', 2, 3, 0 },
+				       { 'f', 0, 1, 0 }, { 'f', 1, 2, 1 } }, 5);
+	cr_assert_eq(zn_ring_release(&r, 0), 0);
+	cr_assert_eq(u.n, 5); /* item 2 is staged and ready, but its slot's item 0 window ended */
+	cr_assert_eq(zn_ring_acquire(&r, 1, &slot), 0);
+	expect(&u, 5, (struct call[]){ { 's', 3, 3, 1 }, { 'f', 2, 3, 0 } }, 2);
+	for (int k = 2; k < 6; k++) {
+		cr_assert_eq(zn_ring_release(&r, k - 1), 0);
+		cr_assert_eq(zn_ring_acquire(&r, k, &slot), 0);
+	}
+	/* the stagings end at the sequence's last item */
+	expect(&u, 7, (struct call[]){ { 's', 4, 2, 0 }, { 'f', 3, 3, 1 }, { 's', 5, 1, 1 },
+				       { 'f', 4, 2, 0 }, { 'f', 5, 1, 1 } }, 5);
+	zn_ring_destroy(&r);
+}
+
+/* in order with stage_ahead (the checkpoints' copy up): the window's fills at each
+ * acquire, whatever landed, after the stagings up to one past it */
+Test(store_ring, in_order_stage_ahead)
+{
+	struct zn_ring r;
+	struct user u;
+	int slot;
+
+	make_staging(&r, &u, &staged_ops, 2, 1, true, 0, 1);
+	cr_assert_eq(zn_ring_acquire(&r, 0, &slot), 0);
+	cr_assert_eq(zn_ring_release(&r, 0), 0);
+	cr_assert_eq(zn_ring_acquire(&r, 1, &slot), 0);
+	expect(&u, 0, (struct call[]){ { 's', 0, 1, 0 }, { 's', 1, 2, 1 }, { 's', 2, 3, 0 },
+				       { 'f', 0, 1, 0 }, { 'f', 1, 2, 1 }, { 's', 3, 3, 1 },
+				       { 'f', 2, 3, 0 } }, 7);
+	zn_ring_destroy(&r);
+}
+
 /* release ahead over one slot (depth 0): a release fills the next item at once, staged
  * first though its read is not in */
 Test(store_ring, release_ahead_one_slot)
@@ -261,6 +316,10 @@ Test(store_ring, bad_config)
 	cr_assert_eq(zn_ring_create(&r, &c), -EINVAL);
 	zn_ring_destroy(&r);
 	c.slots = 2;
+	c.stage_ahead = -1;
+	cr_assert_eq(zn_ring_create(&r, &c), -EINVAL);
+	zn_ring_destroy(&r);
+	c.stage_ahead = 0;
 	c.ops = &(struct zn_ring_ops){ .layer = layer_of };
 	cr_assert_eq(zn_ring_create(&r, &c), -EINVAL);
 	zn_ring_destroy(&r);

@@ -227,7 +227,7 @@ static uint64_t without_bytes(const struct zn_act_shape *s)
 }
 
 /* the device buffers: checkpoints (or two slots), a run's outputs, the sink, a run's
- * activations; the slots' events */
+ * activations; the copies down's event */
 static int alloc_device(struct zn_recompute *ck)
 {
 	struct zn_device *dev = ck->rt->dev;
@@ -241,11 +241,8 @@ static int alloc_device(struct zn_recompute *ck)
 		rc = zn_tiers_dalloc(dev, &ck->sink_d, ck->x_bytes);
 	for (int i = 0; !rc && i < ck->every; i++)
 		rc = zn_tiers_dalloc(dev, &ck->run_acts_d[i], ck->acts_bytes);
-	for (int i = 0; !rc && i < 2; i++) {
-		rc = zn_event_create(dev, &ck->made[i]);
-		if (!rc)
-			rc = zn_event_create(dev, &ck->slot_free[i]);
-	}
+	if (!rc)
+		rc = zn_event_create(dev, &ck->made);
 	return rc;
 }
 
@@ -277,6 +274,8 @@ int zn_recompute_create(struct zn_recompute *ck, const struct zn_acts_config *c,
 	rc = alloc_device(ck);
 	if (!rc && ck->home != ZN_TIER_DEVICE)
 		rc = open_home(ck, c);
+	if (!rc && ck->home != ZN_TIER_DEVICE)
+		rc = zn_recompute_up_create(ck);
 	if (!rc)
 		zn_info("activation checkpointing: %d runs of %d layers, checkpoints on %s; "
 			"activations %.1f MiB on the device (%.1f MiB without), %.1f MiB pinned, "
@@ -300,10 +299,8 @@ void zn_recompute_destroy(struct zn_recompute *ck)
 	for (int i = 0; ck->run_acts_d && i < ck->every; i++)
 		zn_device_free(ck->rt->dev, ck->run_acts_d[i]);
 	zn_device_free(ck->rt->dev, ck->sink_d);
-	for (int i = 0; i < 2; i++) {
-		zn_event_destroy(ck->made[i]);
-		zn_event_destroy(ck->slot_free[i]);
-	}
+	zn_event_destroy(ck->made);
+	zn_ring_destroy(&ck->up);
 	free(ck->x_d);
 	free(ck->run_x_d);
 	free(ck->run_acts_d);

@@ -15,14 +15,18 @@
  * Homes of checkpoints 0 .. R-2 (checkpoint R-1 is used by the run that follows it at
  * once and never leaves the device):
  *   device  R device buffers.
- *   host    two device slots (checkpoint c in slot c mod 2) and R-1 pinned host buffers:
- *           copied down on the copy-out stream as soon as the layer that makes it is done
- *           (the layer that overwrites the slot waits for that copy), and copied back up on
- *           the copy-in stream one run ahead of the run that recomputes from it.
+ *   host    two device slots and R-1 pinned host buffers: copied down on the copy-out
+ *           stream as soon as the layer that makes it is done (the layer that overwrites
+ *           the slot waits for that copy), and copied back up on the copy-in stream one run
+ *           ahead of the run that recomputes from it.
  *   nvme    the two slots, ZN_RECOMPUTE_STAGES pinned staging buffers and one swap extent per
  *           checkpoint (the store's tiered home, store/home.h): copied down, written behind
  *           (submitted two checkpoints later), read ahead two runs before it is needed,
  *           copied up one run ahead. A failed read or write stops the step naming the file.
+ * The copies up are the store's prefetch ring's (store/ring.h, field up): its sequence is the
+ * backward's runs, item j run R-1-j, whose checkpoint R-1-j lives in slot j mod 2 (forward
+ * and backward); a fill is the copy up from the home's buffer, a staging the nvme read.
+ * The copies down are the forward's, outside the ring.
  */
 #ifndef ZN_SCHED_RECOMPUTE_H
 #define ZN_SCHED_RECOMPUTE_H
@@ -36,6 +40,7 @@
 #include "nvme/aio.h"
 #include "sched/plan.h"
 #include "store/home.h"
+#include "store/ring.h"
 
 struct zn_acts_config;
 struct zn_layer_io;
@@ -59,13 +64,13 @@ struct zn_recompute {
 	int runs;                /* R */
 	enum zn_tier home;
 	uint64_t x_bytes, acts_bytes; /* one checkpoint; one run activation buffer */
-	float **x_d;             /* device: R checkpoints; host, nvme: 2 slots */
+	float **x_d;             /* device: R checkpoints; host, nvme: the ring's 2 slots */
 	int x_n;
 	float **run_acts_d;      /* K */
 	float **run_x_d;         /* K - 1 */
 	float *sink_d;           /* a recomputed run's last output (R > 1) */
-	struct zn_event *made[2];  /* slot c mod 2: the layer making checkpoint c is done */
-	struct zn_event *slot_free[2]; /* slot's last reader is done */
+	struct zn_event *made;   /* the layer making a checkpoint is done: its copy down waits */
+	struct zn_ring up;       /* host, nvme: the copies up (item j: run R-1-j's checkpoint) */
 	/* checkpoints 0 .. R-2 on the host or nvme (store/home.h): host, R - 1 buffers;
 	 * nvme, ZN_RECOMPUTE_STAGES staging buffers (checkpoint c in buffer c mod buf_n) */
 	struct zn_home st;
@@ -142,10 +147,11 @@ int zn_recompute_use_after(struct zn_recompute *ck, int k);
 /* every nvme request waited for (end of step, errors) */
 int zn_recompute_quiesce(struct zn_recompute *ck);
 /* internal (recompute.c, recompute_home.c): run r of layer l, its first and last layer,
- * the device buffer of checkpoint c */
+ * the device buffer of checkpoint c; the copy-up ring made (host, nvme) */
 int zn_recompute_run_of(const struct zn_recompute *ck, int l);
 int zn_recompute_run_first(const struct zn_recompute *ck, int r);
 int zn_recompute_run_last(const struct zn_recompute *ck, int r);
 float *zn_recompute_x(struct zn_recompute *ck, int c);
+int zn_recompute_up_create(struct zn_recompute *ck);
 
 #endif

@@ -1,7 +1,8 @@
 /* Activation checkpoints' homes (recompute.h): which run a layer is in and where checkpoint
  * c lives on the device; on the host or nvme (the store's tiered home, store/home.h),
- * copies down during the forward, nvme writes behind and reads ahead, copies up one run
- * ahead of each recompute. */
+ * copies down during the forward and nvme writes behind; the copies up one run ahead of
+ * each recompute, and the nvme reads two runs ahead, as a user of the store's prefetch ring
+ * (store/ring.h), whose sequence is the backward's runs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,23 +31,23 @@ int zn_recompute_run_last(const struct zn_recompute *ck, int r)
 	return l > ck->n - 1 ? ck->n - 1 : l;
 }
 
+/* the copy-up ring's item of checkpoint c (the backward's runs, R-1 first) */
+static int item_of(const struct zn_recompute *ck, int c)
+{
+	return ck->runs - 1 - c;
+}
+
 float *zn_recompute_x(struct zn_recompute *ck, int c)
 {
-	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] : ck->x_d[c % 2];
+	return ck->home == ZN_TIER_DEVICE ? ck->x_d[c] :
+	       ck->x_d[zn_ring_slot(&ck->up, item_of(ck, c))];
 }
 
-/* ---- homes: copies down and up, nvme writes and reads ---------------------------------- */
-
-static int ckbuf_of(const struct zn_recompute *ck, int c)
-{
-	return ck->home == ZN_TIER_HOST ? c : c % ck->buf_n;
-}
-
-/* ---- activation checkpoints' homes ---------------------------------------------------- */
+/* ---- copies down and nvme writes behind (the forward) -------------------------------- */
 
 static struct zn_home_buf *ckbuf(struct zn_recompute *ck, int c)
 {
-	return zn_home_buf(&ck->st, ckbuf_of(ck, c));
+	return zn_home_buf(&ck->st, ck->home == ZN_TIER_HOST ? c : c % ck->buf_n);
 }
 
 /* the checkpoint layer l makes in its forward, or -1 */
@@ -85,9 +86,9 @@ int zn_recompute_fwd_after(struct zn_recompute *ck, int l)
 	b = ckbuf(ck, c);
 	rc = zn_home_settle(&ck->st, b);
 	if (!rc)
-		rc = zn_event_record(ck->made[c % 2], ck->rt->compute);
+		rc = zn_event_record(ck->made, ck->rt->compute);
 	if (!rc)
-		rc = zn_stream_wait_event(ck->rt->copy_out, ck->made[c % 2]);
+		rc = zn_stream_wait_event(ck->rt->copy_out, ck->made);
 	if (!rc)
 		rc = zn_memcpy_async(ck->rt->copy_out, b->h, zn_recompute_x(ck, c), ck->x_bytes,
 				     ZN_COPY_D2H);
@@ -106,6 +107,9 @@ int zn_recompute_fwd_after(struct zn_recompute *ck, int l)
 	return rc;
 }
 
+/* The forward is done: both slots free for the backward's copies up (the forward's layers
+ * read and wrote them on the compute stream), the last copies down written behind, and the
+ * copy-up ring's sequence begins: the backward's R runs. */
 int zn_recompute_fwd_end(struct zn_recompute *ck)
 {
 	int rc = 0;
@@ -113,77 +117,114 @@ int zn_recompute_fwd_end(struct zn_recompute *ck)
 	if (!ck->on || ck->home == ZN_TIER_DEVICE)
 		return 0;
 	for (int i = 0; !rc && i < 2; i++)
-		rc = zn_event_record(ck->slot_free[i], ck->rt->compute);
+		rc = zn_event_record(zn_ring_free_event(&ck->up, i), ck->rt->compute);
 	for (int i = 0; !rc && ck->home == ZN_TIER_NVME && i < ck->buf_n; i++)
 		if (zn_home_buf(&ck->st, i)->state == ZN_HOME_DOWN)
 			rc = zn_home_put(&ck->st, zn_home_buf(&ck->st, i));
-	return rc;
+	return rc ? rc : zn_ring_begin(&ck->up, ck->runs);
 }
 
-/* nvme: starts reading checkpoint c into its staging buffer (unless it is already there) */
-static int read_ahead(struct zn_recompute *ck, int c)
+/* ---- copies up: the prefetch ring's ops (store/ring.h) -------------------------------- */
+
+static int up_layer(void *ctx, int item)
 {
-	if (ck->home != ZN_TIER_NVME || c < 0)
-		return 0;
-	return zn_home_read_ahead(&ck->st, ckbuf(ck, c), c);
+	const struct zn_recompute *ck = ctx;
+
+	return zn_recompute_run_first(ck, item_of(ck, item));
 }
 
-/* checkpoint c up into its slot on copy_in, once the slot's last reader is done */
-static int bring_up(struct zn_recompute *ck, int c)
+/* nvme: checkpoint c's read into its staging buffer starts (not again if under way; host:
+ * nothing); checkpoint R-1 never left the device */
+static int up_stage(void *ctx, int item, int layer, int slot)
 {
-	struct zn_home_buf *b = ckbuf(ck, c);
-	int rc = read_ahead(ck, c);
+	struct zn_recompute *ck = ctx;
+	int c = item_of(ck, item);
 
-	if (!rc && ck->home == ZN_TIER_NVME)
-		rc = zn_home_wait(&ck->st, b);
+	(void)layer;
+	(void)slot;
+	return c == ck->runs - 1 ? 0 : zn_home_read_ahead(&ck->st, ckbuf(ck, c), c);
+}
+
+/* Checkpoint c up into its slot on copy_in once its nvme read is in (the host waits for
+ * it), the slot's last reader is done and its copy down too; the compute waits for the
+ * ring's ready event, the home's buffer is busy until b->up. Checkpoint R-1 was made in its
+ * slot by the forward on the compute stream: ready is recorded there. */
+static int up_fill(void *ctx, int item, int layer, int slot)
+{
+	struct zn_recompute *ck = ctx;
+	struct zn_stream *in = ck->rt->copy_in;
+	int c = item_of(ck, item), rc;
+	struct zn_home_buf *b;
+
+	(void)layer;
+	if (c == ck->runs - 1)
+		return zn_event_record(zn_ring_ready_event(&ck->up, slot), ck->rt->compute);
+	b = ckbuf(ck, c);
+	rc = zn_home_wait(&ck->st, b);
 	if (!rc)
-		rc = zn_stream_wait_event(ck->rt->copy_in, ck->slot_free[c % 2]);
+		rc = zn_stream_wait_event(in, zn_ring_free_event(&ck->up, slot));
 	if (!rc)
-		rc = zn_stream_wait_event(ck->rt->copy_in, b->down);
+		rc = zn_stream_wait_event(in, b->down);
 	if (!rc)
-		rc = zn_memcpy_async(ck->rt->copy_in, zn_recompute_x(ck, c), b->h, ck->x_bytes,
-				     ZN_COPY_H2D);
+		rc = zn_memcpy_async(in, ck->x_d[slot], b->h, ck->x_bytes, ZN_COPY_H2D);
 	if (!rc)
-		rc = zn_event_record(b->up, ck->rt->copy_in);
+		rc = zn_event_record(b->up, in);
+	if (!rc)
+		rc = zn_event_record(zn_ring_ready_event(&ck->up, slot), in);
 	if (!rc)
 		zn_home_emptying(&ck->st, b);
 	return rc;
 }
 
+int zn_recompute_up_create(struct zn_recompute *ck)
+{
+	static const struct zn_ring_ops ops = {
+		.layer = up_layer, .fill = up_fill, .stage = up_stage,
+	};
+	/* Two slots, each run's start fills the next run's: in order, whether its read is in
+	 * or not (the fill waits for it), so the copy runs during the run; the reads go one
+	 * run further ahead, into the staging buffers (ZN_RECOMPUTE_STAGES of them). */
+	struct zn_ring_config c = {
+		.dev = ck->rt->dev, .compute = ck->rt->compute, .slots = 2, .depth = 1,
+		.in_order = true, .stage_ahead = 1, .ops = &ops, .ctx = ck,
+	};
+
+	return zn_ring_create(&ck->up, &c);
+}
+
+/* backward use k ends a run: the backward of its first layer */
+static bool run_ends(const struct zn_recompute *ck, int k)
+{
+	struct zn_use u = ck->use[k];
+
+	return u.bwd && u.layer == zn_recompute_run_first(ck, zn_recompute_run_of(ck, u.layer));
+}
+
+/* the copy-up ring's item of use k's run */
+static int use_item(const struct zn_recompute *ck, int k)
+{
+	return item_of(ck, zn_recompute_run_of(ck, ck->use[k].layer));
+}
+
 int zn_recompute_use_before(struct zn_recompute *ck, int k)
 {
-	struct zn_use u;
-	int r, first, rc = 0;
+	int slot;
 
 	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < ck->n - 1)
 		return 0;
-	u = ck->use[k];
-	r = zn_recompute_run_of(ck, u.layer);
-	first = r == ck->runs - 1 ? zn_recompute_run_last(ck, r) : zn_recompute_run_first(ck, r);
-	if (u.layer != first || (r < ck->runs - 1 && !u.fwd) || (r == ck->runs - 1 && !u.bwd))
+	/* a run starts (the backward's first use, or the one after a run's end): the compute
+	 * waits for its checkpoint, brought up one run ago; the next run's comes up now */
+	if (k > ck->n - 1 && !run_ends(ck, k - 1))
 		return 0;
-	/* run r starts: its checkpoint (brought up one run ago) must be in its slot; the
-	 * previous run's comes up now, the one before that is read ahead from nvme */
-	if (r < ck->runs - 1)
-		rc = zn_stream_wait_event(ck->rt->compute, ckbuf(ck, r)->up);
-	if (!rc && r >= 1)
-		rc = bring_up(ck, r - 1);
-	if (!rc && r >= 2)
-		rc = read_ahead(ck, r - 2);
-	return rc;
+	return zn_ring_acquire(&ck->up, use_item(ck, k), &slot);
 }
 
 int zn_recompute_use_after(struct zn_recompute *ck, int k)
 {
-	struct zn_use u;
-
-	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < ck->n - 1)
+	if (!ck->on || ck->home == ZN_TIER_DEVICE || k < ck->n - 1 || !run_ends(ck, k))
 		return 0;
-	u = ck->use[k];
-	if (!u.bwd || u.layer != zn_recompute_run_first(ck, zn_recompute_run_of(ck, u.layer)))
-		return 0;
-	return zn_event_record(ck->slot_free[zn_recompute_run_of(ck, u.layer) % 2],
-			       ck->rt->compute);
+	/* the run's last reader of its checkpoint is done: the slot's next copy up waits */
+	return zn_ring_release(&ck->up, use_item(ck, k));
 }
 
 int zn_recompute_quiesce(struct zn_recompute *ck)

@@ -12,10 +12,11 @@ int zn_ring_create(struct zn_ring *r, const struct zn_ring_config *c)
 
 	*r = (struct zn_ring){ .c = *c };
 	if (c->slots < 1 || c->depth < 0 || c->depth > c->slots - 1 || c->release_ahead < 0 ||
-	    c->release_ahead > 1 || !c->ops || !c->ops->fill || !c->ops->layer) {
-		zn_error("zn_ring_create: %d slots, depth %d, release_ahead %d: a ring needs "
-			 "a slot, a depth below its slots, a layer and a fill op (internal)",
-			 c->slots, c->depth, c->release_ahead);
+	    c->release_ahead > 1 || c->stage_ahead < 0 || !c->ops || !c->ops->fill ||
+	    !c->ops->layer) {
+		zn_error("zn_ring_create: %d slots, depth %d, release_ahead %d, stage_ahead %d: a "
+			 "ring needs a slot, a depth below its slots, a layer and a fill op "
+			 "(internal)", c->slots, c->depth, c->release_ahead, c->stage_ahead);
 		return -EINVAL;
 	}
 	r->ready = calloc((size_t)c->slots + 1, sizeof(*r->ready));
@@ -122,15 +123,19 @@ int zn_ring_begin(struct zn_ring *r, int len)
 	r->len = len;
 	r->staged = 0;
 	r->issued = 0;
+	r->window = -1;
 	return rc;
 }
 
 /* Fills in item order: every item up to upto (staged first if it is not: a release ahead),
- * then those after it within the window while their staging is done. */
+ * then those after it within the window while their staging is done (an item staged
+ * past the window, stage_ahead, waits for its own: its slot may still be in use). */
 static int issue(struct zn_ring *r, int upto)
 {
-	int last = r->staged - 1 > upto ? r->staged - 1 : upto, rc = 0;
+	int last = r->staged - 1 < r->window ? r->staged - 1 : r->window, rc = 0;
 
+	if (last < upto)
+		last = upto;
 	if (last >= r->len)
 		last = r->len - 1;
 	while (!rc && r->issued <= last) {
@@ -151,14 +156,18 @@ static int issue(struct zn_ring *r, int upto)
 
 int zn_ring_acquire(struct zn_ring *r, int item, int *slot)
 {
-	int last = item + r->c.depth, rc = 0;
+	int last = item + r->c.depth, stage_last = last + r->c.stage_ahead, rc = 0;
 
 	*slot = zn_ring_slot(r, item);
 	if (last >= r->len)
 		last = r->len - 1;
-	/* the window: with a stage op its reads submitted in order (a slot's previous fill,
-	 * of item j - slots <= item - 1, is enqueued by then) */
-	while (!rc && r->staged <= last) {
+	if (stage_last >= r->len)
+		stage_last = r->len - 1;
+	r->window = last;
+	/* the window (and stage_ahead past it): with a stage op its reads submitted in order
+	 * (a slot's previous fill, of item j - slots <= item - 1, is enqueued by then; a
+	 * staging past the window goes to the user's buffers, not to a slot) */
+	while (!rc && r->staged <= stage_last) {
 		rc = stage(r, r->staged);
 		r->staged++;
 	}

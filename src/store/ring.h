@@ -7,16 +7,19 @@
  *
  * The ring owns the slot indices, their ready and free events and the order of the fills;
  * its user owns what a slot's buffers are and what a fill moves into them (the ops below).
- * The trainable parameters' prefetcher (sched/prefetch.c) and the frozen base
- * (sched/frozen.c, which zinc generate uses) are its users.
+ * The trainable parameters' prefetcher (sched/prefetch.c), the frozen base
+ * (sched/frozen.c, which zinc generate uses) and the activation checkpoints' copies up
+ * (sched/recompute_home.c) are its users.
  *
  * Order (what the users' results and traces depend on, kept exactly):
  *   acquire(k): the window's end becomes k + depth (the sequence's last item at most); with
- *     a stage op, items not yet staged up to it are staged in order; poll; fills are
+ *     a stage op, items not yet staged up to it (and stage_ahead items past it) are staged
+ *     in order; poll; fills are
  *     enqueued in item order: every item up to k (in_order: up to the window's end), then
  *     the items after it up to the window's end while staged() says their staging is done
- *     (a staging not done never holds up the fill of an item before it); poll; the compute
- *     stream waits for k's slot's ready event.
+ *     (a staging not done never holds up the fill of an item before it; an item staged
+ *     past the window is never filled before its window); poll; the compute stream waits
+ *     for k's slot's ready event.
  *   release(k): k's slot's free event recorded on the compute stream; poll; fills as at an
  *     acquire up to k + release_ahead (that one waiting for its staging if need be).
  *   begin(n): a new sequence of n items; staged items never filled are unstaged first.
@@ -68,10 +71,15 @@ struct zn_ring_config {
 	struct zn_stream *compute;  /* waits for ready at acquire, records free at release */
 	int slots;                  /* the ring's slots (>= 1); the held slot is one more */
 	int depth;                  /* items filled ahead of the one acquired (<= slots - 1) */
-	/* several ranks whose fills end in collectives: an acquire enqueues every fill of its
-	 * window, in order, never by when a staging landed */
+	/* an acquire enqueues every fill of its window, in order, never by when a staging
+	 * landed: several ranks whose fills end in collectives (the same order on each), or
+	 * a fill that must run a whole item ahead (the checkpoints' copy up) */
 	bool in_order;
 	int release_ahead;          /* release(k) fills up to k + release_ahead (0 or 1) */
+	/* items staged past the window (>= 0): a user whose staging buffers outnumber its
+	 * slots starts its reads earlier (the checkpoints' nvme reads, two runs ahead); its
+	 * stage op must not touch the item's slot, which may still be in use */
+	int stage_ahead;
 	const struct zn_ring_ops *ops;
 	void *ctx;                  /* the ops' */
 };
@@ -83,6 +91,7 @@ struct zn_ring {
 	int len;                    /* the sequence's items (zn_ring_begin) */
 	int staged;                 /* items staged (with a stage op), or the window's end + 1 */
 	int issued;                 /* items whose fill is enqueued (<= staged) */
+	int window;                 /* the last acquire's window end: no fill past it early */
 };
 
 /* 0, -EINVAL (logged) for a config out of range, or an event's failure; destroy accepts a
