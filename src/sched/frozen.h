@@ -11,7 +11,7 @@
  *
  *     rc = zn_frozen_prepare(&fz, &shape);      // sizes, before the plan
  *     zn_frozen_plan_input(&fz, &pin);          // the plan reads them
- *     rc = zn_frozen_create(&fz, &cfg);         // homes, slots, file
+ *     rc = zn_frozen_create(&fz, &cfg);         // homes, slots, nvme store
  *     rc = zn_frozen_init_layer(&fz, l, f32_h); // each layer onto its home
  *     rc = zn_frozen_layer0(&fz, use, use_n, &f0);  // a step: layer 0, the sequence
  *     rc = zn_frozen_begin(&fz, use, use_n);
@@ -119,7 +119,6 @@ struct zn_frozen {
 	 * reading into buffer 1 + j % rd_n, so reads run up to rd_n items ahead of the copies
 	 * up, whatever the working-slot ring */
 	struct zn_home io;
-	bool io_open;
 	int rd_n;
 	int seq_read;            /* home on nvme: the next item whose read is submitted */
 	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */

@@ -149,9 +149,8 @@ int zn_frozen_io_open(struct zn_frozen *fz)
 	hc.buf_bytes = buf_bytes;
 	hc.store = fz->store;
 	hc.engine = fz->aio;
-	if (!rc)
+	if (!rc) /* a half-opened home is closed by zn_frozen_io_close */
 		rc = zn_home_open(&fz->io, &hc);
-	fz->io_open = !rc;
 	for (int i = 0; !rc && i <= fz->rd_n; i++)
 		if (buf_bytes[i])
 			fz->pinned_bytes += zn_plan_host_alloc_bytes(buf_bytes[i]);
@@ -161,9 +160,7 @@ int zn_frozen_io_open(struct zn_frozen *fz)
 
 void zn_frozen_io_close(struct zn_frozen *fz)
 {
-	if (fz->io_open)
-		zn_home_close(&fz->io); /* reads in flight and copies up waited */
-	fz->io_open = false;
+	zn_home_close(&fz->io); /* reads in flight and copies up waited; a zeroed home too */
 	zn_swap_destroy(fz->store);
 	fz->store = NULL;
 	if (fz->arena_registered)
