@@ -134,9 +134,9 @@ int zn_frozen_io_open(struct zn_frozen *fz)
 		free(buf_bytes);
 		return -ENOMEM;
 	}
+	/* a layer's stored extent; a streamed layer's rest and experts each aligned */
 	for (int l = 0; l < fz->sh.n; l++)
-		fz->ext_bytes[l] = zn_frozen_file_extent(fz, l); /* a streamed layer's parts
-								   * each aligned */
+		fz->ext_bytes[l] = zn_frozen_file_extent(fz, l);
 	buf_bytes[0] = p->frozen_layer0_bytes;
 	for (int i = 1; i <= fz->rd_n; i++)
 		buf_bytes[i] = p->frozen_slot_bytes;
