@@ -21,9 +21,10 @@
 
 static char dir[64];
 
+/* under /var/tmp, not /tmp: the nvme run's frozen store needs O_DIRECT (tmpfs has none) */
 static void make_dir(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/zn_cli_gen_XXXXXX");
+	snprintf(dir, sizeof(dir), "/var/tmp/zn_cli_gen_XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
 }
 

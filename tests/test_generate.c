@@ -16,6 +16,7 @@
 #include "sched/generate_sample.h"
 
 #include "generate_check.h"
+#include "nvme_test_util.h"
 
 /* log p_t(v) for every t, v from the training forward: the last layer's loss with every
  * target set to v is -log softmax(logits_t)[v] */
@@ -138,11 +139,11 @@ static void check_streamed(const struct zn_model *m)
 {
 	const int V = m->ops->vocab(m->config);
 	float *want = malloc(sizeof(float) * T_ALL * V), *got = malloc(sizeof(float) * T_ALL * V);
-	char dir[] = "/tmp/zn_gen_XXXXXX";
+	char dir[ZN_PATH_MAX];
 	struct zn_gen *g;
 	struct zn_gen_stats s;
 
-	cr_assert_not_null(mkdtemp(dir));
+	nvme_test_dir(dir, sizeof(dir)); /* the nvme home needs O_DIRECT */
 	g = make(m, ZN_GEN_DEVICE, NULL);
 	decode_all(g, V, want);
 	zn_gen_destroy(g);

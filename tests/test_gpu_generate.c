@@ -27,7 +27,7 @@ static void compare(const struct zn_model *m, const char *what)
 	const size_t n = (size_t)T_ALL * (size_t)V;
 	float *host = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
 	float *str = malloc(sizeof(float) * n);
-	char dir[] = "/tmp/zn_gpu_gen_XXXXXX";
+	char dir[] = "/var/tmp/zn_gpu_gen_XXXXXX";
 	struct zn_gen *g;
 	double worst = 0;
 

@@ -2,7 +2,8 @@
  * training engine's frozen parameters, read through the aio engine): the same ids and
  * logits as layers on the device at every read-ahead depth; the bytes read from the file
  * per forward are the streamed layers' extents (the aio engine's own count); an injected
- * read error fails the forward with lines naming the file and --nvme-path. */
+ * read error fails the forward with lines naming the layer, the store's file and
+ * --nvme-path. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "sched/generate.h"
 
 #include "generate_check.h"
+#include "nvme_test_util.h"
 
 static struct zn_gen *make_nvme(const struct zn_model *m, const char *dir, int depth,
 				int forwards)
@@ -44,12 +46,12 @@ static void check_equal(const struct zn_model *m, const char *what)
 	const size_t bytes = sizeof(float) * T_ALL * (size_t)V;
 	float *want = malloc(bytes), *got = malloc(bytes);
 	int want_ids[T_ALL], got_ids[T_ALL];
-	char dir[] = "/tmp/zn_nvgen_XXXXXX";
+	char dir[ZN_PATH_MAX];
 	/* depth (0 auto, < 0 none) x forwards per use sequence (0: the default) */
 	static const int runs[][2] = { { 0, 0 }, { -1, 0 }, { 1, 0 }, { 2, 3 }, { 3, 1 } };
 	struct zn_gen *g;
 
-	cr_assert_not_null(mkdtemp(dir));
+	nvme_test_dir(dir, sizeof(dir));
 	g = make(m, ZN_GEN_DEVICE, NULL);
 	decode_all(g, V, want);
 	zn_gen_reset(g);
@@ -107,7 +109,7 @@ Test(nvme_generate, bytes_read_per_token_are_the_streamed_layers)
 	const int n = m.ops->layer_count(m.config), V = m.ops->vocab(m.config);
 	uint64_t extents = 0, params = 0, read0, copied0;
 	float *z = malloc(sizeof(float) * T_ALL * (size_t)V);
-	char dir[] = "/tmp/zn_nvgen_XXXXXX";
+	char dir[ZN_PATH_MAX];
 	struct zn_gen_stats s;
 	struct zn_gen *g;
 
@@ -119,7 +121,7 @@ Test(nvme_generate, bytes_read_per_token_are_the_streamed_layers)
 		extents += (L.numel * sizeof(float) + 4095) / 4096 * 4096; /* 4 KiB extents */
 		zn_layer_desc_release(&L);
 	}
-	cr_assert_not_null(mkdtemp(dir));
+	nvme_test_dir(dir, sizeof(dir));
 	g = make_nvme(&m, dir, 2, 1);
 	zn_gen_stats(g, &s);
 	cr_expect_eq(s.nvme_read_bytes, 0, "reads before the first forward");
@@ -165,11 +167,11 @@ Test(nvme_generate, read_error_names_the_file)
 	struct zn_model m = zn_gpt2_model(&c);
 	const int V = m.ops->vocab(m.config);
 	float *z = malloc(sizeof(float) * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
-	char dir[] = "/tmp/zn_nvgen_XXXXXX", msg[8192], want_dir[64];
+	char dir[ZN_PATH_MAX], msg[8192], want_dir[ZN_PATH_MAX + 64];
 	struct zn_gen *g;
 	int rc;
 
-	cr_assert_not_null(mkdtemp(dir));
+	nvme_test_dir(dir, sizeof(dir));
 	g = make(&m, ZN_GEN_DEVICE, NULL);
 	cr_assert_eq(zn_gen_forward(g, tokens, 5, 1, want), 0);
 	zn_gen_destroy(g);
@@ -179,8 +181,10 @@ Test(nvme_generate, read_error_names_the_file)
 	capture(msg, sizeof(msg), g, z, &rc);
 	cr_expect_eq(rc, -EIO, "the forward returned %d", rc);
 	cr_expect_eq(zn_gen_pos(g), 0, "a failed forward moved the position");
-	cr_expect_not_null(strstr(msg, "read of the frozen parameters' file"), "%s", msg);
-	cr_expect_not_null(strstr(msg, "layer 1"), "%s", msg);
+	/* the layer and the store's file under the path */
+	snprintf(want_dir, sizeof(want_dir), "frozen parameters of layer 1: nvme read of %s/zinc-swap-",
+		 dir);
+	cr_expect_not_null(strstr(msg, want_dir), "%s", msg);
 	snprintf(want_dir, sizeof(want_dir), "--nvme-path %s", dir);
 	cr_expect_not_null(strstr(msg, want_dir), "%s", msg);
 	cr_expect_not_null(strstr(msg, "Input/output error"), "%s", msg);

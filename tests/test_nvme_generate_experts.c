@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "generate_check.h"
+#include "nvme_test_util.h"
 
 #define G_E 128
 #define G_K 8
@@ -89,14 +90,14 @@ static void check_home(enum zn_gen_home home)
 	const size_t bytes = sizeof(float) * T_ALL * (size_t)V;
 	const uint64_t xb = (uint64_t)3 * G_I * G_C * 4; /* an expert's gate_up and down */
 	float *want = malloc(bytes), *got = malloc(bytes);
-	char dir[] = "/tmp/zn_nvgenx_XXXXXX";
+	char dir[ZN_PATH_MAX];
 	struct zn_gen_stats s0, s1;
 	struct zn_gen *g;
 	int sparse, want_ids[T_ALL], got_ids[T_ALL];
 	uint64_t rest = rest_extents(&m, &sparse);
 
 	cr_assert_eq(sparse, 2);
-	cr_assert_not_null(mkdtemp(dir));
+	nvme_test_dir(dir, sizeof(dir));
 	g = make(&m, ZN_GEN_DEVICE, NULL);
 	decode_all(g, V, want);
 	zn_gen_stats(g, &s0);

@@ -5,6 +5,7 @@
  * and its pinned bytes as the plan does and leaves no file behind. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 
 #include "core/dtype.h"
 #include "engine_common.h"
@@ -44,23 +45,24 @@ static void res_free(struct res *r)
 	free(r->f);
 }
 
-/* rbufs: zinc.frozen_read_buffers (0 = automatic); depth: prefetch depth (ring depth + 1) */
-static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_device prm,
-		     bool bf16, const char *dir, int rbufs, int depth)
+/* A LoRA engine on a 4-layer GPT-2 (*mc), its optimizer on opt, its base on prm (paths:
+ * dir); rbufs: zinc.frozen_read_buffers (0 = automatic); depth: prefetch depth (ring depth
+ * + 1); *stream: tokens for 4 steps */
+static struct zn_engine *create(struct zn_lora_config *lc, struct zn_gpt2_config *mc,
+				int **stream, enum zn_offload_device opt,
+				enum zn_offload_device prm, bool bf16, const char *dir, int rbufs,
+				int depth)
 {
-	struct zn_gpt2_config mc;
-	struct zn_lora_config lc = { .r = 4, .alpha = 8 };
 	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
-	int *stream;
 	struct zn_config cfg;
 	struct zn_model m;
 	struct zn_engine *e;
-	uint64_t bt = 2 * ET_B * ET_T;
 
-	et_model(&mc);
-	mc.layers = 4;
-	zn_gpt2_config_validate(&mc);
-	stream = et_tokens(4 * bt + 1, mc.vocab, 7);
+	*lc = (struct zn_lora_config){ .r = 4, .alpha = 8 };
+	et_model(mc);
+	mc->layers = 4;
+	zn_gpt2_config_validate(mc);
+	*stream = et_tokens(8 * ET_B * ET_T + 1, mc->vocab, 7);
 	et_config(&cfg, 3, ZN_OFFLOAD_CPU, ET_B, 2);
 	cfg.zero.offload_optimizer.device = opt;
 	cfg.zero.offload_param.device = prm;
@@ -70,11 +72,23 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 	cfg.zero.offload_optimizer.nvme_path_count = cfg.zero.offload_param.nvme_path_count = 1;
 	snprintf(cfg.zero.offload_optimizer.nvme_path[0], ZN_PATH_MAX, "%s", dir);
 	snprintf(cfg.zero.offload_param.nvme_path[0], ZN_PATH_MAX, "%s", dir);
-	lc.base = zn_gpt2_model(&mc);
-	cr_assert_eq(zn_lora_add_targets(&lc, "c_attn,c_proj"), 0);
-	cr_assert_eq(zn_lora_prepare(&lc), 0);
-	m = zn_lora_model(&lc);
+	lc->base = zn_gpt2_model(mc);
+	cr_assert_eq(zn_lora_add_targets(lc, "c_attn,c_proj"), 0);
+	cr_assert_eq(zn_lora_prepare(lc), 0);
+	m = zn_lora_model(lc);
 	cr_assert_eq(zn_engine_create(&e, &cfg, &m, &o), 0);
+	return e;
+}
+
+static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_device prm,
+		     bool bf16, const char *dir, int rbufs, int depth)
+{
+	struct zn_lora_config lc;
+	struct zn_gpt2_config mc;
+	int *stream;
+	struct zn_engine *e = create(&lc, &mc, &stream, opt, prm, bf16, dir, rbufs, depth);
+	uint64_t bt = 2 * ET_B * ET_T;
+
 	/* the pinned bytes allocated are the plan's (homes, or layer 0's and the read buffers) */
 	cr_assert_eq(zn_frozen_pinned_bytes(&e->fz), e->plan.host_frozen_bytes, "%llu vs plan %llu",
 		     (unsigned long long)zn_frozen_pinned_bytes(&e->fz),
@@ -119,7 +133,7 @@ static void run_with(struct res *r, enum zn_offload_device opt, enum zn_offload_
 			const struct zn_layer_desc *bd = &lc.lay[l].base;
 			float *want = malloc((bd->numel + 1) * 4);
 
-			zn_gpt2_ops.init(&mc, bd, 0, bd->numel, want, cfg.runtime.seed);
+			zn_gpt2_ops.init(&mc, bd, 0, bd->numel, want, e->cfg.runtime.seed);
 			for (uint64_t i = 0; bf16 && i < bd->numel; i++) {
 				uint16_t h;
 
@@ -211,5 +225,47 @@ Test(nvme_lora, read_ahead_beyond_the_slots)
 	res_free(&sync);
 	res_free(&deep);
 	res_free(&autom);
+	nvme_test_rmdir(dir);
+}
+
+/* A failed read or write of the base on nvme fails the call with a line naming the layer,
+ * the operation and the store's file (under offload_param.nvme_path): a step (layer 0's
+ * read, the first request), a layer's read back, a layer's load. */
+Test(nvme_lora, a_failed_read_or_write_names_the_layer_and_the_file)
+{
+	char dir[ZN_PATH_MAX], want[3][ZN_PATH_MAX + 80];
+	struct zn_lora_config lc;
+	struct zn_gpt2_config mc;
+	struct zn_step_stats st;
+	struct zn_engine *e;
+	float *f;
+	int *stream;
+
+	nvme_test_dir(dir, sizeof(dir));
+	e = create(&lc, &mc, &stream, ZN_OFFLOAD_CPU, ZN_OFFLOAD_NVME, true, dir, 0, 1);
+	f = calloc(zn_engine_frozen_numel(e, 2) + 1, 4);
+	cr_assert_not_null(zn_frozen_aio(&e->fz));
+	snprintf(want[0], sizeof(want[0]), "frozen parameters of layer 0: nvme read of %s/zinc-swap-",
+		 dir);
+	snprintf(want[1], sizeof(want[1]), "frozen parameters of layer 2: nvme read of %s/zinc-swap-",
+		 dir);
+	snprintf(want[2], sizeof(want[2]), "frozen parameters of layer 2: nvme write of %s/zinc-swap-",
+		 dir);
+	cr_redirect_stderr();
+	zn_aio_set_fault(zn_frozen_aio(&e->fz), &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_expect_eq(zn_engine_step(e, stream, stream + 1, &st), -EIO);
+	zn_aio_set_fault(zn_frozen_aio(&e->fz), &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_expect_eq(zn_engine_read_frozen(e, 2, f), -EIO);
+	zn_aio_set_fault(zn_frozen_aio(&e->fz), &(struct zn_aio_fault){ .nth = 1, .err = EIO });
+	cr_expect_eq(zn_frozen_init_layer(&e->fz, 2, f), -EIO);
+	zn_aio_set_fault(zn_frozen_aio(&e->fz), NULL);
+	for (int i = 0; i < 3; i++)
+		cr_expect(nvme_test_stderr_has(want[i], "Input/output error"), "no line '%s'",
+			  want[i]);
+	zn_engine_destroy(e);
+	zn_lora_release(&lc);
+	free(stream);
+	free(f);
+	cr_expect_eq(entries(dir), 0, "files left in %s", dir);
 	nvme_test_rmdir(dir);
 }

@@ -618,3 +618,66 @@ Test(nvme_swap, crc32c_values)
 		     zn_crc32c(0, buf, 400000));
 	free(buf);
 }
+
+/* A second handle through another engine (zn_swap_attach): over 2 striped paths it reads
+ * and writes the store's extents (sub-ranges crossing stripes), each engine counting only
+ * its own bytes; destroying it leaves the store's files; a checksummed store refuses it. */
+Test(nvme_swap, attached_handle_reads_and_writes_the_store, .init = cr_redirect_stderr)
+{
+	struct zn_swap_extent ext[NEXT] = { 0 };
+	struct zn_aio *aio, *aio2;
+	struct zn_swap_config c;
+	struct zn_aio_stats st, st2;
+	struct zn_swap *s, *a;
+	struct zn_swap_req req;
+	uint64_t seed = 7, bytes;
+	char *src, *got, *back;
+	struct stat sb;
+
+	setup();
+	aio = engine(ZN_AIO_BACKEND_AUTO, 1);
+	aio2 = engine(ZN_AIO_BACKEND_POOL, 2);
+	make_extents(ext, &seed);
+	c = swap_cfg(2, ext, NEXT);
+	cr_assert_eq(zn_swap_create(&s, aio, &c), 0);
+	cr_assert_eq(zn_swap_attach(&a, s, aio2), -EINVAL, "a checksummed store");
+	cr_assert_null(a);
+	zn_swap_destroy(s);
+	c.checksum = false;
+	cr_assert_eq(zn_swap_create(&s, aio, &c), 0);
+	cr_assert_eq(zn_swap_attach(&a, s, aio2), 0);
+	cr_assert_str_eq(zn_swap_file(a, 1), zn_swap_file(s, 1));
+	cr_assert_eq(zn_swap_extent_bytes(s, ext[3].key, &bytes), 0);
+	src = nvme_test_alloc(bytes);
+	got = nvme_test_alloc(bytes);
+	back = nvme_test_alloc(bytes);
+	nvme_test_fill(src, bytes, 99);
+	cr_assert_eq(zn_swap_write(s, ext[3].key, 0, bytes, src, &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	/* the attached handle reads a part crossing a stripe, and writes one the store reads */
+	cr_assert_eq(zn_swap_read(a, ext[3].key, 4096, bytes - 4096, got, &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	nvme_test_compare(got, src + 4096, bytes - 4096, "read through the attached handle");
+	nvme_test_fill(got, bytes, 100);
+	cr_assert_eq(zn_swap_write(a, ext[3].key, 0, bytes, got, &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	cr_assert_eq(zn_swap_read(s, ext[3].key, 0, bytes, back, &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	nvme_test_compare(back, got, bytes, "written through the attached handle");
+	zn_aio_get_stats(aio, &st);
+	zn_aio_get_stats(aio2, &st2);
+	cr_assert_eq(st.bytes_read, bytes);
+	cr_assert_eq(st.bytes_written, bytes);
+	cr_assert_eq(st2.bytes_read, bytes - 4096);
+	cr_assert_eq(st2.bytes_written, bytes);
+	zn_swap_destroy(a);
+	cr_assert_eq(stat(zn_swap_file(s, 0), &sb), 0, "the store's file went with the handle");
+	cr_assert_eq(zn_swap_read(s, ext[3].key, 0, bytes, back, &req), 0);
+	cr_assert_eq(zn_swap_wait(&req), 0);
+	nvme_test_compare(back, got, bytes, "after the handle's destroy");
+	zn_swap_destroy(s);
+	zn_aio_destroy(aio2);
+	zn_aio_destroy(aio);
+	free(src), free(got), free(back);
+	teardown();
+}

@@ -46,6 +46,7 @@ struct zn_swap {
 	size_t ext_count;
 	struct zn_swap_ext *ext; /* sorted by key */
 	struct zn_swap_path paths[ZN_MAX_NVME_PATHS];
+	struct zn_swap *owner; /* zn_swap_attach: the store whose files and extents these are */
 };
 
 static uint64_t align_up(uint64_t v)
@@ -56,7 +57,7 @@ static uint64_t align_up(uint64_t v)
 const char *zn_swap_kind_name(int kind)
 {
 	static const char *names[] = { "param", "grad", "master", "exp_avg", "exp_avg_sq",
-				       "activation", "other" };
+				       "activation", "other", "frozen" };
 
 	return kind >= 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : "kind";
 }
@@ -265,6 +266,13 @@ void zn_swap_destroy(struct zn_swap *s)
 
 	if (!s)
 		return;
+	if (s->owner) { /* attached: the files and extents are the owner's */
+		for (p = 0; p < s->path_count; p++)
+			if (s->paths[p].af)
+				zn_aio_file_remove(s->aio, s->paths[p].af);
+		free(s);
+		return;
+	}
 	for (p = 0; p < s->path_count; p++) {
 		if (s->paths[p].af)
 			zn_aio_file_remove(s->aio, s->paths[p].af);
@@ -534,4 +542,38 @@ int zn_swap_poll(struct zn_swap_req *req)
 		if (zn_aio_poll(&req->parts[i]) == -EINPROGRESS)
 			return -EINPROGRESS;
 	return zn_swap_wait(req);
+}
+
+int zn_swap_attach(struct zn_swap **out, struct zn_swap *s, struct zn_aio *aio)
+{
+	struct zn_swap *a;
+	int rc = 0, p;
+
+	*out = NULL;
+	if (s->checksum) {
+		zn_error("swap: a second engine's handle on %s needs a store without checksums "
+			 "(they are kept in one handle)", s->paths[0].dir);
+		return -EINVAL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->owner = s;
+	a->aio = aio;
+	a->path_count = s->path_count;
+	a->stripe_bytes = s->stripe_bytes;
+	a->ext_count = s->ext_count;
+	a->ext = s->ext; /* read only without checksums */
+	for (p = 0; p < s->path_count; p++) {
+		a->paths[p] = s->paths[p];
+		a->paths[p].af = NULL;
+	}
+	for (p = 0; p < a->path_count && !rc; p++)
+		rc = zn_aio_file_add(aio, a->paths[p].fd, a->paths[p].file, &a->paths[p].af);
+	if (rc) {
+		zn_swap_destroy(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
 }

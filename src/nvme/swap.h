@@ -57,6 +57,7 @@ enum zn_swap_kind {
 	ZN_SWAP_EXP_AVG_SQ = 4, /* AdamW v */
 	ZN_SWAP_ACTIVATION = 5,
 	ZN_SWAP_OTHER = 6,
+	ZN_SWAP_FROZEN = 7,     /* a frozen base's layer (sched/frozen.h) */
 };
 
 struct zn_swap_key {
@@ -138,5 +139,13 @@ const char *zn_swap_file(const struct zn_swap *s, int path_index);
 int zn_swap_locate(const struct zn_swap *s, struct zn_swap_key key, uint64_t offset,
 		   int *path_index, uint64_t *file_offset);
 const char *zn_swap_kind_name(int kind);
+
+/* A second handle on s's files and extents through another engine, for reads and writes
+ * from a thread that keeps its own queue (the frozen experts' reads on the compute
+ * stream's thread, sched/frozen_experts.c): its files are added to aio; the store's
+ * checksums live in s alone, so s must be made without them (-EINVAL, logged). Destroy it
+ * (zn_swap_destroy: its files leave aio, the files stay) before s; its requests must be
+ * finished. Returns 0, -EINVAL or -ENOMEM. */
+int zn_swap_attach(struct zn_swap **out, struct zn_swap *s, struct zn_aio *aio);
 
 #endif

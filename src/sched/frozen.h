@@ -11,7 +11,7 @@
  *
  *     rc = zn_frozen_prepare(&fz, &shape);      // sizes, before the plan
  *     zn_frozen_plan_input(&fz, &pin);          // the plan reads them
- *     rc = zn_frozen_create(&fz, &cfg);         // homes, slots, file
+ *     rc = zn_frozen_create(&fz, &cfg);         // homes, slots, nvme store
  *     rc = zn_frozen_init_layer(&fz, l, f32_h); // each layer onto its home
  *     rc = zn_frozen_layer0(&fz, use, use_n, &f0);  // a step: layer 0, the sequence
  *     rc = zn_frozen_begin(&fz, use, use_n);
@@ -28,6 +28,8 @@
 #include "gpu/device.h"
 #include "model/moe/moe.h"
 #include "nvme/aio.h"
+#include "nvme/swap.h"
+#include "store/home.h"
 #include "store/ring.h"
 #include "zinc.h"
 
@@ -64,7 +66,7 @@ struct zn_frozen_config {
 	struct zn_arena *arena;          /* pinned host homes and read buffers */
 	const struct zn_engine_plan_input *pin;
 	const struct zn_engine_plan *plan; /* frozen_home, slots, depth, read buffers */
-	const char *nvme_dir;            /* home on nvme: where the frozen file goes */
+	const char *nvme_dir;            /* home on nvme: where the frozen store goes */
 	const struct zn_aio_config *aio; /* its aio engines */
 };
 
@@ -78,17 +80,6 @@ struct zn_fslot {
 	/* frozen experts fetched per routed expert: which of its layer's experts the slot
 	 * holds (cleared in stream order by each fetch into the slot; frozen_experts.c) */
 	uint8_t *xres;
-};
-
-/* Home on nvme: a pinned buffer a layer is read into, then copied up (frozen_io.c). */
-struct zn_fread {
-	void *buf;
-	struct zn_event *copied; /* its copy up is done (it may be read into again) */
-	bool copy_pending;
-	bool reading;            /* a read into buf is in flight or done, not yet taken */
-	int layer;               /* whose */
-	uint64_t t0_ns;          /* submission (--trace) */
-	struct zn_aio_req req;
 };
 
 struct zn_frozen {
@@ -107,11 +98,12 @@ struct zn_frozen {
 	uint64_t *x_first;
 	const struct zn_use *use; /* the sequence of uses (zn_frozen_layer0 / begin) */
 	void **home;             /* per layer: device or pinned host home (NULL: nvme, none) */
-	uint64_t *file_off;      /* home on nvme: byte offset of each layer's extent */
-	int fd;                  /* the frozen file (unlinked at create), or -1 */
-	struct zn_aio *aio;      /* its reads and writes (frozen_io.c) */
-	struct zn_aio_file *af;
-	bool arena_registered;   /* the pinned arena is fixed buffers of aio */
+	/* home on nvme (frozen_io.c): a swap store of one extent per layer (ext_bytes[l]
+	 * each) and its aio engine (the pinned arena registered as its fixed buffers) */
+	struct zn_swap *store;
+	struct zn_aio *aio;
+	bool arena_registered;
+	uint64_t *ext_bytes;
 	/* per ring slot its buffers (store/ring.h: the ring has the events and the order of
 	 * the fetches), the held slot's (layer 0's) last */
 	struct zn_fslot *slot;
@@ -122,11 +114,11 @@ struct zn_frozen {
 	/* the held slot has layer 0's working copy (kept across steps: the base never
 	 * changes; zn_frozen_init_layer(0) clears it) */
 	bool slot0_valid;
-	/* home on nvme: layer 0's read buffer, and rd_n (the plan's frozen_read_buffers) for
-	 * the sequence, item j reading into rd[j % rd_n], so reads run up to rd_n items ahead
-	 * of the copies up, whatever the working-slot ring */
-	struct zn_fread rd0;
-	struct zn_fread *rd;
+	/* home on nvme: the read buffers, a tiered home on the store (store/home.h): buffer
+	 * 0 layer 0's, and rd_n (the plan's frozen_read_buffers) for the sequence, item j
+	 * reading into buffer 1 + j % rd_n, so reads run up to rd_n items ahead of the copies
+	 * up, whatever the working-slot ring */
+	struct zn_home io;
 	int rd_n;
 	int seq_read;            /* home on nvme: the next item whose read is submitted */
 	uint64_t bytes_read;     /* nvme bytes read by fetches (the step's figures) */
@@ -134,11 +126,12 @@ struct zn_frozen {
 	 * thread during a layer's call: the sources handed to the model (one a layer), an
 	 * expert's pinned read buffer and device staging, their own aio engine (the reads
 	 * come from that thread), the first error, and the counts (read once the compute
-	 * stream is drained): experts fetched, their stored bytes, their nvme bytes read */
+	 * stream is drained): experts fetched, their stored bytes, their nvme bytes read;
+	 * their engine reads the store through a handle of its own (zn_swap_attach) */
 	struct zn_moe_source *xsrc;
 	void *xbuf, *xstage_d;
 	struct zn_aio *xaio;
-	struct zn_aio_file *xaf;
+	struct zn_swap *xswap;
 	int xerr;
 	uint64_t x_count, x_bytes, x_read_bytes;
 	uint64_t pinned_bytes;   /* pinned host bytes allocated (the plan's host_frozen_bytes) */
@@ -173,7 +166,7 @@ int zn_frozen_release(struct zn_frozen *fz, int item);
 /* Pinned host bytes the frozen part allocated (homes, read buffers): the plan's
  * host_frozen_bytes, which tests compare. */
 uint64_t zn_frozen_pinned_bytes(const struct zn_frozen *fz);
-/* the frozen file's aio engine (NULL: the home is not nvme); tests inject faults in it */
+/* the frozen store's aio engine (NULL: the home is not nvme); tests inject faults in it */
 struct zn_aio *zn_frozen_aio(struct zn_frozen *fz);
 
 /* whether the base is 4-bit (its layers stored as extents: zn_frozen_init_layer_q4), and
@@ -236,9 +229,12 @@ uint64_t zn_frozen_file_extent(const struct zn_frozen *fz, int l);
 void zn_frozen_experts_pack(const struct zn_frozen *fz, int l, void *ext, const void *stored);
 void zn_frozen_experts_unpack(const struct zn_frozen *fz, int l, void *stored, const void *ext);
 
-/* frozen_io.c: the frozen file on nvme and its reads ahead (internal to frozen*.c) */
-int zn_frozen_io_open(struct zn_frozen *fz);   /* the file, the aio engine, read buffers */
-void zn_frozen_io_close(struct zn_frozen *fz); /* waits for reads in flight */
+/* frozen_seq.c: the ring of working slots over the sequence (at create) */
+int zn_frozen_ring_create(struct zn_frozen *fz);
+
+/* frozen_io.c: the frozen store on nvme and its reads ahead (internal to frozen*.c) */
+int zn_frozen_io_open(struct zn_frozen *fz);   /* the store, its aio engine, read buffers */
+void zn_frozen_io_close(struct zn_frozen *fz); /* waits for reads in flight; a half-open */
 int zn_frozen_io_rw(struct zn_frozen *fz, int l, void *buf, bool write); /* whole extent */
 /* item's layer l read complete in its buffer (item -1: layer 0's), blocking as needed;
  * *src the pinned bytes to copy up */

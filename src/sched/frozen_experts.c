@@ -8,8 +8,8 @@
  * router has run and the rows per expert are on the host (moe.h zn_moe_source), calls
  * fetch below right before each routed expert's GEMMs, and the expert is fetched on its
  * own into its slices of the slot's working copy: its stored slices of both stacks copied up from
- * the host home, or read from the frozen file (each expert its own 4 KiB-aligned extent
- * after the rest of the layer's: one read an expert) into a pinned buffer and copied up,
+ * the host home, or read from the frozen store (each expert its own 4 KiB-aligned part
+ * of the layer's extent, after its rest: one read an expert) into a pinned buffer and copied up,
  * then cast to fp32 where the stored dtype is 16-bit. The backward (and a recomputed
  * forward) fetches the same experts again: the routing is the forward's.
  *
@@ -307,15 +307,15 @@ static int fetch_one(struct zn_frozen *fz, const struct zn_kernel_table *k, void
 
 	if (fz->c.plan->frozen_home == ZN_TIER_NVME) {
 		uint64_t len = zn_plan_host_alloc_bytes(p.bytes);
-		struct zn_aio_req req;
-		int rc = zn_aio_read(fz->xaio, fz->xaf, fz->file_off[l] + ext_off(fz, l, x),
-				     len, fz->xbuf, &req);
+		struct zn_swap_key key = { ZN_SWAP_FROZEN, l, fz->c.rank };
+		struct zn_swap_req req;
+		int rc = zn_swap_read(fz->xswap, key, ext_off(fz, l, x), len, fz->xbuf, &req);
 
 		if (!rc)
-			rc = zn_aio_wait(&req);
+			rc = zn_swap_wait(&req);
 		if (rc) {
-			zn_error("frozen expert %d of layer %d: nvme read failed (%s)", x, l,
-				 zn_strerror(rc));
+			zn_error("frozen expert %d of layer %d: nvme read failed (%s), from %s", x,
+				 l, zn_strerror(rc), zn_swap_file(fz->xswap, 0));
 			return rc;
 		}
 		fz->x_read_bytes += len;
@@ -440,21 +440,21 @@ int zn_frozen_experts_create(struct zn_frozen *fz)
 		fz->pinned_bytes += zn_plan_host_alloc_bytes(p->frozen_expert_bytes);
 	if (!rc)
 		rc = zn_aio_create(&fz->xaio, fz->c.aio);
+	/* the store's file through this engine: the reads come from the layer's thread, in a
+	 * queue of their own (not behind the layers' reads ahead) */
 	if (!rc)
-		rc = zn_aio_file_add(fz->xaio, fz->fd, "the frozen experts' file", &fz->xaf);
+		rc = zn_swap_attach(&fz->xswap, fz->store, fz->xaio);
 	return rc;
 }
 
 void zn_frozen_experts_destroy(struct zn_frozen *fz)
 {
-
-	if (fz->xaf)
-		zn_aio_file_remove(fz->xaio, fz->xaf);
+	zn_swap_destroy(fz->xswap); /* before the store (zn_frozen_io_close) */
 	zn_aio_destroy(fz->xaio);
 	zn_device_free(fz->c.dev, fz->xstage_d);
 	free(fz->xsrc);
 	fz->xaio = NULL;
-	fz->xaf = NULL;
+	fz->xswap = NULL;
 	fz->xstage_d = NULL;
 	fz->xsrc = NULL;
 }

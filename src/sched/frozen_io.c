@@ -1,36 +1,40 @@
-/* Frozen parameters on nvme (frozen.h, docs/lora.md): the frozen file and its reads.
+/* Frozen parameters on nvme (frozen.h, docs/lora.md): the frozen store and its reads ahead.
  *
- * The file is unlinked at create and opened O_DIRECT where the filesystem allows it. Every
+ * The layers live in a swap store (nvme/swap.h) of one extent per layer (kind
+ * ZN_SWAP_FROZEN, a streamed layer's rest first and each expert after it, aligned) on
+ * offload_param's first nvme path, not checksummed: the base is written once at load and
+ * read at every use, and a CRC32C of every read would sit on the step's path. Every
  * transfer goes through the frozen part's own aio engine (nvme/aio.h: io_uring, else the
  * pread/pwrite pool), made from the run's "aio" block: one layer's extent is cut into
  * block_size_bytes pieces with queue_depth of them in flight, so a single layer's read
  * moves at the device's bandwidth, not at one synchronous pread's.
  *
- * Reads run ahead of use through their own pinned read buffers, apart from the device's
- * working slots: layer 0's, and the plan's frozen_read_buffers for the sequence, item j
- * reading into rd[j % rd_n]. A buffer takes the read of its next item as soon as the copy
- * up of its previous item is complete (zn_frozen_io_pump, called at the sequence's begin,
- * acquire and release, never blocking), so the reads run up to rd_n items ahead of the
- * copies up, however few working slots the device budget allows; zn_frozen_io_take blocks
- * only for a read that has not finished (or a buffer still being copied up). The bytes
- * read are the same whichever way they arrive, so the results are bit for bit those of
- * synchronous reads (rd_n 1; test_nvme_lora).
+ * Reads run ahead of use through the pinned buffers of a tiered home on that store
+ * (store/home.h, given-store mode; item l: layer l), apart from the device's working
+ * slots: buffer 0 is layer 0's, and buffers 1 .. rd_n (the plan's frozen_read_buffers) the
+ * sequence's, item j reading into buffer 1 + j % rd_n. A read moves a use's bytes: a layer's
+ * extent, or a streamed layer's rest (the home's segments). A buffer takes the read of its
+ * next item as soon as the copy up of its previous item is complete (its up event:
+ * zn_frozen_io_pump, called at the sequence's begin, acquire and release, never blocking),
+ * so the reads run up to rd_n items ahead of the copies up, however few working slots the
+ * device budget allows; zn_frozen_io_take blocks only for a read that has not finished (or
+ * a buffer still being copied up). The bytes read are the same whichever way they arrive,
+ * so the results are bit for bit those of synchronous reads (rd_n 1; test_nvme_lora).
+ * Loading and reading back a layer (zn_frozen_io_rw) move its whole extent synchronously
+ * from the caller's buffer.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "core/log.h"
 #include "core/size.h"
 #include "core/trace.h"
 #include "cpu/arena.h"
-#include "model/quant/q4.h"
 #include "sched/acts.h"
 #include "sched/frozen.h"
 #include "sched/plan.h"
-#include "sched/tiers.h"
 #include "sched/trace_dev.h"
 
 bool zn_frozen_traced(const struct zn_frozen *fz)
@@ -38,10 +42,14 @@ bool zn_frozen_traced(const struct zn_frozen *fz)
 	return fz->c.tr && zn_tracer_on(fz->c.tr);
 }
 
-/* layer l's extent in the file (zn_frozen_io_rw) */
-static uint64_t extent(const struct zn_frozen *fz, int l)
+struct zn_aio *zn_frozen_aio(struct zn_frozen *fz)
 {
-	return zn_frozen_file_extent(fz, l);
+	return fz->aio;
+}
+
+static struct zn_swap_key key_of(const struct zn_frozen *fz, int l)
+{
+	return (struct zn_swap_key){ ZN_SWAP_FROZEN, l, fz->c.rank };
 }
 
 /* what a use of layer l reads: its extent, or a streamed layer's rest (frozen_experts.c) */
@@ -50,142 +58,145 @@ static uint64_t use_extent(const struct zn_frozen *fz, int l)
 	return zn_plan_host_alloc_bytes(zn_frozen_fetch_bytes(fz, l));
 }
 
-/* a pinned read buffer of a layer's stored bytes, counted in pinned_bytes */
-static int alloc_read(struct zn_frozen *fz, struct zn_fread *r, uint64_t bytes)
+/* the home's name of item l, for its errors */
+static void layer_name(const void *ctx, int l, char *out, size_t size)
 {
-	int rc = zn_tiers_halloc(fz->c.arena, &r->buf, bytes);
-
-	if (!rc && bytes)
-		fz->pinned_bytes += zn_plan_host_alloc_bytes(bytes);
-	r->layer = -1;
-	return rc ? rc : zn_event_create(fz->c.dev, &r->copied);
+	(void)ctx;
+	snprintf(out, size, "frozen parameters of layer %d", l);
 }
 
-int zn_frozen_io_open(struct zn_frozen *fz)
+/* the home's transfer of item l: a use's read (its rest, for a streamed layer) */
+static int layer_segs(const void *ctx, int l, bool write, struct zn_home_seg *out)
 {
-	char path[ZN_PATH_MAX + 64];
-	int fd, rc;
+	const struct zn_frozen *fz = ctx;
 
-	snprintf(path, sizeof(path), "%s/.zinc-frozen-r%d-XXXXXX",
-		 fz->c.nvme_dir ? fz->c.nvme_dir : ".", fz->c.rank);
-	fd = mkstemp(path);
-	if (fd < 0) {
-		rc = -errno;
-		zn_error("frozen parameters on nvme: cannot create a file in %s (%s): check "
-			 "offload_param.nvme_path", path, zn_strerror(rc));
-		return rc;
-	}
-	unlink(path); /* anonymous: gone when closed, even after a crash */
-	/* O_DIRECT where the filesystem has it (tmpfs has not: then through the page cache) */
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT))
-		zn_debug("frozen file: no O_DIRECT (%s)", zn_strerror(-errno));
-	fz->fd = fd;
+	out[0] = (struct zn_home_seg){ NULL, key_of(fz, l), 0,
+				       write ? fz->ext_bytes[l] : use_extent(fz, l), 0 };
+	return 1;
+}
+
+/* the store, its engine (the pinned arena registered as fixed buffers) */
+static int open_store(struct zn_frozen *fz)
+{
+	static atomic_int seq; /* stores of one process (engines, generate) keep apart */
+	struct zn_swap_extent *ext = zn_size_calloc((uint64_t)fz->sh.n, sizeof(*ext),
+						    "the frozen layers' extents");
+	struct zn_swap_config sc = { .path_count = 1, .rank = fz->c.rank, .extents = ext,
+				     .extent_count = (size_t)fz->sh.n,
+				     .stripe_bytes = ZN_PLAN_SWAP_STRIPE };
+	char run_id[64];
+	int rc;
+
+	if (!ext)
+		return -ENOMEM;
+	for (int l = 0; l < fz->sh.n; l++)
+		ext[l] = (struct zn_swap_extent){ key_of(fz, l), fz->ext_bytes[l], 0 };
+	/* zinc-swap-frozen<n>-r<rank>-p<pid>: the pid keeps runs sharing a path apart */
+	snprintf(run_id, sizeof(run_id), "frozen%d", atomic_fetch_add(&seq, 1));
+	sc.run_id = run_id;
+	sc.paths[0] = fz->c.nvme_dir ? fz->c.nvme_dir : ".";
 	rc = zn_aio_create(&fz->aio, fz->c.aio);
 	if (!rc)
-		rc = zn_aio_file_add(fz->aio, fd, "the frozen parameters' file", &fz->af);
+		rc = zn_swap_create(&fz->store, fz->aio, &sc);
+	free(ext);
+	if (rc) {
+		zn_error("frozen parameters on nvme: no store in %s (%s): check "
+			 "offload_param.nvme_path", sc.paths[0], zn_strerror(rc));
+		return rc;
+	}
 	/* the whole pinned arena (the read buffers are in it) as fixed buffers: no page
 	 * pinning per request */
-	if (!rc && fz->c.arena)
+	if (fz->c.arena)
 		rc = zn_aio_register_buffer(fz->aio, zn_arena_base(fz->c.arena),
 					    zn_arena_size(fz->c.arena) / ZN_AIO_ALIGN *
 						    ZN_AIO_ALIGN);
 	fz->arena_registered = !rc && fz->c.arena;
-	if (!rc)
-		zn_debug("frozen parameters on nvme through %s, %d read buffers",
-			 zn_aio_describe(fz->aio), fz->c.plan->frozen_read_buffers);
-	if (!rc)
-		rc = alloc_read(fz, &fz->rd0, fz->c.plan->frozen_layer0_bytes);
-	fz->rd_n = fz->c.plan->frozen_read_buffers > 0 ? fz->c.plan->frozen_read_buffers : 1;
-	fz->rd = rc ? NULL : zn_size_calloc((uint64_t)fz->rd_n, sizeof(*fz->rd),
-					    "the frozen read buffers");
-	if (!rc && !fz->rd)
-		rc = -ENOMEM;
-	for (int i = 0; !rc && i < fz->rd_n; i++)
-		rc = alloc_read(fz, &fz->rd[i], fz->c.plan->frozen_slot_bytes);
 	return rc;
 }
 
-static void wait_read(struct zn_fread *r)
+int zn_frozen_io_open(struct zn_frozen *fz)
 {
-	if (r->reading)
-		(void)zn_aio_wait(&r->req);
-	r->reading = false;
+	const struct zn_engine_plan *p = fz->c.plan;
+	uint64_t *buf_bytes;
+	struct zn_home_config hc = {
+		.tier = ZN_TIER_NVME, .count = fz->sh.n, .dev = fz->c.dev, .arena = fz->c.arena,
+		.rank = fz->c.rank, .kind = ZN_SWAP_FROZEN, .name = layer_name,
+		.segs = layer_segs, .ctx = fz,
+	};
+	int rc;
+
+	fz->rd_n = p->frozen_read_buffers > 0 ? p->frozen_read_buffers : 1;
+	fz->ext_bytes = zn_size_calloc((uint64_t)fz->sh.n, sizeof(*fz->ext_bytes),
+				       "the frozen layers' extents");
+	buf_bytes = zn_size_calloc((uint64_t)fz->rd_n + 1, sizeof(*buf_bytes),
+				   "the frozen read buffers");
+	if (!fz->ext_bytes || !buf_bytes) {
+		free(buf_bytes);
+		return -ENOMEM;
+	}
+	/* a layer's stored extent; a streamed layer's rest and experts each aligned */
+	for (int l = 0; l < fz->sh.n; l++)
+		fz->ext_bytes[l] = zn_frozen_file_extent(fz, l);
+	buf_bytes[0] = p->frozen_layer0_bytes;
+	for (int i = 1; i <= fz->rd_n; i++)
+		buf_bytes[i] = p->frozen_slot_bytes;
+	rc = open_store(fz);
+	if (!rc)
+		zn_debug("frozen parameters on nvme in %s through %s, %d read buffers",
+			 zn_swap_file(fz->store, 0), zn_aio_describe(fz->aio), fz->rd_n);
+	hc.item_size = fz->ext_bytes;
+	hc.buf_n = fz->rd_n + 1;
+	hc.buf_bytes = buf_bytes;
+	hc.store = fz->store;
+	hc.engine = fz->aio;
+	if (!rc) /* a half-opened home is closed by zn_frozen_io_close */
+		rc = zn_home_open(&fz->io, &hc);
+	for (int i = 0; !rc && i <= fz->rd_n; i++)
+		if (buf_bytes[i])
+			fz->pinned_bytes += zn_plan_host_alloc_bytes(buf_bytes[i]);
+	free(buf_bytes);
+	return rc;
 }
 
 void zn_frozen_io_close(struct zn_frozen *fz)
 {
-
-	wait_read(&fz->rd0);
-	zn_event_destroy(fz->rd0.copied);
-	for (int i = 0; fz->rd && i < fz->rd_n; i++) {
-		wait_read(&fz->rd[i]);
-		zn_event_destroy(fz->rd[i].copied);
-	}
-	free(fz->rd);
-	fz->rd = NULL;
-	fz->rd_n = 0;
-	if (fz->af)
-		zn_aio_file_remove(fz->aio, fz->af);
+	zn_home_close(&fz->io); /* reads in flight and copies up waited; a zeroed home too */
+	zn_swap_destroy(fz->store);
+	fz->store = NULL;
 	if (fz->arena_registered)
 		zn_aio_unregister_buffer(fz->aio, zn_arena_base(fz->c.arena));
 	fz->arena_registered = false;
 	zn_aio_destroy(fz->aio);
-	fz->af = NULL;
 	fz->aio = NULL;
-	if (fz->fd >= 0)
-		close(fz->fd);
-	fz->fd = -1;
+	free(fz->ext_bytes);
+	fz->ext_bytes = NULL;
+	fz->rd_n = 0;
 }
 
-static int failed(int l, bool write, int rc)
+/* one line naming layer l, the operation and the store's file */
+static int failed(struct zn_frozen *fz, int l, bool write, int rc)
 {
-	zn_error("frozen parameters of layer %d: nvme %s failed (%s)", l, write ? "write" : "read",
-		 zn_strerror(rc));
+	zn_error("frozen parameters of layer %d: nvme %s of %s failed: %s", l,
+		 write ? "write" : "read", zn_swap_file(fz->store, 0), zn_strerror(rc));
 	return rc;
 }
 
 int zn_frozen_io_rw(struct zn_frozen *fz, int l, void *buf, bool write)
 {
-	struct zn_aio_req req;
-	int rc = write ? zn_aio_write(fz->aio, fz->af, fz->file_off[l], extent(fz, l), buf,
-				      &req) :
-			 zn_aio_read(fz->aio, fz->af, fz->file_off[l], extent(fz, l), buf,
-				     &req);
+	struct zn_swap_req req;
+	int rc = write ? zn_swap_write(fz->store, key_of(fz, l), 0, fz->ext_bytes[l], buf,
+				       &req) :
+			 zn_swap_read(fz->store, key_of(fz, l), 0, fz->ext_bytes[l], buf, &req);
 
 	if (!rc)
-		rc = zn_aio_wait(&req);
-	return rc ? failed(l, write, rc) : 0;
-}
-
-/* Submits layer l's read into r->buf; with block, first waits for the buffer's previous
- * copy up, else returns -EAGAIN while it is pending. */
-static int submit(struct zn_frozen *fz, int l, struct zn_fread *r, bool block)
-{
-	int rc = 0;
-
-	wait_read(r); /* left from a step that failed: its bytes are not wanted */
-	if (r->copy_pending) {
-		if (!block && !zn_event_query(r->copied))
-			return -EAGAIN;
-		rc = zn_event_synchronize(r->copied);
-		if (rc)
-			return rc;
-		r->copy_pending = false;
-	}
-	r->t0_ns = zn_frozen_traced(fz) ? zn_trace_now_ns() : 0;
-	rc = zn_aio_read(fz->aio, fz->af, fz->file_off[l], use_extent(fz, l), r->buf,
-			 &r->req);
-	if (rc)
-		return failed(l, false, rc);
-	r->reading = true;
-	r->layer = l;
-	return 0;
+		rc = zn_swap_wait(&req);
+	return rc ? failed(fz, l, write, rc) : 0;
 }
 
 /* item's read buffer; item -1: layer 0's */
-static struct zn_fread *rbuf(struct zn_frozen *fz, int item)
+static struct zn_home_buf *rbuf(struct zn_frozen *fz, int item)
 {
-	return item < 0 ? &fz->rd0 : &fz->rd[item % fz->rd_n];
+	return zn_home_buf(&fz->io, item < 0 ? 0 : 1 + item % fz->rd_n);
 }
 
 /* The next item's read, if its buffer is free: its previous item's copy up enqueued
@@ -193,12 +204,17 @@ static struct zn_fread *rbuf(struct zn_frozen *fz, int item)
 static int next_read(struct zn_frozen *fz, bool block)
 {
 	int j = fz->seq_read, l, rc;
+	struct zn_home_buf *b;
 
 	if (j >= fz->seq_len || j - fz->rd_n >= zn_ring_issued(&fz->ring))
 		return -EAGAIN;
 	l = fz->use[j].layer;
+	b = rbuf(fz, j);
 	if (fz->sh.numel[l]) {
-		rc = submit(fz, l, rbuf(fz, j), block);
+		if (!block && !zn_home_idle(&fz->io, b))
+			return -EAGAIN;
+		/* settles the buffer first: its copy up waited */
+		rc = zn_home_read_ahead(&fz->io, b, l);
 		if (rc)
 			return rc;
 	}
@@ -224,60 +240,62 @@ int zn_frozen_io_start0(struct zn_frozen *fz, bool read0)
 	if (fz->c.plan->frozen_home != ZN_TIER_NVME)
 		return 0;
 	zn_aio_set_timing(fz->aio, zn_frozen_traced(fz));
-	if (read0 && fz->sh.numel[0] && !fz->rd0.reading)
-		rc = submit(fz, 0, &fz->rd0, true);
+	if (read0 && fz->sh.numel[0]) /* unless it is reading it already */
+		rc = zn_home_read_ahead(&fz->io, rbuf(fz, -1), 0);
 	return rc ? rc : zn_frozen_io_pump(fz);
 }
 
 int zn_frozen_io_take(struct zn_frozen *fz, int item, int l, const void **src)
 {
-	struct zn_fread *r = rbuf(fz, item);
+	struct zn_home_buf *b = rbuf(fz, item);
 	int rc = 0;
 
 	*src = NULL;
 	if (item >= 0) /* every read up to item's submitted, in order */
 		while (!rc && fz->seq_read <= item)
 			rc = next_read(fz, true);
-	else if (!r->reading)
-		rc = submit(fz, l, r, true);
+	else
+		rc = zn_home_read_ahead(&fz->io, b, l);
 	if (rc && rc != -EAGAIN)
 		return rc;
-	if (!r->reading || r->layer != l) {
+	if (b->state != ZN_HOME_READING || b->id != l) {
 		zn_error("frozen parameters of layer %d: no read in flight for it (internal)", l);
 		return -EINVAL;
 	}
-	rc = zn_aio_wait(&r->req);
-	r->reading = false;
+	rc = zn_home_wait(&fz->io, b);
 	if (rc)
-		return failed(l, false, rc);
+		return rc;
 	fz->bytes_read += use_extent(fz, l);
-	if (zn_frozen_traced(fz))
-		zn_tracer_add_host(fz->c.tr, ZN_TRACE_NVME_READ, 0, "read frozen", l, r->t0_ns,
-			       r->req.done_ns ? r->req.done_ns : zn_trace_now_ns(),
-			       use_extent(fz, l));
-	*src = r->buf;
+	if (zn_frozen_traced(fz)) {
+		uint64_t done = zn_home_done_ns(b);
+
+		zn_tracer_add_host(fz->c.tr, ZN_TRACE_NVME_READ, 0, "read frozen", l, b->t0,
+				   done ? done : zn_trace_now_ns(), use_extent(fz, l));
+	}
+	*src = b->h;
 	return 0;
 }
 
 int zn_frozen_io_copied(struct zn_frozen *fz, int item)
 {
-	struct zn_fread *r = rbuf(fz, item);
-	int rc = zn_event_record(r->copied, fz->c.copy_in);
+	struct zn_home_buf *b = rbuf(fz, item);
+	int rc = zn_event_record(b->up, fz->c.copy_in);
 
-	r->copy_pending = !rc;
+	if (!rc) /* busy until the copy up is done */
+		zn_home_emptying(&fz->io, b);
 	return rc;
 }
 
 bool zn_frozen_io_ready(struct zn_frozen *fz, int item)
 {
-	struct zn_fread *r;
+	struct zn_home_buf *b;
 
 	if (fz->c.plan->frozen_home != ZN_TIER_NVME || !fz->sh.numel[fz->use[item].layer])
 		return true;
 	if (item >= fz->seq_read)
 		return false;
-	r = rbuf(fz, item);
-	return r->reading && zn_aio_poll(&r->req) != -EINPROGRESS;
+	b = rbuf(fz, item);
+	return b->state == ZN_HOME_READING && zn_home_ready(&fz->io, b);
 }
 
 uint64_t zn_frozen_read_bytes(const struct zn_frozen *fz)

@@ -2,7 +2,7 @@
  *
  * A frozen layer has parameters only: no gradient, master, m, v or optimizer I/O. Its home
  * is the parameters' tier (the device, or with stage 3 offload_param cpu / nvme pinned host
- * memory / the frozen file on nvme), in the run's stored dtype (bf16 / fp16: 2 bytes, else
+ * memory / the frozen store on nvme), in the run's stored dtype (bf16 / fp16: 2 bytes, else
  * 4), whole on every rank. The compute reads a working copy on the device, fp32, or with
  * bf16 compute the stored bf16 values (frozen_wide false: never widened): the home itself
  * when it is on the device in that dtype (frozen_direct), else a slot: layer 0's (held for

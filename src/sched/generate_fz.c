@@ -1,10 +1,10 @@
 /* zinc generate's layers 1 .. n-1 as the training engine's frozen parameters (frozen.h,
  * docs/generate.md): generation trains nothing, so every layer but layer 0 (kept on the
  * device: the tied head reads it again) is a frozen layer, homed on the device, in pinned
- * host memory or in the frozen file on nvme, and fetched into the frozen part's working
- * slots ahead of use with the same code as LoRA's frozen base: nvme reads through the aio
- * engine (io_uring) into the slots' pinned read buffers, submitted as soon as a buffer is
- * free, the copy up on the copy stream, the compute waiting on the slot's ready event.
+ * host memory or in the frozen store on nvme (a swap store's file), and fetched into the
+ * frozen part's working slots ahead of use with the same code as LoRA's frozen base: nvme
+ * reads through the aio engine (io_uring) into the frozen part's pinned read buffers,
+ * submitted as soon as a buffer is free, the copy up on the copy stream, the compute waiting on the slot's ready event.
  *
  * The frozen part is made here as the engine makes its own, given what it uses: its shape
  * (the layers' sizes, frozen numel = numel for layers >= 1, and their 4-bit layouts), the

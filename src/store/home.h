@@ -2,7 +2,9 @@
  * host memory or on NVMe, moved through pinned buffers the home owns. Activation checkpoints
  * (sched/recompute.h), layer-major's boundary activations on nvme (sched/lmajor.h) and the
  * trainable parameters' shards on nvme (sched/swapio.c: its fetch buffers and hot layers,
- * on the extents of swapio's own swap store) live in one.
+ * on the extents of swapio's own swap store) live in one, and so does the frozen base on
+ * nvme (sched/frozen_io.c: layer 0's and the sequence's read buffers, on the frozen
+ * part's swap store of one extent per layer).
  *
  *   host  buf_n pinned buffers, one per item (buffer i is item i's home): the caller copies
  *         an item down into its buffer and up from it; the home only waits those copies.
