@@ -8,22 +8,23 @@
  * parameters' store. Each store has its own paths (offload_*.nvme_path) and reserves its
  * files at create, so a full disk stops the run before training.
  *
- * Optimizer step: AdamW visits layers n-1 .. 0, each layer's shard in chunks of
- * plan.swap_chunk_numel elements (plan.h: the staging holds no more than the state), and
+ * Optimizer step (swapio_opt.c: the staging buffers are a tiered home, store/home.h, whose
+ * items are AdamW's positions): AdamW visits layers n-1 .. 0, each layer's shard in chunks
+ * of plan.swap_chunk_numel elements (plan.h: the staging holds no more than the state), and
  * position p (the chunks in that order: sw.pos_first, sw.pos_layer) uses staging buffer
  * p mod K (K = plan.swap_buffers >= 2). Position p's read is issued once its buffer's
  * previous write (position p-K) is done: with pipeline_read, as far ahead as K-1 positions
  * without blocking (zn_swapio_opt_begin at the step's start issues positions 0 .. K-1 whose
  * buffers the previous step's write-behind has freed; every acquisition of a layer's
- * parameters (prefetch.c) tries again, and each acquire and release), else only when acquired. These reads are background work in the
- * I/O engine's queue (ZN_AIO_PRIO_BACKGROUND): they fill the read stream's gaps during the
- * forward and backward, and a parameter read that the compute waits for overtakes them;
- * the read AdamW waits for is promoted to normal. After AdamW the state is written back
- * (and the new parameter shard, parameters on nvme): behind, with pipeline_write, waited
- * for before the buffer is reused, before a fetch reads the same layer's extent, and
- * before anything else reads the extents (zn_swapio_quiesce: checkpoints, read-back,
- * eval's end, zn_engine_flush, destroy), so it runs on into the next step's forward;
- * else at once.
+ * parameters (prefetch.c) tries again, and each acquire and release), else only when
+ * acquired. These reads are background work in the I/O engine's queue
+ * (ZN_AIO_PRIO_BACKGROUND): they fill the read stream's gaps during the forward and
+ * backward, and a parameter read that the compute waits for overtakes them; the read AdamW
+ * waits for is promoted to normal. After AdamW the state is written back (and the new
+ * parameter shard, parameters on nvme): behind, with pipeline_write, waited for before the
+ * buffer is reused, before a fetch reads the same layer's extent, and before anything else
+ * reads the extents (zn_swapio_quiesce: checkpoints, read-back, eval's end,
+ * zn_engine_flush, destroy), so it runs on into the next step's forward; else at once.
  *
  * Parameter fetch (prefetch.c; swapio_fetch.c): the shard of the layer going into working
  * slot i is read into fetch buffer i (after that buffer's previous copy up has completed),
@@ -38,14 +39,14 @@
  * fetches copy it up at once instead of waiting for the previous step's write-behind and a
  * read. The extent stays the home (checkpoints, AdamW's aliased master read it).
  *
- * Errors: the aio engine logs the failed transfer with its file and offset; here one more
- * line says which layer and state; the step returns the error.
+ * Errors: the aio engine logs the failed transfer with its file and offset; one more line
+ * (the home's, or here) says which state and layer, the operation and the swap file; the
+ * step returns the error.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/dtype.h"
