@@ -460,6 +460,12 @@ static void check_fault(enum zn_offload_device prm, uint64_t nth, bool writes_on
 	cr_assert(nvme_test_stderr_has(op, "zinc-swap-") && nvme_test_stderr_has("zinc-swap-", "Input/output error"),
 		  "the error names the %s and the swap file", op);
 	cr_assert(nvme_test_stderr_has("nvme: ", "layer"), "the error names the layer");
+	/* optimizer on nvme, parameters not: every transfer is the optimizer staging's, whose
+	 * home names the state, the layer, the operation and the optimizer store's file */
+	cr_assert(prm != ZN_OFFLOAD_CPU ||
+		  (nvme_test_stderr_has("nvme: the optimizer state of layer", op) &&
+		   nvme_test_stderr_has("nvme: the optimizer state of layer", "-optim-")),
+		  "the error names the optimizer state, the layer, the %s and its file", op);
 	zn_engine_destroy(e);
 	zn_trace_close(trace);
 	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
@@ -598,4 +604,93 @@ Test(nvme_engine, params_fetched_through_a_home_on_the_param_store, .init = cr_r
 	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
 	free(tok);
 	nvme_test_rmdir(dir);
+}
+
+/* The optimizer's staging is a tiered home (store/home.h) on the swap I/O part's stores:
+ * one item per AdamW position (layer n-1's chunks first), its buffers the staging
+ * buffers (sections master | m | v | param), and each position's read and write given as
+ * segments: its chunk of the master (the parameter extent, aliased with fp32 parameters on
+ * nvme), of m and of v; bf16 parameters add the new shard's chunk to the write. */
+static void check_opt_home(bool bf16)
+{
+	char dir[ZN_PATH_MAX];
+	const char *dirs[1] = { dir };
+	struct zn_engine_options o = { .seq_len = ET_T, .comm_kind = ZN_COMM_SINGLE };
+	struct zn_gpt2_config mc;
+	struct zn_config c;
+	struct zn_engine *e;
+	struct zn_home *h;
+	struct zn_home_seg rd[ZN_HOME_SEGS], wr[ZN_HOME_SEGS];
+	int pos = 0, nr, nw;
+
+	nvme_test_dir(dir, sizeof(dir));
+	et_model(&mc);
+	et_config(&c, 3, ZN_OFFLOAD_NVME, ET_B, 1);
+	c.precision.bf16 = bf16;
+	c.zero.offload_optimizer.buffer_count = 16; /* chunks of a layer's shard */
+	set_paths(&c, dirs, 1);
+	cr_assert_eq(zn_engine_create(&e, &c, et_gpt2(&mc), &o), 0);
+	h = &e->sw.opt;
+	cr_assert(h->swap == e->sw.swap_opt && zn_home_aio(h) == zn_swapio_aio(&e->sw),
+		  "the home moves the optimizer store's extents through its engine");
+	cr_assert_eq(e->sw.c.plan.master_aliases_params, !bf16);
+	cr_assert_eq(h->c.buf_n, e->sw.c.plan.swap_buffers);
+	for (int l = e->n - 1; l >= 0; l--) {
+		cr_assert_eq(e->sw.pos_first[l], pos, "layer %d's chunks follow layer %d's", l, l + 1);
+		pos += zn_swapio_chunks(&e->sw, l);
+	}
+	cr_assert_eq(h->c.count, pos, "one item per position");
+	cr_assert_gt(zn_swapio_chunks(&e->sw, 1), 1, "layer 1 is staged in chunks");
+	for (int i = 0; i < h->c.buf_n; i++) {
+		struct zn_home_buf *b = zn_home_buf(h, i);
+		const struct zn_sbuf *sb = &e->sw.sbuf[i];
+
+		cr_assert_eq((void *)sb->master_h, b->h, "buffer %d: the master first", i);
+		cr_assert_eq((char *)sb->m_h, (char *)b->h + e->sw.sec_at[1]);
+		cr_assert_eq((char *)sb->v_h, (char *)sb->m_h + e->sw.c.plan.swap_moment_bytes);
+		cr_assert_eq(sb->param_h != NULL, bf16, "a new shard section unless aliased");
+	}
+	/* layer 1's second chunk */
+	{
+		int p = e->sw.pos_first[1] + 1;
+		uint64_t off, len;
+		enum zn_swap_kind kinds[3] = { bf16 ? ZN_SWAP_MASTER : ZN_SWAP_PARAM,
+					       ZN_SWAP_EXP_AVG, ZN_SWAP_EXP_AVG_SQ };
+
+		zn_swapio_chunk(&e->sw, 1, 1, &off, &len);
+		nr = h->c.segs(h->c.ctx, p, false, rd);
+		nw = h->c.segs(h->c.ctx, p, true, wr);
+		cr_assert_eq(nr, 3, "master, m, v read");
+		cr_assert_eq(nw, bf16 ? 4 : 3, "and written, with the new shard unless aliased");
+		for (int i = 0; i < 3; i++) {
+			cr_assert_eq(rd[i].key.kind, (int)kinds[i], "segment %d's extent", i);
+			cr_assert_eq(rd[i].key.layer, 1);
+			cr_assert_eq(rd[i].off, off * 4, "the chunk's bytes of the extent");
+			cr_assert_eq(rd[i].bytes, len * 4);
+			cr_assert_eq(rd[i].buf_off, e->sw.sec_at[i], "into its section");
+			cr_assert_eq(memcmp(&rd[i], &wr[i], sizeof(rd[i])), 0, "written back alike");
+		}
+		cr_assert_eq(rd[0].store, bf16 ? e->sw.swap_opt : e->sw.swap_param,
+			     "an aliased master is the parameter extent");
+		if (bf16) {
+			cr_assert_eq(wr[3].store, e->sw.swap_param);
+			cr_assert_eq(wr[3].key.kind, ZN_SWAP_PARAM);
+			cr_assert_eq(wr[3].off, off * 2, "bf16: 2 bytes a parameter");
+			cr_assert_eq(wr[3].bytes, len * 2);
+			cr_assert_eq(wr[3].buf_off, e->sw.sec_at[3]);
+		}
+	}
+	zn_engine_destroy(e);
+	cr_assert_eq(swap_entries(dir), 0, "swap files left after destroy");
+	nvme_test_rmdir(dir);
+}
+
+Test(nvme_engine, optimizer_staged_through_a_home_fp32_aliased)
+{
+	check_opt_home(false);
+}
+
+Test(nvme_engine, optimizer_staged_through_a_home_bf16_writes_the_new_shard)
+{
+	check_opt_home(true);
 }

@@ -53,17 +53,14 @@ struct zn_swapio_config {
 };
 
 
-/* One pinned staging buffer of the optimizer step with state on nvme: sections of one
- * chunk (plan.swap_chunk_numel elements of a shard); NULL where that class is not on
- * nvme. */
+/* One staging buffer of the optimizer step with state on nvme (swapio_opt.c): views of
+ * the home's buffer, sections of one chunk (plan.swap_chunk_numel elements of a shard);
+ * NULL where that class is not on nvme. */
 struct zn_sbuf {
 	float *master_h;             /* optimizer on nvme (the parameters if aliased) */
 	void *m_h, *v_h;             /* as stored (plan.states), plan.swap_moment_bytes each */
 	void *param_h;               /* parameters on nvme, not aliased: AdamW's new shard */
-	int rd_n, wr_n;              /* requests submitted and not yet waited for */
 	int layer, chunk;            /* whose state it holds: layer, chunk of its shard */
-	struct zn_swap_req rd[3], wr[4];
-	uint64_t rd_t0, wr_t0;       /* --trace: when the reads / writes were submitted */
 	bool wr_traced;              /* --trace: the writes' step was traced ... */
 	int64_t wr_step;             /* ... and which step that was */
 };
@@ -74,7 +71,12 @@ struct zn_swapio {
 	struct zn_aio *aio;
 	struct zn_swap *swap_opt, *swap_param;
 	bool arena_registered;
-	struct zn_sbuf *sbuf;    /* plan.swap_buffers */
+	/* the optimizer staging (swapio_opt.c): a home on the stores, item i AdamW's position
+	 * i, its buffers the plan.swap_buffers staging buffers (sbuf: their sections) */
+	struct zn_home opt;
+	struct zn_sbuf *sbuf;
+	uint64_t sec_at[4], sec_bytes[4]; /* master, m, v, param: a buffer's sections */
+	unsigned opt_moves;      /* the parts a transfer moves (ZN_SWAPIO_*) */
 	/* parameters on nvme (swapio_fetch.c): the shards' home on swap_param's extents, its
 	 * buffers ring slot i, then layer 0's, then layers 1 .. H's current shards */
 	struct zn_home fetch;

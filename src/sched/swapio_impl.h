@@ -1,10 +1,12 @@
 /* swapio's internals, shared by its files (swapio.c: stores, staging, the optimizer step;
- * swapio_fetch.c: the parameter fetch on the home; swapio_state.c: a layer's state chunk by
+ * swapio_opt.c: the optimizer staging on a home, positions and parts; swapio_fetch.c: the
+ * parameter fetch on a home; swapio_state.c: a layer's state chunk by
  * chunk, the initial state, read-back).
  * Internal to src/sched. */
 #ifndef ZN_SCHED_SWAPIO_IMPL_H
 #define ZN_SCHED_SWAPIO_IMPL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/trace.h"
@@ -15,14 +17,14 @@
 struct zn_swapio;
 struct zn_sbuf;
 
-/* One of the three optimizer-state extents of a layer and its staging section. A part
- * of elem bytes per element moves a chunk's elements [off, off + len) as bytes
- * [off * elem, (off + len) * elem); compact m and v (elem 0, zinc.optimizer_states bf16 or
- * int8) move whole: whole_bytes, the extent as stored (their layer is one chunk: plan.c). */
+/* One of the three optimizer-state extents of a layer (section i of a staging buffer for
+ * part i: swapio_opt.c). A part of elem bytes per element moves a chunk's elements
+ * [off, off + len) as bytes [off * elem, (off + len) * elem); compact m and v (elem 0,
+ * zinc.optimizer_states bf16 or int8) move whole: whole_bytes, the extent as stored (their
+ * layer is one chunk: plan.c). */
 struct zn_swapio_part {
 	struct zn_swap *store;
 	struct zn_swap_key key;
-	void *buf_h;
 	uint64_t elem;
 	uint64_t whole_bytes;
 };
@@ -43,12 +45,21 @@ uint64_t zn_swapio_param_shard_bytes(const struct zn_swapio *sw, int l);
 /* compact m (or v) of layer l as stored (plan.states), a 4 KiB multiple: its extent's size
  * and every transfer of it; 0 with fp32 states */
 uint64_t zn_swapio_moment_bytes(const struct zn_swapio *sw, int l);
-/* master (the parameter extent when aliased), m, v of layer l into sb's sections; 3 */
-int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, const struct zn_sbuf *sb,
-			struct zn_swapio_part p[3]);
-/* waits for r[0 .. *n) (*n := 0); a failure is logged with what and layer l (-1: none) */
-int zn_swapio_wait_reqs(struct zn_swapio *sw, struct zn_swap_req *r, int *n, const char *what,
-			int l);
+/* master (the parameter extent when aliased), m, v of layer l; 3 */
+int zn_swapio_opt_parts(const struct zn_swapio *sw, int l, struct zn_swapio_part p[3]);
+/* swapio_opt.c (it calls nothing of swapio.c's: sched_deps.py): the optimizer staging
+ * home opened on the swap stores (its positions, then its buffers: after the stores) and
+ * closed (after quiesce); position of chunk c of layer l; layer l's write-behind waited
+ * (before a fetch reads its extent); every staging read, and the writes too if `writes`,
+ * waited (the step's end, quiesce). opt_io: outside the step, position pos's parts
+ * (ZN_SWAPIO_* bits) read into staging buffer 0 or written from it, and waited. */
+#define ZN_SWAPIO_PARAM 8u /* a write's new parameter shard (not aliased) */
+int zn_swapio_opt_open(struct zn_swapio *sw);
+void zn_swapio_opt_close(struct zn_swapio *sw);
+int zn_swapio_opt_pos(const struct zn_swapio *sw, int l, int c);
+int zn_swapio_opt_wait_layer(struct zn_swapio *sw, int l);
+int zn_swapio_opt_wait_all(struct zn_swapio *sw, bool writes);
+int zn_swapio_opt_io(struct zn_swapio *sw, int pos, unsigned parts, bool write);
 /* --trace: finished requests r[0 .. n-1]: their bytes, and when the last completed */
 static inline uint64_t zn_swapio_reqs_end(struct zn_swap_req *r, int n, uint64_t *bytes)
 {

@@ -1,77 +1,69 @@
 /* A layer's optimizer state on nvme chunk by chunk through staging buffer 0 (swapio.h
  * zn_swapio_state_io), outside the step: the initial state, the master's read-back and
- * checkpoints (ckpt_state.c). The step's own chunks are swapio.c's. */
+ * checkpoints (ckpt_state.c). The step's own chunks are swapio_opt.c's. */
 #include <errno.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/log.h"
+#include "sched/runtime.h"
 #include "sched/swapio.h"
 #include "sched/swapio_impl.h"
 #include "sched/tiers.h"
+
+/* waits for r (counted as the runtime's), a failure logged with what and layer l */
+static int wait_req(struct zn_swapio *sw, struct zn_swap_req *r, const char *what, int l)
+{
+	double t0 = zn_runtime_now_ms();
+	int rc = zn_swap_wait(r);
+
+	sw->c.rt->wait_ms += zn_runtime_now_ms() - t0;
+	if (rc)
+		zn_error("nvme: %s layer %d (rank %d) failed: %s", what, l, sw->c.rt->rank,
+			 zn_strerror(rc));
+	return rc;
+}
 
 static int write_sync(struct zn_swapio *sw, struct zn_swap *s, struct zn_swap_key k,
 		      uint64_t bytes, const void *buf_h)
 {
 	struct zn_swap_req r;
-	int n = 1, rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
+	int rc = zn_swap_write(s, k, 0, bytes, buf_h, &r);
 
-	if (!rc)
-		rc = zn_swapio_wait_reqs(sw, &r, &n, "writing the initial state of", k.layer);
-	return rc;
+	return rc ? rc : wait_req(sw, &r, "writing the initial state of", k.layer);
 }
 
 int zn_swapio_state_locate(const struct zn_swapio *sw, int l, int k, uint64_t off,
 			   const char **file, uint64_t *file_off)
 {
-	const struct zn_sbuf none = { 0 }; /* the parts' stores and keys, no staging */
 	struct zn_swapio_part p[3];
 	int pi, rc;
 
-	zn_swapio_opt_parts(sw, l, &none, p);
+	zn_swapio_opt_parts(sw, l, p);
 	rc = zn_swap_locate(p[k].store, p[k].key, off, &pi, file_off);
 	if (!rc)
 		*file = zn_swap_file(p[k].store, pi);
 	return rc;
 }
 
+/* chunk by chunk through staging buffer 0: the optimizer staging home's transfers
+ * (swapio_opt.c), at normal priority, each waited */
 int zn_swapio_state_io(struct zn_swapio *sw, int l, unsigned parts, bool write,
 		       int (*each)(void *ctx, uint64_t off, uint64_t len,
 				   const struct zn_sbuf *sb),
 		       void *ctx)
 {
-	struct zn_sbuf *sb = &sw->sbuf[0];
+	const struct zn_sbuf *sb = &sw->sbuf[0];
 	int rc = zn_swapio_quiesce(sw); /* write-behind: in the extents and from this buffer */
 
 	for (int c = 0; !rc && c < zn_swapio_chunks(sw, l); c++) {
-		struct zn_swap_req r[3];
-		struct zn_swapio_part p[3];
 		uint64_t off, len;
-		int n = 0;
 
 		zn_swapio_chunk(sw, l, c, &off, &len);
-		zn_swapio_opt_parts(sw, l, sb, p);
 		if (write)
 			rc = each(ctx, off, len, sb);
-		for (int i = 0; !rc && i < 3; i++) {
-			if (!(parts & (1u << i)))
-				continue;
-			uint64_t at = zn_swapio_part_at(&p[i], off);
-			uint64_t bytes = zn_swapio_part_bytes(&p[i], len);
-
-			rc = write ? zn_swap_write(p[i].store, p[i].key, at, bytes, p[i].buf_h,
-						   &r[n]) :
-				     zn_swap_read(p[i].store, p[i].key, at, bytes, p[i].buf_h, &r[n]);
-			n += !rc;
-		}
-		/* the requests submitted are waited for, even after a failed submit */
-		{
-			int x = zn_swapio_wait_reqs(sw, r, &n, write ? "writing the optimizer state of" :
-							     "reading the optimizer state of", l);
-
-			if (!rc)
-				rc = x;
-		}
+		if (!rc)
+			rc = zn_swapio_opt_io(sw, zn_swapio_opt_pos(sw, l, c), parts, write);
 		if (!rc && !write)
 			rc = each(ctx, off, len, sb);
 	}

@@ -2,9 +2,10 @@
  * host memory or on NVMe, moved through pinned buffers the home owns. Activation checkpoints
  * (sched/recompute.h), layer-major's boundary activations on nvme (sched/lmajor.h) and the
  * trainable parameters' shards on nvme (sched/swapio.c: its fetch buffers and hot layers,
- * on the extents of swapio's own swap store) live in one, and so does the frozen base on
- * nvme (sched/frozen_io.c: layer 0's and the sequence's read buffers, on the frozen
- * part's swap store of one extent per layer).
+ * on the extents of swapio's own swap store), the optimizer's nvme staging
+ * (sched/swapio_opt.c: items AdamW's positions, each a chunk of a layer's master, m and v)
+ * and the frozen base on nvme (sched/frozen_io.c: layer 0's and the sequence's read
+ * buffers, on the frozen part's swap store of one extent per layer) live in one.
  *
  *   host  buf_n pinned buffers, one per item (buffer i is item i's home): the caller copies
  *         an item down into its buffer and up from it; the home only waits those copies.
@@ -119,8 +120,9 @@ struct zn_home_config {
 	const uint64_t *buf_bytes;
 	struct zn_device *dev;   /* the buffers' events */
 	struct zn_arena *arena;  /* the buffers */
-	/* host: buffers without events (the caller orders its copies with events of its own
-	 * and never calls filled or emptying: every buffer stays FREE) */
+	/* buffers without events: on the host the caller orders its copies with events of
+	 * its own and never calls filled or emptying (every buffer stays FREE); on nvme the
+	 * host alone fills and reads the buffers (zn_home_write, read_ahead, wait) */
 	bool bare;
 	/* nvme only */
 	int rank;
