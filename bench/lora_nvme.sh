@@ -44,7 +44,7 @@ step_ms() { # the step times after the first, in ms, one a line
 med() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # the steady step's reads: the plan's figure (layer 0 is read at step 1 only, so the
 # summary's mean over the steps is above it by layer 0's bytes / steps)
-rb=$(echo "$nv" | sed -n -E 's/.*nvme per step read [0-9]+ B \(plan ([0-9]+)\).*/\1/p')
+rb=$(echo "$nv" | sed -n -E 's/.*nvme per step read [0-9]+ B \(plan ([0-9]+)[;)].*/\1/p')
 t_nv=$(echo "$nv" | step_ms | med)
 t_cpu=$(echo "$cpu" | step_ms | med)
 echo "## step vs bound (medians of steps 2..$steps)"
