@@ -154,6 +154,10 @@ uint64_t zn_device_copy_bytes(const struct zn_device *dev, enum zn_copy_kind kin
 /* ctx_bytes > 0: ctx is copied into the queue entry; 0: the pointer is passed as is and
  * must stay valid until fn has run. */
 int zn_launch(struct zn_stream *s, zn_launch_fn fn, const void *ctx, uint64_t ctx_bytes);
+/* n 16-bit floats at in_d (dt: ZN_DTYPE_F16, else bf16) widened to fp32 at out_d, enqueued
+ * on s (the kernel table's cast) */
+int zn_launch_widen(struct zn_stream *s, float *out_d, const void *in_d, uint64_t n,
+		    enum zn_dtype dt);
 
 /* Events: record marks the point in s's queue reached so far; wait makes s wait for it
  * without blocking the caller; query/synchronize are for the host. An event never

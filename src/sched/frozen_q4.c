@@ -140,23 +140,6 @@ static void dq_fn(void *ctx, void *native, const struct zn_kernel_table *k)
 	}
 }
 
-struct widen {
-	float *out;
-	const uint16_t *in;
-	uint64_t n;
-	bool f16;
-};
-
-static void widen_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	const struct widen *a = ctx;
-
-	if (a->f16)
-		k->cast_f16_to_f32(native, a->out, a->in, (size_t)a->n);
-	else
-		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
-}
-
 /* plain floats [first, end) of the layer from the extent's plain element at */
 static int plain(struct zn_frozen *fz, const struct zn_q4_layer *q, struct zn_fslot *s,
 		 const uint8_t *x, uint64_t first, uint64_t end, uint64_t at)
@@ -164,14 +147,12 @@ static int plain(struct zn_frozen *fz, const struct zn_q4_layer *q, struct zn_fs
 	struct zn_stream *st = fz->c.copy_in;
 	const void *src = x + at * q->elem_bytes;
 	uint64_t n = end - first;
-	struct widen w;
 
 	if (!fz->c.plan->frozen_wide) /* bf16 compute: the stored bf16 values as they are */
 		return zn_memcpy_async(st, s->w16_d + first, src, n * 2, ZN_COPY_D2D);
 	if (q->elem_bytes == 4)
 		return zn_memcpy_async(st, s->f32_d + first, src, n * 4, ZN_COPY_D2D);
-	w = (struct widen){ s->f32_d + first, src, n, fz->sh.pdt == ZN_DTYPE_F16 };
-	return zn_launch(st, widen_fn, &w, sizeof(w));
+	return zn_launch_widen(st, s->f32_d + first, src, n, fz->sh.pdt);
 }
 
 int zn_frozen_q4_expand(struct zn_frozen *fz, int l, struct zn_fslot *s, const void *src_d)

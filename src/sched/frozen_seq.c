@@ -7,23 +7,6 @@
 #include "sched/plan.h"
 #include "sched/trace_dev.h"
 
-struct fcast {
-	float *out;
-	const void *in;
-	uint64_t n;
-	enum zn_dtype dt;
-};
-
-static void fcast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	struct fcast *a = ctx;
-
-	if (a->dt == ZN_DTYPE_F16)
-		k->cast_f16_to_f32(native, a->out, a->in, (size_t)a->n);
-	else
-		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
-}
-
 static uint64_t fnumel(const struct zn_frozen *fz, int l)
 {
 	return fz->sh.numel[l];
@@ -42,7 +25,6 @@ static int fetch_into(void *ctx, int item, int l, int i)
 	uint64_t n = zn_frozen_streams(fz, l) ? bytes / p->frozen_elem_bytes : fnumel(fz, l);
 	bool wide = p->frozen_elem_bytes == 4 && !p->frozen_q4; /* comes up as the fp32 copy */
 	const void *src = fz->home[l];
-	struct fcast ca;
 	int h = -1, rc = 0;
 
 	if (!n)
@@ -67,10 +49,8 @@ static int fetch_into(void *ctx, int item, int l, int i)
 	}
 	if (!rc && p->frozen_q4)
 		rc = zn_frozen_q4_expand(fz, l, s, src);
-	else if (!rc && !wide && p->frozen_wide) {
-		ca = (struct fcast){ s->f32_d, src, n, fz->sh.pdt };
-		rc = zn_launch(fz->c.copy_in, fcast_fn, &ca, sizeof(ca));
-	}
+	else if (!rc && !wide && p->frozen_wide)
+		rc = zn_launch_widen(fz->c.copy_in, s->f32_d, src, n, fz->sh.pdt);
 	if (!rc)
 		rc = zn_frozen_experts_clear(fz, s);
 	if (!rc)

@@ -45,23 +45,6 @@ static int dalloc(struct zn_prefetch *pf, void *pp, uint64_t bytes)
 	return bytes ? zn_device_alloc(pf->c.rt->dev, (void **)pp, bytes) : 0;
 }
 
-struct cast_args {
-	float *out;
-	const uint16_t *in;
-	uint64_t n;
-	enum zn_dtype dt; /* the stored 16-bit dtype: bf16 or fp16 */
-};
-
-static void cast_fn(void *ctx, void *native, const struct zn_kernel_table *k)
-{
-	struct cast_args *a = ctx;
-
-	if (a->dt == ZN_DTYPE_F16)
-		k->cast_f16_to_f32(native, a->out, a->in, (size_t)a->n);
-	else
-		k->cast_bf16_to_f32(native, a->out, a->in, (size_t)a->n);
-}
-
 /* the layer's resident parameters (no gathers: the compute reads them in place) */
 static const float *resident(const struct zn_prefetch *pf, int layer)
 {
@@ -97,16 +80,15 @@ static int fetch_into(void *ctx, int item, int l, int i)
 	struct zn_layer *ly = &pf->c.L[l];
 	bool bf16 = pf->c.pdt != ZN_DTYPE_F32, on_host = pf->c.plan->pl.params == ZN_TIER_HOST;
 	uint64_t esz = zn_tiers_param_bytes(pf->c.ti), padded = ly->sh.padded_numel;
-	struct cast_args ca;
 	int rc, h;
 
 	(void)item;
 	if (pf->c.stage < 3) {
 		/* bf16 resident full layer: cast it into the slot */
-		ca = (struct cast_args){ s->f32_d, ly->param_d, padded, pf->c.pdt };
 		rc = zn_stream_wait_event(pf->c.rt->copy_in, sfree);
 		if (!rc)
-			rc = zn_launch(pf->c.rt->copy_in, cast_fn, &ca, sizeof(ca));
+			rc = zn_launch_widen(pf->c.rt->copy_in, s->f32_d, ly->param_d, padded,
+					     pf->c.pdt);
 		if (!rc)
 			rc = zn_event_record(ready, pf->c.rt->copy_in);
 		return rc;
@@ -154,10 +136,8 @@ static int fetch_into(void *ctx, int item, int l, int i)
 	}
 	if (!rc)
 		rc = zn_tracer_span_end(pf->c.tr, pf->c.rt->comm_s, h);
-	if (!rc && bf16 && !pf->c.compute16) {
-		ca = (struct cast_args){ s->f32_d, s->bf16_d, padded, pf->c.pdt };
-		rc = zn_launch(pf->c.rt->comm_s, cast_fn, &ca, sizeof(ca));
-	}
+	if (!rc && bf16 && !pf->c.compute16)
+		rc = zn_launch_widen(pf->c.rt->comm_s, s->f32_d, s->bf16_d, padded, pf->c.pdt);
 	if (!rc)
 		rc = zn_event_record(ready, pf->c.rt->comm_s);
 	return rc;
