@@ -372,7 +372,8 @@ Test(store_home, item_larger_than_its_buffer_is_refused, .init = cr_redirect_std
 				     .dev = f.dev, .arena = f.arena, .what = "params" };
 	cr_assert_eq(zn_home_open(&h, &c), 0);
 	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 0), -EINVAL);
-	cr_assert_eq(zn_home_buf(&h, 0)->state, ZN_HOME_FREE, "nothing submitted");
+	cr_assert(zn_home_buf(&h, 0)->state == ZN_HOME_FREE && zn_home_buf(&h, 0)->id == -1,
+		  "nothing submitted, the buffer as it was");
 	cr_assert(nvme_test_stderr_has("home params:", "does not fit"));
 	zn_home_close(&h);
 	/* a store without its engine is refused */
@@ -393,6 +394,7 @@ Test(store_home, item_larger_than_its_buffer_is_refused, .init = cr_redirect_std
 
 struct two_stores {
 	struct zn_swap *a, *b; /* master (the home's), m */
+	bool bad;              /* m's range names an extent the store lacks */
 };
 
 static int chunk_segs(const void *ctx, int id, bool write, struct zn_home_seg *out)
@@ -402,8 +404,8 @@ static int chunk_segs(const void *ctx, int id, bool write, struct zn_home_seg *o
 	(void)write;
 	out[0] = (struct zn_home_seg){ NULL, { ZN_SWAP_MASTER, 0, 0 }, (uint64_t)id * 4096,
 				       4096, 0 };
-	out[1] = (struct zn_home_seg){ t->b, { ZN_SWAP_EXP_AVG, 0, 0 }, (uint64_t)id * 4096,
-				       4096, 4096 };
+	out[1] = (struct zn_home_seg){ t->b, { ZN_SWAP_EXP_AVG, t->bad ? 9 : 0, 0 },
+				       (uint64_t)id * 4096, 4096, 4096 };
 	return 2;
 }
 
@@ -420,7 +422,7 @@ static void make_store(struct fixture *f, struct zn_aio *aio, int kind, const ch
 
 Test(store_home, items_of_segments_in_two_stores, .init = cr_redirect_stderr)
 {
-	struct two_stores t;
+	struct two_stores t = { 0 };
 	struct zn_home_config c;
 	struct zn_aio *aio;
 	struct fixture f;
@@ -479,11 +481,32 @@ Test(store_home, items_of_segments_in_two_stores, .init = cr_redirect_stderr)
 			nvme_test_compare(m + i * 4096, src[i] + 4096, 4096, "m chunk in place");
 		free(m);
 	}
+	/* a copy down into a buffer on nvme is still to be written: settling it would block
+	 * (it writes the item first) */
+	{
+		struct zn_home_buf *b = zn_home_buf(&h, 0);
+
+		memcpy(b->h, src[0], 8192);
+		cr_assert_eq(zn_event_record(b->down, f.s), 0);
+		zn_home_filled(b, 0);
+		cr_assert(!zn_home_idle(&h, b), "a copy down not yet written is not idle");
+		cr_assert_eq(zn_home_settle(&h, b), 0, "settle writes it");
+		cr_assert(zn_home_idle(&h, b) && b->state == ZN_HOME_FREE);
+	}
+	/* a range the store cannot submit (no such extent) after one that it could: the
+	 * submitted one is waited, the buffer left FREE, the error returned */
+	t.bad = true;
+	rc = zn_home_read_ahead(&h, zn_home_buf(&h, 1), 2);
+	cr_assert(rc < 0, "the bad range's submission fails the read (%d)", rc);
+	cr_assert_eq(zn_home_buf(&h, 1)->state, ZN_HOME_FREE, "nothing left in flight");
+	t.bad = false;
 	/* the first request (the master's) fails: the line names the master's store file */
 	zn_aio_set_fault(aio, &(struct zn_aio_fault){ .nth = 1, .err = EIO });
 	cr_assert_eq(zn_home_read_ahead(&h, zn_home_buf(&h, 0), 1), 0);
 	rc = zn_home_wait(&h, zn_home_buf(&h, 0));
 	cr_assert_eq(rc, -EIO, "the failed read is reported (%d)", rc);
+	/* (the redirected stderr is read once, after both errors) */
+	cr_assert(nvme_test_stderr_has("item 2:", "nvme read"), "the bad range names the item");
 	cr_assert(nvme_test_stderr_has("item 1:", "segs-a"), "the error names the master's file");
 	zn_home_close(&h);
 	for (int i = 0; i < CHUNKS; i++)

@@ -116,9 +116,9 @@ static int submit(struct zn_home *h, struct zn_home_buf *b, int id, bool write,
 {
 	int n = plan_segs(h, b, id, write), rc = 0;
 
-	b->id = id;
-	if (n < 0)
+	if (n < 0) /* refused: b as it was */
 		return n;
+	b->id = id;
 	b->t0 = zn_trace_now_ns();
 	b->nreq = 0;
 	for (int i = 0; !rc && i < n; i++) {
