@@ -4,7 +4,7 @@
  * A sparse layer's frozen buffer ends with its two expert stacks (gate_up_proj [E, 2I, C]
  * and down_proj [E, C, I], each expert's rows contiguous: the descriptors' stacks of parts,
  * model.h). With the home in host memory or on nvme, the layer's fetch through the working
- * slots (frozen.c) moves the rest of the layer only; the model's sparse block, once its
+ * slots (frozen_seq.c) moves the rest of the layer only; the model's sparse block, once its
  * router has run and the rows per expert are on the host (moe.h zn_moe_source), calls
  * fetch below right before each routed expert's GEMMs, and the expert is fetched on its
  * own into its slices of the slot's working copy: its stored slices of both stacks copied up from

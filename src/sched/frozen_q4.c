@@ -1,8 +1,8 @@
 /* A 4-bit frozen base (frozen.h, docs/qlora.md): each layer's layout, and the working copy
  * made on the device from the extent that came up (the plain part copied or cast, each
  * quantized tensor dequantized as bitsandbytes does: code x absmax in fp32, rounded to the
- * quant dtype, then to the compute dtype). The homes, reads and copies up are frozen.c's
- * and frozen_io.c's, on the extents' bytes. */
+ * quant dtype, then to the compute dtype). The homes, reads and copies up are
+ * frozen_load.c's, frozen_seq.c's and frozen_io.c's, on the extents' bytes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * The ring owns the slot indices, their ready and free events and the order of the fills;
  * its user owns what a slot's buffers are and what a fill moves into them (the ops below).
  * The trainable parameters' prefetcher (sched/prefetch.c), the frozen base
- * (sched/frozen.c, which zinc generate uses) and the activation checkpoints' copies up
+ * (sched/frozen_seq.c, which zinc generate uses) and the activation checkpoints' copies up
  * (sched/recompute_home.c) are its users.
  *
  * Order (what the users' results and traces depend on, kept exactly):
